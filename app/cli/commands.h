@@ -1,0 +1,11 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+// Each command registers its options on the app and returns the function that runs it.
+#include <functional>
+using CommandRunner = std::function<int()>;
+
+CommandRunner add_info_command(CLI::App& app);
+CommandRunner add_tokenize_command(CLI::App& app);

@@ -1,0 +1,21 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+# GPU backends are optional: a missing toolchain switches the backend off instead of failing the build.
+if(TOKENSCOPE_VULKAN)
+  find_package(Vulkan QUIET)
+  find_program(TOKENSCOPE_GLSLC glslc)
+  if(NOT Vulkan_FOUND OR NOT TOKENSCOPE_GLSLC)
+    message(STATUS "Vulkan SDK or glslc not found: Vulkan backend off")
+    set(TOKENSCOPE_VULKAN OFF CACHE BOOL "Vulkan compute backend" FORCE)
+  endif()
+endif()
+
+if(TOKENSCOPE_CUDA)
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    enable_language(CUDA)
+  else()
+    message(STATUS "nvcc not found: CUDA backend off")
+    set(TOKENSCOPE_CUDA OFF CACHE BOOL "CUDA backend" FORCE)
+  endif()
+endif()

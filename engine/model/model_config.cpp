@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "model/model_config.h"
+
+#include "gguf/gguf_file.h"
+#include "util/error.h"
+
+#include <spdlog/fmt/fmt.h>
+
+namespace engine {
+
+std::vector<bool> default_swa_pattern(const std::string& arch, uint32_t n_layer)
+{
+    std::vector<bool> swa(n_layer, false);
+    uint32_t period = 0;
+    if (arch == "gemma3")
+        period = 6; // layer il is local iff il % 6 < 5 (llama.cpp set_swa_pattern(6))
+    else if (arch == "gemma2")
+        period = 2;
+    if (period)
+        for (uint32_t il = 0; il < n_layer; ++il)
+            swa[il] = il % period < period - 1;
+    return swa;
+}
+
+ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file)
+{
+    ModelConfig c;
+    const auto arch = file.get_string("general.architecture");
+    if (!arch || arch->empty())
+        throw FormatError(fmt::format("{}: general.architecture is missing", file.name()));
+    c.architecture = std::string(*arch);
+    c.name = std::string(file.get_string("general.name").value_or(""));
+    const std::string p = c.architecture + ".";
+
+    auto fail = [&](const std::string& key, const std::string& what) {
+        return FormatError(fmt::format("{}: metadata '{}' {}", file.name(), key, what));
+    };
+    auto require_u32 = [&](const std::string& key) -> uint32_t {
+        const auto v = file.get_int(key);
+        if (!v)
+            throw fail(key, "is missing or not an integer");
+        if (*v < 0 || *v > 0xFFFFFFFFll)
+            throw fail(key, fmt::format("is out of range ({})", *v));
+        return static_cast<uint32_t>(*v);
+    };
+    auto optional_u32 = [&](const std::string& key) -> std::optional<uint32_t> {
+        if (!file.find(key))
+            return std::nullopt;
+        return require_u32(key);
+    };
+    // A scalar or one value per layer (llama.cpp's get_key_or_arr).
+    auto per_layer = [&](const std::string& key, std::optional<uint32_t> fallback) -> std::vector<uint32_t> {
+        const gguf::MetaValue* v = file.find(key);
+        if (!v) {
+            if (!fallback)
+                throw fail(key, "is missing");
+            return std::vector<uint32_t>(c.n_layer, *fallback);
+        }
+        if (const gguf::MetaArray* a = v->as_array()) {
+            if (a->count != c.n_layer)
+                throw fail(key, fmt::format("has {} entries for {} layers", a->count, c.n_layer));
+            std::vector<uint32_t> out;
+            for (uint64_t i = 0; i < a->count; ++i) {
+                const auto x = a->int_at(i);
+                if (!x || *x < 0 || *x > 0xFFFFFFFFll)
+                    throw fail(key, "holds a value that is not a valid count");
+                out.push_back(static_cast<uint32_t>(*x));
+            }
+            return out;
+        }
+        return std::vector<uint32_t>(c.n_layer, require_u32(key));
+    };
+
+    c.n_layer = require_u32(p + "block_count");
+    if (c.n_layer == 0 || c.n_layer > 4096)
+        throw fail(p + "block_count", fmt::format("is {}, not a plausible layer count", c.n_layer));
+    c.n_embd = require_u32(p + "embedding_length");
+    c.n_ctx_train = optional_u32(p + "context_length").value_or(0);
+    c.n_head = per_layer(p + "attention.head_count", std::nullopt);
+    c.n_head_kv = per_layer(p + "attention.head_count_kv", c.n_head.empty() ? 0 : c.n_head[0]);
+    c.n_ff = per_layer(p + "feed_forward_length", 0u);
+    const uint32_t n_head0 = c.n_head.empty() ? 0 : c.n_head[0];
+    c.head_dim_k = optional_u32(p + "attention.key_length").value_or(n_head0 ? c.n_embd / n_head0 : 0);
+    c.head_dim_v = optional_u32(p + "attention.value_length").value_or(n_head0 ? c.n_embd / n_head0 : 0);
+    c.n_rot = optional_u32(p + "rope.dimension_count").value_or(c.head_dim_k);
+    c.rope_freq_base = static_cast<float>(file.get_float(p + "rope.freq_base").value_or(10000.0));
+    if (auto swa_base = file.get_float(p + "rope.freq_base_swa"))
+        c.rope_freq_base_swa = static_cast<float>(*swa_base);
+    else if (c.architecture == "gemma3")
+        c.rope_freq_base_swa = 10000.0f; // hard-coded local-layer base in llama.cpp
+    if (auto factor = file.get_float(p + "rope.scaling.factor"); factor && *factor != 0.0)
+        c.rope_freq_scale = static_cast<float>(1.0 / *factor);
+    if (auto type = file.get_string(p + "rope.scaling.type"))
+        c.rope_scaling_type = std::string(*type);
+    c.norm_eps = static_cast<float>(file.get_float(p + "attention.layer_norm_rms_epsilon")
+                                        .value_or(file.get_float(p + "attention.layer_norm_epsilon").value_or(1e-5)));
+    c.sliding_window = optional_u32(p + "attention.sliding_window").value_or(0);
+    c.layer_is_swa = c.sliding_window ? default_swa_pattern(c.architecture, c.n_layer) : std::vector<bool>(c.n_layer, false);
+    if (auto pattern = optional_u32(p + "attention.sliding_window_pattern"); pattern && *pattern > 0 && c.sliding_window)
+        for (uint32_t il = 0; il < c.n_layer; ++il)
+            c.layer_is_swa[il] = il % *pattern < *pattern - 1;
+    if (auto cap = file.get_float(p + "attn_logit_softcapping"); cap && *cap != 0.0)
+        c.attn_logit_softcap = static_cast<float>(*cap);
+    if (auto cap = file.get_float(p + "final_logit_softcapping"); cap && *cap != 0.0)
+        c.final_logit_softcap = static_cast<float>(*cap);
+    if (auto ft = file.get_int("general.file_type"); ft && *ft >= 0)
+        c.file_type = static_cast<uint32_t>(*ft);
+
+    if (auto n = file.get_int(p + "vocab_size"); n && *n > 0)
+        c.n_vocab = static_cast<uint32_t>(*n);
+    else if (const auto* tokens = file.get_array("tokenizer.ggml.tokens"))
+        c.n_vocab = static_cast<uint32_t>(tokens->count);
+
+    for (uint32_t il = 0; il < c.n_layer; ++il)
+        if (c.n_head[il] && c.n_head_kv[il] && c.n_head[il] % c.n_head_kv[il] != 0)
+            throw fail(p + "attention.head_count_kv",
+                       fmt::format("({}) does not divide the head count ({}) in layer {}", c.n_head_kv[il], c.n_head[il], il));
+    return c;
+}
+
+} // namespace engine

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace engine {
+
+// Tensor element types as numbered in ggml.h (the u32 stored in a GGUF tensor record).
+enum class GgmlType : uint32_t {
+    F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
+    Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
+    IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ4_NL = 20, IQ3_S = 21, IQ2_S = 22,
+    IQ4_XS = 23, I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, IQ1_M = 29, BF16 = 30,
+    TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39,
+};
+
+struct GgmlTypeTraits {
+    GgmlType type;
+    std::string_view name;
+    uint32_t block_elements; // elements per block (1 for plain types)
+    uint32_t block_bytes;    // bytes per block
+    bool dequantizable;      // Tokenscope can turn it into f32
+};
+
+// Traits for a type id read from a file, or nullopt when the id is not a known ggml type.
+std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t type_id);
+GgmlTypeTraits ggml_type_traits(GgmlType type);
+
+std::string_view ggml_type_name(GgmlType type);
+
+// Bytes taken by `elements` values of this type; elements must be a multiple of the block size.
+inline uint64_t ggml_row_bytes(const GgmlTypeTraits& t, uint64_t elements)
+{
+    return elements / t.block_elements * t.block_bytes;
+}
+
+} // namespace engine

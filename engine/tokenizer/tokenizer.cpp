@@ -1,0 +1,398 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Special-token partition, SentencePiece-style and byte-level BPE merging, and decoding, following
+// llama.cpp's llama-vocab.cpp behaviour (shared/reference/tokenizers.md §2–§5) so that ids match it.
+#include "tokenizer/tokenizer.h"
+
+#include "tokenizer/byte_unicode.h"
+#include "tokenizer/pre_tokenizer.h"
+#include "util/utf8.h"
+
+#include <algorithm>
+#include <queue>
+#include <spdlog/fmt/fmt.h>
+#include <unordered_map>
+
+namespace engine {
+
+namespace {
+
+constexpr std::string_view kSpmSpace = "\xE2\x96\x81"; // U+2581 '▁'
+
+// A symbol of the merge loops: a byte range of the working string in a doubly linked list.
+struct Symbol {
+    int prev;
+    int next;
+    uint32_t start;
+    uint32_t n; // 0 once merged into its left neighbour
+};
+
+std::vector<Symbol> split_chars(std::string_view s)
+{
+    std::vector<Symbol> symbols;
+    uint32_t offset = 0;
+    while (offset < s.size()) {
+        const auto len = static_cast<uint32_t>(
+            std::min<std::size_t>(utf8::sequence_length(static_cast<unsigned char>(s[offset])), s.size() - offset));
+        const int index = static_cast<int>(symbols.size());
+        symbols.push_back({index - 1, offset + len == s.size() ? -1 : index + 1, offset, len});
+        offset += len;
+    }
+    return symbols;
+}
+
+// Maps bytes of a working string (after ▁-escaping or byte-encoding) back to the input.
+struct OffsetMap {
+    std::vector<uint32_t> source; // source[i] = input offset of working byte i
+    uint32_t end = 0;             // input offset just past the fragment
+
+    uint32_t at(std::size_t i) const { return i < source.size() ? source[i] : end; }
+};
+
+} // namespace
+
+Tokenizer::Tokenizer(Vocab vocab) : m_vocab(std::move(vocab))
+{
+    for (std::size_t id = 0; id < m_vocab.size(); ++id) {
+        const TokenType t = m_vocab.types[id];
+        if (t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown)
+            m_special_by_length.push_back(static_cast<TokenId>(id));
+    }
+    std::stable_sort(m_special_by_length.begin(), m_special_by_length.end(), [&](TokenId a, TokenId b) {
+        return m_vocab.tokens[static_cast<std::size_t>(a)].size() > m_vocab.tokens[static_cast<std::size_t>(b)].size();
+    });
+    if (m_vocab.model == TokenizerModel::Bpe)
+        m_pre = PreTokenizer::for_name(m_vocab.pre);
+}
+
+Tokenizer::~Tokenizer() = default;
+
+// ---- special tokens ---------------------------------------------------------------------------
+
+std::vector<Tokenizer::Fragment> Tokenizer::partition_special(std::string_view text, bool parse_special) const
+{
+    std::vector<Fragment> fragments;
+    if (text.empty())
+        return fragments;
+    fragments.push_back({false, 0, 0, static_cast<uint32_t>(text.size())});
+    std::vector<Fragment> next;
+    for (const TokenId id : m_special_by_length) {
+        const TokenType type = m_vocab.type_of(id);
+        if (!parse_special && (type == TokenType::Control || type == TokenType::Unknown))
+            continue; // user-defined tokens are split out even then, as in llama.cpp
+        const std::string& special = m_vocab.tokens[static_cast<std::size_t>(id)];
+        bool found = false;
+        for (const auto& f : fragments) {
+            if (f.is_token || f.end - f.begin < special.size() ||
+                text.substr(f.begin, f.end - f.begin).find(special) == std::string_view::npos)
+                continue;
+            found = true;
+            break;
+        }
+        if (!found)
+            continue;
+        next.clear();
+        for (const auto& f : fragments) {
+            if (f.is_token) {
+                next.push_back(f);
+                continue;
+            }
+            uint32_t pos = f.begin;
+            while (pos < f.end) {
+                const std::size_t match = text.substr(0, f.end).find(special, pos);
+                if (match == std::string_view::npos)
+                    break;
+                if (match > pos)
+                    next.push_back({false, 0, pos, static_cast<uint32_t>(match)});
+                const auto token_end = static_cast<uint32_t>(match + special.size());
+                next.push_back({true, id, static_cast<uint32_t>(match), token_end});
+                pos = token_end;
+            }
+            if (pos < f.end)
+                next.push_back({false, 0, pos, f.end});
+        }
+        fragments.swap(next);
+    }
+    return fragments;
+}
+
+// ---- encode -----------------------------------------------------------------------------------
+
+std::vector<Token> Tokenizer::encode(std::string_view text, const EncodeOptions& options) const
+{
+    std::vector<Token> out;
+    if (options.add_special && m_vocab.add_bos && m_vocab.bos)
+        out.push_back({*m_vocab.bos, 0, 0});
+    bool after_special = true; // SentencePiece prefixes a space at the start and after special tokens
+    for (const auto& f : partition_special(text, options.parse_special)) {
+        if (f.is_token) {
+            out.push_back({f.id, f.begin, f.end});
+            after_special = true;
+            continue;
+        }
+        const std::string_view piece = text.substr(f.begin, f.end - f.begin);
+        if (m_vocab.model == TokenizerModel::Spm)
+            encode_spm(piece, f.begin, after_special, out);
+        else
+            encode_bpe(piece, f.begin, out);
+        after_special = false;
+    }
+    if (options.add_special && m_vocab.add_eos && m_vocab.eos) {
+        const auto end = static_cast<uint32_t>(text.size());
+        out.push_back({*m_vocab.eos, end, end});
+    }
+    return out;
+}
+
+std::vector<TokenId> Tokenizer::encode_ids(std::string_view text, const EncodeOptions& options) const
+{
+    std::vector<TokenId> ids;
+    for (const Token& t : encode(text, options))
+        ids.push_back(t.id);
+    return ids;
+}
+
+TokenId Tokenizer::byte_token(unsigned char byte) const
+{
+    if (auto id = m_vocab.find(fmt::format("<0x{:02X}>", byte)))
+        return *id;
+    if (auto id = m_vocab.find(std::string(1, static_cast<char>(byte))))
+        return *id;
+    return m_vocab.unk.value_or(0);
+}
+
+void Tokenizer::encode_spm(std::string_view text, uint32_t offset, bool after_special, std::vector<Token>& out) const
+{
+    // Escape spaces as ▁, remembering where each working byte came from.
+    std::string s;
+    OffsetMap map;
+    map.end = offset + static_cast<uint32_t>(text.size());
+    if (m_vocab.add_space_prefix && after_special) {
+        s += kSpmSpace;
+        map.source.insert(map.source.end(), kSpmSpace.size(), offset);
+    }
+    for (uint32_t i = 0; i < text.size(); ++i) {
+        if (text[i] == ' ') {
+            s += kSpmSpace;
+            map.source.insert(map.source.end(), kSpmSpace.size(), offset + i);
+        } else {
+            s += text[i];
+            map.source.push_back(offset + i);
+        }
+    }
+
+    std::vector<Symbol> symbols = split_chars(s);
+    struct Bigram {
+        int left, right;
+        float score;
+        uint32_t size;
+    };
+    auto lower_priority = [](const Bigram& a, const Bigram& b) {
+        return a.score < b.score || (a.score == b.score && a.left > b.left); // highest score, then leftmost
+    };
+    std::priority_queue<Bigram, std::vector<Bigram>, decltype(lower_priority)> queue(lower_priority);
+    std::unordered_map<std::string, std::pair<int, int>> rev_merge;
+
+    auto try_add = [&](int left, int right) {
+        if (left == -1 || right == -1)
+            return;
+        const Symbol& l = symbols[static_cast<std::size_t>(left)];
+        const Symbol& r = symbols[static_cast<std::size_t>(right)];
+        const std::string pair = s.substr(l.start, l.n + r.n);
+        const auto id = m_vocab.find(pair);
+        if (!id)
+            return;
+        queue.push({left, right, m_vocab.scores[static_cast<std::size_t>(*id)], static_cast<uint32_t>(pair.size())});
+        rev_merge[pair] = {left, right};
+    };
+
+    for (int i = 1; i < static_cast<int>(symbols.size()); ++i)
+        try_add(i - 1, i);
+    while (!queue.empty()) {
+        const Bigram b = queue.top();
+        queue.pop();
+        Symbol& l = symbols[static_cast<std::size_t>(b.left)];
+        Symbol& r = symbols[static_cast<std::size_t>(b.right)];
+        if (l.n == 0 || r.n == 0 || l.n + r.n != b.size)
+            continue; // stale: one side was merged since
+        l.n += r.n;
+        r.n = 0;
+        l.next = r.next;
+        if (r.next >= 0)
+            symbols[static_cast<std::size_t>(r.next)].prev = b.left;
+        try_add(l.prev, b.left);
+        try_add(b.left, l.next);
+    }
+
+    // Emit tokens; a symbol that is not a token is split back along its merges or into bytes.
+    auto emit = [&](auto&& self, const Symbol& sym) -> void {
+        const std::string_view piece(s.data() + sym.start, sym.n);
+        if (auto id = m_vocab.find(piece)) {
+            out.push_back({*id, map.at(sym.start), map.at(sym.start + sym.n)});
+            return;
+        }
+        if (auto it = rev_merge.find(std::string(piece)); it != rev_merge.end()) {
+            self(self, symbols[static_cast<std::size_t>(it->second.first)]);
+            self(self, symbols[static_cast<std::size_t>(it->second.second)]);
+            return;
+        }
+        // Byte fallback: every byte of the character carries the character's span.
+        for (uint32_t j = 0; j < sym.n; ++j)
+            out.push_back({byte_token(static_cast<unsigned char>(piece[j])), map.at(sym.start), map.at(sym.start + sym.n)});
+    };
+    for (int i = symbols.empty() ? -1 : 0; i != -1; i = symbols[static_cast<std::size_t>(i)].next)
+        emit(emit, symbols[static_cast<std::size_t>(i)]);
+}
+
+void Tokenizer::encode_bpe(std::string_view text, uint32_t offset, std::vector<Token>& out) const
+{
+    struct Bigram {
+        int left, right;
+        int32_t rank;
+        std::string text;
+    };
+    auto lower_priority = [](const Bigram& a, const Bigram& b) {
+        return a.rank > b.rank || (a.rank == b.rank && a.left > b.left); // lowest rank, then leftmost
+    };
+
+    for (const auto& [begin, end] : m_pre->split(text)) {
+        // Byte-encode the piece into GPT-2's printable alphabet.
+        std::string word;
+        OffsetMap map;
+        map.end = offset + end;
+        for (uint32_t i = begin; i < end; ++i) {
+            const std::string& enc = byte_unicode::encode_byte(static_cast<unsigned char>(text[i]));
+            word += enc;
+            map.source.insert(map.source.end(), enc.size(), offset + i);
+        }
+
+        if (m_vocab.ignore_merges) {
+            if (auto id = m_vocab.find(word)) {
+                out.push_back({*id, offset + begin, offset + end});
+                continue;
+            }
+        }
+
+        std::vector<Symbol> symbols = split_chars(word);
+        std::priority_queue<Bigram, std::vector<Bigram>, decltype(lower_priority)> queue(lower_priority);
+        std::string key;
+        auto try_add = [&](int left, int right) {
+            if (left == -1 || right == -1)
+                return;
+            const Symbol& l = symbols[static_cast<std::size_t>(left)];
+            const Symbol& r = symbols[static_cast<std::size_t>(right)];
+            key.assign(word, l.start, l.n);
+            key += ' ';
+            key.append(word, r.start, r.n);
+            auto it = m_vocab.merge_rank.find(key);
+            if (it == m_vocab.merge_rank.end())
+                return;
+            queue.push({left, right, it->second, word.substr(l.start, l.n + r.n)});
+        };
+        for (int i = 1; i < static_cast<int>(symbols.size()); ++i)
+            try_add(i - 1, i);
+        while (!queue.empty()) {
+            const Bigram b = queue.top();
+            queue.pop();
+            Symbol& l = symbols[static_cast<std::size_t>(b.left)];
+            Symbol& r = symbols[static_cast<std::size_t>(b.right)];
+            if (l.n == 0 || r.n == 0 || l.n + r.n != b.text.size() ||
+                std::string_view(word).substr(l.start, l.n + r.n) != b.text)
+                continue; // outdated
+            l.n += r.n;
+            r.n = 0;
+            l.next = r.next;
+            if (r.next >= 0)
+                symbols[static_cast<std::size_t>(r.next)].prev = b.left;
+            try_add(l.prev, b.left);
+            try_add(b.left, l.next);
+        }
+
+        for (int i = symbols.empty() ? -1 : 0; i != -1; i = symbols[static_cast<std::size_t>(i)].next) {
+            const Symbol& sym = symbols[static_cast<std::size_t>(i)];
+            const std::string_view piece(word.data() + sym.start, sym.n);
+            if (auto id = m_vocab.find(piece)) {
+                out.push_back({*id, map.at(sym.start), map.at(sym.start + sym.n)});
+                continue;
+            }
+            // llama.cpp's fallback: each byte of the encoded symbol looked up alone, missing ones dropped.
+            for (uint32_t j = 0; j < sym.n; ++j)
+                if (auto id = m_vocab.find(piece.substr(j, 1)))
+                    out.push_back({*id, map.at(sym.start + j), map.at(sym.start + j) + 1});
+        }
+    }
+}
+
+// ---- decode -----------------------------------------------------------------------------------
+
+std::string Tokenizer::token_to_piece(TokenId id, bool render_special) const
+{
+    if (id < 0 || static_cast<std::size_t>(id) >= m_vocab.size())
+        return {};
+    const std::string& text = m_vocab.tokens[static_cast<std::size_t>(id)];
+    switch (m_vocab.type_of(id)) {
+    case TokenType::Control:
+    case TokenType::Unknown:
+        return render_special ? text : std::string();
+    case TokenType::UserDefined:
+        return text;
+    case TokenType::Byte:
+        if (m_vocab.model == TokenizerModel::Spm && text.size() == 6 && text.starts_with("<0x"))
+            return std::string(1, static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16)));
+        break;
+    default:
+        break;
+    }
+    std::string piece;
+    if (m_vocab.model == TokenizerModel::Spm) {
+        for (std::size_t i = 0; i < text.size();) {
+            if (text.compare(i, kSpmSpace.size(), kSpmSpace) == 0) {
+                piece += ' ';
+                i += kSpmSpace.size();
+            } else {
+                piece += text[i++];
+            }
+        }
+        return piece;
+    }
+    for (std::size_t i = 0; i < text.size();) {
+        const std::size_t len = std::min(utf8::sequence_length(static_cast<unsigned char>(text[i])), text.size() - i);
+        const std::string_view ch(text.data() + i, len);
+        if (auto b = byte_unicode::decode_char(ch))
+            piece += static_cast<char>(*b);
+        else
+            piece += ch; // not in the byte alphabet: keep the character itself
+        i += len;
+    }
+    return piece;
+}
+
+std::string Tokenizer::decode(const std::vector<TokenId>& ids, const DecodeOptions& options) const
+{
+    std::string out;
+    bool text_start = true; // where encode prefixed a space (start of text, after a special token)
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        const TokenId id = ids[i];
+        if (options.remove_special) {
+            if (i == 0 && m_vocab.add_bos && m_vocab.bos && id == *m_vocab.bos)
+                continue;
+            if (i + 1 == ids.size() && m_vocab.add_eos && m_vocab.eos && id == *m_vocab.eos)
+                continue;
+        }
+        if (id < 0 || static_cast<std::size_t>(id) >= m_vocab.size())
+            continue;
+        const TokenType type = m_vocab.type_of(id);
+        std::string piece = token_to_piece(id, options.render_special);
+        if (type == TokenType::Control || type == TokenType::Unknown || type == TokenType::UserDefined) {
+            out += piece;
+            text_start = true;
+            continue;
+        }
+        if (m_vocab.add_space_prefix && text_start && !piece.empty() && piece[0] == ' ')
+            piece.erase(0, 1);
+        text_start = false;
+        out += piece;
+    }
+    return out;
+}
+
+} // namespace engine

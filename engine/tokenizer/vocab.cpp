@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Defaults and overrides follow llama.cpp's vocabulary loader (shared/reference/tokenizers.md §1).
+#include "tokenizer/vocab.h"
+
+#include "gguf/gguf_file.h"
+#include "util/error.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <spdlog/fmt/fmt.h>
+
+namespace engine {
+
+std::string_view token_type_name(TokenType type)
+{
+    switch (type) {
+    case TokenType::Undefined: return "undefined";
+    case TokenType::Normal: return "normal";
+    case TokenType::Unknown: return "unknown";
+    case TokenType::Control: return "control";
+    case TokenType::UserDefined: return "user-defined";
+    case TokenType::Unused: return "unused";
+    case TokenType::Byte: return "byte";
+    }
+    return "?";
+}
+
+std::optional<TokenId> Vocab::find(std::string_view text) const
+{
+    auto it = token_to_id.find(std::string(text));
+    if (it == token_to_id.end())
+        return std::nullopt;
+    return it->second;
+}
+
+namespace {
+
+// Texts that mark the end of a turn; llama.cpp recognises them by text and forces them to CONTROL.
+constexpr std::array kEndOfGenerationTexts = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>",
+    "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
+};
+
+// Pre-tokenizer names whose BPE skips merging for pieces that are whole tokens and adds BOS.
+bool is_llama3_family(std::string_view pre)
+{
+    return pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3" || pre == "pixtral";
+}
+
+} // namespace
+
+Vocab Vocab::from_gguf(const gguf::GgufFile& file)
+{
+    auto fail = [&](const std::string& what) -> FormatError {
+        return FormatError(fmt::format("{}: tokenizer: {}", file.name(), what));
+    };
+
+    Vocab v;
+    const auto model = file.get_string("tokenizer.ggml.model");
+    if (!model)
+        throw fail("the file has no tokenizer (tokenizer.ggml.model is missing)");
+    v.model_name = std::string(*model);
+    if (v.model_name == "llama") {
+        v.model = TokenizerModel::Spm;
+        v.bos = 1;
+        v.eos = 2;
+        v.unk = 0;
+        v.add_bos = true;
+        v.add_space_prefix = true;
+    } else if (v.model_name == "gpt2") {
+        v.model = TokenizerModel::Bpe;
+        v.bos = 11;
+        v.eos = 11;
+        v.clean_spaces = true;
+    } else {
+        throw UnsupportedError(fmt::format("{}: tokenizer model '{}' is not supported (supported: 'llama' "
+                                           "SentencePiece and 'gpt2' byte-level BPE)",
+                                           file.name(), v.model_name));
+    }
+
+    if (v.model == TokenizerModel::Bpe) {
+        v.pre = std::string(file.get_string("tokenizer.ggml.pre").value_or("default"));
+        if (is_llama3_family(v.pre)) {
+            v.ignore_merges = true;
+            v.add_bos = true;
+        }
+        if (v.pre == "qwen2" || v.pre == "deepseek-r1-qwen" || v.pre == "megrez" || v.pre == "stablelm2")
+            v.clean_spaces = false;
+    }
+
+    // ---- tokens, scores, types ------------------------------------------------------------------
+    const gguf::MetaArray* tokens = file.get_array("tokenizer.ggml.tokens");
+    if (!tokens || tokens->element_type != gguf::ValueType::String)
+        throw fail("tokenizer.ggml.tokens is missing or is not an array of strings");
+    const std::size_t n = tokens->strings.size();
+    if (n == 0)
+        throw fail("the vocabulary is empty");
+    if (n > static_cast<std::size_t>(std::numeric_limits<TokenId>::max()))
+        throw fail(fmt::format("the vocabulary has {} tokens, more than a token id can hold", n));
+
+    v.tokens.reserve(n);
+    v.token_to_id.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        std::string text(tokens->strings[i]);
+        if (text.empty())
+            text = "[EMPTY_" + std::to_string(i) + "]"; // as llama.cpp does, so ids stay unique
+        if (!v.token_to_id.emplace(text, static_cast<TokenId>(i)).second)
+            throw fail(fmt::format("token {} duplicates the text of token {}", i, v.token_to_id.at(text)));
+        v.tokens.push_back(std::move(text));
+    }
+
+    v.scores.assign(n, 0.0f);
+    if (const gguf::MetaArray* scores = file.get_array("tokenizer.ggml.scores")) {
+        if (scores->element_type != gguf::ValueType::Float32 && scores->element_type != gguf::ValueType::Int32)
+            throw fail("tokenizer.ggml.scores must be an array of f32 or i32");
+        if (scores->count < n)
+            throw fail(fmt::format("tokenizer.ggml.scores has {} entries for {} tokens", scores->count, n));
+        for (std::size_t i = 0; i < n; ++i)
+            v.scores[i] = static_cast<float>(*scores->float_at(i));
+    }
+
+    v.types.assign(n, TokenType::Normal);
+    if (const gguf::MetaArray* types = file.get_array("tokenizer.ggml.token_type")) {
+        if (types->element_type != gguf::ValueType::Int32)
+            throw fail("tokenizer.ggml.token_type must be an array of i32");
+        if (types->count < n)
+            throw fail(fmt::format("tokenizer.ggml.token_type has {} entries for {} tokens", types->count, n));
+        for (std::size_t i = 0; i < n; ++i) {
+            const int64_t t = *types->int_at(i);
+            v.types[i] = (t >= 0 && t <= 6) ? static_cast<TokenType>(t) : TokenType::Undefined;
+        }
+    }
+
+    // ---- merges (BPE) ---------------------------------------------------------------------------
+    if (v.model == TokenizerModel::Bpe) {
+        const gguf::MetaArray* merges = file.get_array("tokenizer.ggml.merges");
+        if (!merges || merges->element_type != gguf::ValueType::String)
+            throw fail("a BPE tokenizer needs tokenizer.ggml.merges (an array of strings)");
+        v.merge_rank.reserve(merges->strings.size());
+        for (std::size_t i = 0; i < merges->strings.size(); ++i) {
+            const std::string_view m = merges->strings[i];
+            const std::size_t space = m.find(' ', 1);
+            if (space == std::string_view::npos)
+                continue; // unusable, as in llama.cpp
+            v.merge_rank.try_emplace(std::string(m), static_cast<int32_t>(i));
+        }
+    }
+
+    // ---- special ids and flags ------------------------------------------------------------------
+    auto special = [&](const char* key, std::optional<TokenId>& slot) {
+        if (slot && static_cast<std::size_t>(*slot) >= n)
+            slot.reset();
+        if (auto id = file.get_int(key); id && *id >= 0 && static_cast<std::size_t>(*id) < n)
+            slot = static_cast<TokenId>(*id);
+    };
+    special("tokenizer.ggml.bos_token_id", v.bos);
+    special("tokenizer.ggml.eos_token_id", v.eos);
+    special("tokenizer.ggml.eot_token_id", v.eot);
+    special("tokenizer.ggml.eom_token_id", v.eom);
+    special("tokenizer.ggml.unknown_token_id", v.unk);
+    special("tokenizer.ggml.padding_token_id", v.pad);
+
+    if (auto b = file.get_bool("tokenizer.ggml.add_bos_token"))
+        v.add_bos = *b;
+    if (auto b = file.get_bool("tokenizer.ggml.add_eos_token"))
+        v.add_eos = *b;
+    if (v.model == TokenizerModel::Spm)
+        if (auto b = file.get_bool("tokenizer.ggml.add_space_prefix"))
+            v.add_space_prefix = *b;
+    if (v.add_bos && !v.bos)
+        throw fail("tokenizer.ggml.add_bos_token is set but the vocabulary has no BOS token");
+    if (auto t = file.get_string("tokenizer.chat_template"))
+        v.chat_template = std::string(*t);
+
+    // End-of-generation set, with text-recognised end-of-turn tokens forced to CONTROL.
+    for (const char* text : kEndOfGenerationTexts) {
+        if (auto id = v.find(text)) {
+            if (!v.eot && std::string_view(text) != "<|eom_id|>")
+                v.eot = *id;
+            v.types[static_cast<std::size_t>(*id)] = TokenType::Control;
+            v.end_of_generation.push_back(*id);
+        }
+    }
+    for (const auto& id : {v.eos, v.eot, v.eom})
+        if (id && std::find(v.end_of_generation.begin(), v.end_of_generation.end(), *id) == v.end_of_generation.end())
+            v.end_of_generation.push_back(*id);
+    return v;
+}
+
+} // namespace engine
