@@ -206,9 +206,9 @@ void GgufFile::parse_all()
     const auto kv_count = in.read<uint64_t>("metadata count");
     // Smallest possible records: key (8) + type (4) + 1 byte value; name (8) + dims (4) + 1 dim + type + offset.
     if (kv_count > in.remaining() / 13)
-        in.fail(kv_count_at, fmt::format("metadata count {} is larger than the file could hold", kv_count));
+        in.fail(kv_count_at, fmt::format("metadata count {} is larger than the file could hold: file is truncated or corrupt", kv_count));
     if (tensor_count > in.remaining() / 32)
-        in.fail(tensor_count_at, fmt::format("tensor count {} is larger than the file could hold", tensor_count));
+        in.fail(tensor_count_at, fmt::format("tensor count {} is larger than the file could hold: file is truncated or corrupt", tensor_count));
 
     // ---- metadata -----------------------------------------------------------------------------
     m_metadata.reserve(kv_count);

@@ -22,6 +22,21 @@ std::vector<bool> default_swa_pattern(const std::string& arch, uint32_t n_layer)
     return swa;
 }
 
+void require_supported_tensor_types(const gguf::GgufFile& file)
+{
+    std::size_t count = 0;
+    const gguf::TensorInfo* first = nullptr;
+    for (const auto& t : file.tensors())
+        if (!t.type.dequantizable && count++ == 0)
+            first = &t;
+    if (first)
+        throw UnsupportedError(fmt::format("{}: tensor '{}' uses quantization type {}, which Tokenscope does not "
+                                           "support{} (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
+                                           "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)",
+                                           file.name(), first->name, first->type.name,
+                                           count > 1 ? fmt::format("; {} tensors in all use unsupported types", count) : ""));
+}
+
 ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file)
 {
     ModelConfig c;

@@ -39,6 +39,10 @@ struct ModelConfig {
     static ModelConfig from_gguf(const gguf::GgufFile& file);
 };
 
+// Throws UnsupportedError naming the first tensor whose type Tokenscope cannot decode (IQ*, TQ*, …)
+// and its type, so a model is refused before any weight is touched.
+void require_supported_tensor_types(const gguf::GgufFile& file);
+
 // Sliding-window layer pattern used when the file carries no explicit one: Gemma 2 alternates,
 // Gemma 3 has five local layers for every global one.
 std::vector<bool> default_swa_pattern(const std::string& arch, uint32_t n_layer);

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// tokenscope-cli as a user runs it: `info` and `tokenize` on the default model (found without
+// flags), JSON output, and clean errors with a non-zero exit on bad input.
+#include "gguf_builder.h"
+#include "test_paths.h"
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+namespace {
+
+struct Run {
+    int exit_code;
+    QString out;
+    QString err;
+};
+
+Run cli(const QStringList& args, const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment())
+{
+    QProcess p;
+    p.setProcessEnvironment(env);
+    p.start(TOKENSCOPE_CLI_PATH, args);
+    p.waitForFinished(120000);
+    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAllStandardOutput()),
+            QString::fromUtf8(p.readAllStandardError())};
+}
+
+} // namespace
+
+class TestCli : public QObject {
+    Q_OBJECT
+private slots:
+    void infoOnDefaultModelWithoutFlags();
+    void infoJson();
+    void tokenizeShowsSpans();
+    void tokenizeJsonFromFile();
+    void errorsGoToStderr_data();
+    void errorsGoToStderr();
+};
+
+void TestCli::infoOnDefaultModelWithoutFlags()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    const Run r = cli({"info"});
+    QCOMPARE(r.exit_code, 0);
+    QVERIFY2(r.out.contains(QRegularExpression("architecture\\s+gemma3")), qPrintable(r.out));
+    QVERIFY(r.out.contains(QRegularExpression("layers\\s+18\\n")));
+    QVERIFY(r.out.contains(QRegularExpression("heads\\s+4 \\(query\\), 1 \\(key/value\\)")));
+    QVERIFY(r.out.contains(QRegularExpression("head dimension\\s+256 \\(key\\), 256 \\(value\\)")));
+    QVERIFY(r.out.contains(QRegularExpression("context length\\s+32768")));
+    QVERIFY(r.out.contains(QRegularExpression("vocabulary\\s+262144")));
+    QVERIFY(r.out.contains(QRegularExpression("sliding window\\s+512 tokens on 15 layers; global layers: 5, 11, 17")));
+    QVERIFY(r.out.contains("token_embd.weight"));
+    QVERIFY(r.out.contains(QRegularExpression("tokenizer\\s+SentencePiece \\(llama\\), 262144 tokens")));
+    QVERIFY(r.out.contains(QRegularExpression("chat template\\s+(present|absent)")));
+}
+
+void TestCli::infoJson()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    const Run r = cli({"info", QString::fromStdString(path), "--json"});
+    QCOMPARE(r.exit_code, 0);
+    const auto j = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    QCOMPARE(j["architecture"].toString(), QString("gemma3"));
+    QCOMPARE(j["n_layer"].toInt(), 18);
+    QCOMPARE(j["tensors"].toArray().size(), 236);
+    QCOMPARE(j["tokenizer"].toObject()["tokens"].toInt(), 262144);
+    QCOMPARE(j["sliding_window"].toInt(), 512);
+}
+
+void TestCli::tokenizeShowsSpans()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    const Run r = cli({"tokenize", "Hello world"});
+    QCOMPARE(r.exit_code, 0);
+    QVERIFY2(r.out.startsWith("3 tokens, 11 bytes"), qPrintable(r.out));
+    QVERIFY(r.out.contains("<bos>"));
+    QVERIFY(r.out.contains("[5, 11)"));
+}
+
+void TestCli::tokenizeJsonFromFile()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    QTemporaryDir dir;
+    const QString file = dir.filePath("t.txt");
+    const QByteArray text = "  two spaces\nand a newline\n";
+    {
+        QFile f(file);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(text);
+    }
+    const Run r = cli({"tokenize", QString::fromStdString(path), "--file", file, "--json", "--no-special"});
+    QCOMPARE(r.exit_code, 0);
+    const auto tokens = QJsonDocument::fromJson(r.out.toUtf8()).object()["tokens"].toArray();
+    QVERIFY(!tokens.isEmpty());
+    // Spans tile the text exactly: each token starts where the previous one ended.
+    int expected_begin = 0;
+    for (const auto& t : tokens) {
+        QCOMPARE(t.toObject()["begin"].toInt(), expected_begin);
+        expected_begin = t.toObject()["end"].toInt();
+    }
+    QCOMPARE(expected_begin, int(text.size()));
+}
+
+void TestCli::errorsGoToStderr_data()
+{
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("missing file") << QStringList{"info", "/nonexistent/model.gguf"} << "cannot open";
+    QTest::newRow("not a gguf") << QStringList{"info", TOKENSCOPE_TEST_DATA_DIR "/../CMakeLists.txt"} << "not a GGUF file";
+    QTest::newRow("nothing to tokenize") << QStringList{"tokenize", "--model", "x.gguf"} << "nothing to tokenize";
+    QTest::newRow("vocab of an unknown model")
+        << QStringList{"tokenize", TOKENSCOPE_TEST_DATA_DIR "/quant/blocks.gguf", "hi"} << "no tokenizer";
+}
+
+void TestCli::errorsGoToStderr()
+{
+    QFETCH(QStringList, args);
+    QFETCH(QString, expected);
+    const Run r = cli(args);
+    QVERIFY(r.exit_code > 0);
+    QVERIFY2(r.err.startsWith("error: ") && r.err.contains(expected), qPrintable(r.err));
+    QVERIFY(r.out.isEmpty());
+}
+
+QTEST_GUILESS_MAIN(TestCli)
+#include "test_cli.moc"

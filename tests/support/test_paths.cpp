@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "test_paths.h"
+
+#include "model/model_locator.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace testsupport {
+
+std::string data_dir() { return TOKENSCOPE_TEST_DATA_DIR; }
+
+std::string default_model_path()
+{
+    auto found = engine::find_default_model();
+    if (!found || !std::filesystem::exists(*found))
+        return {};
+    return found->string();
+}
+
+bool model_may_be_missing()
+{
+    const char* v = std::getenv("TOKENSCOPE_ALLOW_NO_MODEL");
+    return v && std::string(v) == "1";
+}
+
+} // namespace testsupport

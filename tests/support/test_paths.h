@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include <QString>
+#include <string>
+
+namespace testsupport {
+
+// tests/data in the source tree.
+std::string data_dir();
+// The default model (Gemma 3 270M Q4_K_M) as the setup script installs it. Tests that need it
+// fail when it is missing — a model test that silently skips proves nothing — unless
+// TOKENSCOPE_ALLOW_NO_MODEL=1 is set, in which case they skip.
+std::string default_model_path();
+bool model_may_be_missing();
+
+} // namespace testsupport
+
+// QSKIP or QFAIL when the default model is absent (see default_model_path).
+#define REQUIRE_DEFAULT_MODEL(path_var)                                                                 \
+    const std::string path_var = testsupport::default_model_path();                                     \
+    if (path_var.empty()) {                                                                             \
+        if (testsupport::model_may_be_missing())                                                        \
+            QSKIP("default model not installed (TOKENSCOPE_ALLOW_NO_MODEL=1)");                         \
+        QFAIL("default model not installed: run scripts/setup.sh (or set TOKENSCOPE_MODEL)");           \
+    }
