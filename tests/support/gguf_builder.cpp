@@ -8,7 +8,9 @@ namespace testsupport {
 std::vector<uint8_t> GgufBuilder::str(const std::string& s)
 {
     std::vector<uint8_t> b = pod<uint64_t>(s.size());
-    b.insert(b.end(), s.begin(), s.end());
+    b.resize(8 + s.size());
+    if (!s.empty())
+        std::memcpy(b.data() + 8, s.data(), s.size());
     return b;
 }
 

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Build the llama.cpp reference tools (llama-tokenize, llama-bench, llama-simple,
+# llama-completion) OUT OF TREE from the llama.cpp copy vendored in the PyPI sdist
+# of llama-cpp-python. Nothing from llama.cpp is ever copied into this repository.
+#
+# Idempotent: re-running reuses the downloaded sdist, the unpacked sources and the
+# build directory (ninja only rebuilds what changed).
+#
+# Environment:
+#   TOKENSCOPE_REF_DIR  cache dir (default: $HOME/.cache/tokenscope/reference)
+#   PYTHON              python with pip (default: <repo>/.venv/bin/python, else python3)
+#   JOBS                parallel build jobs (default: 2)
+#
+# Output (stdout): KEY=VALUE lines, e.g. LLAMA_TOKENIZE=/path/to/llama-tokenize
+set -euo pipefail
+
+LLAMA_CPP_PYTHON_VERSION="0.3.36"
+# sha256 of llama_cpp_python-0.3.36.tar.gz as downloaded from PyPI
+SDIST_SHA256="832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+# llama.cpp commit vendored by llama-cpp-python 0.3.36 (from its CHANGELOG.md:
+# "feat: update llama.cpp to ggml-org/llama.cpp@0c1e57098"); the sdist has no .git,
+# so we pass it to CMake so that `llama-tokenize --version` reports it.
+LLAMA_CPP_COMMIT="0c1e57098"
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$SCRIPT_DIR/../.." && pwd)"
+REF_DIR="${TOKENSCOPE_REF_DIR:-$HOME/.cache/tokenscope/reference}"
+JOBS="${JOBS:-2}"
+if [[ -z "${PYTHON:-}" ]]; then
+    if [[ -x "$REPO_ROOT/.venv/bin/python" ]]; then PYTHON="$REPO_ROOT/.venv/bin/python"; else PYTHON=python3; fi
+fi
+
+case "$REF_DIR" in
+    "$REPO_ROOT"|"$REPO_ROOT"/*) echo "error: TOKENSCOPE_REF_DIR must be outside the repository" >&2; exit 1;;
+esac
+
+SDIST_DIR="$REF_DIR/sdist"
+SDIST="$SDIST_DIR/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz"
+SRC_ROOT="$REF_DIR/src/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION"
+LLAMA_SRC="$SRC_ROOT/vendor/llama.cpp"
+BUILD_DIR="$REF_DIR/build/llama.cpp-$LLAMA_CPP_COMMIT"
+
+mkdir -p "$SDIST_DIR" "$REF_DIR/src"
+
+# 1. download the sdist (source only, no dependencies)
+if [[ ! -f "$SDIST" ]]; then
+    echo "downloading llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION sdist ..." >&2
+    "$PYTHON" -m pip download --quiet --no-deps --no-binary :all: \
+        "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" -d "$SDIST_DIR" >&2
+fi
+actual_sha="$(sha256sum "$SDIST" | cut -d' ' -f1)"
+if [[ "$actual_sha" != "$SDIST_SHA256" ]]; then
+    echo "error: sha256 mismatch for $SDIST: $actual_sha (expected $SDIST_SHA256)" >&2
+    exit 1
+fi
+
+# 2. unpack
+if [[ ! -f "$LLAMA_SRC/CMakeLists.txt" ]]; then
+    echo "unpacking $SDIST ..." >&2
+    rm -rf "$SRC_ROOT"
+    tar -xzf "$SDIST" -C "$REF_DIR/src"
+fi
+
+# 3. configure (CPU only, no network features, static libs)
+if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
+    echo "configuring llama.cpp in $BUILD_DIR ..." >&2
+    cmake -S "$LLAMA_SRC" -B "$BUILD_DIR" -G Ninja \
+        -DCMAKE_BUILD_TYPE=Release \
+        -DBUILD_SHARED_LIBS=OFF \
+        -DGGML_NATIVE=ON \
+        -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_HIP=OFF -DGGML_SYCL=OFF -DGGML_OPENCL=OFF \
+        -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+        -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+        -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=ON \
+        -DLLAMA_BUILD_COMMIT="$LLAMA_CPP_COMMIT" >&2
+fi
+
+# 4. build only the targets we use
+TARGETS=(llama-tokenize llama-bench llama-simple llama-completion)
+cmake --build "$BUILD_DIR" --parallel "$JOBS" --target "${TARGETS[@]}" >&2
+
+BIN_DIR="$BUILD_DIR/bin"
+for t in "${TARGETS[@]}"; do
+    [[ -x "$BIN_DIR/$t" ]] || { echo "error: $BIN_DIR/$t was not built" >&2; exit 1; }
+done
+
+version_line="$("$BIN_DIR/llama-tokenize" --version 2>&1 | grep -m1 '^version' || true)"
+echo "LLAMA_CPP_PYTHON_VERSION=$LLAMA_CPP_PYTHON_VERSION"
+echo "LLAMA_CPP_COMMIT=$LLAMA_CPP_COMMIT"
+echo "LLAMA_CPP_VERSION_LINE=$version_line"
+echo "LLAMA_CPP_SRC=$LLAMA_SRC"
+echo "LLAMA_CPP_BIN_DIR=$BIN_DIR"
+echo "LLAMA_TOKENIZE=$BIN_DIR/llama-tokenize"
+echo "LLAMA_BENCH=$BIN_DIR/llama-bench"
+echo "LLAMA_SIMPLE=$BIN_DIR/llama-simple"
+echo "LLAMA_COMPLETION=$BIN_DIR/llama-completion"
