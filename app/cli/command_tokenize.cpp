@@ -19,6 +19,7 @@ struct TokenizeArgs {
     std::string model;
     std::string file;
     bool json = false;
+    bool ids_only = false;
     bool no_special = false;
     bool no_parse_special = false;
 };
@@ -71,6 +72,13 @@ int run_tokenize(const TokenizeArgs& a)
     const engine::Tokenizer tokenizer(engine::Vocab::from_gguf(*file));
     const auto tokens = tokenizer.encode(text, {.add_special = !a.no_special, .parse_special = !a.no_parse_special});
 
+    if (a.ids_only) {
+        std::string out = "[";
+        for (std::size_t i = 0; i < tokens.size(); ++i)
+            out += (i ? ", " : "") + std::to_string(tokens[i].id);
+        fmt::print("{}]\n", out);
+        return 0;
+    }
     if (a.json) {
         nlohmann::ordered_json j;
         j["model"] = path.string();
@@ -108,6 +116,7 @@ CommandRunner add_tokenize_command(CLI::App& app)
     cmd->add_option("-m,--model", a->model, "GGUF file");
     cmd->add_option("-f,--file", a->file, "Read the text from a file (bytes as they are)");
     cmd->add_flag("--json", a->json, "Print JSON");
+    cmd->add_flag("--ids", a->ids_only, "Print only the ids, as [1, 2, 3] (the form llama-tokenize --ids prints)");
     cmd->add_flag("--no-special", a->no_special, "Do not add BOS/EOS");
     cmd->add_flag("--no-parse-special", a->no_parse_special, "Treat control-token strings in the text as plain text");
     return [a] { return run_tokenize(*a); };
