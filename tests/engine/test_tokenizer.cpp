@@ -61,6 +61,14 @@ QString ids_string(const std::vector<TokenId>& ids)
 
 } // namespace
 
+// An empty path means the default model is not installed (see REQUIRE_DEFAULT_MODEL).
+#define REQUIRE_VOCAB_FILE(path)                                                                        \
+    if ((path).empty()) {                                                                               \
+        if (testsupport::model_may_be_missing())                                                        \
+            QSKIP("default model not installed");                                                       \
+        QFAIL("default model not installed: run scripts/setup.sh");                                     \
+    }
+
 class TestTokenizer : public QObject {
     Q_OBJECT
 private slots:
@@ -105,11 +113,7 @@ void TestTokenizer::matchesLlamaCpp()
     QFETCH(int, index);
     const QJsonObject fixture = read_json(fixture_dir() + "/" + file);
     const std::string path = vocab_path(fixture);
-    if (path.empty()) {
-        if (testsupport::model_may_be_missing())
-            QSKIP("default model not installed");
-        QFAIL("default model not installed: run scripts/setup.sh");
-    }
+    REQUIRE_VOCAB_FILE(path);
     const QJsonObject settings = fixture["settings"].toObject();
     const QJsonObject c = fixture["cases"].toArray()[index].toObject();
     const QByteArray text = c["text"].toString().toUtf8();
@@ -138,13 +142,9 @@ void TestTokenizer::roundTrip()
 {
     QFETCH(QString, vocab);
     QFETCH(QString, text);
-    std::string path = vocab == "default-model" ? testsupport::default_model_path()
-                                                : (fixture_dir() + "/" + vocab).toStdString();
-    if (path.empty()) {
-        if (testsupport::model_may_be_missing())
-            QSKIP("default model not installed");
-        QFAIL("default model not installed");
-    }
+    const std::string path = vocab == "default-model" ? testsupport::default_model_path()
+                                                      : (fixture_dir() + "/" + vocab).toStdString();
+    REQUIRE_VOCAB_FILE(path);
     const Tokenizer& t = tokenizer_for(path);
     const std::string s = text.toStdString();
     // Control-token strings kept as text: the exact text comes back.
@@ -159,13 +159,9 @@ void TestTokenizer::spansTileTheText()
 {
     QFETCH(QString, vocab);
     QFETCH(QString, text);
-    std::string path = vocab == "default-model" ? testsupport::default_model_path()
-                                                : (fixture_dir() + "/" + vocab).toStdString();
-    if (path.empty()) {
-        if (testsupport::model_may_be_missing())
-            QSKIP("default model not installed");
-        QFAIL("default model not installed");
-    }
+    const std::string path = vocab == "default-model" ? testsupport::default_model_path()
+                                                      : (fixture_dir() + "/" + vocab).toStdString();
+    REQUIRE_VOCAB_FILE(path);
     const std::string s = text.toStdString();
     const auto tokens = tokenizer_for(path).encode(s, {.add_special = false, .parse_special = true});
     uint32_t covered = 0;

@@ -33,26 +33,12 @@ void GgufBuilder::add_string_array(const std::string& key, const std::vector<std
 
 void GgufBuilder::add_f32_array(const std::string& key, const std::vector<float>& items)
 {
-    std::vector<uint8_t> v = pod<uint32_t>(6);
-    auto n = pod<uint64_t>(items.size());
-    v.insert(v.end(), n.begin(), n.end());
-    for (float f : items) {
-        auto e = pod(f);
-        v.insert(v.end(), e.begin(), e.end());
-    }
-    add_raw(key, 9, std::move(v));
+    add_raw(key, 9, pod_array(6, items));
 }
 
 void GgufBuilder::add_i32_array(const std::string& key, const std::vector<int32_t>& items)
 {
-    std::vector<uint8_t> v = pod<uint32_t>(5);
-    auto n = pod<uint64_t>(items.size());
-    v.insert(v.end(), n.begin(), n.end());
-    for (int32_t i : items) {
-        auto e = pod(i);
-        v.insert(v.end(), e.begin(), e.end());
-    }
-    add_raw(key, 9, std::move(v));
+    add_raw(key, 9, pod_array(5, items));
 }
 
 std::vector<uint8_t> GgufBuilder::build(std::map<std::string, std::size_t>* marks) const

@@ -56,6 +56,18 @@ public:
         return b;
     }
     static std::vector<uint8_t> str(const std::string& s);
+    // An array value: element type id, count, then the packed elements.
+    template <typename T> static std::vector<uint8_t> pod_array(uint32_t element_type, const std::vector<T>& items)
+    {
+        std::vector<uint8_t> v = pod(element_type);
+        const auto n = pod<uint64_t>(items.size());
+        v.insert(v.end(), n.begin(), n.end());
+        for (const T& item : items) {
+            const auto e = pod(item);
+            v.insert(v.end(), e.begin(), e.end());
+        }
+        return v;
+    }
 
 private:
     struct Kv {
