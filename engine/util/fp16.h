@@ -34,6 +34,34 @@ constexpr float fp16_to_f32(uint16_t h)
     return std::bit_cast<float>(bits);
 }
 
+// binary32 → binary16, round to nearest even (what F16C's vcvtps2ph and ggml's converter give).
+constexpr uint16_t f32_to_fp16(float f)
+{
+    const uint32_t x = std::bit_cast<uint32_t>(f);
+    const uint32_t sign = (x >> 16) & 0x8000u;
+    const uint32_t abs = x & 0x7FFFFFFFu;
+    if (abs > 0x7F800000u) // NaN: keep it quiet
+        return static_cast<uint16_t>(sign | 0x7E00u | ((abs >> 13) & 0x3FFu));
+    if (abs >= 0x477FF000u) // rounds to or beyond 65520: infinity
+        return static_cast<uint16_t>(sign | 0x7C00u);
+    if (abs < 0x38800000u) { // result is subnormal or zero
+        if (abs < 0x33000000u)
+            return static_cast<uint16_t>(sign);
+        const uint32_t mant = (abs & 0x7FFFFFu) | 0x800000u;
+        const int shift = 126 - static_cast<int>(abs >> 23); // 14..24
+        const uint32_t half = mant >> shift;
+        const uint32_t rem = mant & ((1u << shift) - 1);
+        const uint32_t mid = 1u << (shift - 1);
+        const uint32_t rounded = half + ((rem > mid || (rem == mid && (half & 1u))) ? 1u : 0u);
+        return static_cast<uint16_t>(sign | rounded);
+    }
+    uint32_t h = ((abs - 0x38000000u) >> 13);
+    const uint32_t rem = abs & 0x1FFFu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
+        ++h;
+    return static_cast<uint16_t>(sign | h);
+}
+
 // bfloat16 is the upper half of a binary32.
 constexpr float bf16_to_f32(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Same rounding as ggml's reference quantizers (quantize_row_q8_0_ref / q8_1 / q8_K_ref).
+#include "quant/activation_quant.h"
+
+#include "util/fp16.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace engine {
+
+namespace {
+
+// Round half to even through the float mantissa, as ggml's nearest_int.
+inline int nearest_int(float v)
+{
+    float shifted = v + 12582912.f;
+    int32_t i;
+    std::memcpy(&i, &shifted, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t n)
+{
+    for (int64_t b = 0; b < n / 32; ++b, x += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j)
+            amax = std::max(amax, std::fabs(x[j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = f32_to_fp16(d);
+        for (int j = 0; j < 32; ++j)
+            y[b].qs[j] = static_cast<int8_t>(std::round(x[j] * id));
+    }
+}
+
+void quantize_q8_1(const float* x, BlockQ8_1* y, int64_t n)
+{
+    for (int64_t b = 0; b < n / 32; ++b, x += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j)
+            amax = std::max(amax, std::fabs(x[j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        int sum = 0;
+        for (int j = 0; j < 32; ++j) {
+            y[b].qs[j] = static_cast<int8_t>(std::round(x[j] * id));
+            sum += y[b].qs[j];
+        }
+        y[b].d = fp16_to_f32(f32_to_fp16(d));
+        y[b].s = fp16_to_f32(f32_to_fp16(static_cast<float>(sum) * d));
+    }
+}
+
+void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t n)
+{
+    for (int64_t b = 0; b < n / 256; ++b, x += 256) {
+        float max = 0.0f, amax = 0.0f;
+        for (int j = 0; j < 256; ++j) {
+            const float ax = std::fabs(x[j]);
+            if (ax > amax) {
+                amax = ax;
+                max = x[j];
+            }
+        }
+        if (amax == 0.0f) {
+            std::memset(&y[b], 0, sizeof(BlockQ8_K));
+            continue;
+        }
+        const float iscale = -127.0f / max;
+        for (int j = 0; j < 256; ++j)
+            y[b].qs[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * x[j])));
+        for (int j = 0; j < 16; ++j) {
+            int sum = 0;
+            for (int k = 0; k < 16; ++k)
+                sum += y[b].qs[j * 16 + k];
+            y[b].bsums[j] = static_cast<int16_t>(sum);
+        }
+        y[b].d = 1.0f / iscale;
+    }
+}
+
+} // namespace
+
+ActivationFormat activation_format(GgmlType t)
+{
+    switch (t) {
+    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: return ActivationFormat::Q8_0;
+    case GgmlType::Q4_1: case GgmlType::Q5_1: return ActivationFormat::Q8_1;
+    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+        return ActivationFormat::Q8_K;
+    default: return ActivationFormat::F32;
+    }
+}
+
+std::size_t activation_row_bytes(ActivationFormat f, int64_t n)
+{
+    const auto un = static_cast<std::size_t>(n);
+    switch (f) {
+    case ActivationFormat::F32: return un * sizeof(float);
+    case ActivationFormat::Q8_0: return un / 32 * sizeof(BlockQ8_0);
+    case ActivationFormat::Q8_1: return un / 32 * sizeof(BlockQ8_1);
+    case ActivationFormat::Q8_K: return un / 256 * sizeof(BlockQ8_K);
+    }
+    return 0;
+}
+
+void quantize_activations(ActivationFormat f, const float* x, void* out, int64_t n)
+{
+    switch (f) {
+    case ActivationFormat::F32: std::memcpy(out, x, static_cast<std::size_t>(n) * sizeof(float)); break;
+    case ActivationFormat::Q8_0: quantize_q8_0(x, static_cast<BlockQ8_0*>(out), n); break;
+    case ActivationFormat::Q8_1: quantize_q8_1(x, static_cast<BlockQ8_1*>(out), n); break;
+    case ActivationFormat::Q8_K: quantize_q8_k(x, static_cast<BlockQ8_K*>(out), n); break;
+    }
+}
+
+} // namespace engine

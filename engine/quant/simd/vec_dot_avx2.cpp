@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// AVX2 versions of the hot dot products. Same integer sums per block as the scalar code; only the
+// order of the float accumulation differs (8 lanes, summed at the end).
+#include "quant/simd/vec_dot_simd.h"
+
+#include "util/fp16.h"
+
+#include <cstring>
+#include <immintrin.h>
+
+namespace engine::simd {
+
+namespace {
+
+inline float hsum(__m256 v)
+{
+    __m128 lo = _mm256_castps256_ps128(v);
+    __m128 hi = _mm256_extractf128_ps(v, 1);
+    lo = _mm_add_ps(lo, hi);
+    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+    return _mm_cvtss_f32(lo);
+}
+
+inline float half(const uint8_t* p)
+{
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+// 32 signed bytes · 32 signed bytes → 8 int32 partial sums (|a| ≤ 128 and b ≠ −128 keep maddubs exact).
+inline __m256i dot_i8(__m256i a, __m256i b)
+{
+    const __m256i abs_a = _mm256_sign_epi8(a, a);
+    const __m256i b_signed = _mm256_sign_epi8(b, a);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(abs_a, b_signed), _mm256_set1_epi16(1));
+}
+
+// Elements 0–15 from the low nibbles of 16 bytes, elements 16–31 from the high nibbles.
+inline __m256i nibbles_32(const uint8_t* qs)
+{
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), mask), _mm_and_si128(b, mask));
+}
+
+// 32 bits → 32 bytes, 0xFF where the bit (bit i for byte i) is set.
+inline __m256i bits_to_bytes(uint32_t bits)
+{
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                                               _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                                2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201ll);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+
+float dot_q8_0(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 32; ++b, x += 34) {
+        const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2));
+        const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs));
+        const __m256 d = _mm256_set1_ps(half(x) * _cvtsh_ss(y[b].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(qx, qy)), acc);
+    }
+    return hsum(acc);
+}
+
+float dot_q5_0(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i high_bit = _mm256_set1_epi8(0x10);
+    const __m256i offset = _mm256_set1_epi8(16);
+    for (int64_t b = 0; b < n / 32; ++b, x += 22) {
+        uint32_t qh;
+        std::memcpy(&qh, x + 2, 4);
+        __m256i q = _mm256_or_si256(nibbles_32(x + 6), _mm256_and_si256(bits_to_bytes(qh), high_bit));
+        q = _mm256_sub_epi8(q, offset);
+        const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs));
+        const __m256 d = _mm256_set1_ps(half(x) * _cvtsh_ss(y[b].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(q, qy)), acc);
+    }
+    return hsum(acc);
+}
+
+void scale_min_k4(const uint8_t* q, int* sc, int* m)
+{
+    for (int j = 0; j < 8; ++j) {
+        if (j < 4) {
+            sc[j] = q[j] & 63;
+            m[j] = q[j + 4] & 63;
+        } else {
+            sc[j] = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
+            m[j] = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+        }
+    }
+}
+
+float dot_q4_k(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    const __m256i low_mask = _mm256_set1_epi8(0x0F);
+    __m256 acc = _mm256_setzero_ps();
+    float mins_total = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b, x += 144) {
+        int sc[8], m[8];
+        scale_min_k4(x + 4, sc, m);
+        const uint8_t* qs = x + 16;
+        __m256i isum = _mm256_setzero_si256();
+        for (int c = 0; c < 4; ++c) {
+            const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+            const __m256i lo = _mm256_and_si256(bytes, low_mask);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_mask);
+            const __m256i y_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 64 * c));
+            const __m256i y_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 64 * c + 32));
+            const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y_lo), _mm256_set1_epi16(static_cast<short>(sc[2 * c])));
+            const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y_hi), _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1])));
+            isum = _mm256_add_epi32(isum, _mm256_add_epi32(p_lo, p_hi));
+        }
+        int mins = 0;
+        for (int sub = 0; sub < 8; ++sub)
+            mins += m[sub] * (y[b].bsums[2 * sub] + y[b].bsums[2 * sub + 1]);
+        const float d = y[b].d * half(x);
+        mins_total += y[b].d * half(x + 2) * static_cast<float>(mins);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
+    }
+    return hsum(acc) - mins_total;
+}
+
+float dot_q6_k(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    const __m256i low_mask = _mm256_set1_epi8(0x0F);
+    const __m256i two_bits = _mm256_set1_epi8(0x03);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 256; ++b, x += 210) {
+        const uint8_t* ql = x;
+        const uint8_t* qh = x + 128;
+        const auto* scales = reinterpret_cast<const int8_t*>(x + 192);
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+            const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h));
+            const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h + 32));
+            const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + 32 * h));
+            const __m256i quarter[4] = {
+                _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_slli_epi16(_mm256_and_si256(hb, two_bits), 4)),
+                _mm256_or_si256(_mm256_and_si256(l1, low_mask),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), two_bits), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low_mask),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), two_bits), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low_mask),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), two_bits), 4)),
+            };
+            for (int q = 0; q < 4; ++q) {
+                const int g = 8 * h + 2 * q; // first 16-group of these 32 elements
+                const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 128 * h + 32 * q));
+                const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(scales[g + 1]), _mm_set1_epi16(scales[g]));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(quarter[q], qy), scale));
+            }
+        }
+        int offset = 0; // the stored values are q + 32: subtract 32 · Σ scale · Σ q8
+        for (int g = 0; g < 16; ++g)
+            offset += scales[g] * y[b].bsums[g];
+        isum = _mm256_sub_epi32(isum, _mm256_setr_epi32(32 * offset, 0, 0, 0, 0, 0, 0, 0));
+        const float d = half(x + 208) * y[b].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
+    }
+    return hsum(acc);
+}
+
+float dot_f32(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const float*>(w);
+    const auto* y = static_cast<const float*>(a);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), acc1);
+    }
+    float sum = hsum(_mm256_add_ps(acc0, acc1));
+    for (; i < n; ++i)
+        sum += x[i] * y[i];
+    return sum;
+}
+
+} // namespace
+
+VecDotFn vec_dot_avx2(GgmlType type)
+{
+    switch (type) {
+    case GgmlType::Q8_0: return dot_q8_0;
+    case GgmlType::Q5_0: return dot_q5_0;
+    case GgmlType::Q4_K: return dot_q4_k;
+    case GgmlType::Q6_K: return dot_q6_k;
+    case GgmlType::F32: return dot_f32;
+    default: return nullptr;
+    }
+}
+
+} // namespace engine::simd

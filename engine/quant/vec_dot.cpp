@@ -1,0 +1,337 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Scalar dot products of quantized weight rows with quantized activations, in the shape of ggml's
+// reference vec_dot functions (integer sums per block, then d_weight · d_activation).
+#include "quant/vec_dot.h"
+
+#include "quant/simd/vec_dot_simd.h"
+#include "util/fp16.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace engine {
+
+namespace {
+
+inline float half(const uint8_t* p) { return fp16_to_f32(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
+
+// ---- legacy 32-element blocks × Q8_0 / Q8_1 ------------------------------------------------------
+
+float dot_q4_0(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b, x += 18) {
+        int isum = 0;
+        for (int j = 0; j < 16; ++j) {
+            isum += ((x[2 + j] & 0x0F) - 8) * y[b].qs[j];
+            isum += ((x[2 + j] >> 4) - 8) * y[b].qs[j + 16];
+        }
+        sum += static_cast<float>(isum) * (half(x) * fp16_to_f32(y[b].d));
+    }
+    return sum;
+}
+
+float dot_q5_0(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b, x += 22) {
+        uint32_t qh;
+        std::memcpy(&qh, x + 2, 4);
+        int isum = 0;
+        for (int j = 0; j < 16; ++j) {
+            const int lo = ((x[6 + j] & 0x0F) | static_cast<int>(((qh >> j) & 1u) << 4)) - 16;
+            const int hi = ((x[6 + j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4)) - 16;
+            isum += lo * y[b].qs[j] + hi * y[b].qs[j + 16];
+        }
+        sum += static_cast<float>(isum) * (half(x) * fp16_to_f32(y[b].d));
+    }
+    return sum;
+}
+
+float dot_q8_0(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b, x += 34) {
+        const auto* q = reinterpret_cast<const int8_t*>(x + 2);
+        int isum = 0;
+        for (int j = 0; j < 32; ++j)
+            isum += q[j] * y[b].qs[j];
+        sum += static_cast<float>(isum) * (half(x) * fp16_to_f32(y[b].d));
+    }
+    return sum;
+}
+
+float dot_q4_1(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_1*>(a);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b, x += 20) {
+        int isum = 0;
+        for (int j = 0; j < 16; ++j)
+            isum += (x[4 + j] & 0x0F) * y[b].qs[j] + (x[4 + j] >> 4) * y[b].qs[j + 16];
+        sum += (half(x) * y[b].d) * static_cast<float>(isum) + half(x + 2) * y[b].s;
+    }
+    return sum;
+}
+
+float dot_q5_1(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_1*>(a);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b, x += 24) {
+        uint32_t qh;
+        std::memcpy(&qh, x + 4, 4);
+        int isum = 0;
+        for (int j = 0; j < 16; ++j) {
+            const int lo = (x[8 + j] & 0x0F) | static_cast<int>(((qh >> j) & 1u) << 4);
+            const int hi = (x[8 + j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+            isum += lo * y[b].qs[j] + hi * y[b].qs[j + 16];
+        }
+        sum += (half(x) * y[b].d) * static_cast<float>(isum) + half(x + 2) * y[b].s;
+    }
+    return sum;
+}
+
+// ---- k-quants × Q8_K ---------------------------------------------------------------------------
+
+// Σ over 16-element groups g of scale[g] · (q · q8 over the group), for q already decoded.
+inline int group_dot(const int8_t* q, const int8_t* q8, const int* scale_of_16)
+{
+    int total = 0;
+    for (int g = 0; g < 16; ++g) {
+        int s = 0;
+        for (int l = 0; l < 16; ++l)
+            s += q[g * 16 + l] * q8[g * 16 + l];
+        total += scale_of_16[g] * s;
+    }
+    return total;
+}
+
+float dot_q2_k(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b, x += 84) {
+        const uint8_t* sc = x;
+        const uint8_t* qs = x + 16;
+        int8_t q[256];
+        int scale[16];
+        int mins = 0;
+        for (int e = 0; e < 256; ++e)
+            q[e] = static_cast<int8_t>((qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3);
+        for (int g = 0; g < 16; ++g) {
+            scale[g] = sc[g] & 0x0F;
+            mins += y[b].bsums[g] * (sc[g] >> 4);
+        }
+        const float dall = y[b].d * half(x + 80);
+        const float dmin = y[b].d * half(x + 82);
+        sum += dall * static_cast<float>(group_dot(q, y[b].qs, scale)) - dmin * static_cast<float>(mins);
+    }
+    return sum;
+}
+
+float dot_q3_k(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b, x += 110) {
+        const uint8_t* hmask = x;
+        const uint8_t* qs = x + 32;
+        const uint8_t* sc = x + 96;
+        int8_t q[256];
+        int scale[16];
+        for (int i = 0; i < 16; ++i) {
+            const int low4 = i < 8 ? (sc[i] & 0x0F) : (sc[i - 8] >> 4);
+            const int high2 = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
+            scale[i] = (low4 | (high2 << 4)) - 32;
+        }
+        for (int e = 0; e < 256; ++e) {
+            const int low = (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+            const bool high = (hmask[e % 32] >> (e / 32)) & 1;
+            q[e] = static_cast<int8_t>(low - (high ? 0 : 4));
+        }
+        sum += (half(x + 108) * y[b].d) * static_cast<float>(group_dot(q, y[b].qs, scale));
+    }
+    return sum;
+}
+
+void scale_min_k4(const uint8_t* q, int* sc, int* m)
+{
+    for (int j = 0; j < 8; ++j) {
+        if (j < 4) {
+            sc[j] = q[j] & 63;
+            m[j] = q[j + 4] & 63;
+        } else {
+            sc[j] = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
+            m[j] = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+        }
+    }
+}
+
+template <bool Five> float dot_q45_k(const void* w, const void* a, int64_t n)
+{
+    constexpr int kBlockBytes = Five ? 176 : 144;
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b, x += kBlockBytes) {
+        int sc[8], m[8];
+        scale_min_k4(x + 4, sc, m);
+        const uint8_t* qh = x + 16;
+        const uint8_t* qs = x + (Five ? 48 : 16);
+        int isum = 0, mins = 0;
+        for (int sub = 0; sub < 8; ++sub) {
+            int s = 0;
+            for (int l = 0; l < 32; ++l) {
+                const uint8_t byte = qs[32 * (sub / 2) + l];
+                int q = (sub % 2 == 0) ? (byte & 0x0F) : (byte >> 4);
+                if constexpr (Five)
+                    q |= ((qh[l] >> sub) & 1) << 4;
+                s += q * y[b].qs[sub * 32 + l];
+            }
+            isum += sc[sub] * s;
+            mins += m[sub] * (y[b].bsums[2 * sub] + y[b].bsums[2 * sub + 1]);
+        }
+        const float d = y[b].d * half(x);
+        const float dmin = y[b].d * half(x + 2);
+        sum += d * static_cast<float>(isum) - dmin * static_cast<float>(mins);
+    }
+    return sum;
+}
+
+float dot_q6_k(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b, x += 210) {
+        const uint8_t* ql = x;
+        const uint8_t* qh = x + 128;
+        const auto* scales = reinterpret_cast<const int8_t*>(x + 192);
+        int8_t q[256];
+        int scale[16];
+        for (int e = 0; e < 256; ++e) {
+            const int h = e / 128, r = e % 128, quarter = r / 32, l = r % 32;
+            const uint8_t lbyte = ql[64 * h + l + 32 * (quarter % 2)];
+            const int low = quarter < 2 ? (lbyte & 0x0F) : (lbyte >> 4);
+            const int high = (qh[32 * h + l] >> (2 * quarter)) & 3;
+            q[e] = static_cast<int8_t>((low | (high << 4)) - 32);
+        }
+        for (int g = 0; g < 16; ++g)
+            scale[g] = scales[g];
+        sum += (half(x + 208) * y[b].d) * static_cast<float>(group_dot(q, y[b].qs, scale));
+    }
+    return sum;
+}
+
+// ---- float weights × f32 activations -------------------------------------------------------------
+
+float dot_f32(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const float*>(w);
+    const auto* y = static_cast<const float*>(a);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i)
+        sum += x[i] * y[i];
+    return sum;
+}
+
+float dot_f16(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint16_t*>(w);
+    const auto* y = static_cast<const float*>(a);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i)
+        sum += fp16_to_f32(x[i]) * y[i];
+    return sum;
+}
+
+float dot_bf16(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint16_t*>(w);
+    const auto* y = static_cast<const float*>(a);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i)
+        sum += bf16_to_f32(x[i]) * y[i];
+    return sum;
+}
+
+SimdLevel detect_simd()
+{
+    SimdLevel level = SimdLevel::Scalar;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        level = SimdLevel::Avx2;
+    if (level == SimdLevel::Avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+        level = SimdLevel::Avx512;
+#endif
+    if (const char* cap = std::getenv("TOKENSCOPE_SIMD")) {
+        const std::string c(cap);
+        if (c == "scalar")
+            level = SimdLevel::Scalar;
+        else if (c == "avx2" && level != SimdLevel::Scalar)
+            level = SimdLevel::Avx2;
+    }
+    return level;
+}
+
+} // namespace
+
+SimdLevel simd_level()
+{
+    static const SimdLevel level = detect_simd();
+    return level;
+}
+
+std::string_view simd_level_name(SimdLevel level)
+{
+    switch (level) {
+    case SimdLevel::Scalar: return "scalar";
+    case SimdLevel::Avx2: return "AVX2";
+    case SimdLevel::Avx512: return "AVX-512";
+    }
+    return "?";
+}
+
+VecDotFn vec_dot_scalar(GgmlType type)
+{
+    switch (type) {
+    case GgmlType::F32: return dot_f32;
+    case GgmlType::F16: return dot_f16;
+    case GgmlType::BF16: return dot_bf16;
+    case GgmlType::Q4_0: return dot_q4_0;
+    case GgmlType::Q4_1: return dot_q4_1;
+    case GgmlType::Q5_0: return dot_q5_0;
+    case GgmlType::Q5_1: return dot_q5_1;
+    case GgmlType::Q8_0: return dot_q8_0;
+    case GgmlType::Q2_K: return dot_q2_k;
+    case GgmlType::Q3_K: return dot_q3_k;
+    case GgmlType::Q4_K: return dot_q45_k<false>;
+    case GgmlType::Q5_K: return dot_q45_k<true>;
+    case GgmlType::Q6_K: return dot_q6_k;
+    default: return nullptr;
+    }
+}
+
+VecDotFn vec_dot_for(GgmlType type)
+{
+    if (simd_level() != SimdLevel::Scalar)
+        if (VecDotFn f = simd::vec_dot_avx2(type))
+            return f;
+    return vec_dot_scalar(type);
+}
+
+} // namespace engine

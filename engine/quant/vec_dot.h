@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include "quant/activation_quant.h"
+#include "quant/ggml_type.h"
+
+#include <cstdint>
+#include <string_view>
+
+namespace engine {
+
+// Dot product of one weight row (n elements, stored as its GGUF type) with one activation row in
+// activation_format(type). Integer arithmetic inside each block, one float scale per block — no
+// weight row is expanded to f32.
+using VecDotFn = float (*)(const void* weight_row, const void* activations, int64_t n);
+
+// The implementation used for a weight type: the widest SIMD the CPU supports, else scalar.
+// nullptr when the type has no dot product (IQ*, TQ*).
+VecDotFn vec_dot_for(GgmlType type);
+// The portable scalar implementation (tests compare every SIMD path against it).
+VecDotFn vec_dot_scalar(GgmlType type);
+
+enum class SimdLevel { Scalar, Avx2, Avx512 };
+// What the running CPU supports, capped by $TOKENSCOPE_SIMD (scalar | avx2 | avx512) when set.
+SimdLevel simd_level();
+std::string_view simd_level_name(SimdLevel level);
+
+} // namespace engine

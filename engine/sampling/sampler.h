@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace engine {
+
+// The sampling stage of the decode loop. The stages run in the order of llama.cpp's default
+// common sampler chain (common/common.h, common_params_sampling::samplers, built by
+// common_sampler_init in common/sampling.cpp), restricted to the stages we implement:
+//
+//     penalties → top-k → top-p → min-p → temperature → dist
+//
+// (llama.cpp also has DRY, top-n-sigma, typical-p and XTC between them; all are off by default.)
+// Filters therefore see the untempered logits, and temperature only reshapes the survivors.
+struct SamplerConfig {
+    float temperature = 0.8f;    // <= 0 means greedy
+    int32_t top_k = 40;          // <= 0 means off
+    float top_p = 0.95f;         // >= 1 means off
+    float min_p = 0.05f;         // <= 0 means off
+    float repeat_penalty = 1.0f; // == 1 means off
+    int32_t repeat_last_n = 64;  // history tokens the penalty looks at; 0 = off, < 0 = all of it
+    uint64_t seed = 0;
+    bool greedy = false;
+    // Candidates kept in each StageView for the UI; 0 records no stages at all, which also skips
+    // the full-vocabulary softmaxes that only the views need.
+    std::size_t stage_view_size = 20;
+};
+
+struct Candidate {
+    int32_t id = 0;
+    float logit = 0.0f;       // the logit as this stage leaves it (penalised, scaled, …)
+    float probability = 0.0f; // softmax of those logits over this stage's survivors
+};
+
+// The distribution after one stage, for the decode stepper.
+struct StageView {
+    std::string name; // "logits", "repetition penalty", "top-k", "top-p", "min-p", "temperature", "final"
+    std::vector<Candidate> top; // the best survivors, by probability desc (ties: lowest id first)
+    std::size_t survivors = 0;
+    // False when the configuration switches this stage off (or greedy skips it): the view then
+    // repeats the previous one, so the stepper always has the same seven stages to show.
+    bool applied = true;
+};
+
+struct SampleResult {
+    int32_t token = -1;         // -1 only for an empty logits span
+    float probability = 0.0f;   // of the chosen token in the final distribution (1 when greedy)
+    std::vector<StageView> stages;
+};
+
+// Uniform double in [0, 1) from the top 53 bits of one draw. Our own conversion, because
+// std::uniform_real_distribution's algorithm differs between standard libraries and
+// std::mt19937_64's output is fixed by the standard: the same seed samples the same tokens on
+// every platform.
+double uniform_unit(std::mt19937_64& rng);
+
+class Sampler {
+public:
+    explicit Sampler(SamplerConfig config = {});
+
+    // logits: (n_vocab) raw logits of the next token; history: the tokens so far (prompt and
+    // generated), read for the repetition penalty. NaN logits count as -inf. Each non-greedy call
+    // takes exactly one draw from the RNG, so a sequence depends only on the seed and the logits.
+    SampleResult sample(std::span<const float> logits, std::span<const int32_t> history);
+    void reseed(uint64_t seed);
+
+    const SamplerConfig& config() const { return m_config; }
+
+private:
+    SamplerConfig m_config;
+    std::mt19937_64 m_rng;
+    // Working buffers, reused between calls so a sample allocates nothing after the first.
+    std::vector<float> m_logits;     // (n_vocab) logits after the repetition penalty
+    std::vector<Candidate> m_cands;  // (survivors) the candidates the filters still keep
+    std::vector<int32_t> m_penalised; // distinct ids of the penalty window
+};
+
+} // namespace engine

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "util/thread_pool.h"
+
+#include <algorithm>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace engine {
+
+namespace {
+
+inline void cpu_relax()
+{
+#if defined(__x86_64__)
+    _mm_pause();
+#else
+    std::this_thread::yield();
+#endif
+}
+
+constexpr int kSpinIterations = 200000; // ~ a few ms of spinning before a worker sleeps
+
+std::pair<std::size_t, std::size_t> chunk(std::size_t n, int parts, int index)
+{
+    const std::size_t per = n / static_cast<std::size_t>(parts);
+    const std::size_t extra = n % static_cast<std::size_t>(parts);
+    const auto i = static_cast<std::size_t>(index);
+    const std::size_t begin = i * per + std::min(i, extra);
+    return {begin, begin + per + (i < extra ? 1 : 0)};
+}
+
+} // namespace
+
+int default_thread_count()
+{
+    const unsigned n = std::thread::hardware_concurrency();
+    return n == 0 ? 1 : static_cast<int>(std::min(n, 16u));
+}
+
+ThreadPool::ThreadPool(int n_threads)
+{
+    for (int i = 1; i < std::max(1, n_threads); ++i)
+        m_workers.emplace_back([this, i] { worker_loop(i); });
+}
+
+ThreadPool::~ThreadPool()
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_stop = true;
+        m_generation.fetch_add(1);
+    }
+    m_wake.notify_all();
+    for (auto& t : m_workers)
+        t.join();
+}
+
+void ThreadPool::parallel_for(std::size_t n, const std::function<void(std::size_t, std::size_t)>& fn)
+{
+    if (n == 0)
+        return;
+    if (m_workers.empty() || n == 1) {
+        fn(0, n);
+        return;
+    }
+    {
+        std::lock_guard lock(m_mutex);
+        m_fn = &fn;
+        m_n = n;
+        m_pending.store(static_cast<int>(m_workers.size()));
+        m_generation.fetch_add(1, std::memory_order_release);
+    }
+    m_wake.notify_all();
+    const auto [b, e] = chunk(n, size(), 0);
+    if (b < e)
+        fn(b, e);
+    while (m_pending.load(std::memory_order_acquire) != 0)
+        cpu_relax();
+}
+
+void ThreadPool::worker_loop(int index)
+{
+    uint64_t seen = 0;
+    for (;;) {
+        int spins = 0;
+        while (m_generation.load(std::memory_order_acquire) == seen && spins < kSpinIterations) {
+            cpu_relax();
+            ++spins;
+        }
+        if (m_generation.load(std::memory_order_acquire) == seen) {
+            std::unique_lock lock(m_mutex);
+            m_wake.wait(lock, [&] { return m_generation.load() != seen; });
+        }
+        if (m_stop.load())
+            return;
+        const std::function<void(std::size_t, std::size_t)>* fn;
+        std::size_t n;
+        {
+            std::lock_guard lock(m_mutex);
+            seen = m_generation.load();
+            fn = m_fn;
+            n = m_n;
+        }
+        const auto [b, e] = chunk(n, size(), index);
+        if (b < e)
+            (*fn)(b, e);
+        m_pending.fetch_sub(1, std::memory_order_acq_rel);
+    }
+}
+
+} // namespace engine

@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace engine {
+
+// A fixed set of worker threads for data-parallel kernels. parallel_for splits [0, n) into one
+// contiguous chunk per thread (the caller's thread takes the first) and returns when all are done.
+// A decode step issues a few hundred parallel_for calls, so workers spin briefly between calls
+// before they sleep: waking a sleeping thread costs more than most of the kernels.
+// Not re-entrant: one parallel_for at a time.
+class ThreadPool {
+public:
+    explicit ThreadPool(int n_threads);
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    int size() const { return static_cast<int>(m_workers.size()) + 1; }
+    void parallel_for(std::size_t n, const std::function<void(std::size_t begin, std::size_t end)>& fn);
+
+private:
+    void worker_loop(int index);
+
+    std::vector<std::thread> m_workers;
+    std::mutex m_mutex;
+    std::condition_variable m_wake;
+    const std::function<void(std::size_t, std::size_t)>* m_fn = nullptr;
+    std::size_t m_n = 0;
+    std::atomic<uint64_t> m_generation{0};
+    std::atomic<int> m_pending{0};
+    std::atomic<bool> m_stop{false};
+};
+
+int default_thread_count();
+
+} // namespace engine

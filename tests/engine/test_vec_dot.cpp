@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Quantized dot products: for every supported weight type, the scalar path and the SIMD path the
+// CPU selects (AVX2 here; both run on every x86-64 CI machine) agree with a double-precision
+// reference computed from the dequantized weights and the dequantized activation blocks.
+#include "gguf/gguf_file.h"
+#include "quant/activation_quant.h"
+#include "quant/dequant.h"
+#include "quant/vec_dot.h"
+#include "test_paths.h"
+#include "util/fp16.h"
+
+#include <QTest>
+#include <cmath>
+#include <bit>
+#include <random>
+
+using namespace engine;
+
+namespace {
+
+// f32 values of the quantized activations (what the integer dot product really multiplies).
+std::vector<double> dequant_activations(ActivationFormat f, const void* q, const std::vector<float>& x)
+{
+    std::vector<double> out(x.size());
+    if (f == ActivationFormat::F32) {
+        for (std::size_t i = 0; i < x.size(); ++i)
+            out[i] = x[i];
+    } else if (f == ActivationFormat::Q8_0) {
+        const auto* b = static_cast<const BlockQ8_0*>(q);
+        for (std::size_t i = 0; i < x.size(); ++i)
+            out[i] = double(fp16_to_f32(b[i / 32].d)) * b[i / 32].qs[i % 32];
+    } else if (f == ActivationFormat::Q8_1) {
+        const auto* b = static_cast<const BlockQ8_1*>(q);
+        for (std::size_t i = 0; i < x.size(); ++i)
+            out[i] = double(b[i / 32].d) * b[i / 32].qs[i % 32];
+    } else {
+        const auto* b = static_cast<const BlockQ8_K*>(q);
+        for (std::size_t i = 0; i < x.size(); ++i)
+            out[i] = double(b[i / 256].d) * b[i / 256].qs[i % 256];
+    }
+    return out;
+}
+
+} // namespace
+
+class TestVecDot : public QObject {
+    Q_OBJECT
+private slots:
+    void matchesDequantizedReference_data();
+    void matchesDequantizedReference();
+    void activationQuantizationMatchesGgml();
+};
+
+void TestVecDot::matchesDequantizedReference_data()
+{
+    QTest::addColumn<QString>("type");
+    for (const char* t : {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"})
+        QTest::newRow(t) << QString(t);
+}
+
+void TestVecDot::matchesDequantizedReference()
+{
+    QFETCH(QString, type);
+    const auto f = gguf::GgufFile::open(testsupport::data_dir() + "/quant/blocks.gguf");
+    const auto* t = f->find_tensor((type + ".quant").toStdString());
+    QVERIFY(t);
+    const int64_t n = 1024; // four k-quant super-blocks, 32 legacy blocks
+    QVERIFY(int64_t(t->ne[0]) >= n);
+    const GgmlType gt = t->type.type;
+    const void* w = f->tensor_data(*t).data();
+    std::mt19937 rng(7);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    // The BF16 fixture holds arbitrary bit patterns (huge magnitudes): use weights of a sane size.
+    std::vector<uint16_t> bf16_row;
+    if (gt == GgmlType::BF16) {
+        for (int64_t i = 0; i < n; ++i)
+            bf16_row.push_back(static_cast<uint16_t>(std::bit_cast<uint32_t>(dist(rng)) >> 16));
+        w = bf16_row.data();
+    }
+
+    std::vector<float> x(n);
+    for (auto& v : x)
+        v = dist(rng);
+    const ActivationFormat af = activation_format(gt);
+    std::vector<uint8_t> xq(activation_row_bytes(af, n));
+    quantize_activations(af, x.data(), xq.data(), n);
+
+    std::vector<float> wf(n);
+    dequantize_row(gt, w, wf.data(), n);
+    const auto xa = dequant_activations(af, xq.data(), x);
+    double ref = 0.0, mag = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        if (!std::isfinite(wf[i]))
+            QSKIP("non-finite weights in this fixture row");
+        ref += double(wf[i]) * xa[i];
+        mag += std::fabs(double(wf[i]) * xa[i]);
+    }
+    const float scalar = vec_dot_scalar(gt)(w, xq.data(), n);
+    const float fast = vec_dot_for(gt)(w, xq.data(), n);
+    const double tol = 1e-5 * mag + 1e-30;
+    QVERIFY2(std::fabs(scalar - ref) <= tol, qPrintable(QString("scalar %1 vs reference %2").arg(scalar).arg(ref)));
+    QVERIFY2(std::fabs(fast - ref) <= tol, qPrintable(QString("%1 %2 vs reference %3")
+                                                          .arg(QString::fromUtf8(simd_level_name(simd_level()).data()))
+                                                          .arg(fast).arg(ref)));
+}
+
+void TestVecDot::activationQuantizationMatchesGgml()
+{
+    // Q8_0: d = amax/127 stored as f16, q = round(x/d) (half away from zero).
+    std::vector<float> x(32, 0.0f);
+    x[0] = 1.27f;
+    x[1] = -0.5f;
+    x[2] = 0.005f;
+    BlockQ8_0 b{};
+    quantize_activations(ActivationFormat::Q8_0, x.data(), &b, 32);
+    QCOMPARE(b.d, f32_to_fp16(0.01f));
+    QCOMPARE(int(b.qs[0]), 127);
+    QCOMPARE(int(b.qs[1]), -50);
+    QCOMPARE(int(b.qs[2]), 1); // 0.5 rounds away from zero
+    // Q8_K: scale from the signed maximum, −127/max; block sums per 16.
+    std::vector<float> y(256, 0.25f);
+    y[5] = -2.0f;
+    BlockQ8_K k{};
+    quantize_activations(ActivationFormat::Q8_K, y.data(), &k, 256);
+    QCOMPARE(int(k.qs[5]), -127); // iscale = −127/max: the signed extreme maps to ∓127
+    QCOMPARE(k.d, 1.0f / (-127.0f / -2.0f));
+    QCOMPARE(int(k.qs[0]), 16); // nearest integer to 0.25 · 63.5 = 15.875
+    int sum0 = 0;
+    for (int i = 0; i < 16; ++i)
+        sum0 += k.qs[i];
+    QCOMPARE(int(k.bsums[0]), sum0);
+}
+
+QTEST_GUILESS_MAIN(TestVecDot)
+#include "test_vec_dot.moc"
