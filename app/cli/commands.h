@@ -9,3 +9,4 @@ using CommandRunner = std::function<int()>;
 
 CommandRunner add_info_command(CLI::App& app);
 CommandRunner add_tokenize_command(CLI::App& app);
+CommandRunner add_make_test_model_command(CLI::App& app);

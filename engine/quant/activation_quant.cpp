@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// Same rounding as ggml's reference quantizers (quantize_row_q8_0_ref / q8_1 / q8_K_ref).
+// Same rounding as ggml's CPU quantizers on x86: Q8_0/Q8_1 multiply by 127/amax and round half to
+// even (its AVX path); Q8_K follows quantize_row_q8_K_ref.
 #include "quant/activation_quant.h"
 
 #include "util/fp16.h"
@@ -27,10 +28,10 @@ void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t n)
         for (int j = 0; j < 32; ++j)
             amax = std::max(amax, std::fabs(x[j]));
         const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         y[b].d = f32_to_fp16(d);
         for (int j = 0; j < 32; ++j)
-            y[b].qs[j] = static_cast<int8_t>(std::round(x[j] * id));
+            y[b].qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
     }
 }
 
@@ -41,10 +42,10 @@ void quantize_q8_1(const float* x, BlockQ8_1* y, int64_t n)
         for (int j = 0; j < 32; ++j)
             amax = std::max(amax, std::fabs(x[j]));
         const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         int sum = 0;
         for (int j = 0; j < 32; ++j) {
-            y[b].qs[j] = static_cast<int8_t>(std::round(x[j] * id));
+            y[b].qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
             sum += y[b].qs[j];
         }
         y[b].d = fp16_to_f32(f32_to_fp16(d));

@@ -12,6 +12,12 @@ namespace {
 
 constexpr float k_neg_inf = -std::numeric_limits<float>::infinity();
 
+// NaN would break every ordering below; a NaN logit can never be chosen, like -inf.
+float clean(float logit)
+{
+    return std::isnan(logit) ? k_neg_inf : logit;
+}
+
 // The one ranking every stage uses: higher logit first, ties to the lower id, so that each
 // selection below gives the same survivors whatever algorithm finds them.
 bool better(const Candidate& a, const Candidate& b)
@@ -19,12 +25,16 @@ bool better(const Candidate& a, const Candidate& b)
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 }
 
+std::ptrdiff_t offset(std::size_t i)
+{
+    return static_cast<std::ptrdiff_t>(i);
+}
+
 // The k best of n candidates (get(i) → Candidate), best first, into out. For the few dozen that
 // top-k and the stage views want, a bounded heap whose front is the worst one kept: a single
 // pass that rarely touches the heap, instead of sorting 262,144 logits. For a large k, a
 // selection over a copy is cheaper than k heap updates.
-template <typename Get>
-void select_top(std::size_t n, std::size_t k, Get get, std::vector<Candidate>& out)
+template <typename Get> void select_top(std::size_t n, std::size_t k, Get get, std::vector<Candidate>& out)
 {
     out.clear();
     k = std::min(k, n);
@@ -34,7 +44,7 @@ void select_top(std::size_t n, std::size_t k, Get get, std::vector<Candidate>& o
         out.reserve(n);
         for (std::size_t i = 0; i < n; ++i)
             out.push_back(get(i));
-        std::nth_element(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(k - 1), out.end(), better);
+        std::nth_element(out.begin(), out.begin() + offset(k - 1), out.end(), better);
         out.resize(k);
         std::sort(out.begin(), out.end(), better);
         return;
@@ -55,9 +65,9 @@ void select_top(std::size_t n, std::size_t k, Get get, std::vector<Candidate>& o
     std::sort_heap(out.begin(), out.end(), better);
 }
 
-// Softmax of a set of logits as max and Σ exp(logit - max): probability = weight / sum. Sums in
-// double so that 262,144 small terms do not drown. A set whose max is infinite (all -inf, or a
-// +inf after a tiny temperature) shares the probability among the logits equal to the max.
+// Softmax of a set of logits as its max and Σ exp(logit - max): probability = weight / sum.
+// Sums in double so that 262,144 small terms do not drown. A set whose max is infinite (all
+// -inf, or +inf after a tiny temperature) shares the probability among the logits at the max.
 struct Normaliser {
     float max = k_neg_inf;
     double sum = 0.0;
@@ -69,15 +79,88 @@ struct Normaliser {
     float probability(float logit) const { return static_cast<float>(weight(logit) / sum); }
 };
 
-template <typename GetLogit>
-Normaliser normalise(std::size_t n, GetLogit logit)
+// The normaliser of n logits whose max is already known (the first of a best-first selection).
+template <typename GetLogit> Normaliser normalise(std::size_t n, GetLogit logit, float max)
 {
-    Normaliser z;
-    for (std::size_t i = 0; i < n; ++i)
-        z.max = std::max(z.max, logit(i));
+    Normaliser z{max, 0.0};
     for (std::size_t i = 0; i < n; ++i)
         z.sum += z.weight(logit(i));
     return z;
+}
+
+// The candidates' normaliser, leaving each one's weight exp(logit - max) in its probability
+// field for the stages after it (top-p's running sum, the draw), so no exp is computed twice.
+Normaliser weigh(std::vector<Candidate>& cands)
+{
+    Normaliser z;
+    for (const auto& c : cands)
+        z.max = std::max(z.max, c.logit);
+    for (auto& c : cands) {
+        c.probability = z.weight(c.logit);
+        z.sum += c.probability;
+    }
+    return z;
+}
+
+// After a filter that kept the best candidate the max and the stored weights still hold.
+Normaliser reweigh(const std::vector<Candidate>& cands, float max)
+{
+    Normaliser z{max, 0.0};
+    for (const auto& c : cands)
+        z.sum += c.probability;
+    return z;
+}
+
+// Top-p over weighed candidates: keeps the smallest best-first set whose weight reaches
+// p · sum (the candidate that crosses it stays). Returns whether the survivors are in order.
+bool keep_top_p(std::vector<Candidate>& cands, bool sorted, const Normaliser& z, float p)
+{
+    const auto at = [&cands](std::size_t i) { return cands.begin() + offset(i); };
+    const double target = static_cast<double>(p) * z.sum;
+    double reached = 0.0;
+    // Like llama.cpp: sorted survivors (after top-k) take a running sum; otherwise the best 256
+    // first, since a real model's nucleus usually lies inside them.
+    const std::size_t head = sorted ? cands.size() : std::min<std::size_t>(256, cands.size());
+    if (!sorted)
+        std::partial_sort(cands.begin(), at(head), cands.end(), better);
+    for (std::size_t i = 0; i < head; ++i) {
+        reached += cands[i].probability;
+        if (reached >= target) {
+            cands.resize(i + 1);
+            return true;
+        }
+    }
+    if (head == cands.size())
+        return true; // rounding left the sum just short of p · sum: all stay
+    // A wide nucleus (flat logits, top-k off): halve the range by mass instead of sorting the
+    // vocabulary. Invariant: [0, lo) are the best lo and weigh `reached` < target; the answer m
+    // lies in (lo, hi].
+    std::size_t lo = head;
+    std::size_t hi = cands.size();
+    while (hi - lo > 32) {
+        const std::size_t mid = lo + (hi - lo) / 2;
+        std::nth_element(at(lo), at(mid), at(hi), better);
+        double mass = 0.0;
+        for (std::size_t i = lo; i < mid; ++i)
+            mass += cands[i].probability;
+        if (reached + mass >= target) {
+            hi = mid;
+        } else {
+            reached += mass;
+            lo = mid;
+        }
+    }
+    std::sort(at(lo), at(hi), better);
+    std::size_t keep = hi;
+    for (std::size_t i = lo; i < hi; ++i) {
+        reached += cands[i].probability;
+        if (reached >= target) {
+            keep = i + 1;
+            break;
+        }
+    }
+    cands.resize(keep);
+    return false; // only the first 256 are in order
 }
 
 } // namespace
@@ -104,34 +187,34 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
         return result;
     const std::size_t n_view = m_config.stage_view_size;
     const bool views = n_view > 0;
+    const bool greedy = m_config.greedy || m_config.temperature <= 0.0f;
+    const bool top_k_on = m_config.top_k > 0;
+    const std::size_t top_k = top_k_on ? std::min(n_vocab, static_cast<std::size_t>(m_config.top_k)) : n_vocab;
     auto& stages = result.stages;
+    const auto raw_logit = [logits](std::size_t i) { return clean(logits[i]); };
+    const auto raw_candidate = [logits](std::size_t i) {
+        return Candidate{static_cast<int32_t>(i), clean(logits[i]), 0.0f};
+    };
 
     // ---- helpers for the stage views -------------------------------------------------------
-    const auto vocab_logit = [this](std::size_t i) { return m_logits[i]; };
-    const auto vocab_candidate = [this](std::size_t i) { return Candidate{static_cast<int32_t>(i), m_logits[i], 0.0f}; };
-    const auto cand_logit = [this](std::size_t i) { return m_cands[i].logit; };
-    const auto cand_candidate = [this](std::size_t i) { return m_cands[i]; };
-    bool sorted = false; // m_cands is ordered best first
-
-    const auto with_probabilities = [](StageView v, const Normaliser& z) {
-        for (auto& c : v.top)
+    bool sorted = false; // m_cands is in best-first order
+    const auto view = [&](const char* name, std::size_t survivors, std::vector<Candidate> top, const Normaliser& z) {
+        for (auto& c : top)
             c.probability = z.probability(c.logit);
-        return v;
+        return StageView{name, std::move(top), survivors, true};
     };
-    // The whole vocabulary (m_logits): one pass for the best, two for the softmax normaliser.
-    const auto vocab_view = [&](const char* name) {
-        StageView v{name, {}, n_vocab, true};
-        select_top(n_vocab, n_view, vocab_candidate, v.top);
-        return with_probabilities(std::move(v), normalise(n_vocab, vocab_logit));
+    const auto best_of = [n_view](const std::vector<Candidate>& best_first) {
+        return std::vector<Candidate>(best_first.begin(),
+                                      best_first.begin() + offset(std::min(n_view, best_first.size())));
     };
-    // The current survivors (m_cands).
     const auto cands_view = [&](const char* name, const Normaliser& z) {
-        StageView v{name, {}, m_cands.size(), true};
+        std::vector<Candidate> top;
         if (sorted)
-            v.top.assign(m_cands.begin(), m_cands.begin() + static_cast<std::ptrdiff_t>(std::min(n_view, m_cands.size())));
+            top = best_of(m_cands);
         else
-            select_top(m_cands.size(), n_view, cand_candidate, v.top);
-        return with_probabilities(std::move(v), z);
+            select_top(
+                m_cands.size(), n_view, [this](std::size_t i) { return m_cands[i]; }, top);
+        return view(name, m_cands.size(), std::move(top), z);
     };
     // A stage that changed nothing shows the previous distribution again, without recomputing it.
     const auto repeat_view = [&](const char* name, bool applied) {
@@ -141,94 +224,148 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
         return v;
     };
 
-    // ---- logits ----------------------------------------------------------------------------
-    // The one full copy of the vocabulary: the penalty must not write into the caller's logits.
-    m_logits.resize(n_vocab);
-    for (std::size_t i = 0; i < n_vocab; ++i)
-        m_logits[i] = std::isnan(logits[i]) ? k_neg_inf : logits[i];
-    if (views)
-        stages.push_back(vocab_view("logits"));
-
-    // ---- repetition penalty ----------------------------------------------------------------
+    // ---- repetition penalty, as an overlay ---------------------------------------------------
     // llama.cpp's penalties sampler: each distinct token of the window once, whatever its count;
     // dividing a negative logit would make the token more likely, so those are multiplied.
+    // The at most repeat_last_n penalised tokens are kept aside instead of copying the logits.
     const bool penalty_on = m_config.repeat_penalty != 1.0f && m_config.repeat_last_n != 0;
+    m_penalised_ids.clear();
     m_penalised.clear();
     if (penalty_on) {
         const std::size_t window = m_config.repeat_last_n < 0
-            ? history.size()
-            : std::min(history.size(), static_cast<std::size_t>(m_config.repeat_last_n));
+                                       ? history.size()
+                                       : std::min(history.size(), static_cast<std::size_t>(m_config.repeat_last_n));
         for (const int32_t id : history.last(window))
             if (id >= 0 && static_cast<std::size_t>(id) < n_vocab)
-                m_penalised.push_back(id);
-        std::sort(m_penalised.begin(), m_penalised.end());
-        m_penalised.erase(std::unique(m_penalised.begin(), m_penalised.end()), m_penalised.end());
-        for (const int32_t id : m_penalised) {
-            float& l = m_logits[static_cast<std::size_t>(id)];
-            l = l > 0.0f ? l / m_config.repeat_penalty : l * m_config.repeat_penalty;
+                m_penalised_ids.push_back(id);
+        std::sort(m_penalised_ids.begin(), m_penalised_ids.end());
+        m_penalised_ids.erase(std::unique(m_penalised_ids.begin(), m_penalised_ids.end()), m_penalised_ids.end());
+        for (const int32_t id : m_penalised_ids) {
+            const float l = raw_logit(static_cast<std::size_t>(id));
+            m_penalised.push_back({id, l > 0.0f ? l / m_config.repeat_penalty : l * m_config.repeat_penalty, 0.0f});
+        }
+        std::sort(m_penalised.begin(), m_penalised.end(), better);
+    }
+    const auto is_penalised = [this](int32_t id) {
+        return std::binary_search(m_penalised_ids.begin(), m_penalised_ids.end(), id);
+    };
+    // The best `count` penalised logits: the best unpenalised ones are among the best
+    // count + n_penalised raw logits (at most n_penalised of those are penalised), so merging
+    // those with the penalised tokens is exact.
+    const auto penalised_best = [&](std::size_t count) {
+        std::vector<Candidate> out;
+        std::size_t i = 0;
+        std::size_t j = 0;
+        while (out.size() < count) {
+            while (i < m_raw_best.size() && is_penalised(m_raw_best[i].id))
+                ++i;
+            const bool raw_left = i < m_raw_best.size();
+            const bool penalised_left = j < m_penalised.size();
+            if (!raw_left && !penalised_left)
+                break;
+            if (penalised_left && (!raw_left || better(m_penalised[j], m_raw_best[i])))
+                out.push_back(m_penalised[j++]);
+            else
+                out.push_back(m_raw_best[i++]);
+        }
+        return out;
+    };
+
+    // ---- the one pass over the vocabulary ------------------------------------------------------
+    // Everything short of "top-k off" needs only the best few logits: enough for the views, the
+    // greedy argmax or top-k, plus as many as the penalty may push down.
+    std::size_t needed = views ? n_view : 0;
+    if (greedy)
+        needed = std::max<std::size_t>(needed, 1);
+    else if (top_k < n_vocab)
+        needed = std::max(needed, top_k);
+    m_raw_best.clear();
+    if (needed > 0)
+        select_top(n_vocab, needed + m_penalised.size(), raw_candidate, m_raw_best);
+
+    // ---- logits ----------------------------------------------------------------------------
+    Normaliser z_raw;
+    if (views) {
+        z_raw = normalise(n_vocab, raw_logit, m_raw_best.front().logit);
+        stages.push_back(view("logits", n_vocab, best_of(m_raw_best), z_raw));
+    }
+
+    // ---- repetition penalty ----------------------------------------------------------------
+    if (views) {
+        if (m_penalised.empty()) {
+            stages.push_back(repeat_view("repetition penalty", penalty_on));
+        } else {
+            auto top = penalised_best(n_view);
+            // The raw normaliser with the penalised terms swapped, rescaled to the new max. When
+            // the penalised tokens held nearly all the mass the subtraction would cancel, so
+            // that case (and infinite maxima) sums the vocabulary again.
+            Normaliser z{top.front().logit, 0.0};
+            double removed = 0.0;
+            double added = 0.0;
+            for (const auto& c : m_penalised) {
+                removed += z_raw.weight(raw_logit(static_cast<std::size_t>(c.id)));
+                added += z.weight(c.logit);
+            }
+            const double rest = z_raw.sum - removed;
+            if (std::isfinite(z_raw.max) && std::isfinite(z.max) && rest >= 1e-6 * z_raw.sum) {
+                z.sum = rest * std::exp(static_cast<double>(z_raw.max) - static_cast<double>(z.max)) + added;
+            } else {
+                std::size_t j = 0;
+                for (std::size_t i = 0; i < n_vocab; ++i) {
+                    if (j < m_penalised_ids.size() && static_cast<std::size_t>(m_penalised_ids[j]) == i)
+                        ++j;
+                    else
+                        z.sum += z.weight(raw_logit(i));
+                }
+                z.sum += added;
+            }
+            stages.push_back(view("repetition penalty", n_vocab, std::move(top), z));
         }
     }
-    if (views)
-        stages.push_back(m_penalised.empty() ? repeat_view("repetition penalty", penalty_on)
-                                             : vocab_view("repetition penalty"));
 
     // ---- greedy ----------------------------------------------------------------------------
-    // The argmax survives every filter, so greedy skips them; max_element keeps the first
-    // maximum, i.e. the lowest id of a tie.
-    if (m_config.greedy || m_config.temperature <= 0.0f) {
-        const auto best = std::max_element(m_logits.begin(), m_logits.end());
-        result.token = static_cast<int32_t>(best - m_logits.begin());
+    // The argmax survives every filter, so greedy skips them; ties go to the lowest id.
+    if (greedy) {
+        const Candidate best = penalised_best(1).front();
+        result.token = best.id;
         result.probability = 1.0f;
         if (views) {
             for (const char* name : {"top-k", "top-p", "min-p", "temperature"})
                 stages.push_back(repeat_view(name, false));
-            stages.push_back(StageView{"final", {Candidate{result.token, *best, 1.0f}}, 1, true});
+            stages.push_back(StageView{"final", {Candidate{best.id, best.logit, 1.0f}}, 1, true});
         }
         return result;
     }
 
     // ---- top-k -----------------------------------------------------------------------------
-    const bool top_k_on = m_config.top_k > 0;
-    if (top_k_on && static_cast<std::size_t>(m_config.top_k) < n_vocab) {
-        select_top(n_vocab, static_cast<std::size_t>(m_config.top_k), vocab_candidate, m_cands);
+    if (top_k < n_vocab) {
+        m_cands = penalised_best(top_k);
         sorted = true;
-        if (views)
-            stages.push_back(cands_view("top-k", normalise(m_cands.size(), cand_logit)));
     } else {
         // Only without top-k do the later stages work on the whole vocabulary.
         m_cands.resize(n_vocab);
         for (std::size_t i = 0; i < n_vocab; ++i)
-            m_cands[i] = vocab_candidate(i);
-        if (views)
-            stages.push_back(repeat_view("top-k", top_k_on));
+            m_cands[i] = raw_candidate(i);
+        for (const auto& c : m_penalised)
+            m_cands[static_cast<std::size_t>(c.id)].logit = c.logit;
     }
+    // The weights at T = 1 serve the top-k view, top-p and the min-p view; without top-k they are
+    // a pass of exp over the whole vocabulary, so they are computed only when one of those runs.
+    const bool top_p_on = m_config.top_p < 1.0f;
+    const bool min_p_on = m_config.min_p > 0.0f;
+    const bool weighed = top_k < n_vocab || top_p_on || (min_p_on && views);
+    Normaliser z;
+    if (weighed)
+        z = weigh(m_cands);
+    if (views)
+        stages.push_back(top_k < n_vocab ? cands_view("top-k", z) : repeat_view("top-k", top_k_on));
 
     // ---- top-p -----------------------------------------------------------------------------
-    // The smallest best-first prefix whose probability reaches p (the token that crosses p is kept).
-    const bool top_p_on = m_config.top_p < 1.0f;
     if (top_p_on) {
-        const Normaliser z = normalise(m_cands.size(), cand_logit);
-        // Sort only as far as the nucleus reaches: like llama.cpp, try the best 256 first and
-        // widen only when they do not reach p, so that top-k off does not sort the vocabulary.
-        std::size_t sorted_n = sorted ? m_cands.size() : 0;
-        std::size_t keep = m_cands.size();
-        double cumulative = 0.0;
-        for (std::size_t i = 0; i < m_cands.size(); ++i) {
-            if (i == sorted_n) {
-                sorted_n = std::min(m_cands.size(), std::max<std::size_t>(256, sorted_n * 8));
-                std::partial_sort(m_cands.begin() + static_cast<std::ptrdiff_t>(i),
-                                  m_cands.begin() + static_cast<std::ptrdiff_t>(sorted_n), m_cands.end(), better);
-            }
-            cumulative += static_cast<double>(z.weight(m_cands[i].logit)) / z.sum;
-            if (cumulative >= static_cast<double>(m_config.top_p)) {
-                keep = i + 1;
-                break;
-            }
-        }
-        m_cands.resize(keep);
-        sorted = true;
+        sorted = keep_top_p(m_cands, sorted, z, m_config.top_p);
+        z = reweigh(m_cands, z.max);
         if (views)
-            stages.push_back(cands_view("top-p", normalise(m_cands.size(), cand_logit)));
+            stages.push_back(cands_view("top-p", z));
     } else if (views) {
         stages.push_back(repeat_view("top-p", false));
     }
@@ -236,16 +373,17 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
     // ---- min-p -----------------------------------------------------------------------------
     // p_i >= min_p · p_max, compared in logits as llama.cpp does: logit_i >= max + log(min_p).
     // Clamped to the max so that min_p >= 1 still keeps the best token.
-    const bool min_p_on = m_config.min_p > 0.0f;
     if (min_p_on) {
-        float best_logit = sorted ? m_cands.front().logit : k_neg_inf;
-        if (!sorted)
+        float max = z.max;
+        if (!weighed)
             for (const auto& c : m_cands)
-                best_logit = std::max(best_logit, c.logit);
-        const float threshold = std::min(best_logit, best_logit + std::log(m_config.min_p));
+                max = std::max(max, c.logit);
+        const float threshold = std::min(max, max + std::log(m_config.min_p));
         std::erase_if(m_cands, [threshold](const Candidate& c) { return c.logit < threshold; });
+        if (weighed)
+            z = reweigh(m_cands, z.max);
         if (views)
-            stages.push_back(cands_view("min-p", normalise(m_cands.size(), cand_logit)));
+            stages.push_back(cands_view("min-p", z));
     } else if (views) {
         stages.push_back(repeat_view("min-p", false));
     }
@@ -254,7 +392,7 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
     // Last, so the filters above saw the untempered distribution (llama.cpp's default order).
     for (auto& c : m_cands)
         c.logit /= m_config.temperature;
-    const Normaliser z = normalise(m_cands.size(), cand_logit);
+    z = weigh(m_cands);
     if (views) {
         stages.push_back(cands_view("temperature", z));
         stages.push_back(repeat_view("final", true));
@@ -262,15 +400,15 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
 
     // ---- draw ------------------------------------------------------------------------------
     // Exactly one draw per sample, even with a single survivor, so that a sequence depends only
-    // on the seed and the logits. The running sum adds the same weights in the same order as
-    // z.sum, so a target below z.sum always lands on a candidate; rounding that puts it at
+    // on the seed and the logits. The running sum adds the weights weigh() summed, in the same
+    // order, so a target below z.sum always lands on a candidate; rounding that puts it at
     // z.sum falls back to the last candidate with any weight.
     const double target = uniform_unit(m_rng) * z.sum;
     double cumulative = 0.0;
     std::size_t chosen = m_cands.size();
     std::size_t last_weighted = 0;
     for (std::size_t i = 0; i < m_cands.size(); ++i) {
-        const float w = z.weight(m_cands[i].logit);
+        const float w = m_cands[i].probability;
         if (w > 0.0f)
             last_weighted = i;
         cumulative += w;
@@ -282,7 +420,7 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
     if (chosen == m_cands.size())
         chosen = last_weighted;
     result.token = m_cands[chosen].id;
-    result.probability = z.probability(m_cands[chosen].logit);
+    result.probability = static_cast<float>(m_cands[chosen].probability / z.sum);
     return result;
 }
 

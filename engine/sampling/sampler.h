@@ -40,7 +40,7 @@ struct Candidate {
 
 // The distribution after one stage, for the decode stepper.
 struct StageView {
-    std::string name; // "logits", "repetition penalty", "top-k", "top-p", "min-p", "temperature", "final"
+    std::string name;           // "logits", "repetition penalty", "top-k", "top-p", "min-p", "temperature", "final"
     std::vector<Candidate> top; // the best survivors, by probability desc (ties: lowest id first)
     std::size_t survivors = 0;
     // False when the configuration switches this stage off (or greedy skips it): the view then
@@ -49,8 +49,8 @@ struct StageView {
 };
 
 struct SampleResult {
-    int32_t token = -1;         // -1 only for an empty logits span
-    float probability = 0.0f;   // of the chosen token in the final distribution (1 when greedy)
+    int32_t token = -1;       // -1 only for an empty logits span
+    float probability = 0.0f; // of the chosen token in the final distribution (1 when greedy)
     std::vector<StageView> stages;
 };
 
@@ -75,10 +75,12 @@ public:
 private:
     SamplerConfig m_config;
     std::mt19937_64 m_rng;
-    // Working buffers, reused between calls so a sample allocates nothing after the first.
-    std::vector<float> m_logits;     // (n_vocab) logits after the repetition penalty
-    std::vector<Candidate> m_cands;  // (survivors) the candidates the filters still keep
-    std::vector<int32_t> m_penalised; // distinct ids of the penalty window
+    // Working buffers, reused between calls. The full vocabulary is copied only when top-k is off; otherwise one pass
+    // over the caller's logits finds the few best and the penalty is laid over them.
+    std::vector<int32_t> m_penalised_ids; // (n_penalised) distinct ids of the penalty window, ascending
+    std::vector<Candidate> m_penalised;   // (n_penalised) those tokens with penalised logits, best first
+    std::vector<Candidate> m_raw_best;    // (needed + n_penalised) best raw logits, best first
+    std::vector<Candidate> m_cands;       // (survivors) what the filters still keep
 };
 
 } // namespace engine

@@ -8,7 +8,8 @@ namespace engine {
 
 StopCondition::StopCondition(std::vector<int32_t> end_of_generation, std::size_t max_tokens,
                              std::vector<std::string> stop_strings)
-    : m_end_of_generation(std::move(end_of_generation)), m_max_tokens(max_tokens), m_stop_strings(std::move(stop_strings))
+    : m_end_of_generation(std::move(end_of_generation)), m_max_tokens(max_tokens),
+      m_stop_strings(std::move(stop_strings))
 {
     std::erase_if(m_stop_strings, [](const std::string& s) { return s.empty(); });
 }

@@ -23,7 +23,8 @@ enum class StopReason {
 class StopCondition {
 public:
     // max_tokens == 0 means no limit; empty stop strings are ignored.
-    StopCondition(std::vector<int32_t> end_of_generation, std::size_t max_tokens, std::vector<std::string> stop_strings);
+    StopCondition(std::vector<int32_t> end_of_generation, std::size_t max_tokens,
+                  std::vector<std::string> stop_strings);
 
     // After each sampled token: generated is all text generated so far, this token's included,
     // and n_generated counts this token. End of generation wins over a stop string, which wins

@@ -106,7 +106,7 @@ void TestVecDot::matchesDequantizedReference()
 
 void TestVecDot::activationQuantizationMatchesGgml()
 {
-    // Q8_0: d = amax/127 stored as f16, q = round(x/d) (half away from zero).
+    // Q8_0 as ggml's x86 quantizer: d = amax/127 stored as f16, q = x · 127/amax rounded half to even.
     std::vector<float> x(32, 0.0f);
     x[0] = 1.27f;
     x[1] = -0.5f;
@@ -116,7 +116,7 @@ void TestVecDot::activationQuantizationMatchesGgml()
     QCOMPARE(b.d, f32_to_fp16(0.01f));
     QCOMPARE(int(b.qs[0]), 127);
     QCOMPARE(int(b.qs[1]), -50);
-    QCOMPARE(int(b.qs[2]), 1); // 0.5 rounds away from zero
+    QCOMPARE(int(b.qs[2]), 0); // 0.005 · 100 = 0.5 rounds to even
     // Q8_K: scale from the signed maximum, −127/max; block sums per 16.
     std::vector<float> y(256, 0.25f);
     y[5] = -2.0f;

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include "kv/kv_cache.h"
+#include "tokenizer/vocab.h"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace engine {
+
+class Model;
+
+// What a forward pass should record besides the logits. The UI declares what it watches; nothing
+// else is copied.
+struct CaptureRequest {
+    std::vector<std::pair<uint32_t, uint32_t>> heads; // (layer, query head)
+    bool all_heads = false;
+    bool residuals = false; // residual stream after every layer (logit lens)
+
+    bool wants(uint32_t layer, uint32_t head) const;
+    bool empty() const { return heads.empty() && !all_heads && !residuals; }
+};
+
+// One head's attention over one forward pass: rows are this pass's queries, columns every position
+// from 0 to the last query's (masked entries are exactly 0).
+struct AttentionCapture {
+    uint32_t layer = 0;
+    uint32_t head = 0;
+    uint32_t kv_head = 0;
+    uint32_t first_position = 0; // position of the first query row
+    uint32_t n_queries = 0;
+    uint32_t n_keys = 0;         // first_position + n_queries
+    uint32_t head_dim = 0;
+    float scale = 1.0f;          // applied to q·k before the softmax
+    std::vector<float> weights;  // [n_queries][n_keys] softmax output
+    std::vector<float> q;        // [n_queries][head_dim] post-RoPE query as used in q·k (F16-rounded)
+    std::vector<float> k;        // [n_keys][head_dim] cached keys (post-RoPE, F16); zeros where freed
+    std::vector<float> v;        // [n_keys][head_dim] cached values (F16); zeros where freed
+};
+
+struct ForwardCaptures {
+    std::vector<AttentionCapture> attention;
+    std::vector<std::vector<float>> residuals; // per layer: [n_tokens][n_embd]
+};
+
+struct ForwardRequest {
+    std::span<const TokenId> tokens; // positions n_cached … n_cached + tokens.size() − 1
+    bool all_logits = false;         // logits of every position instead of the last only
+    const CaptureRequest* capture = nullptr;
+};
+
+struct ForwardResult {
+    uint32_t n_vocab = 0;
+    std::vector<float> logits;                 // [rows][n_vocab]
+    std::shared_ptr<ForwardCaptures> captures; // null when nothing was requested
+};
+
+struct BackendMemory {
+    std::string device;          // "CPU", a GPU's name, …
+    uint64_t weight_bytes = 0;
+    uint64_t kv_bytes_allocated = 0;
+    uint64_t scratch_bytes = 0;
+    uint64_t device_total = 0;   // memory the device has (RAM for the CPU)
+};
+
+// A compute backend: weights uploaded once, a forward pass over a batch of new positions appended
+// to the KV cache it owns. Implementations: CPU (here), Vulkan and CUDA (later), all checked against
+// the CPU by the same parity tests.
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual std::string name() const = 0;
+    virtual const Model& model() const = 0;
+    // Appends request.tokens to the cache and returns their logits. Throws Error when the context
+    // is full; the cache is unchanged then.
+    virtual ForwardResult forward(const ForwardRequest& request) = 0;
+    virtual KvCache& kv_cache() = 0;
+    virtual const KvCache& kv_cache() const = 0;
+    virtual BackendMemory memory() const = 0;
+};
+
+struct CpuBackendOptions {
+    int threads = 0;         // 0: all hardware threads
+    uint32_t n_ctx = 4096;   // positions the KV cache may hold (capped at the model's training context)
+};
+
+std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const Model> model, const CpuBackendOptions& options);
+
+} // namespace engine

@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The transformer forward pass on the CPU, written once for every supported architecture; the
+// differences (norm placement, q/k norms, RoPE layout, FFN activation, embedding scale) are data in
+// ArchitectureTraits. Shapes in comments: n = tokens in the batch, E = n_embd, D = head_dim,
+// H / Hkv = query / KV heads, F = n_ff, V = n_vocab.
+#include "backend/backend.h"
+#include "backend/cpu/cpu_kernels.h"
+
+#include "model/model.h"
+#include "quant/dequant.h"
+#include "util/error.h"
+#include "util/fp16.h"
+
+#include <algorithm>
+#include <cmath>
+#include <spdlog/fmt/fmt.h>
+#include <sys/sysinfo.h>
+
+namespace engine {
+
+bool CaptureRequest::wants(uint32_t layer, uint32_t head) const
+{
+    if (all_heads)
+        return true;
+    return std::find(heads.begin(), heads.end(), std::make_pair(layer, head)) != heads.end();
+}
+
+namespace {
+
+// A 1-D tensor (norm weight, bias) as f32, decoded once at load.
+std::vector<float> to_f32(const TensorView& t)
+{
+    if (!t)
+        return {};
+    std::vector<float> out(static_cast<std::size_t>(t.cols()));
+    dequantize_row(t.type(), t.data, out.data(), t.cols(), t.info->name);
+    return out;
+}
+
+struct LayerVectors {
+    std::vector<float> attn_norm, ffn_norm, q_norm, k_norm, post_attn_norm, post_ffw_norm;
+    std::vector<float> q_bias, k_bias, v_bias, o_bias;
+};
+
+class CpuBackend final : public Backend {
+public:
+    CpuBackend(std::shared_ptr<const Model> model, const CpuBackendOptions& options);
+
+    std::string name() const override { return fmt::format("CPU ({} threads)", m_pool.size()); }
+    const Model& model() const override { return *m_model; }
+    ForwardResult forward(const ForwardRequest& request) override;
+    KvCache& kv_cache() override { return m_kv; }
+    const KvCache& kv_cache() const override { return m_kv; }
+    BackendMemory memory() const override;
+
+private:
+    void attention(uint32_t il, uint32_t pos0, int64_t n, const float* q, float* out, const CaptureRequest* capture,
+                   ForwardCaptures* captures);
+
+    std::shared_ptr<const Model> m_model;
+    ThreadPool m_pool;
+    KvCache m_kv;
+    std::vector<LayerVectors> m_vectors;
+    std::vector<float> m_output_norm;
+    std::vector<float> m_rope_freqs;
+    cpu::MatMul m_matmul;
+    // scratch, grown to the largest batch seen
+    std::vector<float> m_x, m_h, m_q, m_k, m_v, m_attn, m_o, m_gate, m_up;
+};
+
+KvCacheConfig kv_config_for(const Model& model, uint32_t n_ctx)
+{
+    const ModelConfig& c = model.config();
+    KvCacheConfig k;
+    k.n_layer = c.n_layer;
+    k.n_kv_heads = c.n_head_kv;
+    k.head_dim = c.head_dim_k;
+    for (uint32_t il = 0; il < c.n_layer; ++il)
+        k.window.push_back(model.layer_window(il));
+    k.n_ctx = c.n_ctx_train ? std::min(n_ctx, c.n_ctx_train) : n_ctx;
+    return k;
+}
+
+CpuBackend::CpuBackend(std::shared_ptr<const Model> model, const CpuBackendOptions& options)
+    : m_model(std::move(model)), m_pool(options.threads > 0 ? options.threads : default_thread_count()),
+      m_kv(kv_config_for(*m_model, options.n_ctx))
+{
+    const ModelWeights& w = m_model->weights();
+    for (const LayerWeights& L : w.layers) {
+        m_vectors.push_back({to_f32(L.attn_norm), to_f32(L.ffn_norm), to_f32(L.attn_q_norm), to_f32(L.attn_k_norm),
+                             to_f32(L.post_attention_norm), to_f32(L.post_ffw_norm), to_f32(L.attn_q_bias),
+                             to_f32(L.attn_k_bias), to_f32(L.attn_v_bias), to_f32(L.attn_output_bias)});
+    }
+    m_output_norm = to_f32(w.output_norm);
+    m_rope_freqs = to_f32(w.rope_freqs);
+}
+
+BackendMemory CpuBackend::memory() const
+{
+    BackendMemory m;
+    m.device = "CPU";
+    m.weight_bytes = m_model->weight_bytes();
+    m.kv_bytes_allocated = m_kv.accounting().bytes_allocated;
+    for (const auto* v : {&m_x, &m_h, &m_q, &m_k, &m_v, &m_attn, &m_o, &m_gate, &m_up})
+        m.scratch_bytes += v->capacity() * sizeof(float);
+    struct sysinfo info {};
+    if (sysinfo(&info) == 0)
+        m.device_total = uint64_t(info.totalram) * info.mem_unit;
+    return m;
+}
+
+void add_bias(float* y, const std::vector<float>& bias, int64_t n_tokens)
+{
+    if (bias.empty())
+        return;
+    const auto width = static_cast<int64_t>(bias.size());
+    for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t i = 0; i < width; ++i)
+            y[t * width + i] += bias[static_cast<std::size_t>(i)];
+}
+
+ForwardResult CpuBackend::forward(const ForwardRequest& request)
+{
+    const Model& model = *m_model;
+    const ModelConfig& c = model.config();
+    const ArchitectureTraits& arch = model.traits();
+    const ModelWeights& w = model.weights();
+    const auto n = static_cast<int64_t>(request.tokens.size());
+    if (n == 0)
+        throw Error("nothing to evaluate: the batch is empty");
+    for (TokenId t : request.tokens)
+        if (t < 0 || static_cast<uint32_t>(t) >= c.n_vocab)
+            throw Error(fmt::format("token id {} is outside the vocabulary (0 … {})", t, c.n_vocab - 1));
+    const uint32_t pos0 = m_kv.n_cached();
+    m_kv.reserve_until(pos0 + static_cast<uint32_t>(n));
+
+    const int64_t E = c.n_embd, D = c.head_dim_k;
+    const int64_t H = c.n_head[0], Hkv = c.n_head_kv[0], F = *std::max_element(c.n_ff.begin(), c.n_ff.end());
+    m_x.resize(static_cast<std::size_t>(n * E));   // [n][E] residual stream
+    m_h.resize(static_cast<std::size_t>(n * E));   // [n][E] normed input of a block
+    m_o.resize(static_cast<std::size_t>(n * E));   // [n][E] block output
+    m_q.resize(static_cast<std::size_t>(n * H * D));
+    m_k.resize(static_cast<std::size_t>(n * Hkv * D));
+    m_v.resize(static_cast<std::size_t>(n * Hkv * D));
+    m_attn.resize(static_cast<std::size_t>(n * H * D));
+    m_gate.resize(static_cast<std::size_t>(n * F));
+    m_up.resize(static_cast<std::size_t>(n * F));
+
+    const CaptureRequest* capture = request.capture && !request.capture->empty() ? request.capture : nullptr;
+    std::shared_ptr<ForwardCaptures> captures = capture ? std::make_shared<ForwardCaptures>() : nullptr;
+
+    // ---- embeddings -----------------------------------------------------------------------------
+    const float embd_scale = std::sqrt(static_cast<float>(E));
+    for (int64_t t = 0; t < n; ++t) {
+        float* x = m_x.data() + t * E;
+        dequantize_row(w.token_embd.type(), w.token_embd.row(request.tokens[static_cast<std::size_t>(t)]), x, E);
+        if (arch.embedding_scale)
+            for (int64_t i = 0; i < E; ++i)
+                x[i] *= embd_scale;
+    }
+
+    // ---- transformer blocks ---------------------------------------------------------------------
+    for (uint32_t il = 0; il < c.n_layer; ++il) {
+        const LayerWeights& L = w.layers[il];
+        const LayerVectors& V = m_vectors[il];
+        const int64_t Hl = c.n_head[il], Hkvl = c.n_head_kv[il], Fl = c.n_ff[il];
+
+        for (int64_t t = 0; t < n; ++t)
+            cpu::kernel_rmsnorm(m_x.data() + t * E, V.attn_norm.data(), m_h.data() + t * E, E, c.norm_eps);
+
+        m_matmul.run(m_pool, L.attn_q, m_h.data(), n, m_q.data()); // [n][Hl·D]
+        m_matmul.run(m_pool, L.attn_k, m_h.data(), n, m_k.data()); // [n][Hkvl·D]
+        m_matmul.run(m_pool, L.attn_v, m_h.data(), n, m_v.data()); // [n][Hkvl·D]
+        add_bias(m_q.data(), V.q_bias, n);
+        add_bias(m_k.data(), V.k_bias, n);
+        add_bias(m_v.data(), V.v_bias, n);
+
+        const float base = model.layer_rope_base(il);
+        const float freq_scale = c.layer_is_swa[il] ? 1.0f : c.rope_freq_scale;
+        const float* factors = m_rope_freqs.empty() ? nullptr : m_rope_freqs.data();
+        const float q_scale = arch.query_prescaled ? 1.0f / std::sqrt(static_cast<float>(D)) : 1.0f;
+        for (int64_t t = 0; t < n; ++t) {
+            const auto pos = static_cast<int32_t>(pos0 + t);
+            for (int64_t h = 0; h < Hl; ++h) {
+                float* q = m_q.data() + (t * Hl + h) * D;
+                if (arch.qk_norm)
+                    cpu::kernel_rmsnorm(q, V.q_norm.data(), q, D, c.norm_eps);
+                cpu::kernel_rope(q, static_cast<int32_t>(c.n_rot), pos, base, freq_scale, arch.rope_neox, factors);
+                if (q_scale != 1.0f)
+                    for (int64_t i = 0; i < D; ++i)
+                        q[i] *= q_scale;
+            }
+            for (int64_t h = 0; h < Hkvl; ++h) {
+                float* k = m_k.data() + (t * Hkvl + h) * D;
+                if (arch.qk_norm)
+                    cpu::kernel_rmsnorm(k, V.k_norm.data(), k, D, c.norm_eps);
+                cpu::kernel_rope(k, static_cast<int32_t>(c.n_rot), pos, base, freq_scale, arch.rope_neox, factors);
+                uint16_t* kc = m_kv.key(il, static_cast<uint32_t>(pos), static_cast<uint32_t>(h));
+                uint16_t* vc = m_kv.value(il, static_cast<uint32_t>(pos), static_cast<uint32_t>(h));
+                const float* v = m_v.data() + (t * Hkvl + h) * D;
+                for (int64_t i = 0; i < D; ++i) {
+                    kc[i] = f32_to_fp16(k[i]);
+                    vc[i] = f32_to_fp16(v[i]);
+                }
+            }
+        }
+
+        attention(il, pos0, n, m_q.data(), m_attn.data(), capture, captures.get());
+
+        m_matmul.run(m_pool, L.attn_output, m_attn.data(), n, m_o.data()); // [n][E]
+        add_bias(m_o.data(), V.o_bias, n);
+        for (int64_t t = 0; t < n; ++t) {
+            float* o = m_o.data() + t * E;
+            if (arch.post_norms)
+                cpu::kernel_rmsnorm(o, V.post_attn_norm.data(), o, E, c.norm_eps);
+            float* x = m_x.data() + t * E;
+            for (int64_t i = 0; i < E; ++i)
+                x[i] += o[i];
+            cpu::kernel_rmsnorm(x, V.ffn_norm.data(), m_h.data() + t * E, E, c.norm_eps);
+        }
+
+        m_matmul.run(m_pool, L.ffn_gate, m_h.data(), n, m_gate.data()); // [n][Fl]
+        m_matmul.run(m_pool, L.ffn_up, m_h.data(), n, m_up.data());     // [n][Fl]
+        for (int64_t t = 0; t < n; ++t) {
+            float* g = m_gate.data() + t * Fl;
+            if (arch.gelu_ffn)
+                cpu::kernel_geglu(g, m_up.data() + t * Fl, g, Fl);
+            else
+                cpu::kernel_swiglu(g, m_up.data() + t * Fl, g, Fl);
+        }
+        m_matmul.run(m_pool, L.ffn_down, m_gate.data(), n, m_o.data()); // [n][E]
+        for (int64_t t = 0; t < n; ++t) {
+            float* o = m_o.data() + t * E;
+            if (arch.post_norms)
+                cpu::kernel_rmsnorm(o, V.post_ffw_norm.data(), o, E, c.norm_eps);
+            float* x = m_x.data() + t * E;
+            for (int64_t i = 0; i < E; ++i)
+                x[i] += o[i];
+        }
+        if (captures && capture->residuals)
+            captures->residuals.emplace_back(m_x.begin(), m_x.begin() + n * E);
+    }
+
+    // ---- output ---------------------------------------------------------------------------------
+    const int64_t first_out = request.all_logits ? 0 : n - 1;
+    const int64_t n_out = n - first_out;
+    for (int64_t t = 0; t < n_out; ++t)
+        cpu::kernel_rmsnorm(m_x.data() + (first_out + t) * E, m_output_norm.data(), m_h.data() + t * E, E, c.norm_eps);
+    ForwardResult result;
+    result.n_vocab = c.n_vocab;
+    result.logits.resize(static_cast<std::size_t>(n_out) * c.n_vocab);
+    m_matmul.run(m_pool, w.output, m_h.data(), n_out, result.logits.data());
+    if (c.final_logit_softcap) {
+        const float cap = *c.final_logit_softcap;
+        for (float& l : result.logits)
+            l = cap * std::tanh(l / cap);
+    }
+    m_kv.commit(pos0 + static_cast<uint32_t>(n));
+    result.captures = std::move(captures);
+    return result;
+}
+
+// softmax(q·kᵀ · scale + mask) · v for every (token, head) of the batch, keys and values from the
+// cache. As llama.cpp without flash attention: q rounded to F16 for q·k, the weights rounded to F16
+// before they mix the F16 values, sums in f32 (the softmax denominator in double).
+void CpuBackend::attention(uint32_t il, uint32_t pos0, int64_t n, const float* q_all, float* out,
+                           const CaptureRequest* capture, ForwardCaptures* captures)
+{
+    const ModelConfig& c = m_model->config();
+    const int64_t D = c.head_dim_k, H = c.n_head[il], Hkv = c.n_head_kv[il];
+    const int64_t group = H / Hkv;
+    const uint32_t window = m_model->layer_window(il);
+    const float scale = m_model->traits().query_prescaled ? 1.0f : 1.0f / std::sqrt(static_cast<float>(D));
+    const uint32_t n_keys = pos0 + static_cast<uint32_t>(n);
+
+    // Capture buffers first, so that worker threads only write rows into them.
+    std::vector<AttentionCapture*> capture_of(static_cast<std::size_t>(H), nullptr);
+    if (capture && captures) {
+        for (int64_t h = 0; h < H; ++h) {
+            if (!capture->wants(il, static_cast<uint32_t>(h)))
+                continue;
+            AttentionCapture& a = captures->attention.emplace_back();
+            a.layer = il;
+            a.head = static_cast<uint32_t>(h);
+            a.kv_head = static_cast<uint32_t>(h / group);
+            a.first_position = pos0;
+            a.n_queries = static_cast<uint32_t>(n);
+            a.n_keys = n_keys;
+            a.head_dim = static_cast<uint32_t>(D);
+            a.scale = scale;
+            a.weights.assign(std::size_t(n) * n_keys, 0.0f);
+            a.q.assign(std::size_t(n) * D, 0.0f);
+        }
+        // Pointers are taken after every emplace_back (the vector may have moved).
+        std::size_t next = captures->attention.size();
+        for (int64_t h = H - 1; h >= 0; --h)
+            if (capture->wants(il, static_cast<uint32_t>(h)))
+                capture_of[static_cast<std::size_t>(h)] = &captures->attention[--next];
+    }
+
+    m_pool.parallel_for(static_cast<std::size_t>(n * H), [&](std::size_t begin, std::size_t end) {
+        std::vector<float> q(static_cast<std::size_t>(D)), scores, acc(static_cast<std::size_t>(D));
+        for (std::size_t task = begin; task < end; ++task) {
+            const int64_t t = static_cast<int64_t>(task) / H, h = static_cast<int64_t>(task) % H;
+            const auto kvh = static_cast<uint32_t>(h / group);
+            const uint32_t pos = pos0 + static_cast<uint32_t>(t);
+            const uint32_t lo = (window && pos + 1 > window) ? pos + 1 - window : 0;
+            const float* qs = q_all + (t * H + h) * D;
+            for (int64_t i = 0; i < D; ++i)
+                q[static_cast<std::size_t>(i)] = fp16_to_f32(f32_to_fp16(qs[i]));
+            scores.resize(pos + 1 - lo);
+            float max = -INFINITY;
+            for (uint32_t j = lo; j <= pos; ++j) {
+                const uint16_t* k = m_kv.key(il, j, kvh);
+                float s = 0.0f;
+                for (int64_t i = 0; i < D; ++i)
+                    s += fp16_to_f32(k[i]) * q[static_cast<std::size_t>(i)];
+                s *= scale;
+                scores[j - lo] = s;
+                max = std::max(max, s);
+            }
+            double sum = 0.0;
+            for (float& s : scores) {
+                s = std::exp(s - max);
+                sum += s;
+            }
+            const float inv = static_cast<float>(1.0 / sum);
+            std::fill(acc.begin(), acc.end(), 0.0f);
+            for (uint32_t j = lo; j <= pos; ++j) {
+                const float p = scores[j - lo] * inv;
+                scores[j - lo] = p;
+                const float p16 = fp16_to_f32(f32_to_fp16(p));
+                const uint16_t* v = m_kv.value(il, j, kvh);
+                for (int64_t i = 0; i < D; ++i)
+                    acc[static_cast<std::size_t>(i)] += p16 * fp16_to_f32(v[i]);
+            }
+            std::copy(acc.begin(), acc.end(), out + (t * H + h) * D);
+            if (AttentionCapture* a = capture_of[static_cast<std::size_t>(h)]) {
+                std::copy(scores.begin(), scores.end(), a->weights.begin() + std::ptrdiff_t(std::size_t(t) * n_keys + lo));
+                std::copy(q.begin(), q.end(), a->q.begin() + t * D);
+            }
+        }
+    });
+
+    // Keys and values the captured heads read, from the cache (positions freed by a window stay 0).
+    for (AttentionCapture* a : capture_of) {
+        if (!a)
+            continue;
+        a->k.assign(std::size_t(n_keys) * D, 0.0f);
+        a->v.assign(std::size_t(n_keys) * D, 0.0f);
+        for (uint32_t j = 0; j < n_keys; ++j) {
+            if (!m_kv.holds(il, j) && j >= pos0)
+                continue;
+            if (j < pos0 && !m_kv.holds(il, j))
+                continue;
+            const uint16_t* k = m_kv.key(il, j, a->kv_head);
+            const uint16_t* v = m_kv.value(il, j, a->kv_head);
+            for (int64_t i = 0; i < D; ++i) {
+                a->k[std::size_t(j) * D + i] = fp16_to_f32(k[i]);
+                a->v[std::size_t(j) * D + i] = fp16_to_f32(v[i]);
+            }
+        }
+    }
+}
+
+} // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const Model> model, const CpuBackendOptions& options)
+{
+    return std::make_unique<CpuBackend>(std::move(model), options);
+}
+
+} // namespace engine

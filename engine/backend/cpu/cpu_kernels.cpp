@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "backend/cpu/cpu_kernels.h"
+
+#include "quant/vec_dot.h"
+#include "util/error.h"
+#include "util/fp16.h"
+
+#include <array>
+#include <cmath>
+#include <spdlog/fmt/fmt.h>
+
+namespace engine::cpu {
+
+void kernel_rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps)
+{
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i)
+        sum += static_cast<double>(x[i] * x[i]);
+    const float mean = static_cast<float>(sum / static_cast<double>(n));
+    const float scale = 1.0f / std::sqrt(mean + eps);
+    for (int64_t i = 0; i < n; ++i)
+        y[i] = (x[i] * scale) * w[i];
+}
+
+void kernel_rope(float* x, int32_t n_rot, int32_t pos, float base, float freq_scale, bool neox,
+                 const float* freq_factors)
+{
+    const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+    float theta_base = static_cast<float>(pos);
+    for (int32_t i0 = 0; i0 < n_rot; i0 += 2) {
+        const float factor = freq_factors ? freq_factors[i0 / 2] : 1.0f;
+        const float theta = freq_scale * (theta_base / factor);
+        const float c = std::cos(theta), s = std::sin(theta);
+        const int32_t a = neox ? i0 / 2 : i0;
+        const int32_t b = neox ? i0 / 2 + n_rot / 2 : i0 + 1;
+        const float x0 = x[a], x1 = x[b];
+        x[a] = x0 * c - x1 * s;
+        x[b] = x0 * s + x1 * c;
+        theta_base *= theta_scale;
+    }
+}
+
+namespace {
+
+// gelu(x) for every F16 x, rounded to F16: the table ggml's CPU backend uses (GGML_GELU_FP16).
+const std::array<uint16_t, 65536>& gelu_table()
+{
+    static const auto table = [] {
+        std::array<uint16_t, 65536> t{};
+        for (uint32_t i = 0; i < 65536; ++i) {
+            const float x = fp16_to_f32(static_cast<uint16_t>(i));
+            const float g = 0.5f * x * (1.0f + std::tanh(0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x)));
+            t[i] = f32_to_fp16(g);
+        }
+        return t;
+    }();
+    return table;
+}
+
+} // namespace
+
+void kernel_geglu(const float* gate, const float* up, float* y, int64_t n)
+{
+    const auto& table = gelu_table();
+    for (int64_t i = 0; i < n; ++i) {
+        const float x = gate[i];
+        if (x <= -10.0f)
+            y[i] = 0.0f;
+        else if (x >= 10.0f)
+            y[i] = x * up[i];
+        else
+            y[i] = fp16_to_f32(table[f32_to_fp16(x)]) * up[i];
+    }
+}
+
+void kernel_swiglu(const float* gate, const float* up, float* y, int64_t n)
+{
+    for (int64_t i = 0; i < n; ++i)
+        y[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void MatMul::run(ThreadPool& pool, const TensorView& w, const float* x, int64_t n_tokens, float* y)
+{
+    const int64_t cols = w.cols(), rows = w.rows();
+    const ActivationFormat format = activation_format(w.type());
+    const std::size_t row_bytes = activation_row_bytes(format, cols);
+    m_quantized.resize(row_bytes * static_cast<std::size_t>(n_tokens));
+    for (int64_t t = 0; t < n_tokens; ++t)
+        quantize_activations(format, x + t * cols, m_quantized.data() + static_cast<std::size_t>(t) * row_bytes, cols);
+    const VecDotFn dot = vec_dot_for(w.type());
+    if (!dot)
+        throw UnsupportedError(fmt::format("no dot product for {} (tensor {})", w.info->type.name, w.info->name));
+    const uint8_t* xq = m_quantized.data();
+    // Rows in chunks of 16 so that each weight row is read once for all tokens of the batch.
+    constexpr int64_t kRowsPerTask = 16;
+    const auto tasks = static_cast<std::size_t>((rows + kRowsPerTask - 1) / kRowsPerTask);
+    pool.parallel_for(tasks, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t task = begin; task < end; ++task) {
+            const int64_t r0 = static_cast<int64_t>(task) * kRowsPerTask;
+            const int64_t r1 = std::min(rows, r0 + kRowsPerTask);
+            for (int64_t r = r0; r < r1; ++r) {
+                const std::byte* wr = w.row(r);
+                for (int64_t t = 0; t < n_tokens; ++t)
+                    y[t * rows + r] = dot(wr, xq + static_cast<std::size_t>(t) * row_bytes, cols);
+            }
+        }
+    });
+}
+
+} // namespace engine::cpu

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include "model/model.h"
+#include "quant/activation_quant.h"
+#include "util/thread_pool.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace engine::cpu {
+
+// y = x / sqrt(mean(x²) + eps) ⊙ w, squares summed in double as ggml does.
+void kernel_rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps);
+
+// Rotary position embedding of one head in place: pairs (i, i + n_rot/2) for NEOX, (2i, 2i+1)
+// otherwise; theta advances by multiplying with base^(−2/n_rot) as ggml's rope does.
+void kernel_rope(float* x, int32_t n_rot, int32_t pos, float base, float freq_scale, bool neox,
+                 const float* freq_factors);
+
+// GeGLU with ggml's F16 GELU table: y = gelu(gate) · up; SwiGLU: y = silu(gate) · up.
+void kernel_geglu(const float* gate, const float* up, float* y, int64_t n);
+void kernel_swiglu(const float* gate, const float* up, float* y, int64_t n);
+
+// y[t][r] = W.row(r) · x[t] for t < n_tokens: activations quantized once to the weight type's
+// format, rows split across the pool.
+class MatMul {
+public:
+    void run(ThreadPool& pool, const TensorView& w, const float* x, int64_t n_tokens, float* y);
+
+private:
+    std::vector<uint8_t> m_quantized;
+};
+
+} // namespace engine::cpu

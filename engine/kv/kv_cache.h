@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace engine {
+
+struct KvCacheConfig {
+    uint32_t n_layer = 0;
+    std::vector<uint32_t> n_kv_heads; // per layer
+    uint32_t head_dim = 0;
+    std::vector<uint32_t> window;     // per layer: sliding window in tokens, 0 = full attention
+    uint32_t n_ctx = 0;               // positions the cache may hold
+    uint32_t block_tokens = 32;       // paging granularity
+    uint32_t reserve_blocks = 2;      // whole blocks kept behind a sliding window, for cheap step-back
+};
+
+struct KvLayerAccounting {
+    uint32_t tokens_in_use = 0;   // positions attention can still see: min(cached, window)
+    uint32_t blocks_allocated = 0;
+    uint64_t bytes_in_use = 0;    // 2 (K and V) · kv heads · head dim · 2 bytes (F16) · tokens in use
+    uint64_t bytes_allocated = 0; // blocks allocated · bytes per block
+    uint32_t first_stored = 0;    // oldest position whose K/V is still held
+};
+
+struct KvAccounting {
+    uint32_t tokens_cached = 0;
+    uint32_t block_tokens = 0;
+    uint64_t bytes_in_use = 0;
+    uint64_t bytes_allocated = 0;
+    uint32_t blocks_allocated = 0;
+    uint64_t bytes_per_block_per_head = 0;
+    std::vector<KvLayerAccounting> layers;
+};
+
+struct KvTruncation {
+    uint32_t kept = 0;                   // positions still cached
+    bool recompute = false;              // a sliding-window layer had freed blocks the new end needs
+    std::optional<uint32_t> first_layer_short; // the first such layer
+};
+
+// The key/value cache: per layer, K and V of every KV head in F16, in blocks of `block_tokens`
+// positions (layout per block: [K|V][kv_head][token][head_dim]). Blocks are allocated as positions
+// arrive; a sliding-window layer frees blocks that fell out of its window plus the reserve.
+class KvCache {
+public:
+    explicit KvCache(KvCacheConfig config);
+
+    const KvCacheConfig& config() const { return m_config; }
+    uint32_t n_cached() const { return m_n_cached; }
+
+    // Makes room for positions [n_cached, new_end) and frees what sliding windows no longer need.
+    // Throws Error when new_end exceeds n_ctx.
+    void reserve_until(uint32_t new_end);
+    // Marks positions [n_cached, new_end) as written (after the forward pass filled them).
+    void commit(uint32_t new_end);
+    // Keeps positions [0, n). When a sliding-window layer no longer holds what position n needs, the
+    // result says so and the cache is emptied: the caller recomputes from the tokens.
+    KvTruncation truncate(uint32_t n);
+    void clear();
+
+    // F16 vectors of one position, layer and KV head (the block must be allocated).
+    uint16_t* key(uint32_t layer, uint32_t pos, uint32_t kv_head);
+    uint16_t* value(uint32_t layer, uint32_t pos, uint32_t kv_head);
+    const uint16_t* key(uint32_t layer, uint32_t pos, uint32_t kv_head) const;
+    const uint16_t* value(uint32_t layer, uint32_t pos, uint32_t kv_head) const;
+    bool holds(uint32_t layer, uint32_t pos) const;
+
+    KvAccounting accounting() const;
+    uint64_t bytes_per_block(uint32_t layer) const;
+
+private:
+    struct Layer {
+        std::vector<std::unique_ptr<uint16_t[]>> blocks; // by logical block index (pos / block_tokens)
+        uint32_t allocated = 0;
+    };
+    uint16_t* slot(uint32_t layer, uint32_t pos, uint32_t kv_head, bool value) const;
+    void free_out_of_window(uint32_t layer, uint32_t end);
+
+    KvCacheConfig m_config;
+    std::vector<Layer> m_layers;
+    uint32_t m_n_cached = 0;
+};
+
+} // namespace engine

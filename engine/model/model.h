@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include "gguf/gguf_file.h"
+#include "model/model_config.h"
+#include "tokenizer/tokenizer.h"
+
+#include <array>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace engine {
+
+enum class Architecture { Llama, Qwen2, Qwen3, Gemma3 };
+std::string_view architecture_name(Architecture arch);
+
+// A weight tensor inside the mapped file: ne[0] is the row length (input features), ne[1] the
+// number of rows (output features).
+struct TensorView {
+    const gguf::TensorInfo* info = nullptr;
+    const std::byte* data = nullptr;
+    uint64_t row_bytes = 0;
+
+    GgmlType type() const { return info->type.type; }
+    int64_t cols() const { return static_cast<int64_t>(info->ne[0]); }
+    int64_t rows() const { return static_cast<int64_t>(info->ne[1]); }
+    const std::byte* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }
+    explicit operator bool() const { return info != nullptr; }
+};
+
+struct LayerWeights {
+    TensorView attn_norm, attn_q, attn_k, attn_v, attn_output;
+    TensorView attn_q_bias, attn_k_bias, attn_v_bias, attn_output_bias; // qwen2 (optional elsewhere)
+    TensorView attn_q_norm, attn_k_norm;                               // qwen3, gemma3
+    TensorView post_attention_norm, post_ffw_norm;                     // gemma3
+    TensorView ffn_norm, ffn_gate, ffn_up, ffn_down;
+};
+
+struct ModelWeights {
+    TensorView token_embd;
+    TensorView output_norm;
+    TensorView output; // the LM head: `output.weight`, or token_embd when the embeddings are tied
+    TensorView rope_freqs;
+    bool tied_output = false;
+    std::vector<LayerWeights> layers;
+};
+
+// How the architectures differ, as data the forward pass reads (shared/reference/gemma3.md §6).
+struct ArchitectureTraits {
+    bool rope_neox = false;        // rotate (i, i + n_rot/2) instead of (2i, 2i+1)
+    bool embedding_scale = false;  // gemma: x · sqrt(n_embd)
+    bool qk_norm = false;
+    bool post_norms = false;       // gemma: norms after attention and FFN
+    bool gelu_ffn = false;         // GeGLU (gemma) instead of SwiGLU
+    bool query_prescaled = false;  // gemma: Q · 1/sqrt(head_dim) before attention, kq_scale 1
+};
+
+// A loaded model: the mapped GGUF, its hyperparameters, tokenizer and every weight bound by name
+// and shape-checked. Immutable; shared between the engine thread and readers.
+class Model {
+public:
+    // Throws FormatError (missing or mis-shaped tensor, bad metadata), UnsupportedError (unknown
+    // architecture or quantization type) or IoError.
+    static std::shared_ptr<const Model> load(const std::filesystem::path& path);
+
+    const gguf::GgufFile& file() const { return *m_file; }
+    const ModelConfig& config() const { return m_config; }
+    Architecture architecture() const { return m_arch; }
+    const ArchitectureTraits& traits() const { return m_traits; }
+    const Tokenizer& tokenizer() const { return *m_tokenizer; }
+    const ModelWeights& weights() const { return m_weights; }
+    uint64_t parameter_count() const { return m_parameters; }
+    uint64_t weight_bytes() const { return m_weight_bytes; }
+    // Window of a layer in tokens (0: attends to everything before it).
+    uint32_t layer_window(uint32_t il) const { return m_config.layer_is_swa[il] ? m_config.sliding_window : 0; }
+    float layer_rope_base(uint32_t il) const;
+
+private:
+    Model() = default;
+    void bind_weights();
+
+    std::shared_ptr<const gguf::GgufFile> m_file;
+    ModelConfig m_config;
+    Architecture m_arch = Architecture::Llama;
+    ArchitectureTraits m_traits;
+    std::unique_ptr<Tokenizer> m_tokenizer;
+    ModelWeights m_weights;
+    uint64_t m_parameters = 0;
+    uint64_t m_weight_bytes = 0;
+};
+
+} // namespace engine

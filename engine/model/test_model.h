@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include "gguf/gguf_writer.h"
+#include "quant/ggml_type.h"
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace engine {
+namespace gguf { class GgufFile; }
+
+// Random-weight models for tests and benchmarks. Every byte follows from the seed through the
+// self-written PRNG in util/rng.h and integer arithmetic, so the same seed gives the same file on
+// any machine and standard library. Weights are drawn so that a forward pass stays finite and
+// non-degenerate: |w| ~ 0.02–0.05 in every tensor type, norm weights near 1.
+
+// The architectures make_test_model builds from scratch: llama, qwen2, qwen3, gemma3.
+const std::vector<std::string>& test_model_architectures();
+
+// A "shape twin" of `like`: every metadata key (tokenizer included) copied as it is, and the same
+// tensors (names, order, shapes, types) with random contents. The writer holds no reference to
+// `like` once this returns.
+gguf::GgufWriter make_test_model_like(const gguf::GgufFile& like, uint64_t seed);
+
+// A small model of a supported architecture with llama.cpp's metadata keys and tensor layout.
+// Its tokenizer is a small built-in byte-level BPE, or, when `vocab` is given, every tokenizer.*
+// key of that file (token_embd then has one row per token of that vocabulary).
+// Throws UnsupportedError for an architecture not in test_model_architectures().
+gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const gguf::GgufFile* vocab = nullptr);
+
+// Fills one tensor's bytes with random data of its type (used by both generators; exposed for
+// tests). `unit` asks for values near 1 (norm weights) instead of small ones around 0.
+// `stream` picks an independent random stream, e.g. a hash of the tensor's name.
+void fill_random_tensor(std::span<std::byte> out, GgmlType type, bool unit, uint64_t seed, uint64_t stream);
+
+} // namespace engine

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "session/session.h"
+
+#include "util/error.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace engine {
+
+Session::Session(std::shared_ptr<const Model> model, std::unique_ptr<Backend> backend, uint32_t n_batch)
+    : m_model(std::move(model)), m_backend(std::move(backend)), m_n_batch(std::max(1u, n_batch))
+{
+}
+
+void Session::evaluate(std::span<const TokenId> tokens, const CaptureRequest* capture)
+{
+    for (std::size_t i = 0; i < tokens.size(); i += m_n_batch) {
+        const auto batch = tokens.subspan(i, std::min<std::size_t>(m_n_batch, tokens.size() - i));
+        ForwardResult r = m_backend->forward({.tokens = batch, .all_logits = false, .capture = capture});
+        m_tokens.insert(m_tokens.end(), batch.begin(), batch.end());
+        m_logits = std::move(r.logits);
+        m_captures = std::move(r.captures);
+    }
+}
+
+PrefillReport Session::prefill(std::span<const TokenId> tokens, const CaptureRequest* capture)
+{
+    const auto start = std::chrono::steady_clock::now();
+    if (tokens.empty())
+        throw Error("the prompt is empty: there is nothing to evaluate");
+    PrefillReport report;
+    const auto common = static_cast<uint32_t>(
+        std::mismatch(m_tokens.begin(), m_tokens.end(), tokens.begin(), tokens.end()).first - m_tokens.begin());
+    // The last prompt token is always evaluated, so that its logits exist.
+    const uint32_t keep = std::min<uint32_t>(common, static_cast<uint32_t>(tokens.size()) - 1);
+    const KvTruncation t = m_backend->kv_cache().truncate(keep);
+    if (t.recompute) {
+        report.window_recompute = true;
+        report.window_layer = t.first_layer_short;
+        m_tokens.clear();
+    } else {
+        m_tokens.resize(keep);
+    }
+    report.reused = static_cast<uint32_t>(m_tokens.size());
+    report.computed = static_cast<uint32_t>(tokens.size()) - report.reused;
+    evaluate(tokens.subspan(report.reused), capture);
+    report.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    return report;
+}
+
+void Session::decode(TokenId token, const CaptureRequest* capture)
+{
+    const TokenId one[] = {token};
+    evaluate(one, capture);
+}
+
+PrefillReport Session::truncate(uint32_t n)
+{
+    if (n == 0) {
+        m_backend->kv_cache().clear();
+        m_tokens.clear();
+        m_logits.clear();
+        return {};
+    }
+    const std::vector<TokenId> keep(m_tokens.begin(), m_tokens.begin() + std::min<std::size_t>(n, m_tokens.size()));
+    return prefill(keep);
+}
+
+} // namespace engine

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include "backend/backend.h"
+#include "model/model.h"
+
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace engine {
+
+struct PrefillReport {
+    uint32_t reused = 0;            // prompt tokens whose K/V were already cached (shared prefix)
+    uint32_t computed = 0;          // tokens evaluated now
+    bool window_recompute = false;  // a sliding-window layer had freed what the prefix needed
+    std::optional<uint32_t> window_layer;
+    double ms = 0.0;
+};
+
+// One conversation with a model on a backend: the token sequence, its KV cache and the logits of
+// the last position. Not thread-safe; the engine thread owns it.
+class Session {
+public:
+    Session(std::shared_ptr<const Model> model, std::unique_ptr<Backend> backend, uint32_t n_batch = 512);
+
+    const Model& model() const { return *m_model; }
+    Backend& backend() { return *m_backend; }
+    const Backend& backend() const { return *m_backend; }
+    const std::vector<TokenId>& tokens() const { return m_tokens; }
+    std::span<const float> logits() const { return m_logits; }
+    const std::shared_ptr<ForwardCaptures>& last_captures() const { return m_captures; }
+
+    // Makes the sequence exactly `tokens`, evaluating only what is not cached already (the shared
+    // prefix is reused), in batches of n_batch positions. Leaves the logits of the last token.
+    PrefillReport prefill(std::span<const TokenId> tokens, const CaptureRequest* capture = nullptr);
+    // Appends one token and evaluates it: one decode step.
+    void decode(TokenId token, const CaptureRequest* capture = nullptr);
+    // Back to the first n tokens (undo, what-if); their last token's logits are recomputed (one
+    // position), or everything when a sliding-window layer no longer holds what it needs.
+    PrefillReport truncate(uint32_t n);
+
+private:
+    void evaluate(std::span<const TokenId> tokens, const CaptureRequest* capture);
+
+    std::shared_ptr<const Model> m_model;
+    std::unique_ptr<Backend> m_backend;
+    uint32_t m_n_batch;
+    std::vector<TokenId> m_tokens;
+    std::vector<float> m_logits;
+    std::shared_ptr<ForwardCaptures> m_captures;
+};
+
+} // namespace engine

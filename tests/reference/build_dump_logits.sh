@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Build tests/reference/dump_logits.cpp (ours) against the out-of-tree llama.cpp
+# build made by build_llama_cpp.sh (static libllama + ggml). The binary goes into
+# the cache directory, never into the repository.
+#
+# Idempotent: runs build_llama_cpp.sh (itself idempotent, builds libllama/ggml if
+# needed) and relinks only when the source or a library is newer than the binary.
+#
+# Environment: TOKENSCOPE_REF_DIR, PYTHON, JOBS (see build_llama_cpp.sh), CXX (default c++).
+# Output (stdout): the KEY=VALUE lines of build_llama_cpp.sh plus DUMP_LOGITS=/path/to/dump_logits
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+JOBS="${JOBS:-2}"
+CXX="${CXX:-c++}"
+
+kv="$("$SCRIPT_DIR/build_llama_cpp.sh")"
+get() { printf '%s\n' "$kv" | sed -n "s/^$1=//p" | head -1; }
+LLAMA_SRC="$(get LLAMA_CPP_SRC)"
+BIN_DIR="$(get LLAMA_CPP_BIN_DIR)"
+BUILD_DIR="$(dirname "$BIN_DIR")"
+
+# the libraries (build_llama_cpp.sh builds them as dependencies of its tools;
+# make sure, in case its target list changes)
+cmake --build "$BUILD_DIR" --parallel "$JOBS" --target llama ggml ggml-cpu ggml-base >&2
+
+LIBS=(
+    "$BUILD_DIR/src/libllama.a"
+    "$BUILD_DIR/ggml/src/libggml.a"
+    "$BUILD_DIR/ggml/src/libggml-cpu.a"
+    "$BUILD_DIR/ggml/src/libggml-base.a"
+)
+for l in "${LIBS[@]}"; do [[ -f "$l" ]] || { echo "error: missing $l" >&2; exit 1; }; done
+
+EXTRA=(-ldl -lm -pthread)
+if grep -q '^GGML_OPENMP:BOOL=ON' "$BUILD_DIR/CMakeCache.txt"; then
+    EXTRA=(-fopenmp "${EXTRA[@]}")
+fi
+
+SRC="$SCRIPT_DIR/dump_logits.cpp"
+OUT="$BIN_DIR/dump_logits"
+need=0
+[[ -x "$OUT" ]] || need=1
+for dep in "$SRC" "$0" "${LIBS[@]}" "$LLAMA_SRC/include/llama.h"; do
+    [[ $need == 1 || "$dep" -nt "$OUT" ]] && need=1
+done
+if [[ $need == 1 ]]; then
+    echo "building $OUT ..." >&2
+    "$CXX" -std=c++20 -O2 -Wall -Wextra \
+        -DTSDL_LLAMA_CPP_COMMIT="\"$(get LLAMA_CPP_COMMIT)\"" \
+        -DTSDL_LLAMA_CPP_SOURCE="\"llama-cpp-python==$(get LLAMA_CPP_PYTHON_VERSION) sdist, vendor/llama.cpp; $(get LLAMA_CPP_VERSION_LINE)\"" \
+        -I"$LLAMA_SRC/include" -I"$LLAMA_SRC/ggml/include" \
+        "$SRC" -o "$OUT.tmp" "${LIBS[@]}" "${EXTRA[@]}"
+    mv -f "$OUT.tmp" "$OUT"
+fi
+
+printf '%s\n' "$kv"
+echo "DUMP_LOGITS=$OUT"

