@@ -10,3 +10,6 @@ using CommandRunner = std::function<int()>;
 CommandRunner add_info_command(CLI::App& app);
 CommandRunner add_tokenize_command(CLI::App& app);
 CommandRunner add_make_test_model_command(CLI::App& app);
+CommandRunner add_generate_command(CLI::App& app);
+CommandRunner add_trace_command(CLI::App& app);
+CommandRunner add_bench_command(CLI::App& app);

@@ -4,6 +4,7 @@
 // ArchitectureTraits. Shapes in comments: n = tokens in the batch, E = n_embd, D = head_dim,
 // H / Hkv = query / KV heads, F = n_ff, V = n_vocab.
 #include "backend/backend.h"
+#include "backend/cpu/attention_kernels.h"
 #include "backend/cpu/cpu_kernels.h"
 
 #include "model/model.h"
@@ -261,8 +262,7 @@ ForwardResult CpuBackend::forward(const ForwardRequest& request)
 }
 
 // softmax(q·kᵀ · scale + mask) · v for every (token, head) of the batch, keys and values from the
-// cache. As llama.cpp without flash attention: q rounded to F16 for q·k, the weights rounded to F16
-// before they mix the F16 values, sums in f32 (the softmax denominator in double).
+// cache, as llama.cpp computes it without flash attention (see attention_kernels.h).
 void CpuBackend::attention(uint32_t il, uint32_t pos0, int64_t n, const float* q_all, float* out,
                            const CaptureRequest* capture, ForwardCaptures* captures)
 {
@@ -298,46 +298,46 @@ void CpuBackend::attention(uint32_t il, uint32_t pos0, int64_t n, const float* q
                 capture_of[static_cast<std::size_t>(h)] = &captures->attention[--next];
     }
 
+    // Row pointers into the paged cache for every position this batch can see; null where a
+    // sliding window has freed the block (those positions are masked anyway).
+    std::vector<const uint16_t*> keys(std::size_t(Hkv) * n_keys, nullptr), values(std::size_t(Hkv) * n_keys, nullptr);
+    for (uint32_t kvh = 0; kvh < Hkv; ++kvh)
+        for (uint32_t j = 0; j < n_keys; ++j)
+            if (m_kv.holds(il, j) || j >= pos0) {
+                keys[std::size_t(kvh) * n_keys + j] = m_kv.key(il, j, kvh);
+                values[std::size_t(kvh) * n_keys + j] = m_kv.value(il, j, kvh);
+            }
+
     m_pool.parallel_for(static_cast<std::size_t>(n * H), [&](std::size_t begin, std::size_t end) {
-        std::vector<float> q(static_cast<std::size_t>(D)), scores, acc(static_cast<std::size_t>(D));
+        cpu::AttentionScratch scratch;
+        std::vector<const uint16_t*> k_row, v_row;
+        std::vector<float> weights;
         for (std::size_t task = begin; task < end; ++task) {
             const int64_t t = static_cast<int64_t>(task) / H, h = static_cast<int64_t>(task) % H;
             const auto kvh = static_cast<uint32_t>(h / group);
             const uint32_t pos = pos0 + static_cast<uint32_t>(t);
             const uint32_t lo = (window && pos + 1 > window) ? pos + 1 - window : 0;
-            const float* qs = q_all + (t * H + h) * D;
-            for (int64_t i = 0; i < D; ++i)
-                q[static_cast<std::size_t>(i)] = fp16_to_f32(f32_to_fp16(qs[i]));
-            scores.resize(pos + 1 - lo);
-            float max = -INFINITY;
+            // Causal and sliding-window mask: slots outside [lo, pos] stay null.
+            k_row.assign(pos + 1, nullptr);
+            v_row.assign(pos + 1, nullptr);
             for (uint32_t j = lo; j <= pos; ++j) {
-                const uint16_t* k = m_kv.key(il, j, kvh);
-                float s = 0.0f;
-                for (int64_t i = 0; i < D; ++i)
-                    s += fp16_to_f32(k[i]) * q[static_cast<std::size_t>(i)];
-                s *= scale;
-                scores[j - lo] = s;
-                max = std::max(max, s);
+                k_row[j] = keys[std::size_t(kvh) * n_keys + j];
+                v_row[j] = values[std::size_t(kvh) * n_keys + j];
             }
-            double sum = 0.0;
-            for (float& s : scores) {
-                s = std::exp(s - max);
-                sum += s;
-            }
-            const float inv = static_cast<float>(1.0 / sum);
-            std::fill(acc.begin(), acc.end(), 0.0f);
-            for (uint32_t j = lo; j <= pos; ++j) {
-                const float p = scores[j - lo] * inv;
-                scores[j - lo] = p;
-                const float p16 = fp16_to_f32(f32_to_fp16(p));
-                const uint16_t* v = m_kv.value(il, j, kvh);
-                for (int64_t i = 0; i < D; ++i)
-                    acc[static_cast<std::size_t>(i)] += p16 * fp16_to_f32(v[i]);
-            }
-            std::copy(acc.begin(), acc.end(), out + (t * H + h) * D);
+            weights.resize(pos + 1);
+            cpu::AttentionRow row;
+            row.q = q_all + (t * H + h) * D;
+            row.keys = k_row.data();
+            row.values = v_row.data();
+            row.n_slots = pos + 1;
+            row.head_dim = static_cast<uint32_t>(D);
+            row.scale = scale;
+            row.batched = n > 1;
+            cpu::attention_row(row, out + (t * H + h) * D, weights.data(), scratch);
             if (AttentionCapture* a = capture_of[static_cast<std::size_t>(h)]) {
-                std::copy(scores.begin(), scores.end(), a->weights.begin() + std::ptrdiff_t(std::size_t(t) * n_keys + lo));
-                std::copy(q.begin(), q.end(), a->q.begin() + t * D);
+                std::copy(weights.begin(), weights.end(), a->weights.begin() + std::ptrdiff_t(std::size_t(t) * n_keys));
+                for (int64_t i = 0; i < D; ++i)
+                    a->q[std::size_t(t * D + i)] = fp16_to_f32(f32_to_fp16(row.q[i]));
             }
         }
     });
@@ -349,10 +349,8 @@ void CpuBackend::attention(uint32_t il, uint32_t pos0, int64_t n, const float* q
         a->k.assign(std::size_t(n_keys) * D, 0.0f);
         a->v.assign(std::size_t(n_keys) * D, 0.0f);
         for (uint32_t j = 0; j < n_keys; ++j) {
-            if (!m_kv.holds(il, j) && j >= pos0)
-                continue;
             if (j < pos0 && !m_kv.holds(il, j))
-                continue;
+                continue; // freed by the sliding window (positions ≥ pos0 were written by this pass)
             const uint16_t* k = m_kv.key(il, j, a->kv_head);
             const uint16_t* v = m_kv.value(il, j, a->kv_head);
             for (int64_t i = 0; i < D; ++i) {

@@ -107,7 +107,7 @@ float dot_q4_k(const void* w, const void* a, int64_t n)
     const auto* y = static_cast<const BlockQ8_K*>(a);
     const __m256i low_mask = _mm256_set1_epi8(0x0F);
     __m256 acc = _mm256_setzero_ps();
-    float mins_total = 0.0f;
+    __m128 acc_m = _mm_setzero_ps();
     for (int64_t b = 0; b < n / 256; ++b, x += 144) {
         int sc[8], m[8];
         scale_min_k4(x + 4, sc, m);
@@ -123,14 +123,19 @@ float dot_q4_k(const void* w, const void* a, int64_t n)
             const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y_hi), _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1])));
             isum = _mm256_add_epi32(isum, _mm256_add_epi32(p_lo, p_hi));
         }
-        int mins = 0;
-        for (int sub = 0; sub < 8; ++sub)
-            mins += m[sub] * (y[b].bsums[2 * sub] + y[b].bsums[2 * sub + 1]);
+        // Mins in 4 lanes: lane l holds m[2l]·(bsums of sub-block 2l) + m[2l+1]·(… 2l+1).
+        int mins[4];
+        for (int l = 0; l < 4; ++l)
+            mins[l] = m[2 * l] * (y[b].bsums[4 * l] + y[b].bsums[4 * l + 1]) +
+                      m[2 * l + 1] * (y[b].bsums[4 * l + 2] + y[b].bsums[4 * l + 3]);
         const float d = y[b].d * half(x);
-        mins_total += y[b].d * half(x + 2) * static_cast<float>(mins);
+        const float neg_dmin = -y[b].d * half(x + 2);
+        acc_m = _mm_fmadd_ps(_mm_set1_ps(neg_dmin), _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mins))), acc_m);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
     }
-    return hsum(acc) - mins_total;
+    acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+    acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
+    return hsum(acc) + _mm_cvtss_f32(acc_m);
 }
 
 float dot_q6_k(const void* w, const void* a, int64_t n)
@@ -165,10 +170,11 @@ float dot_q6_k(const void* w, const void* a, int64_t n)
                 isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(quarter[q], qy), scale));
             }
         }
-        int offset = 0; // the stored values are q + 32: subtract 32 · Σ scale · Σ q8
-        for (int g = 0; g < 16; ++g)
-            offset += scales[g] * y[b].bsums[g];
-        isum = _mm256_sub_epi32(isum, _mm256_setr_epi32(32 * offset, 0, 0, 0, 0, 0, 0, 0));
+        // The stored values are q + 32: lane l subtracts 32 · (scale·bsum) of 16-groups 2l and 2l+1.
+        int offset[8];
+        for (int l = 0; l < 8; ++l)
+            offset[l] = 32 * (scales[2 * l] * y[b].bsums[2 * l] + scales[2 * l + 1] * y[b].bsums[2 * l + 1]);
+        isum = _mm256_sub_epi32(isum, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(offset)));
         const float d = half(x + 208) * y[b].d;
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
     }

@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// `generate MODEL -p PROMPT`: streams the continuation, then TTFT and speeds; `trace` writes the
+// same run as JSON (tokens, top candidates per step, timings, KV accounting, attention weights).
+#include "commands.h"
+#include "model_path.h"
+
+#include "backend/backend.h"
+#include "model/model.h"
+#include "session/generator.h"
+#include "util/error.h"
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <spdlog/fmt/fmt.h>
+
+namespace {
+
+struct GenerateArgs {
+    std::string model;
+    std::string prompt;
+    std::string prompt_file;
+    uint32_t n_predict = 128;
+    float temperature = 0.8f;
+    int32_t top_k = 40;
+    float top_p = 0.95f;
+    float min_p = 0.05f;
+    float repeat_penalty = 1.0f;
+    uint64_t seed = 0;
+    int threads = 0;
+    uint32_t n_ctx = 4096;
+    std::vector<std::string> stop;
+    // trace only
+    std::string json_out;
+    std::string attention; // "all" or "L:H,L:H"
+};
+
+std::string read_prompt(const GenerateArgs& a)
+{
+    if (!a.prompt_file.empty()) {
+        std::ifstream in(a.prompt_file, std::ios::binary);
+        if (!in)
+            throw engine::Error("cannot read " + a.prompt_file);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    }
+    if (a.prompt.empty())
+        throw engine::Error("the prompt is empty: give one with -p TEXT or --file F");
+    return a.prompt;
+}
+
+engine::SamplerConfig sampler_config(const GenerateArgs& a)
+{
+    engine::SamplerConfig c;
+    c.temperature = a.temperature;
+    c.top_k = a.top_k;
+    c.top_p = a.top_p;
+    c.min_p = a.min_p;
+    c.repeat_penalty = a.repeat_penalty;
+    c.seed = a.seed;
+    return c;
+}
+
+engine::CaptureRequest parse_attention(const std::string& spec, const engine::ModelConfig& c)
+{
+    engine::CaptureRequest r;
+    if (spec.empty())
+        return r;
+    if (spec == "all") {
+        r.all_heads = true;
+        return r;
+    }
+    std::size_t pos = 0;
+    while (pos < spec.size()) {
+        const std::size_t comma = spec.find(',', pos);
+        const std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        const std::size_t colon = item.find(':');
+        if (colon == std::string::npos)
+            throw engine::Error("--attention expects LAYER:HEAD pairs separated by commas, or 'all'");
+        const auto layer = static_cast<uint32_t>(std::stoul(item.substr(0, colon)));
+        const auto head = static_cast<uint32_t>(std::stoul(item.substr(colon + 1)));
+        if (layer >= c.n_layer || head >= c.n_head[layer])
+            throw engine::Error(fmt::format("--attention {}:{} is outside the model ({} layers, {} heads)", layer, head,
+                                            c.n_layer, c.n_head[0]));
+        r.heads.emplace_back(layer, head);
+        if (comma == std::string::npos)
+            break;
+        pos = comma + 1;
+    }
+    return r;
+}
+
+int run_generate(const GenerateArgs& a, bool trace_mode)
+{
+    const std::string prompt = read_prompt(a);
+    const auto model = engine::Model::load(resolve_model_path(a.model));
+    engine::Session session(model, engine::make_cpu_backend(model, {.threads = a.threads, .n_ctx = a.n_ctx}));
+    engine::Sampler sampler(sampler_config(a));
+    engine::GenerationOptions options;
+    options.max_tokens = a.n_predict;
+    options.stop_strings = a.stop;
+    const engine::CaptureRequest capture = parse_attention(a.attention, model->config());
+
+    if (!trace_mode) {
+        fmt::print("{}", prompt);
+        std::fflush(stdout);
+    }
+    const engine::GenerationTrace trace = engine::generate(session, sampler, prompt, options, [&](std::string_view delta) {
+        if (!trace_mode) {
+            fmt::print("{}", delta);
+            std::fflush(stdout);
+        }
+    });
+    if (!trace_mode) {
+        fmt::print("\n\n");
+        fmt::print(stderr,
+                   "prompt {} tokens ({} reused) in {:.1f} ms ({:.1f} tokens/s); TTFT {:.1f} ms; {} tokens generated, "
+                   "decode {:.1f} tokens/s; stopped: {}; backend {}\n",
+                   trace.prompt_tokens, trace.prefill.reused, trace.prefill.ms, trace.prefill_tokens_per_second(),
+                   trace.ttft_ms, trace.steps.size(), trace.decode_tokens_per_second(),
+                   engine::stop_reason_name(trace.stop), session.backend().name());
+        return 0;
+    }
+
+    // trace: run once more over the same tokens to collect attention, if asked (the generation loop
+    // keeps no captures); the forward pass is deterministic, so the numbers are those of the run.
+    nlohmann::ordered_json j;
+    const auto& tok = model->tokenizer();
+    j["model"] = model->file().name();
+    j["prompt"] = prompt;
+    j["prompt_tokens"] = trace.prompt_tokens;
+    j["timings_ms"] = {{"tokenize", trace.tokenize_ms}, {"prefill", trace.prefill.ms}, {"ttft", trace.ttft_ms},
+                       {"detokenize", trace.detokenize_ms}};
+    j["prefill_tokens_per_second"] = trace.prefill_tokens_per_second();
+    j["decode_tokens_per_second"] = trace.decode_tokens_per_second();
+    j["stop"] = engine::stop_reason_name(trace.stop);
+    j["text"] = trace.text;
+    auto& steps = j["steps"] = nlohmann::ordered_json::array();
+    for (const auto& s : trace.steps) {
+        nlohmann::ordered_json st{{"step", s.step}, {"token", s.token}, {"piece", tok.token_to_piece(s.token)},
+                                  {"probability", s.probability}, {"ms", s.ms}};
+        auto& top = st["top"] = nlohmann::ordered_json::array();
+        for (const auto& c : s.top)
+            top.push_back({{"id", c.id}, {"piece", tok.token_to_piece(c.id)}, {"probability", c.probability}, {"logit", c.logit}});
+        st["kv"] = {{"tokens_cached", s.kv.tokens_cached}, {"bytes_in_use", s.kv.bytes_in_use},
+                    {"bytes_allocated", s.kv.bytes_allocated}, {"blocks_allocated", s.kv.blocks_allocated}};
+        steps.push_back(std::move(st));
+    }
+    if (!capture.empty()) {
+        std::vector<engine::TokenId> all = tok.encode_ids(prompt);
+        for (const auto& s : trace.steps)
+            all.push_back(s.token);
+        engine::Session replay(model, engine::make_cpu_backend(model, {.threads = a.threads, .n_ctx = a.n_ctx}));
+        replay.prefill(std::span<const engine::TokenId>(all).first(all.size() - 1), &capture);
+        auto& att = j["attention"] = nlohmann::ordered_json::array();
+        for (const auto& c : replay.last_captures()->attention)
+            att.push_back({{"layer", c.layer}, {"head", c.head}, {"kv_head", c.kv_head}, {"n_queries", c.n_queries},
+                           {"n_keys", c.n_keys}, {"weights", c.weights}});
+    }
+    std::ofstream out(a.json_out, std::ios::binary);
+    if (!out)
+        throw engine::Error("cannot write " + a.json_out);
+    out << j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+    fmt::print("wrote {} ({} steps)\n", a.json_out, trace.steps.size());
+    return 0;
+}
+
+void add_common(CLI::App* cmd, GenerateArgs& a)
+{
+    cmd->add_option("model", a.model, "GGUF file (default: the installed default model)");
+    cmd->add_option("-m,--model", a.model, "GGUF file");
+    cmd->add_option("-p,--prompt", a.prompt, "Prompt text");
+    cmd->add_option("-f,--file", a.prompt_file, "Read the prompt from a file");
+    cmd->add_option("-n,--n-predict", a.n_predict, "Maximum tokens to generate")->capture_default_str();
+    cmd->add_option("--temp", a.temperature, "Temperature (0: greedy)")->capture_default_str();
+    cmd->add_option("--top-k", a.top_k, "Top-k (0: off)")->capture_default_str();
+    cmd->add_option("--top-p", a.top_p, "Top-p (1: off)")->capture_default_str();
+    cmd->add_option("--min-p", a.min_p, "Min-p (0: off)")->capture_default_str();
+    cmd->add_option("--repeat-penalty", a.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
+    cmd->add_option("-s,--seed", a.seed, "Random seed")->capture_default_str();
+    cmd->add_option("-t,--threads", a.threads, "Threads (0: all cores)")->capture_default_str();
+    cmd->add_option("-c,--ctx", a.n_ctx, "Context size in tokens")->capture_default_str();
+    cmd->add_option("--stop", a.stop, "Stop string (repeatable)");
+}
+
+} // namespace
+
+CommandRunner add_generate_command(CLI::App& app)
+{
+    auto* cmd = app.add_subcommand("generate", "Generate text from a prompt, streaming, with TTFT and tokens/s");
+    auto a = std::make_shared<GenerateArgs>();
+    add_common(cmd, *a);
+    return [a] { return run_generate(*a, false); };
+}
+
+CommandRunner add_trace_command(CLI::App& app)
+{
+    auto* cmd = app.add_subcommand("trace", "Generate and write tokens, top-k per step, timings, KV accounting "
+                                            "and attention weights as JSON");
+    auto a = std::make_shared<GenerateArgs>();
+    add_common(cmd, *a);
+    cmd->add_option("--json", a->json_out, "Output file")->required();
+    cmd->add_option("--attention", a->attention, "Attention to record: LAYER:HEAD,... or 'all'");
+    return [a] { return run_generate(*a, true); };
+}

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace engine::cpu {
+
+// One query row of attention: scores = (q·k) · scale over the unmasked keys, a softmax, and the
+// weighted sum of the values. The summation orders mirror ggml's x86 AVX2 CPU code so that logits
+// follow llama.cpp closely (the model amplifies last-bit differences): q·k and p·v are F16 dot
+// products in 8 lanes — one accumulator per lane when several queries are evaluated together
+// (llama.cpp's tiled matmul), four per lane for a single query (its vec_dot) — the exponentials use
+// the same polynomial, and the softmax sum adds 8-lane chunks in double.
+struct AttentionRow {
+    const float* q = nullptr;               // [D] query, already scaled where the model pre-scales
+    const uint16_t* const* keys = nullptr;  // [n_slots] F16 key rows, nullptr where masked
+    const uint16_t* const* values = nullptr;// [n_slots] F16 value rows, nullptr where masked
+    uint32_t n_slots = 0;                   // key positions 0 … n_slots − 1
+    uint32_t head_dim = 0;
+    float scale = 1.0f;                     // applied to q·k before the softmax
+    bool batched = false;                   // evaluated together with other queries (prefill)
+};
+
+// Per-thread scratch, reused between rows.
+struct AttentionScratch {
+    std::vector<float> q16, scores, acc;
+    std::vector<double> sums;
+};
+
+// Writes out[D] and weights[n_slots] (softmax output, 0 where masked).
+void attention_row(const AttentionRow& row, float* out, float* weights, AttentionScratch& scratch);
+// The portable implementation (the SIMD one must give identical bits; tests check).
+void attention_row_scalar(const AttentionRow& row, float* out, float* weights, AttentionScratch& scratch);
+
+// expf as ggml's vectorised softmax computes it (exact to its last bit).
+float softmax_expf(float x);
+
+} // namespace engine::cpu

@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "backend/cpu/simd/attention_simd.h"
+
+#include <immintrin.h>
+#include <limits>
+
+namespace engine::cpu::simd {
+
+namespace {
+
+inline __m256 load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+inline float hsum_halves(__m256 x) // ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7))
+{
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+inline float hsum_hadd(__m256 x) // ((a0+a4)+(a1+a5)) + ((a2+a6)+(a3+a7))
+{
+    const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    const __m128 t1 = _mm_hadd_ps(t0, t0);
+    return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+}
+
+// q·k with k in F16 and q given as F16-rounded f32.
+inline float dot_k(const uint16_t* k, const float* q, uint32_t D, bool batched)
+{
+    if (batched) {
+        __m256 acc = _mm256_setzero_ps();
+        for (uint32_t i = 0; i < D; i += 8)
+            acc = _mm256_fmadd_ps(load_f16(k + i), _mm256_loadu_ps(q + i), acc);
+        return hsum_halves(acc);
+    }
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const uint32_t np = D & ~31u;
+    for (uint32_t i = 0; i < np; i += 32) {
+        a0 = _mm256_fmadd_ps(load_f16(k + i), _mm256_loadu_ps(q + i), a0);
+        a1 = _mm256_fmadd_ps(load_f16(k + i + 8), _mm256_loadu_ps(q + i + 8), a1);
+        a2 = _mm256_fmadd_ps(load_f16(k + i + 16), _mm256_loadu_ps(q + i + 16), a2);
+        a3 = _mm256_fmadd_ps(load_f16(k + i + 24), _mm256_loadu_ps(q + i + 24), a3);
+    }
+    a0 = _mm256_add_ps(a0, a2);
+    a1 = _mm256_add_ps(a1, a3);
+    a0 = _mm256_add_ps(a0, a1);
+    double sum = hsum_hadd(a0);
+    for (uint32_t i = np; i < D; ++i)
+        sum += static_cast<double>(_cvtsh_ss(k[i]) * q[i]);
+    return static_cast<float>(sum);
+}
+
+inline __m256 expf8(__m256 x)
+{
+    const __m256 r = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f), _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
+    const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1.0f))));
+    const __m256 abs_n = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+    const __m256 c = _mm256_cmp_ps(abs_n, _mm256_set1_ps(126.0f), _CMP_GT_OQ);
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
+    const __m256 normal = _mm256_fmadd_ps(k, j, k);
+    if (!_mm256_movemask_ps(c))
+        return normal;
+    const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
+                                       _mm256_set1_epi32(static_cast<int>(0x82000000u)));
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
+    const __m256 d = _mm256_cmp_ps(abs_n, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+    const __m256 scaled = _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1);
+    return _mm256_blendv_ps(_mm256_blendv_ps(normal, scaled, c), _mm256_mul_ps(s1, s1), d);
+}
+
+} // namespace
+
+void attention_row_avx2(const AttentionRow& row, float* out, float* weights, AttentionScratch& s)
+{
+    const uint32_t D = row.head_dim;
+    const uint32_t n_pad = (row.n_slots + 7) & ~7u;
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    s.q16.resize(D);
+    s.scores.resize(n_pad);
+    for (uint32_t i = 0; i < D; i += 8)
+        _mm256_storeu_ps(s.q16.data() + i,
+                         _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(row.q + i), _MM_FROUND_TO_NEAREST_INT)));
+
+    float max = kNegInf;
+    for (uint32_t j = 0; j < n_pad; ++j) {
+        if (j >= row.n_slots || !row.keys[j]) {
+            s.scores[j] = kNegInf;
+            continue;
+        }
+        s.scores[j] = dot_k(row.keys[j], s.q16.data(), D, row.batched) * row.scale;
+        max = std::max(max, s.scores[j]);
+    }
+    double sum = 0.0;
+    const __m256 vmax = _mm256_set1_ps(max);
+    for (uint32_t c = 0; c < n_pad; c += 8) {
+        const __m256 x = _mm256_loadu_ps(s.scores.data() + c);
+        __m256 v = expf8(_mm256_sub_ps(x, vmax));
+        v = _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(kNegInf), _CMP_EQ_OQ), v); // masked → exactly 0
+        _mm256_storeu_ps(s.scores.data() + c, v);
+        sum += static_cast<double>(hsum_halves(v));
+    }
+    const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum));
+    // p16 over the slots, padded with zeros to whole accumulator steps
+    const uint32_t step = row.batched ? 8 : 32;
+    const uint32_t n_dot = (row.n_slots + step - 1) / step * step;
+    s.scores.resize(std::max(n_pad, n_dot), 0.0f);
+    for (uint32_t c = n_pad; c < n_dot; ++c)
+        s.scores[c] = 0.0f;
+    for (uint32_t c = 0; c < n_pad; c += 8) {
+        const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(s.scores.data() + c), inv);
+        _mm256_storeu_ps(s.scores.data() + c, p);
+    }
+    for (uint32_t j = 0; j < row.n_slots; ++j)
+        weights[j] = s.scores[j];
+    for (uint32_t c = 0; c < n_dot; c += 8) {
+        const __m256 p = _mm256_loadu_ps(s.scores.data() + c);
+        _mm256_storeu_ps(s.scores.data() + c, _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT)));
+    }
+
+    // out[d]: per (accumulator, lane) partial sums vectorised across d; lanes follow the slot index.
+    const uint32_t n_acc = row.batched ? 1 : 4;
+    s.acc.assign(std::size_t(n_acc) * 8 * D, 0.0f);
+    for (uint32_t j = 0; j < row.n_slots; ++j) {
+        if (!row.values[j] || s.scores[j] == 0.0f)
+            continue; // adds an exact zero
+        const uint32_t a = row.batched ? 0 : (j % 32) / 8;
+        float* acc = s.acc.data() + (std::size_t(a) * 8 + j % 8) * D;
+        const __m256 p = _mm256_set1_ps(s.scores[j]);
+        const uint16_t* v = row.values[j];
+        for (uint32_t d = 0; d < D; d += 8)
+            _mm256_storeu_ps(acc + d, _mm256_fmadd_ps(load_f16(v + d), p, _mm256_loadu_ps(acc + d)));
+    }
+    auto lane = [&](uint32_t a, uint32_t l, uint32_t d) { return s.acc[(std::size_t(a) * 8 + l) * D + d]; };
+    for (uint32_t d = 0; d < D; ++d) {
+        float x[8];
+        if (row.batched) {
+            for (uint32_t l = 0; l < 8; ++l)
+                x[l] = lane(0, l, d);
+            const float r0 = x[4] + x[0], r1 = x[5] + x[1], r2 = x[6] + x[2], r3 = x[7] + x[3];
+            out[d] = (r0 + r2) + (r1 + r3);
+        } else {
+            for (uint32_t l = 0; l < 8; ++l)
+                x[l] = (lane(0, l, d) + lane(2, l, d)) + (lane(1, l, d) + lane(3, l, d));
+            const float t0 = x[0] + x[4], t1 = x[1] + x[5], t2 = x[2] + x[6], t3 = x[3] + x[7];
+            out[d] = static_cast<float>(static_cast<double>((t0 + t1) + (t2 + t3)));
+        }
+    }
+}
+
+} // namespace engine::cpu::simd

@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Attention: the AVX2 kernel gives the same bits as the portable one (both summation orders); the
+// engine's captured attention weights on the real model are proper distributions with exact zeros
+// where masked, and equal an independent recomputation from the captured Q and K.
+#include "backend/backend.h"
+#include "backend/cpu/attention_kernels.h"
+#include "model/model.h"
+#include "quant/vec_dot.h"
+#include "session/session.h"
+#include "test_paths.h"
+#include "util/fp16.h"
+
+#include <QTest>
+#include <bit>
+#include <cmath>
+#include <random>
+
+using namespace engine;
+
+class TestAttention : public QObject {
+    Q_OBJECT
+private slots:
+    void simdMatchesScalarBitForBit_data();
+    void simdMatchesScalarBitForBit();
+    void softmaxExpMatchesLibm();
+    void capturedWeightsOnTheRealModel();
+};
+
+void TestAttention::simdMatchesScalarBitForBit_data()
+{
+    QTest::addColumn<int>("slots_count");
+    QTest::addColumn<int>("window");
+    QTest::addColumn<bool>("batched");
+    for (bool batched : {false, true})
+        for (int n_slots : {1, 5, 31, 33, 300, 700}) {
+            QTest::newRow(qPrintable(QString("%1 slots%2").arg(n_slots).arg(batched ? ", batched" : ""))) << n_slots << 0 << batched;
+            QTest::newRow(qPrintable(QString("%1 slots, window 64%2").arg(n_slots).arg(batched ? ", batched" : ""))) << n_slots << 64 << batched;
+        }
+}
+
+void TestAttention::simdMatchesScalarBitForBit()
+{
+    QFETCH(int, slots_count);
+    const int n_slots = slots_count;
+    const auto count = static_cast<std::size_t>(n_slots);
+    QFETCH(int, window);
+    QFETCH(bool, batched);
+    if (simd_level() == SimdLevel::Scalar)
+        QSKIP("no AVX2 on this CPU: only the scalar kernel exists here");
+    const uint32_t D = 256;
+    std::mt19937 rng(uint32_t(n_slots * 7 + window));
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<uint16_t> k(count * D), v(count * D);
+    for (auto& x : k)
+        x = f32_to_fp16(dist(rng));
+    for (auto& x : v)
+        x = f32_to_fp16(dist(rng));
+    std::vector<float> q(D);
+    for (auto& x : q)
+        x = dist(rng) * 0.3f;
+    std::vector<const uint16_t*> kr(count, nullptr), vr(count, nullptr);
+    const int lo = window ? std::max(0, n_slots - window) : 0;
+    for (int j = lo; j < n_slots; ++j) {
+        kr[std::size_t(j)] = k.data() + std::size_t(j) * D;
+        vr[std::size_t(j)] = v.data() + std::size_t(j) * D;
+    }
+    cpu::AttentionRow row;
+    row.q = q.data();
+    row.keys = kr.data();
+    row.values = vr.data();
+    row.n_slots = uint32_t(n_slots);
+    row.head_dim = D;
+    row.scale = 0.0625f;
+    row.batched = batched;
+    std::vector<float> out_s(D), out_v(D), w_s(count), w_v(count);
+    cpu::AttentionScratch a, b;
+    cpu::attention_row_scalar(row, out_s.data(), w_s.data(), a);
+    cpu::attention_row(row, out_v.data(), w_v.data(), b);
+    for (uint32_t d = 0; d < D; ++d)
+        QVERIFY2(std::bit_cast<uint32_t>(out_s[d]) == std::bit_cast<uint32_t>(out_v[d]),
+                 qPrintable(QString("out[%1]: scalar %2, SIMD %3").arg(d).arg(out_s[d], 0, 'g', 9).arg(out_v[d], 0, 'g', 9)));
+    double sum = 0;
+    for (int j = 0; j < n_slots; ++j) {
+        QCOMPARE(std::bit_cast<uint32_t>(w_s[std::size_t(j)]), std::bit_cast<uint32_t>(w_v[std::size_t(j)]));
+        if (j < lo)
+            QCOMPARE(w_v[std::size_t(j)], 0.0f);
+        sum += w_v[std::size_t(j)];
+    }
+    QVERIFY(std::fabs(sum - 1.0) < 1e-5);
+}
+
+void TestAttention::softmaxExpMatchesLibm()
+{
+    // The softmax exponential is a polynomial approximation: within a few ulp of expf everywhere a
+    // softmax evaluates it (x ≤ 0), exactly 0 far below, exactly 1 at 0.
+    QCOMPARE(cpu::softmax_expf(0.0f), 1.0f);
+    QCOMPARE(cpu::softmax_expf(-200.0f), 0.0f);
+    for (float x = -87.0f; x <= 0.0f; x += 0.01f) {
+        const float ref = std::exp(x);
+        QVERIFY2(std::fabs(cpu::softmax_expf(x) - ref) <= 4e-7f * ref, qPrintable(QString::number(x)));
+    }
+}
+
+void TestAttention::capturedWeightsOnTheRealModel()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    const auto model = Model::load(path);
+    Session session(model, make_cpu_backend(model, {.threads = 0, .n_ctx = 1024}));
+    const auto prompt = model->tokenizer().encode_ids(
+        "The river bank was muddy after the rain, so we walked to the bank to open an account instead.");
+    Session plain(model, make_cpu_backend(model, {.threads = 0, .n_ctx = 1024}));
+    plain.prefill(prompt);
+
+    CaptureRequest request;
+    request.all_heads = true;
+    request.residuals = true;
+    session.prefill(prompt, &request);
+    // Captures come from the same pass: the logits are bit-identical with and without them.
+    QCOMPARE(session.logits().size(), plain.logits().size());
+    QVERIFY(std::equal(session.logits().begin(), session.logits().end(), plain.logits().begin(),
+                       [](float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }));
+
+    const auto& caps = *session.last_captures();
+    const auto& c = model->config();
+    QCOMPARE(caps.attention.size(), std::size_t(c.n_layer) * c.n_head[0]);
+    QCOMPARE(caps.residuals.size(), std::size_t(c.n_layer));
+    for (const AttentionCapture& a : caps.attention) {
+        for (uint32_t t = 0; t < a.n_queries; ++t) {
+            const uint32_t pos = a.first_position + t;
+            double sum = 0;
+            for (uint32_t j = 0; j < a.n_keys; ++j) {
+                const float w = a.weights[std::size_t(t) * a.n_keys + j];
+                if (j > pos)
+                    QCOMPARE(w, 0.0f); // causal mask
+                sum += w;
+            }
+            QVERIFY2(std::fabs(sum - 1.0) < 1e-5, qPrintable(QString("layer %1 head %2 row %3 sums to %4").arg(a.layer).arg(a.head).arg(t).arg(sum)));
+        }
+    }
+    // One layer and head recomputed independently from the captured Q and K.
+    const AttentionCapture& a = caps.attention[std::size_t(3) * c.n_head[0] + 2];
+    for (uint32_t t = 0; t < a.n_queries; ++t) {
+        const uint32_t pos = a.first_position + t;
+        std::vector<double> s(pos + 1);
+        double max = -1e300;
+        for (uint32_t j = 0; j <= pos; ++j) {
+            double dot = 0;
+            for (uint32_t i = 0; i < a.head_dim; ++i)
+                dot += double(a.q[std::size_t(t) * a.head_dim + i]) * a.k[std::size_t(j) * a.head_dim + i];
+            s[j] = dot * a.scale;
+            max = std::max(max, s[j]);
+        }
+        double z = 0;
+        for (auto& x : s)
+            z += (x = std::exp(x - max));
+        for (uint32_t j = 0; j <= pos; ++j)
+            QVERIFY(std::fabs(s[j] / z - a.weights[std::size_t(t) * a.n_keys + j]) < 1e-4);
+    }
+}
+
+QTEST_GUILESS_MAIN(TestAttention)
+#include "test_attention.moc"
