@@ -326,6 +326,11 @@ VecDotFn vec_dot_scalar(GgmlType type)
     }
 }
 
+VecDotX4Fn vec_dot_x4_for(GgmlType type)
+{
+    return simd_level() != SimdLevel::Scalar ? simd::vec_dot_x4_avx2(type) : nullptr;
+}
+
 VecDotFn vec_dot_for(GgmlType type)
 {
     if (simd_level() != SimdLevel::Scalar)

@@ -14,6 +14,13 @@ namespace engine {
 // weight row is expanded to f32.
 using VecDotFn = float (*)(const void* weight_row, const void* activations, int64_t n);
 
+// Four activation rows against one weight row at once (prefill): the weight blocks are unpacked
+// once for the four; each result is bit-identical to four vec_dot calls.
+using VecDotX4Fn = void (*)(const void* weight_row, const void* const activations[4], int64_t n, float out[4]);
+
+// nullptr when the CPU path has no 4-row kernel for the type (callers then use vec_dot_for).
+VecDotX4Fn vec_dot_x4_for(GgmlType type);
+
 // The implementation used for a weight type: the widest SIMD the CPU supports, else scalar.
 // nullptr when the type has no dot product (IQ*, TQ*).
 VecDotFn vec_dot_for(GgmlType type);

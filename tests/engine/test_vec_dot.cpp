@@ -49,7 +49,36 @@ private slots:
     void matchesDequantizedReference_data();
     void matchesDequantizedReference();
     void activationQuantizationMatchesGgml();
+    void fourRowKernelsMatchOneRow_data() { matchesDequantizedReference_data(); }
+    void fourRowKernelsMatchOneRow();
 };
+
+void TestVecDot::fourRowKernelsMatchOneRow()
+{
+    QFETCH(QString, type);
+    const auto f = gguf::GgufFile::open(testsupport::data_dir() + "/quant/blocks.gguf");
+    const auto* t = f->find_tensor((type + ".quant").toStdString());
+    const GgmlType gt = t->type.type;
+    const VecDotX4Fn dot4 = vec_dot_x4_for(gt);
+    if (!dot4)
+        QSKIP("no four-row kernel for this type on this CPU");
+    const int64_t n = 1024;
+    const ActivationFormat af = activation_format(gt);
+    std::mt19937 rng(11);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<std::vector<uint8_t>> xq(4, std::vector<uint8_t>(activation_row_bytes(af, n)));
+    for (auto& row : xq) {
+        std::vector<float> x(n);
+        for (auto& v : x)
+            v = dist(rng);
+        quantize_activations(af, x.data(), row.data(), n);
+    }
+    const void* a[4] = {xq[0].data(), xq[1].data(), xq[2].data(), xq[3].data()};
+    float out[4];
+    dot4(f->tensor_data(*t).data(), a, n, out);
+    for (int i = 0; i < 4; ++i)
+        QCOMPARE(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(vec_dot_for(gt)(f->tensor_data(*t).data(), a[i], n)));
+}
 
 void TestVecDot::matchesDequantizedReference_data()
 {

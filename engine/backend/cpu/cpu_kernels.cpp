@@ -90,6 +90,7 @@ void MatMul::run(ThreadPool& pool, const TensorView& w, const float* x, int64_t 
     const VecDotFn dot = vec_dot_for(w.type());
     if (!dot)
         throw UnsupportedError(fmt::format("no dot product for {} (tensor {})", w.info->type.name, w.info->name));
+    const VecDotX4Fn dot4 = n_tokens >= 4 ? vec_dot_x4_for(w.type()) : nullptr;
     const uint8_t* xq = m_quantized.data();
     // Rows in chunks of 16 so that each weight row is read once for all tokens of the batch.
     constexpr int64_t kRowsPerTask = 16;
@@ -100,7 +101,18 @@ void MatMul::run(ThreadPool& pool, const TensorView& w, const float* x, int64_t 
             const int64_t r1 = std::min(rows, r0 + kRowsPerTask);
             for (int64_t r = r0; r < r1; ++r) {
                 const std::byte* wr = w.row(r);
-                for (int64_t t = 0; t < n_tokens; ++t)
+                int64_t t = 0;
+                if (dot4) // four tokens per pass over the weight row (same bits as one at a time)
+                    for (; t + 4 <= n_tokens; t += 4) {
+                        const void* a[4];
+                        for (int i = 0; i < 4; ++i)
+                            a[i] = xq + static_cast<std::size_t>(t + i) * row_bytes;
+                        float out[4];
+                        dot4(wr, a, cols, out);
+                        for (int i = 0; i < 4; ++i)
+                            y[(t + i) * rows + r] = out[i];
+                    }
+                for (; t < n_tokens; ++t)
                     y[t * rows + r] = dot(wr, xq + static_cast<std::size_t>(t) * row_bytes, cols);
             }
         }

@@ -197,7 +197,161 @@ float dot_f32(const void* w, const void* a, int64_t n)
     return sum;
 }
 
+// ---- four activation rows per weight row (prefill) ------------------------------------------------
+// Each token keeps its own accumulator fed in the same block order as the one-row kernels above,
+// so the results are the same bits; the weight block is unpacked once for the four.
+
+void dot_q8_0_x4(const void* w, const void* const a[4], int64_t n, float out[4])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const BlockQ8_0* y[4] = {static_cast<const BlockQ8_0*>(a[0]), static_cast<const BlockQ8_0*>(a[1]),
+                             static_cast<const BlockQ8_0*>(a[2]), static_cast<const BlockQ8_0*>(a[3])};
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t b = 0; b < n / 32; ++b, x += 34) {
+        const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2));
+        const __m256i abs_x = _mm256_sign_epi8(qx, qx);
+        const float dx = half(x);
+        for (int t = 0; t < 4; ++t) {
+            const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs));
+            const __m256i prod = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_x, _mm256_sign_epi8(qy, qx)), _mm256_set1_epi16(1));
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * _cvtsh_ss(y[t][b].d)), _mm256_cvtepi32_ps(prod), acc[t]);
+        }
+    }
+    for (int t = 0; t < 4; ++t)
+        out[t] = hsum(acc[t]);
+}
+
+void dot_q5_0_x4(const void* w, const void* const a[4], int64_t n, float out[4])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const BlockQ8_0* y[4] = {static_cast<const BlockQ8_0*>(a[0]), static_cast<const BlockQ8_0*>(a[1]),
+                             static_cast<const BlockQ8_0*>(a[2]), static_cast<const BlockQ8_0*>(a[3])};
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const __m256i high_bit = _mm256_set1_epi8(0x10);
+    const __m256i offset = _mm256_set1_epi8(16);
+    for (int64_t b = 0; b < n / 32; ++b, x += 22) {
+        uint32_t qh;
+        std::memcpy(&qh, x + 2, 4);
+        __m256i q = _mm256_or_si256(nibbles_32(x + 6), _mm256_and_si256(bits_to_bytes(qh), high_bit));
+        q = _mm256_sub_epi8(q, offset);
+        const __m256i abs_q = _mm256_sign_epi8(q, q);
+        const float dx = half(x);
+        for (int t = 0; t < 4; ++t) {
+            const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs));
+            const __m256i prod = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(qy, q)), _mm256_set1_epi16(1));
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * _cvtsh_ss(y[t][b].d)), _mm256_cvtepi32_ps(prod), acc[t]);
+        }
+    }
+    for (int t = 0; t < 4; ++t)
+        out[t] = hsum(acc[t]);
+}
+
+void dot_q4_k_x4(const void* w, const void* const a[4], int64_t n, float out[4])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const BlockQ8_K* y[4] = {static_cast<const BlockQ8_K*>(a[0]), static_cast<const BlockQ8_K*>(a[1]),
+                             static_cast<const BlockQ8_K*>(a[2]), static_cast<const BlockQ8_K*>(a[3])};
+    const __m256i low_mask = _mm256_set1_epi8(0x0F);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m128 acc_m[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+    for (int64_t b = 0; b < n / 256; ++b, x += 144) {
+        int sc[8], m[8];
+        scale_min_k4(x + 4, sc, m);
+        const uint8_t* qs = x + 16;
+        __m256i lo[4], hi[4];
+        for (int c = 0; c < 4; ++c) {
+            const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+            lo[c] = _mm256_and_si256(bytes, low_mask);
+            hi[c] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_mask);
+        }
+        const float dx = half(x), dminx = half(x + 2);
+        for (int t = 0; t < 4; ++t) {
+            __m256i isum = _mm256_setzero_si256();
+            for (int c = 0; c < 4; ++c) {
+                const __m256i y_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 64 * c));
+                const __m256i y_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 64 * c + 32));
+                const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], y_lo), _mm256_set1_epi16(static_cast<short>(sc[2 * c])));
+                const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], y_hi), _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1])));
+                isum = _mm256_add_epi32(isum, _mm256_add_epi32(p_lo, p_hi));
+            }
+            int mins[4];
+            for (int l = 0; l < 4; ++l)
+                mins[l] = m[2 * l] * (y[t][b].bsums[4 * l] + y[t][b].bsums[4 * l + 1]) +
+                          m[2 * l + 1] * (y[t][b].bsums[4 * l + 2] + y[t][b].bsums[4 * l + 3]);
+            const float d = y[t][b].d * dx;
+            const float neg_dmin = -y[t][b].d * dminx;
+            acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(neg_dmin), _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mins))), acc_m[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc[t]);
+        }
+    }
+    for (int t = 0; t < 4; ++t) {
+        __m128 am = _mm_add_ps(acc_m[t], _mm_movehl_ps(acc_m[t], acc_m[t]));
+        am = _mm_add_ss(am, _mm_movehdup_ps(am));
+        out[t] = hsum(acc[t]) + _mm_cvtss_f32(am);
+    }
+}
+
+void dot_q6_k_x4(const void* w, const void* const a[4], int64_t n, float out[4])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const BlockQ8_K* y[4] = {static_cast<const BlockQ8_K*>(a[0]), static_cast<const BlockQ8_K*>(a[1]),
+                             static_cast<const BlockQ8_K*>(a[2]), static_cast<const BlockQ8_K*>(a[3])};
+    const __m256i low_mask = _mm256_set1_epi8(0x0F);
+    const __m256i two_bits = _mm256_set1_epi8(0x03);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t b = 0; b < n / 256; ++b, x += 210) {
+        const uint8_t* ql = x;
+        const uint8_t* qh = x + 128;
+        const auto* scales = reinterpret_cast<const int8_t*>(x + 192);
+        __m256i quarter[2][4];
+        __m256i scale[2][4];
+        for (int h = 0; h < 2; ++h) {
+            const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h));
+            const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h + 32));
+            const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + 32 * h));
+            quarter[h][0] = _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_slli_epi16(_mm256_and_si256(hb, two_bits), 4));
+            quarter[h][1] = _mm256_or_si256(_mm256_and_si256(l1, low_mask),
+                                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), two_bits), 4));
+            quarter[h][2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low_mask),
+                                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), two_bits), 4));
+            quarter[h][3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low_mask),
+                                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), two_bits), 4));
+            for (int q = 0; q < 4; ++q) {
+                const int g = 8 * h + 2 * q;
+                scale[h][q] = _mm256_set_m128i(_mm_set1_epi16(scales[g + 1]), _mm_set1_epi16(scales[g]));
+            }
+        }
+        const float dx = half(x + 208);
+        for (int t = 0; t < 4; ++t) {
+            __m256i isum = _mm256_setzero_si256();
+            for (int h = 0; h < 2; ++h)
+                for (int q = 0; q < 4; ++q) {
+                    const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 128 * h + 32 * q));
+                    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(quarter[h][q], qy), scale[h][q]));
+                }
+            int off[8];
+            for (int l = 0; l < 8; ++l)
+                off[l] = 32 * (scales[2 * l] * y[t][b].bsums[2 * l] + scales[2 * l + 1] * y[t][b].bsums[2 * l + 1]);
+            isum = _mm256_sub_epi32(isum, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off)));
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y[t][b].d), _mm256_cvtepi32_ps(isum), acc[t]);
+        }
+    }
+    for (int t = 0; t < 4; ++t)
+        out[t] = hsum(acc[t]);
+}
+
 } // namespace
+
+VecDotX4Fn vec_dot_x4_avx2(GgmlType type)
+{
+    switch (type) {
+    case GgmlType::Q8_0: return dot_q8_0_x4;
+    case GgmlType::Q5_0: return dot_q5_0_x4;
+    case GgmlType::Q4_K: return dot_q4_k_x4;
+    case GgmlType::Q6_K: return dot_q6_k_x4;
+    default: return nullptr;
+    }
+}
 
 VecDotFn vec_dot_avx2(GgmlType type)
 {

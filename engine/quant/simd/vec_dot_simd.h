@@ -9,5 +9,6 @@ namespace engine::simd {
 // scalar code). Defined in vec_dot_avx2.cpp, which alone is compiled with -mavx2; call only after
 // simd_level() says the CPU has AVX2.
 VecDotFn vec_dot_avx2(GgmlType type);
+VecDotX4Fn vec_dot_x4_avx2(GgmlType type);
 
 } // namespace engine::simd
