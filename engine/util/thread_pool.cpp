@@ -19,7 +19,7 @@ inline void cpu_relax()
 #endif
 }
 
-constexpr int kSpinIterations = 200000; // ~ a few ms of spinning before a worker sleeps
+constexpr int kSpinIterations = 50000; // ~ a millisecond of spinning before a worker sleeps
 
 std::pair<std::size_t, std::size_t> chunk(std::size_t n, int parts, int index)
 {
@@ -75,8 +75,14 @@ void ThreadPool::parallel_for(std::size_t n, const std::function<void(std::size_
     const auto [b, e] = chunk(n, size(), 0);
     if (b < e)
         fn(b, e);
-    while (m_pending.load(std::memory_order_acquire) != 0)
-        cpu_relax();
+    // Spin briefly, then yield: when the machine is oversubscribed the worker we wait for may need
+    // this core.
+    for (int spins = 0; m_pending.load(std::memory_order_acquire) != 0; ++spins) {
+        if (spins < 2000)
+            cpu_relax();
+        else
+            std::this_thread::yield();
+    }
 }
 
 void ThreadPool::worker_loop(int index)

@@ -7,7 +7,9 @@
 # Idempotent: runs build_llama_cpp.sh (itself idempotent, builds libllama/ggml if
 # needed) and relinks only when the source or a library is newer than the binary.
 #
-# Environment: TOKENSCOPE_REF_DIR, PYTHON, JOBS (see build_llama_cpp.sh), CXX (default c++).
+# Environment: TOKENSCOPE_REF_DIR, PYTHON, JOBS, TOKENSCOPE_REF_CPU (avx2 | native, default
+# avx2; see build_llama_cpp.sh), CXX (default c++). The binary is linked against that
+# variant's libraries and goes into that variant's bin dir.
 # Output (stdout): the KEY=VALUE lines of build_llama_cpp.sh plus DUMP_LOGITS=/path/to/dump_logits
 set -euo pipefail
 
@@ -49,6 +51,7 @@ if [[ $need == 1 ]]; then
     echo "building $OUT ..." >&2
     "$CXX" -std=c++20 -O2 -Wall -Wextra \
         -DTSDL_LLAMA_CPP_COMMIT="\"$(get LLAMA_CPP_COMMIT)\"" \
+        -DTSDL_CPU_VARIANT="\"$(get LLAMA_CPP_CPU_VARIANT)\"" \
         -DTSDL_LLAMA_CPP_SOURCE="\"llama-cpp-python==$(get LLAMA_CPP_PYTHON_VERSION) sdist, vendor/llama.cpp; $(get LLAMA_CPP_VERSION_LINE)\"" \
         -I"$LLAMA_SRC/include" -I"$LLAMA_SRC/ggml/include" \
         "$SRC" -o "$OUT.tmp" "${LIBS[@]}" "${EXTRA[@]}"

@@ -5,7 +5,9 @@
 # build_dump_logits.sh. The binary goes into the cache directory, never into the
 # repository. Relinks only when the source or a library is newer than the binary.
 #
-# Environment: TOKENSCOPE_REF_DIR, PYTHON, JOBS (see build_llama_cpp.sh), CXX (default c++).
+# Environment: TOKENSCOPE_REF_DIR, PYTHON, JOBS, TOKENSCOPE_REF_CPU (avx2 | native, default
+# avx2; see build_llama_cpp.sh), CXX (default c++). The binary is linked against that
+# variant's libraries and goes into that variant's bin dir.
 # Output (stdout): the KEY=VALUE lines of build_llama_cpp.sh plus DUMP_TENSORS=/path/to/dump_tensors
 set -euo pipefail
 
@@ -45,6 +47,7 @@ if [[ $need == 1 ]]; then
     echo "building $OUT ..." >&2
     "$CXX" -std=c++20 -O2 -Wall -Wextra \
         -DTSDL_LLAMA_CPP_COMMIT="\"$(get LLAMA_CPP_COMMIT)\"" \
+        -DTSDL_CPU_VARIANT="\"$(get LLAMA_CPP_CPU_VARIANT)\"" \
         -I"$LLAMA_SRC/include" -I"$LLAMA_SRC/ggml/include" \
         "$SRC" -o "$OUT.tmp" "${LIBS[@]}" "${EXTRA[@]}"
     mv -f "$OUT.tmp" "$OUT"

@@ -11,6 +11,15 @@
 #   TOKENSCOPE_REF_DIR  cache dir (default: $HOME/.cache/tokenscope/reference)
 #   PYTHON              python with pip (default: <repo>/.venv/bin/python, else python3)
 #   JOBS                parallel build jobs (default: 2)
+#   TOKENSCOPE_REF_CPU  CPU variant of ggml's CPU backend (default: avx2)
+#                         avx2    GGML_NATIVE=OFF, SSE4.2/AVX/AVX2/FMA/F16C/BMI2 on, every
+#                                 AVX-512/AVX-VNNI/AMX option off; build/llama.cpp-<commit>-avx2.
+#                                 The fixtures are made with this one: the engine mirrors ggml's
+#                                 AVX2 code paths, and CI machines may lack AVX-512.
+#                         native  GGML_NATIVE=ON (-march=native); build/llama.cpp-<commit>.
+#                                 Float summation orders depend on the build machine.
+#                       Both: one CPU backend variant only (GGML_CPU_ALL_VARIANTS=OFF,
+#                       GGML_BACKEND_DL=OFF), GGML_LLAMAFILE left at its default (ON).
 #
 # Output (stdout): KEY=VALUE lines, e.g. LLAMA_TOKENIZE=/path/to/llama-tokenize
 set -euo pipefail
@@ -39,7 +48,32 @@ SDIST_DIR="$REF_DIR/sdist"
 SDIST="$SDIST_DIR/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz"
 SRC_ROOT="$REF_DIR/src/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION"
 LLAMA_SRC="$SRC_ROOT/vendor/llama.cpp"
-BUILD_DIR="$REF_DIR/build/llama.cpp-$LLAMA_CPP_COMMIT"
+CPU_VARIANT="${TOKENSCOPE_REF_CPU:-avx2}"
+case "$CPU_VARIANT" in
+    avx2)
+        BUILD_DIR="$REF_DIR/build/llama.cpp-$LLAMA_CPP_COMMIT-avx2"
+        CPU_FLAGS=(
+            -DGGML_NATIVE=OFF
+            -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+            -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF
+            -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+        )
+        # CMakeCache.txt values that must hold (guards against a stale/hand-edited cache)
+        EXPECT_CACHE=(GGML_NATIVE=OFF GGML_SSE42=ON GGML_AVX=ON GGML_AVX2=ON GGML_FMA=ON GGML_F16C=ON
+                      GGML_BMI2=ON GGML_AVX512=OFF GGML_AVX512_VBMI=OFF GGML_AVX512_VNNI=OFF
+                      GGML_AVX512_BF16=OFF GGML_AVX_VNNI=OFF GGML_AMX_TILE=OFF GGML_AMX_INT8=OFF
+                      GGML_AMX_BF16=OFF)
+        ;;
+    native)
+        # historical location (the first fixtures were made with this build)
+        BUILD_DIR="$REF_DIR/build/llama.cpp-$LLAMA_CPP_COMMIT"
+        CPU_FLAGS=(-DGGML_NATIVE=ON)
+        EXPECT_CACHE=(GGML_NATIVE=ON)
+        ;;
+    *) echo "error: TOKENSCOPE_REF_CPU must be avx2 or native (got '$CPU_VARIANT')" >&2; exit 1;;
+esac
+CPU_FLAGS+=(-DGGML_CPU_ALL_VARIANTS=OFF -DGGML_BACKEND_DL=OFF)
+EXPECT_CACHE+=(GGML_CPU_ALL_VARIANTS=OFF GGML_BACKEND_DL=OFF)
 
 mkdir -p "$SDIST_DIR" "$REF_DIR/src"
 
@@ -64,17 +98,31 @@ fi
 
 # 3. configure (CPU only, no network features, static libs)
 if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
-    echo "configuring llama.cpp in $BUILD_DIR ..." >&2
+    echo "configuring llama.cpp ($CPU_VARIANT) in $BUILD_DIR ..." >&2
     cmake -S "$LLAMA_SRC" -B "$BUILD_DIR" -G Ninja \
         -DCMAKE_BUILD_TYPE=Release \
         -DBUILD_SHARED_LIBS=OFF \
-        -DGGML_NATIVE=ON \
+        "${CPU_FLAGS[@]}" \
         -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_HIP=OFF -DGGML_SYCL=OFF -DGGML_OPENCL=OFF \
         -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
         -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
         -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
         -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=ON \
         -DLLAMA_BUILD_COMMIT="$LLAMA_CPP_COMMIT" >&2
+fi
+
+cache_val() { sed -n "s/^$1:[A-Z]*=//p" "$BUILD_DIR/CMakeCache.txt" | head -1; }
+for kv_ in "${EXPECT_CACHE[@]}"; do
+    k_="${kv_%%=*}"; v_="${kv_#*=}"
+    if [[ "$(cache_val "$k_")" != "$v_" ]]; then
+        echo "error: $BUILD_DIR/CMakeCache.txt has $k_=$(cache_val "$k_"), expected $v_ for variant $CPU_VARIANT" >&2
+        echo "       (delete $BUILD_DIR to reconfigure)" >&2
+        exit 1
+    fi
+done
+if [[ "$CPU_VARIANT" == avx2 ]] && grep -Eq -- '-march=native|-mavx512|-mamx|-mavxvnni' "$BUILD_DIR/build.ninja"; then
+    echo "error: $BUILD_DIR/build.ninja has -march=native/AVX-512/AMX/AVX-VNNI flags" >&2
+    exit 1
 fi
 
 # 4. build only the targets we use
@@ -89,6 +137,8 @@ done
 version_line="$("$BIN_DIR/llama-tokenize" --version 2>&1 | grep -m1 '^version' || true)"
 echo "LLAMA_CPP_PYTHON_VERSION=$LLAMA_CPP_PYTHON_VERSION"
 echo "LLAMA_CPP_COMMIT=$LLAMA_CPP_COMMIT"
+echo "LLAMA_CPP_CPU_VARIANT=$CPU_VARIANT"
+echo "LLAMA_CPP_LLAMAFILE=$(cache_val GGML_LLAMAFILE)"
 echo "LLAMA_CPP_VERSION_LINE=$version_line"
 echo "LLAMA_CPP_SRC=$LLAMA_SRC"
 echo "LLAMA_CPP_BIN_DIR=$BIN_DIR"

@@ -47,6 +47,9 @@
 #ifndef TSDL_LLAMA_CPP_COMMIT
 #define TSDL_LLAMA_CPP_COMMIT "unknown"
 #endif
+#ifndef TSDL_CPU_VARIANT
+#define TSDL_CPU_VARIANT "unknown"  // build_dump_logits.sh: avx2 or native (TOKENSCOPE_REF_CPU)
+#endif
 #ifndef TSDL_LLAMA_CPP_SOURCE
 #define TSDL_LLAMA_CPP_SOURCE "unknown"
 #endif
@@ -352,6 +355,7 @@ int main(int argc, char** argv) {
        << "\"tool\":\"dump_logits\",\"format\":1,"
        << "\"llama_cpp_commit\":\"" << json_escape(TSDL_LLAMA_CPP_COMMIT) << "\","
        << "\"llama_cpp_source\":\"" << json_escape(TSDL_LLAMA_CPP_SOURCE) << "\","
+       << "\"cpu_variant\":\"" << json_escape(TSDL_CPU_VARIANT) << "\","
        << "\"model_path\":\"" << json_escape(o.model) << "\","
        << "\"model_desc\":\"" << json_escape(desc) << "\","
        << "\"input\":\"" << input_kind << "\","

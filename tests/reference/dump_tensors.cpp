@@ -56,6 +56,9 @@
 #ifndef TSDL_LLAMA_CPP_COMMIT
 #define TSDL_LLAMA_CPP_COMMIT "unknown"
 #endif
+#ifndef TSDL_CPU_VARIANT
+#define TSDL_CPU_VARIANT "unknown"  // build_dump_tensors.sh: avx2 or native (TOKENSCOPE_REF_CPU)
+#endif
 
 namespace {
 
@@ -476,6 +479,8 @@ int main(int argc, char** argv) {
        << ",\"flash_attn\":\"" << llama_flash_attn_type_name(cp.flash_attn_type) << "\","
        << "\"type_k\":\"f16\",\"type_v\":\"f16\",\"use_extra_bufts\":" << (o.repack ? "true" : "false")
        << ",\"swa_full\":" << (cp.swa_full ? "true" : "false") << ",\"kv_unified\":" << (cp.kv_unified ? "true" : "false")
+       << ",\"cpu_variant\":\"" << json_escape(TSDL_CPU_VARIANT) << "\""
+       << ",\"system_info\":\"" << json_escape(llama_print_system_info()) << "\""
        << "}";
     const std::string header = js.str();
     put(f, "TSDTEN01", 8);

@@ -114,10 +114,37 @@ def run_dump(tool: str, model: Path, prompt: dict, n_predict: int, threads: int,
 
 
 # settings that must be identical for every prompt (checked, then written once)
-COMMON = ["llama_cpp_commit", "llama_cpp_source", "n_ctx", "n_batch", "n_ubatch", "n_seq_max", "n_threads", "n_threads_batch", "flash_attn",
+COMMON = ["llama_cpp_commit", "llama_cpp_source", "cpu_variant", "n_ctx", "n_batch", "n_ubatch", "n_seq_max", "n_threads", "n_threads_batch", "flash_attn",
           "type_k", "type_v", "offload_kqv", "op_offload", "swa_full", "kv_unified", "n_gpu_layers",
           "use_extra_bufts", "n_vocab", "n_predict", "system_info",
           "model_desc"]
+
+
+def cpu_features(system_info: str) -> dict[str, int]:
+    """'CPU : SSE3 = 1 | AVX2 = 1 | ... |' -> {'SSE3': 1, 'AVX2': 1, ...} (ggml lists only the
+    features compiled in, so an absent feature is off)."""
+    feats = {}
+    for part in system_info.split("|"):
+        if "=" in part:
+            k, v = part.rsplit("=", 1)
+            k = k.split(":")[-1].strip()
+            try:
+                feats[k] = int(v.strip())
+            except ValueError:
+                pass
+    return feats
+
+
+def check_cpu_variant(variant: str, system_info: str) -> None:
+    """The avx2 build must have AVX2/FMA/F16C and none of AVX-512, AVX-VNNI, AMX."""
+    if variant != "avx2":
+        return
+    f = cpu_features(system_info)
+    missing = [k for k in ("AVX", "AVX2", "FMA", "F16C") if f.get(k) != 1]
+    extra = [k for k, v in f.items() if v and (k.startswith("AVX512") or k.startswith("AMX") or k == "AVX_VNNI")]
+    if missing or extra:
+        sys.exit(f"error: cpu_variant avx2 but system_info {system_info.strip()!r} "
+                 f"(missing {missing}, unexpected {extra})")
 
 
 def generate(args, tool: str, out: Path) -> None:
@@ -132,7 +159,10 @@ def generate(args, tool: str, out: Path) -> None:
             results.append(r)
 
     # ---- sanity checks
+    for r in results:
+        r["header"].setdefault("cpu_variant", "unknown")  # dump_logits built before the field existed
     h0 = results[0]["header"]
+    check_cpu_variant(h0["cpu_variant"], h0["system_info"])
     for p, r in zip(prompts, results):
         h = r["header"]
         for k in COMMON:
@@ -159,6 +189,7 @@ def generate(args, tool: str, out: Path) -> None:
     w.add_string("tokenscope.llama_cpp.commit", h0["llama_cpp_commit"])
     w.add_string("tokenscope.llama_cpp.source", h0["llama_cpp_source"])
     w.add_string("tokenscope.llama_cpp.system_info", h0["system_info"].strip())
+    w.add_string("tokenscope.llama_cpp.cpu_variant", h0["cpu_variant"])
     w.add_string("tokenscope.model.file", model.resolve().name)
     w.add_string("tokenscope.model.sha256", sha256_file(model))
     w.add_string("tokenscope.model.desc", h0["model_desc"])
