@@ -34,8 +34,9 @@ void kernel_rope(float* x, int32_t n_rot, int32_t pos, float base, float freq_sc
         const int32_t a = neox ? i0 / 2 : i0;
         const int32_t b = neox ? i0 / 2 + n_rot / 2 : i0 + 1;
         const float x0 = x[a], x1 = x[b];
-        x[a] = x0 * c - x1 * s;
-        x[b] = x0 * s + x1 * c;
+        // The multiply-adds fused as ggml's compiled rope fuses them (its C is built with FMA contraction).
+        x[a] = std::fma(x0, c, -(x1 * s));
+        x[b] = std::fma(x0, s, x1 * c);
         theta_base *= theta_scale;
     }
 }
@@ -49,7 +50,9 @@ const std::array<uint16_t, 65536>& gelu_table()
         std::array<uint16_t, 65536> t{};
         for (uint32_t i = 0; i < 65536; ++i) {
             const float x = fp16_to_f32(static_cast<uint16_t>(i));
-            const float g = 0.5f * x * (1.0f + std::tanh(0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x)));
+            // 1 + 0.044715·x² is a fused multiply-add in ggml's compiled table (FMA contraction).
+            const float inner = std::fma(0.044715f * x, x, 1.0f);
+            const float g = 0.5f * x * (1.0f + std::tanh(0.79788456080286535587989211986876f * x * inner));
             t[i] = f32_to_fp16(g);
         }
         return t;
