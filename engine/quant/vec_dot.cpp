@@ -6,6 +6,7 @@
 #include "quant/simd/vec_dot_simd.h"
 #include "util/fp16.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -247,14 +248,42 @@ float dot_f32(const void* w, const void* a, int64_t n)
     return sum;
 }
 
+// F16 weights × F16 activations in ggml's AVX2 order: four 8-lane accumulators over 32-element
+// steps, reduced pairwise, then the tail in double.
 float dot_f16(const void* w, const void* a, int64_t n)
 {
     const auto* x = static_cast<const uint16_t*>(w);
-    const auto* y = static_cast<const float*>(a);
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n; ++i)
-        sum += fp16_to_f32(x[i]) * y[i];
-    return sum;
+    const auto* y = static_cast<const uint16_t*>(a);
+    float acc[4][8] = {};
+    const int64_t np = n & ~int64_t(31);
+    for (int64_t i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; ++j)
+            for (int l = 0; l < 8; ++l)
+                acc[j][l] = std::fma(fp16_to_f32(x[i + 8 * j + l]), fp16_to_f32(y[i + 8 * j + l]), acc[j][l]);
+    for (int l = 0; l < 8; ++l) {
+        acc[0][l] += acc[2][l];
+        acc[1][l] += acc[3][l];
+        acc[0][l] += acc[1][l];
+    }
+    const float t0 = acc[0][0] + acc[0][4], t1 = acc[0][1] + acc[0][5], t2 = acc[0][2] + acc[0][6], t3 = acc[0][3] + acc[0][7];
+    double sum = (t0 + t1) + (t2 + t3);
+    for (int64_t i = np; i < n; ++i)
+        sum += static_cast<double>(fp16_to_f32(x[i]) * fp16_to_f32(y[i]));
+    return static_cast<float>(sum);
+}
+
+// The same product as llama.cpp's tiled matmul computes it for batches of 2+ rows: one 8-lane
+// accumulator, summed by halves. Only valid when n is a multiple of 8.
+float dot_f16_batched(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint16_t*>(w);
+    const auto* y = static_cast<const uint16_t*>(a);
+    float acc[8] = {};
+    for (int64_t i = 0; i < n; i += 8)
+        for (int l = 0; l < 8; ++l)
+            acc[l] = std::fma(fp16_to_f32(x[i + l]), fp16_to_f32(y[i + l]), acc[l]);
+    const float r0 = acc[4] + acc[0], r1 = acc[5] + acc[1], r2 = acc[6] + acc[2], r3 = acc[7] + acc[3];
+    return (r0 + r2) + (r1 + r3);
 }
 
 float dot_bf16(const void* w, const void* a, int64_t n)
@@ -324,6 +353,13 @@ VecDotFn vec_dot_scalar(GgmlType type)
     case GgmlType::Q6_K: return dot_q6_k;
     default: return nullptr;
     }
+}
+
+VecDotFn vec_dot_batched_for(GgmlType type, int64_t n)
+{
+    if (type == GgmlType::F16 && n % 8 == 0)
+        return dot_f16_batched;
+    return vec_dot_for(type);
 }
 
 VecDotX4Fn vec_dot_x4_for(GgmlType type)

@@ -24,6 +24,10 @@ VecDotX4Fn vec_dot_x4_for(GgmlType type);
 // The implementation used for a weight type: the widest SIMD the CPU supports, else scalar.
 // nullptr when the type has no dot product (IQ*, TQ*).
 VecDotFn vec_dot_for(GgmlType type);
+// The kernel for a row evaluated together with other rows (prefill): llama.cpp sums F16 products
+// in a different order then; for every other type this is vec_dot_for.
+VecDotFn vec_dot_batched_for(GgmlType type, int64_t n);
+
 // The portable scalar implementation (tests compare every SIMD path against it).
 VecDotFn vec_dot_scalar(GgmlType type);
 

@@ -25,6 +25,10 @@ std::vector<double> dequant_activations(ActivationFormat f, const void* q, const
     if (f == ActivationFormat::F32) {
         for (std::size_t i = 0; i < x.size(); ++i)
             out[i] = x[i];
+    } else if (f == ActivationFormat::F16) {
+        const auto* h = static_cast<const uint16_t*>(q);
+        for (std::size_t i = 0; i < x.size(); ++i)
+            out[i] = fp16_to_f32(h[i]);
     } else if (f == ActivationFormat::Q8_0) {
         const auto* b = static_cast<const BlockQ8_0*>(q);
         for (std::size_t i = 0; i < x.size(); ++i)

@@ -21,6 +21,14 @@ logits of the last prompt position and then a greedy continuation of N tokens
 Usage:
   .venv/bin/python tests/reference/make_logit_fixtures.py [--model PATH] [--prompts FILE]
         [--out FILE] [--dump-logits PATH] [--n-predict 64] [--threads 2] [--check]
+  .venv/bin/python tests/reference/make_logit_fixtures.py --test-model ARCH [--seed 1] [--cli PATH] [--check]
+
+--test-model ARCH (llama, qwen2, qwen3, gemma3) generates the random-weight model with our
+CLI (`tokenscope-cli make-test-model --arch ARCH --seed S`, default build/release/app/tokenscope-cli)
+into a temporary directory (never into the repository) and uses it as --model; the defaults
+then become --prompts tests/data/logits/prompts-small.json, --out tests/data/logits/test-ARCH.gguf,
+--n-predict 32, and the generator settings and the model's size are recorded
+(tokenscope.model.generator, tokenscope.model.size) next to its sha256.
 
 Without --dump-logits, tests/reference/build_dump_logits.sh is run (idempotent) to
 build/locate it. --check regenerates into a temporary file and compares bytes with --out.
@@ -44,6 +52,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = REPO_ROOT / "tests" / "data" / "logits"
 BUILD_SCRIPT = REPO_ROOT / "tests" / "reference" / "build_dump_logits.sh"
 DEFAULT_MODEL = Path.home() / ".local/share/tokenscope/models/gemma-3-270m-Q4_K_M.gguf"
+DEFAULT_CLI = REPO_ROOT / "build" / "release" / "app" / "tokenscope-cli"
+MIN_LOGIT_STD = 0.1  # a degenerate (constant-ish) logit vector means a broken model or forward pass
 ARCH = "tokenscope-fixture"
 
 
@@ -61,6 +71,14 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def make_test_model(cli: str, arch: str, seed: int, dest_dir: Path) -> Path:
+    """Writes the seeded random-weight model of `arch` into dest_dir (a temporary directory)."""
+    out = dest_dir / f"test-model-{arch}-seed{seed}.gguf"
+    subprocess.run([cli, "make-test-model", "--arch", arch, "--seed", str(seed), "--out", str(out)],
+                   check=True, stdout=subprocess.DEVNULL)
+    return out
 
 
 def build_tool() -> str:
@@ -170,6 +188,8 @@ def generate(args, tool: str, out: Path) -> None:
                 sys.exit(f"error: setting {k} differs between prompts: {h[k]!r} vs {h0[k]!r}")
         if not np.all(np.isfinite(r["logits"])) or not np.all(np.isfinite(r["gap"])):
             sys.exit(f"error: non-finite logits for prompt {p['name']}")
+        if float(np.std(r["logits"].astype(np.float64))) <= MIN_LOGIT_STD:
+            sys.exit(f"error: degenerate logits for prompt {p['name']} (std <= {MIN_LOGIT_STD})")
         if np.any(r["gap"] < 0):
             sys.exit(f"error: negative gap for prompt {p['name']}")
         if int(np.argmax(r["logits"])) != int(r["greedy"][0]):
@@ -193,6 +213,10 @@ def generate(args, tool: str, out: Path) -> None:
     w.add_string("tokenscope.model.file", model.resolve().name)
     w.add_string("tokenscope.model.sha256", sha256_file(model))
     w.add_string("tokenscope.model.desc", h0["model_desc"])
+    if args.test_model:  # only for generated models, so that older fixtures stay byte-identical
+        w.add_string("tokenscope.model.generator",
+                     f"tokenscope-cli make-test-model --arch {args.test_model} --seed {args.seed}")
+        w.add_uint64("tokenscope.model.size", model.stat().st_size)
     w.add_uint32("tokenscope.n_ctx", h0["n_ctx"])
     w.add_uint32("tokenscope.n_batch", h0["n_batch"])
     w.add_uint32("tokenscope.n_ubatch", h0["n_ubatch"])
@@ -238,24 +262,46 @@ def generate(args, tool: str, out: Path) -> None:
 
     for i, (p, r) in enumerate(zip(prompts, results)):
         print(f"p{i} {p['name']:<12} tokens={len(r['tokens']):4d} "
-              f"max_logit={float(r['logits'].max()):8.3f} min_gap={float(r['gap'].min()):.4f} "
+              f"max_logit={float(r['logits'].max()):8.3f} std={float(np.std(r['logits'].astype(np.float64))):.3f} "
+              f"min_gap={float(r['gap'].min()):.4f} "
               f"greedy={r['text'].decode('utf-8', errors='replace')!r}")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="GGUF model (default: the Gemma 3 270M Q4_K_M model)")
-    ap.add_argument("--prompts", default=str(DATA_DIR / "prompts.json"))
-    ap.add_argument("--out", default=str(DATA_DIR / "gemma3-270m.gguf"))
+    ap.add_argument("--prompts", help="prompts file (default prompts.json, prompts-small.json with --test-model)")
+    ap.add_argument("--out", help="fixture (default gemma3-270m.gguf, test-ARCH.gguf with --test-model)")
     ap.add_argument("--dump-logits", help="path to the dump_logits binary (default: build it)")
-    ap.add_argument("--n-predict", type=int, default=64)
+    ap.add_argument("--n-predict", type=int, help="greedy steps (default 64, 32 with --test-model)")
+    ap.add_argument("--test-model", metavar="ARCH",
+                    help="generate the random-weight test model of ARCH with tokenscope-cli (into a temp dir)")
+    ap.add_argument("--seed", type=int, default=1, help="seed for --test-model (default 1)")
+    ap.add_argument("--cli", default=str(DEFAULT_CLI), help="tokenscope-cli for --test-model")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--check", action="store_true", help="regenerate and compare with --out")
     args = ap.parse_args()
-    if args.model is None:
-        args.model = str(default_model())
+    small = args.test_model is not None
+    if small and args.model:
+        ap.error("give --model or --test-model, not both")
+    if args.prompts is None:
+        args.prompts = str(DATA_DIR / ("prompts-small.json" if small else "prompts.json"))
+    if args.out is None:
+        args.out = str(DATA_DIR / (f"test-{args.test_model}.gguf" if small else "gemma3-270m.gguf"))
+    if args.n_predict is None:
+        args.n_predict = 32 if small else 64
 
     tool = args.dump_logits or build_tool()
+    with tempfile.TemporaryDirectory() as model_dir:
+        if small:
+            args.model = str(make_test_model(args.cli, args.test_model, args.seed, Path(model_dir)))
+            print(f"model {args.model}: {Path(args.model).stat().st_size} bytes, sha256 {sha256_file(Path(args.model))}")
+        elif args.model is None:
+            args.model = str(default_model())
+        return run(args, tool)
+
+
+def run(args, tool: str) -> int:
 
     out = Path(args.out)
     if args.check:

@@ -90,7 +90,7 @@ void MatMul::run(ThreadPool& pool, const TensorView& w, const float* x, int64_t 
     m_quantized.resize(row_bytes * static_cast<std::size_t>(n_tokens));
     for (int64_t t = 0; t < n_tokens; ++t)
         quantize_activations(format, x + t * cols, m_quantized.data() + static_cast<std::size_t>(t) * row_bytes, cols);
-    const VecDotFn dot = vec_dot_for(w.type());
+    const VecDotFn dot = n_tokens >= 2 ? vec_dot_batched_for(w.type(), cols) : vec_dot_for(w.type());
     if (!dot)
         throw UnsupportedError(fmt::format("no dot product for {} (tensor {})", w.info->type.name, w.info->name));
     const VecDotX4Fn dot4 = n_tokens >= 4 ? vec_dot_x4_for(w.type()) : nullptr;
