@@ -104,9 +104,9 @@ case "$MODE" in
     stage "Tests (Release)"
     ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" 2>&1 | tee "$LOG_DIR/ctest-release.log"
     stage "Sanitizer + fuzzer build (clang, engine only)"; build_sanitize
-    stage "Tests under ASan/UBSan, then the GGUF fuzzer"
+    stage "Tests under ASan/UBSan (all but the minutes-long model runs), then the GGUF fuzzer"
     ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      ctest --test-dir "$SANITIZE_BUILD" --output-on-failure -L "engine|fuzz" 2>&1 | tee "$LOG_DIR/ctest-sanitize.log"
+      ctest --test-dir "$SANITIZE_BUILD" --output-on-failure -L "engine|fuzz" -LE model 2>&1 | tee "$LOG_DIR/ctest-sanitize.log"
     stage
     # One closing line over both ctest runs (their own summaries are above).
     awk '/tests passed, [0-9]+ tests failed out of/ { failed += $4; total += $NF }

@@ -267,6 +267,25 @@ def generate(args, tool: str, out: Path) -> None:
               f"greedy={r['text'].decode('utf-8', errors='replace')!r}")
 
 
+def run(args, tool: str) -> int:
+    out = Path(args.out)
+    if args.check:
+        with tempfile.TemporaryDirectory() as td:
+            tmp = Path(td) / out.name
+            generate(args, tool, tmp)
+            a, b = sha256_file(tmp), sha256_file(out)
+            print(f"regenerated {a}\ncommitted   {b}")
+            if a != b:
+                print("MISMATCH", file=sys.stderr)
+                return 1
+            print("OK: identical")
+        return 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    generate(args, tool, out)
+    print(f"wrote {out} ({out.stat().st_size} bytes, sha256 {sha256_file(out)})")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="GGUF model (default: the Gemma 3 270M Q4_K_M model)")
@@ -299,26 +318,6 @@ def main() -> int:
         elif args.model is None:
             args.model = str(default_model())
         return run(args, tool)
-
-
-def run(args, tool: str) -> int:
-
-    out = Path(args.out)
-    if args.check:
-        with tempfile.TemporaryDirectory() as td:
-            tmp = Path(td) / out.name
-            generate(args, tool, tmp)
-            a, b = sha256_file(tmp), sha256_file(out)
-            print(f"regenerated {a}\ncommitted   {b}")
-            if a != b:
-                print("MISMATCH", file=sys.stderr)
-                return 1
-            print("OK: identical")
-        return 0
-    out.parent.mkdir(parents=True, exist_ok=True)
-    generate(args, tool, out)
-    print(f"wrote {out} ({out.stat().st_size} bytes, sha256 {sha256_file(out)})")
-    return 0
 
 
 if __name__ == "__main__":
