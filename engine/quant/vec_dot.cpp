@@ -236,6 +236,120 @@ float dot_q6_k(const void* w, const void* a, int64_t n)
     return sum;
 }
 
+// ---- k-quants in llama.cpp's tiled order (batches of 8+ rows) ---------------------------------------
+// Per block: s1 = Σ scale · (q · q8) over the block, s2 = Σ min · bsums where the format has mins;
+// res = d · s1, res = fma(−dmin, s2, res), acc = fma(res, d8, acc).
+
+inline float tiled_step(float acc, float d, int s1, float dmin, int s2, float d8, bool has_min)
+{
+    float res = d * static_cast<float>(s1);
+    if (has_min)
+        res = std::fma(-dmin, static_cast<float>(s2), res);
+    return std::fma(res, d8, acc);
+}
+
+float dot_q2_k_tiled(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b, x += 84) {
+        const uint8_t* sc = x;
+        const uint8_t* qs = x + 16;
+        int8_t q[256];
+        int scale[16];
+        int mins = 0;
+        for (int e = 0; e < 256; ++e)
+            q[e] = static_cast<int8_t>((qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3);
+        for (int g = 0; g < 16; ++g) {
+            scale[g] = sc[g] & 0x0F;
+            mins += y[b].bsums[g] * (sc[g] >> 4);
+        }
+        acc = tiled_step(acc, half(x + 80), group_dot(q, y[b].qs, scale), half(x + 82), mins, y[b].d, true);
+    }
+    return acc;
+}
+
+float dot_q3_k_tiled(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b, x += 110) {
+        const uint8_t* hmask = x;
+        const uint8_t* qs = x + 32;
+        const uint8_t* sc = x + 96;
+        int8_t q[256];
+        int scale[16];
+        for (int i = 0; i < 16; ++i) {
+            const int low4 = i < 8 ? (sc[i] & 0x0F) : (sc[i - 8] >> 4);
+            const int high2 = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
+            scale[i] = (low4 | (high2 << 4)) - 32;
+        }
+        for (int e = 0; e < 256; ++e) {
+            const int low = (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+            const bool high = (hmask[e % 32] >> (e / 32)) & 1;
+            q[e] = static_cast<int8_t>(low - (high ? 0 : 4));
+        }
+        acc = tiled_step(acc, half(x + 108), group_dot(q, y[b].qs, scale), 0.0f, 0, y[b].d, false);
+    }
+    return acc;
+}
+
+template <bool Five> float dot_q45_k_tiled(const void* w, const void* a, int64_t n)
+{
+    constexpr int kBlockBytes = Five ? 176 : 144;
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b, x += kBlockBytes) {
+        int sc[8], m[8];
+        scale_min_k4(x + 4, sc, m);
+        const uint8_t* qh = x + 16;
+        const uint8_t* qs = x + (Five ? 48 : 16);
+        int s1 = 0, s2 = 0;
+        for (int sub = 0; sub < 8; ++sub) {
+            int s = 0;
+            for (int l = 0; l < 32; ++l) {
+                const uint8_t byte = qs[32 * (sub / 2) + l];
+                int q = (sub % 2 == 0) ? (byte & 0x0F) : (byte >> 4);
+                if constexpr (Five)
+                    q |= ((qh[l] >> sub) & 1) << 4;
+                s += q * y[b].qs[sub * 32 + l];
+            }
+            s1 += sc[sub] * s;
+            s2 += m[sub] * (y[b].bsums[2 * sub] + y[b].bsums[2 * sub + 1]);
+        }
+        acc = tiled_step(acc, half(x), s1, half(x + 2), s2, y[b].d, true);
+    }
+    return acc;
+}
+
+float dot_q6_k_tiled(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b, x += 210) {
+        const uint8_t* ql = x;
+        const uint8_t* qh = x + 128;
+        const auto* scales = reinterpret_cast<const int8_t*>(x + 192);
+        int8_t q[256];
+        int scale[16];
+        for (int e = 0; e < 256; ++e) {
+            const int h = e / 128, r = e % 128, quarter = r / 32, l = r % 32;
+            const uint8_t lbyte = ql[64 * h + l + 32 * (quarter % 2)];
+            const int low = quarter < 2 ? (lbyte & 0x0F) : (lbyte >> 4);
+            const int high = (qh[32 * h + l] >> (2 * quarter)) & 3;
+            q[e] = static_cast<int8_t>((low | (high << 4)) - 32);
+        }
+        for (int g = 0; g < 16; ++g)
+            scale[g] = scales[g];
+        acc = tiled_step(acc, half(x + 208), group_dot(q, y[b].qs, scale), 0.0f, 0, y[b].d, false);
+    }
+    return acc;
+}
+
 // ---- float weights × f32 activations -------------------------------------------------------------
 
 float dot_f32(const void* w, const void* a, int64_t n)
@@ -355,17 +469,45 @@ VecDotFn vec_dot_scalar(GgmlType type)
     }
 }
 
-VecDotFn vec_dot_batched_for(GgmlType type, int64_t n)
+VecDotFn vec_dot_tiled_scalar(GgmlType type)
 {
-    if (type == GgmlType::F16 && n % 8 == 0)
+    switch (type) {
+    case GgmlType::Q2_K: return dot_q2_k_tiled;
+    case GgmlType::Q3_K: return dot_q3_k_tiled;
+    case GgmlType::Q4_K: return dot_q45_k_tiled<false>;
+    case GgmlType::Q5_K: return dot_q45_k_tiled<true>;
+    case GgmlType::Q6_K: return dot_q6_k_tiled;
+    default: return nullptr;
+    }
+}
+
+namespace {
+constexpr int64_t kTiledMinBatch = 8; // llama.cpp's k-quant tiled matmul takes over from 8 rows
+}
+
+VecDotFn vec_dot_for_batch(GgmlType type, int64_t n, int64_t n_tokens)
+{
+    if (type == GgmlType::F16 && n_tokens >= 2 && n % 8 == 0)
         return dot_f16_batched;
+    if (n_tokens >= kTiledMinBatch) {
+        if (simd_level() != SimdLevel::Scalar)
+            if (VecDotFn f = simd::vec_dot_tiled_avx2(type))
+                return f;
+        if (VecDotFn f = vec_dot_tiled_scalar(type))
+            return f;
+    }
     return vec_dot_for(type);
 }
 
-VecDotX4Fn vec_dot_x4_for(GgmlType type)
+VecDotX4Fn vec_dot_x4_for_batch(GgmlType type, int64_t n_tokens)
 {
-    return simd_level() != SimdLevel::Scalar ? simd::vec_dot_x4_avx2(type) : nullptr;
+    if (simd_level() == SimdLevel::Scalar)
+        return nullptr;
+    if (n_tokens >= kTiledMinBatch && vec_dot_tiled_scalar(type))
+        return simd::vec_dot_tiled_x4_avx2(type);
+    return simd::vec_dot_x4_avx2(type);
 }
+
 
 VecDotFn vec_dot_for(GgmlType type)
 {

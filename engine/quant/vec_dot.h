@@ -18,15 +18,19 @@ using VecDotFn = float (*)(const void* weight_row, const void* activations, int6
 // once for the four; each result is bit-identical to four vec_dot calls.
 using VecDotX4Fn = void (*)(const void* weight_row, const void* const activations[4], int64_t n, float out[4]);
 
-// nullptr when the CPU path has no 4-row kernel for the type (callers then use vec_dot_for).
-VecDotX4Fn vec_dot_x4_for(GgmlType type);
 
 // The implementation used for a weight type: the widest SIMD the CPU supports, else scalar.
 // nullptr when the type has no dot product (IQ*, TQ*).
 VecDotFn vec_dot_for(GgmlType type);
-// The kernel for a row evaluated together with other rows (prefill): llama.cpp sums F16 products
-// in a different order then; for every other type this is vec_dot_for.
-VecDotFn vec_dot_batched_for(GgmlType type, int64_t n);
+// The kernel for a weight row multiplied with a batch of n_tokens activation rows of n elements.
+// llama.cpp changes its float summation order with the batch: F16 weights use a tiled matmul from 2
+// rows on, k-quants a scalar-per-element tiled matmul from 8 rows on (each block's integer sum
+// scaled by the weight scale, then fused into the accumulator with the activation scale). The
+// results here follow it, so prefill logits track llama.cpp's.
+VecDotFn vec_dot_for_batch(GgmlType type, int64_t n, int64_t n_tokens);
+VecDotX4Fn vec_dot_x4_for_batch(GgmlType type, int64_t n_tokens);
+// The k-quant tiled order, portable (tests compare the SIMD version with it).
+VecDotFn vec_dot_tiled_scalar(GgmlType type);
 
 // The portable scalar implementation (tests compare every SIMD path against it).
 VecDotFn vec_dot_scalar(GgmlType type);

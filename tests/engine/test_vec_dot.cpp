@@ -55,7 +55,47 @@ private slots:
     void activationQuantizationMatchesGgml();
     void fourRowKernelsMatchOneRow_data() { matchesDequantizedReference_data(); }
     void fourRowKernelsMatchOneRow();
+    void tiledOrderSimdMatchesScalar_data() { matchesDequantizedReference_data(); }
+    void tiledOrderSimdMatchesScalar();
 };
+
+void TestVecDot::tiledOrderSimdMatchesScalar()
+{
+    // Batches of 8+ rows use llama.cpp's tiled order for k-quants: SIMD one-row, four-row and the
+    // scalar version give the same bits, and stay close to the dequantized reference.
+    QFETCH(QString, type);
+    const auto f = gguf::GgufFile::open(testsupport::data_dir() + "/quant/blocks.gguf");
+    const auto* t = f->find_tensor((type + ".quant").toStdString());
+    const GgmlType gt = t->type.type;
+    const VecDotFn scalar = vec_dot_tiled_scalar(gt);
+    if (!scalar)
+        QSKIP("only k-quants have a tiled order");
+    const int64_t n = 1024;
+    const ActivationFormat af = activation_format(gt);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<std::vector<uint8_t>> xq(4, std::vector<uint8_t>(activation_row_bytes(af, n)));
+    for (auto& row : xq) {
+        std::vector<float> x(n);
+        for (auto& v : x)
+            v = dist(rng);
+        quantize_activations(af, x.data(), row.data(), n);
+    }
+    const void* w = f->tensor_data(*t).data();
+    const void* a[4] = {xq[0].data(), xq[1].data(), xq[2].data(), xq[3].data()};
+    const VecDotFn one = vec_dot_for_batch(gt, n, 8);
+    float four[4] = {};
+    if (const VecDotX4Fn dot4 = vec_dot_x4_for_batch(gt, 8))
+        dot4(w, a, n, four);
+    for (int i = 0; i < 4; ++i) {
+        const float s = scalar(w, a[i], n);
+        QCOMPARE(std::bit_cast<uint32_t>(one(w, a[i], n)), std::bit_cast<uint32_t>(s));
+        if (vec_dot_x4_for_batch(gt, 8))
+            QCOMPARE(std::bit_cast<uint32_t>(four[i]), std::bit_cast<uint32_t>(s));
+        const float v = vec_dot_for(gt)(w, a[i], n);
+        QVERIFY(std::fabs(v - s) <= 1e-4f * std::max(1.0f, std::fabs(v)));
+    }
+}
 
 void TestVecDot::fourRowKernelsMatchOneRow()
 {
@@ -63,7 +103,7 @@ void TestVecDot::fourRowKernelsMatchOneRow()
     const auto f = gguf::GgufFile::open(testsupport::data_dir() + "/quant/blocks.gguf");
     const auto* t = f->find_tensor((type + ".quant").toStdString());
     const GgmlType gt = t->type.type;
-    const VecDotX4Fn dot4 = vec_dot_x4_for(gt);
+    const VecDotX4Fn dot4 = vec_dot_x4_for_batch(gt, 4);
     if (!dot4)
         QSKIP("no four-row kernel for this type on this CPU");
     const int64_t n = 1024;

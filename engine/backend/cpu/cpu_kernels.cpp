@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "backend/cpu/cpu_kernels.h"
 
+#include "backend/cpu/attention_kernels.h"
+
 #include "quant/vec_dot.h"
 #include "util/error.h"
 #include "util/fp16.h"
@@ -78,7 +80,12 @@ void kernel_geglu(const float* gate, const float* up, float* y, int64_t n)
 
 void kernel_swiglu(const float* gate, const float* up, float* y, int64_t n)
 {
-    for (int64_t i = 0; i < n; ++i)
+    // silu(x) = x / (1 + e^-x) with the exponential ggml's vector code uses (whole 8-lane chunks);
+    // a tail that does not fill a chunk uses libm's expf, as there.
+    const int64_t vec_end = n & ~int64_t(7);
+    for (int64_t i = 0; i < vec_end; ++i)
+        y[i] = (gate[i] / (1.0f + softmax_expf(-gate[i]))) * up[i];
+    for (int64_t i = vec_end; i < n; ++i)
         y[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
@@ -90,10 +97,10 @@ void MatMul::run(ThreadPool& pool, const TensorView& w, const float* x, int64_t 
     m_quantized.resize(row_bytes * static_cast<std::size_t>(n_tokens));
     for (int64_t t = 0; t < n_tokens; ++t)
         quantize_activations(format, x + t * cols, m_quantized.data() + static_cast<std::size_t>(t) * row_bytes, cols);
-    const VecDotFn dot = n_tokens >= 2 ? vec_dot_batched_for(w.type(), cols) : vec_dot_for(w.type());
+    const VecDotFn dot = vec_dot_for_batch(w.type(), cols, n_tokens);
     if (!dot)
         throw UnsupportedError(fmt::format("no dot product for {} (tensor {})", w.info->type.name, w.info->name));
-    const VecDotX4Fn dot4 = n_tokens >= 4 ? vec_dot_x4_for(w.type()) : nullptr;
+    const VecDotX4Fn dot4 = n_tokens >= 4 ? vec_dot_x4_for_batch(w.type(), n_tokens) : nullptr;
     const uint8_t* xq = m_quantized.data();
     // Rows in chunks of 16 so that each weight row is read once for all tokens of the batch.
     constexpr int64_t kRowsPerTask = 16;

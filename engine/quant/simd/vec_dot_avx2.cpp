@@ -5,6 +5,7 @@
 
 #include "util/fp16.h"
 
+#include <cmath>
 #include <cstring>
 #include <immintrin.h>
 
@@ -88,6 +89,21 @@ float dot_q5_0(const void* w, const void* a, int64_t n)
     return hsum(acc);
 }
 
+float dot_q4_0(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i offset = _mm256_set1_epi8(8);
+    for (int64_t b = 0; b < n / 32; ++b, x += 18) {
+        const __m256i q = _mm256_sub_epi8(nibbles_32(x + 2), offset);
+        const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs));
+        const __m256 d = _mm256_set1_ps(half(x) * _cvtsh_ss(y[b].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(q, qy)), acc);
+    }
+    return hsum(acc);
+}
+
 void scale_min_k4(const uint8_t* q, int* sc, int* m)
 {
     for (int j = 0; j < 8; ++j) {
@@ -136,6 +152,44 @@ float dot_q4_k(const void* w, const void* a, int64_t n)
     acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
     acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
     return hsum(acc) + _mm_cvtss_f32(acc_m);
+}
+
+// Q5_K as ggml's AVX2 code: integer lanes as Q4_K's (values carry the fifth bit), the mins folded
+// into one scalar with a fused multiply-add per block (its compiled `summs += dmin * s2`).
+float dot_q5_k(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    const __m256i low_mask = _mm256_set1_epi8(0x0F);
+    __m256 acc = _mm256_setzero_ps();
+    float summs = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b, x += 176) {
+        int sc[8], m[8];
+        scale_min_k4(x + 4, sc, m);
+        const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16));
+        const uint8_t* qs = x + 48;
+        __m256i isum = _mm256_setzero_si256();
+        for (int c = 0; c < 4; ++c) {
+            const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+            const __m256i bit_lo = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * c), _mm256_set1_epi8(1));
+            const __m256i bit_hi = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * c + 1), _mm256_set1_epi8(1));
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(bytes, low_mask), _mm256_slli_epi16(bit_lo, 4));
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_mask), _mm256_slli_epi16(bit_hi, 4));
+            const __m256i y_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 64 * c));
+            const __m256i y_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 64 * c + 32));
+            isum = _mm256_add_epi32(isum, _mm256_add_epi32(
+                _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y_lo), _mm256_set1_epi16(static_cast<short>(sc[2 * c]))),
+                _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y_hi), _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1])))));
+        }
+        int s2 = 0;
+        for (int sub = 0; sub < 8; ++sub)
+            s2 += m[sub] * (y[b].bsums[2 * sub] + y[b].bsums[2 * sub + 1]);
+        const float d = y[b].d * half(x);
+        const float neg_dmin = -y[b].d * half(x + 2);
+        summs = std::fma(neg_dmin, static_cast<float>(s2), summs);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
+    }
+    return hsum(acc) + summs;
 }
 
 float dot_q6_k(const void* w, const void* a, int64_t n)
@@ -340,7 +394,144 @@ void dot_q6_k_x4(const void* w, const void* const a[4], int64_t n, float out[4])
         out[t] = hsum(acc[t]);
 }
 
+// ---- k-quants in llama.cpp's tiled order ---------------------------------------------------------
+// The integer block sums are exact in any lane layout; only the float steps are ordered, scalar.
+
+inline int hsum_i32(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+inline float tiled_step(float acc, float d, int s1, float dmin, int s2, float d8, bool has_min)
+{
+    float res = d * static_cast<float>(s1);
+    if (has_min)
+        res = std::fma(-dmin, static_cast<float>(s2), res);
+    return std::fma(res, d8, acc);
+}
+
+struct Q4kBlock {
+    __m256i lo[4], hi[4];
+    int sc[8], m[8];
+    float d, dmin;
+    explicit Q4kBlock(const uint8_t* x)
+    {
+        const __m256i low_mask = _mm256_set1_epi8(0x0F);
+        scale_min_k4(x + 4, sc, m);
+        for (int c = 0; c < 4; ++c) {
+            const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 + 32 * c));
+            lo[c] = _mm256_and_si256(bytes, low_mask);
+            hi[c] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_mask);
+        }
+        d = half(x);
+        dmin = half(x + 2);
+    }
+    float step(float acc, const BlockQ8_K& y) const
+    {
+        __m256i isum = _mm256_setzero_si256();
+        for (int c = 0; c < 4; ++c) {
+            const __m256i y_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * c));
+            const __m256i y_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * c + 32));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], y_lo), _mm256_set1_epi16(static_cast<short>(sc[2 * c]))));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], y_hi), _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]))));
+        }
+        int s2 = 0;
+        for (int sub = 0; sub < 8; ++sub)
+            s2 += m[sub] * (y.bsums[2 * sub] + y.bsums[2 * sub + 1]);
+        return tiled_step(acc, d, hsum_i32(isum), dmin, s2, y.d, true);
+    }
+};
+
+struct Q6kBlock {
+    __m256i quarter[2][4];
+    __m256i scale[2][4];
+    const int8_t* scales;
+    float d;
+    explicit Q6kBlock(const uint8_t* x)
+    {
+        const __m256i low_mask = _mm256_set1_epi8(0x0F);
+        const __m256i two_bits = _mm256_set1_epi8(0x03);
+        const uint8_t* ql = x;
+        const uint8_t* qh = x + 128;
+        scales = reinterpret_cast<const int8_t*>(x + 192);
+        for (int h = 0; h < 2; ++h) {
+            const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h));
+            const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h + 32));
+            const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + 32 * h));
+            quarter[h][0] = _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_slli_epi16(_mm256_and_si256(hb, two_bits), 4));
+            quarter[h][1] = _mm256_or_si256(_mm256_and_si256(l1, low_mask),
+                                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), two_bits), 4));
+            quarter[h][2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low_mask),
+                                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), two_bits), 4));
+            quarter[h][3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low_mask),
+                                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), two_bits), 4));
+            for (int q = 0; q < 4; ++q) {
+                const int g = 8 * h + 2 * q;
+                scale[h][q] = _mm256_set_m128i(_mm_set1_epi16(scales[g + 1]), _mm_set1_epi16(scales[g]));
+            }
+        }
+        d = half(x + 208);
+    }
+    float step(float acc, const BlockQ8_K& y) const
+    {
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h)
+            for (int q = 0; q < 4; ++q) {
+                const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 128 * h + 32 * q));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(quarter[h][q], qy), scale[h][q]));
+            }
+        int offset = 0; // stored values are q + 32
+        for (int g = 0; g < 16; ++g)
+            offset += scales[g] * y.bsums[g];
+        return tiled_step(acc, d, hsum_i32(isum) - 32 * offset, 0.0f, 0, y.d, false);
+    }
+};
+
+template <typename Block, int kBlockBytes> float dot_tiled(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b, x += kBlockBytes)
+        acc = Block(x).step(acc, y[b]);
+    return acc;
+}
+
+template <typename Block, int kBlockBytes> void dot_tiled_x4(const void* w, const void* const a[4], int64_t n, float out[4])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t b = 0; b < n / 256; ++b, x += kBlockBytes) {
+        const Block blk(x);
+        for (int t = 0; t < 4; ++t)
+            acc[t] = blk.step(acc[t], static_cast<const BlockQ8_K*>(a[t])[b]);
+    }
+    for (int t = 0; t < 4; ++t)
+        out[t] = acc[t];
+}
+
 } // namespace
+
+VecDotFn vec_dot_tiled_avx2(GgmlType type)
+{
+    switch (type) {
+    case GgmlType::Q4_K: return dot_tiled<Q4kBlock, 144>;
+    case GgmlType::Q6_K: return dot_tiled<Q6kBlock, 210>;
+    default: return nullptr;
+    }
+}
+
+VecDotX4Fn vec_dot_tiled_x4_avx2(GgmlType type)
+{
+    switch (type) {
+    case GgmlType::Q4_K: return dot_tiled_x4<Q4kBlock, 144>;
+    case GgmlType::Q6_K: return dot_tiled_x4<Q6kBlock, 210>;
+    default: return nullptr;
+    }
+}
 
 VecDotX4Fn vec_dot_x4_avx2(GgmlType type)
 {
@@ -357,8 +548,10 @@ VecDotFn vec_dot_avx2(GgmlType type)
 {
     switch (type) {
     case GgmlType::Q8_0: return dot_q8_0;
+    case GgmlType::Q4_0: return dot_q4_0;
     case GgmlType::Q5_0: return dot_q5_0;
     case GgmlType::Q4_K: return dot_q4_k;
+    case GgmlType::Q5_K: return dot_q5_k;
     case GgmlType::Q6_K: return dot_q6_k;
     case GgmlType::F32: return dot_f32;
     default: return nullptr;

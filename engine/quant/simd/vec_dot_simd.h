@@ -10,5 +10,8 @@ namespace engine::simd {
 // simd_level() says the CPU has AVX2.
 VecDotFn vec_dot_avx2(GgmlType type);
 VecDotX4Fn vec_dot_x4_avx2(GgmlType type);
+// k-quants in llama.cpp's tiled order (see vec_dot_for_batch); nullptr for other types.
+VecDotFn vec_dot_tiled_avx2(GgmlType type);
+VecDotX4Fn vec_dot_tiled_x4_avx2(GgmlType type);
 
 } // namespace engine::simd
