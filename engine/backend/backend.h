@@ -51,6 +51,10 @@ struct ForwardRequest {
     std::span<const TokenId> tokens; // positions n_cached … n_cached + tokens.size() − 1
     bool all_logits = false;         // logits of every position instead of the last only
     const CaptureRequest* capture = nullptr;
+    // Sum in the order of a batch this large (0: the batch's own size). Kernels pick their summation
+    // order by batch size, as llama.cpp does; re-evaluating one position of an earlier batch with
+    // that batch's size reproduces its logits bit for bit.
+    uint32_t order_as_batch = 0;
 };
 
 struct ForwardResult {

@@ -13,12 +13,14 @@ Session::Session(std::shared_ptr<const Model> model, std::unique_ptr<Backend> ba
 {
 }
 
-void Session::evaluate(std::span<const TokenId> tokens, const CaptureRequest* capture)
+void Session::evaluate(std::span<const TokenId> tokens, const CaptureRequest* capture, uint32_t order_as_batch)
 {
     for (std::size_t i = 0; i < tokens.size(); i += m_n_batch) {
         const auto batch = tokens.subspan(i, std::min<std::size_t>(m_n_batch, tokens.size() - i));
-        ForwardResult r = m_backend->forward({.tokens = batch, .all_logits = false, .capture = capture});
+        ForwardResult r = m_backend->forward(
+            {.tokens = batch, .all_logits = false, .capture = capture, .order_as_batch = order_as_batch});
         m_tokens.insert(m_tokens.end(), batch.begin(), batch.end());
+        m_batch_of.insert(m_batch_of.end(), batch.size(), std::max<uint32_t>(uint32_t(batch.size()), order_as_batch));
         m_logits = std::move(r.logits);
         m_captures = std::move(r.captures);
     }
@@ -35,6 +37,9 @@ PrefillReport Session::prefill(std::span<const TokenId> tokens, const CaptureReq
     // The last prompt token is always evaluated, so that its logits exist.
     const uint32_t keep = std::min<uint32_t>(common, static_cast<uint32_t>(tokens.size()) - 1);
     const KvTruncation t = m_backend->kv_cache().truncate(keep);
+    // When only the last token is re-evaluated (a step back to a known position), it is summed in
+    // the order of the batch it first came in, so that its logits are exactly the ones shown then.
+    const uint32_t order = (keep + 1 == tokens.size() && keep < m_batch_of.size() && !t.recompute) ? m_batch_of[keep] : 0;
     if (t.recompute) {
         report.window_recompute = true;
         report.window_layer = t.first_layer_short;
@@ -42,9 +47,10 @@ PrefillReport Session::prefill(std::span<const TokenId> tokens, const CaptureReq
     } else {
         m_tokens.resize(keep);
     }
+    m_batch_of.resize(m_tokens.size());
     report.reused = static_cast<uint32_t>(m_tokens.size());
     report.computed = static_cast<uint32_t>(tokens.size()) - report.reused;
-    evaluate(tokens.subspan(report.reused), capture);
+    evaluate(tokens.subspan(report.reused), capture, order);
     report.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     return report;
 }
@@ -60,6 +66,7 @@ PrefillReport Session::truncate(uint32_t n)
     if (n == 0) {
         m_backend->kv_cache().clear();
         m_tokens.clear();
+        m_batch_of.clear();
         m_logits.clear();
         return {};
     }

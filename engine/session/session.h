@@ -41,12 +41,13 @@ public:
     PrefillReport truncate(uint32_t n);
 
 private:
-    void evaluate(std::span<const TokenId> tokens, const CaptureRequest* capture);
+    void evaluate(std::span<const TokenId> tokens, const CaptureRequest* capture, uint32_t order_as_batch = 0);
 
     std::shared_ptr<const Model> m_model;
     std::unique_ptr<Backend> m_backend;
     uint32_t m_n_batch;
     std::vector<TokenId> m_tokens;
+    std::vector<uint32_t> m_batch_of; // per position: size of the batch it was evaluated in
     std::vector<float> m_logits;
     std::shared_ptr<ForwardCaptures> m_captures;
 };

@@ -10,6 +10,7 @@
 #include "util/error.h"
 
 #include <QTest>
+#include <cmath>
 #include <random>
 
 using namespace engine;
@@ -167,8 +168,11 @@ void TestKvCache::prefixReuseAcrossTurns()
     const PrefillReport second = session.prefill(turn2);
     QCOMPARE(second.reused, uint32_t(turn1.size())); // the whole history is re-sent; only the new part is computed
     QCOMPARE(second.computed, uint32_t(turn2.size() - turn1.size()));
-    // Back to the end of turn 1 (a what-if): same logits as when it was first computed.
-    session.truncate(uint32_t(turn1.size()));
+    // Back to the end of turn 1 (a what-if): the cache is truncated, not rebuilt, and the last kept
+    // token is re-evaluated in the summation order of its original batch: the same logits, bit for bit.
+    const PrefillReport back = session.truncate(uint32_t(turn1.size()));
+    QCOMPARE(back.reused, uint32_t(turn1.size() - 1));
+    QCOMPARE(back.computed, 1u);
     QCOMPARE(session.tokens().size(), turn1.size());
     QVERIFY(std::equal(logits_after_turn1.begin(), logits_after_turn1.end(), session.logits().begin()));
 }

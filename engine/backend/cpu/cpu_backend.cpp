@@ -55,7 +55,7 @@ public:
     BackendMemory memory() const override;
 
 private:
-    void attention(uint32_t il, uint32_t pos0, int64_t n, const float* q, float* out, const CaptureRequest* capture,
+    void attention(uint32_t il, uint32_t pos0, int64_t n, bool batched, const float* q, float* out, const CaptureRequest* capture,
                    ForwardCaptures* captures);
 
     std::shared_ptr<const Model> m_model;
@@ -133,6 +133,7 @@ ForwardResult CpuBackend::forward(const ForwardRequest& request)
         if (t < 0 || static_cast<uint32_t>(t) >= c.n_vocab)
             throw Error(fmt::format("token id {} is outside the vocabulary (0 … {})", t, c.n_vocab - 1));
     const uint32_t pos0 = m_kv.n_cached();
+    const auto order = static_cast<int64_t>(std::max<std::size_t>(request.tokens.size(), request.order_as_batch));
     m_kv.reserve_until(pos0 + static_cast<uint32_t>(n));
 
     const int64_t E = c.n_embd, D = c.head_dim_k;
@@ -169,9 +170,9 @@ ForwardResult CpuBackend::forward(const ForwardRequest& request)
         for (int64_t t = 0; t < n; ++t)
             cpu::kernel_rmsnorm(m_x.data() + t * E, V.attn_norm.data(), m_h.data() + t * E, E, c.norm_eps);
 
-        m_matmul.run(m_pool, L.attn_q, m_h.data(), n, m_q.data()); // [n][Hl·D]
-        m_matmul.run(m_pool, L.attn_k, m_h.data(), n, m_k.data()); // [n][Hkvl·D]
-        m_matmul.run(m_pool, L.attn_v, m_h.data(), n, m_v.data()); // [n][Hkvl·D]
+        m_matmul.run(m_pool, L.attn_q, m_h.data(), n, m_q.data(), order); // [n][Hl·D]
+        m_matmul.run(m_pool, L.attn_k, m_h.data(), n, m_k.data(), order); // [n][Hkvl·D]
+        m_matmul.run(m_pool, L.attn_v, m_h.data(), n, m_v.data(), order); // [n][Hkvl·D]
         add_bias(m_q.data(), V.q_bias, n);
         add_bias(m_k.data(), V.k_bias, n);
         add_bias(m_v.data(), V.v_bias, n);
@@ -206,9 +207,9 @@ ForwardResult CpuBackend::forward(const ForwardRequest& request)
             }
         }
 
-        attention(il, pos0, n, m_q.data(), m_attn.data(), capture, captures.get());
+        attention(il, pos0, n, order > 1, m_q.data(), m_attn.data(), capture, captures.get());
 
-        m_matmul.run(m_pool, L.attn_output, m_attn.data(), n, m_o.data()); // [n][E]
+        m_matmul.run(m_pool, L.attn_output, m_attn.data(), n, m_o.data(), order); // [n][E]
         add_bias(m_o.data(), V.o_bias, n);
         for (int64_t t = 0; t < n; ++t) {
             float* o = m_o.data() + t * E;
@@ -220,8 +221,8 @@ ForwardResult CpuBackend::forward(const ForwardRequest& request)
             cpu::kernel_rmsnorm(x, V.ffn_norm.data(), m_h.data() + t * E, E, c.norm_eps);
         }
 
-        m_matmul.run(m_pool, L.ffn_gate, m_h.data(), n, m_gate.data()); // [n][Fl]
-        m_matmul.run(m_pool, L.ffn_up, m_h.data(), n, m_up.data());     // [n][Fl]
+        m_matmul.run(m_pool, L.ffn_gate, m_h.data(), n, m_gate.data(), order); // [n][Fl]
+        m_matmul.run(m_pool, L.ffn_up, m_h.data(), n, m_up.data(), order);     // [n][Fl]
         for (int64_t t = 0; t < n; ++t) {
             float* g = m_gate.data() + t * Fl;
             if (arch.gelu_ffn)
@@ -229,7 +230,7 @@ ForwardResult CpuBackend::forward(const ForwardRequest& request)
             else
                 cpu::kernel_swiglu(g, m_up.data() + t * Fl, g, Fl);
         }
-        m_matmul.run(m_pool, L.ffn_down, m_gate.data(), n, m_o.data()); // [n][E]
+        m_matmul.run(m_pool, L.ffn_down, m_gate.data(), n, m_o.data(), order); // [n][E]
         for (int64_t t = 0; t < n; ++t) {
             float* o = m_o.data() + t * E;
             if (arch.post_norms)
@@ -250,7 +251,7 @@ ForwardResult CpuBackend::forward(const ForwardRequest& request)
     ForwardResult result;
     result.n_vocab = c.n_vocab;
     result.logits.resize(static_cast<std::size_t>(n_out) * c.n_vocab);
-    m_matmul.run(m_pool, w.output, m_h.data(), n_out, result.logits.data());
+    m_matmul.run(m_pool, w.output, m_h.data(), n_out, result.logits.data()); // only the rows whose logits are wanted, as llama.cpp
     if (c.final_logit_softcap) {
         const float cap = *c.final_logit_softcap;
         for (float& l : result.logits)
@@ -263,7 +264,7 @@ ForwardResult CpuBackend::forward(const ForwardRequest& request)
 
 // softmax(q·kᵀ · scale + mask) · v for every (token, head) of the batch, keys and values from the
 // cache, as llama.cpp computes it without flash attention (see attention_kernels.h).
-void CpuBackend::attention(uint32_t il, uint32_t pos0, int64_t n, const float* q_all, float* out,
+void CpuBackend::attention(uint32_t il, uint32_t pos0, int64_t n, bool batched, const float* q_all, float* out,
                            const CaptureRequest* capture, ForwardCaptures* captures)
 {
     const ModelConfig& c = m_model->config();
@@ -332,7 +333,7 @@ void CpuBackend::attention(uint32_t il, uint32_t pos0, int64_t n, const float* q
             row.n_slots = pos + 1;
             row.head_dim = static_cast<uint32_t>(D);
             row.scale = scale;
-            row.batched = n > 1;
+            row.batched = batched;
             cpu::attention_row(row, out + (t * H + h) * D, weights.data(), scratch);
             if (AttentionCapture* a = capture_of[static_cast<std::size_t>(h)]) {
                 std::copy(weights.begin(), weights.end(), a->weights.begin() + std::ptrdiff_t(std::size_t(t) * n_keys));

@@ -89,7 +89,7 @@ void kernel_swiglu(const float* gate, const float* up, float* y, int64_t n)
         y[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
-void MatMul::run(ThreadPool& pool, const TensorView& w, const float* x, int64_t n_tokens, float* y)
+void MatMul::run(ThreadPool& pool, const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t order_batch)
 {
     const int64_t cols = w.cols(), rows = w.rows();
     const ActivationFormat format = activation_format(w.type());
@@ -97,10 +97,11 @@ void MatMul::run(ThreadPool& pool, const TensorView& w, const float* x, int64_t 
     m_quantized.resize(row_bytes * static_cast<std::size_t>(n_tokens));
     for (int64_t t = 0; t < n_tokens; ++t)
         quantize_activations(format, x + t * cols, m_quantized.data() + static_cast<std::size_t>(t) * row_bytes, cols);
-    const VecDotFn dot = vec_dot_for_batch(w.type(), cols, n_tokens);
+    const int64_t order = std::max(n_tokens, order_batch);
+    const VecDotFn dot = vec_dot_for_batch(w.type(), cols, order);
     if (!dot)
         throw UnsupportedError(fmt::format("no dot product for {} (tensor {})", w.info->type.name, w.info->name));
-    const VecDotX4Fn dot4 = n_tokens >= 4 ? vec_dot_x4_for_batch(w.type(), n_tokens) : nullptr;
+    const VecDotX4Fn dot4 = n_tokens >= 4 ? vec_dot_x4_for_batch(w.type(), order) : nullptr;
     const uint8_t* xq = m_quantized.data();
     // Rows in chunks of 16 so that each weight row is read once for all tokens of the batch.
     constexpr int64_t kRowsPerTask = 16;
