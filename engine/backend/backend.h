@@ -47,6 +47,17 @@ struct ForwardCaptures {
     std::vector<std::vector<float>> residuals; // per layer: [n_tokens][n_embd]
 };
 
+// The cached keys and values of one layer and KV head, read back for the KV-cache view.
+struct KvReadback {
+    uint32_t layer = 0;
+    uint32_t kv_head = 0;
+    uint32_t n_positions = 0;
+    uint32_t head_dim = 0;
+    std::vector<float> keys;   // [n_positions][head_dim], post-RoPE; zeros where not held
+    std::vector<float> values; // [n_positions][head_dim]; zeros where not held
+    std::vector<bool> held;    // [n_positions]: false where a sliding window freed the position
+};
+
 struct ForwardRequest {
     std::span<const TokenId> tokens; // positions n_cached … n_cached + tokens.size() − 1
     bool all_logits = false;         // logits of every position instead of the last only
@@ -85,6 +96,8 @@ public:
     virtual KvCache& kv_cache() = 0;
     virtual const KvCache& kv_cache() const = 0;
     virtual BackendMemory memory() const = 0;
+    // Throws Error for a layer or KV head the model does not have.
+    virtual KvReadback read_kv(uint32_t layer, uint32_t kv_head) const = 0;
 };
 
 struct CpuBackendOptions {

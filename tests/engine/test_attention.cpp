@@ -8,6 +8,7 @@
 #include "quant/vec_dot.h"
 #include "session/session.h"
 #include "test_paths.h"
+#include "util/error.h"
 #include "util/fp16.h"
 
 #include <QTest>
@@ -137,6 +138,15 @@ void TestAttention::capturedWeightsOnTheRealModel()
             QVERIFY2(std::fabs(sum - 1.0) < 1e-5, qPrintable(QString("layer %1 head %2 row %3 sums to %4").arg(a.layer).arg(a.head).arg(t).arg(sum)));
         }
     }
+    // The cache read back holds the keys and values the attention used.
+    const KvReadback kv = session.backend().read_kv(3, 0);
+    QCOMPARE(kv.n_positions, uint32_t(prompt.size()));
+    QVERIFY(std::all_of(kv.held.begin(), kv.held.end(), [](bool h) { return h; }));
+    const AttentionCapture& head0 = caps.attention[std::size_t(3) * c.n_head[0]];
+    QVERIFY(kv.keys == head0.k);
+    QVERIFY(kv.values == head0.v);
+    QVERIFY_THROWS_EXCEPTION(Error, session.backend().read_kv(c.n_layer, 0));
+
     // One layer and head recomputed independently from the captured Q and K.
     const AttentionCapture& a = caps.attention[std::size_t(3) * c.n_head[0] + 2];
     for (uint32_t t = 0; t < a.n_queries; ++t) {

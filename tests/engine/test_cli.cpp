@@ -38,6 +38,9 @@ private slots:
     void infoJson();
     void tokenizeShowsSpans();
     void tokenizeJsonFromFile();
+    void generateStreamsAndReportsSpeed();
+    void traceWritesJson();
+    void benchPrintsBothTests();
     void errorsGoToStderr_data();
     void errorsGoToStderr();
 };
@@ -106,6 +109,52 @@ void TestCli::tokenizeJsonFromFile()
     QCOMPARE(expected_begin, int(text.size()));
 }
 
+void TestCli::generateStreamsAndReportsSpeed()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    const Run r = cli({"generate", "-p", "The old lighthouse keeper climbed the stairs every evening and", "-n", "12",
+                       "--temp", "0", "-t", "2"});
+    QCOMPARE(r.exit_code, 0);
+    // Greedy: the continuation llama.cpp also produces (tests/data/logits, prompt short_en).
+    QVERIFY2(r.out.contains("and watched the sun set over the harbor."), qPrintable(r.out));
+    QVERIFY2(r.err.contains(QRegularExpression("TTFT [0-9.]+ ms; 12 tokens generated, decode [0-9.]+ tokens/s; stopped: maximum tokens")),
+             qPrintable(r.err));
+}
+
+void TestCli::traceWritesJson()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    QTemporaryDir dir;
+    const QString out = dir.filePath("trace.json");
+    const Run r = cli({"trace", "-p", "The river bank", "-n", "4", "--temp", "0", "--json", out, "--attention", "5:0,11:3"});
+    QCOMPARE(r.exit_code, 0);
+    QFile f(out);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const auto j = QJsonDocument::fromJson(f.readAll()).object();
+    const auto steps = j["steps"].toArray();
+    QCOMPARE(steps.size(), 4);
+    for (const auto& s : steps) {
+        QVERIFY(!s.toObject()["top"].toArray().isEmpty());
+        QVERIFY(s.toObject()["kv"].toObject()["bytes_in_use"].toDouble() > 0);
+    }
+    QVERIFY(j["timings_ms"].toObject()["prefill"].toDouble() > 0);
+    const auto att = j["attention"].toArray();
+    QCOMPARE(att.size(), 2);
+    QCOMPARE(att[0].toObject()["layer"].toInt(), 5);
+    QCOMPARE(att[1].toObject()["head"].toInt(), 3);
+}
+
+void TestCli::benchPrintsBothTests()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    const Run r = cli({"bench", "-p", "32", "-n", "8", "-r", "1", "-t", "2", "--json"});
+    QCOMPARE(r.exit_code, 0);
+    const auto j = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    QVERIFY(j["pp"].toObject()["tokens_per_second"].toDouble() > 0);
+    QVERIFY(j["tg"].toObject()["tokens_per_second"].toDouble() > 0);
+    QCOMPARE(j["pp"].toObject()["n"].toInt(), 32);
+}
+
 void TestCli::errorsGoToStderr_data()
 {
     QTest::addColumn<QStringList>("args");
@@ -113,6 +162,8 @@ void TestCli::errorsGoToStderr_data()
     QTest::newRow("missing file") << QStringList{"info", "/nonexistent/model.gguf"} << "cannot open";
     QTest::newRow("not a gguf") << QStringList{"info", TOKENSCOPE_TEST_DATA_DIR "/../CMakeLists.txt"} << "not a GGUF file";
     QTest::newRow("nothing to tokenize") << QStringList{"tokenize", "--model", "x.gguf"} << "nothing to tokenize";
+    QTest::newRow("empty prompt") << QStringList{"generate", "-p", ""} << "prompt is empty";
+    QTest::newRow("attention out of range") << QStringList{"trace", "-p", "hi", "--json", "/tmp/x.json", "--attention", "99:0"} << "outside the model";
     QTest::newRow("vocab of an unknown model")
         << QStringList{"tokenize", TOKENSCOPE_TEST_DATA_DIR "/quant/blocks.gguf", "hi"} << "no tokenizer";
 }

@@ -53,6 +53,7 @@ public:
     KvCache& kv_cache() override { return m_kv; }
     const KvCache& kv_cache() const override { return m_kv; }
     BackendMemory memory() const override;
+    KvReadback read_kv(uint32_t layer, uint32_t kv_head) const override;
 
 private:
     void attention(uint32_t il, uint32_t pos0, int64_t n, bool batched, const float* q, float* out, const CaptureRequest* capture,
@@ -108,6 +109,34 @@ BackendMemory CpuBackend::memory() const
     if (sysinfo(&info) == 0)
         m.device_total = uint64_t(info.totalram) * info.mem_unit;
     return m;
+}
+
+KvReadback CpuBackend::read_kv(uint32_t layer, uint32_t kv_head) const
+{
+    const ModelConfig& c = m_model->config();
+    if (layer >= c.n_layer || kv_head >= c.n_head_kv[layer])
+        throw Error(fmt::format("no KV cache for layer {} KV head {} (the model has {} layers, {} KV heads)", layer,
+                                kv_head, c.n_layer, c.n_head_kv.empty() ? 0 : c.n_head_kv[0]));
+    KvReadback r;
+    r.layer = layer;
+    r.kv_head = kv_head;
+    r.n_positions = m_kv.n_cached();
+    r.head_dim = c.head_dim_k;
+    r.keys.assign(std::size_t(r.n_positions) * r.head_dim, 0.0f);
+    r.values.assign(std::size_t(r.n_positions) * r.head_dim, 0.0f);
+    r.held.assign(r.n_positions, false);
+    for (uint32_t p = 0; p < r.n_positions; ++p) {
+        if (!m_kv.holds(layer, p))
+            continue;
+        r.held[p] = true;
+        const uint16_t* k = m_kv.key(layer, p, kv_head);
+        const uint16_t* v = m_kv.value(layer, p, kv_head);
+        for (uint32_t i = 0; i < r.head_dim; ++i) {
+            r.keys[std::size_t(p) * r.head_dim + i] = fp16_to_f32(k[i]);
+            r.values[std::size_t(p) * r.head_dim + i] = fp16_to_f32(v[i]);
+        }
+    }
+    return r;
 }
 
 void add_bias(float* y, const std::vector<float>& bias, int64_t n_tokens)
