@@ -8,6 +8,9 @@
 
 #include <cmath>
 #include <cstdlib>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <cstring>
 #include <string>
 
@@ -415,7 +418,10 @@ SimdLevel detect_simd()
     SimdLevel level = SimdLevel::Scalar;
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    // F16C is read from CPUID directly: not every compiler's __builtin_cpu_supports knows it.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c)
         level = SimdLevel::Avx2;
     if (level == SimdLevel::Avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl"))
