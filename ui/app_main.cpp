@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "app_main.h"
+
+#include <QApplication>
+#include <QCommandLineParser>
+#include <cstdio>
+
+namespace tokenscope::ui {
+
+int run_app(int argc, char** argv)
+{
+    QApplication app(argc, argv);
+    QApplication::setApplicationName("Tokenscope");
+    QApplication::setOrganizationName("Tokenscope");
+    QApplication::setOrganizationDomain("tokenscope.org");
+    QApplication::setApplicationVersion(TOKENSCOPE_VERSION);
+    QApplication::setDesktopFileName("org.tokenscope.Tokenscope");
+
+    QCommandLineParser parser;
+    parser.setApplicationDescription("Watch a language model generate, token by token");
+    parser.addHelpOption();
+    parser.addVersionOption();
+    parser.process(app);
+    std::fprintf(stderr, "The desktop window arrives with the desktop-app issue; use tokenscope-cli meanwhile.\n");
+    return 1;
+}
+
+} // namespace tokenscope::ui
