@@ -4,11 +4,18 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <cstdio>
+#include <string_view>
 
 namespace tokenscope::ui {
 
 int run_app(int argc, char** argv)
 {
+    // --version needs no display (package tests run it headless).
+    for (int i = 1; i < argc; ++i)
+        if (std::string_view(argv[i]) == "--version") {
+            std::printf("tokenscope %s\n", TOKENSCOPE_VERSION);
+            return 0;
+        }
     QApplication app(argc, argv);
     QApplication::setApplicationName("Tokenscope");
     QApplication::setOrganizationName("Tokenscope");
