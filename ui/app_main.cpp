@@ -1,12 +1,52 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "app_main.h"
 
+#include "bridge/engine_controller.h"
+#include "main_window.h"
+#include "model/model_locator.h"
+#include "panels/chat_panel.h"
+#include "storage/conversation_store.h"
+
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QDir>
+#include <QSettings>
+#include <QStandardPaths>
+#include <QTimer>
 #include <cstdio>
+#include <cstdlib>
+#include <spdlog/sinks/rotating_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <string_view>
 
 namespace tokenscope::ui {
+
+namespace {
+
+void setup_logging(bool verbose)
+{
+    const QString dir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
+    QDir().mkpath(dir);
+    std::vector<spdlog::sink_ptr> sinks;
+    try {
+        sinks.push_back(std::make_shared<spdlog::sinks::rotating_file_sink_mt>((dir + "/tokenscope.log").toStdString(),
+                                                                                 1024 * 1024, 3));
+    } catch (const spdlog::spdlog_ex&) {
+        // an unwritable data directory must not stop the app
+    }
+    if (verbose)
+        sinks.push_back(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+    auto logger = std::make_shared<spdlog::logger>("tokenscope", sinks.begin(), sinks.end());
+    logger->set_level(verbose ? spdlog::level::debug : spdlog::level::info);
+    spdlog::set_default_logger(logger);
+}
+
+// Panels a screenshot can show today.
+const QStringList kBuiltPanels = {"main", "chat"};
+const QStringList kAllPanels = {"main", "chat", "tokenizer", "stepper", "attention", "kv", "context", "timeline"};
+
+} // namespace
 
 int run_app(int argc, char** argv)
 {
@@ -16,6 +56,11 @@ int run_app(int argc, char** argv)
             std::printf("tokenscope %s\n", TOKENSCOPE_VERSION);
             return 0;
         }
+    // --scale must be known before the application object exists.
+    for (int i = 1; i + 1 < argc; ++i)
+        if (std::string_view(argv[i]) == "--scale")
+            qputenv("QT_SCALE_FACTOR", argv[i + 1]);
+
     QApplication app(argc, argv);
     QApplication::setApplicationName("Tokenscope");
     QApplication::setOrganizationName("Tokenscope");
@@ -27,9 +72,69 @@ int run_app(int argc, char** argv)
     parser.setApplicationDescription("Watch a language model generate, token by token");
     parser.addHelpOption();
     parser.addVersionOption();
+    const QCommandLineOption verbose("verbose", "Mirror the log to stderr.");
+    const QCommandLineOption model("model", "GGUF model to open (default: the installed default model).", "file");
+    const QCommandLineOption screenshot("screenshot", "Render a panel after a real run, save it as PNG and exit.", "file");
+    const QCommandLineOption panel("panel", "Panel for --screenshot: " + kAllPanels.join(", ") + ".", "name", "main");
+    const QCommandLineOption prompt("prompt", "Message sent before the screenshot.", "text",
+                                    "Explain in two sentences why the sky is blue.");
+    const QCommandLineOption scale("scale", "Device pixel ratio for the screenshot (e.g. 2).", "factor");
+    const QCommandLineOption max_tokens("max-tokens", "Reply length for --screenshot.", "n", "48");
+    parser.addOptions({verbose, model, screenshot, panel, prompt, scale, max_tokens});
     parser.process(app);
-    std::fprintf(stderr, "The desktop window arrives with the desktop-app issue; use tokenscope-cli meanwhile.\n");
-    return 1;
+
+    setup_logging(parser.isSet(verbose));
+    apply_theme(static_cast<Theme>(QSettings().value("ui/theme", 0).toInt()));
+
+    const QString shot = parser.value(screenshot);
+    const QString panel_name = parser.value(panel);
+    if (!shot.isEmpty() && !kBuiltPanels.contains(panel_name)) {
+        std::fprintf(stderr, "panel '%s' is %s\n", qPrintable(panel_name),
+                     kAllPanels.contains(panel_name) ? "not built yet" : "unknown");
+        return 2;
+    }
+
+    ConversationStore store(shot.isEmpty() ? default_conversation_path() : QDir::temp().filePath("tokenscope-screenshot.sqlite"));
+    if (!store.ok())
+        spdlog::warn("conversations will not be saved: {}", store.error().toStdString());
+    EngineController engine;
+    MainWindow window(&engine, &store);
+    if (!shot.isEmpty())
+        window.chatPanel()->newChat();
+    window.show();
+
+    QString path = parser.value(model);
+    if (path.isEmpty())
+        if (auto found = engine::find_default_model())
+            path = QString::fromStdString(found->string());
+    if (!path.isEmpty())
+        window.openModel(path);
+
+    if (!shot.isEmpty()) {
+        if (path.isEmpty()) {
+            std::fprintf(stderr, "no model for the screenshot: pass --model or install the default model\n");
+            return 2;
+        }
+        auto sampling = window.chatPanel()->sampling();
+        sampling.temperature = 0.0f; // reproducible pictures
+        sampling.max_tokens = parser.value(max_tokens).toInt();
+        window.chatPanel()->setSampling(sampling);
+        QObject::connect(&engine, &EngineController::modelLoaded, &window,
+                         [&] { window.chatPanel()->send(parser.value(prompt)); });
+        QObject::connect(&engine, &EngineController::loadFailed, &app, [&](const QString& m) {
+            std::fprintf(stderr, "%s\n", qPrintable(m));
+            app.exit(1);
+        });
+        QObject::connect(window.chatPanel(), &ChatPanel::replyFinished, &window, [&] {
+            QTimer::singleShot(100, &window, [&] {
+                QWidget* target = panel_name == "main" ? static_cast<QWidget*>(&window) : window.panel(panel_name);
+                const bool saved = target->grab().save(shot);
+                std::fprintf(stderr, "%s %s\n", saved ? "saved" : "could not save", qPrintable(shot));
+                app.exit(saved ? 0 : 1);
+            });
+        });
+    }
+    return app.exec();
 }
 
 } // namespace tokenscope::ui

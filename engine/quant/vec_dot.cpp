@@ -450,7 +450,7 @@ std::string_view simd_level_name(SimdLevel level)
     switch (level) {
     case SimdLevel::Scalar: return "scalar";
     case SimdLevel::Avx2: return "AVX2";
-    case SimdLevel::Avx512: return "AVX-512";
+    case SimdLevel::Avx512: return "AVX2 (AVX-512 CPU)"; // the kernels are AVX2; AVX-512 ones are not written yet
     }
     return "?";
 }

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "bridge/engine_controller.h"
+
+#include "bridge/engine_worker.h"
+
+namespace tokenscope::ui {
+
+EngineController::EngineController(QObject* parent) : QObject(parent)
+{
+    qRegisterMetaType<std::shared_ptr<const ModelSummary>>();
+    qRegisterMetaType<std::shared_ptr<const ReplyStats>>();
+    qRegisterMetaType<ChatRequest>();
+    m_thread.setObjectName("engine");
+    m_worker = new EngineWorker(m_cancel);
+    m_worker->moveToThread(&m_thread);
+    connect(&m_thread, &QThread::finished, m_worker, &QObject::deleteLater);
+    connect(m_worker, &EngineWorker::loadProgress, this, &EngineController::loadProgress);
+    connect(m_worker, &EngineWorker::modelLoaded, this, [this](std::shared_ptr<const ModelSummary> s) {
+        m_model = s;
+        setBusy(false);
+        emit modelLoaded(std::move(s));
+    });
+    connect(m_worker, &EngineWorker::loadFailed, this, [this](const QString& m) {
+        setBusy(false);
+        emit loadFailed(m);
+    });
+    connect(m_worker, &EngineWorker::replyStarted, this, &EngineController::replyStarted);
+    connect(m_worker, &EngineWorker::replyDelta, this, &EngineController::replyDelta);
+    connect(m_worker, &EngineWorker::replyFinished, this, [this](std::shared_ptr<const ReplyStats> s) {
+        setBusy(false);
+        emit replyFinished(std::move(s));
+    });
+    connect(m_worker, &EngineWorker::replyFailed, this, [this](quint64 id, const QString& m) {
+        setBusy(false);
+        emit replyFailed(id, m);
+    });
+    m_thread.start();
+}
+
+EngineController::~EngineController()
+{
+    m_cancel->store(true); // a running reply ends at the next token
+    m_thread.quit();
+    m_thread.wait();
+}
+
+void EngineController::setBusy(bool busy)
+{
+    if (m_busy != busy) {
+        m_busy = busy;
+        emit busyChanged(busy);
+    }
+}
+
+void EngineController::loadModel(const QString& path, int threads, quint32 n_ctx)
+{
+    m_cancel->store(false);
+    setBusy(true);
+    QMetaObject::invokeMethod(m_worker, "loadModel", Qt::QueuedConnection, Q_ARG(QString, path), Q_ARG(int, threads),
+                              Q_ARG(quint32, n_ctx));
+}
+
+quint64 EngineController::sendChat(std::vector<ChatTurn> turns, const SamplingSettings& sampling)
+{
+    ChatRequest request;
+    request.id = m_next_request++;
+    request.turns = std::move(turns);
+    request.sampling = sampling;
+    setBusy(true);
+    QMetaObject::invokeMethod(m_worker, "generateReply", Qt::QueuedConnection,
+                              Q_ARG(tokenscope::ui::ChatRequest, request));
+    return request.id;
+}
+
+void EngineController::stop() { m_cancel->store(true); }
+
+void EngineController::resetConversation()
+{
+    QMetaObject::invokeMethod(m_worker, "resetConversation", Qt::QueuedConnection);
+}
+
+} // namespace tokenscope::ui

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include "bridge/engine_types.h"
+
+#include <QObject>
+#include <QThread>
+#include <atomic>
+#include <memory>
+
+namespace tokenscope::ui {
+
+class EngineWorker;
+
+// The UI's handle on the engine thread: starts it, forwards requests as queued calls, re-emits
+// results on the UI thread, cancels through an atomic flag, and shuts down with stop → quit → wait.
+// Nothing here blocks on the engine.
+class EngineController : public QObject {
+    Q_OBJECT
+public:
+    explicit EngineController(QObject* parent = nullptr);
+    ~EngineController() override;
+
+    void loadModel(const QString& path, int threads = 0, quint32 n_ctx = 4096);
+    quint64 sendChat(std::vector<ChatTurn> turns, const SamplingSettings& sampling);
+    void stop();                 // ends a running reply after the current token
+    void resetConversation();
+    bool busy() const { return m_busy; }
+    std::shared_ptr<const ModelSummary> model() const { return m_model; }
+
+signals:
+    void loadProgress(int percent, const QString& what);
+    void modelLoaded(std::shared_ptr<const tokenscope::ui::ModelSummary> summary);
+    void loadFailed(const QString& message);
+    void replyStarted(quint64 request_id);
+    void replyDelta(quint64 request_id, const QString& text);
+    void replyFinished(std::shared_ptr<const tokenscope::ui::ReplyStats> stats);
+    void replyFailed(quint64 request_id, const QString& message);
+    void busyChanged(bool busy);
+
+private:
+    void setBusy(bool busy);
+
+    QThread m_thread;
+    EngineWorker* m_worker = nullptr; // lives on m_thread, deleted when it finishes
+    std::shared_ptr<std::atomic<bool>> m_cancel = std::make_shared<std::atomic<bool>>(false);
+    std::shared_ptr<const ModelSummary> m_model;
+    quint64 m_next_request = 1;
+    bool m_busy = false;
+};
+
+} // namespace tokenscope::ui

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include <QMetaType>
+#include <QString>
+#include <QStringList>
+#include <memory>
+#include <vector>
+
+namespace tokenscope::ui {
+
+// Immutable snapshots that cross from the engine thread to the UI (held in shared_ptr<const T>).
+
+struct ModelSummary {
+    QString path;
+    QString name;
+    QString architecture;
+    quint64 parameters = 0;
+    quint64 file_size = 0;
+    QString quant_types;   // e.g. "Q8_0, Q5_0, Q4_K, Q6_K, F32"
+    quint32 context_length = 0;
+    quint32 n_ctx = 0;     // context the session was created with
+    QString backend;       // "CPU (2 threads) AVX2"
+    int threads = 0;
+    QString chat_format;   // "Gemma", "ChatML", …
+    bool instruction_tuned = false;
+};
+
+struct SamplingSettings {
+    float temperature = 0.8f;
+    int top_k = 40;
+    float top_p = 0.95f;
+    float min_p = 0.05f;
+    float repeat_penalty = 1.0f;
+    quint64 seed = 0;
+    int max_tokens = 256;
+};
+
+struct ChatTurn {
+    QString role; // system | user | assistant
+    QString content;
+};
+
+struct ChatRequest {
+    quint64 id = 0;
+    std::vector<ChatTurn> turns; // the whole history, re-sent every turn
+    SamplingSettings sampling;
+};
+
+struct ReplyStats {
+    quint64 request_id = 0;
+    int prompt_tokens = 0;
+    int reused_tokens = 0;
+    int computed_tokens = 0;
+    int generated_tokens = 0;
+    double ttft_ms = 0.0;
+    double tokens_per_second = 0.0;
+    QString stop_reason;
+    QString prompt_text;            // exactly what the model received, after the chat template
+    QStringList prompt_pieces;      // its tokens
+    QString notice;                 // e.g. the context policy's message
+    bool cancelled = false;
+};
+
+} // namespace tokenscope::ui
+
+Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::ModelSummary>)
+Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::ReplyStats>)
+Q_DECLARE_METATYPE(tokenscope::ui::ChatRequest)

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "bridge/engine_worker.h"
+
+#include "backend/backend.h"
+#include "chat/chat_template.h"
+#include "chat/context_policy.h"
+#include "model/model.h"
+#include "quant/vec_dot.h"
+#include "session/generator.h"
+#include "util/error.h"
+
+#include <QFileInfo>
+#include <map>
+#include <spdlog/spdlog.h>
+
+namespace tokenscope::ui {
+
+namespace {
+
+QString quant_mix(const engine::Model& model)
+{
+    std::map<std::string, uint64_t> bytes;
+    for (const auto& t : model.file().tensors())
+        bytes[std::string(t.type.name)] += t.n_bytes;
+    std::vector<std::pair<uint64_t, std::string>> sorted;
+    for (const auto& [name, b] : bytes)
+        sorted.emplace_back(b, name);
+    std::sort(sorted.rbegin(), sorted.rend());
+    QStringList names;
+    for (const auto& [b, name] : sorted)
+        names << QString::fromStdString(name);
+    return names.join(", ");
+}
+
+std::vector<engine::ChatMessage> to_messages(const std::vector<ChatTurn>& turns)
+{
+    std::vector<engine::ChatMessage> out;
+    for (const auto& t : turns)
+        out.push_back({t.role.toStdString(), t.content.toStdString()});
+    return out;
+}
+
+} // namespace
+
+EngineWorker::EngineWorker(std::shared_ptr<std::atomic<bool>> cancel) : m_cancel(std::move(cancel)) {}
+
+EngineWorker::~EngineWorker() = default;
+
+void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx)
+{
+    emit loadProgress(5, tr("Opening %1").arg(QFileInfo(path).fileName()));
+    try {
+        auto model = engine::Model::load(path.toStdString());
+        if (m_cancel->load()) {
+            emit loadFailed(tr("Loading was cancelled."));
+            return;
+        }
+        emit loadProgress(60, tr("Preparing the CPU backend"));
+        auto backend = engine::make_cpu_backend(model, {.threads = threads, .n_ctx = n_ctx});
+        auto summary = std::make_shared<ModelSummary>();
+        const auto& c = model->config();
+        summary->path = path;
+        summary->name = QString::fromStdString(c.name.empty() ? QFileInfo(path).completeBaseName().toStdString() : c.name);
+        summary->architecture = QString::fromStdString(c.architecture);
+        summary->parameters = model->parameter_count();
+        summary->file_size = model->file().file_size();
+        summary->quant_types = quant_mix(*model);
+        summary->context_length = c.n_ctx_train;
+        summary->n_ctx = backend->kv_cache().config().n_ctx;
+        summary->backend = QString::fromStdString(backend->name()) + " " +
+                           QString::fromUtf8(engine::simd_level_name(engine::simd_level()).data());
+        summary->threads = threads;
+        const auto format = engine::detect_chat_format(model->tokenizer().vocab().chat_template, c.architecture);
+        summary->chat_format = QString::fromUtf8(engine::chat_format_name(format).data());
+        m_session = std::make_unique<engine::Session>(model, std::move(backend));
+        m_model = std::move(model);
+        m_threads = threads;
+        m_n_ctx = summary->n_ctx;
+        emit loadProgress(100, tr("Ready"));
+        spdlog::info("loaded {} ({})", path.toStdString(), summary->backend.toStdString());
+        emit modelLoaded(std::move(summary));
+    } catch (const std::exception& e) {
+        spdlog::warn("load failed: {}", e.what());
+        emit loadFailed(QString::fromUtf8(e.what()));
+    }
+}
+
+void EngineWorker::resetConversation()
+{
+    if (m_session)
+        m_session->truncate(0);
+}
+
+void EngineWorker::generateReply(const ChatRequest& request)
+{
+    if (!m_session) {
+        emit replyFailed(request.id, tr("No model is loaded: open a GGUF file first."));
+        return;
+    }
+    m_cancel->store(false);
+    emit replyStarted(request.id);
+    try {
+        const auto& tokenizer = m_model->tokenizer();
+        const auto format = engine::detect_chat_format(tokenizer.vocab().chat_template, m_model->config().architecture);
+        const auto count = [&](const std::string& text) { return tokenizer.encode_ids(text).size(); };
+        const int reserve = std::max(16, request.sampling.max_tokens);
+        const engine::FitResult fit = engine::fit_to_context(to_messages(request.turns), count, format, m_n_ctx, size_t(reserve));
+        if (!fit.fits) {
+            emit replyFailed(request.id, QString::fromStdString(fit.notice));
+            return;
+        }
+        const std::string prompt = engine::render_chat(format, fit.kept, true);
+
+        engine::SamplerConfig sc;
+        sc.temperature = request.sampling.temperature;
+        sc.top_k = request.sampling.top_k;
+        sc.top_p = request.sampling.top_p;
+        sc.min_p = request.sampling.min_p;
+        sc.repeat_penalty = request.sampling.repeat_penalty;
+        sc.seed = request.sampling.seed;
+        engine::Sampler sampler(sc);
+        engine::GenerationOptions options;
+        options.max_tokens = static_cast<uint32_t>(request.sampling.max_tokens);
+        options.stop_strings = engine::stop_strings(format);
+        options.cancel = m_cancel.get();
+        const engine::GenerationTrace trace =
+            engine::generate(*m_session, sampler, prompt, options,
+                             [&](std::string_view delta) { emit replyDelta(request.id, QString::fromUtf8(delta.data(), qsizetype(delta.size()))); });
+
+        auto stats = std::make_shared<ReplyStats>();
+        stats->request_id = request.id;
+        stats->prompt_tokens = int(trace.prompt_tokens);
+        stats->reused_tokens = int(trace.prefill.reused);
+        stats->computed_tokens = int(trace.prefill.computed);
+        stats->generated_tokens = int(trace.steps.size());
+        stats->ttft_ms = trace.ttft_ms;
+        stats->tokens_per_second = trace.decode_tokens_per_second();
+        stats->cancelled = m_cancel->load();
+        stats->stop_reason = stats->cancelled ? tr("stopped by you") : QString::fromUtf8(engine::stop_reason_name(trace.stop).data());
+        stats->prompt_text = QString::fromStdString(prompt);
+        for (engine::TokenId id : tokenizer.encode_ids(prompt))
+            stats->prompt_pieces << QString::fromStdString(tokenizer.vocab().tokens[std::size_t(id)]);
+        stats->notice = QString::fromStdString(fit.notice);
+        emit replyFinished(std::move(stats));
+    } catch (const std::exception& e) {
+        spdlog::warn("generation failed: {}", e.what());
+        emit replyFailed(request.id, QString::fromUtf8(e.what()));
+    }
+}
+
+} // namespace tokenscope::ui

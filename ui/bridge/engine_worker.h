@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include "bridge/engine_types.h"
+
+#include <QObject>
+#include <atomic>
+#include <memory>
+
+namespace engine {
+class Model;
+class Session;
+} // namespace engine
+
+namespace tokenscope::ui {
+
+// Lives on the engine thread and owns the model and its session. Requests arrive as queued slot
+// calls; results leave as queued signals carrying immutable snapshots. Cancellation does not go
+// through the event loop: the controller sets an atomic flag the generation loop checks per token.
+class EngineWorker : public QObject {
+    Q_OBJECT
+public:
+    explicit EngineWorker(std::shared_ptr<std::atomic<bool>> cancel);
+    ~EngineWorker() override;
+
+public slots:
+    void loadModel(const QString& path, int threads, quint32 n_ctx);
+    void generateReply(const tokenscope::ui::ChatRequest& request);
+    void resetConversation();
+
+signals:
+    void loadProgress(int percent, const QString& what);
+    void modelLoaded(std::shared_ptr<const tokenscope::ui::ModelSummary> summary);
+    void loadFailed(const QString& message);
+    void replyStarted(quint64 request_id);
+    void replyDelta(quint64 request_id, const QString& text);
+    void replyFinished(std::shared_ptr<const tokenscope::ui::ReplyStats> stats);
+    void replyFailed(quint64 request_id, const QString& message);
+
+private:
+    std::shared_ptr<std::atomic<bool>> m_cancel;
+    std::shared_ptr<const engine::Model> m_model;
+    std::unique_ptr<engine::Session> m_session;
+    int m_threads = 0;
+    quint32 m_n_ctx = 0;
+};
+
+} // namespace tokenscope::ui

@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "main_window.h"
+
+#include "bridge/engine_controller.h"
+#include "panels/chat_panel.h"
+#include "storage/conversation_store.h"
+
+#include <QActionGroup>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDockWidget>
+#include <QDragEnterEvent>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QLabel>
+#include <QLocale>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QPalette>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSettings>
+#include <QStatusBar>
+#include <QStyle>
+#include <QStyleFactory>
+#include <QToolBar>
+
+namespace tokenscope::ui {
+
+void apply_theme(Theme theme)
+{
+    QApplication::setStyle(QStyleFactory::create("Fusion"));
+    if (theme == Theme::System) {
+        QApplication::setPalette(QApplication::style()->standardPalette());
+        return;
+    }
+    QPalette p;
+    if (theme == Theme::Dark) {
+        const QColor window(37, 39, 43), base(28, 30, 33), text(226, 228, 232), accent(95, 160, 255);
+        p.setColor(QPalette::Window, window);
+        p.setColor(QPalette::WindowText, text);
+        p.setColor(QPalette::Base, base);
+        p.setColor(QPalette::AlternateBase, window);
+        p.setColor(QPalette::Text, text);
+        p.setColor(QPalette::Button, window);
+        p.setColor(QPalette::ButtonText, text);
+        p.setColor(QPalette::Highlight, accent);
+        p.setColor(QPalette::HighlightedText, Qt::black);
+        p.setColor(QPalette::ToolTipBase, base);
+        p.setColor(QPalette::ToolTipText, text);
+        p.setColor(QPalette::PlaceholderText, QColor(140, 144, 150));
+        p.setColor(QPalette::Disabled, QPalette::Text, QColor(110, 113, 118));
+        p.setColor(QPalette::Disabled, QPalette::ButtonText, QColor(110, 113, 118));
+    } else {
+        p = QApplication::style()->standardPalette();
+    }
+    QApplication::setPalette(p);
+}
+
+namespace {
+
+// What a panel that a later release fills in shows today: what it will teach, not an empty box.
+QWidget* coming_panel(const QString& what)
+{
+    auto* label = new QLabel(what);
+    label->setWordWrap(true);
+    label->setAlignment(Qt::AlignCenter);
+    label->setMargin(24);
+    label->setForegroundRole(QPalette::PlaceholderText);
+    return label;
+}
+
+QString human_size(quint64 bytes) { return QLocale().formattedDataSize(qint64(bytes), 1, QLocale::DataSizeTraditionalFormat); }
+
+} // namespace
+
+MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidget* parent)
+    : QMainWindow(parent), m_engine(engine), m_store(store)
+{
+    setWindowTitle("Tokenscope");
+    setObjectName("MainWindow");
+    setAcceptDrops(true);
+    setDockNestingEnabled(true);
+    resize(1280, 820);
+
+    buildModelBar();
+    m_chat = new ChatPanel(engine, store);
+    addPanel("chat", tr("Chat"), m_chat, Qt::LeftDockWidgetArea);
+    addPanel("tokenizer", tr("Tokenizer"),
+             coming_panel(tr("Tokenizer — text becomes tokens: coloured spans with ids, byte offsets and other "
+                             "vocabularies side by side. Coming in the next release.")),
+             Qt::RightDockWidgetArea);
+    addPanel("stepper", tr("Decode stepper"),
+             coming_panel(tr("Decode stepper — prefill once, then step: the next-token distribution, the token "
+                             "chosen, the KV cache reused. Coming in the next release.")),
+             Qt::RightDockWidgetArea);
+    addPanel("attention", tr("Attention"),
+             coming_panel(tr("Attention — every head's query × key heatmap from the real forward pass. Coming in a "
+                             "later release.")),
+             Qt::RightDockWidgetArea);
+    addPanel("kv", tr("KV cache & context"),
+             coming_panel(tr("KV cache & context — memory per layer growing with every token, and a context-window "
+                             "fill simulator. Coming in a later release.")),
+             Qt::RightDockWidgetArea);
+    addPanel("timeline", tr("Timeline"),
+             coming_panel(tr("Timeline — prefill and every decode step on one time axis. Coming in a later release.")),
+             Qt::RightDockWidgetArea);
+    auto docks = findChildren<QDockWidget*>();
+    for (int i = 2; i < docks.size(); ++i)
+        tabifyDockWidget(docks[1], docks[i]);
+    docks[1]->raise();
+    buildMenus();
+
+    QSettings settings;
+    restoreGeometry(settings.value("window/geometry").toByteArray());
+    restoreState(settings.value("window/state").toByteArray());
+
+    connect(engine, &EngineController::loadProgress, this, [this](int percent, const QString& what) {
+        m_progress->setVisible(percent < 100);
+        m_cancel->setVisible(percent < 100);
+        m_progress->setValue(percent);
+        statusBar()->showMessage(what);
+    });
+    connect(engine, &EngineController::modelLoaded, this, [this](std::shared_ptr<const ModelSummary> m) {
+        m_progress->hide();
+        m_cancel->hide();
+        showModel(m);
+        rememberRecent(m->path);
+        statusBar()->showMessage(tr("Loaded %1").arg(m->name), 5000);
+    });
+    connect(engine, &EngineController::loadFailed, this, [this](const QString& message) {
+        m_progress->hide();
+        m_cancel->hide();
+        statusBar()->showMessage(tr("The model could not be loaded"), 8000);
+        QMessageBox::warning(this, tr("Cannot load the model"), message);
+    });
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildModelBar()
+{
+    auto* bar = addToolBar(tr("Model"));
+    bar->setObjectName("ModelBar");
+    bar->setMovable(false);
+    auto* open = new QPushButton(tr("Open model…"));
+    connect(open, &QPushButton::clicked, this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Open a GGUF model"), {}, tr("GGUF models (*.gguf);;All files (*)"));
+        if (!path.isEmpty())
+            openModel(path);
+    });
+    bar->addWidget(open);
+    m_model_label = new QLabel(tr("  No model loaded — open a .gguf file or drop one here."));
+    m_model_label->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    bar->addWidget(m_model_label);
+    m_progress = new QProgressBar;
+    m_progress->setMaximumWidth(200);
+    m_progress->hide();
+    bar->addWidget(m_progress);
+    m_cancel = new QPushButton(tr("Cancel"));
+    m_cancel->hide();
+    connect(m_cancel, &QPushButton::clicked, m_engine, &EngineController::stop);
+    bar->addWidget(m_cancel);
+}
+
+void MainWindow::buildMenus()
+{
+    auto* file = menuBar()->addMenu(tr("&File"));
+    file->addAction(tr("&Open model…"), QKeySequence::Open, this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Open a GGUF model"), {}, tr("GGUF models (*.gguf);;All files (*)"));
+        if (!path.isEmpty())
+            openModel(path);
+    });
+    m_recent = file->addMenu(tr("Open &recent"));
+    rebuildRecentMenu();
+    file->addSeparator();
+    file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+
+    m_view = menuBar()->addMenu(tr("&View"));
+    for (auto* dock : findChildren<QDockWidget*>())
+        m_view->addAction(dock->toggleViewAction());
+    m_view->addSeparator();
+    auto* themes = m_view->addMenu(tr("&Theme"));
+    auto* group = new QActionGroup(this);
+    const int current = QSettings().value("ui/theme", 0).toInt();
+    const std::pair<QString, Theme> options[] = {{tr("System"), Theme::System}, {tr("Light"), Theme::Light}, {tr("Dark"), Theme::Dark}};
+    for (const auto& [name, theme] : options) {
+        QAction* a = themes->addAction(name);
+        a->setCheckable(true);
+        a->setChecked(int(theme) == current);
+        group->addAction(a);
+        connect(a, &QAction::triggered, this, [t = theme] {
+            QSettings().setValue("ui/theme", int(t));
+            apply_theme(t);
+        });
+    }
+    auto* help = menuBar()->addMenu(tr("&Help"));
+    help->addAction(tr("&About Tokenscope"), this, [this] {
+        QMessageBox::about(this, tr("About Tokenscope"),
+                           tr("<b>Tokenscope %1</b><br>Watch a language model generate, token by token, on your own "
+                              "machine.<br>GPL-3.0-or-later.").arg(QApplication::applicationVersion()));
+    });
+}
+
+void MainWindow::addPanel(const QString& name, const QString& title, QWidget* widget, Qt::DockWidgetArea area)
+{
+    auto* dock = new QDockWidget(title, this);
+    dock->setObjectName("dock-" + name);
+    dock->setWidget(widget);
+    addDockWidget(area, dock);
+    m_panels[name] = widget;
+}
+
+QWidget* MainWindow::panel(const QString& name) const
+{
+    auto it = m_panels.find(name);
+    return it == m_panels.end() ? nullptr : it->second;
+}
+
+void MainWindow::openModel(const QString& path)
+{
+    m_model_label->setText(tr("  Loading %1…").arg(QFileInfo(path).fileName()));
+    m_engine->loadModel(path);
+}
+
+void MainWindow::showModel(const std::shared_ptr<const ModelSummary>& m)
+{
+    m_model_label->setText(tr("  <b>%1</b> · %2 · %3 M parameters · %4 · %5 · context %6 (model %7) · %8 · chat: %9")
+                               .arg(m->name.toHtmlEscaped(), m->architecture)
+                               .arg(double(m->parameters) / 1e6, 0, 'f', 0)
+                               .arg(m->quant_types, human_size(m->file_size))
+                               .arg(m->n_ctx)
+                               .arg(m->context_length)
+                               .arg(m->backend, m->chat_format));
+    setWindowTitle(tr("%1 — Tokenscope").arg(m->name));
+}
+
+void MainWindow::rememberRecent(const QString& path)
+{
+    QSettings settings;
+    QStringList recent = settings.value("models/recent").toStringList();
+    recent.removeAll(path);
+    recent.prepend(path);
+    while (recent.size() > 10)
+        recent.removeLast();
+    settings.setValue("models/recent", recent);
+    rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu()
+{
+    m_recent->clear();
+    const QStringList recent = QSettings().value("models/recent").toStringList();
+    for (const QString& path : recent)
+        m_recent->addAction(QFileInfo(path).fileName(), this, [this, path] { openModel(path); })->setToolTip(path);
+    m_recent->setEnabled(!recent.isEmpty());
+}
+
+void MainWindow::closeEvent(QCloseEvent* event)
+{
+    QSettings settings;
+    settings.setValue("window/geometry", saveGeometry());
+    settings.setValue("window/state", saveState());
+    m_engine->stop();
+    QMainWindow::closeEvent(event);
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event)
+{
+    for (const QUrl& url : event->mimeData()->urls())
+        if (url.isLocalFile()) {
+            event->acceptProposedAction();
+            return;
+        }
+}
+
+void MainWindow::dropEvent(QDropEvent* event)
+{
+    for (const QUrl& url : event->mimeData()->urls())
+        if (url.isLocalFile()) {
+            openModel(url.toLocalFile());
+            return;
+        }
+}
+
+} // namespace tokenscope::ui

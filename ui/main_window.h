@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include "bridge/engine_types.h"
+
+#include <QMainWindow>
+#include <memory>
+
+class QLabel;
+class QProgressBar;
+class QPushButton;
+class QMenu;
+
+namespace tokenscope::ui {
+
+class ChatPanel;
+class ConversationStore;
+class EngineController;
+
+enum class Theme { System, Light, Dark };
+void apply_theme(Theme theme);
+
+// The workspace: every panel is a dock that can be moved, stacked or closed, with the layout
+// remembered between runs; a model bar says what is loaded and on which backend.
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+public:
+    MainWindow(EngineController* engine, ConversationStore* store, QWidget* parent = nullptr);
+    ~MainWindow() override;
+
+    void openModel(const QString& path);
+    ChatPanel* chatPanel() const { return m_chat; }
+    QWidget* panel(const QString& name) const;
+
+protected:
+    void closeEvent(QCloseEvent* event) override;
+    void dragEnterEvent(QDragEnterEvent* event) override;
+    void dropEvent(QDropEvent* event) override;
+
+private:
+    void buildMenus();
+    void buildModelBar();
+    void addPanel(const QString& name, const QString& title, QWidget* widget, Qt::DockWidgetArea area);
+    void showModel(const std::shared_ptr<const ModelSummary>& m);
+    void rememberRecent(const QString& path);
+    void rebuildRecentMenu();
+
+    EngineController* m_engine;
+    ConversationStore* m_store;
+    ChatPanel* m_chat = nullptr;
+    QLabel* m_model_label = nullptr;
+    QProgressBar* m_progress = nullptr;
+    QPushButton* m_cancel = nullptr;
+    QMenu* m_recent = nullptr;
+    QMenu* m_view = nullptr;
+    std::map<QString, QWidget*> m_panels;
+};
+
+} // namespace tokenscope::ui

@@ -1,0 +1,356 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "panels/chat_panel.h"
+
+#include "bridge/engine_controller.h"
+#include "storage/conversation_store.h"
+
+#include <QCheckBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QScrollBar>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTextBrowser>
+#include <QTimer>
+#include <QVBoxLayout>
+
+namespace tokenscope::ui {
+
+namespace {
+
+QString stats_line(const ReplyStats& s)
+{
+    QString line = QObject::tr("%1 tokens · TTFT %2 ms · %3 tokens/s · reused %4 cached tokens, processed %5 new")
+                       .arg(s.generated_tokens)
+                       .arg(s.ttft_ms, 0, 'f', 0)
+                       .arg(s.tokens_per_second, 0, 'f', 1)
+                       .arg(s.reused_tokens)
+                       .arg(s.computed_tokens);
+    if (s.cancelled)
+        line += QObject::tr(" · stopped");
+    return line;
+}
+
+QString escape_paragraphs(const QString& text) { return text.toHtmlEscaped().replace('\n', "<br>"); }
+
+} // namespace
+
+ChatPanel::ChatPanel(EngineController* engine, ConversationStore* store, QWidget* parent)
+    : QWidget(parent), m_engine(engine), m_store(store)
+{
+    buildUi();
+    connect(m_engine, &EngineController::replyDelta, this, &ChatPanel::onDelta);
+    connect(m_engine, &EngineController::replyFinished, this, &ChatPanel::onFinished);
+    connect(m_engine, &EngineController::replyFailed, this, &ChatPanel::onFailed);
+    connect(m_engine, &EngineController::busyChanged, this, [this] { updateButtons(); });
+    connect(m_engine, &EngineController::modelLoaded, this, [this] { updateButtons(); });
+    restore();
+    render();
+    updateButtons();
+}
+
+void ChatPanel::buildUi()
+{
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(6, 6, 6, 6);
+
+    m_system = new QLineEdit;
+    m_system->setPlaceholderText(tr("System prompt (optional): how the assistant should behave"));
+    layout->addWidget(m_system);
+    auto* settings = new QHBoxLayout;
+    auto spin = [&](QDoubleSpinBox*& box, double lo, double hi, double step, double value, const QString& tip) {
+        box = new QDoubleSpinBox;
+        box->setRange(lo, hi);
+        box->setSingleStep(step);
+        box->setDecimals(2);
+        box->setValue(value);
+        box->setToolTip(tip);
+        settings->addWidget(box);
+    };
+    auto ispin = [&](QSpinBox*& box, int lo, int hi, int value, const QString& tip) {
+        box = new QSpinBox;
+        box->setRange(lo, hi);
+        box->setValue(value);
+        box->setToolTip(tip);
+        settings->addWidget(box);
+    };
+    settings->addWidget(new QLabel(tr("temp")));
+    spin(m_temperature, 0.0, 2.0, 0.05, 0.8, tr("Temperature: 0 picks the most likely token every time"));
+    settings->addWidget(new QLabel(tr("top-k")));
+    ispin(m_top_k, 0, 1000, 40, tr("Keep only the k most likely tokens (0: off)"));
+    settings->addWidget(new QLabel(tr("top-p")));
+    spin(m_top_p, 0.0, 1.0, 0.01, 0.95, tr("Keep the smallest set of tokens whose probability reaches p (1: off)"));
+    settings->addWidget(new QLabel(tr("min-p")));
+    spin(m_min_p, 0.0, 1.0, 0.01, 0.05, tr("Drop tokens less likely than min-p × the most likely one (0: off)"));
+    settings->addWidget(new QLabel(tr("seed")));
+    ispin(m_seed, 0, 1 << 30, 0, tr("Random seed: the same seed gives the same reply"));
+    settings->addWidget(new QLabel(tr("max")));
+    ispin(m_max_tokens, 1, 4096, 256, tr("Maximum tokens per reply"));
+    settings->addStretch(1);
+    layout->addLayout(settings);
+
+    auto* split = new QSplitter(Qt::Vertical);
+    m_transcript = new QTextBrowser;
+    m_transcript->setOpenLinks(false);
+    m_transcript->setPlaceholderText(tr("Open a model, type a message and press Send. Each turn re-sends the whole "
+                                        "conversation to the model; the statistics under each reply show how much "
+                                        "of it the KV cache already held."));
+    split->addWidget(m_transcript);
+    m_prompt_view = new QPlainTextEdit;
+    m_prompt_view->setReadOnly(true);
+    m_prompt_view->setVisible(false);
+    split->addWidget(m_prompt_view);
+    layout->addWidget(split, 1);
+
+    m_status = new QLabel;
+    m_status->setWordWrap(true);
+    layout->addWidget(m_status);
+
+    auto* input_row = new QHBoxLayout;
+    m_input = new QPlainTextEdit;
+    m_input->setPlaceholderText(tr("Message (Ctrl+Enter to send)"));
+    m_input->setMaximumHeight(90);
+    input_row->addWidget(m_input, 1);
+    auto* buttons = new QVBoxLayout;
+    m_send = new QPushButton(tr("Send"));
+    m_send->setShortcut(QKeySequence("Ctrl+Return"));
+    m_stop = new QPushButton(tr("Stop"));
+    m_regenerate = new QPushButton(tr("Regenerate"));
+    m_edit = new QPushButton(tr("Edit last"));
+    m_new = new QPushButton(tr("New chat"));
+    for (auto* b : {m_send, m_stop, m_regenerate, m_edit, m_new})
+        buttons->addWidget(b);
+    input_row->addLayout(buttons);
+    layout->addLayout(input_row);
+    m_show_prompt = new QCheckBox(tr("Show the exact text and tokens the model receives"));
+    layout->addWidget(m_show_prompt);
+
+    connect(m_send, &QPushButton::clicked, this, [this] { send(m_input->toPlainText()); });
+    connect(m_stop, &QPushButton::clicked, this, &ChatPanel::stop);
+    connect(m_regenerate, &QPushButton::clicked, this, &ChatPanel::regenerate);
+    connect(m_edit, &QPushButton::clicked, this, &ChatPanel::editLastUserMessage);
+    connect(m_new, &QPushButton::clicked, this, &ChatPanel::newChat);
+    connect(m_show_prompt, &QCheckBox::toggled, m_prompt_view, &QWidget::setVisible);
+    connect(m_system, &QLineEdit::editingFinished, this, [this] {
+        if (m_conversation)
+            m_store->setSystemPrompt(m_conversation, m_system->text());
+    });
+
+    // Streaming text is shown once per frame, not once per token.
+    m_frame = new QTimer(this);
+    m_frame->setInterval(16);
+    connect(m_frame, &QTimer::timeout, this, &ChatPanel::flushPending);
+}
+
+SamplingSettings ChatPanel::sampling() const
+{
+    SamplingSettings s;
+    s.temperature = float(m_temperature->value());
+    s.top_k = m_top_k->value();
+    s.top_p = float(m_top_p->value());
+    s.min_p = float(m_min_p->value());
+    s.seed = quint64(m_seed->value());
+    s.max_tokens = m_max_tokens->value();
+    return s;
+}
+
+void ChatPanel::setSampling(const SamplingSettings& s)
+{
+    m_temperature->setValue(s.temperature);
+    m_top_k->setValue(s.top_k);
+    m_top_p->setValue(s.top_p);
+    m_min_p->setValue(s.min_p);
+    m_seed->setValue(int(s.seed));
+    m_max_tokens->setValue(s.max_tokens);
+}
+
+void ChatPanel::restore()
+{
+    if (!m_store || !m_store->ok())
+        return;
+    if (auto c = m_store->latest()) {
+        m_conversation = c->id;
+        m_system->setText(c->system_prompt);
+        for (const auto& m : c->messages) {
+            m_turns.push_back({m.role, m.content});
+            m_turn_stats.push_back(m.stats);
+        }
+    }
+}
+
+void ChatPanel::send(const QString& raw)
+{
+    const QString text = raw.trimmed();
+    if (text.isEmpty()) {
+        m_status->setText(tr("The message is empty: type something first."));
+        return;
+    }
+    if (m_replying || !m_engine->model())
+        return;
+    if (!m_conversation)
+        m_conversation = m_store->createConversation(m_system->text(), m_engine->model()->path);
+    if (m_turns.empty())
+        m_store->setTitle(m_conversation, text.left(60));
+    m_turns.push_back({"user", text});
+    m_turn_stats.emplace_back();
+    m_store->appendMessage(m_conversation, "user", text);
+    m_input->clear();
+    startReply();
+}
+
+void ChatPanel::startReply()
+{
+    std::vector<ChatTurn> request;
+    if (!m_system->text().trimmed().isEmpty())
+        request.push_back({"system", m_system->text().trimmed()});
+    request.insert(request.end(), m_turns.begin(), m_turns.end());
+    m_streaming.clear();
+    m_pending.clear();
+    m_replying = true;
+    m_request = m_engine->sendChat(std::move(request), sampling());
+    m_status->setText(tr("Generating…"));
+    m_frame->start();
+    render();
+    updateButtons();
+}
+
+void ChatPanel::stop() { m_engine->stop(); }
+
+void ChatPanel::regenerate()
+{
+    if (m_replying || m_turns.empty() || m_turns.back().role != "assistant")
+        return;
+    m_turns.pop_back();
+    m_turn_stats.pop_back();
+    m_store->truncate(m_conversation, int(m_turns.size()));
+    startReply();
+}
+
+void ChatPanel::editLastUserMessage()
+{
+    if (m_replying)
+        return;
+    for (int i = int(m_turns.size()) - 1; i >= 0; --i) {
+        if (m_turns[std::size_t(i)].role == "user") {
+            m_input->setPlainText(m_turns[std::size_t(i)].content);
+            m_turns.resize(std::size_t(i));
+            m_turn_stats.resize(std::size_t(i));
+            m_store->truncate(m_conversation, i);
+            render();
+            updateButtons();
+            return;
+        }
+    }
+}
+
+void ChatPanel::newChat()
+{
+    if (m_replying)
+        return;
+    m_turns.clear();
+    m_turn_stats.clear();
+    m_conversation = 0;
+    m_engine->resetConversation();
+    m_status->clear();
+    render();
+    updateButtons();
+}
+
+void ChatPanel::onDelta(quint64 id, const QString& text)
+{
+    if (id == m_request)
+        m_pending += text;
+}
+
+void ChatPanel::flushPending()
+{
+    if (m_pending.isEmpty())
+        return;
+    m_streaming += m_pending;
+    QTextCursor cursor(m_transcript->document());
+    cursor.movePosition(QTextCursor::End);
+    cursor.insertText(m_pending);
+    m_pending.clear();
+    m_transcript->verticalScrollBar()->setValue(m_transcript->verticalScrollBar()->maximum());
+}
+
+void ChatPanel::onFinished(std::shared_ptr<const ReplyStats> stats)
+{
+    if (!stats || stats->request_id != m_request)
+        return;
+    flushPending();
+    m_frame->stop();
+    m_replying = false;
+    m_last_stats = stats;
+    const QString line = stats_line(*stats);
+    m_turns.push_back({"assistant", m_streaming.trimmed()});
+    m_turn_stats.push_back(line);
+    m_store->appendMessage(m_conversation, "assistant", m_streaming.trimmed(), line);
+    m_streaming.clear();
+    m_status->setText(stats->notice.isEmpty() ? line : stats->notice + "\n" + line);
+    m_prompt_view->setPlainText(tr("Text after the chat template (%1 tokens):\n%2\n\nTokens:\n%3")
+                                    .arg(stats->prompt_tokens)
+                                    .arg(stats->prompt_text, stats->prompt_pieces.join(" | ")));
+    render();
+    updateButtons();
+    emit replyFinished(stats);
+}
+
+void ChatPanel::onFailed(quint64 id, const QString& message)
+{
+    if (id != m_request && m_replying)
+        return;
+    m_frame->stop();
+    m_replying = false;
+    m_status->setText(message);
+    if (!m_turns.empty() && m_turns.back().role == "user" && m_streaming.isEmpty()) {
+        // The message stays in the input so nothing typed is lost.
+        m_input->setPlainText(m_turns.back().content);
+        m_turns.pop_back();
+        m_turn_stats.pop_back();
+        m_store->truncate(m_conversation, int(m_turns.size()));
+    }
+    render();
+    updateButtons();
+}
+
+void ChatPanel::render()
+{
+    QString html;
+    const QString muted = palette().color(QPalette::PlaceholderText).name();
+    for (std::size_t i = 0; i < m_turns.size(); ++i) {
+        const auto& t = m_turns[i];
+        const bool user = t.role == "user";
+        html += QString("<p><b>%1</b><br>%2</p>").arg(user ? tr("You") : tr("Model"), escape_paragraphs(t.content));
+        if (!user && !m_turn_stats[i].isEmpty())
+            html += QString("<p style='color:%1; font-size:small'>%2</p>").arg(muted, m_turn_stats[i].toHtmlEscaped());
+    }
+    if (m_replying)
+        html += QString("<p><b>%1</b><br>").arg(tr("Model"));
+    m_transcript->setHtml(html);
+    if (m_replying && !m_streaming.isEmpty()) {
+        QTextCursor cursor(m_transcript->document());
+        cursor.movePosition(QTextCursor::End);
+        cursor.insertText(m_streaming);
+    }
+    m_transcript->verticalScrollBar()->setValue(m_transcript->verticalScrollBar()->maximum());
+}
+
+void ChatPanel::updateButtons()
+{
+    const bool model = m_engine->model() != nullptr;
+    m_send->setEnabled(model && !m_replying);
+    m_stop->setEnabled(m_replying);
+    m_regenerate->setEnabled(model && !m_replying && !m_turns.empty() && m_turns.back().role == "assistant");
+    m_edit->setEnabled(!m_replying && !m_turns.empty());
+    m_new->setEnabled(!m_replying);
+}
+
+QString ChatPanel::transcriptText() const { return m_transcript->toPlainText(); }
+
+} // namespace tokenscope::ui

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include "bridge/engine_types.h"
+
+#include <QWidget>
+#include <memory>
+
+class QCheckBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QPlainTextEdit;
+class QPushButton;
+class QSpinBox;
+class QTextBrowser;
+class QTimer;
+
+namespace tokenscope::ui {
+
+class ConversationStore;
+class EngineController;
+
+// The local chat window: a transcript streamed token by token, Send / Stop / Regenerate / New chat,
+// edit-and-resend of the last message, a system prompt, sampling settings, per-reply statistics
+// (tokens, TTFT, tokens/s and how much of the re-sent history the KV cache reused), and a view of the
+// exact text and tokens the model received. Every completed message is written to the store.
+class ChatPanel : public QWidget {
+    Q_OBJECT
+public:
+    ChatPanel(EngineController* engine, ConversationStore* store, QWidget* parent = nullptr);
+
+    // Sends `text` as the next user message (what the Send button does).
+    void send(const QString& text);
+    void stop();
+    void regenerate();
+    void newChat();
+    void editLastUserMessage();
+
+    QString transcriptText() const;
+    int messageCount() const { return static_cast<int>(m_turns.size()); }
+    const std::shared_ptr<const ReplyStats>& lastStats() const { return m_last_stats; }
+    bool replying() const { return m_replying; }
+    SamplingSettings sampling() const;
+    void setSampling(const SamplingSettings& s);
+
+signals:
+    void replyFinished(std::shared_ptr<const tokenscope::ui::ReplyStats> stats);
+
+private:
+    void buildUi();
+    void render();
+    void onDelta(quint64 id, const QString& text);
+    void flushPending();
+    void onFinished(std::shared_ptr<const ReplyStats> stats);
+    void onFailed(quint64 id, const QString& message);
+    void startReply();
+    void restore();
+    void updateButtons();
+
+    EngineController* m_engine;
+    ConversationStore* m_store;
+    qint64 m_conversation = 0;
+    std::vector<ChatTurn> m_turns;       // completed messages (system prompt kept separately)
+    std::vector<QString> m_turn_stats;   // one line under each assistant message
+    QString m_streaming;                 // the reply being generated
+    QString m_pending;                   // deltas not yet shown (flushed once per frame)
+    quint64 m_request = 0;
+    bool m_replying = false;
+    std::shared_ptr<const ReplyStats> m_last_stats;
+
+    QTextBrowser* m_transcript = nullptr;
+    QPlainTextEdit* m_input = nullptr;
+    QLineEdit* m_system = nullptr;
+    QPushButton* m_send = nullptr;
+    QPushButton* m_stop = nullptr;
+    QPushButton* m_regenerate = nullptr;
+    QPushButton* m_edit = nullptr;
+    QPushButton* m_new = nullptr;
+    QCheckBox* m_show_prompt = nullptr;
+    QPlainTextEdit* m_prompt_view = nullptr;
+    QLabel* m_status = nullptr;
+    QDoubleSpinBox* m_temperature = nullptr;
+    QSpinBox* m_top_k = nullptr;
+    QDoubleSpinBox* m_top_p = nullptr;
+    QDoubleSpinBox* m_min_p = nullptr;
+    QSpinBox* m_seed = nullptr;
+    QSpinBox* m_max_tokens = nullptr;
+    QTimer* m_frame = nullptr;
+};
+
+} // namespace tokenscope::ui
