@@ -34,6 +34,7 @@ APT_PACKAGES=(
   libvulkan-dev glslc vulkan-validationlayers mesa-vulkan-drivers
   clang libclang-rt-14-dev python3-venv
   xvfb appstream desktop-file-utils fonts-noto-core fonts-noto-cjk fonts-noto-color-emoji
+  dpkg-dev librsvg2-bin
 )
 install_packages() {
   local missing=()
@@ -103,14 +104,20 @@ case "$MODE" in
     stage "Release build"; build_release
     stage "Tests (Release)"
     ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" 2>&1 | tee "$LOG_DIR/ctest-release.log"
+    stage "Package (.deb build, validate, install into a scratch root, run)"
+    # A failure is reported at the end, just before the closing ctest line; the other stages still run.
+    package_rc=0
+    bash "$ROOT/packaging/test_package.sh" "$BUILD" 2>&1 | tee "$LOG_DIR/package.log" || package_rc=$?
     stage "Sanitizer + fuzzer build (clang, engine only)"; build_sanitize
     stage "Tests under ASan/UBSan (all but the minutes-long model runs), then the GGUF fuzzer"
     ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       ctest --test-dir "$SANITIZE_BUILD" --output-on-failure -L "engine|fuzz" -LE model 2>&1 | tee "$LOG_DIR/ctest-sanitize.log"
     stage
+    if [ "$package_rc" != 0 ]; then echo "package checks failed ($LOG_DIR/package.log)"; fi
     # One closing line over both ctest runs (their own summaries are above).
     awk '/tests passed, [0-9]+ tests failed out of/ { failed += $4; total += $NF }
          END { printf "ctest: %d passed, %d failed\n", total - failed, failed }' "$LOG_DIR"/ctest-*.log
+    exit "$package_rc"
     ;;
   *)
     echo "usage: $0 run|test" >&2; exit 2 ;;
