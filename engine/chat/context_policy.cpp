@@ -74,8 +74,8 @@ std::string overflow_notice(const Turns& t, std::size_t prompt_tokens, std::size
         s = "The conversation needs ";
     s += format_count(prompt_tokens) + (prompt_tokens == 1 ? " token" : " tokens");
     if (reply_reserve > 0)
-        s += ", plus " + format_count(reply_reserve) + " reserved for the reply,";
-    s += " but the context holds " + format_count(context_size) + " tokens.";
+        s += ", plus " + format_count(reply_reserve) + " reserved for the reply";
+    s += ", but the context holds " + format_count(context_size) + " tokens.";
     return s;
 }
 
@@ -93,16 +93,17 @@ std::string format_count(std::size_t n)
     return out;
 }
 
-FitResult fit_to_context(const std::vector<ChatMessage>& messages, const TokenCounter& count_tokens,
-                         ChatFormat format, std::size_t context_size, std::size_t reply_reserve)
+FitResult fit_to_context(const std::vector<ChatMessage>& messages, const TokenCounter& count_tokens, ChatFormat format,
+                         std::size_t context_size, std::size_t reply_reserve)
 {
     const Turns t = split_turns(messages);
     std::map<std::size_t, std::size_t> tokens_after; // dropped turns → prompt tokens, each counted once
     const auto prompt_tokens = [&](std::size_t dropped) {
         auto it = tokens_after.find(dropped);
-        if (it == tokens_after.end())
-            it = tokens_after.emplace(dropped, count_tokens(render_chat(format, keep_after(messages, t, dropped), true)))
-                     .first;
+        if (it == tokens_after.end()) {
+            const std::string prompt = render_chat(format, keep_after(messages, t, dropped), true);
+            it = tokens_after.emplace(dropped, count_tokens(prompt)).first;
+        }
         return it->second;
     };
     const auto fits = [&](std::size_t dropped) {
