@@ -80,7 +80,9 @@ int run_app(int argc, char** argv)
                                     "Explain in two sentences why the sky is blue.");
     const QCommandLineOption scale("scale", "Device pixel ratio for the screenshot (e.g. 2).", "factor");
     const QCommandLineOption max_tokens("max-tokens", "Reply length for --screenshot.", "n", "48");
-    parser.addOptions({verbose, model, screenshot, panel, prompt, scale, max_tokens});
+    const QCommandLineOption auto_send("auto-send", "Send this message as soon as the model is loaded.", "text");
+    const QCommandLineOption quit_after("quit-after-reply", "Quit when the first reply is complete.");
+    parser.addOptions({verbose, model, screenshot, panel, prompt, scale, max_tokens, auto_send, quit_after});
     parser.process(app);
 
     setup_logging(parser.isSet(verbose));
@@ -109,6 +111,17 @@ int run_app(int argc, char** argv)
             path = QString::fromStdString(found->string());
     if (!path.isEmpty())
         window.openModel(path);
+
+    if (shot.isEmpty() && parser.isSet(auto_send)) {
+        auto sampling = window.chatPanel()->sampling();
+        if (parser.isSet(max_tokens))
+            sampling.max_tokens = parser.value(max_tokens).toInt();
+        window.chatPanel()->setSampling(sampling);
+        QObject::connect(&engine, &EngineController::modelLoaded, &window,
+                         [&] { window.chatPanel()->send(parser.value(auto_send)); });
+        if (parser.isSet(quit_after))
+            QObject::connect(window.chatPanel(), &ChatPanel::replyFinished, &app, [&] { app.quit(); });
+    }
 
     if (!shot.isEmpty()) {
         if (path.isEmpty()) {

@@ -10,6 +10,11 @@
 
 namespace tokenscope::ui {
 
+namespace {
+// A null QString binds as SQL NULL, which the NOT NULL columns refuse: bind "" instead.
+QVariant text(const QString& s) { return s.isNull() ? QVariant(QString::fromLatin1("")) : QVariant(s); }
+} // namespace
+
 QString default_conversation_path()
 {
     const QString dir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
@@ -62,19 +67,22 @@ qint64 ConversationStore::createConversation(const QString& system_prompt, const
     db.transaction();
     QSqlQuery q(db);
     q.prepare("INSERT INTO conversations (system_prompt, model_path, created) VALUES (?, ?, ?)");
-    q.addBindValue(system_prompt);
-    q.addBindValue(model_path);
+    q.addBindValue(text(system_prompt));
+    q.addBindValue(text(model_path));
     q.addBindValue(QDateTime::currentDateTimeUtc().toString(Qt::ISODate));
     const bool ok = q.exec();
-    db.commit();
-    return ok ? q.lastInsertId().toLongLong() : 0;
+    const qint64 id = ok ? q.lastInsertId().toLongLong() : 0;
+    q.finish();
+    if (!db.commit())
+        m_error = db.lastError().text();
+    return id;
 }
 
 void ConversationStore::setTitle(qint64 conversation, const QString& title)
 {
     QSqlQuery q(QSqlDatabase::database(m_connection));
     q.prepare("UPDATE conversations SET title = ? WHERE id = ?");
-    q.addBindValue(title);
+    q.addBindValue(text(title));
     q.addBindValue(conversation);
     q.exec();
 }
@@ -83,7 +91,7 @@ void ConversationStore::setSystemPrompt(qint64 conversation, const QString& syst
 {
     QSqlQuery q(QSqlDatabase::database(m_connection));
     q.prepare("UPDATE conversations SET system_prompt = ? WHERE id = ?");
-    q.addBindValue(system_prompt);
+    q.addBindValue(text(system_prompt));
     q.addBindValue(conversation);
     q.exec();
 }
@@ -97,21 +105,28 @@ qint64 ConversationStore::appendMessage(qint64 conversation, const QString& role
     seq.addBindValue(conversation);
     seq.exec();
     const int next = seq.next() ? seq.value(0).toInt() : 0;
+    seq.finish(); // an active statement would make the commit fail
     QSqlQuery q(db);
     q.prepare("INSERT INTO messages (conversation_id, seq, role, content, stats, created) VALUES (?, ?, ?, ?, ?, ?)");
     q.addBindValue(conversation);
     q.addBindValue(next);
-    q.addBindValue(role);
-    q.addBindValue(content);
-    q.addBindValue(stats);
+    q.addBindValue(text(role));
+    q.addBindValue(text(content));
+    q.addBindValue(text(stats));
     q.addBindValue(QDateTime::currentDateTimeUtc().toString(Qt::ISODate));
     if (!q.exec()) {
         db.rollback();
         m_error = q.lastError().text();
         return 0;
     }
-    db.commit();
-    return q.lastInsertId().toLongLong();
+    const qint64 id = q.lastInsertId().toLongLong();
+    q.finish();
+    if (!db.commit()) {
+        m_error = db.lastError().text();
+        db.rollback();
+        return 0;
+    }
+    return id;
 }
 
 void ConversationStore::truncate(qint64 conversation, int seq)

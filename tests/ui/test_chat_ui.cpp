@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The desktop app with the real default model (offscreen): load it, send a message, watch streamed
+// text arrive, stop mid-reply, send a second turn that reuses the cached prefix, restart and find
+// the conversation; kill the app with SIGKILL during a reply and find every completed message.
+#include "bridge/engine_controller.h"
+#include "main_window.h"
+#include "panels/chat_panel.h"
+#include "storage/conversation_store.h"
+#include "test_paths.h"
+
+#include <QProcess>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace tokenscope::ui;
+
+class TestChatUi : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase();
+    void chatStreamsStopsReusesAndPersists();
+    void sigkillDuringReplyLosesNoCompletedMessage();
+
+private:
+    QTemporaryDir m_dir;
+};
+
+void TestChatUi::initTestCase()
+{
+    QStandardPaths::setTestModeEnabled(true);
+    QVERIFY(m_dir.isValid());
+}
+
+void TestChatUi::chatStreamsStopsReusesAndPersists()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    const QString db = m_dir.filePath("chat.sqlite");
+    std::shared_ptr<const ReplyStats> first, second;
+    {
+        ConversationStore store(db, "ui-test-1");
+        QVERIFY(store.ok());
+        EngineController engine;
+        MainWindow window(&engine, &store);
+        window.show();
+        QSignalSpy loaded(&engine, &EngineController::modelLoaded);
+        window.openModel(QString::fromStdString(path));
+        QVERIFY(loaded.wait(120000));
+        ChatPanel* chat = window.chatPanel();
+        auto s = chat->sampling();
+        s.temperature = 0.0f;
+        s.max_tokens = 200;
+        chat->setSampling(s);
+
+        QSignalSpy deltas(&engine, &EngineController::replyDelta);
+        QSignalSpy finished(chat, &ChatPanel::replyFinished);
+        chat->send("Write a long story about a lighthouse keeper.");
+        QVERIFY(chat->replying());
+        QTRY_VERIFY_WITH_TIMEOUT(deltas.count() >= 5, 60000);
+        // streamed text reaches the view (flushed once per frame)
+        const QString streamed = deltas.at(0).at(1).toString() + deltas.at(1).at(1).toString();
+        QTRY_VERIFY_WITH_TIMEOUT(chat->transcriptText().contains(streamed.trimmed()), 5000);
+
+        const int seen_at_stop = int(deltas.count());
+        chat->stop();
+        QVERIFY(finished.wait(30000));
+        first = chat->lastStats();
+        QVERIFY(first->cancelled);
+        // the reply ends within one decode step of Stop (the delta in flight may still arrive)
+        QVERIFY2(first->generated_tokens <= seen_at_stop + 2,
+                 qPrintable(QString("%1 tokens after %2 deltas").arg(first->generated_tokens).arg(seen_at_stop)));
+        QVERIFY(first->generated_tokens < 200);
+        QCOMPARE(chat->messageCount(), 2);
+
+        chat->send("What happened next?");
+        QVERIFY(finished.wait(120000));
+        second = chat->lastStats();
+        QVERIFY(second->reused_tokens >= first->prompt_tokens);
+        QCOMPARE(second->reused_tokens + second->computed_tokens, second->prompt_tokens);
+        QVERIFY(chat->transcriptText().contains(QString("reused %1 cached tokens").arg(second->reused_tokens)));
+        QCOMPARE(chat->messageCount(), 4);
+        window.close();
+    }
+    // restart: the conversation is intact
+    ConversationStore store(db, "ui-test-2");
+    const auto saved = store.latest();
+    QVERIFY(saved.has_value());
+    QCOMPARE(saved->messages.size(), 4);
+    QCOMPARE(saved->messages[0].content, QString("Write a long story about a lighthouse keeper."));
+    QCOMPARE(saved->messages[2].content, QString("What happened next?"));
+    EngineController engine;
+    ChatPanel restored(&engine, &store);
+    QCOMPARE(restored.messageCount(), 4);
+    QVERIFY(restored.transcriptText().contains("What happened next?"));
+}
+
+void TestChatUi::sigkillDuringReplyLosesNoCompletedMessage()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    QTemporaryDir data;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("QT_QPA_PLATFORM", "offscreen");
+    env.insert("XDG_DATA_HOME", data.path());
+    env.insert("XDG_CONFIG_HOME", data.path());
+    env.insert("TOKENSCOPE_MODEL", QString::fromStdString(path));
+    // 1. a complete exchange, then the app quits by itself
+    QProcess first;
+    first.setProcessEnvironment(env);
+    first.start(TOKENSCOPE_GUI_PATH, {"--auto-send", "Hello there.", "--max-tokens", "8", "--quit-after-reply"});
+    QVERIFY(first.waitForFinished(180000));
+    QCOMPARE(first.exitCode(), 0);
+    // 2. a second message, killed while the reply streams
+    QProcess second;
+    second.setProcessEnvironment(env);
+    second.start(TOKENSCOPE_GUI_PATH, {"--auto-send", "Tell me a very long story.", "--max-tokens", "2000"});
+    QVERIFY(second.waitForStarted());
+    const QString db = data.path() + "/Tokenscope/Tokenscope/conversations.sqlite";
+    int messages = 0;
+    for (int i = 0; i < 600 && messages < 3; ++i) {
+        QTest::qWait(100);
+        ConversationStore peek(db, "peek" + QString::number(i));
+        if (auto c = peek.latest())
+            messages = int(c->messages.size());
+    }
+    QCOMPARE(messages, 3);
+    QTest::qWait(1500); // the reply is streaming now
+    QCOMPARE(second.state(), QProcess::Running);
+    second.kill(); // SIGKILL
+    QVERIFY(second.waitForFinished(10000));
+    ConversationStore store(db, "after-kill");
+    const auto c = store.latest();
+    QVERIFY(c.has_value());
+    QCOMPARE(c->messages.size(), 3); // user, assistant, user: every completed message survived
+    QCOMPARE(c->messages[0].content, QString("Hello there."));
+    QCOMPARE(c->messages[1].role, QString("assistant"));
+    QVERIFY(!c->messages[1].content.isEmpty() || !c->messages[1].stats.isEmpty());
+    QCOMPARE(c->messages[2].content, QString("Tell me a very long story."));
+}
+
+QTEST_MAIN(TestChatUi)
+#include "test_chat_ui.moc"
