@@ -32,7 +32,7 @@ APT_PACKAGES=(
   qt6-base-dev qt6-charts-dev qt6-svg-dev qt6-tools-dev libqt6sql6-sqlite
   libspdlog-dev libpcre2-dev nlohmann-json3-dev libcli11-dev
   libvulkan-dev glslc vulkan-validationlayers mesa-vulkan-drivers
-  clang libclang-rt-14-dev python3-venv
+  clang libclang-rt-14-dev python3-venv valgrind
   xvfb appstream desktop-file-utils fonts-noto-core fonts-noto-cjk fonts-noto-color-emoji
   dpkg-dev librsvg2-bin
 )

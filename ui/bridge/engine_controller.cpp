@@ -74,6 +74,8 @@ quint64 EngineController::sendChat(std::vector<ChatTurn> turns, const SamplingSe
 
 void EngineController::stop() { m_cancel->store(true); }
 
+void EngineController::setLoadGate(std::shared_ptr<LoadGate> gate) { m_worker->setLoadGate(std::move(gate)); }
+
 void EngineController::resetConversation()
 {
     QMetaObject::invokeMethod(m_worker, "resetConversation", Qt::QueuedConnection);

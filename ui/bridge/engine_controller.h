@@ -23,7 +23,8 @@ public:
 
     void loadModel(const QString& path, int threads = 0, quint32 n_ctx = 4096);
     quint64 sendChat(std::vector<ChatTurn> turns, const SamplingSettings& sampling);
-    void stop();                 // ends a running reply after the current token
+    void stop();                 // ends a running reply after the current token, or a load
+    void setLoadGate(std::shared_ptr<LoadGate> gate); // tests only
     void resetConversation();
     bool busy() const { return m_busy; }
     std::shared_ptr<const ModelSummary> model() const { return m_model; }

@@ -4,6 +4,7 @@
 #include <QMetaType>
 #include <QString>
 #include <QStringList>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -60,6 +61,13 @@ struct ReplyStats {
     QStringList prompt_pieces;      // its tokens
     QString notice;                 // e.g. the context policy's message
     bool cancelled = false;
+};
+
+// A test hook: when set, a model load stops at 50% of its progress until the test lets it go,
+// so that cancelling at that exact point can be checked.
+struct LoadGate {
+    std::function<void()> reached; // called on the engine thread at 50%
+    std::function<void()> wait;    // blocks the engine thread until released
 };
 
 } // namespace tokenscope::ui

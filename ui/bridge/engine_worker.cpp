@@ -51,9 +51,15 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx)
     emit loadProgress(5, tr("Opening %1").arg(QFileInfo(path).fileName()));
     try {
         auto model = engine::Model::load(path.toStdString());
+        emit loadProgress(50, tr("Read %1 tensors").arg(model->file().tensors().size()));
+        if (m_gate) {
+            m_gate->reached();
+            m_gate->wait();
+        }
         if (m_cancel->load()) {
+            spdlog::info("load of {} cancelled", path.toStdString());
             emit loadFailed(tr("Loading was cancelled."));
-            return;
+            return; // the partly loaded model is released here
         }
         emit loadProgress(60, tr("Preparing the CPU backend"));
         auto backend = engine::make_cpu_backend(model, {.threads = threads, .n_ctx = n_ctx});

@@ -21,6 +21,7 @@ class EngineWorker : public QObject {
     Q_OBJECT
 public:
     explicit EngineWorker(std::shared_ptr<std::atomic<bool>> cancel);
+    void setLoadGate(std::shared_ptr<LoadGate> gate) { m_gate = std::move(gate); }
     ~EngineWorker() override;
 
 public slots:
@@ -41,6 +42,7 @@ private:
     std::shared_ptr<std::atomic<bool>> m_cancel;
     std::shared_ptr<const engine::Model> m_model;
     std::unique_ptr<engine::Session> m_session;
+    std::shared_ptr<LoadGate> m_gate;
     int m_threads = 0;
     quint32 m_n_ctx = 0;
 };
