@@ -12,6 +12,7 @@
 #include <QDir>
 #include <QSettings>
 #include <QStandardPaths>
+#include <QElapsedTimer>
 #include <QTimer>
 #include <cstdio>
 #include <cstdlib>
@@ -82,7 +83,9 @@ int run_app(int argc, char** argv)
     const QCommandLineOption max_tokens("max-tokens", "Reply length for --screenshot.", "n", "48");
     const QCommandLineOption auto_send("auto-send", "Send this message as soon as the model is loaded.", "text");
     const QCommandLineOption quit_after("quit-after-reply", "Quit when the first reply is complete.");
-    parser.addOptions({verbose, model, screenshot, panel, prompt, scale, max_tokens, auto_send, quit_after});
+    const QCommandLineOption latency("latency-probe",
+                                     "Generate 128 tokens and print the worst event-loop delay seen meanwhile (a benchmark).");
+    parser.addOptions({verbose, model, screenshot, panel, prompt, scale, max_tokens, auto_send, quit_after, latency});
     parser.process(app);
 
     setup_logging(parser.isSet(verbose));
@@ -121,6 +124,44 @@ int run_app(int argc, char** argv)
                          [&] { window.chatPanel()->send(parser.value(auto_send)); });
         if (parser.isSet(quit_after))
             QObject::connect(window.chatPanel(), &ChatPanel::replyFinished, &app, [&] { app.quit(); });
+    }
+
+    // The UI thread must never wait on the engine: a 5 ms timer measures how late the event loop
+    // serves it while a reply streams.
+    QElapsedTimer clock;
+    qint64 last_tick = 0, worst_ms = 0, ticks = 0;
+    QTimer probe;
+    if (parser.isSet(latency)) {
+        if (path.isEmpty()) {
+            std::fprintf(stderr, "no model for the latency probe: pass --model or install the default model\n");
+            return 2;
+        }
+        auto sampling = window.chatPanel()->sampling();
+        sampling.temperature = 0.0f;
+        sampling.max_tokens = 128;
+        window.chatPanel()->setSampling(sampling);
+        probe.setInterval(5);
+        probe.setTimerType(Qt::PreciseTimer);
+        QObject::connect(&probe, &QTimer::timeout, &app, [&] {
+            const qint64 now = clock.elapsed();
+            if (last_tick)
+                worst_ms = std::max(worst_ms, now - last_tick - 5);
+            last_tick = now;
+            ++ticks;
+        });
+        QObject::connect(&engine, &EngineController::modelLoaded, &window, [&] {
+            window.chatPanel()->send("Write a long story about a lighthouse keeper and the sea.");
+            clock.start();
+            probe.start();
+        });
+        QObject::connect(window.chatPanel(), &ChatPanel::replyFinished, &app, [&](std::shared_ptr<const ReplyStats> s) {
+            probe.stop();
+            std::printf("ui latency probe: worst event-loop delay %lld ms over %d generated tokens (%lld timer ticks, "
+                        "%.1f tokens/s)\n",
+                        static_cast<long long>(worst_ms), s->generated_tokens, static_cast<long long>(ticks),
+                        s->tokens_per_second);
+            app.quit();
+        });
     }
 
     if (!shot.isEmpty()) {

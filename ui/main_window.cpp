@@ -99,7 +99,7 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
              coming_panel(tr("Attention — every head's query × key heatmap from the real forward pass. Coming in a "
                              "later release.")),
              Qt::RightDockWidgetArea);
-    addPanel("kv", tr("KV cache & context"),
+    addPanel("kv", tr("KV cache && context"),
              coming_panel(tr("KV cache & context — memory per layer growing with every token, and a context-window "
                              "fill simulator. Coming in a later release.")),
              Qt::RightDockWidgetArea);
