@@ -94,9 +94,13 @@ case "$MODE" in
   run)
     stage "Release build"; build_release
     stage "Run"
-    # Until the desktop app exists, the main job is the CLI: model info and a tokenization.
+    if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
+      # The desktop app opens the default model by itself.
+      exec "$BUILD/ui/tokenscope"
+    fi
+    echo "(no display: showing the command-line tool instead of the desktop app)"
     "$BUILD/app/tokenscope-cli" info
-    "$BUILD/app/tokenscope-cli" tokenize "Tokenscope shows how a language model reads: text → tokens → ids."
+    "$BUILD/app/tokenscope-cli" generate -p "The old lighthouse keeper climbed the stairs every evening and" -n 32 --temp 0
     stage
     ;;
   test)
