@@ -4,6 +4,7 @@
 #include "bridge/engine_controller.h"
 #include "panels/chat_panel.h"
 #include "storage/conversation_store.h"
+#include "widgets/model_library_dialog.h"
 
 #include <QActionGroup>
 #include <QApplication>
@@ -171,6 +172,11 @@ void MainWindow::buildMenus()
         const QString path = QFileDialog::getOpenFileName(this, tr("Open a GGUF model"), {}, tr("GGUF models (*.gguf);;All files (*)"));
         if (!path.isEmpty())
             openModel(path);
+    });
+    file->addAction(tr("Model &library…"), QKeySequence("Ctrl+L"), this, [this] {
+        ModelLibraryDialog dialog(QSettings().value("models/recent").toStringList(), this);
+        if (dialog.exec() == QDialog::Accepted)
+            openModel(dialog.selectedPath());
     });
     m_recent = file->addMenu(tr("Open &recent"));
     rebuildRecentMenu();

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The model library dialog lists the installed default model (scanned off the UI thread) with its
+// architecture and type, and a recently opened corrupt file with the loader's message.
+#include "test_paths.h"
+#include "widgets/model_library_dialog.h"
+
+#include <QFile>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTreeWidget>
+
+using namespace tokenscope::ui;
+
+class TestModelLibrary : public QObject {
+    Q_OBJECT
+private slots:
+    void listsDefaultModelAndBadFile();
+};
+
+void TestModelLibrary::listsDefaultModelAndBadFile()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    QTemporaryDir dir;
+    const QString bad = dir.filePath("broken.gguf");
+    QFile f(bad);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("GGUF\x03\x00\x00\x00 truncated", 20);
+    f.close();
+    ModelLibraryDialog dialog({bad});
+    QSignalSpy done(&dialog, &ModelLibraryDialog::scanFinished);
+    QVERIFY(done.wait(60000));
+    auto* tree = dialog.findChild<QTreeWidget*>();
+    QVERIFY(tree);
+    bool found_default = false, found_bad = false;
+    for (int i = 0; i < tree->topLevelItemCount(); ++i) {
+        const auto* item = tree->topLevelItem(i);
+        if (item->text(2) == "gemma3" && item->text(3) == "Q4_K_M")
+            found_default = true;
+        if (item->text(5) == bad) {
+            found_bad = true;
+            QCOMPARE(item->text(2), QString("cannot be read"));
+            QVERIFY(item->toolTip(0).contains("truncated"));
+        }
+    }
+    QVERIFY(found_default);
+    QVERIFY(found_bad);
+}
+
+QTEST_MAIN(TestModelLibrary)
+#include "test_model_library.moc"

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "widgets/model_library_dialog.h"
+
+#include "model/model_discovery.h"
+
+#include <QApplication>
+#include <QDialogButtonBox>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLocale>
+#include <QPointer>
+#include <QPushButton>
+#include <QThreadPool>
+#include <QTreeWidget>
+#include <QVBoxLayout>
+#include <memory>
+
+namespace tokenscope::ui {
+
+ModelLibraryDialog::ModelLibraryDialog(const QStringList& recent, QWidget* parent) : QDialog(parent)
+{
+    setWindowTitle(tr("Model library"));
+    resize(900, 460);
+    auto* layout = new QVBoxLayout(this);
+    m_status = new QLabel(tr("Looking for GGUF models…"));
+    layout->addWidget(m_status);
+    m_tree = new QTreeWidget;
+    m_tree->setHeaderLabels({tr("Model"), tr("Source"), tr("Architecture"), tr("Type"), tr("Size"), tr("Path")});
+    m_tree->setRootIsDecorated(false);
+    m_tree->setAlternatingRowColors(true);
+    m_tree->header()->setSectionResizeMode(0, QHeaderView::Stretch);
+    layout->addWidget(m_tree, 1);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Open | QDialogButtonBox::Cancel);
+    buttons->button(QDialogButtonBox::Open)->setEnabled(false);
+    layout->addWidget(buttons);
+    connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+    auto accept_current = [this] {
+        if (auto* item = m_tree->currentItem(); item && !item->data(0, Qt::UserRole).toString().isEmpty()) {
+            m_selected = item->data(0, Qt::UserRole).toString();
+            accept();
+        }
+    };
+    connect(buttons, &QDialogButtonBox::accepted, this, accept_current);
+    connect(m_tree, &QTreeWidget::itemDoubleClicked, this, accept_current);
+    connect(m_tree, &QTreeWidget::currentItemChanged, this, [this, buttons](QTreeWidgetItem* item) {
+        buttons->button(QDialogButtonBox::Open)->setEnabled(item && !item->data(0, Qt::UserRole).toString().isEmpty());
+    });
+
+    // Scan off the UI thread; the result comes back as an immutable list.
+    engine::DiscoveryRoots roots = engine::default_discovery_roots();
+    for (const QString& r : recent)
+        roots.recent_files.emplace_back(r.toStdString());
+    QPointer<ModelLibraryDialog> self(this);
+    QThreadPool::globalInstance()->start([self, roots] {
+        auto found = std::make_shared<const std::vector<engine::DiscoveredModel>>(engine::discover_models(roots));
+        QMetaObject::invokeMethod(qApp, [self, found] {
+            if (!self)
+                return;
+            for (const auto& m : *found) {
+                auto* item = new QTreeWidgetItem(self->m_tree);
+                item->setText(0, QString::fromStdString(m.display_name));
+                item->setText(1, QString::fromStdString(m.source));
+                item->setText(2, QString::fromStdString(m.architecture));
+                item->setText(3, QString::fromStdString(m.file_type));
+                item->setText(4, QLocale().formattedDataSize(qint64(m.file_size), 1, QLocale::DataSizeTraditionalFormat));
+                item->setText(5, QString::fromStdString(m.path.string()));
+                if (m.error) {
+                    item->setToolTip(0, QString::fromStdString(*m.error));
+                    item->setText(2, tr("cannot be read"));
+                    item->setForeground(2, Qt::red);
+                } else {
+                    item->setData(0, Qt::UserRole, QString::fromStdString(m.path.string()));
+                }
+            }
+            self->m_status->setText(found->empty()
+                                        ? tr("No GGUF models found. Run scripts/setup.sh to install the default model, "
+                                             "or open a file with File → Open model….")
+                                        : tr("%n model(s) found.", nullptr, int(found->size())));
+            emit self->scanFinished();
+        });
+    });
+}
+
+int ModelLibraryDialog::modelCount() const { return m_tree->topLevelItemCount(); }
+
+} // namespace tokenscope::ui

@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include <QDialog>
+
+class QLabel;
+class QTreeWidget;
+
+namespace tokenscope::ui {
+
+// The model library: GGUF files found in Tokenscope's models directory, the Hugging Face cache,
+// LM Studio's and Ollama's folders, and recently opened files — scanned on a worker thread (headers
+// only), with a file that cannot be read listed with the loader's message.
+class ModelLibraryDialog : public QDialog {
+    Q_OBJECT
+public:
+    explicit ModelLibraryDialog(const QStringList& recent, QWidget* parent = nullptr);
+    QString selectedPath() const { return m_selected; }
+    int modelCount() const;
+
+signals:
+    void scanFinished();
+
+private:
+    QTreeWidget* m_tree = nullptr;
+    QLabel* m_status = nullptr;
+    QString m_selected;
+};
+
+} // namespace tokenscope::ui
