@@ -31,11 +31,12 @@ namespace tokenscope::ui {
 
 void apply_theme(Theme theme)
 {
+    // Qt 6.4 has no colour-scheme API: "System" follows the lightness of the platform's own palette,
+    // read once before this function first replaces it.
+    static const bool platform_is_dark = QApplication::palette().color(QPalette::Window).lightness() < 128;
     QApplication::setStyle(QStyleFactory::create("Fusion"));
-    if (theme == Theme::System) {
-        QApplication::setPalette(QApplication::style()->standardPalette());
-        return;
-    }
+    if (theme == Theme::System)
+        theme = platform_is_dark ? Theme::Dark : Theme::Light;
     QPalette p;
     if (theme == Theme::Dark) {
         const QColor window(37, 39, 43), base(28, 30, 33), text(226, 228, 232), accent(95, 160, 255);

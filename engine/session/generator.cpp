@@ -69,7 +69,15 @@ GenerationTrace generate(Session& session, Sampler& sampler, std::string_view pr
     if (prompt_ids.empty())
         throw Error("the prompt is empty: type some text first");
     trace.prompt_tokens = static_cast<uint32_t>(prompt_ids.size());
-    trace.prefill = session.prefill(prompt_ids);
+    trace.prefill = session.prefill(prompt_ids, nullptr, [&](uint32_t done, uint32_t total) {
+        if (options.on_prefill_progress)
+            options.on_prefill_progress(done, total);
+        return !(options.cancel && options.cancel->load());
+    });
+    if (trace.prefill.cancelled) {
+        trace.cancelled = true;
+        return trace;
+    }
 
     const StopCondition stop(tokenizer.vocab().end_of_generation, options.max_tokens, options.stop_strings);
     std::string generated;
@@ -77,8 +85,10 @@ GenerationTrace generate(Session& session, Sampler& sampler, std::string_view pr
     std::vector<TokenId> history = prompt_ids;
     double step_ms = trace.prefill.ms;
     for (uint32_t step = 0;; ++step) {
-        if (options.cancel && options.cancel->load())
+        if (options.cancel && options.cancel->load()) {
+            trace.cancelled = true;
             break;
+        }
         const SampleResult r = sampler.sample(session.logits(), history);
         if (step == 0)
             trace.ttft_ms = ms_since(start);

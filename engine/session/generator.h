@@ -32,6 +32,7 @@ struct GenerationTrace {
     std::vector<StepTrace> steps;
     StopReason stop = StopReason::None;
     std::string text;                // generated text
+    bool cancelled = false;          // the cancel flag ended it (during prefill or between tokens)
     double decode_tokens_per_second() const;
     double prefill_tokens_per_second() const;
 };
@@ -39,7 +40,8 @@ struct GenerationTrace {
 struct GenerationOptions {
     uint32_t max_tokens = 128;
     std::vector<std::string> stop_strings;
-    const std::atomic<bool>* cancel = nullptr; // checked between tokens
+    const std::atomic<bool>* cancel = nullptr; // checked between tokens and between prefill batches
+    std::function<void(uint32_t done, uint32_t total)> on_prefill_progress;
     std::size_t top_candidates = 10;           // kept per step in the trace
 };
 

@@ -13,7 +13,8 @@ Session::Session(std::shared_ptr<const Model> model, std::unique_ptr<Backend> ba
 {
 }
 
-void Session::evaluate(std::span<const TokenId> tokens, const CaptureRequest* capture, uint32_t order_as_batch)
+bool Session::evaluate(std::span<const TokenId> tokens, const CaptureRequest* capture, uint32_t order_as_batch,
+                       const PrefillProgress& progress)
 {
     for (std::size_t i = 0; i < tokens.size(); i += m_n_batch) {
         const auto batch = tokens.subspan(i, std::min<std::size_t>(m_n_batch, tokens.size() - i));
@@ -23,10 +24,15 @@ void Session::evaluate(std::span<const TokenId> tokens, const CaptureRequest* ca
         m_batch_of.insert(m_batch_of.end(), batch.size(), std::max<uint32_t>(uint32_t(batch.size()), order_as_batch));
         m_logits = std::move(r.logits);
         m_captures = std::move(r.captures);
+        const auto done = static_cast<uint32_t>(i + batch.size());
+        if (progress && !progress(done, static_cast<uint32_t>(tokens.size())) && done < tokens.size())
+            return false;
     }
+    return true;
 }
 
-PrefillReport Session::prefill(std::span<const TokenId> tokens, const CaptureRequest* capture)
+PrefillReport Session::prefill(std::span<const TokenId> tokens, const CaptureRequest* capture,
+                               const PrefillProgress& progress)
 {
     const auto start = std::chrono::steady_clock::now();
     if (tokens.empty())
@@ -50,7 +56,8 @@ PrefillReport Session::prefill(std::span<const TokenId> tokens, const CaptureReq
     m_batch_of.resize(m_tokens.size());
     report.reused = static_cast<uint32_t>(m_tokens.size());
     report.computed = static_cast<uint32_t>(tokens.size()) - report.reused;
-    evaluate(tokens.subspan(report.reused), capture, order);
+    report.cancelled = !evaluate(tokens.subspan(report.reused), capture, order, progress);
+    report.computed = static_cast<uint32_t>(m_tokens.size()) - report.reused; // fewer when cancelled
     report.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     return report;
 }

@@ -4,16 +4,22 @@
 #include "backend/backend.h"
 #include "model/model.h"
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
 
 namespace engine {
 
+// Called after each batch of a prefill with (evaluated, total); returning false stops the prefill
+// there (the session then holds the tokens evaluated so far, cache and sequence in step).
+using PrefillProgress = std::function<bool(uint32_t done, uint32_t total)>;
+
 struct PrefillReport {
     uint32_t reused = 0;            // prompt tokens whose K/V were already cached (shared prefix)
     uint32_t computed = 0;          // tokens evaluated now
     bool window_recompute = false;  // a sliding-window layer had freed what the prefix needed
+    bool cancelled = false;         // the progress callback stopped it
     std::optional<uint32_t> window_layer;
     double ms = 0.0;
 };
@@ -33,7 +39,8 @@ public:
 
     // Makes the sequence exactly `tokens`, evaluating only what is not cached already (the shared
     // prefix is reused), in batches of n_batch positions. Leaves the logits of the last token.
-    PrefillReport prefill(std::span<const TokenId> tokens, const CaptureRequest* capture = nullptr);
+    PrefillReport prefill(std::span<const TokenId> tokens, const CaptureRequest* capture = nullptr,
+                          const PrefillProgress& progress = {});
     // Appends one token and evaluates it: one decode step.
     void decode(TokenId token, const CaptureRequest* capture = nullptr);
     // Back to the first n tokens (undo, what-if); their last token's logits are recomputed (one
@@ -41,7 +48,9 @@ public:
     PrefillReport truncate(uint32_t n);
 
 private:
-    void evaluate(std::span<const TokenId> tokens, const CaptureRequest* capture, uint32_t order_as_batch = 0);
+    // Returns false when progress stopped it.
+    bool evaluate(std::span<const TokenId> tokens, const CaptureRequest* capture, uint32_t order_as_batch = 0,
+                  const PrefillProgress& progress = {});
 
     std::shared_ptr<const Model> m_model;
     std::unique_ptr<Backend> m_backend;

@@ -8,6 +8,7 @@
 #include "storage/conversation_store.h"
 #include "test_paths.h"
 
+#include <QPlainTextEdit>
 #include <QProcess>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -22,6 +23,7 @@ private slots:
     void initTestCase();
     void chatStreamsStopsReusesAndPersists();
     void sigkillDuringReplyLosesNoCompletedMessage();
+    void overflowIsToldBeforeSendingAndPrefillStops();
 
 private:
     QTemporaryDir m_dir;
@@ -136,6 +138,51 @@ void TestChatUi::sigkillDuringReplyLosesNoCompletedMessage()
     QCOMPARE(c->messages[1].role, QString("assistant"));
     QVERIFY(!c->messages[1].content.isEmpty() || !c->messages[1].stats.isEmpty());
     QCOMPARE(c->messages[2].content, QString("Tell me a very long story."));
+}
+
+void TestChatUi::overflowIsToldBeforeSendingAndPrefillStops()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    ConversationStore store(m_dir.filePath("overflow.sqlite"), "ui-overflow");
+    EngineController engine;
+    ChatPanel chat(&engine, &store);
+    chat.show();
+    QSignalSpy loaded(&engine, &EngineController::modelLoaded);
+    engine.loadModel(QString::fromStdString(path), 2, 160);
+    QVERIFY(loaded.wait(120000));
+    auto s = chat.sampling();
+    s.max_tokens = 16;
+    chat.setSampling(s);
+    // a draft longer than the 160-token context: the warning appears while typing, before Send
+    QString draft;
+    for (int i = 0; i < 150; ++i)
+        draft += "lighthouse keeper ";
+    auto* input = chat.findChild<QPlainTextEdit*>("messageInput");
+    QVERIFY(input);
+    input->setPlainText(draft);
+    QTRY_VERIFY_WITH_TIMEOUT(!chat.fitNotice().isEmpty(), 10000);
+    QVERIFY2(chat.fitNotice().contains("160 tokens"), qPrintable(chat.fitNotice()));
+    QCOMPARE(chat.messageCount(), 0); // nothing was sent
+
+    // Stop during a long prefill: it ends between batches, no token is generated
+    EngineController big;
+    ChatPanel chat2(&big, &store);
+    QSignalSpy loaded2(&big, &EngineController::modelLoaded);
+    big.loadModel(QString::fromStdString(path), 2, 2048);
+    QVERIFY(loaded2.wait(120000));
+    chat2.newChat();
+    QSignalSpy progress(&big, &EngineController::prefillProgress);
+    QSignalSpy finished(&chat2, &ChatPanel::replyFinished);
+    QString long_text;
+    for (int i = 0; i < 120; ++i)
+        long_text += QString("Sentence number %1 about the sea. ").arg(i);
+    chat2.send(long_text);
+    QVERIFY(progress.wait(60000));
+    chat2.stop();
+    QVERIFY(finished.wait(60000));
+    QVERIFY(chat2.lastStats()->cancelled);
+    QCOMPARE(chat2.lastStats()->generated_tokens, 0);
+    QVERIFY(chat2.lastStats()->computed_tokens < chat2.lastStats()->prompt_tokens);
 }
 
 QTEST_MAIN(TestChatUi)

@@ -26,6 +26,8 @@ EngineController::EngineController(QObject* parent) : QObject(parent)
     });
     connect(m_worker, &EngineWorker::replyStarted, this, &EngineController::replyStarted);
     connect(m_worker, &EngineWorker::replyDelta, this, &EngineController::replyDelta);
+    connect(m_worker, &EngineWorker::prefillProgress, this, &EngineController::prefillProgress);
+    connect(m_worker, &EngineWorker::fitChecked, this, &EngineController::fitChecked);
     connect(m_worker, &EngineWorker::replyFinished, this, [this](std::shared_ptr<const ReplyStats> s) {
         setBusy(false);
         emit replyFinished(std::move(s));
@@ -73,6 +75,16 @@ quint64 EngineController::sendChat(std::vector<ChatTurn> turns, const SamplingSe
 }
 
 void EngineController::stop() { m_cancel->store(true); }
+
+quint64 EngineController::checkFit(std::vector<ChatTurn> turns, const SamplingSettings& sampling)
+{
+    ChatRequest request;
+    request.id = m_next_request++;
+    request.turns = std::move(turns);
+    request.sampling = sampling;
+    QMetaObject::invokeMethod(m_worker, "checkFit", Qt::QueuedConnection, Q_ARG(tokenscope::ui::ChatRequest, request));
+    return request.id;
+}
 
 void EngineController::setLoadGate(std::shared_ptr<LoadGate> gate) { m_worker->setLoadGate(std::move(gate)); }
 

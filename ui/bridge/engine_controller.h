@@ -26,6 +26,7 @@ public:
     void stop();                 // ends a running reply after the current token, or a load
     void setLoadGate(std::shared_ptr<LoadGate> gate); // tests only
     void resetConversation();
+    quint64 checkFit(std::vector<ChatTurn> turns, const SamplingSettings& sampling);
     bool busy() const { return m_busy; }
     std::shared_ptr<const ModelSummary> model() const { return m_model; }
 
@@ -38,6 +39,8 @@ signals:
     void replyFinished(std::shared_ptr<const tokenscope::ui::ReplyStats> stats);
     void replyFailed(quint64 request_id, const QString& message);
     void busyChanged(bool busy);
+    void prefillProgress(quint64 request_id, int done, int total);
+    void fitChecked(quint64 request_id, const QString& notice);
 
 private:
     void setBusy(bool busy);

@@ -78,7 +78,9 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx)
         summary->threads = threads;
         const auto format = engine::detect_chat_format(model->tokenizer().vocab().chat_template, c.architecture);
         summary->chat_format = QString::fromUtf8(engine::chat_format_name(format).data());
-        m_session = std::make_unique<engine::Session>(model, std::move(backend));
+        // Prefill in batches of 128 positions: Stop is honoured between batches (the summation
+        // order, and so the numbers, are those of any batch of 8 or more).
+        m_session = std::make_unique<engine::Session>(model, std::move(backend), 128);
         m_model = std::move(model);
         m_threads = threads;
         m_n_ctx = summary->n_ctx;
@@ -89,6 +91,18 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx)
         spdlog::warn("load failed: {}", e.what());
         emit loadFailed(QString::fromUtf8(e.what()));
     }
+}
+
+void EngineWorker::checkFit(const ChatRequest& request)
+{
+    if (!m_model)
+        return;
+    const auto& tokenizer = m_model->tokenizer();
+    const auto format = engine::detect_chat_format(tokenizer.vocab().chat_template, m_model->config().architecture);
+    const auto count = [&](const std::string& text) { return tokenizer.encode_ids(text).size(); };
+    const auto fit = engine::fit_to_context(to_messages(request.turns), count, format, m_n_ctx,
+                                            size_t(std::max(16, request.sampling.max_tokens)));
+    emit fitChecked(request.id, QString::fromStdString(fit.notice));
 }
 
 void EngineWorker::resetConversation()
@@ -129,6 +143,9 @@ void EngineWorker::generateReply(const ChatRequest& request)
         options.max_tokens = static_cast<uint32_t>(request.sampling.max_tokens);
         options.stop_strings = engine::stop_strings(format);
         options.cancel = m_cancel.get();
+        options.on_prefill_progress = [&](uint32_t done, uint32_t total) {
+            emit prefillProgress(request.id, int(done), int(total));
+        };
         const engine::GenerationTrace trace =
             engine::generate(*m_session, sampler, prompt, options,
                              [&](std::string_view delta) { emit replyDelta(request.id, QString::fromUtf8(delta.data(), qsizetype(delta.size()))); });
@@ -141,7 +158,7 @@ void EngineWorker::generateReply(const ChatRequest& request)
         stats->generated_tokens = int(trace.steps.size());
         stats->ttft_ms = trace.ttft_ms;
         stats->tokens_per_second = trace.decode_tokens_per_second();
-        stats->cancelled = m_cancel->load();
+        stats->cancelled = trace.cancelled;
         stats->stop_reason = stats->cancelled ? tr("stopped by you") : QString::fromUtf8(engine::stop_reason_name(trace.stop).data());
         stats->prompt_text = QString::fromStdString(prompt);
         for (engine::TokenId id : tokenizer.encode_ids(prompt))

@@ -28,6 +28,8 @@ public slots:
     void loadModel(const QString& path, int threads, quint32 n_ctx);
     void generateReply(const tokenscope::ui::ChatRequest& request);
     void resetConversation();
+    // Would this conversation (with the draft) fit the context? Answers with fitChecked.
+    void checkFit(const tokenscope::ui::ChatRequest& request);
 
 signals:
     void loadProgress(int percent, const QString& what);
@@ -37,6 +39,8 @@ signals:
     void replyDelta(quint64 request_id, const QString& text);
     void replyFinished(std::shared_ptr<const tokenscope::ui::ReplyStats> stats);
     void replyFailed(quint64 request_id, const QString& message);
+    void prefillProgress(quint64 request_id, int done, int total);
+    void fitChecked(quint64 request_id, const QString& notice);
 
 private:
     std::shared_ptr<std::atomic<bool>> m_cancel;

@@ -113,6 +113,7 @@ void ChatPanel::buildUi()
 
     auto* input_row = new QHBoxLayout;
     m_input = new QPlainTextEdit;
+    m_input->setObjectName("messageInput");
     m_input->setPlaceholderText(tr("Message (Ctrl+Enter to send)"));
     m_input->setMaximumHeight(90);
     input_row->addWidget(m_input, 1);
@@ -127,6 +128,11 @@ void ChatPanel::buildUi()
         buttons->addWidget(b);
     input_row->addLayout(buttons);
     layout->addLayout(input_row);
+    m_fit = new QLabel;
+    m_fit->setWordWrap(true);
+    m_fit->setStyleSheet("color: #c0392b");
+    m_fit->hide();
+    layout->addWidget(m_fit);
     m_show_prompt = new QCheckBox(tr("Show the exact text and tokens the model receives"));
     layout->addWidget(m_show_prompt);
 
@@ -139,6 +145,27 @@ void ChatPanel::buildUi()
     connect(m_system, &QLineEdit::editingFinished, this, [this] {
         if (m_conversation)
             m_store->setSystemPrompt(m_conversation, m_system->text());
+    });
+
+    // Before sending: would the history plus this draft overflow the context? Checked on the engine
+    // thread (it has the tokenizer) a moment after typing stops.
+    m_fit_timer = new QTimer(this);
+    m_fit_timer->setSingleShot(true);
+    m_fit_timer->setInterval(400);
+    connect(m_input, &QPlainTextEdit::textChanged, m_fit_timer, qOverload<>(&QTimer::start));
+    connect(m_fit_timer, &QTimer::timeout, this, [this] {
+        if (m_engine->model())
+            m_fit_request = m_engine->checkFit(requestTurns(m_input->toPlainText().trimmed()), sampling());
+    });
+    connect(m_engine, &EngineController::fitChecked, this, [this](quint64 id, const QString& notice) {
+        if (id != m_fit_request)
+            return;
+        m_fit->setText(notice);
+        m_fit->setVisible(!notice.isEmpty());
+    });
+    connect(m_engine, &EngineController::prefillProgress, this, [this](quint64 id, int done, int total) {
+        if (id == m_request && done < total)
+            m_status->setText(tr("Reading the prompt: %1 of %2 new tokens (Stop works between batches)").arg(done).arg(total));
     });
 
     // Streaming text is shown once per frame, not once per token.
@@ -203,12 +230,22 @@ void ChatPanel::send(const QString& raw)
     startReply();
 }
 
-void ChatPanel::startReply()
+std::vector<ChatTurn> ChatPanel::requestTurns(const QString& draft) const
 {
     std::vector<ChatTurn> request;
     if (!m_system->text().trimmed().isEmpty())
         request.push_back({"system", m_system->text().trimmed()});
     request.insert(request.end(), m_turns.begin(), m_turns.end());
+    if (!draft.isEmpty())
+        request.push_back({"user", draft});
+    return request;
+}
+
+QString ChatPanel::fitNotice() const { return m_fit->isVisible() ? m_fit->text() : QString(); }
+
+void ChatPanel::startReply()
+{
+    std::vector<ChatTurn> request = requestTurns({});
     m_streaming.clear();
     m_pending.clear();
     m_replying = true;

@@ -41,6 +41,7 @@ public:
     int messageCount() const { return static_cast<int>(m_turns.size()); }
     const std::shared_ptr<const ReplyStats>& lastStats() const { return m_last_stats; }
     bool replying() const { return m_replying; }
+    QString fitNotice() const;
     SamplingSettings sampling() const;
     void setSampling(const SamplingSettings& s);
 
@@ -87,6 +88,10 @@ private:
     QSpinBox* m_seed = nullptr;
     QSpinBox* m_max_tokens = nullptr;
     QTimer* m_frame = nullptr;
+    QTimer* m_fit_timer = nullptr;   // debounces the context check while typing
+    QLabel* m_fit = nullptr;         // "this will not fit / oldest turns will be dropped" before sending
+    quint64 m_fit_request = 0;
+    std::vector<ChatTurn> requestTurns(const QString& draft) const;
 };
 
 } // namespace tokenscope::ui
