@@ -6,7 +6,9 @@
 #include "bridge/engine_controller.h"
 #include "test_paths.h"
 
+#include <QFile>
 #include <QSemaphore>
+#include <QTemporaryDir>
 #include <QSignalSpy>
 #include <QTest>
 
@@ -16,7 +18,29 @@ class TestLoadCancel : public QObject {
     Q_OBJECT
 private slots:
     void cancelAtHalfwayThenLoadAgain();
+    void badFileShowsTheLoaderMessage();
 };
+
+void TestLoadCancel::badFileShowsTheLoaderMessage()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    QTemporaryDir dir;
+    const QString bad = dir.filePath("truncated.gguf");
+    QFile f(bad);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("GGUF\x03\x00\x00\x00", 8); // header cut short
+    f.close();
+    EngineController engine;
+    QSignalSpy failed(&engine, &EngineController::loadFailed);
+    QSignalSpy loaded(&engine, &EngineController::modelLoaded);
+    engine.loadModel(bad);
+    QVERIFY(failed.wait(30000));
+    const QString message = failed.last().at(0).toString();
+    QVERIFY2(message.contains(bad) && message.contains("truncated"), qPrintable(message));
+    QVERIFY(!engine.busy());
+    engine.loadModel(QString::fromStdString(path), 2, 256); // the app stays usable
+    QVERIFY(loaded.wait(120000));
+}
 
 void TestLoadCancel::cancelAtHalfwayThenLoadAgain()
 {
