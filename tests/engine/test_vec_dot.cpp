@@ -45,6 +45,21 @@ std::vector<double> dequant_activations(ActivationFormat f, const void* q, const
     return out;
 }
 
+// Four rows of n normally distributed activations, quantized to the format a weight type takes.
+std::vector<std::vector<uint8_t>> random_activation_rows(ActivationFormat format, int64_t n, uint32_t seed)
+{
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<std::vector<uint8_t>> rows(4, std::vector<uint8_t>(activation_row_bytes(format, n)));
+    for (auto& row : rows) {
+        std::vector<float> x(static_cast<std::size_t>(n));
+        for (auto& v : x)
+            v = dist(rng);
+        quantize_activations(format, x.data(), row.data(), n);
+    }
+    return rows;
+}
+
 } // namespace
 
 class TestVecDot : public QObject {
@@ -71,16 +86,7 @@ void TestVecDot::tiledOrderSimdMatchesScalar()
     if (!scalar)
         QSKIP("only k-quants have a tiled order");
     const int64_t n = 1024;
-    const ActivationFormat af = activation_format(gt);
-    std::mt19937 rng(5);
-    std::normal_distribution<float> dist(0.0f, 1.0f);
-    std::vector<std::vector<uint8_t>> xq(4, std::vector<uint8_t>(activation_row_bytes(af, n)));
-    for (auto& row : xq) {
-        std::vector<float> x(n);
-        for (auto& v : x)
-            v = dist(rng);
-        quantize_activations(af, x.data(), row.data(), n);
-    }
+    const auto xq = random_activation_rows(activation_format(gt), n, 5);
     const void* w = f->tensor_data(*t).data();
     const void* a[4] = {xq[0].data(), xq[1].data(), xq[2].data(), xq[3].data()};
     const VecDotFn one = vec_dot_for_batch(gt, n, 8);
@@ -107,16 +113,7 @@ void TestVecDot::fourRowKernelsMatchOneRow()
     if (!dot4)
         QSKIP("no four-row kernel for this type on this CPU");
     const int64_t n = 1024;
-    const ActivationFormat af = activation_format(gt);
-    std::mt19937 rng(11);
-    std::normal_distribution<float> dist(0.0f, 1.0f);
-    std::vector<std::vector<uint8_t>> xq(4, std::vector<uint8_t>(activation_row_bytes(af, n)));
-    for (auto& row : xq) {
-        std::vector<float> x(n);
-        for (auto& v : x)
-            v = dist(rng);
-        quantize_activations(af, x.data(), row.data(), n);
-    }
+    const auto xq = random_activation_rows(activation_format(gt), n, 11);
     const void* a[4] = {xq[0].data(), xq[1].data(), xq[2].data(), xq[3].data()};
     float out[4];
     dot4(f->tensor_data(*t).data(), a, n, out);
