@@ -5,6 +5,7 @@
 #include "main_window.h"
 #include "model/model_locator.h"
 #include "panels/chat_panel.h"
+#include "panels/tokenizer_panel.h"
 #include "storage/conversation_store.h"
 
 #include <QApplication>
@@ -44,7 +45,7 @@ void setup_logging(bool verbose)
 }
 
 // Panels a screenshot can show today.
-const QStringList kBuiltPanels = {"main", "chat"};
+const QStringList kBuiltPanels = {"main", "chat", "tokenizer"};
 const QStringList kAllPanels = {"main", "chat", "tokenizer", "stepper", "attention", "kv", "context", "timeline"};
 
 } // namespace
@@ -173,19 +174,31 @@ int run_app(int argc, char** argv)
         sampling.temperature = 0.0f; // reproducible pictures
         sampling.max_tokens = parser.value(max_tokens).toInt();
         window.chatPanel()->setSampling(sampling);
-        QObject::connect(&engine, &EngineController::modelLoaded, &window,
-                         [&] { window.chatPanel()->send(parser.value(prompt)); });
-        QObject::connect(&engine, &EngineController::loadFailed, &app, [&](const QString& m) {
-            std::fprintf(stderr, "%s\n", qPrintable(m));
-            app.exit(1);
-        });
-        QObject::connect(window.chatPanel(), &ChatPanel::replyFinished, &window, [&] {
+        const auto grab = [&] {
             QTimer::singleShot(100, &window, [&] {
                 QWidget* target = panel_name == "main" ? static_cast<QWidget*>(&window) : window.panel(panel_name);
                 const bool saved = target->grab().save(shot);
                 std::fprintf(stderr, "%s %s\n", saved ? "saved" : "could not save", qPrintable(shot));
                 app.exit(saved ? 0 : 1);
             });
+        };
+        if (panel_name == "tokenizer") {
+            if (auto* dock = window.panel("tokenizer")->parentWidget())
+                dock->raise();
+            QObject::connect(&engine, &EngineController::modelLoaded, &window,
+                             [&] { window.tokenizerPanel()->setText(parser.value(prompt)); });
+            QObject::connect(window.tokenizerPanel(), &TokenizerPanel::updated, &window, [&] {
+                window.tokenizerPanel()->showDetails(1);
+                grab();
+            });
+        } else {
+            QObject::connect(&engine, &EngineController::modelLoaded, &window,
+                             [&] { window.chatPanel()->send(parser.value(prompt)); });
+            QObject::connect(window.chatPanel(), &ChatPanel::replyFinished, &window, grab);
+        }
+        QObject::connect(&engine, &EngineController::loadFailed, &app, [&](const QString& m) {
+            std::fprintf(stderr, "%s\n", qPrintable(m));
+            app.exit(1);
         });
     }
     return app.exec();

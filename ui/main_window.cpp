@@ -3,6 +3,7 @@
 
 #include "bridge/engine_controller.h"
 #include "panels/chat_panel.h"
+#include "panels/tokenizer_panel.h"
 #include "storage/conversation_store.h"
 #include "widgets/model_library_dialog.h"
 
@@ -89,10 +90,8 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
     buildModelBar();
     m_chat = new ChatPanel(engine, store);
     addPanel("chat", tr("Chat"), m_chat, Qt::LeftDockWidgetArea);
-    addPanel("tokenizer", tr("Tokenizer"),
-             coming_panel(tr("Tokenizer — text becomes tokens: coloured spans with ids, byte offsets and other "
-                             "vocabularies side by side. Coming in the next release.")),
-             Qt::RightDockWidgetArea);
+    m_tokenizer = new TokenizerPanel(engine);
+    addPanel("tokenizer", tr("Tokenizer"), m_tokenizer, Qt::RightDockWidgetArea);
     addPanel("stepper", tr("Decode stepper"),
              coming_panel(tr("Decode stepper — prefill once, then step: the next-token distribution, the token "
                              "chosen, the KV cache reused. Coming in the next release.")),

@@ -14,6 +14,7 @@ class QMenu;
 namespace tokenscope::ui {
 
 class ChatPanel;
+class TokenizerPanel;
 class ConversationStore;
 class EngineController;
 
@@ -30,6 +31,7 @@ public:
 
     void openModel(const QString& path);
     ChatPanel* chatPanel() const { return m_chat; }
+    TokenizerPanel* tokenizerPanel() const { return m_tokenizer; }
     QWidget* panel(const QString& name) const;
 
 protected:
@@ -48,6 +50,7 @@ private:
     EngineController* m_engine;
     ConversationStore* m_store;
     ChatPanel* m_chat = nullptr;
+    TokenizerPanel* m_tokenizer = nullptr;
     QLabel* m_model_label = nullptr;
     QProgressBar* m_progress = nullptr;
     QPushButton* m_cancel = nullptr;

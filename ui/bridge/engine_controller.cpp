@@ -10,6 +10,7 @@ EngineController::EngineController(QObject* parent) : QObject(parent)
     qRegisterMetaType<std::shared_ptr<const ModelSummary>>();
     qRegisterMetaType<std::shared_ptr<const ReplyStats>>();
     qRegisterMetaType<ChatRequest>();
+    qRegisterMetaType<std::shared_ptr<const Tokenization>>();
     m_thread.setObjectName("engine");
     m_worker = new EngineWorker(m_cancel);
     m_worker->moveToThread(&m_thread);
@@ -28,6 +29,7 @@ EngineController::EngineController(QObject* parent) : QObject(parent)
     connect(m_worker, &EngineWorker::replyDelta, this, &EngineController::replyDelta);
     connect(m_worker, &EngineWorker::prefillProgress, this, &EngineController::prefillProgress);
     connect(m_worker, &EngineWorker::fitChecked, this, &EngineController::fitChecked);
+    connect(m_worker, &EngineWorker::tokenized, this, &EngineController::tokenized);
     connect(m_worker, &EngineWorker::replyFinished, this, [this](std::shared_ptr<const ReplyStats> s) {
         setBusy(false);
         emit replyFinished(std::move(s));
@@ -75,6 +77,13 @@ quint64 EngineController::sendChat(std::vector<ChatTurn> turns, const SamplingSe
 }
 
 void EngineController::stop() { m_cancel->store(true); }
+
+quint64 EngineController::tokenize(const QString& text)
+{
+    const quint64 id = m_next_request++;
+    QMetaObject::invokeMethod(m_worker, "tokenize", Qt::QueuedConnection, Q_ARG(quint64, id), Q_ARG(QString, text));
+    return id;
+}
 
 quint64 EngineController::checkFit(std::vector<ChatTurn> turns, const SamplingSettings& sampling)
 {

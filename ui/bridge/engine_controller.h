@@ -27,6 +27,7 @@ public:
     void setLoadGate(std::shared_ptr<LoadGate> gate); // tests only
     void resetConversation();
     quint64 checkFit(std::vector<ChatTurn> turns, const SamplingSettings& sampling);
+    quint64 tokenize(const QString& text);
     bool busy() const { return m_busy; }
     std::shared_ptr<const ModelSummary> model() const { return m_model; }
 
@@ -41,6 +42,7 @@ signals:
     void busyChanged(bool busy);
     void prefillProgress(quint64 request_id, int done, int total);
     void fitChecked(quint64 request_id, const QString& notice);
+    void tokenized(std::shared_ptr<const tokenscope::ui::Tokenization> result);
 
 private:
     void setBusy(bool busy);

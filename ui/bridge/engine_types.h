@@ -63,6 +63,22 @@ struct ReplyStats {
     bool cancelled = false;
 };
 
+struct TokenSpan {
+    int id = 0;
+    int begin = 0; // byte offsets in the UTF-8 text
+    int end = 0;
+    QString piece; // the vocabulary entry
+    QString type;  // normal, control, byte, user-defined, …
+};
+
+struct Tokenization {
+    quint64 request_id = 0;
+    QString text;
+    QByteArray utf8;
+    std::vector<TokenSpan> tokens;
+    double ms = 0.0;
+};
+
 // A test hook: when set, a model load stops at 50% of its progress until the test lets it go,
 // so that cancelling at that exact point can be checked.
 struct LoadGate {
@@ -75,3 +91,4 @@ struct LoadGate {
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::ModelSummary>)
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::ReplyStats>)
 Q_DECLARE_METATYPE(tokenscope::ui::ChatRequest)
+Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::Tokenization>)

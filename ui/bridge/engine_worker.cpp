@@ -9,6 +9,7 @@
 #include "session/generator.h"
 #include "util/error.h"
 
+#include <QElapsedTimer>
 #include <QFileInfo>
 #include <map>
 #include <spdlog/spdlog.h>
@@ -103,6 +104,30 @@ void EngineWorker::checkFit(const ChatRequest& request)
     const auto fit = engine::fit_to_context(to_messages(request.turns), count, format, m_n_ctx,
                                             size_t(std::max(16, request.sampling.max_tokens)));
     emit fitChecked(request.id, QString::fromStdString(fit.notice));
+}
+
+void EngineWorker::tokenize(quint64 request_id, const QString& text)
+{
+    if (!m_model)
+        return;
+    QElapsedTimer timer;
+    timer.start();
+    auto out = std::make_shared<Tokenization>();
+    out->request_id = request_id;
+    out->text = text;
+    out->utf8 = text.toUtf8();
+    const auto& tokenizer = m_model->tokenizer();
+    for (const engine::Token& t : tokenizer.encode(std::string_view(out->utf8.constData(), std::size_t(out->utf8.size())))) {
+        TokenSpan span;
+        span.id = t.id;
+        span.begin = int(t.byte_begin);
+        span.end = int(t.byte_end);
+        span.piece = QString::fromStdString(tokenizer.vocab().tokens[std::size_t(t.id)]);
+        span.type = QString::fromUtf8(engine::token_type_name(tokenizer.vocab().type_of(t.id)).data());
+        out->tokens.push_back(std::move(span));
+    }
+    out->ms = double(timer.nsecsElapsed()) / 1e6;
+    emit tokenized(std::move(out));
 }
 
 void EngineWorker::resetConversation()

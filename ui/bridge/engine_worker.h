@@ -30,6 +30,7 @@ public slots:
     void resetConversation();
     // Would this conversation (with the draft) fit the context? Answers with fitChecked.
     void checkFit(const tokenscope::ui::ChatRequest& request);
+    void tokenize(quint64 request_id, const QString& text);
 
 signals:
     void loadProgress(int percent, const QString& what);
@@ -41,6 +42,7 @@ signals:
     void replyFailed(quint64 request_id, const QString& message);
     void prefillProgress(quint64 request_id, int done, int total);
     void fitChecked(quint64 request_id, const QString& notice);
+    void tokenized(std::shared_ptr<const tokenscope::ui::Tokenization> result);
 
 private:
     std::shared_ptr<std::atomic<bool>> m_cancel;

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "panels/tokenizer_panel.h"
+
+#include "bridge/engine_controller.h"
+
+#include <QCheckBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLocale>
+#include <QPlainTextEdit>
+#include <QSplitter>
+#include <QTextBrowser>
+#include <QTimer>
+#include <QUrl>
+#include <QVBoxLayout>
+
+namespace tokenscope::ui {
+
+namespace {
+
+// Token colours: distinct neighbours, readable in light and dark themes (text stays the palette's).
+const QColor kSpanColours[] = {QColor(90, 160, 255, 70), QColor(255, 170, 60, 80), QColor(80, 200, 120, 80),
+                               QColor(220, 90, 200, 70), QColor(240, 210, 60, 90), QColor(90, 210, 220, 80)};
+
+QString visible_text(const QByteArray& bytes)
+{
+    QString s = QString::fromUtf8(bytes).toHtmlEscaped();
+    s.replace(' ', QChar(0x00B7));          // ·
+    s.replace('\t', QChar(0x2192));         // →
+    s.replace('\n', QString(QChar(0x21B5)) + "<br>"); // ↵
+    return s;
+}
+
+} // namespace
+
+TokenizerPanel::TokenizerPanel(EngineController* engine, QWidget* parent) : QWidget(parent), m_engine(engine)
+{
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(6, 6, 6, 6);
+    auto* split = new QSplitter(Qt::Vertical);
+    m_input = new QPlainTextEdit;
+    m_input->setObjectName("tokenizerInput");
+    m_input->setPlaceholderText(tr("Type or paste text: it is split into tokens as you type, exactly as the model will "
+                                   "see it. Try a misspelling, a number, code, or another language."));
+    split->addWidget(m_input);
+    m_view = new QTextBrowser;
+    m_view->setOpenLinks(false);
+    m_view->setMouseTracking(true);
+    split->addWidget(m_view);
+    layout->addWidget(split, 1);
+    auto* row = new QHBoxLayout;
+    m_counts = new QLabel;
+    row->addWidget(m_counts, 1);
+    m_show_ids = new QCheckBox(tr("Show ids"));
+    row->addWidget(m_show_ids);
+    layout->addLayout(row);
+    m_detail = new QLabel(tr("Point at a token to see its id, bytes and type."));
+    m_detail->setWordWrap(true);
+    m_detail->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    layout->addWidget(m_detail);
+
+    m_debounce = new QTimer(this);
+    m_debounce->setSingleShot(true);
+    m_debounce->setInterval(120);
+    connect(m_input, &QPlainTextEdit::textChanged, m_debounce, qOverload<>(&QTimer::start));
+    connect(m_debounce, &QTimer::timeout, this, &TokenizerPanel::request);
+    connect(m_show_ids, &QCheckBox::toggled, this, &TokenizerPanel::render);
+    connect(m_view, &QTextBrowser::highlighted, this, [this](const QUrl& url) {
+        if (url.scheme() == "tok")
+            showDetails(url.path().toInt());
+    });
+    connect(m_engine, &EngineController::tokenized, this, [this](std::shared_ptr<const Tokenization> t) {
+        if (t->request_id != m_request)
+            return; // a newer request is on its way
+        m_current = std::move(t);
+        render();
+        emit updated();
+    });
+    connect(m_engine, &EngineController::modelLoaded, this, &TokenizerPanel::request);
+}
+
+void TokenizerPanel::setText(const QString& text) { m_input->setPlainText(text); request(); }
+
+void TokenizerPanel::request()
+{
+    if (m_engine->model())
+        m_request = m_engine->tokenize(m_input->toPlainText());
+}
+
+QString TokenizerPanel::countsText() const { return m_counts->text(); }
+QString TokenizerPanel::detailText() const { return m_detail->text(); }
+
+void TokenizerPanel::showDetails(int i)
+{
+    if (!m_current || i < 0 || i >= int(m_current->tokens.size()))
+        return;
+    const TokenSpan& t = m_current->tokens[std::size_t(i)];
+    const QByteArray bytes = m_current->utf8.mid(t.begin, t.end - t.begin);
+    m_detail->setText(tr("Token %1 of %2 · id %3 · piece “%4” · %5 · bytes %6 · offsets [%7, %8)")
+                          .arg(i + 1)
+                          .arg(m_current->tokens.size())
+                          .arg(t.id)
+                          .arg(t.piece, t.type, bytes.isEmpty() ? tr("none (added by the tokenizer)") : QString::fromLatin1(bytes.toHex(' ')))
+                          .arg(t.begin)
+                          .arg(t.end));
+}
+
+void TokenizerPanel::render()
+{
+    if (!m_current)
+        return;
+    const auto& t = *m_current;
+    QString html;
+    const bool ids = m_show_ids->isChecked();
+    int previous_begin = -1, colour = 0;
+    for (std::size_t i = 0; i < t.tokens.size(); ++i) {
+        const TokenSpan& s = t.tokens[i];
+        const bool special = s.type == "control" || s.type == "user-defined" || s.type == "unknown";
+        const bool byte = s.type == "byte";
+        // Byte-fallback tokens of one character share its span: show the character once.
+        const QString text = ids ? QString::number(s.id)
+                             : special ? s.piece.toHtmlEscaped()
+                             : (byte && s.begin == previous_begin) ? QString("+")
+                                                                   : visible_text(t.utf8.mid(s.begin, s.end - s.begin));
+        previous_begin = s.begin;
+        const QColor c = kSpanColours[colour++ % std::size(kSpanColours)];
+        const QString style = QString("background-color: rgba(%1,%2,%3,%4); text-decoration: none; color: palette(text);%5")
+                                  .arg(c.red()).arg(c.green()).arg(c.blue()).arg(c.alpha())
+                                  .arg(special ? " font-weight: bold; border: 1px solid gray;" : byte ? " font-style: italic;" : "");
+        html += QString("<a href='tok:%1' style='%2'>%3</a>%4").arg(i).arg(style, text.isEmpty() ? QString("∅") : text, ids ? " " : "");
+    }
+    m_view->setHtml("<div style='font-family: monospace; line-height: 160%'>" + html + "</div>");
+    const int chars = int(t.text.size());
+    const int n = int(t.tokens.size());
+    m_counts->setText(tr("%1 tokens · %2 characters · %3 bytes · %4 characters per token · %5 ms")
+                          .arg(QLocale().toString(n))
+                          .arg(QLocale().toString(chars))
+                          .arg(QLocale().toString(int(t.utf8.size())))
+                          .arg(n ? double(chars) / n : 0.0, 0, 'f', 2)
+                          .arg(t.ms, 0, 'f', 1));
+}
+
+} // namespace tokenscope::ui
