@@ -106,6 +106,14 @@ float dot_q5_1(const void* w, const void* a, int64_t n)
 }
 
 // ---- k-quants × Q8_K ---------------------------------------------------------------------------
+// One function per type computes a super-block's exact integer sums; the two summation orders
+// below (llama.cpp's vec_dot, and its tiled matmul for batches of 8+ rows) only differ in how they
+// scale and accumulate them.
+
+struct KBlockSums {
+    int s1 = 0; // Σ scale · (q · q8) over the block
+    int s2 = 0; // Σ min · (sum of q8 over the sub-block), for the formats with mins
+};
 
 // Σ over 16-element groups g of scale[g] · (q · q8 over the group), for q already decoded.
 inline int group_dot(const int8_t* q, const int8_t* q8, const int* scale_of_16)
@@ -120,54 +128,41 @@ inline int group_dot(const int8_t* q, const int8_t* q8, const int* scale_of_16)
     return total;
 }
 
-float dot_q2_k(const void* w, const void* a, int64_t n)
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_K*>(a);
-    float sum = 0.0f;
-    for (int64_t b = 0; b < n / 256; ++b, x += 84) {
-        const uint8_t* sc = x;
-        const uint8_t* qs = x + 16;
-        int8_t q[256];
-        int scale[16];
-        int mins = 0;
-        for (int e = 0; e < 256; ++e)
-            q[e] = static_cast<int8_t>((qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3);
-        for (int g = 0; g < 16; ++g) {
-            scale[g] = sc[g] & 0x0F;
-            mins += y[b].bsums[g] * (sc[g] >> 4);
-        }
-        const float dall = y[b].d * half(x + 80);
-        const float dmin = y[b].d * half(x + 82);
-        sum += dall * static_cast<float>(group_dot(q, y[b].qs, scale)) - dmin * static_cast<float>(mins);
+KBlockSums sums_q2_k(const uint8_t* x, const BlockQ8_K& y)
+{ // scales[16] · qs[64] · d half · dmin half
+    const uint8_t* sc = x;
+    const uint8_t* qs = x + 16;
+    int8_t q[256];
+    int scale[16];
+    KBlockSums r;
+    for (int e = 0; e < 256; ++e)
+        q[e] = static_cast<int8_t>((qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3);
+    for (int g = 0; g < 16; ++g) {
+        scale[g] = sc[g] & 0x0F;
+        r.s2 += y.bsums[g] * (sc[g] >> 4);
     }
-    return sum;
+    r.s1 = group_dot(q, y.qs, scale);
+    return r;
 }
 
-float dot_q3_k(const void* w, const void* a, int64_t n)
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_K*>(a);
-    float sum = 0.0f;
-    for (int64_t b = 0; b < n / 256; ++b, x += 110) {
-        const uint8_t* hmask = x;
-        const uint8_t* qs = x + 32;
-        const uint8_t* sc = x + 96;
-        int8_t q[256];
-        int scale[16];
-        for (int i = 0; i < 16; ++i) {
-            const int low4 = i < 8 ? (sc[i] & 0x0F) : (sc[i - 8] >> 4);
-            const int high2 = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
-            scale[i] = (low4 | (high2 << 4)) - 32;
-        }
-        for (int e = 0; e < 256; ++e) {
-            const int low = (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-            const bool high = (hmask[e % 32] >> (e / 32)) & 1;
-            q[e] = static_cast<int8_t>(low - (high ? 0 : 4));
-        }
-        sum += (half(x + 108) * y[b].d) * static_cast<float>(group_dot(q, y[b].qs, scale));
+KBlockSums sums_q3_k(const uint8_t* x, const BlockQ8_K& y)
+{ // hmask[32] · qs[64] · scales[12] · d half
+    const uint8_t* hmask = x;
+    const uint8_t* qs = x + 32;
+    const uint8_t* sc = x + 96;
+    int8_t q[256];
+    int scale[16];
+    for (int i = 0; i < 16; ++i) {
+        const int low4 = i < 8 ? (sc[i] & 0x0F) : (sc[i - 8] >> 4);
+        const int high2 = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
+        scale[i] = (low4 | (high2 << 4)) - 32;
     }
-    return sum;
+    for (int e = 0; e < 256; ++e) {
+        const int low = (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        const bool high = (hmask[e % 32] >> (e / 32)) & 1;
+        q[e] = static_cast<int8_t>(low - (high ? 0 : 4));
+    }
+    return {group_dot(q, y.qs, scale), 0};
 }
 
 void scale_min_k4(const uint8_t* q, int* sc, int* m)
@@ -183,172 +178,90 @@ void scale_min_k4(const uint8_t* q, int* sc, int* m)
     }
 }
 
-template <bool Five> float dot_q45_k(const void* w, const void* a, int64_t n)
+template <bool Five> KBlockSums sums_q45_k(const uint8_t* x, const BlockQ8_K& y)
+{ // d half · dmin half · scales[12] · (qh[32] for Q5_K) · qs[128]
+    int sc[8], m[8];
+    scale_min_k4(x + 4, sc, m);
+    const uint8_t* qh = x + 16;
+    const uint8_t* qs = x + (Five ? 48 : 16);
+    KBlockSums r;
+    for (int sub = 0; sub < 8; ++sub) {
+        int s = 0;
+        for (int l = 0; l < 32; ++l) {
+            const uint8_t byte = qs[32 * (sub / 2) + l];
+            int q = (sub % 2 == 0) ? (byte & 0x0F) : (byte >> 4);
+            if constexpr (Five)
+                q |= ((qh[l] >> sub) & 1) << 4;
+            s += q * y.qs[sub * 32 + l];
+        }
+        r.s1 += sc[sub] * s;
+        r.s2 += m[sub] * (y.bsums[2 * sub] + y.bsums[2 * sub + 1]);
+    }
+    return r;
+}
+
+KBlockSums sums_q6_k(const uint8_t* x, const BlockQ8_K& y)
+{ // ql[128] · qh[64] · scales[16] int8 · d half
+    const uint8_t* ql = x;
+    const uint8_t* qh = x + 128;
+    const auto* scales = reinterpret_cast<const int8_t*>(x + 192);
+    int8_t q[256];
+    int scale[16];
+    for (int e = 0; e < 256; ++e) {
+        const int h = e / 128, r = e % 128, quarter = r / 32, l = r % 32;
+        const uint8_t lbyte = ql[64 * h + l + 32 * (quarter % 2)];
+        const int low = quarter < 2 ? (lbyte & 0x0F) : (lbyte >> 4);
+        const int high = (qh[32 * h + l] >> (2 * quarter)) & 3;
+        q[e] = static_cast<int8_t>((low | (high << 4)) - 32);
+    }
+    for (int g = 0; g < 16; ++g)
+        scale[g] = scales[g];
+    return {group_dot(q, y.qs, scale), 0};
+}
+
+// Where each format keeps its f16 scale d and, if it has mins, dmin.
+struct KQuantLayout {
+    int block_bytes;
+    int d_offset;
+    int dmin_offset; // −1: no mins
+    KBlockSums (*sums)(const uint8_t*, const BlockQ8_K&);
+};
+constexpr KQuantLayout kQ2K{84, 80, 82, sums_q2_k};
+constexpr KQuantLayout kQ3K{110, 108, -1, sums_q3_k};
+constexpr KQuantLayout kQ4K{144, 0, 2, sums_q45_k<false>};
+constexpr KQuantLayout kQ5K{176, 0, 2, sums_q45_k<true>};
+constexpr KQuantLayout kQ6K{210, 208, -1, sums_q6_k};
+
+// llama.cpp's vec_dot order: per block sum += (d·d8)·s1 − (dmin·d8)·s2.
+template <const KQuantLayout& L> float dot_k(const void* w, const void* a, int64_t n)
 {
-    constexpr int kBlockBytes = Five ? 176 : 144;
     const auto* x = static_cast<const uint8_t*>(w);
     const auto* y = static_cast<const BlockQ8_K*>(a);
     float sum = 0.0f;
-    for (int64_t b = 0; b < n / 256; ++b, x += kBlockBytes) {
-        int sc[8], m[8];
-        scale_min_k4(x + 4, sc, m);
-        const uint8_t* qh = x + 16;
-        const uint8_t* qs = x + (Five ? 48 : 16);
-        int isum = 0, mins = 0;
-        for (int sub = 0; sub < 8; ++sub) {
-            int s = 0;
-            for (int l = 0; l < 32; ++l) {
-                const uint8_t byte = qs[32 * (sub / 2) + l];
-                int q = (sub % 2 == 0) ? (byte & 0x0F) : (byte >> 4);
-                if constexpr (Five)
-                    q |= ((qh[l] >> sub) & 1) << 4;
-                s += q * y[b].qs[sub * 32 + l];
-            }
-            isum += sc[sub] * s;
-            mins += m[sub] * (y[b].bsums[2 * sub] + y[b].bsums[2 * sub + 1]);
-        }
-        const float d = y[b].d * half(x);
-        const float dmin = y[b].d * half(x + 2);
-        sum += d * static_cast<float>(isum) - dmin * static_cast<float>(mins);
+    for (int64_t b = 0; b < n / 256; ++b, x += L.block_bytes) {
+        const KBlockSums r = L.sums(x, y[b]);
+        const float d = y[b].d * half(x + L.d_offset);
+        if constexpr (L.dmin_offset >= 0)
+            sum += d * static_cast<float>(r.s1) - y[b].d * half(x + L.dmin_offset) * static_cast<float>(r.s2);
+        else
+            sum += d * static_cast<float>(r.s1);
     }
     return sum;
 }
 
-float dot_q6_k(const void* w, const void* a, int64_t n)
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_K*>(a);
-    float sum = 0.0f;
-    for (int64_t b = 0; b < n / 256; ++b, x += 210) {
-        const uint8_t* ql = x;
-        const uint8_t* qh = x + 128;
-        const auto* scales = reinterpret_cast<const int8_t*>(x + 192);
-        int8_t q[256];
-        int scale[16];
-        for (int e = 0; e < 256; ++e) {
-            const int h = e / 128, r = e % 128, quarter = r / 32, l = r % 32;
-            const uint8_t lbyte = ql[64 * h + l + 32 * (quarter % 2)];
-            const int low = quarter < 2 ? (lbyte & 0x0F) : (lbyte >> 4);
-            const int high = (qh[32 * h + l] >> (2 * quarter)) & 3;
-            q[e] = static_cast<int8_t>((low | (high << 4)) - 32);
-        }
-        for (int g = 0; g < 16; ++g)
-            scale[g] = scales[g];
-        sum += (half(x + 208) * y[b].d) * static_cast<float>(group_dot(q, y[b].qs, scale));
-    }
-    return sum;
-}
-
-// ---- k-quants in llama.cpp's tiled order (batches of 8+ rows) ---------------------------------------
-// Per block: s1 = Σ scale · (q · q8) over the block, s2 = Σ min · bsums where the format has mins;
-// res = d · s1, res = fma(−dmin, s2, res), acc = fma(res, d8, acc).
-
-inline float tiled_step(float acc, float d, int s1, float dmin, int s2, float d8, bool has_min)
-{
-    float res = d * static_cast<float>(s1);
-    if (has_min)
-        res = std::fma(-dmin, static_cast<float>(s2), res);
-    return std::fma(res, d8, acc);
-}
-
-float dot_q2_k_tiled(const void* w, const void* a, int64_t n)
+// llama.cpp's tiled order (batches of 8+ rows): res = d·s1, res = fma(−dmin, s2, res),
+// acc = fma(res, d8, acc).
+template <const KQuantLayout& L> float dot_k_tiled(const void* w, const void* a, int64_t n)
 {
     const auto* x = static_cast<const uint8_t*>(w);
     const auto* y = static_cast<const BlockQ8_K*>(a);
     float acc = 0.0f;
-    for (int64_t b = 0; b < n / 256; ++b, x += 84) {
-        const uint8_t* sc = x;
-        const uint8_t* qs = x + 16;
-        int8_t q[256];
-        int scale[16];
-        int mins = 0;
-        for (int e = 0; e < 256; ++e)
-            q[e] = static_cast<int8_t>((qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3);
-        for (int g = 0; g < 16; ++g) {
-            scale[g] = sc[g] & 0x0F;
-            mins += y[b].bsums[g] * (sc[g] >> 4);
-        }
-        acc = tiled_step(acc, half(x + 80), group_dot(q, y[b].qs, scale), half(x + 82), mins, y[b].d, true);
-    }
-    return acc;
-}
-
-float dot_q3_k_tiled(const void* w, const void* a, int64_t n)
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_K*>(a);
-    float acc = 0.0f;
-    for (int64_t b = 0; b < n / 256; ++b, x += 110) {
-        const uint8_t* hmask = x;
-        const uint8_t* qs = x + 32;
-        const uint8_t* sc = x + 96;
-        int8_t q[256];
-        int scale[16];
-        for (int i = 0; i < 16; ++i) {
-            const int low4 = i < 8 ? (sc[i] & 0x0F) : (sc[i - 8] >> 4);
-            const int high2 = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
-            scale[i] = (low4 | (high2 << 4)) - 32;
-        }
-        for (int e = 0; e < 256; ++e) {
-            const int low = (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-            const bool high = (hmask[e % 32] >> (e / 32)) & 1;
-            q[e] = static_cast<int8_t>(low - (high ? 0 : 4));
-        }
-        acc = tiled_step(acc, half(x + 108), group_dot(q, y[b].qs, scale), 0.0f, 0, y[b].d, false);
-    }
-    return acc;
-}
-
-template <bool Five> float dot_q45_k_tiled(const void* w, const void* a, int64_t n)
-{
-    constexpr int kBlockBytes = Five ? 176 : 144;
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_K*>(a);
-    float acc = 0.0f;
-    for (int64_t b = 0; b < n / 256; ++b, x += kBlockBytes) {
-        int sc[8], m[8];
-        scale_min_k4(x + 4, sc, m);
-        const uint8_t* qh = x + 16;
-        const uint8_t* qs = x + (Five ? 48 : 16);
-        int s1 = 0, s2 = 0;
-        for (int sub = 0; sub < 8; ++sub) {
-            int s = 0;
-            for (int l = 0; l < 32; ++l) {
-                const uint8_t byte = qs[32 * (sub / 2) + l];
-                int q = (sub % 2 == 0) ? (byte & 0x0F) : (byte >> 4);
-                if constexpr (Five)
-                    q |= ((qh[l] >> sub) & 1) << 4;
-                s += q * y[b].qs[sub * 32 + l];
-            }
-            s1 += sc[sub] * s;
-            s2 += m[sub] * (y[b].bsums[2 * sub] + y[b].bsums[2 * sub + 1]);
-        }
-        acc = tiled_step(acc, half(x), s1, half(x + 2), s2, y[b].d, true);
-    }
-    return acc;
-}
-
-float dot_q6_k_tiled(const void* w, const void* a, int64_t n)
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_K*>(a);
-    float acc = 0.0f;
-    for (int64_t b = 0; b < n / 256; ++b, x += 210) {
-        const uint8_t* ql = x;
-        const uint8_t* qh = x + 128;
-        const auto* scales = reinterpret_cast<const int8_t*>(x + 192);
-        int8_t q[256];
-        int scale[16];
-        for (int e = 0; e < 256; ++e) {
-            const int h = e / 128, r = e % 128, quarter = r / 32, l = r % 32;
-            const uint8_t lbyte = ql[64 * h + l + 32 * (quarter % 2)];
-            const int low = quarter < 2 ? (lbyte & 0x0F) : (lbyte >> 4);
-            const int high = (qh[32 * h + l] >> (2 * quarter)) & 3;
-            q[e] = static_cast<int8_t>((low | (high << 4)) - 32);
-        }
-        for (int g = 0; g < 16; ++g)
-            scale[g] = scales[g];
-        acc = tiled_step(acc, half(x + 208), group_dot(q, y[b].qs, scale), 0.0f, 0, y[b].d, false);
+    for (int64_t b = 0; b < n / 256; ++b, x += L.block_bytes) {
+        const KBlockSums r = L.sums(x, y[b]);
+        float res = half(x + L.d_offset) * static_cast<float>(r.s1);
+        if constexpr (L.dmin_offset >= 0)
+            res = std::fma(-half(x + L.dmin_offset), static_cast<float>(r.s2), res);
+        acc = std::fma(res, y[b].d, acc);
     }
     return acc;
 }
@@ -466,11 +379,11 @@ VecDotFn vec_dot_scalar(GgmlType type)
     case GgmlType::Q5_0: return dot_q5_0;
     case GgmlType::Q5_1: return dot_q5_1;
     case GgmlType::Q8_0: return dot_q8_0;
-    case GgmlType::Q2_K: return dot_q2_k;
-    case GgmlType::Q3_K: return dot_q3_k;
-    case GgmlType::Q4_K: return dot_q45_k<false>;
-    case GgmlType::Q5_K: return dot_q45_k<true>;
-    case GgmlType::Q6_K: return dot_q6_k;
+    case GgmlType::Q2_K: return dot_k<kQ2K>;
+    case GgmlType::Q3_K: return dot_k<kQ3K>;
+    case GgmlType::Q4_K: return dot_k<kQ4K>;
+    case GgmlType::Q5_K: return dot_k<kQ5K>;
+    case GgmlType::Q6_K: return dot_k<kQ6K>;
     default: return nullptr;
     }
 }
@@ -478,11 +391,11 @@ VecDotFn vec_dot_scalar(GgmlType type)
 VecDotFn vec_dot_tiled_scalar(GgmlType type)
 {
     switch (type) {
-    case GgmlType::Q2_K: return dot_q2_k_tiled;
-    case GgmlType::Q3_K: return dot_q3_k_tiled;
-    case GgmlType::Q4_K: return dot_q45_k_tiled<false>;
-    case GgmlType::Q5_K: return dot_q45_k_tiled<true>;
-    case GgmlType::Q6_K: return dot_q6_k_tiled;
+    case GgmlType::Q2_K: return dot_k_tiled<kQ2K>;
+    case GgmlType::Q3_K: return dot_k_tiled<kQ3K>;
+    case GgmlType::Q4_K: return dot_k_tiled<kQ4K>;
+    case GgmlType::Q5_K: return dot_k_tiled<kQ5K>;
+    case GgmlType::Q6_K: return dot_k_tiled<kQ6K>;
     default: return nullptr;
     }
 }
