@@ -98,6 +98,10 @@ public:
     virtual BackendMemory memory() const = 0;
     // Throws Error for a layer or KV head the model does not have.
     virtual KvReadback read_kv(uint32_t layer, uint32_t kv_head) const = 0;
+    // The logit lens: the final norm and output head applied to one residual-stream vector
+    // (n_embd floats), exactly as the forward pass applies them to the last layer's output, so the
+    // last layer's residual gives the real logits bit for bit. Returns n_vocab logits.
+    virtual std::vector<float> project_to_vocab(std::span<const float> residual) = 0;
 };
 
 struct CpuBackendOptions {

@@ -68,7 +68,7 @@ void Session::decode(TokenId token, const CaptureRequest* capture)
     evaluate(one, capture);
 }
 
-PrefillReport Session::truncate(uint32_t n)
+PrefillReport Session::truncate(uint32_t n, const CaptureRequest* capture)
 {
     if (n == 0) {
         m_backend->kv_cache().clear();
@@ -78,7 +78,7 @@ PrefillReport Session::truncate(uint32_t n)
         return {};
     }
     const std::vector<TokenId> keep(m_tokens.begin(), m_tokens.begin() + std::min<std::size_t>(n, m_tokens.size()));
-    return prefill(keep);
+    return prefill(keep, capture);
 }
 
 } // namespace engine

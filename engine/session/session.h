@@ -45,7 +45,7 @@ public:
     void decode(TokenId token, const CaptureRequest* capture = nullptr);
     // Back to the first n tokens (undo, what-if); their last token's logits are recomputed (one
     // position), or everything when a sliding-window layer no longer holds what it needs.
-    PrefillReport truncate(uint32_t n);
+    PrefillReport truncate(uint32_t n, const CaptureRequest* capture = nullptr);
 
 private:
     // Returns false when progress stopped it.

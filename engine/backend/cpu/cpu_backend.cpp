@@ -54,6 +54,7 @@ public:
     const KvCache& kv_cache() const override { return m_kv; }
     BackendMemory memory() const override;
     KvReadback read_kv(uint32_t layer, uint32_t kv_head) const override;
+    std::vector<float> project_to_vocab(std::span<const float> residual) override;
 
 private:
     void attention(uint32_t il, uint32_t pos0, int64_t n, bool batched, const float* q, float* out, const CaptureRequest* capture,
@@ -289,6 +290,25 @@ ForwardResult CpuBackend::forward(const ForwardRequest& request)
     m_kv.commit(pos0 + static_cast<uint32_t>(n));
     result.captures = std::move(captures);
     return result;
+}
+
+std::vector<float> CpuBackend::project_to_vocab(std::span<const float> residual)
+{
+    const ModelConfig& c = m_model->config();
+    if (residual.size() != c.n_embd)
+        throw Error(fmt::format("logit lens: a residual vector has {} values, the model's width is {}", residual.size(), c.n_embd));
+    std::vector<float> normed(c.n_embd);
+    cpu::kernel_rmsnorm(residual.data(), m_output_norm.data(), normed.data(), c.n_embd, c.norm_eps);
+    std::vector<float> logits(c.n_vocab);
+    // One row, as the forward pass computes the last position's logits (the summation order
+    // depends on the row count).
+    m_matmul.run(m_pool, m_model->weights().output, normed.data(), 1, logits.data());
+    if (c.final_logit_softcap) {
+        const float cap = *c.final_logit_softcap;
+        for (float& l : logits)
+            l = cap * std::tanh(l / cap);
+    }
+    return logits;
 }
 
 // softmax(q·kᵀ · scale + mask) · v for every (token, head) of the batch, keys and values from the
