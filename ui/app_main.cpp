@@ -2,15 +2,18 @@
 #include "app_main.h"
 
 #include "bridge/engine_controller.h"
+#include "bridge/token_selection.h"
 #include "main_window.h"
 #include "model/model_locator.h"
 #include "panels/chat_panel.h"
+#include "panels/stepper_panel.h"
 #include "panels/tokenizer_panel.h"
 #include "storage/conversation_store.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
+#include <QDockWidget>
 #include <QSettings>
 #include <QStandardPaths>
 #include <QElapsedTimer>
@@ -45,7 +48,7 @@ void setup_logging(bool verbose)
 }
 
 // Panels a screenshot can show today.
-const QStringList kBuiltPanels = {"main", "chat", "tokenizer"};
+const QStringList kBuiltPanels = {"main", "chat", "tokenizer", "stepper"};
 const QStringList kAllPanels = {"main", "chat", "tokenizer", "stepper", "attention", "kv", "context", "timeline"};
 
 } // namespace
@@ -82,11 +85,13 @@ int run_app(int argc, char** argv)
                                     "Explain in two sentences why the sky is blue.");
     const QCommandLineOption scale("scale", "Device pixel ratio for the screenshot (e.g. 2).", "factor");
     const QCommandLineOption max_tokens("max-tokens", "Reply length for --screenshot.", "n", "48");
+    const QCommandLineOption steps("steps", "Stepper screenshot: steps taken after Prefill (one of them undone and forced "
+                                            "to the runner-up, to show a branch).", "n", "6");
     const QCommandLineOption auto_send("auto-send", "Send this message as soon as the model is loaded.", "text");
     const QCommandLineOption quit_after("quit-after-reply", "Quit when the first reply is complete.");
     const QCommandLineOption latency("latency-probe",
                                      "Generate 128 tokens and print the worst event-loop delay seen meanwhile (a benchmark).");
-    parser.addOptions({verbose, model, screenshot, panel, prompt, scale, max_tokens, auto_send, quit_after, latency});
+    parser.addOptions({verbose, model, screenshot, panel, prompt, scale, max_tokens, steps, auto_send, quit_after, latency});
     parser.process(app);
 
     setup_logging(parser.isSet(verbose));
@@ -190,6 +195,46 @@ int run_app(int argc, char** argv)
             QObject::connect(window.tokenizerPanel(), &TokenizerPanel::updated, &window, [&] {
                 window.tokenizerPanel()->showDetails(1);
                 grab();
+            });
+        } else if (panel_name == "stepper") {
+            // A floating, roomy dock, so that the picture shows the whole panel.
+            auto* dock = qobject_cast<QDockWidget*>(window.panel("stepper")->parentWidget());
+            dock->setFloating(true);
+            dock->resize(1280, 900);
+            StepperPanel* stepper = window.stepperPanel();
+            StepperSettings settings = stepper->settings();
+            settings.sampling.temperature = 0.7f;
+            settings.logit_lens = true;
+            stepper->setSettings(settings);
+            QObject::connect(&engine, &EngineController::modelLoaded, &window, [&, stepper] {
+                stepper->setPrompt(parser.value(prompt));
+                stepper->prefill();
+            });
+            // The script: n steps, Back, the runner-up forced, one more step.
+            auto script = std::make_shared<int>(0);
+            QObject::connect(stepper, &StepperPanel::stateChanged, &window, [&, stepper, script] {
+                const int n = std::max(2, parser.value(steps).toInt());
+                const int i = (*script)++;
+                if (stepper->state() && stepper->state()->action == "error") {
+                    std::fprintf(stderr, "stepper: %s\n", qPrintable(stepper->state()->error));
+                    app.exit(1);
+                } else if (i < n) {
+                    stepper->step();
+                } else if (i == n) {
+                    stepper->back();
+                } else if (i == n + 1) {
+                    const auto& top = stepper->preview().stages.front().top;
+                    stepper->step(top.size() > 1 ? top[1].id : -1);
+                } else if (i == n + 2) {
+                    stepper->step();
+                } else if (i == n + 3) {
+                    window.selection()->select(int(stepper->state()->tokens.size()) - 2);
+                    QTimer::singleShot(100, &window, [&, dock] {
+                        const bool saved = dock->grab().save(shot);
+                        std::fprintf(stderr, "%s %s\n", saved ? "saved" : "could not save", qPrintable(shot));
+                        app.exit(saved ? 0 : 1);
+                    });
+                }
             });
         } else {
             QObject::connect(&engine, &EngineController::modelLoaded, &window,

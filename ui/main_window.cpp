@@ -2,7 +2,9 @@
 #include "main_window.h"
 
 #include "bridge/engine_controller.h"
+#include "bridge/token_selection.h"
 #include "panels/chat_panel.h"
+#include "panels/stepper_panel.h"
 #include "panels/tokenizer_panel.h"
 #include "storage/conversation_store.h"
 #include "widgets/model_library_dialog.h"
@@ -90,12 +92,11 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
     buildModelBar();
     m_chat = new ChatPanel(engine, store);
     addPanel("chat", tr("Chat"), m_chat, Qt::LeftDockWidgetArea);
-    m_tokenizer = new TokenizerPanel(engine);
+    m_selection = new TokenSelection(this);
+    m_tokenizer = new TokenizerPanel(engine, m_selection);
     addPanel("tokenizer", tr("Tokenizer"), m_tokenizer, Qt::RightDockWidgetArea);
-    addPanel("stepper", tr("Decode stepper"),
-             coming_panel(tr("Decode stepper — prefill once, then step: the next-token distribution, the token "
-                             "chosen, the KV cache reused. Coming in the next release.")),
-             Qt::RightDockWidgetArea);
+    m_stepper = new StepperPanel(engine, m_selection);
+    addPanel("stepper", tr("Decode stepper"), m_stepper, Qt::RightDockWidgetArea);
     addPanel("attention", tr("Attention"),
              coming_panel(tr("Attention — every head's query × key heatmap from the real forward pass. Coming in a "
                              "later release.")),

@@ -14,7 +14,9 @@ class QMenu;
 namespace tokenscope::ui {
 
 class ChatPanel;
+class StepperPanel;
 class TokenizerPanel;
+class TokenSelection;
 class ConversationStore;
 class EngineController;
 
@@ -32,6 +34,8 @@ public:
     void openModel(const QString& path);
     ChatPanel* chatPanel() const { return m_chat; }
     TokenizerPanel* tokenizerPanel() const { return m_tokenizer; }
+    StepperPanel* stepperPanel() const { return m_stepper; }
+    TokenSelection* selection() const { return m_selection; }
     QWidget* panel(const QString& name) const;
 
 protected:
@@ -51,6 +55,8 @@ private:
     ConversationStore* m_store;
     ChatPanel* m_chat = nullptr;
     TokenizerPanel* m_tokenizer = nullptr;
+    StepperPanel* m_stepper = nullptr;
+    TokenSelection* m_selection = nullptr;
     QLabel* m_model_label = nullptr;
     QProgressBar* m_progress = nullptr;
     QPushButton* m_cancel = nullptr;

@@ -55,7 +55,9 @@ PrefillReport Stepper::start(std::span<const TokenId> prompt, StopCondition stop
     return m_prefill;
 }
 
-uint64_t Stepper::seed_for(uint64_t seed, uint32_t position) const
+namespace {
+
+uint64_t seed_for(uint64_t seed, std::size_t position)
 {
     // splitmix64 of (seed, position): neighbouring positions get unrelated streams.
     uint64_t x = seed + 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(position) + 1);
@@ -64,13 +66,20 @@ uint64_t Stepper::seed_for(uint64_t seed, uint32_t position) const
     return x ^ (x >> 31);
 }
 
+} // namespace
+
+SampleResult Stepper::sample_at(std::span<const float> logits, std::span<const TokenId> history, const SamplerConfig& config)
+{
+    Sampler sampler(config);
+    sampler.reseed(seed_for(config.seed, history.size()));
+    return sampler.sample(logits, history);
+}
+
 SampleResult Stepper::preview(const SamplerConfig& config) const
 {
     if (!started())
         throw Error("the stepper has no prompt yet: press Prefill first");
-    Sampler sampler(config);
-    sampler.reseed(seed_for(config.seed, static_cast<uint32_t>(m_session.tokens().size())));
-    return sampler.sample(m_session.logits(), m_session.tokens());
+    return sample_at(m_session.logits(), m_session.tokens(), config);
 }
 
 const StepRecord& Stepper::step(const SamplerConfig& config, std::optional<TokenId> forced)

@@ -51,6 +51,9 @@ public:
 
     // What step() with this configuration would draw, with every sampling stage's view.
     SampleResult preview(const SamplerConfig& config) const;
+    // The same draw from a copy of the logits and history (the UI previews settings with it): the
+    // RNG is seeded by (config.seed, history.size()).
+    static SampleResult sample_at(std::span<const float> logits, std::span<const TokenId> history, const SamplerConfig& config);
     // Takes one step: `forced`, or a draw with `config`. Throws Error when the context is full.
     const StepRecord& step(const SamplerConfig& config, std::optional<TokenId> forced = {});
     // Undoes the last step; false when only the prompt is left.
@@ -70,7 +73,6 @@ public:
 private:
     std::vector<TokenId> generated_ids() const;
     void keep_last_residuals();
-    uint64_t seed_for(uint64_t seed, uint32_t position) const;
 
     Session& m_session;
     uint32_t m_prompt_length = 0;

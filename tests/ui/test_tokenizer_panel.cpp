@@ -2,6 +2,7 @@
 // The tokenizer panel with the real default model: typing produces the tokens the engine's
 // tokenizer gives (counted and spanned), and a token's details show its id, bytes and offsets.
 #include "bridge/engine_controller.h"
+#include "bridge/token_selection.h"
 #include "model/model.h"
 #include "panels/tokenizer_panel.h"
 #include "test_paths.h"
@@ -22,7 +23,8 @@ void TestTokenizerPanel::tokensFollowTheText()
 {
     REQUIRE_DEFAULT_MODEL(path);
     EngineController engine;
-    TokenizerPanel panel(&engine);
+    TokenSelection selection;
+    TokenizerPanel panel(&engine, &selection);
     panel.show();
     QSignalSpy loaded(&engine, &EngineController::modelLoaded);
     engine.loadModel(QString::fromStdString(path), 2, 256);

@@ -11,6 +11,8 @@ EngineController::EngineController(QObject* parent) : QObject(parent)
     qRegisterMetaType<std::shared_ptr<const ReplyStats>>();
     qRegisterMetaType<ChatRequest>();
     qRegisterMetaType<std::shared_ptr<const Tokenization>>();
+    qRegisterMetaType<StepperSettings>();
+    qRegisterMetaType<std::shared_ptr<const StepperState>>();
     m_thread.setObjectName("engine");
     m_worker = new EngineWorker(m_cancel);
     m_worker->moveToThread(&m_thread);
@@ -30,6 +32,7 @@ EngineController::EngineController(QObject* parent) : QObject(parent)
     connect(m_worker, &EngineWorker::prefillProgress, this, &EngineController::prefillProgress);
     connect(m_worker, &EngineWorker::fitChecked, this, &EngineController::fitChecked);
     connect(m_worker, &EngineWorker::tokenized, this, &EngineController::tokenized);
+    connect(m_worker, &EngineWorker::stepperState, this, &EngineController::stepperState);
     connect(m_worker, &EngineWorker::replyFinished, this, [this](std::shared_ptr<const ReplyStats> s) {
         setBusy(false);
         emit replyFinished(std::move(s));
@@ -82,6 +85,31 @@ quint64 EngineController::tokenize(const QString& text)
 {
     const quint64 id = m_next_request++;
     QMetaObject::invokeMethod(m_worker, "tokenize", Qt::QueuedConnection, Q_ARG(quint64, id), Q_ARG(QString, text));
+    return id;
+}
+
+quint64 EngineController::stepperStart(const QString& prompt, const StepperSettings& settings)
+{
+    const quint64 id = m_next_request++;
+    m_cancel->store(false);
+    QMetaObject::invokeMethod(m_worker, "stepperStart", Qt::QueuedConnection, Q_ARG(quint64, id), Q_ARG(QString, prompt),
+                              Q_ARG(tokenscope::ui::StepperSettings, settings));
+    return id;
+}
+
+quint64 EngineController::stepperStep(const StepperSettings& settings, int forced_token)
+{
+    const quint64 id = m_next_request++;
+    QMetaObject::invokeMethod(m_worker, "stepperStep", Qt::QueuedConnection, Q_ARG(quint64, id),
+                              Q_ARG(tokenscope::ui::StepperSettings, settings), Q_ARG(int, forced_token));
+    return id;
+}
+
+quint64 EngineController::stepperBack(const StepperSettings& settings)
+{
+    const quint64 id = m_next_request++;
+    QMetaObject::invokeMethod(m_worker, "stepperBack", Qt::QueuedConnection, Q_ARG(quint64, id),
+                              Q_ARG(tokenscope::ui::StepperSettings, settings));
     return id;
 }
 

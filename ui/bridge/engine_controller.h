@@ -28,6 +28,9 @@ public:
     void resetConversation();
     quint64 checkFit(std::vector<ChatTurn> turns, const SamplingSettings& sampling);
     quint64 tokenize(const QString& text);
+    quint64 stepperStart(const QString& prompt, const StepperSettings& settings);
+    quint64 stepperStep(const StepperSettings& settings, int forced_token = -1);
+    quint64 stepperBack(const StepperSettings& settings);
     bool busy() const { return m_busy; }
     std::shared_ptr<const ModelSummary> model() const { return m_model; }
 
@@ -43,6 +46,7 @@ signals:
     void prefillProgress(quint64 request_id, int done, int total);
     void fitChecked(quint64 request_id, const QString& notice);
     void tokenized(std::shared_ptr<const tokenscope::ui::Tokenization> result);
+    void stepperState(std::shared_ptr<const tokenscope::ui::StepperState> state);
 
 private:
     void setBusy(bool busy);

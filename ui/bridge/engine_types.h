@@ -8,6 +8,10 @@
 #include <memory>
 #include <vector>
 
+namespace engine {
+class Tokenizer;
+}
+
 namespace tokenscope::ui {
 
 // Immutable snapshots that cross from the engine thread to the UI (held in shared_ptr<const T>).
@@ -79,6 +83,65 @@ struct Tokenization {
     double ms = 0.0;
 };
 
+// The decode stepper's settings: how the next token is drawn, when the run stops, and whether the
+// logit lens is computed after every pass.
+struct StepperSettings {
+    SamplingSettings sampling;
+    bool greedy = false;
+    QStringList stop_strings;
+    bool logit_lens = false;
+    int lens_top = 5;
+};
+
+struct StepperToken {
+    int id = 0;
+    QString text;   // what it stands for, whitespace visible; byte tokens as <0xNN>
+    QString type;   // normal, control, byte, …
+    bool prompt = true;
+    bool forced = false;
+    float probability = 0.0f; // generated tokens: in the distribution they were drawn from
+};
+
+struct LensCandidate {
+    int id = 0;
+    QString text;
+    float probability = 0.0f;
+};
+
+struct StepperState {
+    quint64 request_id = 0;
+    QString action;                   // prefill | step | back | error
+    QString error;                    // when action is error
+    std::vector<StepperToken> tokens; // the whole sequence
+    int prompt_length = 0;
+    int steps = 0;                    // generated tokens
+    // The prefill
+    int prefill_computed = 0;
+    int prefill_reused = 0;
+    int prefill_batches = 0;
+    double prefill_ms = 0.0;
+    // The KV cache after this action (the engine's accounting)
+    int n_layers = 0;
+    int n_kv_heads = 0;
+    int kv_tokens = 0;
+    quint64 kv_bytes_in_use = 0;
+    std::vector<int> kv_layer_tokens; // per layer: positions attention can see (sliding windows cap it)
+    std::vector<int> layer_window;    // per layer: 0 = global
+    // The last step
+    int last_reused = 0;
+    double last_ms = 0.0;
+    // The next token's raw logits and the history the sampler reads, so the panel can preview any
+    // sampling settings without a round trip.
+    std::shared_ptr<const std::vector<float>> logits;
+    std::vector<int> history;
+    std::vector<std::vector<LensCandidate>> lens; // per layer, best first; empty when off
+    QStringList branches;             // "at 12: ␣blue␣sky (2 tokens)"
+    // The model's tokenizer (immutable, safe on any thread), for naming candidate tokens.
+    std::shared_ptr<const engine::Tokenizer> tokenizer;
+    QString stop_reason;              // empty while the run can go on
+    QString generated_text;
+};
+
 // A test hook: when set, a model load stops at 50% of its progress until the test lets it go,
 // so that cancelling at that exact point can be checked.
 struct LoadGate {
@@ -92,3 +155,5 @@ Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::ModelSummary>)
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::ReplyStats>)
 Q_DECLARE_METATYPE(tokenscope::ui::ChatRequest)
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::Tokenization>)
+Q_DECLARE_METATYPE(tokenscope::ui::StepperSettings)
+Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::StepperState>)

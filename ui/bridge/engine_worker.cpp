@@ -7,6 +7,7 @@
 #include "model/model.h"
 #include "quant/vec_dot.h"
 #include "session/generator.h"
+#include "session/stepper.h"
 #include "util/error.h"
 
 #include <QElapsedTimer>
@@ -81,6 +82,8 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx)
         summary->chat_format = QString::fromUtf8(engine::chat_format_name(format).data());
         // Prefill in batches of 128 positions: Stop is honoured between batches (the summation
         // order, and so the numbers, are those of any batch of 8 or more).
+        m_stepper.reset(); // it refers to the session being replaced
+        m_stepper_tokens.clear();
         m_session = std::make_unique<engine::Session>(model, std::move(backend), 128);
         m_model = std::move(model);
         m_threads = threads;

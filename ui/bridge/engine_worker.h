@@ -10,6 +10,7 @@
 namespace engine {
 class Model;
 class Session;
+class Stepper;
 } // namespace engine
 
 namespace tokenscope::ui {
@@ -31,6 +32,10 @@ public slots:
     // Would this conversation (with the draft) fit the context? Answers with fitChecked.
     void checkFit(const tokenscope::ui::ChatRequest& request);
     void tokenize(quint64 request_id, const QString& text);
+    // The decode stepper: each answers with one stepperState.
+    void stepperStart(quint64 request_id, const QString& prompt, const tokenscope::ui::StepperSettings& settings);
+    void stepperStep(quint64 request_id, const tokenscope::ui::StepperSettings& settings, int forced_token);
+    void stepperBack(quint64 request_id, const tokenscope::ui::StepperSettings& settings);
 
 signals:
     void loadProgress(int percent, const QString& what);
@@ -43,11 +48,18 @@ signals:
     void prefillProgress(quint64 request_id, int done, int total);
     void fitChecked(quint64 request_id, const QString& notice);
     void tokenized(std::shared_ptr<const tokenscope::ui::Tokenization> result);
+    void stepperState(std::shared_ptr<const tokenscope::ui::StepperState> state);
 
 private:
+    void emitStepperState(quint64 request_id, const QString& action, const StepperSettings& settings);
+    void emitStepperError(quint64 request_id, const QString& message);
+    bool stepperIsCurrent(quint64 request_id);
+
     std::shared_ptr<std::atomic<bool>> m_cancel;
     std::shared_ptr<const engine::Model> m_model;
     std::unique_ptr<engine::Session> m_session;
+    std::unique_ptr<engine::Stepper> m_stepper;
+    std::vector<int32_t> m_stepper_tokens; // the sequence the stepper left; the chat may have changed it since
     std::shared_ptr<LoadGate> m_gate;
     int m_threads = 0;
     quint32 m_n_ctx = 0;

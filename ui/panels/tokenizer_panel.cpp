@@ -2,12 +2,14 @@
 #include "panels/tokenizer_panel.h"
 
 #include "bridge/engine_controller.h"
+#include "bridge/token_selection.h"
 
 #include <QCheckBox>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLocale>
 #include <QPlainTextEdit>
+#include <QScrollBar>
 #include <QSplitter>
 #include <QTextBrowser>
 #include <QTimer>
@@ -33,7 +35,8 @@ QString visible_text(const QByteArray& bytes)
 
 } // namespace
 
-TokenizerPanel::TokenizerPanel(EngineController* engine, QWidget* parent) : QWidget(parent), m_engine(engine)
+TokenizerPanel::TokenizerPanel(EngineController* engine, TokenSelection* selection, QWidget* parent)
+    : QWidget(parent), m_engine(engine), m_selection(selection)
 {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(6, 6, 6, 6);
@@ -69,6 +72,14 @@ TokenizerPanel::TokenizerPanel(EngineController* engine, QWidget* parent) : QWid
         if (url.scheme() == "tok")
             showDetails(url.path().toInt());
     });
+    connect(m_view, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
+        if (url.scheme() == "tok")
+            selectToken(url.path().toInt());
+    });
+    connect(m_selection, &TokenSelection::changed, this, [this](int position) {
+        render();
+        showDetails(position);
+    });
     connect(m_engine, &EngineController::tokenized, this, [this](std::shared_ptr<const Tokenization> t) {
         if (t->request_id != m_request)
             return; // a newer request is on its way
@@ -86,6 +97,10 @@ void TokenizerPanel::request()
     if (m_engine->model())
         m_request = m_engine->tokenize(m_input->toPlainText());
 }
+
+void TokenizerPanel::selectToken(int token_index) { m_selection->select(token_index); }
+
+QString TokenizerPanel::viewHtml() const { return m_view->toHtml(); }
 
 QString TokenizerPanel::countsText() const { return m_counts->text(); }
 QString TokenizerPanel::detailText() const { return m_detail->text(); }
@@ -123,13 +138,17 @@ void TokenizerPanel::render()
                              : (byte && s.begin == previous_begin) ? QString("+")
                                                                    : visible_text(t.utf8.mid(s.begin, s.end - s.begin));
         previous_begin = s.begin;
-        const QColor c = kSpanColours[colour++ % std::size(kSpanColours)];
+        QColor c = kSpanColours[colour++ % std::size(kSpanColours)];
+        if (int(i) == m_selection->position())
+            c = palette().color(QPalette::Highlight);
         const QString style = QString("background-color: rgba(%1,%2,%3,%4); text-decoration: none; color: palette(text);%5")
                                   .arg(c.red()).arg(c.green()).arg(c.blue()).arg(c.alpha())
                                   .arg(special ? " font-weight: bold; border: 1px solid gray;" : byte ? " font-style: italic;" : "");
         html += QString("<a href='tok:%1' style='%2'>%3</a>%4").arg(i).arg(style, text.isEmpty() ? QString("∅") : text, ids ? " " : "");
     }
+    const int scroll = m_view->verticalScrollBar()->value(); // a click re-renders: stay where the user is
     m_view->setHtml("<div style='font-family: monospace; line-height: 160%'>" + html + "</div>");
+    m_view->verticalScrollBar()->setValue(scroll);
     const int chars = int(t.text.size());
     const int n = int(t.tokens.size());
     m_counts->setText(tr("%1 tokens · %2 characters · %3 bytes · %4 characters per token · %5 ms")

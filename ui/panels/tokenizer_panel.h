@@ -15,6 +15,7 @@ class QTimer;
 namespace tokenscope::ui {
 
 class EngineController;
+class TokenSelection;
 
 // Text becomes tokens, live as you type: each token a coloured span (whitespace and byte-fallback
 // tokens made visible, control tokens marked), ids in place of text on request, the details of the
@@ -22,13 +23,16 @@ class EngineController;
 class TokenizerPanel : public QWidget {
     Q_OBJECT
 public:
-    explicit TokenizerPanel(EngineController* engine, QWidget* parent = nullptr);
+    TokenizerPanel(EngineController* engine, TokenSelection* selection, QWidget* parent = nullptr);
 
     void setText(const QString& text);
     const std::shared_ptr<const Tokenization>& current() const { return m_current; }
     QString countsText() const;
     QString detailText() const;
     void showDetails(int token_index);
+    // Selects a token (as a click on its span does) in every linked panel.
+    void selectToken(int token_index);
+    QString viewHtml() const;
 
 signals:
     void updated();
@@ -38,6 +42,7 @@ private:
     void render();
 
     EngineController* m_engine;
+    TokenSelection* m_selection;
     std::shared_ptr<const Tokenization> m_current;
     quint64 m_request = 0;
     QPlainTextEdit* m_input = nullptr;

@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include <QString>
+#include <cstdint>
+
+namespace engine {
+class Tokenizer;
+}
+
+namespace tokenscope::ui {
+
+// Whitespace made visible: · for a space, → for a tab, ⏎ for a newline.
+QString visible_whitespace(const QString& text);
+
+// How a token is shown in every panel: its text with visible whitespace; control tokens as their
+// name (<bos>); byte-fallback tokens, and pieces that are not whole UTF-8 on their own, as <0xNN>
+// chips.
+QString token_display_text(const engine::Tokenizer& tokenizer, int32_t id);
+
+} // namespace tokenscope::ui

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include "bridge/engine_types.h"
+#include "sampling/sampler.h"
+
+#include <QWidget>
+#include <map>
+#include <memory>
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QListWidget;
+class QPlainTextEdit;
+class QProgressBar;
+class QPushButton;
+class QSlider;
+class QSpinBox;
+class QTableWidget;
+class QTextBrowser;
+class QTimer;
+
+namespace tokenscope::ui {
+
+class DistributionView;
+class EngineController;
+class TokenSelection;
+
+// The decode loop, one token at a time: Prefill the prompt in one parallel pass, then Step — the
+// next-token distribution from the real logits, shaped stage by stage by the sampling settings
+// (previewed live before the step is taken), the token chosen, the KV cache reused. Click a
+// candidate to force it; Back truncates the cache and recomputes one position; abandoned paths are
+// listed as branches; Play steps on a timer until a stop reason; the logit lens shows what each
+// layer would predict.
+class StepperPanel : public QWidget {
+    Q_OBJECT
+public:
+    StepperPanel(EngineController* engine, TokenSelection* selection, QWidget* parent = nullptr);
+
+    void setPrompt(const QString& text);
+    void prefill();
+    void step(int forced_token = -1);
+    void back();
+    void setPlaying(bool playing);
+    bool playing() const { return m_playing; }
+    bool pending() const { return m_pending != 0; }
+
+    StepperSettings settings() const;
+    void setSettings(const StepperSettings& settings);
+    void showStage(int index); // 0 logits … 6 final
+    const std::shared_ptr<const StepperState>& state() const { return m_state; }
+    const engine::SampleResult& preview() const { return m_preview; }
+    QString statusText() const;
+    const QString& lastError() const { return m_error; } // of the last action; empty when it worked
+    QString cacheSentence() const;
+    QString sequenceHtml() const;
+    DistributionView* distribution() const { return m_distribution; }
+    QTableWidget* lensTable() const { return m_lens; }
+    QStringList branches() const;
+
+signals:
+    void stateChanged();
+
+private:
+    void buildUi();
+    void onState(std::shared_ptr<const StepperState> state);
+    void updatePreview();
+    void renderDistribution();
+    void renderSequence();
+    void renderLens();
+    void updateButtons();
+    QString tokenText(int id) const;
+
+    EngineController* m_engine;
+    TokenSelection* m_selection;
+    std::shared_ptr<const StepperState> m_state;
+    engine::SampleResult m_preview;                    // what Step would draw now
+    std::map<int, engine::SampleResult> m_drawn_from;  // position → the distribution its token came from
+    engine::SampleResult m_sent_preview;               // the preview when the pending step was sent
+    quint64 m_pending = 0;
+    QString m_error;
+    bool m_playing = false;
+    int m_stage = 6;
+
+    QPlainTextEdit* m_prompt = nullptr;
+    QPushButton* m_prefill = nullptr;
+    QPushButton* m_example = nullptr;
+    QPushButton* m_step = nullptr;
+    QPushButton* m_back = nullptr;
+    QPushButton* m_play = nullptr;
+    QSlider* m_speed = nullptr;
+    QLabel* m_speed_label = nullptr;
+    QProgressBar* m_progress = nullptr;
+    QCheckBox* m_greedy = nullptr;
+    QDoubleSpinBox* m_temperature = nullptr;
+    QSpinBox* m_top_k = nullptr;
+    QDoubleSpinBox* m_top_p = nullptr;
+    QDoubleSpinBox* m_min_p = nullptr;
+    QSpinBox* m_seed = nullptr;
+    QSpinBox* m_max_tokens = nullptr;
+    QLineEdit* m_stops = nullptr;
+    QCheckBox* m_lens_on = nullptr;
+    QTextBrowser* m_sequence = nullptr;
+    QLabel* m_status = nullptr;
+    QLabel* m_cache = nullptr;
+    QLabel* m_generated = nullptr;
+    QComboBox* m_stage_box = nullptr;
+    QLabel* m_stage_note = nullptr;
+    DistributionView* m_distribution = nullptr;
+    QListWidget* m_branches = nullptr;
+    QTableWidget* m_lens = nullptr;
+    QTimer* m_play_timer = nullptr;
+};
+
+} // namespace tokenscope::ui
