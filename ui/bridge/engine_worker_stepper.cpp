@@ -185,7 +185,8 @@ void EngineWorker::emitStepperState(quint64 request_id, const QString& action, c
         QString text;
         for (engine::TokenId id : b.abandoned)
             text += token_display_text(tokenizer, id);
-        state->branches << tr("at position %1: “%2” (%3 tokens)").arg(b.position).arg(text).arg(b.abandoned.size());
+        const QString count = b.abandoned.size() == 1 ? tr("1 token") : tr("%1 tokens").arg(b.abandoned.size());
+        state->branches << tr("at position %1: “%2” (%3)").arg(b.position).arg(text, count);
     }
     if (m_stepper->stop_reason() != engine::StopReason::None)
         state->stop_reason = QString::fromUtf8(engine::stop_reason_name(m_stepper->stop_reason()).data());

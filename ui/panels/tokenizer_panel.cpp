@@ -4,7 +4,17 @@
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
 
+#include <QApplication>
 #include <QCheckBox>
+#include <QElapsedTimer>
+#include <QClipboard>
+#include <QFile>
+#include <QFileDialog>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QPushButton>
+#include <QSaveFile>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLocale>
@@ -56,6 +66,22 @@ TokenizerPanel::TokenizerPanel(EngineController* engine, TokenSelection* selecti
     row->addWidget(m_counts, 1);
     m_show_ids = new QCheckBox(tr("Show ids"));
     row->addWidget(m_show_ids);
+    auto* copy_json = new QPushButton(tr("Copy JSON"));
+    copy_json->setToolTip(tr("Copy the tokens (id, piece, type, byte offsets, bytes) as JSON"));
+    connect(copy_json, &QPushButton::clicked, this, [this] { QApplication::clipboard()->setText(tokensJson()); });
+    row->addWidget(copy_json);
+    auto* copy_csv = new QPushButton(tr("Copy CSV"));
+    connect(copy_csv, &QPushButton::clicked, this, [this] { QApplication::clipboard()->setText(tokensCsv()); });
+    row->addWidget(copy_csv);
+    auto* save = new QPushButton(tr("Export…"));
+    save->setShortcut(QKeySequence("Ctrl+E"));
+    connect(save, &QPushButton::clicked, this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Export tokens"), "tokens.csv", tr("CSV (*.csv);;JSON (*.json)"));
+        QString error;
+        if (!path.isEmpty() && !exportTo(path, &error))
+            m_detail->setText(error);
+    });
+    row->addWidget(save);
     layout->addLayout(row);
     m_detail = new QLabel(tr("Point at a token to see its id, bytes and type."));
     m_detail->setWordWrap(true);
@@ -102,6 +128,62 @@ void TokenizerPanel::selectToken(int token_index) { m_selection->select(token_in
 
 QString TokenizerPanel::viewHtml() const { return m_view->toHtml(); }
 
+QString TokenizerPanel::tokensJson() const
+{
+    QJsonObject root;
+    QJsonArray tokens;
+    if (m_current) {
+        root["model"] = m_engine->model() ? m_engine->model()->name : QString();
+        root["text"] = m_current->text;
+        root["characters"] = int(m_current->text.size());
+        root["bytes"] = int(m_current->utf8.size());
+        for (std::size_t i = 0; i < m_current->tokens.size(); ++i) {
+            const TokenSpan& t = m_current->tokens[i];
+            const QByteArray bytes = m_current->utf8.mid(t.begin, t.end - t.begin);
+            tokens.append(QJsonObject{{"index", int(i)},      {"id", t.id},       {"piece", t.piece},
+                                      {"type", t.type},        {"begin", t.begin}, {"end", t.end},
+                                      {"bytes", QString::fromLatin1(bytes.toHex())}, {"text", QString::fromUtf8(bytes)}});
+        }
+    }
+    root["count"] = int(tokens.size());
+    root["tokens"] = tokens;
+    return QString::fromUtf8(QJsonDocument(root).toJson(QJsonDocument::Indented));
+}
+
+QString TokenizerPanel::tokensCsv() const
+{
+    // RFC 4180: fields with a comma, quote or line break are quoted, quotes doubled.
+    const auto field = [](QString s) {
+        if (s.contains(',') || s.contains('"') || s.contains('\n') || s.contains('\r'))
+            s = '"' + s.replace("\"", "\"\"") + '"';
+        return s;
+    };
+    QString csv = "index,id,piece,type,begin,end,bytes,text\r\n";
+    if (!m_current)
+        return csv;
+    for (std::size_t i = 0; i < m_current->tokens.size(); ++i) {
+        const TokenSpan& t = m_current->tokens[i];
+        const QByteArray bytes = m_current->utf8.mid(t.begin, t.end - t.begin);
+        csv += QStringList{QString::number(i), QString::number(t.id), field(t.piece), field(t.type), QString::number(t.begin),
+                           QString::number(t.end), QString::fromLatin1(bytes.toHex()), field(QString::fromUtf8(bytes))}
+                   .join(',') +
+               "\r\n";
+    }
+    return csv;
+}
+
+bool TokenizerPanel::exportTo(const QString& path, QString* error) const
+{
+    const QByteArray content = (path.endsWith(".json", Qt::CaseInsensitive) ? tokensJson() : tokensCsv()).toUtf8();
+    QSaveFile file(path); // all or nothing: an interrupted export never leaves half a file
+    if (!file.open(QIODevice::WriteOnly) || file.write(content) != content.size() || !file.commit()) {
+        if (error)
+            *error = tr("Could not write %1: %2").arg(path, file.errorString());
+        return false;
+    }
+    return true;
+}
+
 QString TokenizerPanel::countsText() const { return m_counts->text(); }
 QString TokenizerPanel::detailText() const { return m_detail->text(); }
 
@@ -124,6 +206,8 @@ void TokenizerPanel::render()
 {
     if (!m_current)
         return;
+    QElapsedTimer timer;
+    timer.start();
     const auto& t = *m_current;
     QString html;
     const bool ids = m_show_ids->isChecked();
@@ -149,6 +233,7 @@ void TokenizerPanel::render()
     const int scroll = m_view->verticalScrollBar()->value(); // a click re-renders: stay where the user is
     m_view->setHtml("<div style='font-family: monospace; line-height: 160%'>" + html + "</div>");
     m_view->verticalScrollBar()->setValue(scroll);
+    m_render_ms = double(timer.nsecsElapsed()) / 1e6;
     const int chars = int(t.text.size());
     const int n = int(t.tokens.size());
     m_counts->setText(tr("%1 tokens · %2 characters · %3 bytes · %4 characters per token · %5 ms")

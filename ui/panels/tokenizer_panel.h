@@ -33,6 +33,12 @@ public:
     // Selects a token (as a click on its span does) in every linked panel.
     void selectToken(int token_index);
     QString viewHtml() const;
+    double lastRenderMs() const { return m_render_ms; } // for the benchmark, not asserted
+    // The current tokens as data: index, id, piece, type, byte offsets, bytes (hex) and text.
+    QString tokensJson() const;
+    QString tokensCsv() const;
+    // Writes JSON or CSV by the file's extension; false (and a message) when it cannot.
+    bool exportTo(const QString& path, QString* error = nullptr) const;
 
 signals:
     void updated();
@@ -51,6 +57,7 @@ private:
     QLabel* m_detail = nullptr;
     QCheckBox* m_show_ids = nullptr;
     QTimer* m_debounce = nullptr;
+    double m_render_ms = 0.0;
 };
 
 } // namespace tokenscope::ui
