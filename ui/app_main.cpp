@@ -7,6 +7,7 @@
 #include "model/model_locator.h"
 #include "panels/chat_panel.h"
 #include "panels/stepper_panel.h"
+#include "panels/tokenizer_comparison.h"
 #include "panels/tokenizer_panel.h"
 #include "storage/conversation_store.h"
 
@@ -87,11 +88,14 @@ int run_app(int argc, char** argv)
     const QCommandLineOption max_tokens("max-tokens", "Reply length for --screenshot.", "n", "48");
     const QCommandLineOption steps("steps", "Stepper screenshot: steps taken after Prefill (one of them undone and forced "
                                             "to the runner-up, to show a branch).", "n", "6");
+    const QCommandLineOption compare("compare", "Tokenizer screenshot: a GGUF or .tiktoken file to compare with (repeatable).", "file");
+    const QCommandLineOption edit("edit", "Tokenizer screenshot: the prompt after an edit, to show what changed.", "text");
     const QCommandLineOption auto_send("auto-send", "Send this message as soon as the model is loaded.", "text");
     const QCommandLineOption quit_after("quit-after-reply", "Quit when the first reply is complete.");
     const QCommandLineOption latency("latency-probe",
                                      "Generate 128 tokens and print the worst event-loop delay seen meanwhile (a benchmark).");
-    parser.addOptions({verbose, model, screenshot, panel, prompt, scale, max_tokens, steps, auto_send, quit_after, latency});
+    parser.addOptions({verbose, model, screenshot, panel, prompt, scale, max_tokens, steps, compare, edit, auto_send, quit_after,
+                       latency});
     parser.process(app);
 
     setup_logging(parser.isSet(verbose));
@@ -188,13 +192,45 @@ int run_app(int argc, char** argv)
             });
         };
         if (panel_name == "tokenizer") {
-            if (auto* dock = window.panel("tokenizer")->parentWidget())
-                dock->raise();
-            QObject::connect(&engine, &EngineController::modelLoaded, &window,
-                             [&] { window.tokenizerPanel()->setText(parser.value(prompt)); });
-            QObject::connect(window.tokenizerPanel(), &TokenizerPanel::updated, &window, [&] {
-                window.tokenizerPanel()->showDetails(1);
-                grab();
+            auto* dock = qobject_cast<QDockWidget*>(window.panel("tokenizer")->parentWidget());
+            dock->setFloating(true);
+            dock->resize(1100, 900);
+            TokenizerPanel* tokenizer = window.tokenizerPanel();
+            for (const QString& file : parser.values(compare))
+                tokenizer->comparison()->addTokenizer(file);
+            QObject::connect(&engine, &EngineController::modelLoaded, &window, [&, tokenizer] { tokenizer->setText(parser.value(prompt)); });
+            // The text, then (with --edit) its edited version; grabbed once every comparison has caught up.
+            auto edited = std::make_shared<bool>(!parser.isSet(edit));
+            const auto maybe_grab = [&, tokenizer, dock, edited] {
+                const QString final_text = parser.isSet(edit) ? parser.value(edit) : parser.value(prompt);
+                if (!tokenizer->current() || tokenizer->current()->text != final_text || !*edited || !tokenizer->comparison()->settled() ||
+                    int(tokenizer->comparison()->entries().size()) < int(parser.values(compare).size()))
+                    return;
+                *edited = false; // grab once
+                tokenizer->selectToken(2);
+                QTimer::singleShot(150, &window, [&, dock] {
+                    const bool saved = dock->grab().save(shot);
+                    std::fprintf(stderr, "%s %s\n", saved ? "saved" : "could not save", qPrintable(shot));
+                    app.exit(saved ? 0 : 1);
+                });
+            };
+            auto grabbed = std::make_shared<bool>(false);
+            QObject::connect(tokenizer, &TokenizerPanel::updated, &window, [&, tokenizer, edited, maybe_grab, grabbed] {
+                if (!*edited && !*grabbed && parser.isSet(edit) && tokenizer->current()->text == parser.value(prompt)) {
+                    *grabbed = true;
+                    *edited = false;
+                    QTimer::singleShot(50, &window, [&, tokenizer, edited] {
+                        *edited = true;
+                        tokenizer->setText(parser.value(edit));
+                    });
+                    return;
+                }
+                maybe_grab();
+            });
+            QObject::connect(tokenizer->comparison(), &TokenizerComparison::changed, &window, maybe_grab);
+            QObject::connect(tokenizer->comparison(), &TokenizerComparison::failed, &app, [&](const QString& m) {
+                std::fprintf(stderr, "%s\n", qPrintable(m));
+                app.exit(1);
             });
         } else if (panel_name == "stepper") {
             // A floating, roomy dock, so that the picture shows the whole panel.

@@ -4,7 +4,10 @@
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
 #include "model/model.h"
+#include "panels/tokenizer_comparison.h"
 #include "panels/tokenizer_panel.h"
+#include "tokenizer/comparison_tokenizer.h"
+#include "tokenizer/token_diff.h"
 #include "test_paths.h"
 
 #include <QFile>
@@ -24,6 +27,8 @@ private slots:
     void tokensFollowTheText();
     void exportsJsonAndCsv();
     void tenThousandCharacters();
+    void whatChangedShowsSplitsAndTheCount();
+    void comparesWithAnotherVocabulary();
 
 private:
     void load();
@@ -161,6 +166,71 @@ void TestTokenizerPanel::tokensFollowTheText()
              qPrintable(panel.detailText()));
     panel.showDetails(0); // <bos>, added by the tokenizer
     QVERIFY(panel.detailText().contains("control"));
+}
+
+void TestTokenizerPanel::whatChangedShowsSplitsAndTheCount()
+{
+    load();
+    const auto tokens_of = [&](const QString& text) {
+        const QByteArray utf8 = text.toUtf8();
+        return m_model->tokenizer().encode(std::string_view(utf8.constData(), std::size_t(utf8.size())));
+    };
+    m_panel->setText("The quick brown fox");
+    QTRY_VERIFY_WITH_TIMEOUT(m_panel->current() && m_panel->current()->text == "The quick brown fox", 10000);
+    m_panel->setText("The quikc brown fox");
+    QTRY_VERIFY_WITH_TIMEOUT(m_panel->current() && m_panel->current()->text == "The quikc brown fox", 10000);
+    const auto before = tokens_of("The quick brown fox"), after = tokens_of("The quikc brown fox");
+    const engine::TokenDiff diff = engine::diff_tokens("The quick brown fox", before, "The quikc brown fox", after);
+    QCOMPARE(diff.changes.size(), std::size_t(1));
+    QCOMPARE(diff.changes[0].kind, engine::TokenChangeKind::Split);
+    QCOMPARE(m_panel->changedRanges().size(), std::size_t(1));
+    QCOMPARE(m_panel->changedRanges()[0], std::make_pair(int(diff.changes[0].new_first), int(diff.changes[0].new_count)));
+    const QString text = m_panel->changesText();
+    QVERIFY2(text.contains("split into") && text.contains(QString("%1 → %2 tokens (+%3)").arg(before.size()).arg(after.size()).arg(after.size() - before.size())),
+             qPrintable(text));
+    // The new pieces are marked in the view.
+    QVERIFY(m_panel->viewHtml().contains("#d0453a"));
+}
+
+void TestTokenizerPanel::comparesWithAnotherVocabulary()
+{
+    load();
+    const QString text = "Tokenizers differ: naïve café, 12345, and code_like_this().";
+    m_panel->setText(text);
+    QTRY_VERIFY_WITH_TIMEOUT(m_panel->current() && m_panel->current()->text == text, 10000);
+    TokenizerComparison* comparison = m_panel->comparison();
+    const QString vocab = QString(TOKENSCOPE_TEST_DATA_DIR) + "/tokenizer/bpe-llama-bpe.gguf";
+    comparison->addTokenizer(vocab);
+    QTRY_VERIFY_WITH_TIMEOUT(comparison->entries().size() == 1 && comparison->settled(), 10000);
+    const auto reference = engine::ComparisonTokenizer::open(vocab.toStdString());
+    const QByteArray utf8 = text.toUtf8();
+    const auto expected = reference->encode(std::string_view(utf8.constData(), std::size_t(utf8.size())));
+    const auto& got = comparison->entries()[0].tokens;
+    QCOMPARE(got.size(), expected.size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+        QCOMPARE(got[i].first, int(expected[i].id));
+    const int model_count = int(m_panel->current()->tokens.size());
+    QVERIFY2(comparison->html().contains(QString("%1 vs %2").arg(expected.size()).arg(model_count)), qPrintable(comparison->html()));
+
+    // A new text is tokenized again by every comparison.
+    m_panel->setText("A second text.");
+    QTRY_VERIFY_WITH_TIMEOUT(m_panel->current() && m_panel->current()->text == "A second text." && comparison->settled(), 10000);
+    QCOMPARE(comparison->entries()[0].tokens.size(), reference->encode("A second text.").size());
+
+    // A file that is not a tokenizer: a clear message naming it, nothing added.
+    QTemporaryDir dir;
+    const QString bad = dir.filePath("notes.gguf");
+    QFile f(bad);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("this is not a GGUF file");
+    f.close();
+    QSignalSpy failed(comparison, &TokenizerComparison::failed);
+    comparison->addTokenizer(bad);
+    QVERIFY(failed.wait(10000));
+    QVERIFY2(failed.first().first().toString().contains("notes.gguf"), qPrintable(failed.first().first().toString()));
+    QCOMPARE(comparison->entries().size(), std::size_t(1));
+    comparison->removeTokenizer(0);
+    QVERIFY(comparison->entries().empty());
 }
 
 QTEST_MAIN(TestTokenizerPanel)

@@ -3,6 +3,9 @@
 
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
+#include "bridge/token_text.h"
+#include "panels/tokenizer_comparison.h"
+#include "tokenizer/token_diff.h"
 
 #include <QApplication>
 #include <QCheckBox>
@@ -60,7 +63,17 @@ TokenizerPanel::TokenizerPanel(EngineController* engine, TokenSelection* selecti
     m_view->setOpenLinks(false);
     m_view->setMouseTracking(true);
     split->addWidget(m_view);
+    m_comparison = new TokenizerComparison;
+    split->addWidget(m_comparison);
+    split->setStretchFactor(0, 1);
+    split->setStretchFactor(1, 2);
+    split->setStretchFactor(2, 2);
     layout->addWidget(split, 1);
+    m_changes = new QLabel;
+    m_changes->setObjectName("tokenizerChanges");
+    m_changes->setWordWrap(true);
+    m_changes->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    layout->addWidget(m_changes);
     auto* row = new QHBoxLayout;
     m_counts = new QLabel;
     row->addWidget(m_counts, 1);
@@ -109,8 +122,12 @@ TokenizerPanel::TokenizerPanel(EngineController* engine, TokenSelection* selecti
     connect(m_engine, &EngineController::tokenized, this, [this](std::shared_ptr<const Tokenization> t) {
         if (t->request_id != m_request)
             return; // a newer request is on its way
+        if (m_current)
+            describeChanges(*m_current, *t);
         m_current = std::move(t);
         render();
+        m_comparison->setText(m_current->utf8, int(m_current->tokens.size()),
+                              m_engine->model() ? m_engine->model()->name : tr("this model"));
         emit updated();
     });
     connect(m_engine, &EngineController::modelLoaded, this, &TokenizerPanel::request);
@@ -184,6 +201,63 @@ bool TokenizerPanel::exportTo(const QString& path, QString* error) const
     return true;
 }
 
+namespace {
+
+std::vector<engine::Token> engine_tokens(const Tokenization& t)
+{
+    std::vector<engine::Token> out;
+    for (const TokenSpan& s : t.tokens)
+        out.push_back({s.id, uint32_t(s.begin), uint32_t(s.end)});
+    return out;
+}
+
+QString pieces(const Tokenization& t, uint32_t first, uint32_t count)
+{
+    QStringList out;
+    for (uint32_t i = first; i < first + count && i < t.tokens.size(); ++i) {
+        const TokenSpan& s = t.tokens[i];
+        out << "“" + visible_whitespace(QString::fromUtf8(t.utf8.mid(s.begin, s.end - s.begin))) + "”";
+    }
+    return out.join(" + ");
+}
+
+} // namespace
+
+void TokenizerPanel::describeChanges(const Tokenization& before, const Tokenization& after)
+{
+    if (before.text == after.text)
+        return; // the same text again (a re-request): the last edit's changes still stand
+    m_changed.clear();
+    const auto a = engine_tokens(before), b = engine_tokens(after);
+    const engine::TokenDiff diff =
+        engine::diff_tokens(std::string_view(before.utf8.constData(), std::size_t(before.utf8.size())), a,
+                            std::string_view(after.utf8.constData(), std::size_t(after.utf8.size())), b);
+    QStringList lines;
+    for (const engine::TokenChange& c : diff.changes) {
+        m_changed.push_back({int(c.new_first), int(c.new_count)});
+        if (lines.size() == 3)
+            continue;
+        const QString from = pieces(before, c.old_first, c.old_count), to = pieces(after, c.new_first, c.new_count);
+        switch (c.kind) {
+        case engine::TokenChangeKind::Split: lines << tr("%1 split into %2").arg(from, to); break;
+        case engine::TokenChangeKind::Merged: lines << tr("%1 merged into %2").arg(from, to); break;
+        case engine::TokenChangeKind::Inserted: lines << tr("%1 added").arg(to); break;
+        case engine::TokenChangeKind::Deleted: lines << tr("%1 removed").arg(from); break;
+        case engine::TokenChangeKind::Replaced: lines << tr("%1 became %2").arg(from, to); break;
+        }
+    }
+    if (diff.changes.size() > 3)
+        lines << tr("and %1 more changes").arg(diff.changes.size() - 3);
+    m_changes->setText(tr("<b>What changed:</b> %1 · %2 → %3 tokens (%4%5)")
+                           .arg(lines.isEmpty() ? tr("the same tokens") : lines.join("; ").toHtmlEscaped())
+                           .arg(a.size())
+                           .arg(b.size())
+                           .arg(diff.count_delta > 0 ? "+" : "")
+                           .arg(diff.count_delta));
+}
+
+QString TokenizerPanel::changesText() const { return m_changes->text(); }
+
 QString TokenizerPanel::countsText() const { return m_counts->text(); }
 QString TokenizerPanel::detailText() const { return m_detail->text(); }
 
@@ -225,10 +299,18 @@ void TokenizerPanel::render()
         QColor c = kSpanColours[colour++ % std::size(kSpanColours)];
         if (int(i) == m_selection->position())
             c = palette().color(QPalette::Highlight);
-        const QString style = QString("background-color: rgba(%1,%2,%3,%4); text-decoration: none; color: palette(text);%5")
+        bool changed = false;
+        for (const auto& [first, count] : m_changed)
+            changed |= int(i) >= first && int(i) < first + count;
+        // Tokens the last edit created: red and underlined, so a split or merge stands out.
+        const QString style = QString("background-color: rgba(%1,%2,%3,%4); %5%6")
                                   .arg(c.red()).arg(c.green()).arg(c.blue()).arg(c.alpha())
-                                  .arg(special ? " font-weight: bold; border: 1px solid gray;" : byte ? " font-style: italic;" : "");
-        html += QString("<a href='tok:%1' style='%2'>%3</a>%4").arg(i).arg(style, text.isEmpty() ? QString("∅") : text, ids ? " " : "");
+                                  .arg(changed ? "color: #d0453a; text-decoration: underline;" : "color: palette(text); text-decoration: none;",
+                                       special ? " font-weight: bold; border: 1px solid gray;" : byte ? " font-style: italic;" : "");
+        const QString shown = text.isEmpty() ? QString("∅") : text;
+        html += QString("<a href='tok:%1' style='%2'>%3</a>%4")
+                    .arg(i)
+                    .arg(style, shown, ids ? " " : "");
     }
     const int scroll = m_view->verticalScrollBar()->value(); // a click re-renders: stay where the user is
     m_view->setHtml("<div style='font-family: monospace; line-height: 160%'>" + html + "</div>");

@@ -16,6 +16,7 @@ namespace tokenscope::ui {
 
 class EngineController;
 class TokenSelection;
+class TokenizerComparison;
 
 // Text becomes tokens, live as you type: each token a coloured span (whitespace and byte-fallback
 // tokens made visible, control tokens marked), ids in place of text on request, the details of the
@@ -33,6 +34,10 @@ public:
     // Selects a token (as a click on its span does) in every linked panel.
     void selectToken(int token_index);
     QString viewHtml() const;
+    TokenizerComparison* comparison() const { return m_comparison; }
+    // The last edit's effect on the tokens ("what changed"): which tokens split, merged or changed.
+    QString changesText() const;
+    const std::vector<std::pair<int, int>>& changedRanges() const { return m_changed; } // [first, first + count) in the current tokens
     double lastRenderMs() const { return m_render_ms; } // for the benchmark, not asserted
     // The current tokens as data: index, id, piece, type, byte offsets, bytes (hex) and text.
     QString tokensJson() const;
@@ -46,15 +51,19 @@ signals:
 private:
     void request();
     void render();
+    void describeChanges(const Tokenization& before, const Tokenization& after);
 
     EngineController* m_engine;
     TokenSelection* m_selection;
     std::shared_ptr<const Tokenization> m_current;
+    std::vector<std::pair<int, int>> m_changed;
     quint64 m_request = 0;
     QPlainTextEdit* m_input = nullptr;
     QTextBrowser* m_view = nullptr;
     QLabel* m_counts = nullptr;
     QLabel* m_detail = nullptr;
+    QLabel* m_changes = nullptr;
+    TokenizerComparison* m_comparison = nullptr;
     QCheckBox* m_show_ids = nullptr;
     QTimer* m_debounce = nullptr;
     double m_render_ms = 0.0;
