@@ -6,6 +6,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/attention_kernels.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "kv/kv_sizing.h"
 
 #include "model/model.h"
 #include "quant/dequant.h"
@@ -71,22 +72,9 @@ private:
     std::vector<float> m_x, m_h, m_q, m_k, m_v, m_attn, m_o, m_gate, m_up;
 };
 
-KvCacheConfig kv_config_for(const Model& model, uint32_t n_ctx)
-{
-    const ModelConfig& c = model.config();
-    KvCacheConfig k;
-    k.n_layer = c.n_layer;
-    k.n_kv_heads = c.n_head_kv;
-    k.head_dim = c.head_dim_k;
-    for (uint32_t il = 0; il < c.n_layer; ++il)
-        k.window.push_back(model.layer_window(il));
-    k.n_ctx = c.n_ctx_train ? std::min(n_ctx, c.n_ctx_train) : n_ctx;
-    return k;
-}
-
 CpuBackend::CpuBackend(std::shared_ptr<const Model> model, const CpuBackendOptions& options)
     : m_model(std::move(model)), m_pool(options.threads > 0 ? options.threads : default_thread_count()),
-      m_kv(kv_config_for(*m_model, options.n_ctx))
+      m_kv(kv_cache_config_for(m_model->config(), options.n_ctx)) // shared with the memory planner
 {
     const ModelWeights& w = m_model->weights();
     for (const LayerWeights& L : w.layers) {

@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "model/memory_plan.h"
+
+#include "gguf/gguf_file.h"
+#include "kv/kv_calculator.h"
+#include "kv/kv_sizing.h"
+#include "model/model_config.h"
+#include "quant/activation_quant.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <spdlog/fmt/fmt.h>
+#include <sstream>
+
+namespace engine {
+
+SystemMemory system_memory()
+{
+    SystemMemory m;
+    std::ifstream in("/proc/meminfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream fields(line);
+        std::string key, unit;
+        uint64_t value = 0;
+        if (!(fields >> key >> value))
+            continue;
+        fields >> unit;
+        const uint64_t scale = unit == "kB" ? 1024 : 1; // /proc/meminfo's "kB" are KiB
+        if (key == "MemTotal:")
+            m.total = value * scale;
+        else if (key == "MemAvailable:")
+            m.available = value * scale;
+    }
+    return m;
+}
+
+namespace {
+
+// What the planner needs from the file besides the config.
+struct FileFacts {
+    uint64_t weight_bytes = 0;
+    uint64_t layer_activation_row_bytes = 0; // widest quantized input row of a layer matrix
+    uint64_t head_activation_row_bytes = 0;  // the output head's (one row of logits per pass)
+};
+
+FileFacts facts_of(const gguf::GgufFile& file)
+{
+    FileFacts f;
+    const gguf::TensorInfo* head = file.find_tensor("output.weight");
+    if (!head)
+        head = file.find_tensor("token_embd.weight"); // tied embeddings
+    for (const auto& t : file.tensors()) {
+        f.weight_bytes += t.n_bytes;
+        if (t.n_dims >= 2 && t.name.starts_with("blk."))
+            f.layer_activation_row_bytes =
+                std::max<uint64_t>(f.layer_activation_row_bytes,
+                                   activation_row_bytes(activation_format(t.type.type), static_cast<int64_t>(t.ne[0])));
+    }
+    if (head)
+        f.head_activation_row_bytes =
+            activation_row_bytes(activation_format(head->type.type), static_cast<int64_t>(head->ne[0]));
+    return f;
+}
+
+uint64_t scratch_bytes_for(const ModelConfig& c, const FileFacts& f, uint64_t n_batch, uint64_t n_ctx)
+{
+    const uint64_t E = c.n_embd, D = c.head_dim_k;
+    const uint64_t H = c.n_head.empty() ? 0 : c.n_head[0];
+    const uint64_t Hkv = c.n_head_kv.empty() ? 0 : c.n_head_kv[0];
+    const uint64_t F = c.n_ff.empty() ? 0 : *std::max_element(c.n_ff.begin(), c.n_ff.end());
+    // The nine float vectors of CpuBackend::forward (m_x, m_h, m_o, m_q, m_attn, m_k, m_v, m_gate, m_up).
+    const uint64_t floats = n_batch * (3 * E + 2 * H * D + 2 * Hkv * D + 2 * F);
+    const uint64_t quantized = std::max(n_batch * f.layer_activation_row_bytes, f.head_activation_row_bytes);
+    const uint64_t logits = uint64_t(c.n_vocab) * sizeof(float);
+    const uint64_t row_pointers = 2 * Hkv * n_ctx * sizeof(void*);
+    return floats * sizeof(float) + quantized + logits + row_pointers;
+}
+
+} // namespace
+
+MemoryPlan plan_memory(const std::string& gguf_path, uint32_t n_ctx, uint32_t n_batch)
+{
+    // GgufFile maps the file and parses the header; tensor data is never read. Its errors name the file.
+    const auto file = gguf::GgufFile::open(gguf_path);
+    const ModelConfig config = ModelConfig::from_gguf(*file);
+    const FileFacts facts = facts_of(*file);
+
+    MemoryPlan p;
+    p.name = config.name.empty() ? std::filesystem::path(gguf_path).stem().string() : config.name;
+    p.architecture = config.architecture;
+    p.n_ctx_requested = n_ctx;
+    n_batch = std::max<uint32_t>(n_batch, 1);
+
+    auto kv_at = [&](uint32_t ctx) { return kv_cache_peak_bytes(kv_cache_config_for(config, ctx), n_batch); };
+    auto total_at = [&](uint32_t ctx) {
+        const uint32_t capped = kv_cache_config_for(config, ctx).n_ctx;
+        return facts.weight_bytes + kv_at(capped) + scratch_bytes_for(config, facts, std::min(n_batch, capped), capped);
+    };
+
+    const KvCacheConfig kv_config = kv_cache_config_for(config, n_ctx);
+    p.n_ctx = kv_config.n_ctx;
+    p.weight_bytes = facts.weight_bytes;
+    p.kv_bytes = kv_cache_peak_bytes(kv_config, n_batch);
+    // A batch never exceeds the context.
+    p.scratch_bytes = scratch_bytes_for(config, facts, std::min(n_batch, p.n_ctx), p.n_ctx);
+    p.total_bytes = p.weight_bytes + p.kv_bytes + p.scratch_bytes;
+    p.memory = system_memory();
+    p.fits = p.memory.available == 0 || p.total_bytes <= p.memory.available;
+
+    const std::string capped_note =
+        p.n_ctx < n_ctx ? fmt::format(" (capped at the training context; {} requested)", format_grouped(n_ctx)) : "";
+    const std::string needs =
+        fmt::format("needs {} (weights {} + KV cache {} at {} tokens{} + working buffers {})",
+                    format_binary_bytes(double(p.total_bytes)), format_binary_bytes(double(p.weight_bytes)),
+                    format_binary_bytes(double(p.kv_bytes)), format_grouped(p.n_ctx), capped_note,
+                    format_binary_bytes(double(p.scratch_bytes)));
+    if (p.memory.available == 0) {
+        p.message = fmt::format("{} {}; this machine's free memory is unknown.", p.name, needs);
+    } else if (p.fits) {
+        p.message =
+            fmt::format("{} {}; {} of {} is available.", p.name, needs, format_binary_bytes(double(p.memory.available)),
+                        format_binary_bytes(double(p.memory.total)));
+    } else {
+        // The largest context that fits (the total grows with the context).
+        uint32_t lo = 0, hi = p.n_ctx;
+        while (lo < hi) {
+            const uint32_t mid = lo + (hi - lo + 1) / 2;
+            if (total_at(mid) <= p.memory.available)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        const std::string advice =
+            lo > 0 ? fmt::format("choose a smaller context: at most about {} tokens fit", format_grouped(lo))
+                   : std::string("the weights alone leave no room: choose a smaller model or quantization");
+        p.message = fmt::format("{} will not fit in memory: it {}, but only {} of {} is available; {}.", p.name, needs,
+                                format_binary_bytes(double(p.memory.available)),
+                                format_binary_bytes(double(p.memory.total)), advice);
+    }
+    return p;
+}
+
+} // namespace engine
