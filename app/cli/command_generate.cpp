@@ -137,7 +137,8 @@ int run_generate(const GenerateArgs& a, bool trace_mode)
     auto& steps = j["steps"] = nlohmann::ordered_json::array();
     for (const auto& s : trace.steps) {
         nlohmann::ordered_json st{{"step", s.step}, {"token", s.token}, {"piece", tok.token_to_piece(s.token)},
-                                  {"probability", s.probability}, {"ms", s.ms}};
+                                  {"probability", s.probability}, {"ms", s.ms}, {"sample_ms", s.sample_ms},
+                                  {"detokenize_ms", s.detokenize_ms}, {"latency_ms", s.latency_ms}};
         auto& top = st["top"] = nlohmann::ordered_json::array();
         for (const auto& c : s.top)
             top.push_back({{"id", c.id}, {"piece", tok.token_to_piece(c.id)}, {"probability", c.probability}, {"logit", c.logit}});
@@ -145,6 +146,9 @@ int run_generate(const GenerateArgs& a, bool trace_mode)
                     {"bytes_allocated", s.kv.bytes_allocated}, {"blocks_allocated", s.kv.blocks_allocated}};
         steps.push_back(std::move(st));
     }
+    auto& events = j["timeline"] = nlohmann::ordered_json::array();
+    for (const auto& e : trace.events)
+        events.push_back({{"stage", engine::timeline_stage_name(e.stage)}, {"step", e.step}, {"begin_ns", e.begin_ns}, {"end_ns", e.end_ns}});
     if (!capture.empty()) {
         std::vector<engine::TokenId> all = tok.encode_ids(prompt);
         for (const auto& s : trace.steps)

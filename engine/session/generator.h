@@ -13,12 +13,30 @@
 
 namespace engine {
 
-// What one generation did, for the timeline and KV panels and for `trace --json`.
+// One stretch of a generation's wall-clock time. The events of a trace are contiguous: each begins
+// where the one before ended (the few instructions between two stages count to the earlier one), so
+// durations add up exactly to the times they span.
+enum class TimelineStage { Tokenize, Prefill, Decode, Sample, Detokenize };
+struct TimelineEvent {
+    TimelineStage stage = TimelineStage::Tokenize;
+    int32_t step = -1;      // the generated token it belongs to (-1: tokenize and prefill)
+    int64_t begin_ns = 0;   // since the generation started
+    int64_t end_ns = 0;
+    double ms() const { return double(end_ns - begin_ns) / 1e6; }
+};
+std::string_view timeline_stage_name(TimelineStage stage);
+
+// What one generation did, for the timeline and KV panels and for `trace --json`. Token 0 is
+// sampled from the prefill's logits; decode step k forwards token k−1 and token k is sampled from
+// its logits.
 struct StepTrace {
     uint32_t step = 0;
     TokenId token = 0;
     float probability = 0.0f;
-    double ms = 0.0;                 // decode time of this step (the forward pass of the token before)
+    double ms = 0.0;                 // the forward pass that produced this token's logits (0 for token 0: the prefill)
+    double sample_ms = 0.0;
+    double detokenize_ms = 0.0;      // piece, stop check and text delivery
+    double latency_ms = 0.0;         // token 0: TTFT; then the inter-token latency (forward + sample + detokenize)
     std::vector<Candidate> top;      // top candidates of the final distribution
     KvAccounting kv;                 // after the step
 };
@@ -28,7 +46,8 @@ struct GenerationTrace {
     PrefillReport prefill;
     double tokenize_ms = 0.0;
     double detokenize_ms = 0.0;
-    double ttft_ms = 0.0;            // prompt submitted → first token sampled
+    double ttft_ms = 0.0;            // prompt submitted → first token's text delivered (tokenize + prefill + sample + detokenize)
+    std::vector<TimelineEvent> events; // contiguous, in order
     std::vector<StepTrace> steps;
     StopReason stop = StopReason::None;
     std::string text;                // generated text
@@ -43,6 +62,8 @@ struct GenerationOptions {
     const std::atomic<bool>* cancel = nullptr; // checked between tokens and between prefill batches
     std::function<void(uint32_t done, uint32_t total)> on_prefill_progress;
     std::size_t top_candidates = 10;           // kept per step in the trace
+    // After each token, with the step as traced so far (live KV gauges and timeline).
+    std::function<void(const StepTrace& step, const GenerationTrace& trace)> on_step;
 };
 
 // Text shown as it becomes final (stop strings being formed are held back).

@@ -84,8 +84,10 @@ SampleResult Stepper::preview(const SamplerConfig& config) const
 
 const StepRecord& Stepper::step(const SamplerConfig& config, std::optional<TokenId> forced)
 {
+    const auto s0 = std::chrono::steady_clock::now();
     const SampleResult drawn = preview(config);
     StepRecord record;
+    record.sample_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s0).count();
     record.position = static_cast<uint32_t>(m_session.tokens().size());
     record.forced = forced.has_value();
     record.token = forced.value_or(drawn.token);

@@ -22,6 +22,7 @@ struct StepRecord {
     uint32_t reused = 0;      // K/V pairs per layer read from the cache (global layers; local ones see their window)
     uint32_t computed = 1;    // K/V pairs per layer written by this step
     double ms = 0.0;          // the forward pass of the token
+    double sample_ms = 0.0;   // drawing it (all sampling stages)
 };
 
 // A continuation given up by stepping back and then choosing a different token.

@@ -12,6 +12,7 @@
 
 #include <QTemporaryDir>
 #include <QTest>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -73,6 +74,29 @@ void TestGeneration::seededSamplingIsReproducible()
         QCOMPARE(a.steps[i].kv.tokens_cached, a.prompt_tokens + uint32_t(i) + (i + 1 == a.steps.size() ? 0u : 1u));
     }
     QVERIFY(a.ttft_ms > 0.0);
+    // The timeline: contiguous events from 0; TTFT is tokenize + prefill + the first token's sample
+    // and detokenize, exactly; every later latency is its decode + sample + detokenize.
+    QVERIFY(!a.events.empty());
+    QCOMPARE(a.events.front().begin_ns, int64_t(0));
+    for (std::size_t i = 1; i < a.events.size(); ++i)
+        QCOMPARE(a.events[i].begin_ns, a.events[i - 1].end_ns);
+    QCOMPARE(a.events[0].stage, TimelineStage::Tokenize);
+    QCOMPARE(a.events[1].stage, TimelineStage::Prefill);
+    const auto span_of = [&](int32_t step) {
+        int64_t ns = 0;
+        for (const auto& e : a.events)
+            if (e.step == step || (step == 0 && e.step == -1))
+                ns += e.end_ns - e.begin_ns;
+        return double(ns) / 1e6;
+    };
+    QCOMPARE(a.ttft_ms, span_of(0));
+    QCOMPARE(a.steps[0].latency_ms, a.ttft_ms);
+    QCOMPARE(a.ttft_ms, double(a.events[3].end_ns - a.events[0].begin_ns) / 1e6);
+    for (std::size_t i = 1; i < a.steps.size(); ++i) {
+        QCOMPARE(a.steps[i].latency_ms, span_of(int32_t(i)));
+        QVERIFY(std::abs(a.steps[i].latency_ms - (a.steps[i].ms + a.steps[i].sample_ms + a.steps[i].detokenize_ms)) < 1e-9);
+        QVERIFY(a.steps[i].ms > 0.0);
+    }
     QVERIFY(a.decode_tokens_per_second() > 0.0);
 }
 
