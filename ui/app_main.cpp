@@ -6,7 +6,10 @@
 #include "main_window.h"
 #include "model/model_locator.h"
 #include "panels/chat_panel.h"
+#include "panels/context_panel.h"
+#include "panels/kv_panel.h"
 #include "panels/stepper_panel.h"
+#include "panels/timeline_panel.h"
 #include "panels/tokenizer_comparison.h"
 #include "panels/tokenizer_panel.h"
 #include "storage/conversation_store.h"
@@ -49,7 +52,7 @@ void setup_logging(bool verbose)
 }
 
 // Panels a screenshot can show today.
-const QStringList kBuiltPanels = {"main", "chat", "tokenizer", "stepper"};
+const QStringList kBuiltPanels = {"main", "chat", "tokenizer", "stepper", "kv", "context", "timeline"};
 const QStringList kAllPanels = {"main", "chat", "tokenizer", "stepper", "attention", "kv", "context", "timeline"};
 
 } // namespace
@@ -90,11 +93,12 @@ int run_app(int argc, char** argv)
                                             "to the runner-up, to show a branch).", "n", "6");
     const QCommandLineOption compare("compare", "Tokenizer screenshot: a GGUF or .tiktoken file to compare with (repeatable).", "file");
     const QCommandLineOption edit("edit", "Tokenizer screenshot: the prompt after an edit, to show what changed.", "text");
+    const QCommandLineOption tab("tab", "KV screenshot: live, contents or calculator.", "name", "live");
     const QCommandLineOption auto_send("auto-send", "Send this message as soon as the model is loaded.", "text");
     const QCommandLineOption quit_after("quit-after-reply", "Quit when the first reply is complete.");
     const QCommandLineOption latency("latency-probe",
                                      "Generate 128 tokens and print the worst event-loop delay seen meanwhile (a benchmark).");
-    parser.addOptions({verbose, model, screenshot, panel, prompt, scale, max_tokens, steps, compare, edit, auto_send, quit_after,
+    parser.addOptions({verbose, model, screenshot, panel, prompt, scale, max_tokens, steps, compare, edit, tab, auto_send, quit_after,
                        latency});
     parser.process(app);
 
@@ -272,6 +276,60 @@ int run_app(int argc, char** argv)
                     });
                 }
             });
+        } else if (panel_name == "kv" || panel_name == "timeline" || panel_name == "context") {
+            auto* dock = qobject_cast<QDockWidget*>(window.panel(panel_name)->parentWidget());
+            dock->setFloating(true);
+            dock->resize(1280, panel_name == "timeline" ? 760 : 900);
+            const auto grab_dock = [&, dock] {
+                QTimer::singleShot(300, &window, [&, dock] {
+                    const bool saved = dock->grab().save(shot);
+                    std::fprintf(stderr, "%s %s\n", saved ? "saved" : "could not save", qPrintable(shot));
+                    app.exit(saved ? 0 : 1);
+                });
+            };
+            if (panel_name == "context") {
+                ContextPanel* context = window.contextPanel();
+                QObject::connect(&engine, &EngineController::modelLoaded, &window, [&, context, grab_dock] {
+                    context->setWindow(1024);
+                    context->setSystemPrompt("You are a concise assistant who explains how language models work.");
+                    context->addTypedTurn(parser.value(prompt),
+                                          "Sunlight scatters off air molecules; short blue wavelengths scatter most, so the sky "
+                                          "looks blue from every direction.");
+                    for (int i = 0; i < 6; ++i)
+                        context->addSyntheticTurn(60, 140);
+                    auto done = std::make_shared<bool>(false);
+                    QObject::connect(context, &ContextPanel::simulated, &window, [context, grab_dock, done] {
+                        if (!*done && context->counted()) {
+                            *done = true;
+                            grab_dock();
+                        }
+                    });
+                });
+            } else {
+                // A real chat reply first: the KV cache and the timeline are its measurements.
+                QObject::connect(&engine, &EngineController::modelLoaded, &window,
+                                 [&] { window.chatPanel()->send(parser.value(prompt)); });
+                QObject::connect(window.chatPanel(), &ChatPanel::replyFinished, &window, [&, grab_dock] {
+                    if (panel_name == "timeline") {
+                        window.selection()->select(window.timelinePanel()->timeline()->prompt_tokens + 3);
+                        grab_dock();
+                        return;
+                    }
+                    const QString which = parser.value(tab);
+                    if (which == "contents") {
+                        QObject::connect(window.kvPanel(), &KvPanel::contentsShown, &window, grab_dock);
+                        window.kvPanel()->showContents(3, 0, false);
+                    } else if (which == "calculator") {
+                        window.kvPanel()->showTab(2);
+                        window.kvPanel()->selectPreset("Llama 3 8B");
+                        // The example: 8,192 tokens in FP16, 64 sequences, an 80 GiB GPU with 16 GiB of weights.
+                        window.kvPanel()->setCalculator(8192, 64, 1, false, true, 0.0, 80.0, 16.0);
+                        grab_dock();
+                    } else {
+                        grab_dock();
+                    }
+                });
+            }
         } else {
             QObject::connect(&engine, &EngineController::modelLoaded, &window,
                              [&] { window.chatPanel()->send(parser.value(prompt)); });

@@ -4,7 +4,10 @@
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
 #include "panels/chat_panel.h"
+#include "panels/context_panel.h"
+#include "panels/kv_panel.h"
 #include "panels/stepper_panel.h"
+#include "panels/timeline_panel.h"
 #include "panels/tokenizer_panel.h"
 #include "storage/conversation_store.h"
 #include "widgets/model_library_dialog.h"
@@ -101,13 +104,12 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
              coming_panel(tr("Attention — every head's query × key heatmap from the real forward pass. Coming in a "
                              "later release.")),
              Qt::RightDockWidgetArea);
-    addPanel("kv", tr("KV cache && context"),
-             coming_panel(tr("KV cache & context — memory per layer growing with every token, and a context-window "
-                             "fill simulator. Coming in a later release.")),
-             Qt::RightDockWidgetArea);
-    addPanel("timeline", tr("Timeline"),
-             coming_panel(tr("Timeline — prefill and every decode step on one time axis. Coming in a later release.")),
-             Qt::RightDockWidgetArea);
+    m_kv = new KvPanel(engine, m_selection);
+    addPanel("kv", tr("KV cache"), m_kv, Qt::RightDockWidgetArea);
+    m_context = new ContextPanel(engine);
+    addPanel("context", tr("Context window"), m_context, Qt::RightDockWidgetArea);
+    m_timeline = new TimelinePanel(engine, m_selection);
+    addPanel("timeline", tr("Timeline"), m_timeline, Qt::RightDockWidgetArea);
     auto docks = findChildren<QDockWidget*>();
     for (int i = 2; i < docks.size(); ++i)
         tabifyDockWidget(docks[1], docks[i]);

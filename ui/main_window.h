@@ -14,7 +14,10 @@ class QMenu;
 namespace tokenscope::ui {
 
 class ChatPanel;
+class ContextPanel;
+class KvPanel;
 class StepperPanel;
+class TimelinePanel;
 class TokenizerPanel;
 class TokenSelection;
 class ConversationStore;
@@ -35,6 +38,9 @@ public:
     ChatPanel* chatPanel() const { return m_chat; }
     TokenizerPanel* tokenizerPanel() const { return m_tokenizer; }
     StepperPanel* stepperPanel() const { return m_stepper; }
+    KvPanel* kvPanel() const { return m_kv; }
+    ContextPanel* contextPanel() const { return m_context; }
+    TimelinePanel* timelinePanel() const { return m_timeline; }
     TokenSelection* selection() const { return m_selection; }
     QWidget* panel(const QString& name) const;
 
@@ -56,6 +62,9 @@ private:
     ChatPanel* m_chat = nullptr;
     TokenizerPanel* m_tokenizer = nullptr;
     StepperPanel* m_stepper = nullptr;
+    KvPanel* m_kv = nullptr;
+    ContextPanel* m_context = nullptr;
+    TimelinePanel* m_timeline = nullptr;
     TokenSelection* m_selection = nullptr;
     QLabel* m_model_label = nullptr;
     QProgressBar* m_progress = nullptr;

@@ -13,6 +13,10 @@ EngineController::EngineController(QObject* parent) : QObject(parent)
     qRegisterMetaType<std::shared_ptr<const Tokenization>>();
     qRegisterMetaType<StepperSettings>();
     qRegisterMetaType<std::shared_ptr<const StepperState>>();
+    qRegisterMetaType<std::shared_ptr<const KvSnapshot>>();
+    qRegisterMetaType<std::shared_ptr<const KvContents>>();
+    qRegisterMetaType<std::shared_ptr<const TimelineSnapshot>>();
+    qRegisterMetaType<MachinePeaksUi>();
     m_thread.setObjectName("engine");
     m_worker = new EngineWorker(m_cancel);
     m_worker->moveToThread(&m_thread);
@@ -33,6 +37,11 @@ EngineController::EngineController(QObject* parent) : QObject(parent)
     connect(m_worker, &EngineWorker::fitChecked, this, &EngineController::fitChecked);
     connect(m_worker, &EngineWorker::tokenized, this, &EngineController::tokenized);
     connect(m_worker, &EngineWorker::stepperState, this, &EngineController::stepperState);
+    connect(m_worker, &EngineWorker::kvChanged, this, &EngineController::kvChanged);
+    connect(m_worker, &EngineWorker::kvContents, this, &EngineController::kvContents);
+    connect(m_worker, &EngineWorker::timelineChanged, this, &EngineController::timelineChanged);
+    connect(m_worker, &EngineWorker::machineProbed, this, &EngineController::machineProbed);
+    connect(m_worker, &EngineWorker::turnsCounted, this, &EngineController::turnsCounted);
     connect(m_worker, &EngineWorker::replyFinished, this, [this](std::shared_ptr<const ReplyStats> s) {
         setBusy(false);
         emit replyFinished(std::move(s));
@@ -110,6 +119,23 @@ quint64 EngineController::stepperBack(const StepperSettings& settings)
     const quint64 id = m_next_request++;
     QMetaObject::invokeMethod(m_worker, "stepperBack", Qt::QueuedConnection, Q_ARG(quint64, id),
                               Q_ARG(tokenscope::ui::StepperSettings, settings));
+    return id;
+}
+
+quint64 EngineController::readKv(int layer, int kv_head)
+{
+    const quint64 id = m_next_request++;
+    QMetaObject::invokeMethod(m_worker, "readKv", Qt::QueuedConnection, Q_ARG(quint64, id), Q_ARG(int, layer), Q_ARG(int, kv_head));
+    return id;
+}
+
+void EngineController::probeMachine() { QMetaObject::invokeMethod(m_worker, "probeMachine", Qt::QueuedConnection); }
+
+quint64 EngineController::countTurns(const QStringList& roles, const QStringList& texts)
+{
+    const quint64 id = m_next_request++;
+    QMetaObject::invokeMethod(m_worker, "countTurns", Qt::QueuedConnection, Q_ARG(quint64, id), Q_ARG(QStringList, roles),
+                              Q_ARG(QStringList, texts));
     return id;
 }
 

@@ -31,6 +31,9 @@ public:
     quint64 stepperStart(const QString& prompt, const StepperSettings& settings);
     quint64 stepperStep(const StepperSettings& settings, int forced_token = -1);
     quint64 stepperBack(const StepperSettings& settings);
+    quint64 readKv(int layer, int kv_head);
+    void probeMachine();
+    quint64 countTurns(const QStringList& roles, const QStringList& texts);
     bool busy() const { return m_busy; }
     std::shared_ptr<const ModelSummary> model() const { return m_model; }
 
@@ -47,6 +50,11 @@ signals:
     void fitChecked(quint64 request_id, const QString& notice);
     void tokenized(std::shared_ptr<const tokenscope::ui::Tokenization> result);
     void stepperState(std::shared_ptr<const tokenscope::ui::StepperState> state);
+    void kvChanged(std::shared_ptr<const tokenscope::ui::KvSnapshot> snapshot);
+    void kvContents(std::shared_ptr<const tokenscope::ui::KvContents> contents);
+    void timelineChanged(std::shared_ptr<const tokenscope::ui::TimelineSnapshot> timeline);
+    void machineProbed(const tokenscope::ui::MachinePeaksUi& peaks);
+    void turnsCounted(quint64 request_id, const QList<int>& counts, int n_ctx_train);
 
 private:
     void setBusy(bool busy);

@@ -142,6 +142,94 @@ struct StepperState {
     QString generated_text;
 };
 
+// The KV cache as the engine accounts for it, after a forward pass (chat or stepper).
+struct KvLayerState {
+    int tokens_in_use = 0;   // positions attention can see (sliding windows cap it)
+    int blocks = 0;          // blocks allocated
+    int first_stored = 0;    // oldest position still held
+    int window = 0;          // 0: global layer
+    quint64 bytes_in_use = 0;
+    quint64 bytes_allocated = 0;
+};
+
+struct KvSnapshot {
+    QString source;                  // "chat" | "stepper" | "reset"
+    int n_ctx = 0;
+    int block_tokens = 0;
+    int blocks_per_layer = 0;        // n_ctx / block_tokens, rounded up
+    int tokens_cached = 0;
+    int prompt_tokens = 0;           // of the current request
+    int reused_tokens = 0;           // of those, taken from the cache (shared prefix)
+    int n_layers = 0;
+    int n_kv_heads = 0;
+    int head_dim = 0;
+    int bytes_per_value = 2;         // F16
+    quint64 bytes_in_use = 0;
+    quint64 bytes_allocated = 0;
+    quint64 bytes_per_block = 0;     // one layer's block, K and V of every KV head
+    quint64 weight_bytes = 0;
+    quint64 device_total = 0;        // memory of the backend's device (RAM for the CPU)
+    quint64 device_available = 0;
+    QString device;
+    std::vector<KvLayerState> layers;
+    std::vector<StepperToken> tokens; // the cached sequence (texts for labels)
+};
+
+// The cached keys and values of one layer and KV head, for the contents view.
+struct KvContents {
+    quint64 request_id = 0;
+    int layer = 0;
+    int kv_head = 0;
+    int head_dim = 0;
+    int n_positions = 0;
+    std::vector<float> keys;   // [n_positions][head_dim]
+    std::vector<float> values;
+    std::vector<bool> held;    // false where a sliding window freed the position
+    std::vector<StepperToken> tokens;
+    QString error;
+};
+
+// One generation's measured timeline (chat reply or stepper run).
+struct TimelineEventUi {
+    int stage = 0;     // engine::TimelineStage
+    int step = -1;
+    qint64 begin_ns = 0;
+    qint64 end_ns = 0;
+};
+
+struct TimelineStepUi {
+    int token = 0;
+    QString text;
+    double forward_ms = 0.0;
+    double sample_ms = 0.0;
+    double detokenize_ms = 0.0;
+    double latency_ms = 0.0;     // TTFT for step 0, then the inter-token latency
+    double flops = 0.0;          // of the forward pass that produced its logits
+    double bytes_read = 0.0;     // weights + KV read by that pass
+};
+
+struct TimelineSnapshot {
+    QString source;              // "chat" | "stepper"
+    bool live = false;           // more steps are coming
+    std::vector<TimelineEventUi> events;
+    std::vector<TimelineStepUi> steps;
+    double tokenize_ms = 0.0;
+    double prefill_ms = 0.0;
+    int prompt_tokens = 0;
+    int prefill_computed = 0;
+    double prefill_flops = 0.0;
+    double prefill_bytes = 0.0;
+    double ttft_ms = 0.0;
+    QString note;                // e.g. "waiting between your clicks left out"
+};
+
+struct MachinePeaksUi {
+    double read_bytes_per_second = 0.0;
+    double flops_per_second = 0.0;
+    int threads = 0;
+    QString simd;
+};
+
 // A test hook: when set, a model load stops at 50% of its progress until the test lets it go,
 // so that cancelling at that exact point can be checked.
 struct LoadGate {
@@ -156,4 +244,8 @@ Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::ReplyStats>)
 Q_DECLARE_METATYPE(tokenscope::ui::ChatRequest)
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::Tokenization>)
 Q_DECLARE_METATYPE(tokenscope::ui::StepperSettings)
+Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::KvSnapshot>)
+Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::KvContents>)
+Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::TimelineSnapshot>)
+Q_DECLARE_METATYPE(tokenscope::ui::MachinePeaksUi)
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::StepperState>)

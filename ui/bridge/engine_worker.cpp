@@ -6,6 +6,9 @@
 #include "chat/context_policy.h"
 #include "model/model.h"
 #include "quant/vec_dot.h"
+#include "bridge/token_text.h"
+#include "model/forward_cost.h"
+#include "model/memory_plan.h"
 #include "session/generator.h"
 #include "session/stepper.h"
 #include "util/error.h"
@@ -34,6 +37,42 @@ QString quant_mix(const engine::Model& model)
     return names.join(", ");
 }
 
+// The chat reply's timeline as the panel draws it, with each forward pass's work (for achieved
+// FLOP/s and bytes/s).
+std::shared_ptr<TimelineSnapshot> timeline_of(const engine::GenerationTrace& trace, const engine::Model& model, bool live)
+{
+    auto t = std::make_shared<TimelineSnapshot>();
+    t->source = "chat";
+    t->live = live;
+    for (const engine::TimelineEvent& e : trace.events)
+        t->events.push_back({int(e.stage), e.step, e.begin_ns, e.end_ns});
+    t->tokenize_ms = trace.tokenize_ms;
+    t->prefill_ms = trace.prefill.ms;
+    t->prompt_tokens = int(trace.prompt_tokens);
+    t->prefill_computed = int(trace.prefill.computed);
+    const engine::ForwardCost prefill = engine::forward_cost(model, trace.prefill.computed, trace.prefill.reused);
+    t->prefill_flops = prefill.flops;
+    t->prefill_bytes = prefill.weight_bytes + prefill.kv_bytes_read;
+    t->ttft_ms = trace.ttft_ms;
+    for (std::size_t i = 0; i < trace.steps.size(); ++i) {
+        const engine::StepTrace& s = trace.steps[i];
+        TimelineStepUi u;
+        u.token = s.token;
+        u.text = token_display_text(model.tokenizer(), s.token);
+        u.forward_ms = s.ms;
+        u.sample_ms = s.sample_ms;
+        u.detokenize_ms = s.detokenize_ms;
+        u.latency_ms = s.latency_ms;
+        if (i > 0) { // the pass that forwarded token i − 1 at position prompt + i − 1
+            const engine::ForwardCost c = engine::forward_cost(model, 1, trace.prompt_tokens + uint32_t(i) - 1);
+            u.flops = c.flops;
+            u.bytes_read = c.weight_bytes + c.kv_bytes_read;
+        }
+        t->steps.push_back(std::move(u));
+    }
+    return t;
+}
+
 std::vector<engine::ChatMessage> to_messages(const std::vector<ChatTurn>& turns)
 {
     std::vector<engine::ChatMessage> out;
@@ -52,6 +91,13 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx)
 {
     emit loadProgress(5, tr("Opening %1").arg(QFileInfo(path).fileName()));
     try {
+        // Before any weights are touched: would it fit in memory at this context?
+        const engine::MemoryPlan plan = engine::plan_memory(path.toStdString(), n_ctx);
+        if (!plan.fits) {
+            spdlog::warn("refusing to load {}: {}", path.toStdString(), plan.message);
+            emit loadFailed(QString::fromStdString(plan.message));
+            return;
+        }
         auto model = engine::Model::load(path.toStdString());
         emit loadProgress(50, tr("Read %1 tensors").arg(model->file().tensors().size()));
         if (m_gate) {
@@ -91,6 +137,7 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx)
         emit loadProgress(100, tr("Ready"));
         spdlog::info("loaded {} ({})", path.toStdString(), summary->backend.toStdString());
         emit modelLoaded(std::move(summary));
+        emitKv("load", 0, 0);
     } catch (const std::exception& e) {
         spdlog::warn("load failed: {}", e.what());
         emit loadFailed(QString::fromUtf8(e.what()));
@@ -135,8 +182,10 @@ void EngineWorker::tokenize(quint64 request_id, const QString& text)
 
 void EngineWorker::resetConversation()
 {
-    if (m_session)
+    if (m_session) {
         m_session->truncate(0);
+        emitKv("reset", 0, 0);
+    }
 }
 
 void EngineWorker::generateReply(const ChatRequest& request)
@@ -174,9 +223,25 @@ void EngineWorker::generateReply(const ChatRequest& request)
         options.on_prefill_progress = [&](uint32_t done, uint32_t total) {
             emit prefillProgress(request.id, int(done), int(total));
         };
+        // Live views: the KV gauges after every token, the timeline a few times a second.
+        QElapsedTimer since_timeline;
+        since_timeline.start();
+        options.on_step = [&](const engine::StepTrace&, const engine::GenerationTrace& so_far) {
+            m_last_prompt_tokens = int(so_far.prompt_tokens);
+            emitKv("chat", int(so_far.prompt_tokens), int(so_far.prefill.reused));
+            if (since_timeline.elapsed() >= 200) {
+                emit timelineChanged(timeline_of(so_far, *m_model, true));
+                since_timeline.restart();
+            }
+        };
         const engine::GenerationTrace trace =
             engine::generate(*m_session, sampler, prompt, options,
                              [&](std::string_view delta) { emit replyDelta(request.id, QString::fromUtf8(delta.data(), qsizetype(delta.size()))); });
+
+        m_last_prompt_tokens = int(trace.prompt_tokens);
+        emitKv("chat", int(trace.prompt_tokens), int(trace.prefill.reused));
+        if (!trace.events.empty())
+            emit timelineChanged(timeline_of(trace, *m_model, false));
 
         auto stats = std::make_shared<ReplyStats>();
         stats->request_id = request.id;

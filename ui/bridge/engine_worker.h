@@ -36,6 +36,12 @@ public slots:
     void stepperStart(quint64 request_id, const QString& prompt, const tokenscope::ui::StepperSettings& settings);
     void stepperStep(quint64 request_id, const tokenscope::ui::StepperSettings& settings, int forced_token);
     void stepperBack(quint64 request_id, const tokenscope::ui::StepperSettings& settings);
+    // The KV cache's contents for one layer and KV head: answers with kvContents.
+    void readKv(quint64 request_id, int layer, int kv_head);
+    // Measures this machine's memory read bandwidth and FLOP rate (a short probe): machineProbed.
+    void probeMachine();
+    // Token counts of chat turns as the template renders them: turnsCounted.
+    void countTurns(quint64 request_id, const QStringList& roles, const QStringList& texts);
 
 signals:
     void loadProgress(int percent, const QString& what);
@@ -49,17 +55,27 @@ signals:
     void fitChecked(quint64 request_id, const QString& notice);
     void tokenized(std::shared_ptr<const tokenscope::ui::Tokenization> result);
     void stepperState(std::shared_ptr<const tokenscope::ui::StepperState> state);
+    void kvChanged(std::shared_ptr<const tokenscope::ui::KvSnapshot> snapshot);
+    void kvContents(std::shared_ptr<const tokenscope::ui::KvContents> contents);
+    void timelineChanged(std::shared_ptr<const tokenscope::ui::TimelineSnapshot> timeline);
+    void machineProbed(const tokenscope::ui::MachinePeaksUi& peaks);
+    void turnsCounted(quint64 request_id, const QList<int>& counts, int n_ctx_train);
 
 private:
     void emitStepperState(quint64 request_id, const QString& action, const StepperSettings& settings);
     void emitStepperError(quint64 request_id, const QString& message);
     bool stepperIsCurrent(quint64 request_id);
+    void emitKv(const QString& source, int prompt_tokens, int reused_tokens);
+    void emitStepperTimeline();
+    std::vector<StepperToken> sequenceTokens(int prompt_length) const;
 
     std::shared_ptr<std::atomic<bool>> m_cancel;
     std::shared_ptr<const engine::Model> m_model;
     std::unique_ptr<engine::Session> m_session;
     std::unique_ptr<engine::Stepper> m_stepper;
     std::vector<int32_t> m_stepper_tokens; // the sequence the stepper left; the chat may have changed it since
+    double m_stepper_tokenize_ms = 0.0;
+    int m_last_prompt_tokens = 0; // of the last chat request, for the KV views' prompt/generated marks
     std::shared_ptr<LoadGate> m_gate;
     int m_threads = 0;
     quint32 m_n_ctx = 0;

@@ -9,6 +9,7 @@
 #include "session/stepper.h"
 #include "util/error.h"
 
+#include <QElapsedTimer>
 #include <spdlog/spdlog.h>
 
 namespace tokenscope::ui {
@@ -70,7 +71,10 @@ void EngineWorker::stepperStart(quint64 request_id, const QString& prompt, const
         return;
     }
     try {
+        QElapsedTimer tokenize_timer;
+        tokenize_timer.start();
         const auto ids = m_model->tokenizer().encode_ids(prompt.toStdString());
+        m_stepper_tokenize_ms = double(tokenize_timer.nsecsElapsed()) / 1e6;
         if (prompt.trimmed().isEmpty() || ids.empty()) {
             emitStepperError(request_id, tr("The prompt is empty: type some text to prefill."));
             return;
@@ -192,6 +196,8 @@ void EngineWorker::emitStepperState(quint64 request_id, const QString& action, c
         state->stop_reason = QString::fromUtf8(engine::stop_reason_name(m_stepper->stop_reason()).data());
     state->generated_text = QString::fromStdString(m_stepper->generated_text());
     emit stepperState(std::move(state));
+    emitKv("stepper", int(m_stepper->prompt_length()), int(p.reused));
+    emitStepperTimeline();
 }
 
 } // namespace tokenscope::ui

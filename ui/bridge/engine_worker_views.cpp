@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The engine thread's side of the KV-cache, context and timeline panels: snapshots of the KV
+// accounting after every forward pass, the cache's contents on request, the stepper's timeline, the
+// machine probe and chat-turn token counts.
+#include "bridge/engine_worker.h"
+
+#include "bridge/token_text.h"
+#include "chat/chat_template.h"
+#include "chat/context_simulator.h"
+#include "model/forward_cost.h"
+#include "model/memory_plan.h"
+#include "model/model.h"
+#include "session/generator.h"
+#include "session/stepper.h"
+#include "util/machine_probe.h"
+
+#include <spdlog/spdlog.h>
+
+namespace tokenscope::ui {
+
+std::vector<StepperToken> EngineWorker::sequenceTokens(int prompt_length) const
+{
+    std::vector<StepperToken> out;
+    if (!m_session)
+        return out;
+    const engine::Tokenizer& tokenizer = m_model->tokenizer();
+    const auto& tokens = m_session->tokens();
+    out.reserve(tokens.size());
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+        StepperToken t;
+        t.id = tokens[i];
+        t.text = token_display_text(tokenizer, tokens[i]);
+        t.type = QString::fromUtf8(engine::token_type_name(tokenizer.vocab().type_of(tokens[i])).data());
+        t.prompt = int(i) < prompt_length;
+        out.push_back(std::move(t));
+    }
+    return out;
+}
+
+void EngineWorker::emitKv(const QString& source, int prompt_tokens, int reused_tokens)
+{
+    if (!m_session)
+        return;
+    const auto& config = m_model->config();
+    const engine::KvCache& cache = m_session->backend().kv_cache();
+    const engine::KvAccounting kv = cache.accounting();
+    const engine::BackendMemory memory = m_session->backend().memory();
+    auto s = std::make_shared<KvSnapshot>();
+    s->source = source;
+    s->n_ctx = int(cache.config().n_ctx);
+    s->block_tokens = int(cache.config().block_tokens);
+    s->blocks_per_layer = (s->n_ctx + s->block_tokens - 1) / std::max(1, s->block_tokens);
+    s->tokens_cached = int(kv.tokens_cached);
+    s->prompt_tokens = prompt_tokens;
+    s->reused_tokens = reused_tokens;
+    s->n_layers = int(config.n_layer);
+    s->n_kv_heads = config.n_head_kv.empty() ? 0 : int(config.n_head_kv.front());
+    s->head_dim = int(cache.config().head_dim);
+    s->bytes_in_use = kv.bytes_in_use;
+    s->bytes_allocated = kv.bytes_allocated;
+    s->bytes_per_block = cache.config().n_layer ? cache.bytes_per_block(0) : 0;
+    s->weight_bytes = memory.weight_bytes;
+    s->device_total = memory.device_total;
+    s->device_available = engine::system_memory().available;
+    s->device = QString::fromStdString(memory.device);
+    for (std::size_t l = 0; l < kv.layers.size(); ++l) {
+        const auto& a = kv.layers[l];
+        s->layers.push_back({int(a.tokens_in_use), int(a.blocks_allocated), int(a.first_stored),
+                             l < cache.config().window.size() ? int(cache.config().window[l]) : 0, a.bytes_in_use,
+                             a.bytes_allocated});
+    }
+    s->tokens = sequenceTokens(prompt_tokens);
+    emit kvChanged(std::move(s));
+}
+
+void EngineWorker::readKv(quint64 request_id, int layer, int kv_head)
+{
+    auto c = std::make_shared<KvContents>();
+    c->request_id = request_id;
+    c->layer = layer;
+    c->kv_head = kv_head;
+    if (!m_session) {
+        c->error = tr("No model is loaded.");
+        emit kvContents(std::move(c));
+        return;
+    }
+    try {
+        engine::KvReadback r = m_session->backend().read_kv(uint32_t(std::max(0, layer)), uint32_t(std::max(0, kv_head)));
+        c->head_dim = int(r.head_dim);
+        c->n_positions = int(r.n_positions);
+        c->keys = std::move(r.keys);
+        c->values = std::move(r.values);
+        c->held = std::move(r.held);
+        const int prompt = m_stepper && m_session->tokens() == m_stepper_tokens ? int(m_stepper->prompt_length()) : m_last_prompt_tokens;
+        c->tokens = sequenceTokens(prompt);
+    } catch (const std::exception& e) {
+        c->error = QString::fromUtf8(e.what());
+    }
+    emit kvContents(std::move(c));
+}
+
+void EngineWorker::probeMachine()
+{
+    const engine::MachinePeaks p = engine::probe_machine(m_threads > 0 ? m_threads : 0);
+    spdlog::info("machine probe: {:.2f} GB/s read, {:.1f} GFLOP/s ({} threads, {})", p.read_bytes_per_second / 1e9,
+                 p.flops_per_second / 1e9, p.threads, p.simd);
+    emit machineProbed({p.read_bytes_per_second, p.flops_per_second, p.threads, QString::fromStdString(p.simd)});
+}
+
+void EngineWorker::countTurns(quint64 request_id, const QStringList& roles, const QStringList& texts)
+{
+    if (!m_model)
+        return;
+    const auto& tokenizer = m_model->tokenizer();
+    const auto format = engine::detect_chat_format(tokenizer.vocab().chat_template, m_model->config().architecture);
+    QList<int> counts;
+    for (qsizetype i = 0; i < roles.size() && i < texts.size(); ++i)
+        counts << int(engine::count_turn_tokens(tokenizer, format, {roles[i].toStdString(), texts[i].toStdString()}));
+    emit turnsCounted(request_id, counts, int(m_model->config().n_ctx_train));
+}
+
+void EngineWorker::emitStepperTimeline()
+{
+    if (!m_stepper)
+        return;
+    // The stepper waits for the user between steps: the timeline shows the measured stages end to
+    // end, the waiting left out.
+    auto t = std::make_shared<TimelineSnapshot>();
+    t->source = "stepper";
+    t->note = tr("Decode stepper: the time between your clicks is left out.");
+    const engine::PrefillReport& p = m_stepper->prefill_report();
+    t->tokenize_ms = m_stepper_tokenize_ms;
+    t->prefill_ms = p.ms;
+    t->prompt_tokens = int(m_stepper->prompt_length());
+    t->prefill_computed = int(p.computed);
+    const engine::ForwardCost prefill_cost = engine::forward_cost(*m_model, p.computed, p.reused);
+    t->prefill_flops = prefill_cost.flops;
+    t->prefill_bytes = prefill_cost.weight_bytes + prefill_cost.kv_bytes_read;
+    qint64 clock = 0;
+    const auto add = [&](engine::TimelineStage stage, int step, double ms) {
+        const qint64 ns = qint64(ms * 1e6);
+        t->events.push_back({int(stage), step, clock, clock + ns});
+        clock += ns;
+    };
+    add(engine::TimelineStage::Tokenize, -1, t->tokenize_ms);
+    add(engine::TimelineStage::Prefill, -1, t->prefill_ms);
+    const auto& steps = m_stepper->steps();
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+        const engine::StepRecord& r = steps[i];
+        TimelineStepUi s;
+        s.token = r.token;
+        s.text = token_display_text(m_model->tokenizer(), r.token);
+        s.sample_ms = r.sample_ms;
+        // Token i was drawn from the logits of the pass before it: the prefill for token 0, else
+        // the previous step's forward pass.
+        s.forward_ms = i == 0 ? 0.0 : steps[i - 1].ms;
+        if (i > 0)
+            add(engine::TimelineStage::Decode, int(i), s.forward_ms);
+        add(engine::TimelineStage::Sample, int(i), s.sample_ms);
+        const engine::ForwardCost c = engine::forward_cost(*m_model, 1, r.position > 0 ? r.position - 1 : 0);
+        s.flops = i == 0 ? 0.0 : c.flops;
+        s.bytes_read = i == 0 ? 0.0 : c.weight_bytes + c.kv_bytes_read;
+        s.latency_ms = i == 0 ? t->tokenize_ms + t->prefill_ms + s.sample_ms : s.forward_ms + s.sample_ms;
+        t->steps.push_back(std::move(s));
+    }
+    t->ttft_ms = t->steps.empty() ? 0.0 : t->steps.front().latency_ms;
+    emit timelineChanged(std::move(t));
+}
+
+} // namespace tokenscope::ui

@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "panels/timeline_panel.h"
+
+#include "bridge/engine_controller.h"
+#include "bridge/token_selection.h"
+#include "widgets/timeline_view.h"
+
+#include <QChart>
+#include <QChartView>
+#include <QDateTime>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineSeries>
+#include <QPushButton>
+#include <QScatterSeries>
+#include <QSettings>
+#include <QTimer>
+#include <QValueAxis>
+#include <QVBoxLayout>
+
+namespace tokenscope::ui {
+
+TimelinePanel::TimelinePanel(EngineController* engine, TokenSelection* selection, QWidget* parent)
+    : QWidget(parent), m_engine(engine), m_selection(selection)
+{
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(6, 6, 6, 6);
+    auto* row = new QHBoxLayout;
+    m_play = new QPushButton(tr("Play back"));
+    m_play->setToolTip(tr("Replay the generation at its real speed"));
+    m_probe = new QPushButton(tr("Measure this machine"));
+    m_probe->setToolTip(tr("A short probe of memory read bandwidth and FLOP rate (all threads), kept for next time"));
+    row->addWidget(m_play);
+    row->addStretch(1);
+    row->addWidget(m_probe);
+    layout->addLayout(row);
+    m_view = new TimelineView;
+    m_view->setMinimumHeight(m_view->sizeHint().height());
+    layout->addWidget(m_view);
+    m_stats = new QLabel;
+    m_stats->setObjectName("timelineStats");
+    m_stats->setWordWrap(true);
+    m_stats->setTextFormat(Qt::RichText);
+    m_stats->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    layout->addWidget(m_stats);
+    m_chart = new QChartView;
+    m_chart->setRenderHint(QPainter::Antialiasing);
+    m_chart->setMinimumHeight(180);
+    layout->addWidget(m_chart, 1);
+
+    m_playback = new QTimer(this);
+    m_playback->setInterval(16);
+    connect(m_playback, &QTimer::timeout, this, [this] {
+        const qint64 ns = (QDateTime::currentMSecsSinceEpoch() - m_play_started_ms) * 1000000;
+        if (ns >= m_view->endNs()) {
+            m_playback->stop();
+            m_view->setCursor(-1);
+            return;
+        }
+        m_view->setCursor(ns);
+    });
+    connect(m_play, &QPushButton::clicked, this, &TimelinePanel::play);
+    connect(m_probe, &QPushButton::clicked, this, [this] {
+        m_probe->setEnabled(false);
+        m_probe->setText(tr("Measuring…"));
+        m_engine->probeMachine();
+    });
+    connect(m_engine, &EngineController::machineProbed, this, [this](const MachinePeaksUi& p) {
+        m_probe->setEnabled(true);
+        m_probe->setText(tr("Measure again"));
+        QSettings s;
+        s.setValue("machine/read_bytes_per_second", p.read_bytes_per_second);
+        s.setValue("machine/flops_per_second", p.flops_per_second);
+        s.setValue("machine/threads", p.threads);
+        s.setValue("machine/simd", p.simd);
+        setPeaks(p);
+    });
+    connect(m_engine, &EngineController::timelineChanged, this, &TimelinePanel::onTimeline);
+    connect(m_view, &TimelineView::stepClicked, this, [this](int step) {
+        if (m_timeline)
+            m_selection->select(m_timeline->prompt_tokens + step);
+    });
+    connect(m_selection, &TokenSelection::changed, this, [this](int position) {
+        m_view->setSelectedStep(m_timeline && position >= m_timeline->prompt_tokens ? position - m_timeline->prompt_tokens : -1);
+    });
+
+    const QSettings s;
+    if (s.contains("machine/read_bytes_per_second")) {
+        m_peaks = {s.value("machine/read_bytes_per_second").toDouble(), s.value("machine/flops_per_second").toDouble(),
+                   s.value("machine/threads").toInt(), s.value("machine/simd").toString()};
+        m_probe->setText(tr("Measure again"));
+    }
+    renderStats();
+    drawChart();
+}
+
+void TimelinePanel::setPeaks(const MachinePeaksUi& peaks)
+{
+    m_peaks = peaks;
+    renderStats();
+    emit peaksChanged();
+}
+
+void TimelinePanel::play()
+{
+    if (!m_timeline || m_timeline->events.empty())
+        return;
+    m_play_started_ms = QDateTime::currentMSecsSinceEpoch();
+    m_view->setCursor(0);
+    m_playback->start();
+}
+
+void TimelinePanel::onTimeline(std::shared_ptr<const TimelineSnapshot> timeline)
+{
+    m_timeline = std::move(timeline);
+    m_view->setTimeline(m_timeline);
+    renderStats();
+    drawChart();
+    emit timelineShown();
+}
+
+QString TimelinePanel::statsText() const { return m_stats->text(); }
+
+void TimelinePanel::renderStats()
+{
+    if (!m_timeline || m_timeline->events.empty()) {
+        m_stats->setText(tr("Prefill multiplies a whole batch of tokens by every weight matrix at once: it is limited by "
+                            "arithmetic (FLOP/s). Decode produces one token per pass but must still read every weight: "
+                            "it is limited by memory bandwidth (bytes/s). Run a generation to see both measured.%1")
+                             .arg(m_peaks.read_bytes_per_second > 0
+                                      ? tr("<br>This machine: %1 GB/s memory read, %2 GFLOP/s (%3 threads, %4).")
+                                            .arg(m_peaks.read_bytes_per_second / 1e9, 0, 'f', 1)
+                                            .arg(m_peaks.flops_per_second / 1e9, 0, 'f', 1)
+                                            .arg(m_peaks.threads)
+                                            .arg(m_peaks.simd)
+                                      : QString()));
+        return;
+    }
+    const TimelineSnapshot& t = *m_timeline;
+    double forward_ms = 0, bytes = 0, flops = 0, itl = 0;
+    int n = 0;
+    for (std::size_t i = 1; i < t.steps.size(); ++i) {
+        forward_ms += t.steps[i].forward_ms;
+        bytes += t.steps[i].bytes_read;
+        flops += t.steps[i].flops;
+        itl += t.steps[i].latency_ms;
+        ++n;
+    }
+    const double prefill_tps = t.prefill_ms > 0 ? 1000.0 * t.prefill_computed / t.prefill_ms : 0.0;
+    const double prefill_flops = t.prefill_ms > 0 ? t.prefill_flops / (t.prefill_ms / 1000.0) : 0.0;
+    const double decode_tps = forward_ms > 0 ? 1000.0 * n / forward_ms : 0.0;
+    const double decode_bytes = forward_ms > 0 ? bytes / (forward_ms / 1000.0) : 0.0;
+    const double decode_flops = forward_ms > 0 ? flops / (forward_ms / 1000.0) : 0.0;
+    const auto pct = [](double achieved, double peak) {
+        return peak > 0 ? QString(" = <b>%1%</b> of this machine's peak").arg(100.0 * achieved / peak, 0, 'f', 0) : QString();
+    };
+    QString text = tr("<b>TTFT %1 ms</b> = tokenize %2 + prefill %3 + sample and detokenize the first token · ")
+                       .arg(t.ttft_ms, 0, 'f', 1)
+                       .arg(t.tokenize_ms, 0, 'f', 2)
+                       .arg(t.prefill_ms, 0, 'f', 1);
+    text += n ? tr("mean inter-token latency <b>%1 ms</b> over %2 tokens").arg(itl / n, 0, 'f', 1).arg(n) : tr("one token so far");
+    text += tr("<br><b>Prefill</b>: %1 tokens in %2 ms = %3 tokens/s · %4 GFLOP/s achieved%5")
+                .arg(t.prefill_computed)
+                .arg(t.prefill_ms, 0, 'f', 1)
+                .arg(prefill_tps, 0, 'f', 0)
+                .arg(prefill_flops / 1e9, 0, 'f', 1)
+                .arg(pct(prefill_flops, m_peaks.flops_per_second));
+    if (n)
+        text += tr("<br><b>Decode</b>: %1 tokens/s · reads %2 MB of weights and KV per token → %3 GB/s achieved%4 · only "
+                   "%5 GFLOP/s%6")
+                    .arg(decode_tps, 0, 'f', 1)
+                    .arg(bytes / n / 1e6, 0, 'f', 1)
+                    .arg(decode_bytes / 1e9, 0, 'f', 2)
+                    .arg(pct(decode_bytes, m_peaks.read_bytes_per_second))
+                    .arg(decode_flops / 1e9, 0, 'f', 1)
+                    .arg(pct(decode_flops, m_peaks.flops_per_second));
+    if (m_peaks.read_bytes_per_second <= 0)
+        text += tr("<br>Press <i>Measure this machine</i> to compare with its peaks.");
+    if (!t.note.isEmpty())
+        text += "<br><i>" + t.note.toHtmlEscaped() + "</i>";
+    m_stats->setText(text);
+}
+
+void TimelinePanel::drawChart()
+{
+    auto* itl = new QLineSeries;
+    itl->setName(tr("inter-token latency (ms)"));
+    auto* ttft = new QScatterSeries;
+    ttft->setName(tr("TTFT (ms)"));
+    double top = 1;
+    if (m_timeline)
+        for (std::size_t i = 0; i < m_timeline->steps.size(); ++i) {
+            const double ms = m_timeline->steps[i].latency_ms;
+            if (i == 0)
+                ttft->append(0, ms);
+            else
+                itl->append(double(i), ms);
+            top = std::max(top, ms);
+        }
+    itl->setPen(QPen(palette().color(QPalette::Highlight), 2));
+    ttft->setColor(QColor(208, 69, 58));
+    auto* chart = new QChart;
+    chart->addSeries(itl);
+    chart->addSeries(ttft);
+    auto* x = new QValueAxis;
+    x->setTitleText(tr("token"));
+    x->setLabelFormat("%.0f");
+    x->setRange(0, m_timeline ? std::max<double>(1, double(m_timeline->steps.size())) : 1);
+    auto* y = new QValueAxis;
+    y->setTitleText(tr("ms"));
+    y->setRange(0, top * 1.1);
+    chart->addAxis(x, Qt::AlignBottom);
+    chart->addAxis(y, Qt::AlignLeft);
+    for (auto* s : chart->series()) {
+        s->attachAxis(x);
+        s->attachAxis(y);
+    }
+    const QPalette& pal = palette();
+    chart->setBackgroundBrush(pal.color(QPalette::Base));
+    chart->legend()->setLabelColor(pal.color(QPalette::Text));
+    chart->legend()->setAlignment(Qt::AlignBottom);
+    for (QAbstractAxis* a : chart->axes()) {
+        a->setLabelsColor(pal.color(QPalette::Text));
+        a->setTitleBrush(pal.color(QPalette::Text));
+    }
+    QChart* old = m_chart->chart();
+    m_chart->setChart(chart);
+    delete old;
+}
+
+} // namespace tokenscope::ui

@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "widgets/timeline_view.h"
+
+#include "session/generator.h"
+
+#include <QHelpEvent>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QToolTip>
+
+namespace tokenscope::ui {
+
+namespace {
+
+constexpr int kLanes = 5; // engine::TimelineStage order
+
+const QColor kStageColours[kLanes] = {QColor(120, 120, 130), QColor(230, 140, 40), QColor(60, 130, 220), QColor(70, 170, 90),
+                                      QColor(170, 90, 190)};
+
+QString stage_name(int stage) { return QString::fromUtf8(engine::timeline_stage_name(engine::TimelineStage(stage)).data()); }
+
+} // namespace
+
+TimelineView::TimelineView(QWidget* parent) : QWidget(parent)
+{
+    setMouseTracking(true);
+    setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Preferred);
+}
+
+void TimelineView::setTimeline(std::shared_ptr<const TimelineSnapshot> timeline)
+{
+    m_timeline = std::move(timeline);
+    update();
+}
+
+void TimelineView::setCursor(qint64 ns)
+{
+    m_cursor = ns;
+    update();
+}
+
+void TimelineView::setSelectedStep(int step)
+{
+    m_selected_step = step;
+    update();
+}
+
+qint64 TimelineView::endNs() const
+{
+    return m_timeline && !m_timeline->events.empty() ? m_timeline->events.back().end_ns : 0;
+}
+
+int TimelineView::laneHeight() const { return fontMetrics().height() + 10; }
+int TimelineView::labelWidth() const { return fontMetrics().horizontalAdvance("detokenize  "); }
+QSize TimelineView::sizeHint() const { return {800, (kLanes + 3) * laneHeight()}; }
+
+double TimelineView::xOf(qint64 ns) const
+{
+    const double end = double(std::max<qint64>(1, endNs()));
+    return labelWidth() + (width() - labelWidth() - 8) * (double(ns) / end);
+}
+
+QRectF TimelineView::eventRect(std::size_t i) const
+{
+    const TimelineEventUi& e = m_timeline->events[i];
+    const double x0 = xOf(e.begin_ns), x1 = xOf(e.end_ns);
+    const int top = laneHeight() + e.stage * laneHeight();
+    return {x0, double(top + 3), std::max(1.5, x1 - x0), double(laneHeight() - 6)};
+}
+
+int TimelineView::eventAt(const QPoint& pos) const
+{
+    if (!m_timeline)
+        return -1;
+    for (std::size_t i = 0; i < m_timeline->events.size(); ++i)
+        if (eventRect(i).adjusted(-2, 0, 2, 0).contains(pos))
+            return int(i);
+    return -1;
+}
+
+void TimelineView::paintEvent(QPaintEvent*)
+{
+    QPainter p(this);
+    const QPalette& pal = palette();
+    if (!m_timeline || m_timeline->events.empty()) {
+        p.setPen(pal.color(QPalette::PlaceholderText));
+        p.drawText(rect().adjusted(12, 12, -12, -12), Qt::AlignCenter | Qt::TextWordWrap,
+                   tr("Send a chat message or step in the decode stepper: its stages appear here on one time axis. "
+                      "The prompt is read in one parallel pass (prefill) — the time to the first token (TTFT) — and "
+                      "then every further token costs one decode step, reading all the weights again."));
+        return;
+    }
+    const TimelineSnapshot& t = *m_timeline;
+    const int h = laneHeight();
+    // Axis
+    p.setPen(pal.color(QPalette::PlaceholderText));
+    const double end_ms = double(endNs()) / 1e6;
+    const double tick = end_ms > 2000 ? 500 : end_ms > 500 ? 100 : end_ms > 100 ? 20 : end_ms > 20 ? 5 : 1;
+    for (double ms = 0; ms <= end_ms; ms += tick) {
+        const double x = xOf(qint64(ms * 1e6));
+        p.drawLine(QPointF(x, h - 4), QPointF(x, h + kLanes * h));
+        p.drawText(QRectF(x + 2, 0, 80, h - 4), Qt::AlignLeft | Qt::AlignVCenter, QString("%1 ms").arg(ms, 0, 'f', 0));
+    }
+    for (int lane = 0; lane < kLanes; ++lane) {
+        p.setPen(pal.color(QPalette::Text));
+        p.drawText(QRect(0, h + lane * h, labelWidth() - 6, h), Qt::AlignRight | Qt::AlignVCenter, stage_name(lane));
+    }
+    for (std::size_t i = 0; i < t.events.size(); ++i) {
+        const TimelineEventUi& e = t.events[i];
+        QColor c = kStageColours[std::clamp(e.stage, 0, kLanes - 1)];
+        if (m_cursor >= 0 && e.begin_ns > m_cursor)
+            c.setAlpha(50);
+        const QRectF r = eventRect(i);
+        p.fillRect(r, c);
+        if (m_selected_step >= 0 && e.step == m_selected_step) {
+            p.setPen(QPen(pal.color(QPalette::Text), 2));
+            p.drawRect(r.adjusted(-1, -1, 1, 1));
+        }
+    }
+    // Tokens where they became final (end of their detokenize, or sample when there is none).
+    const int token_row = h + kLanes * h;
+    QFont small = font();
+    small.setPointSizeF(std::max(6.0, small.pointSizeF() * 0.85));
+    p.setFont(small);
+    double last_x = -1e9;
+    for (std::size_t i = 0; i < t.events.size(); ++i) {
+        const TimelineEventUi& e = t.events[i];
+        const bool last_of_step = i + 1 == t.events.size() || t.events[i + 1].step != e.step;
+        if (e.step < 0 || !last_of_step || std::size_t(e.step) >= t.steps.size())
+            continue;
+        const double x = xOf(e.end_ns);
+        p.setPen(pal.color(QPalette::Highlight));
+        p.drawLine(QPointF(x, token_row), QPointF(x, token_row + 5));
+        if (x - last_x > fontMetrics().horizontalAdvance("MMMM")) {
+            p.drawText(QRectF(x - 30, token_row + 5, 60, h), Qt::AlignHCenter | Qt::AlignTop, t.steps[std::size_t(e.step)].text.left(8));
+            last_x = x;
+        }
+    }
+    // TTFT
+    if (t.ttft_ms > 0) {
+        const double x = xOf(qint64(t.ttft_ms * 1e6));
+        p.setPen(QPen(QColor(208, 69, 58), 2, Qt::DashLine));
+        p.drawLine(QPointF(x, h - 6), QPointF(x, token_row));
+        p.setFont(font());
+        p.drawText(QRectF(x + 4, h + h / 2.0 + h, 240, h), Qt::AlignLeft | Qt::AlignVCenter,
+                   tr("TTFT %1 ms").arg(t.ttft_ms, 0, 'f', 1));
+    }
+    if (m_cursor >= 0) {
+        p.setPen(QPen(pal.color(QPalette::Text), 1.5));
+        const double x = xOf(m_cursor);
+        p.drawLine(QPointF(x, h - 6), QPointF(x, token_row + h));
+    }
+}
+
+void TimelineView::mousePressEvent(QMouseEvent* event)
+{
+    const int i = eventAt(event->position().toPoint());
+    if (i >= 0 && m_timeline->events[std::size_t(i)].step >= 0)
+        emit stepClicked(m_timeline->events[std::size_t(i)].step);
+}
+
+bool TimelineView::event(QEvent* event)
+{
+    if (event->type() != QEvent::ToolTip)
+        return QWidget::event(event);
+    auto* help = static_cast<QHelpEvent*>(event);
+    const int i = eventAt(help->pos());
+    if (i < 0) {
+        QToolTip::hideText();
+        return true;
+    }
+    const TimelineEventUi& e = m_timeline->events[std::size_t(i)];
+    QString what = stage_name(e.stage);
+    if (e.step >= 0 && std::size_t(e.step) < m_timeline->steps.size())
+        what += tr(" of token %1 “%2”").arg(e.step).arg(m_timeline->steps[std::size_t(e.step)].text);
+    QToolTip::showText(help->globalPos(),
+                       tr("%1: %2 ms (%3 – %4 ms)")
+                           .arg(what)
+                           .arg(double(e.end_ns - e.begin_ns) / 1e6, 0, 'f', 3)
+                           .arg(double(e.begin_ns) / 1e6, 0, 'f', 2)
+                           .arg(double(e.end_ns) / 1e6, 0, 'f', 2),
+                       this);
+    return true;
+}
+
+} // namespace tokenscope::ui
