@@ -312,7 +312,9 @@ int run_app(int argc, char** argv)
                 QObject::connect(window.chatPanel(), &ChatPanel::replyFinished, &window, [&, grab_dock] {
                     if (panel_name == "timeline") {
                         window.selection()->select(window.timelinePanel()->timeline()->prompt_tokens + 3);
-                        grab_dock();
+                        // The machine's peaks beside the run: measured now, after the reply.
+                        QObject::connect(window.timelinePanel(), &TimelinePanel::peaksChanged, &window, grab_dock);
+                        engine.probeMachine();
                         return;
                     }
                     const QString which = parser.value(tab);

@@ -142,7 +142,7 @@ void TimelineView::paintEvent(QPaintEvent*)
         p.setPen(QPen(QColor(208, 69, 58), 2, Qt::DashLine));
         p.drawLine(QPointF(x, h - 6), QPointF(x, token_row));
         p.setFont(font());
-        p.drawText(QRectF(x + 4, h + h / 2.0 + h, 240, h), Qt::AlignLeft | Qt::AlignVCenter,
+        p.drawText(QRectF(x + 4, h, 240, h), Qt::AlignLeft | Qt::AlignVCenter,
                    tr("TTFT %1 ms").arg(t.ttft_ms, 0, 'f', 1));
     }
     if (m_cursor >= 0) {
