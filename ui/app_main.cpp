@@ -5,6 +5,7 @@
 #include "bridge/token_selection.h"
 #include "main_window.h"
 #include "model/model_locator.h"
+#include "panels/attention_panel.h"
 #include "panels/chat_panel.h"
 #include "panels/context_panel.h"
 #include "panels/kv_panel.h"
@@ -13,6 +14,7 @@
 #include "panels/tokenizer_comparison.h"
 #include "panels/tokenizer_panel.h"
 #include "storage/conversation_store.h"
+#include "widgets/attention_benchmark.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
@@ -52,7 +54,7 @@ void setup_logging(bool verbose)
 }
 
 // Panels a screenshot can show today.
-const QStringList kBuiltPanels = {"main", "chat", "tokenizer", "stepper", "kv", "context", "timeline"};
+const QStringList kBuiltPanels = {"main", "chat", "tokenizer", "stepper", "kv", "context", "timeline", "attention"};
 const QStringList kAllPanels = {"main", "chat", "tokenizer", "stepper", "attention", "kv", "context", "timeline"};
 
 } // namespace
@@ -93,16 +95,20 @@ int run_app(int argc, char** argv)
                                             "to the runner-up, to show a branch).", "n", "6");
     const QCommandLineOption compare("compare", "Tokenizer screenshot: a GGUF or .tiktoken file to compare with (repeatable).", "file");
     const QCommandLineOption edit("edit", "Tokenizer screenshot: the prompt after an edit, to show what changed.", "text");
-    const QCommandLineOption tab("tab", "KV screenshot: live, contents or calculator.", "name", "live");
+    const QCommandLineOption tab("tab", "KV screenshot: live, contents or calculator; attention: head, grid, overview, lines or compare.",
+                                 "name", "live");
+    const QCommandLineOption bench_attention("bench-attention-view", "Time redraws of a 2,048 x 2,048 head view and exit (a benchmark).");
     const QCommandLineOption auto_send("auto-send", "Send this message as soon as the model is loaded.", "text");
     const QCommandLineOption quit_after("quit-after-reply", "Quit when the first reply is complete.");
     const QCommandLineOption latency("latency-probe",
                                      "Generate 128 tokens and print the worst event-loop delay seen meanwhile (a benchmark).");
-    parser.addOptions({verbose, model, screenshot, panel, prompt, scale, max_tokens, steps, compare, edit, tab, auto_send, quit_after,
+    parser.addOptions({verbose, model, screenshot, panel, prompt, scale, max_tokens, steps, compare, edit, tab, bench_attention, auto_send, quit_after,
                        latency});
     parser.process(app);
 
     setup_logging(parser.isSet(verbose));
+    if (parser.isSet(bench_attention))
+        return run_attention_view_benchmark();
     apply_theme(static_cast<Theme>(QSettings().value("ui/theme", 0).toInt()));
 
     const QString shot = parser.value(screenshot);
@@ -275,6 +281,45 @@ int run_app(int argc, char** argv)
                         app.exit(saved ? 0 : 1);
                     });
                 }
+            });
+        } else if (panel_name == "attention") {
+            auto* dock = qobject_cast<QDockWidget*>(window.panel("attention")->parentWidget());
+            dock->setFloating(true);
+            dock->resize(1280, 900);
+            AttentionPanel* attention = window.attentionPanel();
+            const QString which = parser.isSet(tab) ? parser.value(tab) : QString("head");
+            const auto grab_attention = [&, dock] {
+                QTimer::singleShot(300, &window, [&, dock] {
+                    const bool saved = dock->grab().save(shot);
+                    std::fprintf(stderr, "%s %s\n", saved ? "saved" : "could not save", qPrintable(shot));
+                    app.exit(saved ? 0 : 1);
+                });
+            };
+            QObject::connect(&engine, &EngineController::modelLoaded, &window, [&, attention, which] {
+                if (which == "compare") {
+                    attention->showHead(9, 0);
+                    attention->compareBankExample();
+                    return;
+                }
+                attention->showHead(which == "lines" ? 9 : 3, which == "lines" ? 0 : 2);
+                attention->setPrompt(parser.value(prompt));
+                if (which == "overview")
+                    attention->captureAllLayers();
+                else
+                    attention->run();
+            });
+            QObject::connect(attention, &AttentionPanel::compared, &window, grab_attention);
+            QObject::connect(attention, &AttentionPanel::captured, &window, [&, attention, which, grab_attention] {
+                if (which == "grid" || which == "overview") {
+                    attention->showTab(1);
+                    if (which == "overview")
+                        attention->setOverview(true);
+                } else if (which == "lines") {
+                    attention->showTab(2);
+                }
+                const int n = attention->currentHead() ? attention->currentHead()->n : 0;
+                attention->selectCell(std::max(0, n - 1), -1);
+                grab_attention();
             });
         } else if (panel_name == "kv" || panel_name == "timeline" || panel_name == "context") {
             auto* dock = qobject_cast<QDockWidget*>(window.panel(panel_name)->parentWidget());

@@ -3,6 +3,7 @@
 
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
+#include "panels/attention_panel.h"
 #include "panels/chat_panel.h"
 #include "panels/context_panel.h"
 #include "panels/kv_panel.h"
@@ -68,16 +69,6 @@ void apply_theme(Theme theme)
 
 namespace {
 
-// What a panel that a later release fills in shows today: what it will teach, not an empty box.
-QWidget* coming_panel(const QString& what)
-{
-    auto* label = new QLabel(what);
-    label->setWordWrap(true);
-    label->setAlignment(Qt::AlignCenter);
-    label->setMargin(24);
-    label->setForegroundRole(QPalette::PlaceholderText);
-    return label;
-}
 
 QString human_size(quint64 bytes) { return QLocale().formattedDataSize(qint64(bytes), 1, QLocale::DataSizeTraditionalFormat); }
 
@@ -100,10 +91,8 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
     addPanel("tokenizer", tr("Tokenizer"), m_tokenizer, Qt::RightDockWidgetArea);
     m_stepper = new StepperPanel(engine, m_selection);
     addPanel("stepper", tr("Decode stepper"), m_stepper, Qt::RightDockWidgetArea);
-    addPanel("attention", tr("Attention"),
-             coming_panel(tr("Attention — every head's query × key heatmap from the real forward pass. Coming in a "
-                             "later release.")),
-             Qt::RightDockWidgetArea);
+    m_attention = new AttentionPanel(engine, m_selection);
+    addPanel("attention", tr("Attention"), m_attention, Qt::RightDockWidgetArea);
     m_kv = new KvPanel(engine, m_selection);
     addPanel("kv", tr("KV cache"), m_kv, Qt::RightDockWidgetArea);
     m_context = new ContextPanel(engine);

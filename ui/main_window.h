@@ -13,6 +13,7 @@ class QMenu;
 
 namespace tokenscope::ui {
 
+class AttentionPanel;
 class ChatPanel;
 class ContextPanel;
 class KvPanel;
@@ -39,6 +40,7 @@ public:
     TokenizerPanel* tokenizerPanel() const { return m_tokenizer; }
     StepperPanel* stepperPanel() const { return m_stepper; }
     KvPanel* kvPanel() const { return m_kv; }
+    AttentionPanel* attentionPanel() const { return m_attention; }
     ContextPanel* contextPanel() const { return m_context; }
     TimelinePanel* timelinePanel() const { return m_timeline; }
     TokenSelection* selection() const { return m_selection; }
@@ -63,6 +65,7 @@ private:
     TokenizerPanel* m_tokenizer = nullptr;
     StepperPanel* m_stepper = nullptr;
     KvPanel* m_kv = nullptr;
+    AttentionPanel* m_attention = nullptr;
     ContextPanel* m_context = nullptr;
     TimelinePanel* m_timeline = nullptr;
     TokenSelection* m_selection = nullptr;

@@ -17,6 +17,7 @@ EngineController::EngineController(QObject* parent) : QObject(parent)
     qRegisterMetaType<std::shared_ptr<const KvContents>>();
     qRegisterMetaType<std::shared_ptr<const TimelineSnapshot>>();
     qRegisterMetaType<MachinePeaksUi>();
+    qRegisterMetaType<std::shared_ptr<const AttentionSnapshot>>();
     m_thread.setObjectName("engine");
     m_worker = new EngineWorker(m_cancel);
     m_worker->moveToThread(&m_thread);
@@ -42,6 +43,7 @@ EngineController::EngineController(QObject* parent) : QObject(parent)
     connect(m_worker, &EngineWorker::timelineChanged, this, &EngineController::timelineChanged);
     connect(m_worker, &EngineWorker::machineProbed, this, &EngineController::machineProbed);
     connect(m_worker, &EngineWorker::turnsCounted, this, &EngineController::turnsCounted);
+    connect(m_worker, &EngineWorker::attentionReady, this, &EngineController::attentionReady);
     connect(m_worker, &EngineWorker::replyFinished, this, [this](std::shared_ptr<const ReplyStats> s) {
         setBusy(false);
         emit replyFinished(std::move(s));
@@ -136,6 +138,14 @@ quint64 EngineController::countTurns(const QStringList& roles, const QStringList
     const quint64 id = m_next_request++;
     QMetaObject::invokeMethod(m_worker, "countTurns", Qt::QueuedConnection, Q_ARG(quint64, id), Q_ARG(QStringList, roles),
                               Q_ARG(QStringList, texts));
+    return id;
+}
+
+quint64 EngineController::captureAttention(const QString& text, bool current_sequence, const QList<int>& layers)
+{
+    const quint64 id = m_next_request++;
+    QMetaObject::invokeMethod(m_worker, "captureAttention", Qt::QueuedConnection, Q_ARG(quint64, id), Q_ARG(QString, text),
+                              Q_ARG(bool, current_sequence), Q_ARG(QList<int>, layers));
     return id;
 }
 

@@ -34,6 +34,7 @@ public:
     quint64 readKv(int layer, int kv_head);
     void probeMachine();
     quint64 countTurns(const QStringList& roles, const QStringList& texts);
+    quint64 captureAttention(const QString& text, bool current_sequence, const QList<int>& layers);
     bool busy() const { return m_busy; }
     std::shared_ptr<const ModelSummary> model() const { return m_model; }
 
@@ -55,6 +56,7 @@ signals:
     void timelineChanged(std::shared_ptr<const tokenscope::ui::TimelineSnapshot> timeline);
     void machineProbed(const tokenscope::ui::MachinePeaksUi& peaks);
     void turnsCounted(quint64 request_id, const QList<int>& counts, int n_ctx_train);
+    void attentionReady(std::shared_ptr<const tokenscope::ui::AttentionSnapshot> snapshot);
 
 private:
     void setBusy(bool busy);

@@ -230,6 +230,42 @@ struct MachinePeaksUi {
     QString simd;
 };
 
+// Attention weights of one head over a whole sequence, from one forward pass over its tokens.
+struct AttentionHead {
+    int layer = 0;
+    int head = 0;
+    int kv_head = 0;
+    float scale = 1.0f;        // applied to q·k before the softmax
+    int n = 0;                 // tokens (rows and columns)
+    int head_dim = 0;
+    std::vector<float> weights; // [n][n]: row = query, column = key; masked entries exactly 0
+    std::vector<float> q;       // [n][head_dim] post-RoPE queries (as used in q·k)
+    std::vector<float> k;       // [n][head_dim] post-RoPE keys (F16 in the cache)
+    std::vector<float> v;       // [n][head_dim] values
+};
+
+struct AttentionSnapshot {
+    quint64 request_id = 0;
+    QString source;            // "prompt" | "sequence"
+    QString text;
+    QString error;
+    std::vector<StepperToken> tokens;
+    int n_layers = 0;
+    std::vector<int> heads_per_layer;
+    std::vector<int> kv_heads_per_layer;
+    std::vector<int> window;   // per layer, 0 = global
+    std::vector<AttentionHead> heads; // those captured
+    quint64 bytes = 0;         // memory the captures take
+    double ms = 0.0;           // the forward pass
+    const AttentionHead* find(int layer, int head) const
+    {
+        for (const auto& h : heads)
+            if (h.layer == layer && h.head == head)
+                return &h;
+        return nullptr;
+    }
+};
+
 // A test hook: when set, a model load stops at 50% of its progress until the test lets it go,
 // so that cancelling at that exact point can be checked.
 struct LoadGate {
@@ -248,4 +284,5 @@ Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::KvSnapshot>)
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::KvContents>)
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::TimelineSnapshot>)
 Q_DECLARE_METATYPE(tokenscope::ui::MachinePeaksUi)
+Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::AttentionSnapshot>)
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::StepperState>)

@@ -129,6 +129,7 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx)
         // Prefill in batches of 128 positions: Stop is honoured between batches (the summation
         // order, and so the numbers, are those of any batch of 8 or more).
         m_stepper.reset(); // it refers to the session being replaced
+        m_attention_session.reset();
         m_stepper_tokens.clear();
         m_session = std::make_unique<engine::Session>(model, std::move(backend), 128);
         m_model = std::move(model);

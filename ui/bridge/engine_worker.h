@@ -42,6 +42,10 @@ public slots:
     void probeMachine();
     // Token counts of chat turns as the template renders them: turnsCounted.
     void countTurns(quint64 request_id, const QStringList& roles, const QStringList& texts);
+    // Attention of the given layers (all their heads; every layer when layers is empty) over a
+    // text, or over the model's current sequence (chat or stepper) when text is null: one forward
+    // pass on a separate session, so the chat's cache is left alone. Answers with attentionReady.
+    void captureAttention(quint64 request_id, const QString& text, bool current_sequence, const QList<int>& layers);
 
 signals:
     void loadProgress(int percent, const QString& what);
@@ -60,6 +64,7 @@ signals:
     void timelineChanged(std::shared_ptr<const tokenscope::ui::TimelineSnapshot> timeline);
     void machineProbed(const tokenscope::ui::MachinePeaksUi& peaks);
     void turnsCounted(quint64 request_id, const QList<int>& counts, int n_ctx_train);
+    void attentionReady(std::shared_ptr<const tokenscope::ui::AttentionSnapshot> snapshot);
 
 private:
     void emitStepperState(quint64 request_id, const QString& action, const StepperSettings& settings);
@@ -73,6 +78,7 @@ private:
     std::shared_ptr<const engine::Model> m_model;
     std::unique_ptr<engine::Session> m_session;
     std::unique_ptr<engine::Stepper> m_stepper;
+    std::unique_ptr<engine::Session> m_attention_session; // the attention explorer's own, one pass per request
     std::vector<int32_t> m_stepper_tokens; // the sequence the stepper left; the chat may have changed it since
     double m_stepper_tokenize_ms = 0.0;
     int m_last_prompt_tokens = 0; // of the last chat request, for the KV views' prompt/generated marks

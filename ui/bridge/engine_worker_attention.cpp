@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The attention explorer's side of the engine thread: one forward pass over a sequence with the
+// attention of the requested layers captured, on a session of its own.
+#include "bridge/engine_worker.h"
+
+#include "backend/backend.h"
+#include "bridge/token_text.h"
+#include "model/model.h"
+#include "session/session.h"
+#include "session/stepper.h"
+#include "util/error.h"
+
+#include <QElapsedTimer>
+#include <spdlog/spdlog.h>
+
+namespace tokenscope::ui {
+
+namespace {
+
+// Longest sequence one capture pass takes: 2,048 tokens keep a head's matrix at 16 MiB.
+constexpr int kMaxAttentionTokens = 2048;
+
+} // namespace
+
+void EngineWorker::captureAttention(quint64 request_id, const QString& text, bool current_sequence, const QList<int>& layers)
+{
+    auto s = std::make_shared<AttentionSnapshot>();
+    s->request_id = request_id;
+    s->source = current_sequence ? "sequence" : "prompt";
+    s->text = text;
+    if (!m_model) {
+        s->error = tr("No model is loaded: open a GGUF file first.");
+        emit attentionReady(std::move(s));
+        return;
+    }
+    try {
+        const engine::Tokenizer& tokenizer = m_model->tokenizer();
+        const auto& config = m_model->config();
+        std::vector<int32_t> ids;
+        int prompt_length = 0;
+        if (current_sequence) {
+            if (m_session)
+                ids = m_session->tokens();
+            prompt_length = m_stepper && m_session->tokens() == m_stepper_tokens ? int(m_stepper->prompt_length()) : m_last_prompt_tokens;
+            if (ids.empty())
+                throw engine::Error(tr("The model has no sequence yet: chat or step first, or type a prompt here.").toStdString());
+        } else {
+            if (text.trimmed().isEmpty())
+                throw engine::Error(tr("The prompt is empty: type some text to see its attention.").toStdString());
+            ids = tokenizer.encode_ids(text.toStdString());
+            prompt_length = int(ids.size());
+        }
+        if (int(ids.size()) > kMaxAttentionTokens)
+            throw engine::Error(tr("%1 tokens: the attention explorer takes at most %2 (a head's matrix grows with the "
+                                   "square of the length).")
+                                    .arg(ids.size())
+                                    .arg(kMaxAttentionTokens)
+                                    .toStdString());
+        if (!m_attention_session)
+            m_attention_session = std::make_unique<engine::Session>(
+                m_model, engine::make_cpu_backend(m_model, {.threads = m_threads, .n_ctx = uint32_t(kMaxAttentionTokens)}),
+                uint32_t(kMaxAttentionTokens));
+        engine::CaptureRequest capture;
+        for (uint32_t il = 0; il < config.n_layer; ++il)
+            if (layers.isEmpty() || layers.contains(int(il)))
+                for (uint32_t h = 0; h < config.n_head[il]; ++h)
+                    capture.heads.emplace_back(il, h);
+        // A fresh pass over every token (no cached prefix), all positions in one batch: each
+        // captured head then holds the whole query × key matrix.
+        m_attention_session->truncate(0);
+        QElapsedTimer timer;
+        timer.start();
+        m_attention_session->prefill(ids, &capture);
+        s->ms = double(timer.nsecsElapsed()) / 1e6;
+        const auto& captures = m_attention_session->last_captures();
+        s->n_layers = int(config.n_layer);
+        for (uint32_t il = 0; il < config.n_layer; ++il) {
+            s->heads_per_layer.push_back(int(config.n_head[il]));
+            s->kv_heads_per_layer.push_back(int(config.n_head_kv[il]));
+        }
+        for (uint32_t w : m_attention_session->backend().kv_cache().config().window)
+            s->window.push_back(int(w));
+        for (std::size_t i = 0; i < ids.size(); ++i) {
+            StepperToken t;
+            t.id = ids[i];
+            t.text = token_display_text(tokenizer, ids[i]);
+            t.type = QString::fromUtf8(engine::token_type_name(tokenizer.vocab().type_of(ids[i])).data());
+            t.prompt = int(i) < prompt_length;
+            s->tokens.push_back(std::move(t));
+        }
+        if (captures)
+            for (engine::AttentionCapture& c : captures->attention) {
+                AttentionHead h;
+                h.layer = int(c.layer);
+                h.head = int(c.head);
+                h.kv_head = int(c.kv_head);
+                h.scale = c.scale;
+                h.n = int(c.n_queries);
+                h.head_dim = int(c.head_dim);
+                h.weights = c.weights;
+                h.q = c.q;
+                h.k = c.k;
+                h.v = c.v;
+                s->bytes += quint64(h.weights.size() + h.q.size() + h.k.size() + h.v.size()) * sizeof(float);
+                s->heads.push_back(std::move(h));
+            }
+        spdlog::debug("attention: {} tokens, {} heads, {:.1f} MiB, {:.1f} ms", ids.size(), s->heads.size(),
+                      double(s->bytes) / 1048576.0, s->ms);
+    } catch (const std::exception& e) {
+        s->error = QString::fromUtf8(e.what());
+    }
+    emit attentionReady(std::move(s));
+}
+
+} // namespace tokenscope::ui
