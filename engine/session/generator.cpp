@@ -103,7 +103,7 @@ GenerationTrace generate(Session& session, Sampler& sampler, std::string_view pr
     if (prompt_ids.empty())
         throw Error("the prompt is empty: type some text first");
     trace.prompt_tokens = static_cast<uint32_t>(prompt_ids.size());
-    trace.prefill = session.prefill(prompt_ids, nullptr, [&](uint32_t done, uint32_t total) {
+    trace.prefill = session.prefill(prompt_ids, options.capture, [&](uint32_t done, uint32_t total) {
         if (options.on_prefill_progress)
             options.on_prefill_progress(done, total);
         return !(options.cancel && options.cancel->load());
@@ -166,7 +166,7 @@ GenerationTrace generate(Session& session, Sampler& sampler, std::string_view pr
         }
         // The token's own forward pass: its K/V enter the cache and the next token's logits appear.
         // (The on_step callback below runs inside the next sample stretch: keep it short.)
-        session.decode(r.token);
+        session.decode(r.token, options.capture);
         forward_ms = timeline.mark(TimelineStage::Decode, i + 1).ms();
         trace.steps.back().kv = session.backend().kv_cache().accounting();
         if (options.on_step)

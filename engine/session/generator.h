@@ -62,6 +62,9 @@ struct GenerationOptions {
     const std::atomic<bool>* cancel = nullptr; // checked between tokens and between prefill batches
     std::function<void(uint32_t done, uint32_t total)> on_prefill_progress;
     std::size_t top_candidates = 10;           // kept per step in the trace
+    // Captures taken on every pass (prefill batches and decode steps); read them with
+    // session.last_captures() from on_prefill_progress and on_step.
+    const CaptureRequest* capture = nullptr;
     // After each token, with the step as traced so far (live KV gauges and timeline).
     std::function<void(const StepTrace& step, const GenerationTrace& trace)> on_step;
 };

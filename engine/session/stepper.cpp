@@ -135,6 +135,12 @@ bool Stepper::back()
     return true;
 }
 
+void Stepper::set_attention_capture(const CaptureRequest& heads)
+{
+    m_capture.heads = heads.heads;
+    m_capture.all_heads = heads.all_heads;
+}
+
 std::vector<TokenId> Stepper::generated_ids() const
 {
     const auto& all = m_session.tokens();

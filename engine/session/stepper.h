@@ -61,6 +61,9 @@ public:
     bool back();
 
     std::vector<LensRow> logit_lens(std::size_t top_n);
+    // Attention heads to capture on the following passes (the residuals for the lens are always
+    // captured); read them with session().last_captures() after each call.
+    void set_attention_capture(const CaptureRequest& heads);
 
     uint32_t prompt_length() const { return m_prompt_length; }
     const std::vector<StepRecord>& steps() const { return m_steps; }

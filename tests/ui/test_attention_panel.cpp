@@ -251,11 +251,32 @@ void TestAttentionPanel::currentSequence()
     QVERIFY(state.wait(60000));
     QVERIFY(waitCaptured([&] { m_panel->runSequence(); }));
     const auto& s = *m_panel->snapshot();
-    QCOMPARE(s.source, QString("sequence"));
+    // Shown as computed while the stepper ran: the prompt's prefill rows, then the decode step's row.
+    QCOMPARE(s.source, QString("recorded"));
     QCOMPARE(s.tokens.size(), stepper.state()->tokens.size());
     for (std::size_t i = 0; i < s.tokens.size(); ++i)
         QCOMPARE(s.tokens[i].id, stepper.state()->tokens[i].id);
     QVERIFY(!s.tokens.back().prompt); // the generated token is marked
+    // The same two passes in an independent session give the same rows, bit for bit.
+    engine::Session ref(m_model, engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = 512}), 128);
+    engine::CaptureRequest capture;
+    capture.heads.emplace_back(uint32_t(m_panel->layer()), uint32_t(m_panel->head()));
+    std::vector<int32_t> ids;
+    for (const auto& t : s.tokens)
+        ids.push_back(t.id);
+    ref.prefill(std::span<const int32_t>(ids).first(ids.size() - 1), &capture);
+    const auto prefill_rows = ref.last_captures()->attention.at(0);
+    ref.decode(ids.back(), &capture);
+    const auto step_row = ref.last_captures()->attention.at(0);
+    const AttentionHead* h = m_panel->currentHead();
+    QVERIFY(h);
+    const int n = h->n;
+    for (int r = 0; r + 1 < n; ++r)
+        for (int c = 0; c <= r; ++c)
+            QCOMPARE(h->weights[std::size_t(r) * std::size_t(n) + std::size_t(c)], prefill_rows.weights[std::size_t(r) * prefill_rows.n_keys + std::size_t(c)]);
+    for (int c = 0; c < n; ++c)
+        QCOMPARE(h->weights[std::size_t(n - 1) * std::size_t(n) + std::size_t(c)], step_row.weights[std::size_t(c)]);
+    QVERIFY(m_panel->statusText().contains("as computed during its prefill and each decode step"));
 }
 
 void TestAttentionPanel::tooLongIsRefused()

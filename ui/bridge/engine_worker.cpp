@@ -130,6 +130,7 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx)
         // order, and so the numbers, are those of any batch of 8 or more).
         m_stepper.reset(); // it refers to the session being replaced
         m_attention_session.reset();
+        m_recorder.clear();
         m_stepper_tokens.clear();
         m_session = std::make_unique<engine::Session>(model, std::move(backend), 128);
         m_model = std::move(model);
@@ -185,6 +186,7 @@ void EngineWorker::resetConversation()
 {
     if (m_session) {
         m_session->truncate(0);
+        m_recorder.clear();
         emitKv("reset", 0, 0);
     }
 }
@@ -222,12 +224,16 @@ void EngineWorker::generateReply(const ChatRequest& request)
         options.stop_strings = engine::stop_strings(format);
         options.cancel = m_cancel.get();
         options.on_prefill_progress = [&](uint32_t done, uint32_t total) {
+            record();
             emit prefillProgress(request.id, int(done), int(total));
         };
+        // The attention explorer's recording: every prefill batch and decode step of this reply.
+        options.capture = &recordingRequest(uint32_t(tokenizer.encode_ids(prompt).size()) + uint32_t(request.sampling.max_tokens));
         // Live views: the KV gauges after every token, the timeline a few times a second.
         QElapsedTimer since_timeline;
         since_timeline.start();
         options.on_step = [&](const engine::StepTrace&, const engine::GenerationTrace& so_far) {
+            record();
             m_last_prompt_tokens = int(so_far.prompt_tokens);
             emitKv("chat", int(so_far.prompt_tokens), int(so_far.prefill.reused));
             if (since_timeline.elapsed() >= 200) {

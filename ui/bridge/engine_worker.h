@@ -3,6 +3,8 @@
 
 #include "bridge/engine_types.h"
 
+#include "session/attention_recorder.h"
+
 #include <QObject>
 #include <atomic>
 #include <memory>
@@ -73,12 +75,17 @@ private:
     void emitKv(const QString& source, int prompt_tokens, int reused_tokens);
     void emitStepperTimeline();
     std::vector<StepperToken> sequenceTokens(int prompt_length) const;
+    // What the next passes capture for the attention explorer (recorded as the model runs).
+    const engine::CaptureRequest& recordingRequest(uint32_t next_length);
+    void record();
+    bool snapshotFromRecording(AttentionSnapshot& s, const QList<int>& layers, int prompt_length);
 
     std::shared_ptr<std::atomic<bool>> m_cancel;
     std::shared_ptr<const engine::Model> m_model;
     std::unique_ptr<engine::Session> m_session;
     std::unique_ptr<engine::Stepper> m_stepper;
     std::unique_ptr<engine::Session> m_attention_session; // the attention explorer's own, one pass per request
+    engine::AttentionRecorder m_recorder;                 // attention of the session's real passes
     std::vector<int32_t> m_stepper_tokens; // the sequence the stepper left; the chat may have changed it since
     double m_stepper_tokenize_ms = 0.0;
     int m_last_prompt_tokens = 0; // of the last chat request, for the KV views' prompt/generated marks

@@ -15,6 +15,59 @@
 
 namespace tokenscope::ui {
 
+const engine::CaptureRequest& EngineWorker::recordingRequest(uint32_t next_length)
+{
+    const auto& c = m_model->config();
+    return m_recorder.request(c.n_layer, c.n_head, std::min<uint32_t>(next_length, m_n_ctx));
+}
+
+void EngineWorker::record()
+{
+    if (m_session && m_session->last_captures())
+        m_recorder.add(*m_session->last_captures());
+    if (m_session)
+        m_recorder.truncate(uint32_t(m_session->tokens().size()));
+}
+
+bool EngineWorker::snapshotFromRecording(AttentionSnapshot& s, const QList<int>& layers, int prompt_length)
+{
+    const auto& config = m_model->config();
+    const uint32_t n = uint32_t(m_session->tokens().size());
+    if (m_recorder.length() != n || n == 0)
+        return false;
+    std::vector<const engine::AttentionRecorder::Head*> heads;
+    for (uint32_t il = 0; il < config.n_layer; ++il)
+        if (layers.isEmpty() || layers.contains(int(il)))
+            for (uint32_t h = 0; h < config.n_head[il]; ++h) {
+                const auto* head = m_recorder.complete(il, h);
+                if (!head)
+                    return false;
+                heads.push_back(head);
+            }
+    for (const auto* r : heads) {
+        AttentionHead h;
+        h.layer = int(r->layer);
+        h.head = int(r->head);
+        h.kv_head = int(r->kv_head);
+        h.scale = r->scale;
+        h.n = int(n);
+        h.head_dim = int(r->head_dim);
+        h.weights.assign(std::size_t(n) * n, 0.0f);
+        h.q.assign(std::size_t(n) * r->head_dim, 0.0f);
+        for (uint32_t i = 0; i < n; ++i) {
+            std::copy(r->rows[i].begin(), r->rows[i].end(), h.weights.begin() + std::ptrdiff_t(std::size_t(i) * n));
+            std::copy(r->q[i].begin(), r->q[i].end(), h.q.begin() + std::ptrdiff_t(std::size_t(i) * r->head_dim));
+        }
+        h.k.assign(r->k.begin(), r->k.begin() + std::ptrdiff_t(std::size_t(n) * r->head_dim));
+        h.v.assign(r->v.begin(), r->v.begin() + std::ptrdiff_t(std::size_t(n) * r->head_dim));
+        s.bytes += quint64(h.weights.size() + h.q.size() + h.k.size() + h.v.size()) * sizeof(float);
+        s.heads.push_back(std::move(h));
+    }
+    s.source = "recorded";
+    (void)prompt_length;
+    return true;
+}
+
 namespace {
 
 // Longest sequence one capture pass takes: 2,048 tokens keep a head's matrix at 16 MiB.
@@ -49,6 +102,33 @@ void EngineWorker::captureAttention(quint64 request_id, const QString& text, boo
                 throw engine::Error(tr("The prompt is empty: type some text to see its attention.").toStdString());
             ids = tokenizer.encode_ids(text.toStdString());
             prompt_length = int(ids.size());
+        }
+        if (current_sequence) {
+            // The weights of the passes that really ran (the prefill's batches, each decode step),
+            // when they were recorded for these layers; otherwise one pass over the same tokens.
+            std::vector<uint32_t> focus;
+            for (int l : layers)
+                focus.push_back(uint32_t(l));
+            m_recorder.set_focus(focus);
+            if (snapshotFromRecording(*s, layers, prompt_length)) {
+                s->n_layers = int(config.n_layer);
+                for (uint32_t il = 0; il < config.n_layer; ++il) {
+                    s->heads_per_layer.push_back(int(config.n_head[il]));
+                    s->kv_heads_per_layer.push_back(int(config.n_head_kv[il]));
+                }
+                for (uint32_t w : m_session->backend().kv_cache().config().window)
+                    s->window.push_back(int(w));
+                for (std::size_t i = 0; i < ids.size(); ++i) {
+                    StepperToken t;
+                    t.id = ids[i];
+                    t.text = token_display_text(tokenizer, ids[i]);
+                    t.type = QString::fromUtf8(engine::token_type_name(tokenizer.vocab().type_of(ids[i])).data());
+                    t.prompt = int(i) < prompt_length;
+                    s->tokens.push_back(std::move(t));
+                }
+                emit attentionReady(std::move(s));
+                return;
+            }
         }
         if (int(ids.size()) > kMaxAttentionTokens)
             throw engine::Error(tr("%1 tokens: the attention explorer takes at most %2 (a head's matrix grows with the "

@@ -81,7 +81,9 @@ void EngineWorker::stepperStart(quint64 request_id, const QString& prompt, const
         }
         if (!m_stepper)
             m_stepper = std::make_unique<engine::Stepper>(*m_session);
+        m_stepper->set_attention_capture(recordingRequest(uint32_t(ids.size()) + uint32_t(std::max(0, settings.sampling.max_tokens))));
         const auto report = m_stepper->start(ids, stop_condition(*m_model, settings), [&](uint32_t done, uint32_t total) {
+            record();
             emit prefillProgress(request_id, int(done), int(total));
             return !m_cancel->load();
         });
@@ -105,7 +107,9 @@ void EngineWorker::stepperStep(quint64 request_id, const StepperSettings& settin
         std::optional<engine::TokenId> forced;
         if (forced_token >= 0)
             forced = forced_token;
+        m_stepper->set_attention_capture(recordingRequest(uint32_t(m_session->tokens().size()) + 1));
         m_stepper->step(sampler_config(settings), forced);
+        record();
         m_stepper_tokens = m_session->tokens();
         emitStepperState(request_id, "step", settings);
     } catch (const std::exception& e) {
@@ -120,10 +124,12 @@ void EngineWorker::stepperBack(quint64 request_id, const StepperSettings& settin
     if (!m_session || !stepperIsCurrent(request_id))
         return;
     try {
+        m_stepper->set_attention_capture(recordingRequest(uint32_t(m_session->tokens().size())));
         if (!m_stepper->back()) {
             emitStepperError(request_id, tr("Only the prompt is left: there is no step to undo."));
             return;
         }
+        record();
         m_stepper_tokens = m_session->tokens();
         emitStepperState(request_id, "back", settings);
     } catch (const std::exception& e) {

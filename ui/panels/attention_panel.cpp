@@ -368,7 +368,9 @@ void AttentionPanel::refresh()
                           .arg(m_snapshot->heads.size())
                           .arg(mib(double(m_snapshot->bytes)))
                           .arg(m_snapshot->ms, 0, 'f', 1)
-                          .arg(m_snapshot->source == "sequence" ? tr(" · the model's current sequence") : QString())
+                          .arg(m_snapshot->source == "recorded" ? tr(" · the model's current sequence, as computed during its prefill and each decode step")
+                               : m_snapshot->source == "sequence" ? tr(" · the model's current sequence, recomputed in one pass (not recorded while it ran)")
+                                                                  : QString())
                           .arg(sinks.join(" · ")));
     m_lines->setHead(m_snapshot, h, m_row);
     refreshRowView();
