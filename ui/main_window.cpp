@@ -13,9 +13,12 @@
 #include "storage/conversation_store.h"
 #include "widgets/model_library_dialog.h"
 
+#include "backend/vulkan/vulkan_backend.h"
+
 #include <QActionGroup>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QComboBox>
 #include <QDockWidget>
 #include <QDragEnterEvent>
 #include <QFileDialog>
@@ -29,6 +32,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSettings>
+#include <QStandardItemModel>
 #include <QStatusBar>
 #include <QStyle>
 #include <QStyleFactory>
@@ -120,7 +124,9 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
         m_cancel->hide();
         showModel(m);
         rememberRecent(m->path);
-        statusBar()->showMessage(tr("Loaded %1").arg(m->name), 5000);
+        statusBar()->showMessage(m->backend_note.isEmpty() ? tr("Loaded %1 on %2").arg(m->name, m->backend)
+                                                           : tr("Loaded %1 on %2 — %3").arg(m->name, m->backend, m->backend_note),
+                                 m->backend_note.isEmpty() ? 5000 : 15000);
     });
     connect(engine, &EngineController::loadFailed, this, [this](const QString& message) {
         m_progress->hide();
@@ -144,6 +150,36 @@ void MainWindow::buildModelBar()
             openModel(path);
     });
     bar->addWidget(open);
+    // The compute backend: the CPU, any Vulkan device the loader lists, or auto (a Vulkan GPU when
+    // there is one). Changing it reloads the model there.
+    m_backend = new QComboBox;
+    m_backend->setObjectName("backendPicker");
+    m_backend->addItem(tr("CPU"), QStringList{"cpu", "-1"});
+    m_backend->addItem(tr("Auto"), QStringList{"auto", "-1"});
+    m_backend->setItemData(1, tr("A Vulkan GPU when one is usable, else the CPU"), Qt::ToolTipRole);
+    for (const engine::VulkanDeviceInfo& d : engine::list_vulkan_devices()) {
+        m_backend->addItem(tr("Vulkan: %1 (%2)").arg(QString::fromStdString(d.name), QString::fromStdString(d.type)),
+                           QStringList{"vulkan", QString::number(d.index)});
+        const int i = m_backend->count() - 1;
+        m_backend->setItemData(i, d.usable ? tr("%1, driver %2, %3 MiB device memory").arg(QString::fromStdString(d.name), QString::fromStdString(d.driver)).arg(d.device_local_bytes >> 20)
+                                           : QString::fromStdString(d.why_not),
+                               Qt::ToolTipRole);
+        if (!d.usable)
+            if (auto* model = qobject_cast<QStandardItemModel*>(m_backend->model()))
+                model->item(i)->setEnabled(false);
+    }
+    {
+        const QStringList saved = QSettings().value("engine/backend", QStringList{"cpu", "-1"}).toStringList();
+        const int i = m_backend->findData(saved);
+        m_backend->setCurrentIndex(i >= 0 ? i : 0);
+    }
+    connect(m_backend, &QComboBox::activated, this, [this] {
+        QSettings().setValue("engine/backend", m_backend->currentData().toStringList());
+        if (!m_model_path.isEmpty())
+            openModel(m_model_path);
+    });
+    bar->addWidget(new QLabel(tr(" Backend ")));
+    bar->addWidget(m_backend);
     m_model_label = new QLabel(tr("  No model loaded — open a .gguf file or drop one here."));
     m_model_label->setTextInteractionFlags(Qt::TextSelectableByMouse);
     bar->addWidget(m_model_label);
@@ -219,7 +255,9 @@ QWidget* MainWindow::panel(const QString& name) const
 void MainWindow::openModel(const QString& path)
 {
     m_model_label->setText(tr("  Loading %1…").arg(QFileInfo(path).fileName()));
-    m_engine->loadModel(path);
+    m_model_path = path;
+    const QStringList backend = m_backend->currentData().toStringList();
+    m_engine->loadModel(path, 0, 4096, backend.value(0, "cpu"), backend.value(1, "-1").toInt());
 }
 
 void MainWindow::showModel(const std::shared_ptr<const ModelSummary>& m)

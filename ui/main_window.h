@@ -10,6 +10,7 @@ class QLabel;
 class QProgressBar;
 class QPushButton;
 class QMenu;
+class QComboBox;
 
 namespace tokenscope::ui {
 
@@ -71,6 +72,8 @@ private:
     TokenSelection* m_selection = nullptr;
     QLabel* m_model_label = nullptr;
     QProgressBar* m_progress = nullptr;
+    QComboBox* m_backend = nullptr;
+    QString m_model_path;
     QPushButton* m_cancel = nullptr;
     QMenu* m_recent = nullptr;
     QMenu* m_view = nullptr;

@@ -3,6 +3,7 @@
 // llama-bench measures them (pp: one batch of p prompt tokens into an empty cache; tg: n tokens
 // decoded one at a time from an empty cache), mean ± standard deviation over R repetitions.
 #include "commands.h"
+#include "backend_option.h"
 #include "model_path.h"
 
 #include "backend/backend.h"
@@ -25,6 +26,7 @@ struct BenchArgs {
     int threads = 0;
     int reps = 3;
     bool json = false;
+    BackendArgs backend;
 };
 
 struct Stat {
@@ -48,7 +50,7 @@ int run_bench(const BenchArgs& a)
     using Clock = std::chrono::steady_clock;
     const auto model = engine::Model::load(resolve_model_path(a.model));
     const uint32_t n_ctx = std::max(a.n_prompt, a.n_gen) + 16;
-    auto backend = engine::make_cpu_backend(model, {.threads = a.threads, .n_ctx = n_ctx});
+    auto backend = make_cli_backend(a.backend, model, n_ctx, a.threads);
     engine::Backend& be = *backend;
     // Random tokens, as llama-bench uses: content does not change the work.
     std::mt19937 rng(42);
@@ -77,7 +79,8 @@ int run_bench(const BenchArgs& a)
             tg.push_back(a.n_gen / std::chrono::duration<double>(Clock::now() - t0).count());
         }
     }
-    const std::string backend_name = fmt::format("{} {}", be.name(), engine::simd_level_name(engine::simd_level()));
+    const std::string backend_name = be.name().starts_with("CPU") ? fmt::format("{} {}", be.name(), engine::simd_level_name(engine::simd_level()))
+                                                                : be.name();
     if (a.json) {
         nlohmann::ordered_json j{{"model", model->file().name()}, {"backend", backend_name}, {"reps", a.reps}};
         if (!pp.empty())
@@ -115,6 +118,7 @@ CommandRunner add_bench_command(CLI::App& app)
     cmd->add_option("-n,--n-gen", a->n_gen, "Tokens for the decode test (0: skip)")->capture_default_str();
     cmd->add_option("-t,--threads", a->threads, "Threads (0: all cores)")->capture_default_str();
     cmd->add_option("-r,--reps", a->reps, "Repetitions")->capture_default_str()->check(CLI::PositiveNumber);
+    add_backend_options(cmd, a->backend);
     cmd->add_flag("--json", a->json, "Print JSON");
     return [a] { return run_bench(*a); };
 }

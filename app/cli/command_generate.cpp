@@ -2,6 +2,7 @@
 // `generate MODEL -p PROMPT`: streams the continuation, then TTFT and speeds; `trace` writes the
 // same run as JSON (tokens, top candidates per step, timings, KV accounting, attention weights).
 #include "commands.h"
+#include "backend_option.h"
 #include "model_path.h"
 
 #include "backend/backend.h"
@@ -33,6 +34,7 @@ struct GenerateArgs {
     // trace only
     std::string json_out;
     std::string attention; // "all" or "L:H,L:H"
+    BackendArgs backend;
 };
 
 std::string read_prompt(const GenerateArgs& a)
@@ -93,7 +95,7 @@ int run_generate(const GenerateArgs& a, bool trace_mode)
 {
     const std::string prompt = read_prompt(a);
     const auto model = engine::Model::load(resolve_model_path(a.model));
-    engine::Session session(model, engine::make_cpu_backend(model, {.threads = a.threads, .n_ctx = a.n_ctx}));
+    engine::Session session(model, make_cli_backend(a.backend, model, a.n_ctx, a.threads));
     engine::Sampler sampler(sampler_config(a));
     engine::GenerationOptions options;
     options.max_tokens = a.n_predict;
@@ -153,7 +155,7 @@ int run_generate(const GenerateArgs& a, bool trace_mode)
         std::vector<engine::TokenId> all = tok.encode_ids(prompt);
         for (const auto& s : trace.steps)
             all.push_back(s.token);
-        engine::Session replay(model, engine::make_cpu_backend(model, {.threads = a.threads, .n_ctx = a.n_ctx}));
+        engine::Session replay(model, make_cli_backend(a.backend, model, a.n_ctx, a.threads));
         replay.prefill(std::span<const engine::TokenId>(all).first(all.size() - 1), &capture);
         auto& att = j["attention"] = nlohmann::ordered_json::array();
         for (const auto& c : replay.last_captures()->attention)
@@ -184,6 +186,7 @@ void add_common(CLI::App* cmd, GenerateArgs& a)
     cmd->add_option("-t,--threads", a.threads, "Threads (0: all cores)")->capture_default_str();
     cmd->add_option("-c,--ctx", a.n_ctx, "Context size in tokens")->capture_default_str();
     cmd->add_option("--stop", a.stop, "Stop string (repeatable)");
+    add_backend_options(cmd, a.backend);
 }
 
 } // namespace

@@ -33,7 +33,7 @@ void KvCache::reserve_until(uint32_t new_end)
         Layer& L = m_layers[il];
         for (uint32_t b = m_n_cached / bt; b * bt < new_end; ++b) {
             if (!L.blocks[b]) {
-                L.blocks[b] = std::make_unique<uint16_t[]>(bytes_per_block(il) / sizeof(uint16_t));
+                L.blocks[b] = std::make_unique<uint16_t[]>(m_config.host_storage ? bytes_per_block(il) / sizeof(uint16_t) : 0);
                 ++L.allocated;
             }
         }

@@ -18,6 +18,8 @@ struct KvCacheConfig {
     uint32_t n_ctx = 0;               // positions the cache may hold
     uint32_t block_tokens = 32;       // paging granularity
     uint32_t reserve_blocks = 2;      // whole blocks kept behind a sliding window, for cheap step-back
+    bool host_storage = true;         // false: accounting only (a device backend holds the values;
+                                      // key()/value() must not be called then)
 };
 
 struct KvLayerAccounting {

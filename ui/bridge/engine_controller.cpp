@@ -70,12 +70,12 @@ void EngineController::setBusy(bool busy)
     }
 }
 
-void EngineController::loadModel(const QString& path, int threads, quint32 n_ctx)
+void EngineController::loadModel(const QString& path, int threads, quint32 n_ctx, const QString& backend, int device)
 {
     m_cancel->store(false);
     setBusy(true);
     QMetaObject::invokeMethod(m_worker, "loadModel", Qt::QueuedConnection, Q_ARG(QString, path), Q_ARG(int, threads),
-                              Q_ARG(quint32, n_ctx));
+                              Q_ARG(quint32, n_ctx), Q_ARG(QString, backend), Q_ARG(int, device));
 }
 
 quint64 EngineController::sendChat(std::vector<ChatTurn> turns, const SamplingSettings& sampling)

@@ -21,7 +21,8 @@ public:
     explicit EngineController(QObject* parent = nullptr);
     ~EngineController() override;
 
-    void loadModel(const QString& path, int threads = 0, quint32 n_ctx = 4096);
+    // backend: "cpu", "vulkan" or "auto"; device: a Vulkan device index, -1 for the best.
+    void loadModel(const QString& path, int threads = 0, quint32 n_ctx = 4096, const QString& backend = "cpu", int device = -1);
     quint64 sendChat(std::vector<ChatTurn> turns, const SamplingSettings& sampling);
     void stop();                 // ends a running reply after the current token, or a load
     void setLoadGate(std::shared_ptr<LoadGate> gate); // tests only

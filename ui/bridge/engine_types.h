@@ -25,7 +25,8 @@ struct ModelSummary {
     QString quant_types;   // e.g. "Q8_0, Q5_0, Q4_K, Q6_K, F32"
     quint32 context_length = 0;
     quint32 n_ctx = 0;     // context the session was created with
-    QString backend;       // "CPU (2 threads) AVX2"
+    QString backend;       // "CPU (2 threads) AVX2", "Vulkan: …"
+    QString backend_note;  // why it is not the backend asked for (a fallback), else empty
     int threads = 0;
     QString chat_format;   // "Gemma", "ChatML", …
     bool instruction_tuned = false;

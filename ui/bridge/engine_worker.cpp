@@ -6,6 +6,7 @@
 #include "chat/context_policy.h"
 #include "model/model.h"
 #include "quant/vec_dot.h"
+#include "backend/backend_factory.h"
 #include "bridge/token_text.h"
 #include "model/forward_cost.h"
 #include "model/memory_plan.h"
@@ -87,7 +88,7 @@ EngineWorker::EngineWorker(std::shared_ptr<std::atomic<bool>> cancel) : m_cancel
 
 EngineWorker::~EngineWorker() = default;
 
-void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx)
+void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx, const QString& backend_name, int device)
 {
     emit loadProgress(5, tr("Opening %1").arg(QFileInfo(path).fileName()));
     try {
@@ -109,8 +110,10 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx)
             emit loadFailed(tr("Loading was cancelled."));
             return; // the partly loaded model is released here
         }
-        emit loadProgress(60, tr("Preparing the CPU backend"));
-        auto backend = engine::make_cpu_backend(model, {.threads = threads, .n_ctx = n_ctx});
+        const engine::BackendKind kind = engine::parse_backend_kind(backend_name.toStdString()).value_or(engine::BackendKind::Cpu);
+        emit loadProgress(60, kind == engine::BackendKind::Cpu ? tr("Preparing the CPU backend") : tr("Preparing the %1 backend").arg(backend_name));
+        std::string fallback;
+        auto backend = engine::make_backend(kind, model, n_ctx, threads, &fallback, device);
         auto summary = std::make_shared<ModelSummary>();
         const auto& c = model->config();
         summary->path = path;
@@ -121,8 +124,10 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx)
         summary->quant_types = quant_mix(*model);
         summary->context_length = c.n_ctx_train;
         summary->n_ctx = backend->kv_cache().config().n_ctx;
-        summary->backend = QString::fromStdString(backend->name()) + " " +
-                           QString::fromUtf8(engine::simd_level_name(engine::simd_level()).data());
+        summary->backend = QString::fromStdString(backend->name());
+        if (backend->name().rfind("CPU", 0) == 0)
+            summary->backend += " " + QString::fromUtf8(engine::simd_level_name(engine::simd_level()).data());
+        summary->backend_note = QString::fromStdString(fallback);
         summary->threads = threads;
         const auto format = engine::detect_chat_format(model->tokenizer().vocab().chat_template, c.architecture);
         summary->chat_format = QString::fromUtf8(engine::chat_format_name(format).data());

@@ -28,7 +28,7 @@ public:
     ~EngineWorker() override;
 
 public slots:
-    void loadModel(const QString& path, int threads, quint32 n_ctx);
+    void loadModel(const QString& path, int threads, quint32 n_ctx, const QString& backend, int device);
     void generateReply(const tokenscope::ui::ChatRequest& request);
     void resetConversation();
     // Would this conversation (with the draft) fit the context? Answers with fitChecked.

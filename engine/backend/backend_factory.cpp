@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "backend/backend_factory.h"
+
+#include "backend/vulkan/vulkan_backend.h"
+#include "util/error.h"
+
+#include <algorithm>
+#include <cctype>
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
+
+namespace engine {
+
+std::string_view backend_kind_name(BackendKind kind)
+{
+    switch (kind) {
+    case BackendKind::Cpu: return "cpu";
+    case BackendKind::Vulkan: return "vulkan";
+    case BackendKind::Auto: return "auto";
+    }
+    return "cpu";
+}
+
+std::optional<BackendKind> parse_backend_kind(std::string_view text)
+{
+    std::string t(text);
+    std::transform(t.begin(), t.end(), t.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+    if (t == "cpu")
+        return BackendKind::Cpu;
+    if (t == "vulkan")
+        return BackendKind::Vulkan;
+    if (t == "auto")
+        return BackendKind::Auto;
+    return std::nullopt;
+}
+
+namespace {
+
+bool validation_wanted()
+{
+#ifndef NDEBUG
+    return true; // debug builds run with the validation layer
+#else
+    const char* v = std::getenv("TOKENSCOPE_VULKAN_VALIDATION");
+    return v && std::string(v) == "1";
+#endif
+}
+
+} // namespace
+
+std::unique_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<const Model> model, uint32_t n_ctx, int threads,
+                                      std::string* fallback_note, int device)
+{
+    if (fallback_note)
+        fallback_note->clear();
+    auto cpu = [&](const std::string& why) {
+        if (fallback_note)
+            *fallback_note = why;
+        if (!why.empty())
+            spdlog::warn("{}", why);
+        return make_cpu_backend(model, {.threads = threads, .n_ctx = n_ctx});
+    };
+    if (kind == BackendKind::Cpu)
+        return cpu({});
+
+    int chosen = device;
+    if (kind == BackendKind::Auto && device < 0) {
+        // A hardware GPU only: a software device (lavapipe) is slower than the CPU backend.
+        const auto devices = list_vulkan_devices();
+        for (const auto& rank : {"discrete GPU", "integrated GPU"}) {
+            for (const auto& d : devices)
+                if (d.usable && d.type == rank) {
+                    chosen = int(d.index);
+                    break;
+                }
+            if (chosen >= 0)
+                break;
+        }
+        if (chosen < 0) {
+            std::string why = devices.empty() ? "no Vulkan device found" : "no usable Vulkan GPU found";
+            // Auto choosing the CPU is not a fallback the user needs to hear about, but say why.
+            auto b = make_cpu_backend(model, {.threads = threads, .n_ctx = n_ctx});
+            if (fallback_note)
+                *fallback_note = why + "; using the CPU";
+            return b;
+        }
+    }
+    try {
+        return make_vulkan_backend(model, {.device = chosen, .n_ctx = n_ctx, .validation = validation_wanted()});
+    } catch (const Error& e) {
+        return cpu(fmt::format("Vulkan backend unavailable ({}); using the CPU", e.what()));
+    }
+}
+
+} // namespace engine

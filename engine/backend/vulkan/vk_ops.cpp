@@ -1,0 +1,314 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#ifdef TOKENSCOPE_HAVE_VULKAN
+
+#include "backend/vulkan/vk_ops.h"
+
+#include "quant/activation_quant.h"
+#include "util/error.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <spdlog/fmt/fmt.h>
+
+namespace engine::vk {
+
+namespace {
+
+constexpr uint32_t kMatmulThreads = 32, kMatmulRows = 2; // matmul.comp: lanes over chunks × rows
+constexpr uint32_t kThreads = 64;                        // every other shader
+
+std::string lower(std::string_view s)
+{
+    std::string out(s);
+    for (char& c : out)
+        c = char(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+// Push-constant blocks, laid out as the shaders declare them.
+struct MatmulPush {
+    uint32_t cols, rows, n_tokens, row_bytes, out_row0, out_stride, x_offset, y_offset, groups_x;
+};
+struct GetRowsPush {
+    uint32_t cols, row_bytes, row0, rows, n_tokens;
+    float scale;
+};
+struct RmsnormPush {
+    uint32_t width, n_rows, x_offset, y_offset;
+    float eps;
+    uint32_t groups_x;
+};
+struct RopePush {
+    uint32_t n_tokens, n_heads, head_dim, n_rot, neox, x_offset;
+    float scale;
+    uint32_t cs_offset, groups_x;
+};
+struct KvStorePush {
+    uint32_t n_tokens, n_kv_heads, head_dim, pos0, n_ctx, groups_x;
+};
+struct AttentionPush {
+    uint32_t n_tokens, n_heads, n_kv_heads, head_dim, pos0, n_ctx, window;
+    float scale;
+    uint32_t capture, n_keys;
+};
+struct GluPush {
+    uint32_t n, gelu, groups_x;
+};
+struct QuantizeActPush {
+    uint32_t cols, n_blocks, format, x_offset, groups_x;
+};
+struct AddPush {
+    uint32_t n, period, a_offset, groups_x;
+};
+
+uint32_t checked_u32(uint64_t v, const char* what)
+{
+    if (v > UINT32_MAX)
+        throw Error(fmt::format("{} ({}) exceeds what the Vulkan shaders address", what, v));
+    return uint32_t(v);
+}
+
+} // namespace
+
+void rope_cos_sin(float* out, uint32_t pos, uint32_t n_tokens, uint32_t n_rot, float base, float freq_scale, const float* factors)
+{
+    const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+    const uint32_t half_rot = n_rot / 2;
+    for (uint32_t t = 0; t < n_tokens; ++t) {
+        float theta_base = static_cast<float>(static_cast<int32_t>(pos + t));
+        float* row = out + 2 * std::size_t(t) * half_rot;
+        for (uint32_t i = 0; i < half_rot; ++i) {
+            const float factor = factors ? factors[i] : 1.0f;
+            const float theta = freq_scale * (theta_base / factor);
+            row[2 * i] = std::cos(theta);
+            row[2 * i + 1] = std::sin(theta);
+            theta_base *= theta_scale;
+        }
+    }
+}
+
+bool shader_reads(GgmlType type)
+{
+    switch (type) {
+    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q4_0: case GgmlType::Q4_1:
+    case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0: case GgmlType::Q2_K: case GgmlType::Q3_K:
+    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+        return true;
+    default:
+        return false;
+    }
+}
+
+// ---- transfers --------------------------------------------------------------------------------
+
+Uploader::Uploader(Context& ctx, uint64_t staging_bytes)
+    : m_ctx(ctx), m_rec(ctx), m_staging(&ctx, std::min(staging_bytes, ctx.max_binding()), Memory::Upload)
+{
+}
+
+void Uploader::upload(const Buffer& dst, uint64_t dst_offset, const void* data, uint64_t bytes)
+{
+    const auto* src = static_cast<const std::byte*>(data);
+    for (uint64_t done = 0; done < bytes;) {
+        const uint64_t n = std::min(bytes - done, m_staging.size());
+        std::memcpy(m_staging.mapped(), src + done, n);
+        m_rec.begin();
+        m_rec.copy(m_staging.handle(), 0, dst.handle(), dst_offset + done, (n + 3) & ~uint64_t(3));
+        m_rec.submit();
+        done += n;
+    }
+}
+
+DeviceMatrix upload_matrix(Context& ctx, Uploader& up, GgmlType type, const void* data, uint32_t cols, uint32_t rows, uint64_t row_bytes)
+{
+    if (!shader_reads(type))
+        throw UnsupportedError(fmt::format("the Vulkan backend cannot read {} weights", ggml_type_name(type)));
+    DeviceMatrix m;
+    m.type = type;
+    m.cols = cols;
+    m.rows = rows;
+    m.row_bytes = row_bytes;
+    // Whole rows per part; a part's buffer is padded to whole words, so leave room for that.
+    const uint64_t max_rows = (ctx.max_binding() - 4) / row_bytes;
+    if (max_rows == 0)
+        throw UnsupportedError(fmt::format("one row of a weight matrix ({} bytes) is larger than a storage-buffer binding may be "
+                                           "({} bytes)", row_bytes, ctx.max_binding()));
+    const auto* bytes = static_cast<const std::byte*>(data);
+    for (uint32_t r0 = 0; r0 < rows;) {
+        const auto n = uint32_t(std::min<uint64_t>(max_rows, rows - r0));
+        DeviceMatrix::Part part;
+        part.row0 = r0;
+        part.rows = n;
+        part.buffer = Buffer(&ctx, uint64_t(n) * row_bytes, Memory::Device);
+        up.upload(part.buffer, 0, bytes + uint64_t(r0) * row_bytes, uint64_t(n) * row_bytes);
+        m.parts.push_back(std::move(part));
+        r0 += n;
+    }
+    return m;
+}
+
+Buffer upload_buffer(Context& ctx, Uploader& up, const void* data, uint64_t bytes)
+{
+    Buffer b(&ctx, bytes, Memory::Device);
+    up.upload(b, 0, data, bytes);
+    return b;
+}
+
+void download(Context& ctx, const Buffer& src, uint64_t offset, void* out, uint64_t bytes)
+{
+    if (bytes == 0)
+        return;
+    Buffer staging(&ctx, bytes, Memory::Download);
+    Recorder rec(ctx);
+    rec.begin();
+    rec.copy(src.handle(), offset, staging.handle(), 0, bytes);
+    rec.submit();
+    std::memcpy(out, staging.mapped(), bytes);
+}
+
+// ---- pipelines --------------------------------------------------------------------------------
+
+Pipeline& Kernels::matmul_pipeline(GgmlType type)
+{
+    return m_ctx.pipeline("matmul_" + lower(ggml_type_name(type)), 3, sizeof(MatmulPush), {kMatmulThreads, kMatmulRows});
+}
+
+Pipeline& Kernels::get_rows_pipeline(GgmlType type)
+{
+    return m_ctx.pipeline("get_rows_" + lower(ggml_type_name(type)), 3, sizeof(GetRowsPush), {kThreads});
+}
+
+Pipeline& Kernels::simple(const char* name, uint32_t n_bindings, uint32_t push_bytes)
+{
+    return m_ctx.pipeline(name, n_bindings, push_bytes, {kThreads});
+}
+
+void Kernels::prepare(const std::vector<GgmlType>& matmul_types, GgmlType embedding_type)
+{
+    for (GgmlType t : matmul_types)
+        matmul_pipeline(t);
+    get_rows_pipeline(embedding_type);
+    simple("rmsnorm", 3, sizeof(RmsnormPush));
+    simple("rope", 2, sizeof(RopePush));
+    simple("kv_store", 4, sizeof(KvStorePush));
+    simple("attention", 5, sizeof(AttentionPush));
+    simple("glu", 2, sizeof(GluPush));
+    simple("add", 2, sizeof(AddPush));
+    m_ctx.pipeline("quantize_act", 2, sizeof(QuantizeActPush), {});
+}
+
+// ---- operations ---------------------------------------------------------------------------------
+
+bool Kernels::quantize_act(Recorder& rec, GgmlType type, const Buffer& x, uint32_t x_offset, uint32_t n_tokens, uint32_t cols,
+                           const Buffer& act)
+{
+    uint32_t format = 0, block = 32;
+    switch (activation_format(type)) {
+    case ActivationFormat::F32: return false;
+    case ActivationFormat::F16: format = 1; break;
+    case ActivationFormat::Q8_0: case ActivationFormat::Q8_1: format = 2; break;
+    case ActivationFormat::Q8_K: format = 3; block = 256; break;
+    }
+    const uint64_t elements = uint64_t(n_tokens) * cols;
+    if (format != 1 && cols % block != 0)
+        throw Error(fmt::format("internal error: {} activations of width {} do not fill whole blocks", ggml_type_name(type), cols));
+    const uint64_t blocks = (elements + block - 1) / block;
+    uint32_t gy = 1;
+    const uint32_t gx = rec.split_groups(blocks, &gy);
+    const QuantizeActPush push{format == 1 ? checked_u32(elements, "an activation count") : cols, checked_u32(blocks, "a block count"),
+                               format, x_offset, gx};
+    rec.dispatch(m_ctx.pipeline("quantize_act", 2, sizeof(push), {}), {whole(x), whole(act)}, &push, sizeof(push), gx, gy);
+    return true;
+}
+
+void Kernels::matmul(Recorder& rec, const DeviceMatrix& w, const Buffer& x, uint32_t x_offset, uint32_t n_tokens, const Buffer& y,
+                     uint32_t y_offset, uint32_t out_stride, const Buffer& act)
+{
+    const bool quantized = quantize_act(rec, w.type, x, x_offset, n_tokens, w.cols, act);
+    const Buffer& input = quantized ? act : x;
+    Pipeline& p = matmul_pipeline(w.type);
+    for (const auto& part : w.parts) {
+        uint32_t gy = 1;
+        const uint32_t gx = rec.split_groups((part.rows + kMatmulRows - 1) / kMatmulRows, &gy);
+        const MatmulPush push{w.cols, part.rows, n_tokens, checked_u32(w.row_bytes, "a row's size"), part.row0, out_stride,
+                              quantized ? 0u : x_offset, y_offset, gx};
+        rec.dispatch(p, {whole(part.buffer), whole(input), whole(y)}, &push, sizeof(push), gx, gy);
+    }
+}
+
+void Kernels::get_rows(Recorder& rec, const DeviceMatrix& w, const Buffer& ids, uint32_t n_tokens, const Buffer& out, float scale)
+{
+    Pipeline& p = get_rows_pipeline(w.type);
+    for (const auto& part : w.parts) {
+        const GetRowsPush push{w.cols, checked_u32(w.row_bytes, "a row's size"), part.row0, part.rows, n_tokens, scale};
+        rec.dispatch(p, {whole(part.buffer), whole(ids), whole(out)}, &push, sizeof(push), n_tokens);
+    }
+}
+
+void Kernels::rmsnorm(Recorder& rec, const Buffer& x, uint32_t x_offset, const Buffer& weight, const Buffer& y, uint32_t y_offset,
+                      uint32_t width, uint32_t n_rows, float eps)
+{
+    uint32_t gy = 1;
+    const uint32_t gx = rec.split_groups(n_rows, &gy);
+    const RmsnormPush push{width, n_rows, x_offset, y_offset, eps, gx};
+    rec.dispatch(simple("rmsnorm", 3, sizeof(push)), {whole(x), whole(weight), whole(y)}, &push, sizeof(push), gx, gy);
+}
+
+void Kernels::rope(Recorder& rec, const Buffer& x, uint32_t x_offset, const Buffer& cs, uint32_t cs_offset, uint32_t n_tokens,
+                   uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool neox, float scale)
+{
+    const uint64_t items = uint64_t(n_tokens) * n_heads * (head_dim / 2);
+    uint32_t gy = 1;
+    const uint32_t gx = rec.split_groups((items + kThreads - 1) / kThreads, &gy);
+    const RopePush push{n_tokens, n_heads, head_dim, n_rot, neox ? 1u : 0u, x_offset, scale, cs_offset, gx};
+    rec.dispatch(simple("rope", 2, sizeof(push)), {whole(x), whole(cs)}, &push, sizeof(push), gx, gy);
+}
+
+void Kernels::kv_store(Recorder& rec, const Buffer& k, const Buffer& v, const Buffer& k_cache, const Buffer& v_cache, uint32_t n_tokens,
+                       uint32_t n_kv_heads, uint32_t head_dim, uint32_t pos0, uint32_t n_ctx)
+{
+    const uint64_t items = uint64_t(n_tokens) * n_kv_heads * (head_dim / 2);
+    uint32_t gy = 1;
+    const uint32_t gx = rec.split_groups((items + kThreads - 1) / kThreads, &gy);
+    const KvStorePush push{n_tokens, n_kv_heads, head_dim, pos0, n_ctx, gx};
+    rec.dispatch(simple("kv_store", 4, sizeof(push)), {whole(k), whole(v), whole(k_cache), whole(v_cache)}, &push, sizeof(push), gx, gy);
+}
+
+void Kernels::attention(Recorder& rec, const AttentionShape& s, const Buffer& q, const Buffer& k_cache, const Buffer& v_cache,
+                        const Buffer& out, const Buffer* weights)
+{
+    if (s.head_dim > kAttentionMaxHeadDim || s.head_dim % 2 != 0)
+        throw UnsupportedError(fmt::format("the Vulkan attention shader handles even head dimensions up to {} (the model has {})",
+                                           kAttentionMaxHeadDim, s.head_dim));
+    if (s.n_tokens > m_ctx.limits().max_group_count[0] || s.n_heads > m_ctx.limits().max_group_count[1])
+        throw Error("internal error: an attention dispatch exceeds the device's workgroup counts");
+    if (!m_dummy)
+        m_dummy = Buffer(&m_ctx, 16, Memory::Device);
+    const AttentionPush push{s.n_tokens, s.n_heads, s.n_kv_heads, s.head_dim, s.pos0, s.n_ctx, s.window, s.scale,
+                             weights ? 1u : 0u, s.pos0 + s.n_tokens};
+    rec.dispatch(simple("attention", 5, sizeof(push)),
+                 {whole(q), whole(k_cache), whole(v_cache), whole(out), whole(weights ? *weights : m_dummy)}, &push, sizeof(push),
+                 s.n_tokens, s.n_heads);
+}
+
+void Kernels::glu(Recorder& rec, const Buffer& gate, const Buffer& up, uint32_t n, bool gelu)
+{
+    uint32_t gy = 1;
+    const uint32_t gx = rec.split_groups((n + kThreads - 1) / kThreads, &gy);
+    const GluPush push{n, gelu ? 1u : 0u, gx};
+    rec.dispatch(simple("glu", 2, sizeof(push)), {whole(gate), whole(up)}, &push, sizeof(push), gx, gy);
+}
+
+void Kernels::add(Recorder& rec, const Buffer& a, uint32_t a_offset, const Buffer& b, uint32_t n, uint32_t period)
+{
+    uint32_t gy = 1;
+    const uint32_t gx = rec.split_groups((n + kThreads - 1) / kThreads, &gy);
+    const AddPush push{n, period, a_offset, gx};
+    rec.dispatch(simple("add", 2, sizeof(push)), {whole(a), whole(b)}, &push, sizeof(push), gx, gy);
+}
+
+} // namespace engine::vk
+
+#endif // TOKENSCOPE_HAVE_VULKAN

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+// The operations of the forward pass on a Vulkan device, one shader each (shaders/<op>.comp ↔
+// Kernels::<op>): each records one or more dispatches into a Recorder. Weight matrices live on the
+// device in their GGUF encoding, split into row ranges that each fit one storage-buffer binding.
+#ifdef TOKENSCOPE_HAVE_VULKAN
+
+#include "backend/vulkan/vk_context.h"
+#include "quant/ggml_type.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace engine::vk {
+
+// A weight matrix on the device: rows [row0, row0 + rows) of each part in a buffer of its own.
+struct DeviceMatrix {
+    GgmlType type = GgmlType::F32;
+    uint32_t cols = 0;
+    uint32_t rows = 0;
+    uint64_t row_bytes = 0;
+    struct Part {
+        uint32_t row0 = 0;
+        uint32_t rows = 0;
+        Buffer buffer;
+    };
+    std::vector<Part> parts;
+    uint64_t bytes() const { return uint64_t(rows) * row_bytes; }
+};
+
+// Host → device copies through one reusable staging buffer.
+class Uploader {
+public:
+    Uploader(Context& ctx, uint64_t staging_bytes = 64ull << 20);
+    void upload(const Buffer& dst, uint64_t dst_offset, const void* data, uint64_t bytes);
+
+private:
+    Context& m_ctx;
+    Recorder m_rec;
+    Buffer m_staging;
+};
+
+// Splits `rows` rows of `row_bytes` each into parts of at most `max_binding` bytes and uploads them.
+DeviceMatrix upload_matrix(Context& ctx, Uploader& up, GgmlType type, const void* data, uint32_t cols, uint32_t rows, uint64_t row_bytes);
+// A device buffer holding `data` (e.g. f32 norm weights).
+Buffer upload_buffer(Context& ctx, Uploader& up, const void* data, uint64_t bytes);
+// Device → host: `bytes` from `src` at `offset`.
+void download(Context& ctx, const Buffer& src, uint64_t offset, void* out, uint64_t bytes);
+
+// The (cos, sin) pairs rope.comp reads for positions pos … pos + n_tokens − 1: out[t][i] for the
+// pair i < n_rot/2, computed exactly as the CPU backend's kernel_rope computes its angles.
+void rope_cos_sin(float* out, uint32_t pos, uint32_t n_tokens, uint32_t n_rot, float base, float freq_scale, const float* factors);
+
+// True when the shaders decode this weight type.
+bool shader_reads(GgmlType type);
+
+class Kernels {
+public:
+    explicit Kernels(Context& ctx) : m_ctx(ctx) {}
+    Context& context() { return m_ctx; }
+
+    // Builds the pipelines the forward pass of a model with these weight types uses (once per model).
+    void prepare(const std::vector<GgmlType>& matmul_types, GgmlType embedding_type);
+
+    // y[y_offset + t·out_stride + r] = w.row(r) · x̃[t] for t < n_tokens, every row, where x̃ is
+    // x[x_offset + t·cols …] as the CPU backend's dot product for w's type sees it (quantized to
+    // Q8_0/Q8_K or rounded to F16, see quantize_act.comp) — written to `act` ([n_tokens][cols]
+    // floats) first unless the type takes f32 activations.
+    void matmul(Recorder& rec, const DeviceMatrix& w, const Buffer& x, uint32_t x_offset, uint32_t n_tokens, const Buffer& y,
+                uint32_t y_offset, uint32_t out_stride, const Buffer& act);
+    // act[t] = x̃[t] in the CPU's activation format for weight type `type`; false (nothing recorded)
+    // when that format is f32.
+    bool quantize_act(Recorder& rec, GgmlType type, const Buffer& x, uint32_t x_offset, uint32_t n_tokens, uint32_t cols,
+                      const Buffer& act);
+    // out[t] = decode(w.row(ids[t])) · scale, [n_tokens][cols].
+    void get_rows(Recorder& rec, const DeviceMatrix& w, const Buffer& ids, uint32_t n_tokens, const Buffer& out, float scale);
+    // y rows = rmsnorm(x rows) ⊙ weight; y may be x.
+    void rmsnorm(Recorder& rec, const Buffer& x, uint32_t x_offset, const Buffer& weight, const Buffer& y, uint32_t y_offset,
+                 uint32_t width, uint32_t n_rows, float eps);
+    // In place over x [n_tokens][n_heads][head_dim]; cs holds (cos, sin) [n_tokens][n_rot/2] from cs_offset (vec2 units).
+    void rope(Recorder& rec, const Buffer& x, uint32_t x_offset, const Buffer& cs, uint32_t cs_offset, uint32_t n_tokens,
+              uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool neox, float scale);
+    // Writes k, v [n_tokens][n_kv_heads][head_dim] as F16 into the caches [n_kv_heads][n_ctx][head_dim] at pos0.
+    void kv_store(Recorder& rec, const Buffer& k, const Buffer& v, const Buffer& k_cache, const Buffer& v_cache, uint32_t n_tokens,
+                  uint32_t n_kv_heads, uint32_t head_dim, uint32_t pos0, uint32_t n_ctx);
+    struct AttentionShape {
+        uint32_t n_tokens = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, pos0 = 0, n_ctx = 0, window = 0;
+        float scale = 1.0f;
+    };
+    // out [n_tokens][n_heads][head_dim]; weights (when not null) [n_tokens][n_heads][pos0 + n_tokens].
+    void attention(Recorder& rec, const AttentionShape& s, const Buffer& q, const Buffer& k_cache, const Buffer& v_cache,
+                   const Buffer& out, const Buffer* weights);
+    // gate[i] = act(gate[i]) · up[i] for i < n.
+    void glu(Recorder& rec, const Buffer& gate, const Buffer& up, uint32_t n, bool gelu);
+    // a[a_offset + i] += b[i % period] for i < n.
+    void add(Recorder& rec, const Buffer& a, uint32_t a_offset, const Buffer& b, uint32_t n, uint32_t period);
+
+    static constexpr uint32_t kAttentionMaxHeadDim = 512;
+
+private:
+    Pipeline& matmul_pipeline(GgmlType type);
+    Pipeline& get_rows_pipeline(GgmlType type);
+    Pipeline& simple(const char* name, uint32_t n_bindings, uint32_t push_bytes);
+    Context& m_ctx;
+    Buffer m_dummy;
+};
+
+} // namespace engine::vk
+
+#endif // TOKENSCOPE_HAVE_VULKAN

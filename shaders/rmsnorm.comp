@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// kernel_rmsnorm: y[r] = x[r] / sqrt(mean(x[r]²) + eps) ⊙ w for every row r (a token's residual, or
+// one head of Q or K for the q/k norms). One workgroup per row; y may alias x.
+#version 450
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint THREADS = 64;
+
+layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 1) readonly buffer Wt { float w[]; };   // [width]
+layout(std430, binding = 2) buffer Y { float y[]; };
+
+layout(push_constant) uniform Params {
+    uint width;
+    uint n_rows;
+    uint x_offset; // floats; row r starts at x_offset + r · width
+    uint y_offset;
+    float eps;
+    uint groups_x;
+} p;
+
+shared float partial[THREADS];
+
+void main()
+{
+    const uint r = gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x;
+    if (r >= p.n_rows)
+        return; // uniform across the workgroup
+    const uint lane = gl_LocalInvocationID.x;
+    const uint xb = p.x_offset + r * p.width, yb = p.y_offset + r * p.width;
+    float s = 0.0;
+    for (uint i = lane; i < p.width; i += THREADS)
+        s += x[xb + i] * x[xb + i];
+    partial[lane] = s;
+    barrier();
+    for (uint k = THREADS / 2u; k > 0u; k >>= 1) {
+        if (lane < k)
+            partial[lane] += partial[lane + k];
+        barrier();
+    }
+    const float mean = partial[0] / float(p.width);
+    const float scale = 1.0 / sqrt(mean + p.eps);
+    for (uint i = lane; i < p.width; i += THREADS)
+        y[yb + i] = (x[xb + i] * scale) * w[i];
+}
