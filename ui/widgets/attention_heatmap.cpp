@@ -209,10 +209,11 @@ void AttentionHeatmap::paintEvent(QPaintEvent*)
         const QBrush brush(hatch, Qt::BDiagPattern);
         const double step = std::max(1.0, m_cell);
         for (double y = target.top(); y < target.bottom(); y += step) {
-            const int row = int(std::floor(m_origin.y() + (y - plot.top()) / m_cell));
+            const double h = std::min(step, target.bottom() - y);
+            // The row under the band's middle: its top edge can round either way.
+            const int row = int(std::floor(m_origin.y() + (y + h / 2 - plot.top()) / m_cell));
             if (row < 0 || row >= n)
                 continue;
-            const double h = std::min(step, target.bottom() - y);
             const double xf = plot.left() + (row + 1 - m_origin.x()) * m_cell; // first future column
             if (xf < target.right())
                 p.fillRect(QRectF(std::max(xf, target.left()), y, target.right() - std::max(xf, target.left()), h), brush);

@@ -288,14 +288,28 @@ void QkView::paintEvent(QPaintEvent*)
         pmax = std::max(pmax, std::abs(q[d] * k[d]));
     }
     double y = doc.size().height() + 10;
-    const double x0 = 40, w = std::max(1.0, double(width() - x0 - 8) / D), h = 14;
+    const double x0 = 52, cell = std::max(1.0, double(width() - x0 - 8) / D), h = 14;
     const std::pair<QString, std::function<float(int)>> rows[] = {
         {"q", [&](int d) { return q[d] / qmax; }}, {"k", [&](int d) { return k[d] / kmax; }}, {"q⊙k", [&](int d) { return q[d] * k[d] / pmax; }}};
     for (const auto& [name, value] : rows) {
         p.setPen(pal.color(QPalette::Text));
         p.drawText(QRectF(0, y, x0 - 4, h), Qt::AlignRight | Qt::AlignVCenter, name);
         for (int d = 0; d < D; ++d)
-            p.fillRect(QRectF(x0 + d * w, y, std::ceil(w), h), QColor(diverging_colour(value(d))));
+            p.fillRect(QRectF(x0 + d * cell, y, std::ceil(cell), h), QColor(diverging_colour(value(d))));
+        y += h + 4;
+    }
+    // The values the row mixes: the three keys it weighs most, each value vector scaled by its weight.
+    float vmax = 1e-6f;
+    for (const auto& [j, w] : m_b.top_values)
+        for (int d = 0; d < D; ++d)
+            vmax = std::max(vmax, std::abs(float(w) * m_head->v[std::size_t(j) * std::size_t(D) + std::size_t(d)]));
+    for (std::size_t i = 0; i < m_b.top_values.size() && i < 3; ++i) {
+        const auto [j, w] = m_b.top_values[i];
+        p.setPen(pal.color(QPalette::Text));
+        p.drawText(QRectF(0, y, x0 - 4, h), Qt::AlignRight | Qt::AlignVCenter, QString("%1·v%2").arg(w, 0, 'f', 2).arg(j));
+        for (int d = 0; d < D; ++d)
+            p.fillRect(QRectF(x0 + d * cell, y, std::ceil(cell), h),
+                       QColor(diverging_colour(float(w) * m_head->v[std::size_t(j) * std::size_t(D) + std::size_t(d)] / vmax)));
         y += h + 4;
     }
     QStringList dims;
