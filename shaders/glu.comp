@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // kernel_glu: gate[i] = act(gate[i]) · up[i], act = SiLU (SwiGLU) or the tanh GELU (GeGLU). GELU is
-// evaluated as the CPU backend's table does: on the F16-rounded input, result rounded to F16, with
-// the table's clamps at ±10.
+// looked up in the CPU backend's own F16 table (indexed by the F16 bits of the input, clamps at
+// ±10), so both backends give the same values bit for bit.
 #version 450
 
 layout(local_size_x_id = 0) in;
@@ -9,14 +9,13 @@ layout(constant_id = 0) const uint THREADS = 64;
 
 layout(std430, binding = 0) buffer G { float g[]; };
 layout(std430, binding = 1) readonly buffer U { float u[]; };
+layout(std430, binding = 2) readonly buffer T { uint table[]; }; // 65,536 halves, two per word
 
 layout(push_constant) uniform Params {
     uint n;
     uint gelu;
     uint groups_x;
 } p;
-
-float round_f16(float v) { return unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x; }
 
 void main()
 {
@@ -31,9 +30,9 @@ void main()
         } else if (x >= 10.0) {
             a = x;
         } else {
-            const float h = round_f16(x);
-            const float inner = fma(0.044715 * h, h, 1.0);
-            a = round_f16(0.5 * h * (1.0 + tanh(0.79788456080286535587989211986876 * h * inner)));
+            const uint bits = packHalf2x16(vec2(x, 0.0)) & 0xFFFFu;
+            const uint word = table[bits >> 1];
+            a = unpackHalf2x16((bits & 1u) != 0u ? (word >> 16) : (word & 0xFFFFu)).x;
         }
     } else {
         a = x / (1.0 + exp(-x));

@@ -43,10 +43,8 @@ void kernel_rope(float* x, int32_t n_rot, int32_t pos, float base, float freq_sc
     }
 }
 
-namespace {
-
 // gelu(x) for every F16 x, rounded to F16: the table ggml's CPU backend uses (GGML_GELU_FP16).
-const std::array<uint16_t, 65536>& gelu_table()
+const std::array<uint16_t, 65536>& gelu_f16_table()
 {
     static const auto table = [] {
         std::array<uint16_t, 65536> t{};
@@ -62,11 +60,9 @@ const std::array<uint16_t, 65536>& gelu_table()
     return table;
 }
 
-} // namespace
-
 void kernel_geglu(const float* gate, const float* up, float* y, int64_t n)
 {
-    const auto& table = gelu_table();
+    const auto& table = gelu_f16_table();
     for (int64_t i = 0; i < n; ++i) {
         const float x = gate[i];
         if (x <= -10.0f)

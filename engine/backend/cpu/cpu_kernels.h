@@ -5,6 +5,7 @@
 #include "quant/activation_quant.h"
 #include "util/thread_pool.h"
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -19,6 +20,8 @@ void kernel_rope(float* x, int32_t n_rot, int32_t pos, float base, float freq_sc
                  const float* freq_factors);
 
 // GeGLU with ggml's F16 GELU table: y = gelu(gate) · up; SwiGLU: y = silu(gate) · up.
+// gelu(x) for every F16 x as F16 bits, the table kernel_geglu reads (the Vulkan GeGLU reads it too).
+const std::array<uint16_t, 65536>& gelu_f16_table();
 void kernel_geglu(const float* gate, const float* up, float* y, int64_t n);
 void kernel_swiglu(const float* gate, const float* up, float* y, int64_t n);
 

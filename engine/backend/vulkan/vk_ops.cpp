@@ -3,6 +3,8 @@
 
 #include "backend/vulkan/vk_ops.h"
 
+#include "backend/cpu/cpu_kernels.h"
+
 #include "quant/activation_quant.h"
 #include "util/error.h"
 
@@ -194,7 +196,7 @@ void Kernels::prepare(const std::vector<GgmlType>& matmul_types, GgmlType embedd
     simple("rope", 2, sizeof(RopePush));
     simple("kv_store", 4, sizeof(KvStorePush));
     simple("attention", 5, sizeof(AttentionPush));
-    simple("glu", 2, sizeof(GluPush));
+    simple("glu", 3, sizeof(GluPush));
     simple("add", 2, sizeof(AddPush));
     m_ctx.pipeline("quantize_act", 2, sizeof(QuantizeActPush), {});
 }
@@ -298,7 +300,18 @@ void Kernels::glu(Recorder& rec, const Buffer& gate, const Buffer& up, uint32_t 
     uint32_t gy = 1;
     const uint32_t gx = rec.split_groups((n + kThreads - 1) / kThreads, &gy);
     const GluPush push{n, gelu ? 1u : 0u, gx};
-    rec.dispatch(simple("glu", 2, sizeof(push)), {whole(gate), whole(up)}, &push, sizeof(push), gx, gy);
+    if (gelu && !m_gelu_table)
+        throw Error("internal error: GeGLU before the GELU table was loaded");
+    if (!m_dummy)
+        m_dummy = Buffer(&m_ctx, 16, Memory::Device);
+    rec.dispatch(simple("glu", 3, sizeof(push)), {whole(gate), whole(up), whole(gelu ? m_gelu_table : m_dummy)}, &push,
+                 sizeof(push), gx, gy);
+}
+
+void Kernels::load_gelu_table(Uploader& up)
+{
+    const auto& table = cpu::gelu_f16_table();
+    m_gelu_table = upload_buffer(m_ctx, up, table.data(), table.size() * sizeof(uint16_t));
 }
 
 void Kernels::add(Recorder& rec, const Buffer& a, uint32_t a_offset, const Buffer& b, uint32_t n, uint32_t period)

@@ -94,6 +94,8 @@ public:
                    const Buffer& out, const Buffer* weights);
     // gate[i] = act(gate[i]) · up[i] for i < n.
     void glu(Recorder& rec, const Buffer& gate, const Buffer& up, uint32_t n, bool gelu);
+    // The CPU backend's F16 GELU table, which GeGLU looks its values up in (bit-equal results).
+    void load_gelu_table(Uploader& up);
     // a[a_offset + i] += b[i % period] for i < n.
     void add(Recorder& rec, const Buffer& a, uint32_t a_offset, const Buffer& b, uint32_t n, uint32_t period);
 
@@ -105,6 +107,7 @@ private:
     Pipeline& simple(const char* name, uint32_t n_bindings, uint32_t push_bytes);
     Context& m_ctx;
     Buffer m_dummy;
+    Buffer m_gelu_table;
 };
 
 } // namespace engine::vk

@@ -213,6 +213,7 @@ void VulkanBackend::upload_weights()
             m_rope_tables.push_back(rope);
     }
     m_k->prepare(std::vector<GgmlType>(types.begin(), types.end()), m_embd.type);
+    m_k->load_gelu_table(up);
 }
 
 void VulkanBackend::allocate_scratch()
