@@ -7,6 +7,7 @@
 #include "model/model.h"
 #include "quant/vec_dot.h"
 #include "backend/backend_factory.h"
+#include "bridge/sampler_settings.h"
 #include "bridge/token_text.h"
 #include "model/forward_cost.h"
 #include "model/memory_plan.h"
@@ -216,14 +217,7 @@ void EngineWorker::generateReply(const ChatRequest& request)
         }
         const std::string prompt = engine::render_chat(format, fit.kept, true);
 
-        engine::SamplerConfig sc;
-        sc.temperature = request.sampling.temperature;
-        sc.top_k = request.sampling.top_k;
-        sc.top_p = request.sampling.top_p;
-        sc.min_p = request.sampling.min_p;
-        sc.repeat_penalty = request.sampling.repeat_penalty;
-        sc.seed = request.sampling.seed;
-        engine::Sampler sampler(sc);
+        engine::Sampler sampler(sampler_config(request.sampling));
         engine::GenerationOptions options;
         options.max_tokens = static_cast<uint32_t>(request.sampling.max_tokens);
         options.stop_strings = engine::stop_strings(format);

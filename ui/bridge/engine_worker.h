@@ -74,7 +74,8 @@ private:
     bool stepperIsCurrent(quint64 request_id);
     void emitKv(const QString& source, int prompt_tokens, int reused_tokens);
     void emitStepperTimeline();
-    std::vector<StepperToken> sequenceTokens(int prompt_length) const;
+    std::vector<StepperToken> sequenceTokens(int prompt_length) const; // the session's sequence
+    std::vector<StepperToken> tokensOf(const std::vector<int32_t>& ids, int prompt_length) const;
     // What the next passes capture for the attention explorer (recorded as the model runs).
     const engine::CaptureRequest& recordingRequest(uint32_t next_length);
     void record();

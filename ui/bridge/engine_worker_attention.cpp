@@ -103,6 +103,17 @@ void EngineWorker::captureAttention(quint64 request_id, const QString& text, boo
             ids = tokenizer.encode_ids(text.toStdString());
             prompt_length = int(ids.size());
         }
+        // The model's shape (heads per layer, windows) and the tokens, for either source.
+        const auto describe = [&](const engine::Backend& backend) {
+            s->n_layers = int(config.n_layer);
+            for (uint32_t il = 0; il < config.n_layer; ++il) {
+                s->heads_per_layer.push_back(int(config.n_head[il]));
+                s->kv_heads_per_layer.push_back(int(config.n_head_kv[il]));
+            }
+            for (uint32_t w : backend.kv_cache().config().window)
+                s->window.push_back(int(w));
+            s->tokens = tokensOf(ids, prompt_length);
+        };
         if (current_sequence) {
             // The weights of the passes that really ran (the prefill's batches, each decode step),
             // when they were recorded for these layers; otherwise one pass over the same tokens.
@@ -111,21 +122,7 @@ void EngineWorker::captureAttention(quint64 request_id, const QString& text, boo
                 focus.push_back(uint32_t(l));
             m_recorder.set_focus(focus);
             if (snapshotFromRecording(*s, layers, prompt_length)) {
-                s->n_layers = int(config.n_layer);
-                for (uint32_t il = 0; il < config.n_layer; ++il) {
-                    s->heads_per_layer.push_back(int(config.n_head[il]));
-                    s->kv_heads_per_layer.push_back(int(config.n_head_kv[il]));
-                }
-                for (uint32_t w : m_session->backend().kv_cache().config().window)
-                    s->window.push_back(int(w));
-                for (std::size_t i = 0; i < ids.size(); ++i) {
-                    StepperToken t;
-                    t.id = ids[i];
-                    t.text = token_display_text(tokenizer, ids[i]);
-                    t.type = QString::fromUtf8(engine::token_type_name(tokenizer.vocab().type_of(ids[i])).data());
-                    t.prompt = int(i) < prompt_length;
-                    s->tokens.push_back(std::move(t));
-                }
+                describe(m_session->backend());
                 emit attentionReady(std::move(s));
                 return;
             }
@@ -153,21 +150,7 @@ void EngineWorker::captureAttention(quint64 request_id, const QString& text, boo
         m_attention_session->prefill(ids, &capture);
         s->ms = double(timer.nsecsElapsed()) / 1e6;
         const auto& captures = m_attention_session->last_captures();
-        s->n_layers = int(config.n_layer);
-        for (uint32_t il = 0; il < config.n_layer; ++il) {
-            s->heads_per_layer.push_back(int(config.n_head[il]));
-            s->kv_heads_per_layer.push_back(int(config.n_head_kv[il]));
-        }
-        for (uint32_t w : m_attention_session->backend().kv_cache().config().window)
-            s->window.push_back(int(w));
-        for (std::size_t i = 0; i < ids.size(); ++i) {
-            StepperToken t;
-            t.id = ids[i];
-            t.text = token_display_text(tokenizer, ids[i]);
-            t.type = QString::fromUtf8(engine::token_type_name(tokenizer.vocab().type_of(ids[i])).data());
-            t.prompt = int(i) < prompt_length;
-            s->tokens.push_back(std::move(t));
-        }
+        describe(m_attention_session->backend());
         if (captures)
             for (engine::AttentionCapture& c : captures->attention) {
                 AttentionHead h;

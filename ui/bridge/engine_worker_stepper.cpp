@@ -3,6 +3,7 @@
 // each answered with one immutable StepperState.
 #include "bridge/engine_worker.h"
 
+#include "bridge/sampler_settings.h"
 #include "bridge/token_text.h"
 #include "model/model.h"
 #include "session/generator.h"
@@ -16,18 +17,7 @@ namespace tokenscope::ui {
 
 namespace {
 
-engine::SamplerConfig sampler_config(const StepperSettings& s)
-{
-    engine::SamplerConfig c;
-    c.temperature = s.sampling.temperature;
-    c.top_k = s.sampling.top_k;
-    c.top_p = s.sampling.top_p;
-    c.min_p = s.sampling.min_p;
-    c.repeat_penalty = s.sampling.repeat_penalty;
-    c.seed = s.sampling.seed;
-    c.greedy = s.greedy;
-    return c;
-}
+engine::SamplerConfig sampler_config(const StepperSettings& s) { return ui::sampler_config(s.sampling, s.greedy); }
 
 engine::StopCondition stop_condition(const engine::Model& model, const StepperSettings& s)
 {
@@ -141,21 +131,13 @@ void EngineWorker::stepperBack(quint64 request_id, const StepperSettings& settin
 void EngineWorker::emitStepperState(quint64 request_id, const QString& action, const StepperSettings& settings)
 {
     const engine::Tokenizer& tokenizer = m_model->tokenizer();
-    const engine::Vocab& vocab = tokenizer.vocab();
     auto state = std::make_shared<StepperState>();
     state->request_id = request_id;
     state->action = action;
     const auto& tokens = m_session->tokens();
     state->prompt_length = int(m_stepper->prompt_length());
     state->steps = int(m_stepper->steps().size());
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
-        StepperToken t;
-        t.id = tokens[i];
-        t.text = token_display_text(tokenizer, tokens[i]);
-        t.type = QString::fromUtf8(engine::token_type_name(vocab.type_of(tokens[i])).data());
-        t.prompt = int(i) < state->prompt_length;
-        state->tokens.push_back(std::move(t));
-    }
+    state->tokens = tokensOf(tokens, state->prompt_length);
     for (const engine::StepRecord& r : m_stepper->steps())
         if (r.position < state->tokens.size()) {
             state->tokens[r.position].forced = r.forced;

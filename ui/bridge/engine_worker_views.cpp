@@ -20,11 +20,13 @@ namespace tokenscope::ui {
 
 std::vector<StepperToken> EngineWorker::sequenceTokens(int prompt_length) const
 {
+    return m_session ? tokensOf(m_session->tokens(), prompt_length) : std::vector<StepperToken>{};
+}
+
+std::vector<StepperToken> EngineWorker::tokensOf(const std::vector<int32_t>& tokens, int prompt_length) const
+{
     std::vector<StepperToken> out;
-    if (!m_session)
-        return out;
     const engine::Tokenizer& tokenizer = m_model->tokenizer();
-    const auto& tokens = m_session->tokens();
     out.reserve(tokens.size());
     for (std::size_t i = 0; i < tokens.size(); ++i) {
         StepperToken t;

@@ -2,6 +2,7 @@
 #include "panels/stepper_panel.h"
 
 #include "bridge/engine_controller.h"
+#include "bridge/sampler_settings.h"
 #include "bridge/token_selection.h"
 #include "bridge/token_text.h"
 #include "session/stepper.h"
@@ -41,14 +42,7 @@ constexpr int kRowsShown = 12;
 
 engine::SamplerConfig to_config(const StepperSettings& s)
 {
-    engine::SamplerConfig c;
-    c.temperature = s.sampling.temperature;
-    c.top_k = s.sampling.top_k;
-    c.top_p = s.sampling.top_p;
-    c.min_p = s.sampling.min_p;
-    c.repeat_penalty = s.sampling.repeat_penalty;
-    c.seed = s.sampling.seed;
-    c.greedy = s.greedy;
+    engine::SamplerConfig c = sampler_config(s.sampling, s.greedy);
     c.stage_view_size = 64;
     return c;
 }
