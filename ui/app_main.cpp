@@ -371,7 +371,9 @@ int run_app(int argc, char** argv)
                         window.kvPanel()->selectPreset("Llama 3 8B");
                         // The example: 8,192 tokens in FP16, 64 sequences, an 80 GiB GPU with 16 GiB of weights.
                         window.kvPanel()->setCalculator(8192, 64, 1, false, true, 0.0, 80.0, 16.0);
-                        grab_dock();
+                        // …and the memory planner on the loaded file.
+                        QObject::connect(window.kvPanel(), &KvPanel::planned, &window, grab_dock);
+                        window.kvPanel()->planFile(path);
                     } else {
                         grab_dock();
                     }

@@ -6,6 +6,7 @@
 // and inter-token latencies add up; selection is linked across the timeline, the KV contents view
 // and the stepper.
 #include "backend/backend.h"
+#include "backend/vulkan/vulkan_backend.h"
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
 #include "chat/chat_template.h"
@@ -179,6 +180,8 @@ void TestKvContextTimeline::calculatorReproducesTheFigures()
     m_kv->planFile(QString::fromStdString(m_path));
     QVERIFY(planned.wait(10000));
     QVERIFY2(m_kv->planText().contains("needs"), qPrintable(m_kv->planText()));
+    for (const auto& d : engine::list_vulkan_devices()) // each device's free memory is weighed too
+        QVERIFY2(m_kv->planText().contains(QString("Vulkan device %1 (").arg(d.index)), qPrintable(m_kv->planText()));
     m_kv->planFile("/nonexistent/model.gguf");
     QVERIFY(planned.wait(10000));
     QVERIFY2(m_kv->planText().contains("/nonexistent/model.gguf"), qPrintable(m_kv->planText()));

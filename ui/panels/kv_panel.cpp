@@ -3,6 +3,7 @@
 
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
+#include "backend/vulkan/vulkan_backend.h"
 #include "kv/kv_calculator.h"
 #include "model/memory_plan.h"
 #include "widgets/kv_heat_strip.h"
@@ -537,6 +538,20 @@ void KvPanel::planFile(const QString& path)
                             QString::fromStdString(plan.message).toHtmlEscaped());
             if (!plan.fits)
                 text = "<span style='color:#d0453a'>" + text + "</span>";
+            // The same weights and cache on each Vulkan device, against the memory it has free.
+            for (const engine::VulkanDeviceInfo& d : engine::list_vulkan_devices()) {
+                const uint64_t need = plan.weight_bytes + plan.kv_bytes;
+                const bool fits = d.usable && need <= d.budget_bytes;
+                text += QString("<br>%1Vulkan device %2 (%3): weights + KV cache %4 against %5 free — %6%7")
+                            .arg(fits ? "" : "<span style='color:#d0453a'>")
+                            .arg(d.index)
+                            .arg(QString::fromStdString(d.name).toHtmlEscaped())
+                            .arg(binary(double(need)), binary(double(d.budget_bytes)))
+                            .arg(!d.usable ? QObject::tr("not usable: %1").arg(QString::fromStdString(d.why_not).toHtmlEscaped())
+                                 : fits    ? QObject::tr("fits")
+                                           : QObject::tr("does not fit"))
+                            .arg(fits ? "" : "</span>");
+            }
         } catch (const std::exception& e) {
             text = "<span style='color:#d0453a'>" + QString::fromUtf8(e.what()).toHtmlEscaped() + "</span>";
         }
