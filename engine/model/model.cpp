@@ -1,11 +1,21 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "model/model.h"
 
+#include "quant/dequant.h"
 #include "util/error.h"
 
 #include <spdlog/fmt/fmt.h>
 
 namespace engine {
+
+std::vector<float> tensor_to_f32(const TensorView& t)
+{
+    if (!t)
+        return {};
+    std::vector<float> out(static_cast<std::size_t>(t.cols()));
+    dequantize_row(t.type(), t.data, out.data(), t.cols(), t.info->name);
+    return out;
+}
 
 std::string_view architecture_name(Architecture arch)
 {

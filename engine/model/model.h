@@ -30,6 +30,10 @@ struct TensorView {
     explicit operator bool() const { return info != nullptr; }
 };
 
+// A 1-D tensor (norm weight, bias, RoPE factors) as f32, empty for a missing tensor: what every
+// backend decodes once at load.
+std::vector<float> tensor_to_f32(const TensorView& t);
+
 struct LayerWeights {
     TensorView attn_norm, attn_q, attn_k, attn_v, attn_output;
     TensorView attn_q_bias, attn_k_bias, attn_v_bias, attn_output_bias; // qwen2 (optional elsewhere)

@@ -20,24 +20,7 @@
 
 namespace engine {
 
-bool CaptureRequest::wants(uint32_t layer, uint32_t head) const
-{
-    if (all_heads)
-        return true;
-    return std::find(heads.begin(), heads.end(), std::make_pair(layer, head)) != heads.end();
-}
-
 namespace {
-
-// A 1-D tensor (norm weight, bias) as f32, decoded once at load.
-std::vector<float> to_f32(const TensorView& t)
-{
-    if (!t)
-        return {};
-    std::vector<float> out(static_cast<std::size_t>(t.cols()));
-    dequantize_row(t.type(), t.data, out.data(), t.cols(), t.info->name);
-    return out;
-}
 
 struct LayerVectors {
     std::vector<float> attn_norm, ffn_norm, q_norm, k_norm, post_attn_norm, post_ffw_norm;
@@ -78,12 +61,13 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, const CpuBackendOptio
 {
     const ModelWeights& w = m_model->weights();
     for (const LayerWeights& L : w.layers) {
-        m_vectors.push_back({to_f32(L.attn_norm), to_f32(L.ffn_norm), to_f32(L.attn_q_norm), to_f32(L.attn_k_norm),
-                             to_f32(L.post_attention_norm), to_f32(L.post_ffw_norm), to_f32(L.attn_q_bias),
-                             to_f32(L.attn_k_bias), to_f32(L.attn_v_bias), to_f32(L.attn_output_bias)});
+        m_vectors.push_back({tensor_to_f32(L.attn_norm), tensor_to_f32(L.ffn_norm), tensor_to_f32(L.attn_q_norm),
+                             tensor_to_f32(L.attn_k_norm), tensor_to_f32(L.post_attention_norm), tensor_to_f32(L.post_ffw_norm),
+                             tensor_to_f32(L.attn_q_bias), tensor_to_f32(L.attn_k_bias), tensor_to_f32(L.attn_v_bias),
+                             tensor_to_f32(L.attn_output_bias)});
     }
-    m_output_norm = to_f32(w.output_norm);
-    m_rope_freqs = to_f32(w.rope_freqs);
+    m_output_norm = tensor_to_f32(w.output_norm);
+    m_rope_freqs = tensor_to_f32(w.rope_freqs);
 }
 
 BackendMemory CpuBackend::memory() const

@@ -15,7 +15,6 @@
 #include "backend/vulkan/vk_ops.h"
 #include "kv/kv_sizing.h"
 #include "model/model.h"
-#include "quant/dequant.h"
 #include "util/fp16.h"
 
 #include <algorithm>
@@ -34,15 +33,6 @@ namespace {
 using vk::Buffer;
 using vk::DeviceMatrix;
 using vk::Memory;
-
-std::vector<float> to_f32(const TensorView& t)
-{
-    if (!t)
-        return {};
-    std::vector<float> out(static_cast<std::size_t>(t.cols()));
-    dequantize_row(t.type(), t.data, out.data(), t.cols(), t.info->name);
-    return out;
-}
 
 struct DeviceLayer {
     DeviceMatrix q, k, v, o, gate, up, down;
@@ -159,7 +149,7 @@ void VulkanBackend::upload_weights()
     auto vec = [&](const TensorView& t) {
         if (!t)
             return Buffer();
-        const auto v = to_f32(t);
+        const auto v = tensor_to_f32(t);
         m_weight_bytes += v.size() * sizeof(float);
         return vk::upload_buffer(*m_ctx, up, v.data(), v.size() * sizeof(float));
     };
@@ -173,9 +163,9 @@ void VulkanBackend::upload_weights()
         m_output_own = matrix(w.output);
         m_output = &m_output_own;
     }
-    const auto norm = to_f32(w.output_norm);
+    const auto norm = tensor_to_f32(w.output_norm);
     m_output_norm = vk::upload_buffer(*m_ctx, up, norm.data(), norm.size() * sizeof(float));
-    m_rope_factors = to_f32(w.rope_freqs);
+    m_rope_factors = tensor_to_f32(w.rope_freqs);
     if (!m_rope_factors.empty() && m_rope_factors.size() < c.n_rot / 2)
         throw FormatError("rope_freqs has fewer factors than rotated pairs");
 
