@@ -29,6 +29,7 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QPalette>
+#include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSettings>
@@ -36,6 +37,7 @@
 #include <QStatusBar>
 #include <QStyle>
 #include <QStyleFactory>
+#include <QThreadPool>
 #include <QToolBar>
 
 namespace tokenscope::ui {
@@ -157,22 +159,18 @@ void MainWindow::buildModelBar()
     m_backend->addItem(tr("CPU"), QStringList{"cpu", "-1"});
     m_backend->addItem(tr("Auto"), QStringList{"auto", "-1"});
     m_backend->setItemData(1, tr("A Vulkan GPU when one is usable, else the CPU"), Qt::ToolTipRole);
-    for (const engine::VulkanDeviceInfo& d : engine::list_vulkan_devices()) {
-        m_backend->addItem(tr("Vulkan: %1 (%2)").arg(QString::fromStdString(d.name), QString::fromStdString(d.type)),
-                           QStringList{"vulkan", QString::number(d.index)});
-        const int i = m_backend->count() - 1;
-        m_backend->setItemData(i, d.usable ? tr("%1, driver %2, %3 MiB device memory").arg(QString::fromStdString(d.name), QString::fromStdString(d.driver)).arg(d.device_local_bytes >> 20)
-                                           : QString::fromStdString(d.why_not),
-                               Qt::ToolTipRole);
-        if (!d.usable)
-            if (auto* model = qobject_cast<QStandardItemModel*>(m_backend->model()))
-                model->item(i)->setEnabled(false);
-    }
-    {
-        const QStringList saved = QSettings().value("engine/backend", QStringList{"cpu", "-1"}).toStringList();
-        const int i = m_backend->findData(saved);
-        m_backend->setCurrentIndex(i >= 0 ? i : 0);
-    }
+    selectSavedBackend();
+    // Asking the Vulkan loader for its devices takes 30–130 ms: off the UI thread, not in start-up.
+    QPointer<MainWindow> self(this);
+    QThreadPool::globalInstance()->start([self] {
+        auto devices = std::make_shared<std::vector<engine::VulkanDeviceInfo>>(engine::list_vulkan_devices());
+        QMetaObject::invokeMethod(
+            qApp, [self, devices] {
+                if (self)
+                    self->addVulkanDevices(*devices);
+            },
+            Qt::QueuedConnection);
+    });
     connect(m_backend, &QComboBox::activated, this, [this] {
         QSettings().setValue("engine/backend", m_backend->currentData().toStringList());
         if (!m_model_path.isEmpty())
@@ -192,6 +190,31 @@ void MainWindow::buildModelBar()
     connect(m_cancel, &QPushButton::clicked, m_engine, &EngineController::stop);
     bar->addWidget(m_cancel);
 }
+
+void MainWindow::addVulkanDevices(const std::vector<engine::VulkanDeviceInfo>& devices)
+{
+    for (const engine::VulkanDeviceInfo& d : devices) {
+        m_backend->addItem(tr("Vulkan: %1 (%2)").arg(QString::fromStdString(d.name), QString::fromStdString(d.type)),
+                           QStringList{"vulkan", QString::number(d.index)});
+        const int i = m_backend->count() - 1;
+        m_backend->setItemData(i, d.usable ? tr("%1, driver %2, %3 MiB device memory").arg(QString::fromStdString(d.name), QString::fromStdString(d.driver)).arg(d.device_local_bytes >> 20)
+                                           : QString::fromStdString(d.why_not),
+                               Qt::ToolTipRole);
+        if (!d.usable)
+            if (auto* model = qobject_cast<QStandardItemModel*>(m_backend->model()))
+                model->item(i)->setEnabled(false);
+    }
+    selectSavedBackend();
+    m_devices_listed = true;
+}
+
+void MainWindow::selectSavedBackend()
+{
+    const int i = m_backend->findData(savedBackend());
+    m_backend->setCurrentIndex(i >= 0 ? i : 0);
+}
+
+QStringList MainWindow::savedBackend() { return QSettings().value("engine/backend", QStringList{"cpu", "-1"}).toStringList(); }
 
 void MainWindow::buildMenus()
 {
@@ -256,7 +279,7 @@ void MainWindow::openModel(const QString& path)
 {
     m_model_label->setText(tr("  Loading %1…").arg(QFileInfo(path).fileName()));
     m_model_path = path;
-    const QStringList backend = m_backend->currentData().toStringList();
+    const QStringList backend = savedBackend();
     m_engine->loadModel(path, 0, 4096, backend.value(0, "cpu"), backend.value(1, "-1").toInt());
 }
 

@@ -5,12 +5,17 @@
 
 #include <QMainWindow>
 #include <memory>
+#include <vector>
 
 class QLabel;
 class QProgressBar;
 class QPushButton;
 class QMenu;
 class QComboBox;
+
+namespace engine {
+struct VulkanDeviceInfo;
+}
 
 namespace tokenscope::ui {
 
@@ -46,6 +51,8 @@ public:
     TimelinePanel* timelinePanel() const { return m_timeline; }
     TokenSelection* selection() const { return m_selection; }
     QWidget* panel(const QString& name) const;
+    // The Vulkan devices are listed in the background; true once they are in the backend picker.
+    bool devicesListed() const { return m_devices_listed; }
 
 protected:
     void closeEvent(QCloseEvent* event) override;
@@ -59,6 +66,9 @@ private:
     void showModel(const std::shared_ptr<const ModelSummary>& m);
     void rememberRecent(const QString& path);
     void rebuildRecentMenu();
+    void addVulkanDevices(const std::vector<engine::VulkanDeviceInfo>& devices);
+    void selectSavedBackend();
+    static QStringList savedBackend(); // the backend the next load uses ({kind, device})
 
     EngineController* m_engine;
     ConversationStore* m_store;
@@ -73,6 +83,7 @@ private:
     QLabel* m_model_label = nullptr;
     QProgressBar* m_progress = nullptr;
     QComboBox* m_backend = nullptr;
+    bool m_devices_listed = false;
     QString m_model_path;
     QPushButton* m_cancel = nullptr;
     QMenu* m_recent = nullptr;

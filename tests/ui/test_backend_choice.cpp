@@ -34,6 +34,7 @@ void TestBackendChoice::pickerListsTheDevices()
     MainWindow window(&engine, &store);
     auto* picker = window.findChild<QComboBox*>("backendPicker");
     QVERIFY(picker);
+    QTRY_VERIFY(window.devicesListed()); // listed off the UI thread
     const auto devices = engine::list_vulkan_devices();
     QCOMPARE(picker->count(), 2 + int(devices.size()));
     QCOMPARE(picker->itemText(0), QString("CPU"));

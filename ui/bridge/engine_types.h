@@ -173,7 +173,6 @@ struct KvSnapshot {
     quint64 device_available = 0;
     QString device;
     std::vector<KvLayerState> layers;
-    std::vector<StepperToken> tokens; // the cached sequence (texts for labels)
 };
 
 // The cached keys and values of one layer and KV head, for the contents view.

@@ -227,7 +227,7 @@ void EngineWorker::generateReply(const ChatRequest& request)
             emit prefillProgress(request.id, int(done), int(total));
         };
         // The attention explorer's recording: every prefill batch and decode step of this reply.
-        options.capture = &recordingRequest(uint32_t(tokenizer.encode_ids(prompt).size()) + uint32_t(request.sampling.max_tokens));
+        options.capture = &recordingRequest(uint32_t(fit.prompt_tokens) + uint32_t(request.sampling.max_tokens));
         // Live views: the KV gauges after every token, the timeline a few times a second.
         QElapsedTimer since_timeline;
         since_timeline.start();

@@ -71,7 +71,6 @@ void EngineWorker::emitKv(const QString& source, int prompt_tokens, int reused_t
                              l < cache.config().window.size() ? int(cache.config().window[l]) : 0, a.bytes_in_use,
                              a.bytes_allocated});
     }
-    s->tokens = sequenceTokens(prompt_tokens);
     emit kvChanged(std::move(s));
 }
 

@@ -7,6 +7,13 @@
 
 namespace tokenscope::ui {
 
+QColor token_span_colour(int index)
+{
+    static const QColor colours[] = {QColor(90, 160, 255, 70), QColor(255, 170, 60, 80), QColor(80, 200, 120, 80),
+                                     QColor(220, 90, 200, 70), QColor(240, 210, 60, 90), QColor(90, 210, 220, 80)};
+    return colours[std::size_t(index) % std::size(colours)];
+}
+
 QString visible_whitespace(const QString& text)
 {
     QString s = text;

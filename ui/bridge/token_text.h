@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #pragma once
 
+#include <QColor>
 #include <QString>
 #include <cstdint>
 
@@ -17,5 +18,9 @@ QString visible_whitespace(const QString& text);
 // name (<bos>); byte-fallback tokens, and pieces that are not whole UTF-8 on their own, as <0xNN>
 // chips.
 QString token_display_text(const engine::Tokenizer& tokenizer, int32_t id);
+
+// The background of the index-th token span: a fixed palette cycled by position, so neighbours
+// always differ; translucent, so the text keeps the theme's colour.
+QColor token_span_colour(int index);
 
 } // namespace tokenscope::ui

@@ -3,6 +3,7 @@
 
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
+#include "storage/atomic_save.h"
 #include "widgets/attention_heatmap.h"
 #include "widgets/attention_views.h"
 #include "widgets/distribution_view.h"
@@ -19,7 +20,6 @@
 #include <QLocale>
 #include <QPainter>
 #include <QPushButton>
-#include <QSaveFile>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QSvgGenerator>
@@ -33,17 +33,6 @@ namespace {
 
 constexpr const char* kBankA = "I sat on the river bank";
 constexpr const char* kBankB = "I paid cash at the bank";
-
-bool save_atomically(const QString& path, const QByteArray& bytes, QString* error)
-{
-    QSaveFile file(path);
-    if (!file.open(QIODevice::WriteOnly) || file.write(bytes) != bytes.size() || !file.commit()) {
-        if (error)
-            *error = QObject::tr("Could not write %1: %2").arg(path, file.errorString());
-        return false;
-    }
-    return true;
-}
 
 QString mib(double bytes) { return QLocale().toString(bytes / (1024.0 * 1024.0), 'f', 1) + " MiB"; }
 

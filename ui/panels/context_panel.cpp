@@ -2,6 +2,7 @@
 #include "panels/context_panel.h"
 
 #include "bridge/engine_controller.h"
+#include "widgets/chart_style.h"
 
 #include <QBarCategoryAxis>
 #include <QBarSet>
@@ -29,18 +30,6 @@ namespace tokenscope::ui {
 namespace {
 
 QString n(quint64 v) { return QLocale().toString(v); }
-
-void style_chart(QChart* chart, const QPalette& pal)
-{
-    chart->setBackgroundBrush(pal.color(QPalette::Base));
-    chart->setTitleBrush(pal.color(QPalette::Text));
-    chart->legend()->setLabelColor(pal.color(QPalette::Text));
-    chart->legend()->setAlignment(Qt::AlignBottom);
-    for (QAbstractAxis* a : chart->axes()) {
-        a->setLabelsColor(pal.color(QPalette::Text));
-        a->setTitleBrush(pal.color(QPalette::Text));
-    }
-}
 
 } // namespace
 

@@ -6,6 +6,7 @@
 #include "backend/vulkan/vulkan_backend.h"
 #include "kv/kv_calculator.h"
 #include "model/memory_plan.h"
+#include "widgets/chart_style.h"
 #include "widgets/kv_heat_strip.h"
 #include "widgets/kv_layer_view.h"
 
@@ -509,14 +510,7 @@ void KvPanel::recalculate()
         s->attachAxis(x);
         s->attachAxis(y);
     }
-    chart->legend()->setAlignment(Qt::AlignBottom);
-    chart->setBackgroundBrush(palette().color(QPalette::Base));
-    chart->setTitleBrush(palette().color(QPalette::Text));
-    chart->legend()->setLabelColor(palette().color(QPalette::Text));
-    x->setLabelsColor(palette().color(QPalette::Text));
-    y->setLabelsColor(palette().color(QPalette::Text));
-    x->setTitleBrush(palette().color(QPalette::Text));
-    y->setTitleBrush(palette().color(QPalette::Text));
+    style_chart(chart, palette());
     QChart* old = m_chart->chart();
     m_chart->setChart(chart);
     delete old;

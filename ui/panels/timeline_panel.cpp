@@ -3,6 +3,7 @@
 
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
+#include "widgets/chart_style.h"
 #include "widgets/timeline_view.h"
 
 #include <QChart>
@@ -215,14 +216,7 @@ void TimelinePanel::drawChart()
         s->attachAxis(x);
         s->attachAxis(y);
     }
-    const QPalette& pal = palette();
-    chart->setBackgroundBrush(pal.color(QPalette::Base));
-    chart->legend()->setLabelColor(pal.color(QPalette::Text));
-    chart->legend()->setAlignment(Qt::AlignBottom);
-    for (QAbstractAxis* a : chart->axes()) {
-        a->setLabelsColor(pal.color(QPalette::Text));
-        a->setTitleBrush(pal.color(QPalette::Text));
-    }
+    style_chart(chart, palette());
     QChart* old = m_chart->chart();
     m_chart->setChart(chart);
     delete old;

@@ -22,13 +22,6 @@
 
 namespace tokenscope::ui {
 
-namespace {
-
-const QColor kSpanColours[] = {QColor(90, 160, 255, 70), QColor(255, 170, 60, 80), QColor(80, 200, 120, 80),
-                               QColor(220, 90, 200, 70), QColor(240, 210, 60, 90), QColor(90, 210, 220, 80)};
-
-} // namespace
-
 TokenizerComparison::TokenizerComparison(QWidget* parent) : QWidget(parent)
 {
     auto* layout = new QVBoxLayout(this);
@@ -230,7 +223,7 @@ void TokenizerComparison::render()
                                  : decoded.toUtf8() != bytes  ? "‹" + QString::fromLatin1(bytes.toHex(' ')) + "›"
                                                               : visible_whitespace(decoded).toHtmlEscaped();
             previous_begin = span.first;
-            const QColor c = kSpanColours[colour++ % std::size(kSpanColours)];
+            const QColor c = token_span_colour(colour++);
             html += QString("<span title='id %1' style='background-color: rgba(%2,%3,%4,%5)'>%6</span>")
                         .arg(id)
                         .arg(c.red())

@@ -5,6 +5,7 @@
 #include "bridge/token_selection.h"
 #include "bridge/token_text.h"
 #include "panels/tokenizer_comparison.h"
+#include "storage/atomic_save.h"
 #include "tokenizer/token_diff.h"
 
 #include <QApplication>
@@ -17,7 +18,6 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QPushButton>
-#include <QSaveFile>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLocale>
@@ -32,10 +32,6 @@
 namespace tokenscope::ui {
 
 namespace {
-
-// Token colours: distinct neighbours, readable in light and dark themes (text stays the palette's).
-const QColor kSpanColours[] = {QColor(90, 160, 255, 70), QColor(255, 170, 60, 80), QColor(80, 200, 120, 80),
-                               QColor(220, 90, 200, 70), QColor(240, 210, 60, 90), QColor(90, 210, 220, 80)};
 
 QString visible_text(const QByteArray& bytes)
 {
@@ -191,14 +187,7 @@ QString TokenizerPanel::tokensCsv() const
 
 bool TokenizerPanel::exportTo(const QString& path, QString* error) const
 {
-    const QByteArray content = (path.endsWith(".json", Qt::CaseInsensitive) ? tokensJson() : tokensCsv()).toUtf8();
-    QSaveFile file(path); // all or nothing: an interrupted export never leaves half a file
-    if (!file.open(QIODevice::WriteOnly) || file.write(content) != content.size() || !file.commit()) {
-        if (error)
-            *error = tr("Could not write %1: %2").arg(path, file.errorString());
-        return false;
-    }
-    return true;
+    return save_atomically(path, (path.endsWith(".json", Qt::CaseInsensitive) ? tokensJson() : tokensCsv()).toUtf8(), error);
 }
 
 namespace {
@@ -296,7 +285,7 @@ void TokenizerPanel::render()
                              : (byte && s.begin == previous_begin) ? QString("+")
                                                                    : visible_text(t.utf8.mid(s.begin, s.end - s.begin));
         previous_begin = s.begin;
-        QColor c = kSpanColours[colour++ % std::size(kSpanColours)];
+        QColor c = token_span_colour(colour++);
         if (int(i) == m_selection->position())
             c = palette().color(QPalette::Highlight);
         bool changed = false;
