@@ -1,17 +1,22 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// kernel_attention: softmax(q·kᵀ · scale + mask) · v for one (query token, head) per workgroup, keys and
-// values from the F16 cache, with the causal mask, an optional sliding window and grouped-query heads
-// (query head h reads KV head h / (n_heads / n_kv_heads)). As the CPU backend: q rounded to F16
-// before q·k, softmax weights rounded to F16 before the weighted sum of the values. Two passes over
-// the keys (running max and sum, then weights and output), so no score array has to fit in shared
-// memory. When `capture` is set the weights are written to Wt[t][h][j] (masked entries are left as
-// they are: the caller clears the buffer).
+// kernel_attention: softmax(q·kᵀ · scale + mask) · v for one (query token, head) per workgroup, keys
+// and values from the F16 cache, with the causal mask, an optional sliding window and grouped-query
+// heads (query head h reads KV head h / (n_heads / n_kv_heads)). Every float step is the CPU
+// backend's (attention_kernels.cpp, attention_row_scalar): q rounded to F16; each score an F16 dot
+// product in ggml's lane order (one 8-lane accumulator for batches, four over 32-element steps for a
+// single row); exponentials by ggml's expf; their sum in chunks of eight slots, each chunk summed by
+// halves and added in double; weights rounded to F16 before the weighted sum of the values, whose
+// lanes run over the slot index (padded to 256 slots for a single row). Three passes over the
+// keys (maximum, sum, output), so no score array has to fit in shared memory. When `capture` is set
+// the weights are written to Wt[t][h][j] (masked entries are left as they are: the caller clears
+// the buffer).
 #version 450
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 0) const uint THREADS = 64;
+layout(local_size_x = 128) in;
+#define THREADS 128u
 #define MAX_HEAD_DIM 512u
-#define ACC (MAX_HEAD_DIM / 64u)
+#define DIMS (MAX_HEAD_DIM / THREADS)
+#define WINDOW 256u
 
 layout(std430, binding = 0) readonly buffer Q { float q[]; };   // [n_tokens][n_heads][head_dim]
 layout(std430, binding = 1) readonly buffer KC { uint kc[]; };  // [n_kv_heads][n_ctx][head_dim] F16
@@ -30,25 +35,62 @@ layout(push_constant) uniform Params {
     float scale;
     uint capture;
     uint n_keys; // pos0 + n_tokens
+    uint batched;
 } p;
+
+#include "cpu_math.glsl"
+
+#ifdef EXACT_F64
+#define WIDE double
+#else
+#define WIDE float
+#endif
 
 shared float qs[MAX_HEAD_DIM];
 shared float red_m[THREADS];
-shared float red_l[THREADS];
-shared float pw[THREADS];
+shared WIDE red_s[THREADS];
+shared float pw[WINDOW];
 
-float round_f16(float v) { return unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x; }
+float k_at(uint row, uint d) { return unpackHalf2x16(kc[(row * p.head_dim + d) >> 1])[d & 1u]; }
+float v_at(uint row, uint d) { return unpackHalf2x16(vc[(row * p.head_dim + d) >> 1])[d & 1u]; }
 
-float score(uint row_words, uint j)
+// q·k of cache row `row` times the scale, as dot_f16_order(k, q16, D, batched) · scale.
+float score(uint row)
 {
-    const uint kb = (row_words + j) * (p.head_dim / 2u);
-    float s = 0.0;
-    for (uint d = 0u; d < p.head_dim; d += 2u) {
-        const vec2 k = unpackHalf2x16(kc[kb + d / 2u]);
-        s += qs[d] * k.x;
-        s += qs[d + 1u] * k.y;
+    const uint D = p.head_dim;
+    if (p.batched != 0u) {
+        precise float acc[8];
+        for (uint l = 0u; l < 8u; ++l)
+            acc[l] = 0.0;
+        for (uint i = 0u; i < D; i += 8u)
+            for (uint l = 0u; l < 8u; ++l)
+                acc[l] = fma_rn(k_at(row, i + l), qs[i + l], acc[l]);
+        precise float s = hsum8_halves(acc) * p.scale;
+        return s;
     }
-    return s * p.scale;
+    precise float acc[4][8];
+    for (uint j = 0u; j < 4u; ++j)
+        for (uint l = 0u; l < 8u; ++l)
+            acc[j][l] = 0.0;
+    const uint np = D & ~31u;
+    for (uint i = 0u; i < np; i += 32u)
+        for (uint j = 0u; j < 4u; ++j)
+            for (uint l = 0u; l < 8u; ++l)
+                acc[j][l] = fma_rn(k_at(row, i + 8u * j + l), qs[i + 8u * j + l], acc[j][l]);
+    float r[8];
+    for (uint l = 0u; l < 8u; ++l) {
+        precise float a02 = acc[0][l] + acc[2][l];
+        precise float a13 = acc[1][l] + acc[3][l];
+        precise float s = a02 + a13;
+        r[l] = s;
+    }
+    precise WIDE sum = WIDE(hsum8_hadd(r));
+    for (uint i = np; i < D; ++i) {
+        precise float prod = k_at(row, i) * qs[i];
+        sum = sum + WIDE(prod);
+    }
+    precise float s = float(sum) * p.scale;
+    return s;
 }
 
 void main()
@@ -57,76 +99,103 @@ void main()
     const uint lane = gl_LocalInvocationID.x;
     const uint D = p.head_dim;
     const uint kvh = h / (p.n_heads / p.n_kv_heads);
-    const uint row_words = kvh * p.n_ctx; // first cache row of this KV head
+    const uint row0 = kvh * p.n_ctx; // first cache row of this KV head
     const uint pos = p.pos0 + t;
     const uint lo = (p.window != 0u && pos + 1u > p.window) ? pos + 1u - p.window : 0u;
     const uint qb = (t * p.n_heads + h) * D;
+    const uint n_slots = pos + 1u;
 
     for (uint d = lane; d < D; d += THREADS)
         qs[d] = round_f16(q[qb + d]);
     barrier();
 
-    // pass 1: running maximum and sum of exponentials per lane, then merged
-    float m = -1.0 / 0.0, l = 0.0;
-    for (uint j = lo + lane; j <= pos; j += THREADS) {
-        const float s = score(row_words, j);
-        if (s > m) {
-            l = l * exp(m - s) + 1.0;
-            m = s;
-        } else {
-            l += exp(s - m);
-        }
-    }
+    // pass 1: the largest score
+    float m = -1.0 / 0.0;
+    for (uint j = lo + lane; j <= pos; j += THREADS)
+        m = max(m, score(row0 + j));
     red_m[lane] = m;
-    red_l[lane] = l;
     barrier();
     for (uint k = THREADS / 2u; k > 0u; k >>= 1) {
-        if (lane < k) {
-            const float m1 = red_m[lane], m2 = red_m[lane + k];
-            const float mx = max(m1, m2);
-            if (mx != -1.0 / 0.0) {
-                const float l1 = m1 == -1.0 / 0.0 ? 0.0 : red_l[lane] * exp(m1 - mx);
-                const float l2 = m2 == -1.0 / 0.0 ? 0.0 : red_l[lane + k] * exp(m2 - mx);
-                red_m[lane] = mx;
-                red_l[lane] = l1 + l2;
-            }
-        }
+        if (lane < k)
+            red_m[lane] = max(red_m[lane], red_m[lane + k]);
         barrier();
     }
     const float mx = red_m[0];
-    const float inv = 1.0 / red_l[0];
 
-    // pass 2: weights, then Σ f16(p_j) · v_j over chunks of THREADS keys
-    float acc[ACC];
-    for (uint a = 0u; a < ACC; ++a)
-        acc[a] = 0.0;
-    for (uint j0 = lo; j0 <= pos; j0 += THREADS) {
-        const uint j = j0 + lane;
-        float pj = 0.0;
-        if (j <= pos) {
-            pj = exp(score(row_words, j) - mx) * inv;
-            if (p.capture != 0u)
-                wt[(t * p.n_heads + h) * p.n_keys + j] = pj;
+    // pass 2: exponentials in chunks of eight slots, each chunk summed by halves, chunks in double
+    precise WIDE sum = WIDE(0.0);
+    for (uint c = lo / 8u + lane; 8u * c < n_slots; c += THREADS) {
+        float e[8];
+        for (uint l = 0u; l < 8u; ++l) {
+            const uint j = 8u * c + l;
+            precise float diff = j >= lo && j <= pos ? score(row0 + j) - mx : 0.0;
+            e[l] = j >= lo && j <= pos ? cpu_expf(diff) : 0.0;
         }
-        pw[lane] = round_f16(pj);
+        sum = sum + WIDE(hsum8_halves(e));
+    }
+    red_s[lane] = sum;
+    barrier();
+    for (uint k = THREADS / 2u; k > 0u; k >>= 1) {
+        if (lane < k)
+            red_s[lane] = red_s[lane] + red_s[lane + k];
         barrier();
-        const uint cnt = min(THREADS, pos + 1u - j0);
-        for (uint a = 0u; a < ACC; ++a) {
+    }
+#ifdef EXACT_F64
+    const float inv = float(1.0lf / red_s[0]);
+#else
+    const float inv = div_rn(1.0, red_s[0]);
+#endif
+
+    // pass 3: weights, rounded to F16, then out[d] = Σ_j f16(p_j) · v_j[d] with the slot's lane
+    precise float acc[DIMS][32];
+    for (uint a = 0u; a < DIMS; ++a)
+        for (uint l = 0u; l < 32u; ++l)
+            acc[a][l] = 0.0;
+    const uint first = lo & ~(WINDOW - 1u);
+    for (uint j0 = first; j0 <= pos; j0 += WINDOW) {
+        for (uint jj = lane; jj < WINDOW; jj += THREADS) {
+            const uint j = j0 + jj;
+            float pj = 0.0;
+            if (j >= lo && j <= pos) {
+                precise float diff = score(row0 + j) - mx;
+                precise float w = cpu_expf(diff) * inv;
+                pj = w;
+                if (p.capture != 0u)
+                    wt[(t * p.n_heads + h) * p.n_keys + j] = w;
+            }
+            pw[jj] = round_f16(pj);
+        }
+        barrier();
+        const uint j_lo = max(lo, j0), j_hi = min(pos + 1u, j0 + WINDOW);
+        for (uint a = 0u; a < DIMS; ++a) {
             const uint d = lane + a * THREADS;
             if (d >= D)
                 break;
-            float s = acc[a];
-            for (uint jj = 0u; jj < cnt; ++jj) {
-                const vec2 v = unpackHalf2x16(vc[(row_words + j0 + jj) * (D / 2u) + d / 2u]);
-                s += pw[jj] * ((d & 1u) == 0u ? v.x : v.y);
+            for (uint j = j_lo; j < j_hi; ++j) {
+                const uint l = p.batched != 0u ? (j & 7u) : (j & 31u);
+                acc[a][l] = fma_rn(v_at(row0 + j, d), pw[j - j0], acc[a][l]);
             }
-            acc[a] = s;
         }
         barrier();
     }
-    for (uint a = 0u; a < ACC; ++a) {
+    for (uint a = 0u; a < DIMS; ++a) {
         const uint d = lane + a * THREADS;
-        if (d < D)
-            o[qb + d] = acc[a];
+        if (d >= D)
+            break;
+        float r[8];
+        if (p.batched != 0u) {
+            for (uint l = 0u; l < 8u; ++l)
+                r[l] = acc[a][l];
+            o[qb + d] = hsum8_halves(r);
+        } else {
+            // accumulator group (j % 32) / 8, lane j % 8: reduced pairwise, then by hadd
+            for (uint l = 0u; l < 8u; ++l) {
+                precise float a02 = acc[a][l] + acc[a][16u + l];
+                precise float a13 = acc[a][8u + l] + acc[a][24u + l];
+                precise float s = a02 + a13;
+                r[l] = s;
+            }
+            o[qb + d] = hsum8_hadd(r);
+        }
     }
 }

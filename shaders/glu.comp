@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // kernel_glu: gate[i] = act(gate[i]) · up[i], act = SiLU (SwiGLU) or the tanh GELU (GeGLU). GELU is
 // looked up in the CPU backend's own F16 table (indexed by the F16 bits of the input, clamps at
-// ±10), so both backends give the same values bit for bit.
+// ±10), so both backends give the same values bit for bit; SiLU divides by 1 + ggml's expf(−x) as the
+// CPU's kernel_swiglu does over whole 8-lane chunks of a row (libm's expf for a row's tail: GLSL's
+// exp there).
 #version 450
 
 layout(local_size_x_id = 0) in;
@@ -15,7 +17,10 @@ layout(push_constant) uniform Params {
     uint n;
     uint gelu;
     uint groups_x;
+    uint width; // elements per token row
 } p;
+
+#include "cpu_math.glsl"
 
 void main()
 {
@@ -30,12 +35,15 @@ void main()
         } else if (x >= 10.0) {
             a = x;
         } else {
-            const uint bits = packHalf2x16(vec2(x, 0.0)) & 0xFFFFu;
+            const uint bits = f16_bits(x);
             const uint word = table[bits >> 1];
             a = unpackHalf2x16((bits & 1u) != 0u ? (word >> 16) : (word & 0xFFFFu)).x;
         }
     } else {
-        a = x / (1.0 + exp(-x));
+        const bool chunked = i % p.width < (p.width & ~7u);
+        precise float den = 1.0 + (chunked ? cpu_expf(-x) : exp(-x));
+        a = div_rn(x, den);
     }
-    g[i] = a * u[i];
+    precise float r = a * u[i];
+    g[i] = r;
 }

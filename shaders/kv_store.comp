@@ -21,6 +21,8 @@ layout(push_constant) uniform Params {
     uint groups_x;
 } p;
 
+#include "cpu_math.glsl"
+
 void main()
 {
     const uint id = (gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x) * THREADS + gl_LocalInvocationID.x;
@@ -31,6 +33,6 @@ void main()
     const uint h = th % p.n_kv_heads, t = th / p.n_kv_heads;
     const uint src = th * p.head_dim + 2u * i;
     const uint dst = (h * p.n_ctx + p.pos0 + t) * pairs + i;
-    kc[dst] = packHalf2x16(vec2(k[src], k[src + 1u]));
-    vc[dst] = packHalf2x16(vec2(v[src], v[src + 1u]));
+    kc[dst] = f16_bits(k[src]) | (f16_bits(k[src + 1u]) << 16);
+    vc[dst] = f16_bits(v[src]) | (f16_bits(v[src + 1u]) << 16);
 }

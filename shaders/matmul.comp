@@ -1,82 +1,424 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// kernel_matmul: y[t][out_row0 + r] = W.row(r) · x[t] for every token t of the batch and every row r
-// of one row range of a weight matrix (a range small enough for one storage-buffer binding). The
-// weights stay in their GGUF encoding and are decoded 32 elements at a time (dequant.glsl); the
-// activations are f32. Workgroup: THREADS lanes over the chunks of a row × ROWS rows; tokens in
-// groups of NT so that each decoded chunk is used NT times.
+// kernel_matmul: y[t][out_row0 + r] = W.row(r) · a[t] for one row range of a weight matrix, with the
+// CPU backend's dot product for the weight type (engine/quant/vec_dot.cpp, simd/vec_dot_avx2.cpp)
+// repeated step for step: the same exact integer sums per block, gathered into the same eight SIMD
+// lanes, scaled and accumulated with the same fused multiply-adds in the same order, and summed
+// across lanes in the same tree. The activations a come from quantize_act.comp in the CPU's format
+// for the type (or raw f32). `order` selects the CPU's batch orders: k-quants switch to llama.cpp's
+// tiled order for batches of 8+ rows, F16 to its batched order from 2 rows. One invocation per
+// (row, token): the work of one CPU dot product.
 #version 450
 
-layout(local_size_x_id = 0, local_size_y_id = 1) in;
-layout(constant_id = 0) const uint THREADS = 32;
-layout(constant_id = 1) const uint ROWS = 2;
-#define NT 8u
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint THREADS = 64;
 
-layout(std430, binding = 0) readonly buffer W { uint w_words[]; };   // rows of this range, raw bytes
-layout(std430, binding = 1) readonly buffer X { float x[]; };        // [n_tokens][cols]
-layout(std430, binding = 2) writeonly buffer Y { float y[]; };       // [n_tokens][out_stride]
+layout(std430, binding = 0) readonly buffer W { uint w_words[]; };  // rows of this range, raw bytes
+layout(std430, binding = 1) readonly buffer A { uint act[]; };      // [n_tokens][a_row_words]
+layout(std430, binding = 2) writeonly buffer Y { float y[]; };      // [n_tokens][out_stride]
 
 layout(push_constant) uniform Params {
     uint cols;
-    uint rows;       // rows in this range
+    uint rows;        // rows in this range
     uint n_tokens;
     uint row_bytes;
-    uint out_row0;   // first output column this range writes
-    uint out_stride; // floats per output token row
-    uint x_offset;   // floats
-    uint y_offset;   // floats
-    uint groups_x;   // workgroups per dispatch row (2-D dispatch of large matrices)
+    uint out_row0;    // first output column this range writes
+    uint out_stride;  // floats per output token row
+    uint a_offset;    // words
+    uint a_row_words; // words per token of the activations
+    uint y_offset;    // floats
+    uint groups_x;
+    uint order;       // 0: one-row order, 1: the batch order
 } p;
 
-#include "dequant.glsl"
+#include "bytes.glsl"
+#include "cpu_math.glsl"
 
-shared float partial[ROWS][NT][THREADS];
+#ifdef EXACT_F64
+#define WIDE double
+#else
+#define WIDE float
+#endif
+
+int a8(uint w, uint i) { return bitfieldExtract(int(act[w + (i >> 2)]), int((i & 3u) * 8u), 8); }
+float af(uint w) { return uintBitsToFloat(act[w]); }
+
+#if defined(TYPE_Q4_0) || defined(TYPE_Q5_0) || defined(TYPE_Q8_0) || defined(TYPE_Q4_1) || defined(TYPE_Q5_1)
+// ---- 32-element blocks × Q8_0 / Q8_1 (10 words per block: d, s, qs) ------------------------------
+#if defined(TYPE_Q4_0)
+#define BB 18u
+#define QS 2u
+#elif defined(TYPE_Q5_0)
+#define BB 22u
+#define QS 6u
+#elif defined(TYPE_Q8_0)
+#define BB 34u
+#define QS 2u
+#elif defined(TYPE_Q4_1)
+#define BB 20u
+#define QS 4u
+#else
+#define BB 24u
+#define QS 8u
+#endif
+
+// Element i of the block at byte blk, as the integer the CPU multiplies (offsets applied).
+int wq(uint blk, uint qh, uint i)
+{
+#if defined(TYPE_Q8_0)
+    return ld8s(blk + 2u + i);
+#else
+    const uint byte = ld8(blk + QS + (i & 15u));
+    uint v = i < 16u ? (byte & 15u) : (byte >> 4);
+#if defined(TYPE_Q5_0) || defined(TYPE_Q5_1)
+    v |= ((qh >> i) & 1u) << 4;
+#endif
+#if defined(TYPE_Q4_0)
+    return int(v) - 8;
+#elif defined(TYPE_Q5_0)
+    return int(v) - 16;
+#else
+    return int(v);
+#endif
+#endif
+}
+
+float row_dot(uint row, uint ab)
+{
+    const uint nb = p.cols / 32u;
+#if defined(TYPE_Q4_1) || defined(TYPE_Q5_1)
+    // scalar: sum += (d·d8)·isum + m·s8
+    precise float sum = 0.0;
+    for (uint b = 0u; b < nb; ++b) {
+        const uint blk = row + b * BB, qb = ab + 10u * b;
+#if defined(TYPE_Q5_1)
+        const uint qh = ld32(blk + 4u);
+#else
+        const uint qh = 0u;
+#endif
+        int isum = 0;
+        for (uint i = 0u; i < 32u; ++i)
+            isum += wq(blk, qh, i) * a8(qb + 2u, i);
+        precise float t1 = (ld_half(blk) * af(qb)) * float(isum);
+        precise float t2 = ld_half(blk + 2u) * af(qb + 1u);
+        sum = sum + (t1 + t2);
+    }
+    return sum;
+#else
+    // AVX2: lane l holds the int sum of elements 4l…4l+3; acc_l = fma_rn(d·d8, lane, acc_l)
+    precise float acc[8];
+    for (uint l = 0u; l < 8u; ++l)
+        acc[l] = 0.0;
+    for (uint b = 0u; b < nb; ++b) {
+        const uint blk = row + b * BB, qb = ab + 10u * b;
+#if defined(TYPE_Q5_0)
+        const uint qh = ld32(blk + 2u);
+#else
+        const uint qh = 0u;
+#endif
+        precise float d = ld_half(blk) * af(qb);
+        for (uint l = 0u; l < 8u; ++l) {
+            int s = 0;
+            for (uint j = 0u; j < 4u; ++j)
+                s += wq(blk, qh, 4u * l + j) * a8(qb + 2u, 4u * l + j);
+            acc[l] = fma_rn(d, float(s), acc[l]);
+        }
+    }
+    return hsum8_halves(acc);
+#endif
+}
+
+#elif defined(TYPE_Q2_K) || defined(TYPE_Q3_K) || defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K)
+// ---- 256-element super-blocks × Q8_K (81 words per block: d, bsums[16], qs) ----------------------
+#if defined(TYPE_Q2_K)
+#define SB 84u
+#define D_OFF 80u
+#define DMIN_OFF 82u
+#elif defined(TYPE_Q3_K)
+#define SB 110u
+#define D_OFF 108u
+#elif defined(TYPE_Q4_K)
+#define SB 144u
+#define D_OFF 0u
+#define DMIN_OFF 2u
+#elif defined(TYPE_Q5_K)
+#define SB 176u
+#define D_OFF 0u
+#define DMIN_OFF 2u
+#else
+#define SB 210u
+#define D_OFF 208u
+#endif
+
+int bsum(uint qb, uint g) { return int(act[qb + 1u + g]); }
+int q8(uint qb, uint e) { return a8(qb + 17u, e); }
+
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
+void scale_min_k4(uint b, out int sc[8], out int m[8])
+{
+    for (uint j = 0u; j < 8u; ++j) {
+        if (j < 4u) {
+            sc[j] = int(ld8(b + j) & 63u);
+            m[j] = int(ld8(b + j + 4u) & 63u);
+        } else {
+            sc[j] = int((ld8(b + j + 4u) & 15u) | ((ld8(b + j - 4u) >> 6) << 4));
+            m[j] = int((ld8(b + j + 4u) >> 4) | ((ld8(b + j) >> 6) << 4));
+        }
+    }
+}
+#endif
+
+// The block's integer sums in the AVX2 kernels' eight lanes (their total is the scalar s1), and s2
+// (Σ min · bsum) for the formats with mins.
+void block_lanes(uint blk, uint qb, out int lane[8], out int s2)
+{
+    for (uint l = 0u; l < 8u; ++l)
+        lane[l] = 0;
+    s2 = 0;
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
+    int sc[8], m[8];
+    scale_min_k4(blk + 4u, sc, m);
+#if defined(TYPE_Q5_K)
+    const uint qs = blk + 48u;
+#else
+    const uint qs = blk + 16u;
+#endif
+    for (uint c = 0u; c < 4u; ++c)
+        for (uint l = 0u; l < 8u; ++l) {
+            int lo_sum = 0, hi_sum = 0;
+            for (uint j = 0u; j < 4u; ++j) {
+                const uint i = 4u * l + j;
+                const uint byte = ld8(qs + 32u * c + i);
+                uint lo = byte & 15u, hi = byte >> 4;
+#if defined(TYPE_Q5_K)
+                const uint hb = ld8(blk + 16u + i);
+                lo |= ((hb >> (2u * c)) & 1u) << 4;
+                hi |= ((hb >> (2u * c + 1u)) & 1u) << 4;
+#endif
+                lo_sum += int(lo) * q8(qb, 64u * c + i);
+                hi_sum += int(hi) * q8(qb, 64u * c + 32u + i);
+            }
+            lane[l] += sc[2u * c] * lo_sum + sc[2u * c + 1u] * hi_sum;
+        }
+    for (uint sub = 0u; sub < 8u; ++sub)
+        s2 += m[sub] * (bsum(qb, 2u * sub) + bsum(qb, 2u * sub + 1u));
+#elif defined(TYPE_Q6_K)
+    // stored values are q + 32: quarters of 32 bytes, lanes 0–3 scaled by scales[g], 4–7 by scales[g+1]
+    for (uint h = 0u; h < 2u; ++h)
+        for (uint q = 0u; q < 4u; ++q) {
+            const uint g = 8u * h + 2u * q;
+            const int sc_lo = ld8s(blk + 192u + g), sc_hi = ld8s(blk + 192u + g + 1u);
+            for (uint l = 0u; l < 8u; ++l) {
+                int s = 0;
+                for (uint j = 0u; j < 4u; ++j) {
+                    const uint i = 4u * l + j;
+                    const uint lbyte = ld8(blk + 64u * h + 32u * (q & 1u) + i);
+                    const uint low = q < 2u ? (lbyte & 15u) : (lbyte >> 4);
+                    const uint high = (ld8(blk + 128u + 32u * h + i) >> (2u * q)) & 3u;
+                    s += int(low | (high << 4)) * q8(qb, 128u * h + 32u * q + i);
+                }
+                lane[l] += (l < 4u ? sc_lo : sc_hi) * s;
+            }
+        }
+    for (uint l = 0u; l < 8u; ++l)
+        lane[l] -= 32 * (ld8s(blk + 192u + 2u * l) * bsum(qb, 2u * l) + ld8s(blk + 192u + 2u * l + 1u) * bsum(qb, 2u * l + 1u));
+#elif defined(TYPE_Q2_K)
+    // scales[16] · qs[64]: element e = 2-bit field (e%128)/32 of byte 32·(e/128) + e%32
+    for (uint g = 0u; g < 16u; ++g) {
+        const uint sc = ld8(blk + g);
+        int s = 0;
+        for (uint k = 0u; k < 16u; ++k) {
+            const uint e = 16u * g + k;
+            s += int((ld8(blk + 16u + 32u * (e / 128u) + e % 32u) >> (2u * ((e % 128u) / 32u))) & 3u) * q8(qb, e);
+        }
+        lane[0] += int(sc & 15u) * s;
+        s2 += bsum(qb, g) * int(sc >> 4);
+    }
+#elif defined(TYPE_Q3_K)
+    for (uint g = 0u; g < 16u; ++g) {
+        const uint low4 = g < 8u ? (ld8(blk + 96u + g) & 15u) : (ld8(blk + 96u + g - 8u) >> 4);
+        const uint high2 = (ld8(blk + 104u + (g & 3u)) >> (2u * (g / 4u))) & 3u;
+        const int scale = int(low4 | (high2 << 4)) - 32;
+        int s = 0;
+        for (uint k = 0u; k < 16u; ++k) {
+            const uint e = 16u * g + k;
+            const int low = int((ld8(blk + 32u + 32u * (e / 128u) + e % 32u) >> (2u * ((e % 128u) / 32u))) & 3u);
+            const bool high = ((ld8(blk + e % 32u) >> (e / 32u)) & 1u) != 0u;
+            s += (low - (high ? 0 : 4)) * q8(qb, e);
+        }
+        lane[0] += scale * s;
+    }
+#endif
+}
+
+float row_dot(uint row, uint ab)
+{
+    const uint nb = p.cols / 256u;
+    if (p.order != 0u) {
+        // llama.cpp's tiled order: res = d·s1, res = fma_rn(−dmin, s2, res), acc = fma_rn(res, d8, acc)
+        precise float acc = 0.0;
+        for (uint b = 0u; b < nb; ++b) {
+            const uint blk = row + b * SB, qb = ab + 81u * b;
+            int lane[8], s2;
+            block_lanes(blk, qb, lane, s2);
+            int s1 = 0;
+            for (uint l = 0u; l < 8u; ++l)
+                s1 += lane[l];
+            precise float res = ld_half(blk + D_OFF) * float(s1);
+#ifdef DMIN_OFF
+            res = fma_rn(-ld_half(blk + DMIN_OFF), float(s2), res);
+#endif
+            acc = fma_rn(res, af(qb), acc);
+        }
+        return acc;
+    }
+#if defined(TYPE_Q2_K) || defined(TYPE_Q3_K)
+    // scalar vec_dot: sum += (d8·d)·s1 − (d8·dmin)·s2
+    precise float sum = 0.0;
+    for (uint b = 0u; b < nb; ++b) {
+        const uint blk = row + b * SB, qb = ab + 81u * b;
+        int lane[8], s2;
+        block_lanes(blk, qb, lane, s2);
+        precise float d = af(qb) * ld_half(blk + D_OFF);
+#ifdef DMIN_OFF
+        precise float t = d * float(lane[0]) - (af(qb) * ld_half(blk + DMIN_OFF)) * float(s2);
+        sum = sum + t;
+#else
+        sum = sum + d * float(lane[0]);
+#endif
+    }
+    return sum;
+#else
+    precise float acc[8];
+    for (uint l = 0u; l < 8u; ++l)
+        acc[l] = 0.0;
+#if defined(TYPE_Q4_K)
+    precise float acc_m[4] = float[4](0.0, 0.0, 0.0, 0.0);
+#elif defined(TYPE_Q5_K)
+    precise float summs = 0.0;
+#endif
+    for (uint b = 0u; b < nb; ++b) {
+        const uint blk = row + b * SB, qb = ab + 81u * b;
+        int lane[8], s2;
+        block_lanes(blk, qb, lane, s2);
+        precise float d = ld_half(blk + D_OFF) * af(qb);
+#if defined(TYPE_Q4_K)
+        // mins in four lanes: lane l = m[2l]·(bsums 4l, 4l+1) + m[2l+1]·(bsums 4l+2, 4l+3)
+        int sc[8], m[8];
+        scale_min_k4(blk + 4u, sc, m);
+        precise float neg_dmin = -af(qb) * ld_half(blk + DMIN_OFF);
+        for (uint l = 0u; l < 4u; ++l) {
+            const int mins = m[2u * l] * (bsum(qb, 4u * l) + bsum(qb, 4u * l + 1u)) +
+                             m[2u * l + 1u] * (bsum(qb, 4u * l + 2u) + bsum(qb, 4u * l + 3u));
+            acc_m[l] = fma_rn(neg_dmin, float(mins), acc_m[l]);
+        }
+#elif defined(TYPE_Q5_K)
+        precise float neg_dmin = -af(qb) * ld_half(blk + DMIN_OFF);
+        summs = fma_rn(neg_dmin, float(s2), summs);
+#endif
+        for (uint l = 0u; l < 8u; ++l)
+            acc[l] = fma_rn(d, float(lane[l]), acc[l]);
+    }
+    precise float total = hsum8_halves(acc);
+#if defined(TYPE_Q4_K)
+    precise float mins_total = (acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]);
+    total = total + mins_total;
+#elif defined(TYPE_Q5_K)
+    total = total + summs;
+#endif
+    return total;
+#endif
+}
+
+#elif defined(TYPE_F16)
+// ---- F16 weights × F16-rounded activations (one word per element) --------------------------------
+float row_dot(uint row, uint ab)
+{
+    const uint n = p.cols;
+    if (p.order != 0u && n % 8u == 0u) { // batched: one 8-lane accumulator
+        precise float acc[8];
+        for (uint l = 0u; l < 8u; ++l)
+            acc[l] = 0.0;
+        for (uint i = 0u; i < n; i += 8u)
+            for (uint l = 0u; l < 8u; ++l)
+                acc[l] = fma_rn(ld_half(row + 2u * (i + l)), af(ab + i + l), acc[l]);
+        return hsum8_halves(acc);
+    }
+    // four 8-lane accumulators over 32-element steps, reduced pairwise, the tail in double
+    precise float acc[4][8];
+    for (uint j = 0u; j < 4u; ++j)
+        for (uint l = 0u; l < 8u; ++l)
+            acc[j][l] = 0.0;
+    const uint np = n & ~31u;
+    for (uint i = 0u; i < np; i += 32u)
+        for (uint j = 0u; j < 4u; ++j)
+            for (uint l = 0u; l < 8u; ++l) {
+                const uint e = i + 8u * j + l;
+                acc[j][l] = fma_rn(ld_half(row + 2u * e), af(ab + e), acc[j][l]);
+            }
+    float r[8];
+    for (uint l = 0u; l < 8u; ++l) {
+        precise float a02 = acc[0][l] + acc[2][l];
+        precise float a13 = acc[1][l] + acc[3][l];
+        precise float s = a02 + a13;
+        r[l] = s;
+    }
+    precise WIDE sum = WIDE(hsum8_hadd(r));
+    for (uint e = np; e < n; ++e) {
+        precise float prod = ld_half(row + 2u * e) * af(ab + e);
+        sum = sum + WIDE(prod);
+    }
+    return float(sum);
+}
+
+#elif defined(TYPE_F32)
+// ---- F32 weights × f32 activations: AVX2 dot_f32 (two 8-lane accumulators over 16 elements) -----
+float wf(uint row, uint e) { return uintBitsToFloat(ld32(row + 4u * e)); }
+float row_dot(uint row, uint ab)
+{
+    precise float acc0[8], acc1[8];
+    for (uint l = 0u; l < 8u; ++l) {
+        acc0[l] = 0.0;
+        acc1[l] = 0.0;
+    }
+    uint i = 0u;
+    for (; i + 16u <= p.cols; i += 16u)
+        for (uint l = 0u; l < 8u; ++l) {
+            acc0[l] = fma_rn(wf(row, i + l), af(ab + i + l), acc0[l]);
+            acc1[l] = fma_rn(wf(row, i + 8u + l), af(ab + i + 8u + l), acc1[l]);
+        }
+    float v[8];
+    for (uint l = 0u; l < 8u; ++l) {
+        precise float s = acc0[l] + acc1[l];
+        v[l] = s;
+    }
+    precise float sum = hsum8_halves(v);
+    for (; i < p.cols; ++i) {
+        precise float prod = wf(row, i) * af(ab + i);
+        sum = sum + prod;
+    }
+    return sum;
+}
+
+#elif defined(TYPE_BF16)
+// ---- BF16 weights × f32 activations: the scalar sum in element order ------------------------------
+float row_dot(uint row, uint ab)
+{
+    precise float sum = 0.0;
+    for (uint e = 0u; e < p.cols; ++e) {
+        precise float prod = uintBitsToFloat(ld16(row + 2u * e) << 16) * af(ab + e);
+        sum = sum + prod;
+    }
+    return sum;
+}
+#else
+#error "define one TYPE_<name>"
+#endif
 
 void main()
 {
-    const uint lane = gl_LocalInvocationID.x, ly = gl_LocalInvocationID.y;
-    const uint group = gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x;
-    const uint r = group * ROWS + ly;
-    const bool in_range = r < p.rows;
-    const uint n_chunks = (p.cols + 31u) / 32u;
-    const uint row = r * p.row_bytes;
-
-    for (uint t0 = 0u; t0 < p.n_tokens; t0 += NT) {
-        float acc[NT];
-        for (uint j = 0u; j < NT; ++j)
-            acc[j] = 0.0;
-        if (in_range) {
-            for (uint c = lane; c < n_chunks; c += THREADS) {
-                float v[32];
-                dequant_chunk(row, c, p.cols, v);
-                const uint e0 = 32u * c;
-                const uint n_e = min(32u, p.cols - e0);
-                for (uint j = 0u; j < NT; ++j) {
-                    if (t0 + j >= p.n_tokens)
-                        break;
-                    const uint xb = p.x_offset + (t0 + j) * p.cols + e0;
-                    float s = 0.0;
-                    if (n_e == 32u) {
-                        for (uint i = 0u; i < 32u; ++i)
-                            s += v[i] * x[xb + i];
-                    } else {
-                        for (uint i = 0u; i < n_e; ++i)
-                            s += v[i] * x[xb + i];
-                    }
-                    acc[j] += s;
-                }
-            }
-        }
-        for (uint j = 0u; j < NT; ++j)
-            partial[ly][j][lane] = acc[j];
-        barrier();
-        for (uint s = THREADS / 2u; s > 0u; s >>= 1) {
-            if (lane < s)
-                for (uint j = 0u; j < NT; ++j)
-                    partial[ly][j][lane] += partial[ly][j][lane + s];
-            barrier();
-        }
-        if (in_range && lane < NT && t0 + lane < p.n_tokens)
-            y[p.y_offset + (t0 + lane) * p.out_stride + p.out_row0 + r] = partial[ly][lane][0];
-        barrier();
-    }
+    const uint r = (gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x) * THREADS + gl_LocalInvocationID.x;
+    const uint t = gl_WorkGroupID.z;
+    if (r >= p.rows || t >= p.n_tokens)
+        return;
+    y[p.y_offset + t * p.out_stride + p.out_row0 + r] = row_dot(r * p.row_bytes, p.a_offset + t * p.a_row_words);
 }

@@ -1,30 +1,33 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// kernel_quantize_act: the activations as the CPU backend's dot products see them. Before a matmul the
-// CPU quantizes its input to the format the weight type's dot product consumes (activation_quant.cpp):
-// Q8_0/Q8_1 blocks of 32 (scale amax/127 rounded to F16, q = round-half-even(x · 127/amax)), Q8_K
-// blocks of 256 (scale −max/127 of the element with the largest magnitude, q ≤ 127), or F16. This
-// writes x̃ = scale · q (or f16(x)) as f32, so that the f32 matmul that follows computes the CPU's
-// dot product up to summation order. One workgroup of 32 lanes per block of one token.
+// kernel_quantize_act: a matmul's input in the format the CPU backend's dot product for the weight
+// type consumes (activation_quant.cpp), bit for bit, so that matmul.comp can repeat the CPU's
+// integer block sums and its float steps. One workgroup of 32 lanes per block of one token;
+// blocks never straddle tokens (cols is a multiple of the block size). Layout, in 32-bit words:
+//   F16   (1): one word per element, the f32 value of the F16-rounded input
+//   Q8_0  (2) / Q8_1 (4): 10 words per 32 elements: d (f32 of the F16 scale), s (Q8_1: F16-rounded
+//         d·Σq), qs[32] int8 packed four to a word
+//   Q8_K  (3): 81 words per 256 elements: d (f32), bsums[16] (int), qs[256] int8 packed
 #version 450
 
 layout(local_size_x = 32) in;
 
 layout(std430, binding = 0) readonly buffer X { float x[]; };  // [n_tokens][cols]
-layout(std430, binding = 1) writeonly buffer Y { float y[]; }; // [n_tokens][cols]
+layout(std430, binding = 1) writeonly buffer A { uint act[]; };
 
 layout(push_constant) uniform Params {
-    uint cols;
+    uint cols;      // F16: the element count over all tokens
     uint n_blocks;  // over all tokens
-    uint format;    // 1: F16, 2: Q8_0 / Q8_1, 3: Q8_K
+    uint format;
     uint x_offset;  // floats
     uint groups_x;
 } p;
 
+#include "cpu_math.glsl"
+
 shared float s_abs[32];
 shared float s_val[32];
 shared uint s_idx[32];
-
-float round_f16(float v) { return unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x; }
+shared int s_q[256];
 
 void main()
 {
@@ -32,18 +35,19 @@ void main()
     if (block >= p.n_blocks)
         return;
     const uint lane = gl_LocalInvocationID.x;
-    const uint bs = p.format == 3u ? 256u : 32u;
-    const uint base = block * bs; // blocks never straddle tokens: cols is a multiple of the block size
-    if (p.format == 1u) { // element-wise: `cols` is the element count then
-        if (base + lane < p.cols)
-            y[base + lane] = round_f16(x[p.x_offset + base + lane]);
+    if (p.format == 1u) {
+        const uint e = block * 32u + lane;
+        if (e < p.cols)
+            act[e] = floatBitsToUint(round_f16(x[p.x_offset + e]));
         return;
     }
-    // the element of largest magnitude (the first one on ties, as the CPU's strict comparison)
+    const uint bs = p.format == 3u ? 256u : 32u;
+    const uint base = p.x_offset + block * bs;
+    // the element of largest magnitude, the first one on ties (the CPU's strict comparison)
     float best_abs = -1.0, best = 0.0;
     uint best_i = 0xFFFFFFFFu;
     for (uint i = lane; i < bs; i += 32u) {
-        const float v = x[p.x_offset + base + i];
+        const float v = x[base + i];
         if (abs(v) > best_abs) {
             best_abs = abs(v);
             best = v;
@@ -66,19 +70,54 @@ void main()
         barrier();
     }
     const float amax = s_abs[0];
-    if (p.format == 2u) {
-        const float d = round_f16(amax / 127.0);
-        const float id = amax != 0.0 ? 127.0 / amax : 0.0;
-        y[base + lane] = d * roundEven(x[p.x_offset + base + lane] * id);
-    } else {
-        if (amax == 0.0) {
-            for (uint i = lane; i < bs; i += 32u)
-                y[base + i] = 0.0;
-            return;
+    if (p.format == 2u || p.format == 4u) {
+        const uint dst = block * 10u;
+        const float d = div_rn(amax, 127.0);
+        const float id = amax != 0.0 ? div_rn(127.0, amax) : 0.0;
+        precise float scaled = x[base + lane] * id;
+        s_q[lane] = int(roundEven(scaled));
+        barrier();
+        if (lane < 8u) {
+            uint w = 0u;
+            for (uint j = 0u; j < 4u; ++j)
+                w |= (uint(s_q[4u * lane + j]) & 0xFFu) << (8u * j);
+            act[dst + 2u + lane] = w;
+        } else if (lane == 8u) {
+            act[dst] = floatBitsToUint(round_f16(d));
+        } else if (lane == 9u) {
+            int sum = 0;
+            for (uint j = 0u; j < 32u; ++j)
+                sum += s_q[j];
+            precise float s = float(sum) * d;
+            act[dst + 1u] = floatBitsToUint(p.format == 4u ? round_f16(s) : 0.0);
         }
-        const float iscale = -127.0 / s_val[0];
-        const float d = 1.0 / iscale;
-        for (uint i = lane; i < bs; i += 32u)
-            y[base + i] = d * min(127.0, roundEven(iscale * x[p.x_offset + base + i]));
+        return;
+    }
+    // Q8_K (quantize_row_q8_K_ref): the scale from the signed element of largest magnitude
+    const uint dst = block * 81u;
+    if (amax == 0.0) {
+        for (uint i = lane; i < 81u; i += 32u)
+            act[dst + i] = 0u;
+        return;
+    }
+    const float iscale = div_rn(-127.0, s_val[0]);
+    for (uint i = lane; i < 256u; i += 32u) {
+        precise float scaled = iscale * x[base + i];
+        s_q[i] = min(127, int(roundEven(scaled)));
+    }
+    barrier();
+    for (uint w = lane; w < 64u; w += 32u) {
+        uint v = 0u;
+        for (uint j = 0u; j < 4u; ++j)
+            v |= (uint(s_q[4u * w + j]) & 0xFFu) << (8u * j);
+        act[dst + 17u + w] = v;
+    }
+    if (lane < 16u) {
+        int sum = 0;
+        for (uint k = 0u; k < 16u; ++k)
+            sum += s_q[16u * lane + k];
+        act[dst + 1u + lane] = uint(sum);
+    } else if (lane == 16u) {
+        act[dst] = floatBitsToUint(div_rn(1.0, iscale));
     }
 }

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // kernel_rmsnorm: y[r] = x[r] / sqrt(mean(x[r]²) + eps) ⊙ w for every row r (a token's residual, or
-// one head of Q or K for the q/k norms). One workgroup per row; y may alias x.
+// one head of Q or K for the q/k norms), as the CPU backend's kernel_rmsnorm rounds it: the squares
+// in f32 summed in double (EXACT_F64; f32 where the device has no 64-bit floats), the scale
+// 1 / sqrt(mean + eps) with correctly rounded square root and division. One workgroup per row; y
+// may alias x.
 #version 450
 
 layout(local_size_x_id = 0) in;
@@ -19,7 +22,15 @@ layout(push_constant) uniform Params {
     uint groups_x;
 } p;
 
-shared float partial[THREADS];
+#include "cpu_math.glsl"
+
+#ifdef EXACT_F64
+#define WIDE double
+#else
+#define WIDE float
+#endif
+
+shared WIDE partial[THREADS];
 
 void main()
 {
@@ -28,18 +39,27 @@ void main()
         return; // uniform across the workgroup
     const uint lane = gl_LocalInvocationID.x;
     const uint xb = p.x_offset + r * p.width, yb = p.y_offset + r * p.width;
-    float s = 0.0;
-    for (uint i = lane; i < p.width; i += THREADS)
-        s += x[xb + i] * x[xb + i];
+    precise WIDE s = WIDE(0.0);
+    for (uint i = lane; i < p.width; i += THREADS) {
+        precise float sq = x[xb + i] * x[xb + i];
+        s = s + WIDE(sq);
+    }
     partial[lane] = s;
     barrier();
     for (uint k = THREADS / 2u; k > 0u; k >>= 1) {
         if (lane < k)
-            partial[lane] += partial[lane + k];
+            partial[lane] = partial[lane] + partial[lane + k];
         barrier();
     }
-    const float mean = partial[0] / float(p.width);
-    const float scale = 1.0 / sqrt(mean + p.eps);
-    for (uint i = lane; i < p.width; i += THREADS)
-        y[yb + i] = (x[xb + i] * scale) * w[i];
+#ifdef EXACT_F64
+    const float mean = float(partial[0] / double(p.width));
+#else
+    const float mean = div_rn(partial[0], float(p.width));
+#endif
+    precise float v = mean + p.eps;
+    const float scale = div_rn(1.0, sqrt_rn(v));
+    for (uint i = lane; i < p.width; i += THREADS) {
+        precise float r = (x[xb + i] * scale) * w[i];
+        y[yb + i] = r;
+    }
 }

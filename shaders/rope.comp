@@ -23,6 +23,8 @@ layout(push_constant) uniform Params {
     uint groups_x;
 } p;
 
+#include "cpu_math.glsl"
+
 void main()
 {
     const uint id = (gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x) * THREADS + gl_LocalInvocationID.x;
@@ -37,10 +39,11 @@ void main()
         const uint a = p.neox != 0u ? i : 2u * i;
         const uint b = p.neox != 0u ? i + half_rot : 2u * i + 1u;
         const float x0 = x[base + a], x1 = x[base + b];
-        precise float r0 = fma(x0, c.x, -(x1 * c.y));
-        precise float r1 = fma(x0, c.y, x1 * c.x);
-        x[base + a] = r0 * p.scale;
-        x[base + b] = r1 * p.scale;
+        precise float r0 = fma_rn(x0, c.x, -(x1 * c.y));
+        precise float r1 = fma_rn(x0, c.y, x1 * c.x);
+        precise float s0 = r0 * p.scale, s1 = r1 * p.scale;
+        x[base + a] = s0;
+        x[base + b] = s1;
     } else {
         const uint a = p.n_rot + 2u * (i - half_rot);
         x[base + a] *= p.scale;

@@ -47,7 +47,7 @@ uint sub_of(uint c) { return c & 7u; }
 // Four bytes as four unsigned values.
 uvec4 bytes4(uint b) { const uint w = ld32(b); return uvec4(w & 0xFFu, (w >> 8) & 0xFFu, (w >> 16) & 0xFFu, w >> 24); }
 
-void dequant_chunk(uint row, uint c, uint cols, out float v[32])
+void dequant_chunk(uint row, uint c, uint cols, precise out float v[32])
 {
 #if defined(TYPE_F32)
     for (uint i = 0u; i < 32u; ++i) {

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // Every Vulkan shader against the CPU implementation it replaces, with the validation layer on:
 // matmul and get_rows for every weight type the CPU backend reads (weights split into row ranges by a
-// tiny binding limit, so the splitting is exercised on any device), rmsnorm, RoPE in both layouts,
-// the F16 KV store, attention (causal, sliding window, grouped-query heads, weights capture), the
-// GeGLU/SwiGLU gates and the residual/bias add.
+// tiny binding limit, so the splitting is exercised on any device) in the one-row and both batch
+// orders, rmsnorm, RoPE in both layouts, the F16 KV store, attention (causal, sliding window,
+// grouped-query heads, single-row and batch orders, weights capture), the GeGLU/SwiGLU gates and the
+// residual/bias add. On a device with 64-bit floats (lavapipe has them) against a CPU running its
+// AVX2 kernels, every result must equal the CPU's bit for bit; elsewhere within float rounding.
 #include "vulkan_test_support.h"
 
 #ifdef TOKENSCOPE_HAVE_VULKAN
@@ -15,11 +17,13 @@
 #include "model/test_model.h"
 #include "util/thread_pool.h"
 #include "quant/dequant.h"
+#include "quant/vec_dot.h"
 #include "util/fp16.h"
 #endif
 
 #include <QTest>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
@@ -54,6 +58,7 @@ private:
     std::unique_ptr<vk::Kernels> m_k;
     std::unique_ptr<vk::Recorder> m_rec;
     std::unique_ptr<vk::Uploader> m_up;
+    bool m_bit_exact = false;
 #endif
 };
 
@@ -86,6 +91,15 @@ struct HostMatrix {
     std::vector<std::byte> bytes;
     std::vector<float> f32; // [rows][cols]
 };
+
+// Index of the first element where two float arrays differ in their bits, or −1.
+long first_difference(const float* a, const float* b, std::size_t n)
+{
+    for (std::size_t i = 0; i < n; ++i)
+        if (std::memcmp(a + i, b + i, sizeof(float)) != 0)
+            return long(i);
+    return -1;
+}
 
 HostMatrix random_matrix(GgmlType type, uint32_t cols, uint32_t rows, uint64_t seed)
 {
@@ -123,7 +137,9 @@ void TestVulkanKernels::initTestCase()
     m_ctx = std::make_unique<vk::Context>(vk::ContextOptions{-1, true, kTinyBinding});
     QVERIFY2(m_ctx->validation_active(), "the validation layer (vulkan-validationlayers) must be installed for the Vulkan tests");
     QCOMPARE(m_ctx->max_binding(), kTinyBinding);
-    qInfo("device: %s", m_ctx->device_name().c_str());
+    m_bit_exact = m_ctx->has_float64() && simd_level() != SimdLevel::Scalar;
+    qInfo("device: %s; results %s", m_ctx->device_name().c_str(),
+          m_bit_exact ? "must equal the CPU's bit for bit" : "compared within rounding (no 64-bit floats, or a scalar CPU)");
     m_k = std::make_unique<vk::Kernels>(*m_ctx);
     m_rec = std::make_unique<vk::Recorder>(*m_ctx);
     m_up = std::make_unique<vk::Uploader>(*m_ctx);
@@ -150,10 +166,13 @@ void TestVulkanKernels::matmul_data()
 {
     QTest::addColumn<int>("type");
     QTest::addColumn<int>("tokens");
+    QTest::addColumn<int>("order"); // the batch size whose summation order the CPU uses
 #ifdef TOKENSCOPE_HAVE_VULKAN
-    for (GgmlType t : kTypes)
+    for (GgmlType t : kTypes) {
         for (int n : {1, 3, 11})
-            QTest::addRow("%s x%d", std::string(ggml_type_name(t)).c_str(), n) << int(t) << n;
+            QTest::addRow("%s x%d", std::string(ggml_type_name(t)).c_str(), n) << int(t) << n << n;
+        QTest::addRow("%s x2 in the order of 16", std::string(ggml_type_name(t)).c_str()) << int(t) << 2 << 16;
+    }
 #endif
 }
 
@@ -162,6 +181,7 @@ void TestVulkanKernels::matmul()
 #ifdef TOKENSCOPE_HAVE_VULKAN
     QFETCH(int, type);
     QFETCH(int, tokens);
+    QFETCH(int, order);
     const auto t = GgmlType(type);
     const bool is_float = t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16;
     const uint32_t cols = is_float ? 200 : 512, rows = 67; // a float row with a tail chunk; an odd row count
@@ -174,7 +194,7 @@ void TestVulkanKernels::matmul()
     const vk::Buffer dx = device(x);
     const vk::Buffer dy = device_zeros(std::size_t(n) * rows + 3), act = device_zeros(std::size_t(n) * cols);
     m_rec->begin();
-    m_k->matmul(*m_rec, dw, dx, 0, n, dy, 3, rows, act);
+    m_k->matmul(*m_rec, dw, dx, 0, n, dy, 3, rows, act, uint32_t(order));
     m_rec->submit();
     const auto y = host(dy, std::size_t(n) * rows + 3);
 
@@ -188,7 +208,7 @@ void TestVulkanKernels::matmul()
     ThreadPool pool(1);
     cpu::MatMul mm;
     std::vector<float> cpu_y(std::size_t(n) * rows);
-    mm.run(pool, view, x.data(), n, cpu_y.data());
+    mm.run(pool, view, x.data(), n, cpu_y.data(), order);
 
     double worst = 0, worst_exact = 0;
     for (uint32_t tok = 0; tok < n; ++tok)
@@ -208,6 +228,11 @@ void TestVulkanKernels::matmul()
     // Q4_1/Q5_1: the CPU rounds its Q8_1 block sums to F16 as well
     const double tolerance = (t == GgmlType::Q4_1 || t == GgmlType::Q5_1) ? 1e-4 : 1e-5;
     QVERIFY2(worst < tolerance, qPrintable(QString("relative difference %1").arg(worst)));
+    if (m_bit_exact) {
+        const long at = first_difference(y.data() + 3, cpu_y.data(), cpu_y.size());
+        QVERIFY2(at < 0, qPrintable(QString("output %1 differs from the CPU's: %2 vs %3").arg(at).arg(y[3 + std::size_t(std::max(at, 0L))], 0, 'g', 9)
+                                        .arg(cpu_y[std::size_t(std::max(at, 0L))], 0, 'g', 9)));
+    }
     QVERIFY2(worst_exact < 2e-2, qPrintable(QString("relative error %1").arg(worst_exact)));
 #endif
 }
@@ -251,7 +276,7 @@ void TestVulkanKernels::getRows()
         for (uint32_t e = 0; e < cols; ++e) {
             const float ref = w.f32[std::size_t(ids[i]) * cols + e] * scale;
             const float g = got[std::size_t(i) * cols + e];
-            if (std::fabs(g - ref) > 1e-6f * std::fabs(ref) + 1e-30f)
+            if (m_bit_exact ? std::memcmp(&g, &ref, sizeof g) != 0 : std::fabs(g - ref) > 1e-6f * std::fabs(ref) + 1e-30f)
                 QFAIL(qPrintable(QString("row %1 element %2: %3 vs %4").arg(ids[i]).arg(e).arg(g).arg(ref)));
         }
 #endif
@@ -279,6 +304,8 @@ void TestVulkanKernels::rmsnorm()
             cpu::kernel_rmsnorm(x.data() + std::size_t(r) * width, w.data(), ref.data(), width, 1e-6f);
             for (uint32_t i = 0; i < width; ++i) {
                 QVERIFY(std::fabs(y[std::size_t(r) * width + i] - ref[i]) <= 2e-6f * (std::fabs(ref[i]) + 1e-3f));
+                if (m_bit_exact)
+                    QCOMPARE(y[std::size_t(r) * width + i], ref[i]);
                 QCOMPARE(y2[std::size_t(r) * width + i], y[std::size_t(r) * width + i]);
             }
         }
@@ -327,6 +354,9 @@ void TestVulkanKernels::rope()
                 // the same angles and fused multiply-adds; the compiler may still round one product differently
                 // (inputs are N(0, 1): an absolute bound relative to them)
                 QVERIFY(std::fabs(y[(t * heads + h) * D + i] - ref[i] * scale) <= 1e-6f * scale);
+            if (m_bit_exact)
+                for (uint32_t i = 0; i < D; ++i)
+                    QCOMPARE(y[(t * heads + h) * D + i], ref[i] * scale);
         }
 #endif
 }
@@ -341,11 +371,14 @@ void TestVulkanKernels::attention_data()
     QTest::addColumn<int>("pos0");
     QTest::addColumn<int>("n_tokens");
     QTest::addColumn<int>("window");
-    QTest::newRow("causal prefill") << 2 << 2 << 64 << 0 << 9 << 0;
-    QTest::newRow("causal decode, GQA 4:1") << 4 << 1 << 128 << 70 << 1 << 0;
-    QTest::newRow("GQA 4:2, batch after a prefix") << 4 << 2 << 64 << 40 << 7 << 0;
-    QTest::newRow("sliding window 16, batch") << 2 << 1 << 256 << 30 << 6 << 16;
-    QTest::newRow("sliding window 64, decode") << 4 << 2 << 64 << 150 << 1 << 64;
+    QTest::addColumn<bool>("batched"); // the CPU's order for a request of 2+ tokens
+    QTest::newRow("causal prefill") << 2 << 2 << 64 << 0 << 9 << 0 << true;
+    QTest::newRow("causal decode, GQA 4:1") << 4 << 1 << 128 << 70 << 1 << 0 << false;
+    QTest::newRow("decode past 256 slots, head_dim 80 (a tail)") << 2 << 1 << 80 << 300 << 1 << 0 << false;
+    QTest::newRow("GQA 4:2, batch after a prefix") << 4 << 2 << 64 << 40 << 7 << 0 << true;
+    QTest::newRow("sliding window 16, batch") << 2 << 1 << 256 << 30 << 6 << 16 << true;
+    QTest::newRow("sliding window 64, decode") << 4 << 2 << 64 << 150 << 1 << 64 << false;
+    QTest::newRow("one token in a batch's order") << 2 << 2 << 64 << 20 << 1 << 0 << true;
 }
 
 void TestVulkanKernels::attention()
@@ -357,6 +390,7 @@ void TestVulkanKernels::attention()
     QFETCH(int, pos0);
     QFETCH(int, n_tokens);
     QFETCH(int, window);
+    QFETCH(bool, batched);
     const auto H = uint32_t(n_heads), Hkv = uint32_t(n_kv_heads), D = uint32_t(head_dim), n = uint32_t(n_tokens);
     const uint32_t n_keys = uint32_t(pos0) + n, n_ctx = n_keys + 5;
     const auto keys = random_floats(std::size_t(n_keys) * Hkv * D, 1), values = random_floats(std::size_t(n_keys) * Hkv * D, 2);
@@ -372,7 +406,7 @@ void TestVulkanKernels::attention()
     m_rec->fill(kc.handle(), 0, kc.size(), 0);
     m_rec->fill(vc.handle(), 0, vc.size(), 0);
     m_k->kv_store(*m_rec, dk, dv, kc, vc, n_keys, Hkv, D, 0, n_ctx);
-    vk::Kernels::AttentionShape s{n, H, Hkv, D, uint32_t(pos0), n_ctx, uint32_t(window), scale};
+    vk::Kernels::AttentionShape s{n, H, Hkv, D, uint32_t(pos0), n_ctx, uint32_t(window), scale, batched};
     m_k->attention(*m_rec, s, dq, kc, vc, out, &weights);
     m_rec->submit();
 
@@ -405,12 +439,16 @@ void TestVulkanKernels::attention()
             row.n_slots = pos + 1;
             row.head_dim = D;
             row.scale = scale;
-            row.batched = n > 1;
+            row.batched = batched;
             std::vector<float> ref(D), ref_w(pos + 1);
             cpu::AttentionScratch scratch;
             cpu::attention_row_scalar(row, ref.data(), ref_w.data(), scratch);
             for (uint32_t i = 0; i < D; ++i)
                 worst_out = std::max(worst_out, double(std::fabs(got[(std::size_t(t) * H + h) * D + i] - ref[i])));
+            if (m_bit_exact) {
+                QCOMPARE(first_difference(got.data() + (std::size_t(t) * H + h) * D, ref.data(), D), -1L);
+                QCOMPARE(first_difference(got_w.data() + (std::size_t(t) * H + h) * n_keys, ref_w.data(), pos + 1), -1L);
+            }
             for (uint32_t j = 0; j < n_keys; ++j) {
                 const float g = got_w[(std::size_t(t) * H + h) * n_keys + j];
                 if (j < lo || j > pos)
@@ -445,7 +483,7 @@ void TestVulkanKernels::glu()
     const auto u = random_floats(n, 6);
     const vk::Buffer dg = device(g), du = device(u);
     m_rec->begin();
-    m_k->glu(*m_rec, dg, du, uint32_t(n), gelu);
+    m_k->glu(*m_rec, dg, du, uint32_t(n), uint32_t(n), gelu);
     m_rec->submit();
     const auto got = host(dg, n);
     std::vector<float> ref(n);
@@ -457,8 +495,10 @@ void TestVulkanKernels::glu()
     for (std::size_t i = 0; i < n; ++i)
         worst = std::max(worst, double(std::fabs(got[i] - ref[i]) / (std::fabs(ref[i]) + 1e-3f)));
     qInfo("worst relative difference %.3g", worst);
-    if (gelu) // the same F16 table lookup on both sides: bit-equal
-        for (std::size_t i = 0; i < n; ++i)
+    // GELU: the same F16 table lookup on both sides; SiLU: ggml's expf on both sides except for the
+    // row's last n % 8 elements (libm's expf on the CPU, GLSL's exp here)
+    if (gelu || m_bit_exact)
+        for (std::size_t i = 0; i < (gelu ? n : n & ~std::size_t(7)); ++i)
             QCOMPARE(got[i], ref[i]);
     QVERIFY(worst < 1e-5);
 #endif

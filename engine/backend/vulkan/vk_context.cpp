@@ -206,8 +206,8 @@ std::string why_unusable(VkPhysicalDevice dev)
     const auto& l = props.limits;
     if (!compute_queue_family(dev))
         return "it has no compute queue";
-    if (l.maxComputeWorkGroupInvocations < 64 || l.maxComputeWorkGroupSize[0] < 64)
-        return fmt::format("its workgroups hold {} invocations, the shaders need 64", l.maxComputeWorkGroupInvocations);
+    if (l.maxComputeWorkGroupInvocations < 128 || l.maxComputeWorkGroupSize[0] < 128)
+        return fmt::format("its workgroups hold {} invocations, the shaders need 128", l.maxComputeWorkGroupInvocations);
     if (l.maxComputeSharedMemorySize < 8192)
         return fmt::format("it has {} bytes of shared memory, the shaders need 8192", l.maxComputeSharedMemorySize);
     if (l.maxPushConstantsSize < 64)
@@ -350,9 +350,16 @@ Context::Context(const ContextOptions& options)
         q.queueFamilyIndex = m_queue_family;
         q.queueCount = 1;
         q.pQueuePriorities = &priority;
+        // 64-bit floats let the shaders sum in double where the CPU backend does (bit-equal results).
+        VkPhysicalDeviceFeatures supported{};
+        vkGetPhysicalDeviceFeatures(m_physical, &supported);
+        VkPhysicalDeviceFeatures enabled{};
+        enabled.shaderFloat64 = supported.shaderFloat64;
+        m_float64 = supported.shaderFloat64 == VK_TRUE;
         VkDeviceCreateInfo dinfo{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
         dinfo.queueCreateInfoCount = 1;
         dinfo.pQueueCreateInfos = &q;
+        dinfo.pEnabledFeatures = &enabled;
         check(vkCreateDevice(m_physical, &dinfo, nullptr, &m_device), "creating the Vulkan device");
         vkGetDeviceQueue(m_device, m_queue_family, 0, &m_queue);
         vkGetPhysicalDeviceMemoryProperties(m_physical, &m_memory);
@@ -392,11 +399,11 @@ Context::Context(const ContextOptions& options)
         spdlog::info("Vulkan limits: maxStorageBufferRange {} B (binding used: {} B), maxMemoryAllocationSize {} B, "
                      "minStorageBufferOffsetAlignment {}, maxComputeSharedMemorySize {} B, maxComputeWorkGroupInvocations {}, "
                      "maxComputeWorkGroupSize {}×{}×{}, maxComputeWorkGroupCount {}×{}×{}, maxPushConstantsSize {} B, "
-                     "maxMemoryAllocationCount {}, subgroup size {}",
+                     "maxMemoryAllocationCount {}, subgroup size {}, shaderFloat64 {}",
                      m_limits.max_storage_buffer_range, m_max_binding, m_limits.max_allocation, m_limits.min_storage_offset_alignment,
                      m_limits.max_shared_memory, m_limits.max_invocations, m_limits.max_group_size[0], m_limits.max_group_size[1],
                      m_limits.max_group_size[2], m_limits.max_group_count[0], m_limits.max_group_count[1], m_limits.max_group_count[2],
-                     m_limits.max_push_constants, m_limits.max_allocations, m_limits.subgroup_size);
+                     m_limits.max_push_constants, m_limits.max_allocations, m_limits.subgroup_size, m_float64 ? "yes" : "no");
     } catch (...) {
         if (m_device)
             vkDestroyDevice(m_device, nullptr);
@@ -679,7 +686,7 @@ uint32_t Recorder::split_groups(uint64_t groups, uint32_t* gy) const
 }
 
 void Recorder::dispatch(const Pipeline& p, std::initializer_list<Range> bindings, const void* push, uint32_t push_bytes,
-                        uint32_t groups_x, uint32_t groups_y)
+                        uint32_t groups_x, uint32_t groups_y, uint32_t groups_z)
 {
     if (bindings.size() != p.n_bindings || push_bytes != p.push_bytes)
         throw Error("internal error: a dispatch does not match its pipeline's bindings");
@@ -706,7 +713,7 @@ void Recorder::dispatch(const Pipeline& p, std::initializer_list<Range> bindings
     vkCmdBindDescriptorSets(m_cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
     if (push_bytes)
         vkCmdPushConstants(m_cmd, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
-    vkCmdDispatch(m_cmd, groups_x, groups_y, 1);
+    vkCmdDispatch(m_cmd, groups_x, groups_y, groups_z);
     barrier();
 }
 

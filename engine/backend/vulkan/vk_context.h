@@ -106,6 +106,8 @@ public:
     uint64_t device_local_bytes() const { return m_device_local; }
     bool validation_active() const { return m_messenger != VK_NULL_HANDLE; }
     bool lost() const { return m_lost; }
+    // shaderFloat64 is enabled: the "_f64" shader variants (double sums as the CPU's) can be used.
+    bool has_float64() const { return m_float64; }
     // The largest range one storage-buffer binding may cover (device limit or the option, whole words).
     uint64_t max_binding() const { return m_max_binding; }
     // The device's own limit for one binding (ignores ContextOptions::max_binding_bytes).
@@ -140,6 +142,7 @@ private:
     uint64_t m_max_binding = 0;
     uint64_t m_allocations = 0;
     bool m_lost = false;
+    bool m_float64 = false;
     VkPhysicalDeviceMemoryProperties m_memory{};
     std::vector<std::pair<std::string, std::unique_ptr<Pipeline>>> m_pipelines;
 };
@@ -157,7 +160,7 @@ public:
     // groups may exceed the device's per-dimension count: x is split over y, and the shader gets
     // the x count in its `groups_x` push constant (written at push_groups_x_at when given).
     void dispatch(const Pipeline& p, std::initializer_list<Range> bindings, const void* push, uint32_t push_bytes,
-                  uint32_t groups_x, uint32_t groups_y = 1);
+                  uint32_t groups_x, uint32_t groups_y = 1, uint32_t groups_z = 1);
     // Like dispatch, for shaders that take a flat count of workgroups split into x·y; returns the
     // x count the shader must be told (its groups_x push constant) — call before filling `push`.
     uint32_t split_groups(uint64_t groups, uint32_t* gy) const;

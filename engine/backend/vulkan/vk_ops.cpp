@@ -18,8 +18,7 @@ namespace engine::vk {
 
 namespace {
 
-constexpr uint32_t kMatmulThreads = 32, kMatmulRows = 2; // matmul.comp: lanes over chunks × rows
-constexpr uint32_t kThreads = 64;                        // every other shader
+constexpr uint32_t kThreads = 64; // matmul.comp's rows per workgroup, and every other shader's lanes
 
 std::string lower(std::string_view s)
 {
@@ -31,7 +30,7 @@ std::string lower(std::string_view s)
 
 // Push-constant blocks, laid out as the shaders declare them.
 struct MatmulPush {
-    uint32_t cols, rows, n_tokens, row_bytes, out_row0, out_stride, x_offset, y_offset, groups_x;
+    uint32_t cols, rows, n_tokens, row_bytes, out_row0, out_stride, a_offset, a_row_words, y_offset, groups_x, order;
 };
 struct GetRowsPush {
     uint32_t cols, row_bytes, row0, rows, n_tokens;
@@ -53,10 +52,10 @@ struct KvStorePush {
 struct AttentionPush {
     uint32_t n_tokens, n_heads, n_kv_heads, head_dim, pos0, n_ctx, window;
     float scale;
-    uint32_t capture, n_keys;
+    uint32_t capture, n_keys, batched;
 };
 struct GluPush {
-    uint32_t n, gelu, groups_x;
+    uint32_t n, gelu, groups_x, width;
 };
 struct QuantizeActPush {
     uint32_t cols, n_blocks, format, x_offset, groups_x;
@@ -174,17 +173,24 @@ void download(Context& ctx, const Buffer& src, uint64_t offset, void* out, uint6
 
 Pipeline& Kernels::matmul_pipeline(GgmlType type)
 {
-    return m_ctx.pipeline("matmul_" + lower(ggml_type_name(type)), 3, sizeof(MatmulPush), {kMatmulThreads, kMatmulRows});
+    return pipeline("matmul_" + lower(ggml_type_name(type)), 3, sizeof(MatmulPush), {kThreads});
+}
+
+// The "_f64" variant of a shader (fused multiply-adds rounded once, double sums where the CPU's are:
+// bit-equal to the CPU backend) on devices with 64-bit floats, else the plain one.
+Pipeline& Kernels::pipeline(const std::string& name, uint32_t n_bindings, uint32_t push_bytes, std::vector<uint32_t> spec)
+{
+    return m_ctx.pipeline(m_ctx.has_float64() ? name + "_f64" : name, n_bindings, push_bytes, std::move(spec));
 }
 
 Pipeline& Kernels::get_rows_pipeline(GgmlType type)
 {
-    return m_ctx.pipeline("get_rows_" + lower(ggml_type_name(type)), 3, sizeof(GetRowsPush), {kThreads});
+    return pipeline("get_rows_" + lower(ggml_type_name(type)), 3, sizeof(GetRowsPush), {kThreads});
 }
 
 Pipeline& Kernels::simple(const char* name, uint32_t n_bindings, uint32_t push_bytes)
 {
-    return m_ctx.pipeline(name, n_bindings, push_bytes, {kThreads});
+    return pipeline(name, n_bindings, push_bytes, {kThreads});
 }
 
 void Kernels::prepare(const std::vector<GgmlType>& matmul_types, GgmlType embedding_type)
@@ -192,26 +198,27 @@ void Kernels::prepare(const std::vector<GgmlType>& matmul_types, GgmlType embedd
     for (GgmlType t : matmul_types)
         matmul_pipeline(t);
     get_rows_pipeline(embedding_type);
-    simple("rmsnorm", 3, sizeof(RmsnormPush));
+    pipeline("rmsnorm", 3, sizeof(RmsnormPush), {kThreads});
     simple("rope", 2, sizeof(RopePush));
     simple("kv_store", 4, sizeof(KvStorePush));
-    simple("attention", 5, sizeof(AttentionPush));
+    pipeline("attention", 5, sizeof(AttentionPush), {});
     simple("glu", 3, sizeof(GluPush));
     simple("add", 2, sizeof(AddPush));
-    m_ctx.pipeline("quantize_act", 2, sizeof(QuantizeActPush), {});
+    pipeline("quantize_act", 2, sizeof(QuantizeActPush), {});
 }
 
 // ---- operations ---------------------------------------------------------------------------------
 
-bool Kernels::quantize_act(Recorder& rec, GgmlType type, const Buffer& x, uint32_t x_offset, uint32_t n_tokens, uint32_t cols,
-                           const Buffer& act)
+uint32_t Kernels::quantize_act(Recorder& rec, GgmlType type, const Buffer& x, uint32_t x_offset, uint32_t n_tokens, uint32_t cols,
+                               const Buffer& act)
 {
-    uint32_t format = 0, block = 32;
+    uint32_t format = 0, block = 32, words = 0;
     switch (activation_format(type)) {
-    case ActivationFormat::F32: return false;
-    case ActivationFormat::F16: format = 1; break;
-    case ActivationFormat::Q8_0: case ActivationFormat::Q8_1: format = 2; break;
-    case ActivationFormat::Q8_K: format = 3; block = 256; break;
+    case ActivationFormat::F32: return 0;
+    case ActivationFormat::F16: format = 1; words = 32; break;
+    case ActivationFormat::Q8_0: format = 2; words = 10; break;
+    case ActivationFormat::Q8_1: format = 4; words = 10; break;
+    case ActivationFormat::Q8_K: format = 3; block = 256; words = 81; break;
     }
     const uint64_t elements = uint64_t(n_tokens) * cols;
     if (format != 1 && cols % block != 0)
@@ -221,22 +228,30 @@ bool Kernels::quantize_act(Recorder& rec, GgmlType type, const Buffer& x, uint32
     const uint32_t gx = rec.split_groups(blocks, &gy);
     const QuantizeActPush push{format == 1 ? checked_u32(elements, "an activation count") : cols, checked_u32(blocks, "a block count"),
                                format, x_offset, gx};
-    rec.dispatch(m_ctx.pipeline("quantize_act", 2, sizeof(push), {}), {whole(x), whole(act)}, &push, sizeof(push), gx, gy);
-    return true;
+    rec.dispatch(pipeline("quantize_act", 2, sizeof(push), {}), {whole(x), whole(act)}, &push, sizeof(push), gx, gy);
+    return format == 1 ? cols : cols / block * words;
 }
 
 void Kernels::matmul(Recorder& rec, const DeviceMatrix& w, const Buffer& x, uint32_t x_offset, uint32_t n_tokens, const Buffer& y,
-                     uint32_t y_offset, uint32_t out_stride, const Buffer& act)
+                     uint32_t y_offset, uint32_t out_stride, const Buffer& act, uint32_t order_batch)
 {
-    const bool quantized = quantize_act(rec, w.type, x, x_offset, n_tokens, w.cols, act);
+    const uint32_t act_words = quantize_act(rec, w.type, x, x_offset, n_tokens, w.cols, act);
+    const bool quantized = act_words != 0;
     const Buffer& input = quantized ? act : x;
+    // The CPU's summation order for this batch size (vec_dot_for_batch): k-quants tiled from 8 rows,
+    // F16 batched from 2.
+    const uint32_t order = std::max(order_batch, n_tokens);
+    const bool k_quant = activation_format(w.type) == ActivationFormat::Q8_K;
+    const uint32_t batch_order = (k_quant && order >= 8) || (w.type == GgmlType::F16 && order >= 2) ? 1u : 0u;
+    if (n_tokens > m_ctx.limits().max_group_count[2])
+        throw Error("internal error: a matmul's tokens exceed the device's workgroup count");
     Pipeline& p = matmul_pipeline(w.type);
     for (const auto& part : w.parts) {
         uint32_t gy = 1;
-        const uint32_t gx = rec.split_groups((part.rows + kMatmulRows - 1) / kMatmulRows, &gy);
+        const uint32_t gx = rec.split_groups((part.rows + kThreads - 1) / kThreads, &gy);
         const MatmulPush push{w.cols, part.rows, n_tokens, checked_u32(w.row_bytes, "a row's size"), part.row0, out_stride,
-                              quantized ? 0u : x_offset, y_offset, gx};
-        rec.dispatch(p, {whole(part.buffer), whole(input), whole(y)}, &push, sizeof(push), gx, gy);
+                              quantized ? 0u : x_offset, quantized ? act_words : w.cols, y_offset, gx, batch_order};
+        rec.dispatch(p, {whole(part.buffer), whole(input), whole(y)}, &push, sizeof(push), gx, gy, n_tokens);
     }
 }
 
@@ -255,7 +270,8 @@ void Kernels::rmsnorm(Recorder& rec, const Buffer& x, uint32_t x_offset, const B
     uint32_t gy = 1;
     const uint32_t gx = rec.split_groups(n_rows, &gy);
     const RmsnormPush push{width, n_rows, x_offset, y_offset, eps, gx};
-    rec.dispatch(simple("rmsnorm", 3, sizeof(push)), {whole(x), whole(weight), whole(y)}, &push, sizeof(push), gx, gy);
+    rec.dispatch(pipeline("rmsnorm", 3, sizeof(push), {kThreads}), {whole(x), whole(weight), whole(y)}, &push, sizeof(push),
+                 gx, gy);
 }
 
 void Kernels::rope(Recorder& rec, const Buffer& x, uint32_t x_offset, const Buffer& cs, uint32_t cs_offset, uint32_t n_tokens,
@@ -289,17 +305,17 @@ void Kernels::attention(Recorder& rec, const AttentionShape& s, const Buffer& q,
     if (!m_dummy)
         m_dummy = Buffer(&m_ctx, 16, Memory::Device);
     const AttentionPush push{s.n_tokens, s.n_heads, s.n_kv_heads, s.head_dim, s.pos0, s.n_ctx, s.window, s.scale,
-                             weights ? 1u : 0u, s.pos0 + s.n_tokens};
-    rec.dispatch(simple("attention", 5, sizeof(push)),
+                             weights ? 1u : 0u, s.pos0 + s.n_tokens, s.batched ? 1u : 0u};
+    rec.dispatch(pipeline("attention", 5, sizeof(push), {}),
                  {whole(q), whole(k_cache), whole(v_cache), whole(out), whole(weights ? *weights : m_dummy)}, &push, sizeof(push),
                  s.n_tokens, s.n_heads);
 }
 
-void Kernels::glu(Recorder& rec, const Buffer& gate, const Buffer& up, uint32_t n, bool gelu)
+void Kernels::glu(Recorder& rec, const Buffer& gate, const Buffer& up, uint32_t n, uint32_t width, bool gelu)
 {
     uint32_t gy = 1;
     const uint32_t gx = rec.split_groups((n + kThreads - 1) / kThreads, &gy);
-    const GluPush push{n, gelu ? 1u : 0u, gx};
+    const GluPush push{n, gelu ? 1u : 0u, gx, width};
     if (gelu && !m_gelu_table)
         throw Error("internal error: GeGLU before the GELU table was loaded");
     if (!m_dummy)

@@ -64,16 +64,16 @@ public:
     // Builds the pipelines the forward pass of a model with these weight types uses (once per model).
     void prepare(const std::vector<GgmlType>& matmul_types, GgmlType embedding_type);
 
-    // y[y_offset + t·out_stride + r] = w.row(r) · x̃[t] for t < n_tokens, every row, where x̃ is
-    // x[x_offset + t·cols …] as the CPU backend's dot product for w's type sees it (quantized to
-    // Q8_0/Q8_K or rounded to F16, see quantize_act.comp) — written to `act` ([n_tokens][cols]
-    // floats) first unless the type takes f32 activations.
+    // y[y_offset + t·out_stride + r] = w.row(r) · x[t] for t < n_tokens and every row, computed as the
+    // CPU backend's dot product for w's type computes it for a batch of order_batch rows (its
+    // summation order depends on the batch): x[x_offset + t·cols …] is first quantized into `act` in
+    // the CPU's activation format for the type (quantize_act.comp) unless that format is f32.
     void matmul(Recorder& rec, const DeviceMatrix& w, const Buffer& x, uint32_t x_offset, uint32_t n_tokens, const Buffer& y,
-                uint32_t y_offset, uint32_t out_stride, const Buffer& act);
-    // act[t] = x̃[t] in the CPU's activation format for weight type `type`; false (nothing recorded)
-    // when that format is f32.
-    bool quantize_act(Recorder& rec, GgmlType type, const Buffer& x, uint32_t x_offset, uint32_t n_tokens, uint32_t cols,
-                      const Buffer& act);
+                uint32_t y_offset, uint32_t out_stride, const Buffer& act, uint32_t order_batch);
+    // act[t] = x[t] in the CPU's activation format for weight type `type`; returns the 32-bit words
+    // per token written, 0 (nothing recorded) when that format is f32.
+    uint32_t quantize_act(Recorder& rec, GgmlType type, const Buffer& x, uint32_t x_offset, uint32_t n_tokens, uint32_t cols,
+                          const Buffer& act);
     // out[t] = decode(w.row(ids[t])) · scale, [n_tokens][cols].
     void get_rows(Recorder& rec, const DeviceMatrix& w, const Buffer& ids, uint32_t n_tokens, const Buffer& out, float scale);
     // y rows = rmsnorm(x rows) ⊙ weight; y may be x.
@@ -88,12 +88,13 @@ public:
     struct AttentionShape {
         uint32_t n_tokens = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, pos0 = 0, n_ctx = 0, window = 0;
         float scale = 1.0f;
+        bool batched = false; // the CPU's order for a request of 2+ tokens
     };
     // out [n_tokens][n_heads][head_dim]; weights (when not null) [n_tokens][n_heads][pos0 + n_tokens].
     void attention(Recorder& rec, const AttentionShape& s, const Buffer& q, const Buffer& k_cache, const Buffer& v_cache,
                    const Buffer& out, const Buffer* weights);
-    // gate[i] = act(gate[i]) · up[i] for i < n.
-    void glu(Recorder& rec, const Buffer& gate, const Buffer& up, uint32_t n, bool gelu);
+    // gate[i] = act(gate[i]) · up[i] for i < n (rows of `width` elements).
+    void glu(Recorder& rec, const Buffer& gate, const Buffer& up, uint32_t n, uint32_t width, bool gelu);
     // The CPU backend's F16 GELU table, which GeGLU looks its values up in (bit-equal results).
     void load_gelu_table(Uploader& up);
     // a[a_offset + i] += b[i % period] for i < n.
@@ -105,6 +106,7 @@ private:
     Pipeline& matmul_pipeline(GgmlType type);
     Pipeline& get_rows_pipeline(GgmlType type);
     Pipeline& simple(const char* name, uint32_t n_bindings, uint32_t push_bytes);
+    Pipeline& pipeline(const std::string& name, uint32_t n_bindings, uint32_t push_bytes, std::vector<uint32_t> spec);
     Context& m_ctx;
     Buffer m_dummy;
     Buffer m_gelu_table;

@@ -62,11 +62,13 @@ private:
     void upload_weights();
     void allocate_scratch();
     // Runs tokens [b0, b1) of the request (positions pos0 + b0 …) and fills their part of the result.
+    // `order`: the batch size whose summation order the CPU backend would use for the whole request.
     void run_chunk(std::span<const TokenId> tokens, uint32_t pos0_request, uint32_t b0, uint32_t n_total, int64_t first_out,
-                   const CaptureRequest* capture, ForwardCaptures* captures, std::vector<float>& logits);
+                   uint32_t order, const CaptureRequest* capture, ForwardCaptures* captures, std::vector<float>& logits);
     // K and V of positions [0, n) of one layer's KV head, as f32.
     void read_cache(uint32_t layer, uint32_t kv_head, uint32_t n, std::vector<float>& keys, std::vector<float>& values) const;
-    void output_head(vk::Recorder& rec, const Buffer& x, uint32_t row0, uint32_t n_rows, uint64_t download_offset, Buffer& download);
+    void output_head(vk::Recorder& rec, const Buffer& x, uint32_t row0, uint32_t n_rows, uint32_t order, uint64_t download_offset,
+                     Buffer& download);
     Buffer& capture_buffer(std::size_t i, uint64_t bytes);
 
     std::shared_ptr<const Model> m_model;
@@ -307,15 +309,15 @@ KvReadback VulkanBackend::read_kv(uint32_t layer, uint32_t kv_head) const
 
 // ---- the forward pass ----------------------------------------------------------------------------
 
-void VulkanBackend::output_head(vk::Recorder& rec, const Buffer& x, uint32_t row0, uint32_t n_rows, uint64_t download_offset,
-                                Buffer& download)
+void VulkanBackend::output_head(vk::Recorder& rec, const Buffer& x, uint32_t row0, uint32_t n_rows, uint32_t order,
+                                uint64_t download_offset, Buffer& download)
 {
     const ModelConfig& c = m_model->config();
     // final norm of the wanted rows into h, then the LM head in groups that fit the logits buffer
     m_k->rmsnorm(rec, x, row0 * c.n_embd, m_output_norm, m_h, 0, c.n_embd, n_rows, c.norm_eps);
     for (uint32_t g = 0; g < n_rows; g += m_logit_rows) {
         const uint32_t rows = std::min(m_logit_rows, n_rows - g);
-        m_k->matmul(rec, *m_output, m_h, g * c.n_embd, rows, m_logits, 0, c.n_vocab, m_act);
+        m_k->matmul(rec, *m_output, m_h, g * c.n_embd, rows, m_logits, 0, c.n_vocab, m_act, order);
         rec.copy(m_logits.handle(), 0, download.handle(), download_offset + uint64_t(g) * c.n_vocab * sizeof(float),
                  uint64_t(rows) * c.n_vocab * sizeof(float));
     }
@@ -337,6 +339,7 @@ ForwardResult VulkanBackend::forward(const ForwardRequest& request)
     const CaptureRequest* capture = request.capture && !request.capture->empty() ? request.capture : nullptr;
     std::shared_ptr<ForwardCaptures> captures = capture ? std::make_shared<ForwardCaptures>() : nullptr;
     const int64_t first_out = request.all_logits ? 0 : int64_t(n) - 1;
+    const auto order = uint32_t(std::max<std::size_t>(n, request.order_as_batch));
     ForwardResult result;
     result.n_vocab = c.n_vocab;
     result.logits.resize(std::size_t(n - uint32_t(first_out)) * c.n_vocab);
@@ -354,7 +357,7 @@ ForwardResult VulkanBackend::forward(const ForwardRequest& request)
         captures->residuals.assign(c.n_layer, std::vector<float>(std::size_t(n) * c.n_embd));
     for (uint32_t b0 = 0; b0 < n; b0 += batch) {
         const uint32_t b1 = std::min(n, b0 + batch);
-        run_chunk(request.tokens.subspan(b0, b1 - b0), pos0, b0, n, first_out, capture, captures.get(), result.logits);
+        run_chunk(request.tokens.subspan(b0, b1 - b0), pos0, b0, n, first_out, order, capture, captures.get(), result.logits);
     }
 
     // Keys and values the captured heads read, from the device cache (positions a window freed stay 0).
@@ -384,7 +387,7 @@ ForwardResult VulkanBackend::forward(const ForwardRequest& request)
 }
 
 void VulkanBackend::run_chunk(std::span<const TokenId> tokens, uint32_t pos0_request, uint32_t b0, uint32_t n_total, int64_t first_out,
-                              const CaptureRequest* capture, ForwardCaptures* captures, std::vector<float>& logits)
+                              uint32_t order, const CaptureRequest* capture, ForwardCaptures* captures, std::vector<float>& logits)
 {
     const Model& model = *m_model;
     const ModelConfig& c = model.config();
@@ -447,9 +450,9 @@ void VulkanBackend::run_chunk(std::span<const TokenId> tokens, uint32_t pos0_req
         DeviceLayer& L = m_layers[il];
         const uint32_t H = c.n_head[il], Hkv = c.n_head_kv[il], F = c.n_ff[il];
         k.rmsnorm(rec, m_x, 0, L.attn_norm, m_h, 0, E, n, c.norm_eps);
-        k.matmul(rec, L.q, m_h, 0, n, m_q, 0, H * D, m_act);    // [n][H·D]
-        k.matmul(rec, L.k, m_h, 0, n, m_kb, 0, Hkv * D, m_act); // [n][Hkv·D]
-        k.matmul(rec, L.v, m_h, 0, n, m_vb, 0, Hkv * D, m_act); // [n][Hkv·D]
+        k.matmul(rec, L.q, m_h, 0, n, m_q, 0, H * D, m_act, order);    // [n][H·D]
+        k.matmul(rec, L.k, m_h, 0, n, m_kb, 0, Hkv * D, m_act, order); // [n][Hkv·D]
+        k.matmul(rec, L.v, m_h, 0, n, m_vb, 0, Hkv * D, m_act, order); // [n][Hkv·D]
         if (L.q_bias)
             k.add(rec, m_q, 0, L.q_bias, n * H * D, H * D);
         if (L.k_bias)
@@ -475,6 +478,7 @@ void VulkanBackend::run_chunk(std::span<const TokenId> tokens, uint32_t pos0_req
         shape.n_ctx = m_n_ctx;
         shape.window = model.layer_window(il);
         shape.scale = arch.query_prescaled ? 1.0f : 1.0f / std::sqrt(static_cast<float>(D));
+        shape.batched = order > 1;
         const LayerCapture* lc = next_capture < layer_captures.size() && layer_captures[next_capture].layer == il
                                      ? &layer_captures[next_capture++] : nullptr;
         Buffer* weights = nullptr;
@@ -488,7 +492,7 @@ void VulkanBackend::run_chunk(std::span<const TokenId> tokens, uint32_t pos0_req
         if (lc)
             rec.copy(weights->handle(), 0, m_download.handle(), lc->w_offset, uint64_t(n) * H * n_keys * sizeof(float));
 
-        k.matmul(rec, L.o, m_attn, 0, n, m_o, 0, E, m_act); // [n][E]
+        k.matmul(rec, L.o, m_attn, 0, n, m_o, 0, E, m_act, order); // [n][E]
         if (L.o_bias)
             k.add(rec, m_o, 0, L.o_bias, n * E, E);
         if (arch.post_norms)
@@ -496,10 +500,10 @@ void VulkanBackend::run_chunk(std::span<const TokenId> tokens, uint32_t pos0_req
         k.add(rec, m_x, 0, m_o, n * E, n * E);
         k.rmsnorm(rec, m_x, 0, L.ffn_norm, m_h, 0, E, n, c.norm_eps);
 
-        k.matmul(rec, L.gate, m_h, 0, n, m_gate, 0, F, m_act); // [n][F]
-        k.matmul(rec, L.up, m_h, 0, n, m_up, 0, F, m_act);     // [n][F]
-        k.glu(rec, m_gate, m_up, n * F, arch.gelu_ffn);
-        k.matmul(rec, L.down, m_gate, 0, n, m_o, 0, E, m_act); // [n][E]
+        k.matmul(rec, L.gate, m_h, 0, n, m_gate, 0, F, m_act, order); // [n][F]
+        k.matmul(rec, L.up, m_h, 0, n, m_up, 0, F, m_act, order);     // [n][F]
+        k.glu(rec, m_gate, m_up, n * F, F, arch.gelu_ffn);
+        k.matmul(rec, L.down, m_gate, 0, n, m_o, 0, E, m_act, order); // [n][E]
         if (arch.post_norms)
             k.rmsnorm(rec, m_o, 0, L.post_ffw_norm, m_o, 0, E, n, c.norm_eps);
         k.add(rec, m_x, 0, m_o, n * E, n * E);
@@ -508,7 +512,7 @@ void VulkanBackend::run_chunk(std::span<const TokenId> tokens, uint32_t pos0_req
                      uint64_t(n) * E * sizeof(float));
     }
     if (n_out)
-        output_head(rec, m_x, uint32_t(out_lo - b0), n_out, 0, m_download);
+        output_head(rec, m_x, uint32_t(out_lo - b0), n_out, uint32_t(n_total - first_out), 0, m_download); // the CPU's rows
     rec.submit();
 
     // ---- results to the host
@@ -570,7 +574,7 @@ std::vector<float> VulkanBackend::project_to_vocab(std::span<const float> residu
     vk::Recorder& rec = *m_rec;
     rec.begin();
     rec.copy(staging.handle(), 0, m_o.handle(), 0, residual.size_bytes());
-    output_head(rec, m_o, 0, 1, 0, m_download);
+    output_head(rec, m_o, 0, 1, 1, 0, m_download);
     rec.submit();
     std::vector<float> logits(c.n_vocab);
     std::memcpy(logits.data(), m_download.mapped(), bytes);

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The CPU backend's scalar arithmetic, step for step, so that a shader gives the same bits: F16
+// rounding (util/fp16.h), correctly rounded division and square root (GLSL only promises a few
+// ULP), the exponential of the softmax (attention_kernels.cpp) and ggml's two 8-lane horizontal
+// sums. Every result that must not be contracted or reordered is `precise`.
+#ifndef TOKENSCOPE_CPU_MATH_GLSL
+#define TOKENSCOPE_CPU_MATH_GLSL
+
+// fma(a, b, c) rounded once, as the CPU's fused multiply-add. GLSL's fma may be a multiply and an add
+// (lavapipe's is); with 64-bit floats the product is exact and only the sum rounds (to double, then
+// to float: a double rounding that differs from one rounding only when the double lands exactly on
+// a float midpoint).
+#ifdef EXACT_F64
+float fma_rn(float a, float b, float c)
+{
+    precise double r = double(a) * double(b) + double(c);
+    return float(r);
+}
+#else
+float fma_rn(float a, float b, float c)
+{
+    precise float r = fma(a, b, c);
+    return r;
+}
+#endif
+
+// f32 → F16 bits, round to nearest even (util/fp16.h's f32_to_fp16; packHalf2x16 leaves the
+// rounding mode to the driver).
+uint f16_bits(float f)
+{
+    const uint x = floatBitsToUint(f);
+    const uint sign = (x >> 16) & 0x8000u;
+    const uint a = x & 0x7FFFFFFFu;
+    if (a > 0x7F800000u)
+        return sign | 0x7E00u | ((a >> 13) & 0x3FFu);
+    if (a >= 0x477FF000u)
+        return sign | 0x7C00u;
+    if (a < 0x38800000u) {
+        if (a < 0x33000000u)
+            return sign;
+        const uint mant = (a & 0x7FFFFFu) | 0x800000u;
+        const uint shift = 126u - (a >> 23);
+        const uint h = mant >> shift;
+        const uint rem = mant & ((1u << shift) - 1u);
+        const uint mid = 1u << (shift - 1u);
+        return sign | (h + ((rem > mid || (rem == mid && (h & 1u) != 0u)) ? 1u : 0u));
+    }
+    uint h = (a - 0x38000000u) >> 13;
+    const uint rem = a & 0x1FFFu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u) != 0u))
+        ++h;
+    return sign | h;
+}
+
+float round_f16(float v) { return unpackHalf2x16(f16_bits(v)).x; }
+
+// a / b rounded to nearest: the quotient corrected by its exact remainder.
+float div_rn(float a, float b)
+{
+    precise float q = a / b;
+    if (isinf(q) || isnan(q) || q == 0.0 || isinf(b))
+        return q;
+    precise float r = fma_rn(-q, b, a);
+    precise float q1 = fma_rn(r, 1.0 / b, q);
+    return q1;
+}
+
+// sqrt(v) rounded to nearest, by one Newton step on the exact residual.
+float sqrt_rn(float v)
+{
+    precise float s = sqrt(v);
+    if (!(v > 0.0) || isinf(v))
+        return s;
+    precise float e = fma_rn(-s, s, v);
+    precise float s1 = fma_rn(e, div_rn(0.5, s), s);
+    return s1;
+}
+
+// ggml's vectorised expf (attention_kernels.cpp's softmax_expf), constant for constant.
+float cpu_expf(float x)
+{
+    const float r = uintBitsToFloat(0x4B400000u);
+    precise float z = fma_rn(x, uintBitsToFloat(0x3FB8AA3Bu), r);
+    precise float n = z - r;
+    precise float b = fma_rn(-n, uintBitsToFloat(0x35BFBE8Eu), fma_rn(-n, uintBitsToFloat(0x3F317200u), x));
+    const uint e = floatBitsToUint(z) << 23;
+    const float k = uintBitsToFloat(e + floatBitsToUint(1.0));
+    precise float u = b * b;
+    precise float j = fma_rn(fma_rn(fma_rn(uintBitsToFloat(0x3C072010u), b, uintBitsToFloat(0x3D2B9F17u)), u,
+                              fma_rn(uintBitsToFloat(0x3E2AAF33u), b, uintBitsToFloat(0x3EFFFEDBu))),
+                          u, uintBitsToFloat(0x3F7FFFF6u) * b);
+    if (!(abs(n) > 126.0)) {
+        precise float res = fma_rn(k, j, k);
+        return res;
+    }
+    const uint g = n <= 0.0 ? 0x82000000u : 0u;
+    const float s1 = uintBitsToFloat(g + 0x7F000000u);
+    const float s2 = uintBitsToFloat(e - g);
+    if (abs(n) > 192.0) {
+        precise float res = s1 * s1;
+        return res;
+    }
+    precise float res = fma_rn(s2, j, s2) * s1;
+    return res;
+}
+
+// ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)): _mm256 extract/add, movehl, movehdup.
+float hsum8_halves(float a[8])
+{
+    precise float r0 = a[4] + a[0], r1 = a[5] + a[1], r2 = a[6] + a[2], r3 = a[7] + a[3];
+    precise float s = (r0 + r2) + (r1 + r3);
+    return s;
+}
+
+// ((a0+a4)+(a1+a5)) + ((a2+a6)+(a3+a7)): ggml's F16 reduction with hadd.
+float hsum8_hadd(float a[8])
+{
+    precise float t0 = a[0] + a[4], t1 = a[1] + a[5], t2 = a[2] + a[6], t3 = a[3] + a[7];
+    precise float s = (t0 + t1) + (t2 + t3);
+    return s;
+}
+
+#endif
