@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <string_view>
 #include <utility>
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
@@ -350,12 +352,16 @@ Context::Context(const ContextOptions& options)
         q.queueFamilyIndex = m_queue_family;
         q.queueCount = 1;
         q.pQueuePriorities = &priority;
-        // 64-bit floats let the shaders sum in double where the CPU backend does (bit-equal results).
+        // 64-bit floats let the shaders round each fused multiply-add once and sum in double where the
+        // CPU backend does: results bit-equal to the CPU's. TOKENSCOPE_VULKAN_EXACT=0 turns that off
+        // (f32 arithmetic, faster where 64-bit floats are slow; results then differ in the last bits).
         VkPhysicalDeviceFeatures supported{};
         vkGetPhysicalDeviceFeatures(m_physical, &supported);
+        const char* exact_env = std::getenv("TOKENSCOPE_VULKAN_EXACT");
+        const bool want_exact = !(exact_env && std::string_view(exact_env) == "0");
         VkPhysicalDeviceFeatures enabled{};
-        enabled.shaderFloat64 = supported.shaderFloat64;
-        m_float64 = supported.shaderFloat64 == VK_TRUE;
+        enabled.shaderFloat64 = want_exact ? supported.shaderFloat64 : VK_FALSE;
+        m_float64 = enabled.shaderFloat64 == VK_TRUE;
         VkDeviceCreateInfo dinfo{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
         dinfo.queueCreateInfoCount = 1;
         dinfo.pQueueCreateInfos = &q;
@@ -399,11 +405,13 @@ Context::Context(const ContextOptions& options)
         spdlog::info("Vulkan limits: maxStorageBufferRange {} B (binding used: {} B), maxMemoryAllocationSize {} B, "
                      "minStorageBufferOffsetAlignment {}, maxComputeSharedMemorySize {} B, maxComputeWorkGroupInvocations {}, "
                      "maxComputeWorkGroupSize {}×{}×{}, maxComputeWorkGroupCount {}×{}×{}, maxPushConstantsSize {} B, "
-                     "maxMemoryAllocationCount {}, subgroup size {}, shaderFloat64 {}",
+                     "maxMemoryAllocationCount {}, subgroup size {}; arithmetic: {}",
                      m_limits.max_storage_buffer_range, m_max_binding, m_limits.max_allocation, m_limits.min_storage_offset_alignment,
                      m_limits.max_shared_memory, m_limits.max_invocations, m_limits.max_group_size[0], m_limits.max_group_size[1],
                      m_limits.max_group_size[2], m_limits.max_group_count[0], m_limits.max_group_count[1], m_limits.max_group_count[2],
-                     m_limits.max_push_constants, m_limits.max_allocations, m_limits.subgroup_size, m_float64 ? "yes" : "no");
+                     m_limits.max_push_constants, m_limits.max_allocations, m_limits.subgroup_size,
+                     m_float64 ? "the CPU backend's, bit for bit (shaderFloat64)"
+                               : (supported.shaderFloat64 ? "f32 (TOKENSCOPE_VULKAN_EXACT=0)" : "f32 (the device has no shaderFloat64)"));
     } catch (...) {
         if (m_device)
             vkDestroyDevice(m_device, nullptr);

@@ -106,7 +106,7 @@ public:
     uint64_t device_local_bytes() const { return m_device_local; }
     bool validation_active() const { return m_messenger != VK_NULL_HANDLE; }
     bool lost() const { return m_lost; }
-    // shaderFloat64 is enabled: the "_f64" shader variants (double sums as the CPU's) can be used.
+    // shaderFloat64 is enabled: the "_f64" shader variants (bit-equal to the CPU backend) are used.
     bool has_float64() const { return m_float64; }
     // The largest range one storage-buffer binding may cover (device limit or the option, whole words).
     uint64_t max_binding() const { return m_max_binding; }
