@@ -61,25 +61,43 @@ float af(uint w) { return uintBitsToFloat(act[w]); }
 #define QS 8u
 #endif
 
-// Element i of the block at byte blk, as the integer the CPU multiplies (offsets applied).
-int wq(uint blk, uint qh, uint i)
+// Elements 4l … 4l+3 of the block at byte blk as the four bytes of one word (before offsets):
+// whole-word loads, since this loop is most of the output head's work.
+uint w4(uint blk, uint qh, uint l)
 {
 #if defined(TYPE_Q8_0)
-    return ld8s(blk + 2u + i);
+    return ld32(blk + 2u + 4u * l);
 #else
-    const uint byte = ld8(blk + QS + (i & 15u));
-    uint v = i < 16u ? (byte & 15u) : (byte >> 4);
+    // elements 0–15: low nibbles of bytes 0–15; 16–31: high nibbles
+    const uint bytes = ld32(blk + QS + 4u * (l & 3u));
+    uint v = (l < 4u ? bytes : bytes >> 4) & 0x0F0F0F0Fu;
 #if defined(TYPE_Q5_0) || defined(TYPE_Q5_1)
-    v |= ((qh >> i) & 1u) << 4;
+    const uint bits = (qh >> (4u * l)) & 15u; // the fifth bit of the four elements
+    v |= ((bits & 1u) << 4) | ((bits & 2u) << 11) | ((bits & 4u) << 18) | ((bits & 8u) << 25);
 #endif
-#if defined(TYPE_Q4_0)
-    return int(v) - 8;
+    return v;
+#endif
+}
+
+// Σ over the four elements of lane l of weight · activation, offsets applied as the CPU applies them.
+int lane_dot(uint blk, uint qh, uint qb, uint l)
+{
+    const uint w = w4(blk, qh, l);
+    const int a = int(act[qb + 2u + l]);
+    int s = 0;
+    for (uint j = 0u; j < 4u; ++j) {
+#if defined(TYPE_Q8_0)
+        const int q = bitfieldExtract(int(w), int(8u * j), 8);
+#elif defined(TYPE_Q4_0)
+        const int q = int(bitfieldExtract(w, int(8u * j), 8)) - 8;
 #elif defined(TYPE_Q5_0)
-    return int(v) - 16;
+        const int q = int(bitfieldExtract(w, int(8u * j), 8)) - 16;
 #else
-    return int(v);
+        const int q = int(bitfieldExtract(w, int(8u * j), 8));
 #endif
-#endif
+        s += q * bitfieldExtract(a, int(8u * j), 8);
+    }
+    return s;
 }
 
 float row_dot(uint row, uint ab)
@@ -96,8 +114,8 @@ float row_dot(uint row, uint ab)
         const uint qh = 0u;
 #endif
         int isum = 0;
-        for (uint i = 0u; i < 32u; ++i)
-            isum += wq(blk, qh, i) * a8(qb + 2u, i);
+        for (uint l = 0u; l < 8u; ++l)
+            isum += lane_dot(blk, qh, qb, l);
         precise float t1 = (ld_half(blk) * af(qb)) * float(isum);
         precise float t2 = ld_half(blk + 2u) * af(qb + 1u);
         sum = sum + (t1 + t2);
@@ -116,12 +134,8 @@ float row_dot(uint row, uint ab)
         const uint qh = 0u;
 #endif
         precise float d = ld_half(blk) * af(qb);
-        for (uint l = 0u; l < 8u; ++l) {
-            int s = 0;
-            for (uint j = 0u; j < 4u; ++j)
-                s += wq(blk, qh, 4u * l + j) * a8(qb + 2u, 4u * l + j);
-            acc[l] = fma_rn(d, float(s), acc[l]);
-        }
+        for (uint l = 0u; l < 8u; ++l)
+            acc[l] = fma_rn(d, float(lane_dot(blk, qh, qb, l)), acc[l]);
     }
     return hsum8_halves(acc);
 #endif
@@ -184,18 +198,19 @@ void block_lanes(uint blk, uint qb, out int lane[8], out int s2)
 #endif
     for (uint c = 0u; c < 4u; ++c)
         for (uint l = 0u; l < 8u; ++l) {
+            // bytes 4l…4l+3 of chunk c: low nibbles are elements 64c + 4l…, high ones 64c + 32 + 4l…
+            const uint bytes = ld32(qs + 32u * c + 4u * l);
+            uint lo = bytes & 0x0F0F0F0Fu, hi = (bytes >> 4) & 0x0F0F0F0Fu;
+#if defined(TYPE_Q5_K)
+            const uint hb = ld32(blk + 16u + 4u * l);
+            lo |= ((hb >> (2u * c)) & 0x01010101u) << 4;
+            hi |= ((hb >> (2u * c + 1u)) & 0x01010101u) << 4;
+#endif
+            const int a_lo = int(act[qb + 17u + 16u * c + l]), a_hi = int(act[qb + 17u + 16u * c + 8u + l]);
             int lo_sum = 0, hi_sum = 0;
             for (uint j = 0u; j < 4u; ++j) {
-                const uint i = 4u * l + j;
-                const uint byte = ld8(qs + 32u * c + i);
-                uint lo = byte & 15u, hi = byte >> 4;
-#if defined(TYPE_Q5_K)
-                const uint hb = ld8(blk + 16u + i);
-                lo |= ((hb >> (2u * c)) & 1u) << 4;
-                hi |= ((hb >> (2u * c + 1u)) & 1u) << 4;
-#endif
-                lo_sum += int(lo) * q8(qb, 64u * c + i);
-                hi_sum += int(hi) * q8(qb, 64u * c + 32u + i);
+                lo_sum += int(bitfieldExtract(lo, int(8u * j), 8)) * bitfieldExtract(a_lo, int(8u * j), 8);
+                hi_sum += int(bitfieldExtract(hi, int(8u * j), 8)) * bitfieldExtract(a_hi, int(8u * j), 8);
             }
             lane[l] += sc[2u * c] * lo_sum + sc[2u * c + 1u] * hi_sum;
         }
@@ -208,14 +223,14 @@ void block_lanes(uint blk, uint qb, out int lane[8], out int s2)
             const uint g = 8u * h + 2u * q;
             const int sc_lo = ld8s(blk + 192u + g), sc_hi = ld8s(blk + 192u + g + 1u);
             for (uint l = 0u; l < 8u; ++l) {
+                const uint lw = ld32(blk + 64u * h + 32u * (q & 1u) + 4u * l);
+                const uint low = (q < 2u ? lw : lw >> 4) & 0x0F0F0F0Fu;
+                const uint high = (ld32(blk + 128u + 32u * h + 4u * l) >> (2u * q)) & 0x03030303u;
+                const uint v = low | (high << 4);
+                const int a = int(act[qb + 17u + 32u * h + 8u * q + l]);
                 int s = 0;
-                for (uint j = 0u; j < 4u; ++j) {
-                    const uint i = 4u * l + j;
-                    const uint lbyte = ld8(blk + 64u * h + 32u * (q & 1u) + i);
-                    const uint low = q < 2u ? (lbyte & 15u) : (lbyte >> 4);
-                    const uint high = (ld8(blk + 128u + 32u * h + i) >> (2u * q)) & 3u;
-                    s += int(low | (high << 4)) * q8(qb, 128u * h + 32u * q + i);
-                }
+                for (uint j = 0u; j < 4u; ++j)
+                    s += int(bitfieldExtract(v, int(8u * j), 8)) * bitfieldExtract(a, int(8u * j), 8);
                 lane[l] += (l < 4u ? sc_lo : sc_hi) * s;
             }
         }
