@@ -225,13 +225,15 @@ ForwardResult CpuBackend::forward(const ForwardRequest& request)
 
         m_matmul.run(m_pool, L.ffn_gate, m_h.data(), n, m_gate.data(), order); // [n][Fl]
         m_matmul.run(m_pool, L.ffn_up, m_h.data(), n, m_up.data(), order);     // [n][Fl]
-        for (int64_t t = 0; t < n; ++t) {
-            float* g = m_gate.data() + t * Fl;
-            if (arch.gelu_ffn)
-                cpu::kernel_geglu(g, m_up.data() + t * Fl, g, Fl);
-            else
-                cpu::kernel_swiglu(g, m_up.data() + t * Fl, g, Fl);
-        }
+        m_pool.parallel_for(static_cast<std::size_t>(n), [&](std::size_t begin, std::size_t end) { // rows are independent
+            for (auto t = static_cast<int64_t>(begin); t < static_cast<int64_t>(end); ++t) {
+                float* g = m_gate.data() + t * Fl;
+                if (arch.gelu_ffn)
+                    cpu::kernel_geglu(g, m_up.data() + t * Fl, g, Fl);
+                else
+                    cpu::kernel_swiglu(g, m_up.data() + t * Fl, g, Fl);
+            }
+        });
         m_matmul.run(m_pool, L.ffn_down, m_gate.data(), n, m_o.data(), order); // [n][E]
         for (int64_t t = 0; t < n; ++t) {
             float* o = m_o.data() + t * E;

@@ -91,8 +91,16 @@ void MatMul::run(ThreadPool& pool, const TensorView& w, const float* x, int64_t 
     const ActivationFormat format = activation_format(w.type());
     const std::size_t row_bytes = activation_row_bytes(format, cols);
     m_quantized.resize(row_bytes * static_cast<std::size_t>(n_tokens));
-    for (int64_t t = 0; t < n_tokens; ++t)
-        quantize_activations(format, x + t * cols, m_quantized.data() + static_cast<std::size_t>(t) * row_bytes, cols);
+    // Each token's row is quantized on its own, so splitting the tokens over threads changes no bit
+    // (a prompt's activations are several MiB: a serial pass here left the other threads waiting).
+    const auto quantize = [&](std::size_t begin, std::size_t end) {
+        for (auto t = static_cast<int64_t>(begin); t < static_cast<int64_t>(end); ++t)
+            quantize_activations(format, x + t * cols, m_quantized.data() + static_cast<std::size_t>(t) * row_bytes, cols);
+    };
+    if (n_tokens >= 8)
+        pool.parallel_for(static_cast<std::size_t>(n_tokens), quantize);
+    else
+        quantize(0, static_cast<std::size_t>(n_tokens));
     const int64_t order = std::max(n_tokens, order_batch);
     const VecDotFn dot = vec_dot_for_batch(w.type(), cols, order);
     if (!dot)
