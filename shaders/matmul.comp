@@ -6,11 +6,14 @@
 // across lanes in the same tree. The activations a come from quantize_act.comp in the CPU's format
 // for the type (or raw f32). `order` selects the CPU's batch orders: k-quants switch to llama.cpp's
 // tiled order for batches of 8+ rows, F16 to its batched order from 2 rows. One invocation per
-// (row, token): the work of one CPU dot product.
+// row and NT tokens: NT CPU dot products sharing the weight decoding, each with its own accumulators.
 #version 450
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint THREADS = 64;
+// Tokens per invocation: each weight word is decoded once for all of them (4 for batches, 1 for a
+// single token, whose registers then stay few).
+layout(constant_id = 1) const uint NT = 4u;
 
 layout(std430, binding = 0) readonly buffer W { uint w_words[]; };  // rows of this range, raw bytes
 layout(std430, binding = 1) readonly buffer A { uint act[]; };      // [n_tokens][a_row_words]
@@ -79,11 +82,10 @@ uint w4(uint blk, uint qh, uint l)
 #endif
 }
 
-// Σ over the four elements of lane l of weight · activation, offsets applied as the CPU applies them.
-int lane_dot(uint blk, uint qh, uint qb, uint l)
+// Σ over the four elements of a lane of weight word w · activation word a, offsets applied as the
+// CPU applies them.
+int lane_dot(uint w, int a)
 {
-    const uint w = w4(blk, qh, l);
-    const int a = int(act[qb + 2u + l]);
     int s = 0;
     for (uint j = 0u; j < 4u; ++j) {
 #if defined(TYPE_Q8_0)
@@ -100,45 +102,64 @@ int lane_dot(uint blk, uint qh, uint qb, uint l)
     return s;
 }
 
-float row_dot(uint row, uint ab)
+// res[t] = row · activations of token t (at ab0 + t·a_row_words) for t < nt, each block decoded once
+// for all nt tokens; every token keeps its own accumulators, so each result is the CPU's.
+void rows_dot(uint row, uint ab0, uint nt, out float res[NT])
 {
     const uint nb = p.cols / 32u;
 #if defined(TYPE_Q4_1) || defined(TYPE_Q5_1)
     // scalar: sum += (d·d8)·isum + m·s8
-    precise float sum = 0.0;
+    precise float sum[NT];
+    for (uint t = 0u; t < NT; ++t)
+        sum[t] = 0.0;
+#else
+    // AVX2: lane l holds the int sum of elements 4l…4l+3; acc_l = fma(d·d8, lane, acc_l)
+    precise float acc[NT][8];
+    for (uint t = 0u; t < NT; ++t)
+        for (uint l = 0u; l < 8u; ++l)
+            acc[t][l] = 0.0;
+#endif
     for (uint b = 0u; b < nb; ++b) {
-        const uint blk = row + b * BB, qb = ab + 10u * b;
+        const uint blk = row + b * BB;
 #if defined(TYPE_Q5_1)
         const uint qh = ld32(blk + 4u);
-#else
-        const uint qh = 0u;
-#endif
-        int isum = 0;
-        for (uint l = 0u; l < 8u; ++l)
-            isum += lane_dot(blk, qh, qb, l);
-        precise float t1 = (ld_half(blk) * af(qb)) * float(isum);
-        precise float t2 = ld_half(blk + 2u) * af(qb + 1u);
-        sum = sum + (t1 + t2);
-    }
-    return sum;
-#else
-    // AVX2: lane l holds the int sum of elements 4l…4l+3; acc_l = fma_rn(d·d8, lane, acc_l)
-    precise float acc[8];
-    for (uint l = 0u; l < 8u; ++l)
-        acc[l] = 0.0;
-    for (uint b = 0u; b < nb; ++b) {
-        const uint blk = row + b * BB, qb = ab + 10u * b;
-#if defined(TYPE_Q5_0)
+#elif defined(TYPE_Q5_0)
         const uint qh = ld32(blk + 2u);
 #else
         const uint qh = 0u;
 #endif
-        precise float d = ld_half(blk) * af(qb);
+        uint w[8];
         for (uint l = 0u; l < 8u; ++l)
-            acc[l] = fma_rn(d, float(lane_dot(blk, qh, qb, l)), acc[l]);
-    }
-    return hsum8_halves(acc);
+            w[l] = w4(blk, qh, l);
+        const float dw = ld_half(blk);
+        for (uint t = 0u; t < NT; ++t) {
+            if (t >= nt)
+                break;
+            const uint qb = ab0 + t * p.a_row_words + 10u * b;
+#if defined(TYPE_Q4_1) || defined(TYPE_Q5_1)
+            int isum = 0;
+            for (uint l = 0u; l < 8u; ++l)
+                isum += lane_dot(w[l], int(act[qb + 2u + l]));
+            precise float t1 = (dw * af(qb)) * float(isum);
+            precise float t2 = ld_half(blk + 2u) * af(qb + 1u);
+            sum[t] = sum[t] + (t1 + t2);
+#else
+            precise float d = dw * af(qb);
+            for (uint l = 0u; l < 8u; ++l)
+                acc[t][l] = fma_rn(d, float(lane_dot(w[l], int(act[qb + 2u + l]))), acc[t][l]);
 #endif
+        }
+    }
+    for (uint t = 0u; t < NT; ++t) {
+#if defined(TYPE_Q4_1) || defined(TYPE_Q5_1)
+        res[t] = sum[t];
+#else
+        float a[8];
+        for (uint l = 0u; l < 8u; ++l)
+            a[l] = acc[t][l];
+        res[t] = hsum8_halves(a);
+#endif
+    }
 }
 
 #elif defined(TYPE_Q2_K) || defined(TYPE_Q3_K) || defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K)
@@ -182,12 +203,15 @@ void scale_min_k4(uint b, out int sc[8], out int m[8])
 #endif
 
 // The block's integer sums in the AVX2 kernels' eight lanes (their total is the scalar s1), and s2
-// (Σ min · bsum) for the formats with mins.
-void block_lanes(uint blk, uint qb, out int lane[8], out int s2)
+// (Σ min · bsum) for the formats with mins, for nt tokens whose Q8_K blocks start at
+// qb0 + t·a_row_words: each weight word is decoded once for all of them.
+void block_lanes(uint blk, uint qb0, uint nt, out int lane[NT][8], out int s2[NT])
 {
-    for (uint l = 0u; l < 8u; ++l)
-        lane[l] = 0;
-    s2 = 0;
+    for (uint t = 0u; t < NT; ++t) {
+        s2[t] = 0;
+        for (uint l = 0u; l < 8u; ++l)
+            lane[t][l] = 0;
+    }
 #if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
     int sc[8], m[8];
     scale_min_k4(blk + 4u, sc, m);
@@ -206,16 +230,26 @@ void block_lanes(uint blk, uint qb, out int lane[8], out int s2)
             lo |= ((hb >> (2u * c)) & 0x01010101u) << 4;
             hi |= ((hb >> (2u * c + 1u)) & 0x01010101u) << 4;
 #endif
-            const int a_lo = int(act[qb + 17u + 16u * c + l]), a_hi = int(act[qb + 17u + 16u * c + 8u + l]);
-            int lo_sum = 0, hi_sum = 0;
-            for (uint j = 0u; j < 4u; ++j) {
-                lo_sum += int(bitfieldExtract(lo, int(8u * j), 8)) * bitfieldExtract(a_lo, int(8u * j), 8);
-                hi_sum += int(bitfieldExtract(hi, int(8u * j), 8)) * bitfieldExtract(a_hi, int(8u * j), 8);
+            for (uint t = 0u; t < NT; ++t) {
+                if (t >= nt)
+                    break;
+                const uint qb = qb0 + t * p.a_row_words;
+                const int a_lo = int(act[qb + 17u + 16u * c + l]), a_hi = int(act[qb + 17u + 16u * c + 8u + l]);
+                int lo_sum = 0, hi_sum = 0;
+                for (uint j = 0u; j < 4u; ++j) {
+                    lo_sum += int(bitfieldExtract(lo, int(8u * j), 8)) * bitfieldExtract(a_lo, int(8u * j), 8);
+                    hi_sum += int(bitfieldExtract(hi, int(8u * j), 8)) * bitfieldExtract(a_hi, int(8u * j), 8);
+                }
+                lane[t][l] += sc[2u * c] * lo_sum + sc[2u * c + 1u] * hi_sum;
             }
-            lane[l] += sc[2u * c] * lo_sum + sc[2u * c + 1u] * hi_sum;
         }
-    for (uint sub = 0u; sub < 8u; ++sub)
-        s2 += m[sub] * (bsum(qb, 2u * sub) + bsum(qb, 2u * sub + 1u));
+    for (uint t = 0u; t < NT; ++t) {
+        if (t >= nt)
+            break;
+        const uint qb = qb0 + t * p.a_row_words;
+        for (uint sub = 0u; sub < 8u; ++sub)
+            s2[t] += m[sub] * (bsum(qb, 2u * sub) + bsum(qb, 2u * sub + 1u));
+    }
 #elif defined(TYPE_Q6_K)
     // stored values are q + 32: quarters of 32 bytes, lanes 0–3 scaled by scales[g], 4–7 by scales[g+1]
     for (uint h = 0u; h < 2u; ++h)
@@ -227,120 +261,171 @@ void block_lanes(uint blk, uint qb, out int lane[8], out int s2)
                 const uint low = (q < 2u ? lw : lw >> 4) & 0x0F0F0F0Fu;
                 const uint high = (ld32(blk + 128u + 32u * h + 4u * l) >> (2u * q)) & 0x03030303u;
                 const uint v = low | (high << 4);
-                const int a = int(act[qb + 17u + 32u * h + 8u * q + l]);
-                int s = 0;
-                for (uint j = 0u; j < 4u; ++j)
-                    s += int(bitfieldExtract(v, int(8u * j), 8)) * bitfieldExtract(a, int(8u * j), 8);
-                lane[l] += (l < 4u ? sc_lo : sc_hi) * s;
+                for (uint t = 0u; t < NT; ++t) {
+                    if (t >= nt)
+                        break;
+                    const int a = int(act[qb0 + t * p.a_row_words + 17u + 32u * h + 8u * q + l]);
+                    int s = 0;
+                    for (uint j = 0u; j < 4u; ++j)
+                        s += int(bitfieldExtract(v, int(8u * j), 8)) * bitfieldExtract(a, int(8u * j), 8);
+                    lane[t][l] += (l < 4u ? sc_lo : sc_hi) * s;
+                }
             }
         }
-    for (uint l = 0u; l < 8u; ++l)
-        lane[l] -= 32 * (ld8s(blk + 192u + 2u * l) * bsum(qb, 2u * l) + ld8s(blk + 192u + 2u * l + 1u) * bsum(qb, 2u * l + 1u));
+    for (uint t = 0u; t < NT; ++t) {
+        if (t >= nt)
+            break;
+        const uint qb = qb0 + t * p.a_row_words;
+        for (uint l = 0u; l < 8u; ++l)
+            lane[t][l] -= 32 * (ld8s(blk + 192u + 2u * l) * bsum(qb, 2u * l) + ld8s(blk + 192u + 2u * l + 1u) * bsum(qb, 2u * l + 1u));
+    }
 #elif defined(TYPE_Q2_K)
     // scales[16] · qs[64]: element e = 2-bit field (e%128)/32 of byte 32·(e/128) + e%32
-    for (uint g = 0u; g < 16u; ++g) {
-        const uint sc = ld8(blk + g);
-        int s = 0;
-        for (uint k = 0u; k < 16u; ++k) {
-            const uint e = 16u * g + k;
-            s += int((ld8(blk + 16u + 32u * (e / 128u) + e % 32u) >> (2u * ((e % 128u) / 32u))) & 3u) * q8(qb, e);
+    for (uint t = 0u; t < NT; ++t) {
+        if (t >= nt)
+            break;
+        const uint qb = qb0 + t * p.a_row_words;
+        for (uint g = 0u; g < 16u; ++g) {
+            const uint sc = ld8(blk + g);
+            int s = 0;
+            for (uint k = 0u; k < 16u; ++k) {
+                const uint e = 16u * g + k;
+                s += int((ld8(blk + 16u + 32u * (e / 128u) + e % 32u) >> (2u * ((e % 128u) / 32u))) & 3u) * q8(qb, e);
+            }
+            lane[t][0] += int(sc & 15u) * s;
+            s2[t] += bsum(qb, g) * int(sc >> 4);
         }
-        lane[0] += int(sc & 15u) * s;
-        s2 += bsum(qb, g) * int(sc >> 4);
     }
 #elif defined(TYPE_Q3_K)
-    for (uint g = 0u; g < 16u; ++g) {
-        const uint low4 = g < 8u ? (ld8(blk + 96u + g) & 15u) : (ld8(blk + 96u + g - 8u) >> 4);
-        const uint high2 = (ld8(blk + 104u + (g & 3u)) >> (2u * (g / 4u))) & 3u;
-        const int scale = int(low4 | (high2 << 4)) - 32;
-        int s = 0;
-        for (uint k = 0u; k < 16u; ++k) {
-            const uint e = 16u * g + k;
-            const int low = int((ld8(blk + 32u + 32u * (e / 128u) + e % 32u) >> (2u * ((e % 128u) / 32u))) & 3u);
-            const bool high = ((ld8(blk + e % 32u) >> (e / 32u)) & 1u) != 0u;
-            s += (low - (high ? 0 : 4)) * q8(qb, e);
+    for (uint t = 0u; t < NT; ++t) {
+        if (t >= nt)
+            break;
+        const uint qb = qb0 + t * p.a_row_words;
+        for (uint g = 0u; g < 16u; ++g) {
+            const uint low4 = g < 8u ? (ld8(blk + 96u + g) & 15u) : (ld8(blk + 96u + g - 8u) >> 4);
+            const uint high2 = (ld8(blk + 104u + (g & 3u)) >> (2u * (g / 4u))) & 3u;
+            const int scale = int(low4 | (high2 << 4)) - 32;
+            int s = 0;
+            for (uint k = 0u; k < 16u; ++k) {
+                const uint e = 16u * g + k;
+                const int low = int((ld8(blk + 32u + 32u * (e / 128u) + e % 32u) >> (2u * ((e % 128u) / 32u))) & 3u);
+                const bool high = ((ld8(blk + e % 32u) >> (e / 32u)) & 1u) != 0u;
+                s += (low - (high ? 0 : 4)) * q8(qb, e);
+            }
+            lane[t][0] += scale * s;
         }
-        lane[0] += scale * s;
     }
 #endif
 }
 
-float row_dot(uint row, uint ab)
+void rows_dot(uint row, uint ab0, uint nt, out float res[NT])
 {
     const uint nb = p.cols / 256u;
+    int lane[NT][8], s2[NT];
     if (p.order != 0u) {
-        // llama.cpp's tiled order: res = d·s1, res = fma_rn(−dmin, s2, res), acc = fma_rn(res, d8, acc)
-        precise float acc = 0.0;
+        // llama.cpp's tiled order: res = d·s1, res = fma(−dmin, s2, res), acc = fma(res, d8, acc)
+        precise float acc[NT];
+        for (uint t = 0u; t < NT; ++t)
+            acc[t] = 0.0;
         for (uint b = 0u; b < nb; ++b) {
-            const uint blk = row + b * SB, qb = ab + 81u * b;
-            int lane[8], s2;
-            block_lanes(blk, qb, lane, s2);
-            int s1 = 0;
-            for (uint l = 0u; l < 8u; ++l)
-                s1 += lane[l];
-            precise float res = ld_half(blk + D_OFF) * float(s1);
+            const uint blk = row + b * SB;
+            block_lanes(blk, ab0 + 81u * b, nt, lane, s2);
+            for (uint t = 0u; t < NT; ++t) {
+                if (t >= nt)
+                    break;
+                int s1 = 0;
+                for (uint l = 0u; l < 8u; ++l)
+                    s1 += lane[t][l];
+                precise float r = ld_half(blk + D_OFF) * float(s1);
 #ifdef DMIN_OFF
-            res = fma_rn(-ld_half(blk + DMIN_OFF), float(s2), res);
+                r = fma_rn(-ld_half(blk + DMIN_OFF), float(s2[t]), r);
 #endif
-            acc = fma_rn(res, af(qb), acc);
+                acc[t] = fma_rn(r, af(ab0 + t * p.a_row_words + 81u * b), acc[t]);
+            }
         }
-        return acc;
+        for (uint t = 0u; t < NT; ++t)
+            res[t] = acc[t];
+        return;
     }
 #if defined(TYPE_Q2_K) || defined(TYPE_Q3_K)
     // scalar vec_dot: sum += (d8·d)·s1 − (d8·dmin)·s2
-    precise float sum = 0.0;
+    precise float sum[NT];
+    for (uint t = 0u; t < NT; ++t)
+        sum[t] = 0.0;
     for (uint b = 0u; b < nb; ++b) {
-        const uint blk = row + b * SB, qb = ab + 81u * b;
-        int lane[8], s2;
-        block_lanes(blk, qb, lane, s2);
-        precise float d = af(qb) * ld_half(blk + D_OFF);
+        const uint blk = row + b * SB;
+        block_lanes(blk, ab0 + 81u * b, nt, lane, s2);
+        for (uint t = 0u; t < NT; ++t) {
+            if (t >= nt)
+                break;
+            const float d8 = af(ab0 + t * p.a_row_words + 81u * b);
+            precise float d = d8 * ld_half(blk + D_OFF);
 #ifdef DMIN_OFF
-        precise float t = d * float(lane[0]) - (af(qb) * ld_half(blk + DMIN_OFF)) * float(s2);
-        sum = sum + t;
+            precise float v = d * float(lane[t][0]) - (d8 * ld_half(blk + DMIN_OFF)) * float(s2[t]);
+            sum[t] = sum[t] + v;
 #else
-        sum = sum + d * float(lane[0]);
+            sum[t] = sum[t] + d * float(lane[t][0]);
 #endif
+        }
     }
-    return sum;
+    for (uint t = 0u; t < NT; ++t)
+        res[t] = sum[t];
 #else
-    precise float acc[8];
-    for (uint l = 0u; l < 8u; ++l)
-        acc[l] = 0.0;
+    precise float acc[NT][8];
+    for (uint t = 0u; t < NT; ++t)
+        for (uint l = 0u; l < 8u; ++l)
+            acc[t][l] = 0.0;
 #if defined(TYPE_Q4_K)
-    precise float acc_m[4] = float[4](0.0, 0.0, 0.0, 0.0);
+    precise float acc_m[NT][4];
+    for (uint t = 0u; t < NT; ++t)
+        for (uint l = 0u; l < 4u; ++l)
+            acc_m[t][l] = 0.0;
+    int sc[8], m[8];
 #elif defined(TYPE_Q5_K)
-    precise float summs = 0.0;
+    precise float summs[NT];
+    for (uint t = 0u; t < NT; ++t)
+        summs[t] = 0.0;
 #endif
     for (uint b = 0u; b < nb; ++b) {
-        const uint blk = row + b * SB, qb = ab + 81u * b;
-        int lane[8], s2;
-        block_lanes(blk, qb, lane, s2);
-        precise float d = ld_half(blk + D_OFF) * af(qb);
+        const uint blk = row + b * SB;
+        block_lanes(blk, ab0 + 81u * b, nt, lane, s2);
 #if defined(TYPE_Q4_K)
-        // mins in four lanes: lane l = m[2l]·(bsums 4l, 4l+1) + m[2l+1]·(bsums 4l+2, 4l+3)
-        int sc[8], m[8];
         scale_min_k4(blk + 4u, sc, m);
-        precise float neg_dmin = -af(qb) * ld_half(blk + DMIN_OFF);
-        for (uint l = 0u; l < 4u; ++l) {
-            const int mins = m[2u * l] * (bsum(qb, 4u * l) + bsum(qb, 4u * l + 1u)) +
-                             m[2u * l + 1u] * (bsum(qb, 4u * l + 2u) + bsum(qb, 4u * l + 3u));
-            acc_m[l] = fma_rn(neg_dmin, float(mins), acc_m[l]);
-        }
-#elif defined(TYPE_Q5_K)
-        precise float neg_dmin = -af(qb) * ld_half(blk + DMIN_OFF);
-        summs = fma_rn(neg_dmin, float(s2), summs);
 #endif
-        for (uint l = 0u; l < 8u; ++l)
-            acc[l] = fma_rn(d, float(lane[l]), acc[l]);
-    }
-    precise float total = hsum8_halves(acc);
+        for (uint t = 0u; t < NT; ++t) {
+            if (t >= nt)
+                break;
+            const uint qb = ab0 + t * p.a_row_words + 81u * b;
+            precise float d = ld_half(blk + D_OFF) * af(qb);
 #if defined(TYPE_Q4_K)
-    precise float mins_total = (acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]);
-    total = total + mins_total;
+            // mins in four lanes: lane l = m[2l]·(bsums 4l, 4l+1) + m[2l+1]·(bsums 4l+2, 4l+3)
+            precise float neg_dmin = -af(qb) * ld_half(blk + DMIN_OFF);
+            for (uint l = 0u; l < 4u; ++l) {
+                const int mins = m[2u * l] * (bsum(qb, 4u * l) + bsum(qb, 4u * l + 1u)) +
+                                 m[2u * l + 1u] * (bsum(qb, 4u * l + 2u) + bsum(qb, 4u * l + 3u));
+                acc_m[t][l] = fma_rn(neg_dmin, float(mins), acc_m[t][l]);
+            }
 #elif defined(TYPE_Q5_K)
-    total = total + summs;
+            precise float neg_dmin = -af(qb) * ld_half(blk + DMIN_OFF);
+            summs[t] = fma_rn(neg_dmin, float(s2[t]), summs[t]);
 #endif
-    return total;
+            for (uint l = 0u; l < 8u; ++l)
+                acc[t][l] = fma_rn(d, float(lane[t][l]), acc[t][l]);
+        }
+    }
+    for (uint t = 0u; t < NT; ++t) {
+        float a[8];
+        for (uint l = 0u; l < 8u; ++l)
+            a[l] = acc[t][l];
+        precise float total = hsum8_halves(a);
+#if defined(TYPE_Q4_K)
+        precise float mins_total = (acc_m[t][0] + acc_m[t][2]) + (acc_m[t][1] + acc_m[t][3]);
+        total = total + mins_total;
+#elif defined(TYPE_Q5_K)
+        total = total + summs[t];
+#endif
+        res[t] = total;
+    }
 #endif
 }
 
@@ -429,11 +514,23 @@ float row_dot(uint row, uint ab)
 #error "define one TYPE_<name>"
 #endif
 
+#if defined(TYPE_F16) || defined(TYPE_F32) || defined(TYPE_BF16)
+void rows_dot(uint row, uint ab0, uint nt, out float res[NT])
+{
+    for (uint t = 0u; t < NT; ++t)
+        res[t] = t < nt ? row_dot(row, ab0 + t * p.a_row_words) : 0.0;
+}
+#endif
+
 void main()
 {
     const uint r = (gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x) * THREADS + gl_LocalInvocationID.x;
-    const uint t = gl_WorkGroupID.z;
-    if (r >= p.rows || t >= p.n_tokens)
+    const uint t0 = gl_WorkGroupID.z * NT;
+    if (r >= p.rows || t0 >= p.n_tokens)
         return;
-    y[p.y_offset + t * p.out_stride + p.out_row0 + r] = row_dot(r * p.row_bytes, p.a_offset + t * p.a_row_words);
+    const uint nt = min(NT, p.n_tokens - t0);
+    float res[NT];
+    rows_dot(r * p.row_bytes, p.a_offset + t0 * p.a_row_words, nt, res);
+    for (uint t = 0u; t < nt; ++t)
+        y[p.y_offset + (t0 + t) * p.out_stride + p.out_row0 + r] = res[t];
 }

@@ -18,7 +18,8 @@ namespace engine::vk {
 
 namespace {
 
-constexpr uint32_t kThreads = 64; // matmul.comp's rows per workgroup, and every other shader's lanes
+constexpr uint32_t kThreads = 64;      // matmul.comp's rows per workgroup, and every other shader's lanes
+constexpr uint32_t kMatmulTokens = 4;  // matmul.comp's NT (tokens per invocation) for batches
 
 std::string lower(std::string_view s)
 {
@@ -171,9 +172,9 @@ void download(Context& ctx, const Buffer& src, uint64_t offset, void* out, uint6
 
 // ---- pipelines --------------------------------------------------------------------------------
 
-Pipeline& Kernels::matmul_pipeline(GgmlType type)
+Pipeline& Kernels::matmul_pipeline(GgmlType type, uint32_t tokens_per_invocation)
 {
-    return pipeline("matmul_" + lower(ggml_type_name(type)), 3, sizeof(MatmulPush), {kThreads});
+    return pipeline("matmul_" + lower(ggml_type_name(type)), 3, sizeof(MatmulPush), {kThreads, tokens_per_invocation});
 }
 
 // The "_f64" variant of a shader (fused multiply-adds rounded once, double sums where the CPU's are:
@@ -195,8 +196,10 @@ Pipeline& Kernels::simple(const char* name, uint32_t n_bindings, uint32_t push_b
 
 void Kernels::prepare(const std::vector<GgmlType>& matmul_types, GgmlType embedding_type)
 {
-    for (GgmlType t : matmul_types)
-        matmul_pipeline(t);
+    for (GgmlType t : matmul_types) {
+        matmul_pipeline(t, 1);
+        matmul_pipeline(t, kMatmulTokens);
+    }
     get_rows_pipeline(embedding_type);
     pipeline("rmsnorm", 3, sizeof(RmsnormPush), {kThreads});
     simple("rope", 2, sizeof(RopePush));
@@ -243,15 +246,17 @@ void Kernels::matmul(Recorder& rec, const DeviceMatrix& w, const Buffer& x, uint
     const uint32_t order = std::max(order_batch, n_tokens);
     const bool k_quant = activation_format(w.type) == ActivationFormat::Q8_K;
     const uint32_t batch_order = (k_quant && order >= 8) || (w.type == GgmlType::F16 && order >= 2) ? 1u : 0u;
-    if (n_tokens > m_ctx.limits().max_group_count[2])
+    const uint32_t per_invocation = n_tokens > 1 ? kMatmulTokens : 1;
+    const uint32_t token_groups = (n_tokens + per_invocation - 1) / per_invocation;
+    if (token_groups > m_ctx.limits().max_group_count[2])
         throw Error("internal error: a matmul's tokens exceed the device's workgroup count");
-    Pipeline& p = matmul_pipeline(w.type);
+    Pipeline& p = matmul_pipeline(w.type, per_invocation);
     for (const auto& part : w.parts) {
         uint32_t gy = 1;
         const uint32_t gx = rec.split_groups((part.rows + kThreads - 1) / kThreads, &gy);
         const MatmulPush push{w.cols, part.rows, n_tokens, checked_u32(w.row_bytes, "a row's size"), part.row0, out_stride,
                               quantized ? 0u : x_offset, quantized ? act_words : w.cols, y_offset, gx, batch_order};
-        rec.dispatch(p, {whole(part.buffer), whole(input), whole(y)}, &push, sizeof(push), gx, gy, n_tokens);
+        rec.dispatch(p, {whole(part.buffer), whole(input), whole(y)}, &push, sizeof(push), gx, gy, token_groups);
     }
 }
 

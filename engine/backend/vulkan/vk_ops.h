@@ -103,7 +103,7 @@ public:
     static constexpr uint32_t kAttentionMaxHeadDim = 512;
 
 private:
-    Pipeline& matmul_pipeline(GgmlType type);
+    Pipeline& matmul_pipeline(GgmlType type, uint32_t tokens_per_invocation);
     Pipeline& get_rows_pipeline(GgmlType type);
     Pipeline& simple(const char* name, uint32_t n_bindings, uint32_t push_bytes);
     Pipeline& pipeline(const std::string& name, uint32_t n_bindings, uint32_t push_bytes, std::vector<uint32_t> spec);
