@@ -6,10 +6,10 @@
 #ifndef TOKENSCOPE_CPU_MATH_GLSL
 #define TOKENSCOPE_CPU_MATH_GLSL
 
-// fma(a, b, c) rounded once, as the CPU's fused multiply-add. GLSL's fma may be a multiply and an add
-// (lavapipe's is); with 64-bit floats the product is exact and only the sum rounds (to double, then
-// to float: a double rounding that differs from one rounding only when the double lands exactly on
-// a float midpoint).
+// fma(a, b, c) rounded once, as the CPU's fused multiply-add. GLSL's fma may be a multiply and an
+// add (on lavapipe the results showed two roundings); with 64-bit floats the product is exact and
+// only the sum rounds (to double, then to float: a double rounding that differs from one rounding
+// only when the double lands exactly on a float midpoint).
 #ifdef EXACT_F64
 float fma_rn(float a, float b, float c)
 {
