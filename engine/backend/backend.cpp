@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "backend/backend.h"
 
+#include "model/model.h"
+#include "util/error.h"
+
 #include <algorithm>
+#include <cmath>
+#include <spdlog/fmt/fmt.h>
 
 namespace engine {
 
@@ -11,6 +16,45 @@ bool CaptureRequest::wants(uint32_t layer, uint32_t head) const
     if (all_heads)
         return true;
     return std::find(heads.begin(), heads.end(), std::make_pair(layer, head)) != heads.end();
+}
+
+void check_forward_request(const ModelConfig& c, const ForwardRequest& request)
+{
+    if (request.tokens.empty())
+        throw Error("nothing to evaluate: the batch is empty");
+    for (TokenId t : request.tokens)
+        if (t < 0 || static_cast<uint32_t>(t) >= c.n_vocab)
+            throw Error(fmt::format("token id {} is outside the vocabulary (0 … {})", t, c.n_vocab - 1));
+}
+
+void check_kv_head(const ModelConfig& c, uint32_t layer, uint32_t kv_head)
+{
+    if (layer >= c.n_layer || kv_head >= c.n_head_kv[layer])
+        throw Error(fmt::format("no KV cache for layer {} KV head {} (the model has {} layers, {} KV heads)", layer, kv_head,
+                                c.n_layer, c.n_head_kv.empty() ? 0 : c.n_head_kv[0]));
+}
+
+void check_residual_width(const ModelConfig& c, std::span<const float> residual)
+{
+    if (residual.size() != c.n_embd)
+        throw Error(fmt::format("logit lens: a residual vector has {} values, the model's width is {}", residual.size(), c.n_embd));
+}
+
+void apply_final_softcap(const ModelConfig& c, std::span<float> logits)
+{
+    if (!c.final_logit_softcap)
+        return;
+    const float cap = *c.final_logit_softcap;
+    for (float& l : logits)
+        l = cap * std::tanh(l / cap);
+}
+
+QueryScaling query_scaling(const Model& model)
+{
+    const float inv_sqrt = 1.0f / std::sqrt(static_cast<float>(model.config().head_dim_k));
+    if (model.traits().query_prescaled)
+        return {inv_sqrt, 1.0f};
+    return {1.0f, inv_sqrt};
 }
 
 } // namespace engine

@@ -13,6 +13,7 @@
 namespace engine {
 
 class Model;
+struct ModelConfig;
 
 // What a forward pass should record besides the logits. The UI declares what it watches; nothing
 // else is copied.
@@ -103,6 +104,24 @@ public:
     // last layer's residual gives the real logits bit for bit. Returns n_vocab logits.
     virtual std::vector<float> project_to_vocab(std::span<const float> residual) = 0;
 };
+
+// What every backend checks and applies the same way (backend.cpp), so that they refuse the same
+// input with the same words and agree on the numbers around the forward pass.
+// Throws Error for an empty batch or a token id outside the vocabulary.
+void check_forward_request(const ModelConfig& config, const ForwardRequest& request);
+// Throws Error for a layer or KV head the model does not have (Backend::read_kv's contract).
+void check_kv_head(const ModelConfig& config, uint32_t layer, uint32_t kv_head);
+// Throws Error when a logit-lens input is not one residual vector of the model's width.
+void check_residual_width(const ModelConfig& config, std::span<const float> residual);
+// cap · tanh(logit / cap) for models with a final logit soft-cap; nothing otherwise.
+void apply_final_softcap(const ModelConfig& config, std::span<float> logits);
+// How queries are scaled: after RoPE (gemma's pre-scaling, 1 elsewhere) and inside the attention
+// scores (1 / sqrt(head_dim) unless the queries were pre-scaled).
+struct QueryScaling {
+    float query = 1.0f;
+    float attention = 1.0f;
+};
+QueryScaling query_scaling(const Model& model);
 
 struct CpuBackendOptions {
     int threads = 0;         // 0: all hardware threads

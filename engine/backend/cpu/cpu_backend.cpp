@@ -87,9 +87,7 @@ BackendMemory CpuBackend::memory() const
 KvReadback CpuBackend::read_kv(uint32_t layer, uint32_t kv_head) const
 {
     const ModelConfig& c = m_model->config();
-    if (layer >= c.n_layer || kv_head >= c.n_head_kv[layer])
-        throw Error(fmt::format("no KV cache for layer {} KV head {} (the model has {} layers, {} KV heads)", layer,
-                                kv_head, c.n_layer, c.n_head_kv.empty() ? 0 : c.n_head_kv[0]));
+    check_kv_head(c, layer, kv_head);
     KvReadback r;
     r.layer = layer;
     r.kv_head = kv_head;
@@ -128,12 +126,8 @@ ForwardResult CpuBackend::forward(const ForwardRequest& request)
     const ModelConfig& c = model.config();
     const ArchitectureTraits& arch = model.traits();
     const ModelWeights& w = model.weights();
+    check_forward_request(c, request);
     const auto n = static_cast<int64_t>(request.tokens.size());
-    if (n == 0)
-        throw Error("nothing to evaluate: the batch is empty");
-    for (TokenId t : request.tokens)
-        if (t < 0 || static_cast<uint32_t>(t) >= c.n_vocab)
-            throw Error(fmt::format("token id {} is outside the vocabulary (0 … {})", t, c.n_vocab - 1));
     const uint32_t pos0 = m_kv.n_cached();
     const auto order = static_cast<int64_t>(std::max<std::size_t>(request.tokens.size(), request.order_as_batch));
     m_kv.reserve_until(pos0 + static_cast<uint32_t>(n));
@@ -182,7 +176,7 @@ ForwardResult CpuBackend::forward(const ForwardRequest& request)
         const float base = model.layer_rope_base(il);
         const float freq_scale = c.layer_is_swa[il] ? 1.0f : c.rope_freq_scale;
         const float* factors = m_rope_freqs.empty() ? nullptr : m_rope_freqs.data();
-        const float q_scale = arch.query_prescaled ? 1.0f / std::sqrt(static_cast<float>(D)) : 1.0f;
+        const float q_scale = query_scaling(model).query;
         for (int64_t t = 0; t < n; ++t) {
             const auto pos = static_cast<int32_t>(pos0 + t);
             for (int64_t h = 0; h < Hl; ++h) {
@@ -256,11 +250,7 @@ ForwardResult CpuBackend::forward(const ForwardRequest& request)
     result.n_vocab = c.n_vocab;
     result.logits.resize(static_cast<std::size_t>(n_out) * c.n_vocab);
     m_matmul.run(m_pool, w.output, m_h.data(), n_out, result.logits.data()); // only the rows whose logits are wanted, as llama.cpp
-    if (c.final_logit_softcap) {
-        const float cap = *c.final_logit_softcap;
-        for (float& l : result.logits)
-            l = cap * std::tanh(l / cap);
-    }
+    apply_final_softcap(c, result.logits);
     m_kv.commit(pos0 + static_cast<uint32_t>(n));
     result.captures = std::move(captures);
     return result;
@@ -269,19 +259,14 @@ ForwardResult CpuBackend::forward(const ForwardRequest& request)
 std::vector<float> CpuBackend::project_to_vocab(std::span<const float> residual)
 {
     const ModelConfig& c = m_model->config();
-    if (residual.size() != c.n_embd)
-        throw Error(fmt::format("logit lens: a residual vector has {} values, the model's width is {}", residual.size(), c.n_embd));
+    check_residual_width(c, residual);
     std::vector<float> normed(c.n_embd);
     cpu::kernel_rmsnorm(residual.data(), m_output_norm.data(), normed.data(), c.n_embd, c.norm_eps);
     std::vector<float> logits(c.n_vocab);
     // One row, as the forward pass computes the last position's logits (the summation order
     // depends on the row count).
     m_matmul.run(m_pool, m_model->weights().output, normed.data(), 1, logits.data());
-    if (c.final_logit_softcap) {
-        const float cap = *c.final_logit_softcap;
-        for (float& l : logits)
-            l = cap * std::tanh(l / cap);
-    }
+    apply_final_softcap(c, logits);
     return logits;
 }
 
@@ -294,7 +279,7 @@ void CpuBackend::attention(uint32_t il, uint32_t pos0, int64_t n, bool batched, 
     const int64_t D = c.head_dim_k, H = c.n_head[il], Hkv = c.n_head_kv[il];
     const int64_t group = H / Hkv;
     const uint32_t window = m_model->layer_window(il);
-    const float scale = m_model->traits().query_prescaled ? 1.0f : 1.0f / std::sqrt(static_cast<float>(D));
+    const float scale = query_scaling(*m_model).attention;
     const uint32_t n_keys = pos0 + static_cast<uint32_t>(n);
 
     // Capture buffers first, so that worker threads only write rows into them.

@@ -57,7 +57,6 @@ public:
     std::vector<float> project_to_vocab(std::span<const float> residual) override;
 
 private:
-    struct Chunk; // one micro-batch's host-side view
     void ensure_usable() const;
     void upload_weights();
     void allocate_scratch();
@@ -286,9 +285,7 @@ void VulkanBackend::read_cache(uint32_t layer, uint32_t kv_head, uint32_t n, std
 KvReadback VulkanBackend::read_kv(uint32_t layer, uint32_t kv_head) const
 {
     const ModelConfig& c = m_model->config();
-    if (layer >= c.n_layer || kv_head >= c.n_head_kv[layer])
-        throw Error(fmt::format("no KV cache for layer {} KV head {} (the model has {} layers, {} KV heads)", layer, kv_head, c.n_layer,
-                                c.n_head_kv.empty() ? 0 : c.n_head_kv[0]));
+    check_kv_head(c, layer, kv_head);
     ensure_usable();
     KvReadback r;
     r.layer = layer;
@@ -326,12 +323,8 @@ void VulkanBackend::output_head(vk::Recorder& rec, const Buffer& x, uint32_t row
 ForwardResult VulkanBackend::forward(const ForwardRequest& request)
 {
     const ModelConfig& c = m_model->config();
+    check_forward_request(c, request);
     const auto n = static_cast<uint32_t>(request.tokens.size());
-    if (n == 0)
-        throw Error("nothing to evaluate: the batch is empty");
-    for (TokenId t : request.tokens)
-        if (t < 0 || static_cast<uint32_t>(t) >= c.n_vocab)
-            throw Error(fmt::format("token id {} is outside the vocabulary (0 … {})", t, c.n_vocab - 1));
     ensure_usable();
     const uint32_t pos0 = m_kv.n_cached();
     m_kv.reserve_until(pos0 + n); // throws when the context is full; the cache is unchanged then
@@ -376,11 +369,7 @@ ForwardResult VulkanBackend::forward(const ForwardRequest& request)
                 }
         }
     }
-    if (c.final_logit_softcap) {
-        const float cap = *c.final_logit_softcap;
-        for (float& l : result.logits)
-            l = cap * std::tanh(l / cap);
-    }
+    apply_final_softcap(c, result.logits);
     m_kv.commit(pos0 + n);
     result.captures = std::move(captures);
     return result;
@@ -395,6 +384,7 @@ void VulkanBackend::run_chunk(std::span<const TokenId> tokens, uint32_t pos0_req
     const auto n = static_cast<uint32_t>(tokens.size());
     const uint32_t pos = pos0_request + b0;
     const uint32_t E = c.n_embd, D = c.head_dim_k, V = c.n_vocab, half_rot = c.n_rot / 2;
+    const QueryScaling scaling = query_scaling(model);
 
     // ---- host inputs: token ids and the cos/sin of every (position, pair) as the CPU computes them
     auto* ids = static_cast<uint32_t*>(m_ids.mapped());
@@ -463,9 +453,8 @@ void VulkanBackend::run_chunk(std::span<const TokenId> tokens, uint32_t pos0_req
             k.rmsnorm(rec, m_q, 0, L.q_norm, m_q, 0, D, n * H, c.norm_eps);
             k.rmsnorm(rec, m_kb, 0, L.k_norm, m_kb, 0, D, n * Hkv, c.norm_eps);
         }
-        const float q_scale = arch.query_prescaled ? 1.0f / std::sqrt(static_cast<float>(D)) : 1.0f;
         const uint32_t cs_offset = L.rope_table * m_batch * half_rot;
-        k.rope(rec, m_q, 0, m_cs, cs_offset, n, H, D, c.n_rot, arch.rope_neox, q_scale);
+        k.rope(rec, m_q, 0, m_cs, cs_offset, n, H, D, c.n_rot, arch.rope_neox, scaling.query);
         k.rope(rec, m_kb, 0, m_cs, cs_offset, n, Hkv, D, c.n_rot, arch.rope_neox, 1.0f);
         k.kv_store(rec, m_kb, m_vb, L.k_cache, L.v_cache, n, Hkv, D, pos, m_n_ctx);
 
@@ -477,7 +466,7 @@ void VulkanBackend::run_chunk(std::span<const TokenId> tokens, uint32_t pos0_req
         shape.pos0 = pos;
         shape.n_ctx = m_n_ctx;
         shape.window = model.layer_window(il);
-        shape.scale = arch.query_prescaled ? 1.0f : 1.0f / std::sqrt(static_cast<float>(D));
+        shape.scale = scaling.attention;
         shape.batched = order > 1;
         const LayerCapture* lc = next_capture < layer_captures.size() && layer_captures[next_capture].layer == il
                                      ? &layer_captures[next_capture++] : nullptr;
@@ -546,7 +535,7 @@ void VulkanBackend::run_chunk(std::span<const TokenId> tokens, uint32_t pos0_req
                 a->n_queries = n_total;
                 a->n_keys = n_keys_total;
                 a->head_dim = D;
-                a->scale = arch.query_prescaled ? 1.0f : 1.0f / std::sqrt(static_cast<float>(D));
+                a->scale = scaling.attention;
                 a->weights.assign(std::size_t(n_total) * n_keys_total, 0.0f);
                 a->q.assign(std::size_t(n_total) * D, 0.0f);
             }
@@ -563,8 +552,7 @@ void VulkanBackend::run_chunk(std::span<const TokenId> tokens, uint32_t pos0_req
 std::vector<float> VulkanBackend::project_to_vocab(std::span<const float> residual)
 {
     const ModelConfig& c = m_model->config();
-    if (residual.size() != c.n_embd)
-        throw Error(fmt::format("logit lens: a residual vector has {} values, the model's width is {}", residual.size(), c.n_embd));
+    check_residual_width(c, residual);
     ensure_usable();
     Buffer staging(m_ctx.get(), residual.size_bytes(), Memory::Upload);
     std::memcpy(staging.mapped(), residual.data(), residual.size_bytes());
@@ -578,11 +566,7 @@ std::vector<float> VulkanBackend::project_to_vocab(std::span<const float> residu
     rec.submit();
     std::vector<float> logits(c.n_vocab);
     std::memcpy(logits.data(), m_download.mapped(), bytes);
-    if (c.final_logit_softcap) {
-        const float cap = *c.final_logit_softcap;
-        for (float& l : logits)
-            l = cap * std::tanh(l / cap);
-    }
+    apply_final_softcap(c, logits);
     return logits;
 }
 
