@@ -77,14 +77,7 @@ float score(uint row)
         for (uint j = 0u; j < 4u; ++j)
             for (uint l = 0u; l < 8u; ++l)
                 acc[j][l] = fma_rn(k_at(row, i + 8u * j + l), qs[i + 8u * j + l], acc[j][l]);
-    float r[8];
-    for (uint l = 0u; l < 8u; ++l) {
-        precise float a02 = acc[0][l] + acc[2][l];
-        precise float a13 = acc[1][l] + acc[3][l];
-        precise float s = a02 + a13;
-        r[l] = s;
-    }
-    precise WIDE sum = WIDE(hsum8_hadd(r));
+    precise WIDE sum = WIDE(hsum_4x8(acc));
     for (uint i = np; i < D; ++i) {
         precise float prod = k_at(row, i) * qs[i];
         sum = sum + WIDE(prod);
@@ -182,20 +175,18 @@ void main()
         const uint d = lane + a * THREADS;
         if (d >= D)
             break;
-        float r[8];
         if (p.batched != 0u) {
+            float r[8];
             for (uint l = 0u; l < 8u; ++l)
                 r[l] = acc[a][l];
             o[qb + d] = hsum8_halves(r);
         } else {
-            // accumulator group (j % 32) / 8, lane j % 8: reduced pairwise, then by hadd
-            for (uint l = 0u; l < 8u; ++l) {
-                precise float a02 = acc[a][l] + acc[a][16u + l];
-                precise float a13 = acc[a][8u + l] + acc[a][24u + l];
-                precise float s = a02 + a13;
-                r[l] = s;
-            }
-            o[qb + d] = hsum8_hadd(r);
+            // accumulator group (j % 32) / 8, lane j % 8
+            float groups[4][8];
+            for (uint g = 0u; g < 4u; ++g)
+                for (uint l = 0u; l < 8u; ++l)
+                    groups[g][l] = acc[a][8u * g + l];
+            o[qb + d] = hsum_4x8(groups);
         }
     }
 }

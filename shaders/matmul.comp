@@ -455,14 +455,7 @@ float row_dot(uint row, uint ab)
                 const uint e = i + 8u * j + l;
                 acc[j][l] = fma_rn(ld_half(row + 2u * e), af(ab + e), acc[j][l]);
             }
-    float r[8];
-    for (uint l = 0u; l < 8u; ++l) {
-        precise float a02 = acc[0][l] + acc[2][l];
-        precise float a13 = acc[1][l] + acc[3][l];
-        precise float s = a02 + a13;
-        r[l] = s;
-    }
-    precise WIDE sum = WIDE(hsum8_hadd(r));
+    precise WIDE sum = WIDE(hsum_4x8(acc));
     for (uint e = np; e < n; ++e) {
         precise float prod = ld_half(row + 2u * e) * af(ab + e);
         sum = sum + WIDE(prod);

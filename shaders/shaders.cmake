@@ -22,50 +22,39 @@ function(tokenscope_add_shaders target)
   foreach(plain rmsnorm rope kv_store attention glu add quantize_act)
     list(APPEND variants "${plain}|${plain}.comp|")
   endforeach()
-  # Every shader twice: the "_f64" variant, for devices with 64-bit floats, rounds each fused
-  # multiply-add once and sums in double where the CPU backend does (bit-equal results); the plain
-  # one uses GLSL's fma and f32 sums.
-  set(exact "")
-  foreach(v ${variants})
-    string(REPLACE "|" ";" parts "${v}")
-    list(GET parts 0 name)
-    list(GET parts 1 src)
-    list(GET parts 2 define)
-    if(define)
-      list(APPEND exact "${name}_f64|${src}|${define},EXACT_F64")
-    else()
-      list(APPEND exact "${name}_f64|${src}|EXACT_F64")
-    endif()
-  endforeach()
-  list(APPEND variants ${exact})
-
+  # Every variant twice: "<name>_f64", for devices with 64-bit floats, rounds each fused
+  # multiply-add once and sums in double where the CPU backend does (bit-equal results); "<name>"
+  # uses GLSL's fma and f32 sums.
   set(incs "")
   set(decls "")
   set(table "")
   foreach(v ${variants})
     string(REPLACE "|" ";" parts "${v}")
-    list(GET parts 0 name)
+    list(GET parts 0 base_name)
     list(GET parts 1 src)
     list(GET parts 2 define)
-    set(defs "")
-    if(define)
-      string(REPLACE "," ";" define_list "${define}")
-      foreach(d ${define_list})
-        list(APPEND defs "-D${d}=1")
-      endforeach()
-    endif()
-    set(inc ${out_dir}/${name}.spv.inc)
-    add_custom_command(
-      OUTPUT ${inc}
-      COMMAND ${TOKENSCOPE_GLSLC} --target-env=vulkan1.0 -O -Werror -I ${TOKENSCOPE_SHADER_DIR}/include ${defs}
-              -mfmt=num -MD -MF ${inc}.d -o ${inc} ${TOKENSCOPE_SHADER_DIR}/${src}
-      DEPENDS ${TOKENSCOPE_SHADER_DIR}/${src} ${TOKENSCOPE_SHADER_DIR}/include/cpu_math.glsl
-      DEPFILE ${inc}.d
-      COMMENT "glslc ${src} -> ${name}"
-      VERBATIM)
-    list(APPEND incs ${inc})
-    string(APPEND decls "const uint32_t k_${name}[] = {\n#include \"${name}.spv.inc\"\n};\n")
-    string(APPEND table "    {\"${name}\", k_${name}, sizeof(k_${name}) / sizeof(uint32_t)},\n")
+    foreach(suffix "" "_f64")
+      set(name ${base_name}${suffix})
+      set(defs "")
+      if(define)
+        list(APPEND defs "-D${define}=1")
+      endif()
+      if(suffix)
+        list(APPEND defs "-DEXACT_F64=1")
+      endif()
+      set(inc ${out_dir}/${name}.spv.inc)
+      add_custom_command(
+        OUTPUT ${inc}
+        COMMAND ${TOKENSCOPE_GLSLC} --target-env=vulkan1.0 -O -Werror -I ${TOKENSCOPE_SHADER_DIR}/include ${defs}
+                -mfmt=num -MD -MF ${inc}.d -o ${inc} ${TOKENSCOPE_SHADER_DIR}/${src}
+        DEPENDS ${TOKENSCOPE_SHADER_DIR}/${src} ${TOKENSCOPE_SHADER_DIR}/include/cpu_math.glsl
+        DEPFILE ${inc}.d
+        COMMENT "glslc ${src} -> ${name}"
+        VERBATIM)
+      list(APPEND incs ${inc})
+      string(APPEND decls "const uint32_t k_${name}[] = {\n#include \"${name}.spv.inc\"\n};\n")
+      string(APPEND table "    {\"${name}\", k_${name}, sizeof(k_${name}) / sizeof(uint32_t)},\n")
+    endforeach()
   endforeach()
 
   set(registry ${out_dir}/vk_shader_registry.cpp)

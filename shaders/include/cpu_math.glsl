@@ -120,4 +120,18 @@ float hsum8_hadd(float a[8])
     return s;
 }
 
+// ggml's F16 dot reduction: four 8-lane accumulators (over 32-element steps) added pairwise,
+// (0 + 2) + (1 + 3) lane by lane, then summed by hadd.
+float hsum_4x8(float acc[4][8])
+{
+    float r[8];
+    for (uint l = 0u; l < 8u; ++l) {
+        precise float a02 = acc[0][l] + acc[2][l];
+        precise float a13 = acc[1][l] + acc[3][l];
+        precise float s = a02 + a13;
+        r[l] = s;
+    }
+    return hsum8_hadd(r);
+}
+
 #endif
