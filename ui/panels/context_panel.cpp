@@ -302,14 +302,7 @@ void ContextPanel::drawCharts()
     y->setTitleText(tr("tokens"));
     y->setRange(0, std::max(1.0, double(window())) * 1.05);
     y->setLabelFormat("%.0f");
-    chart->addAxis(x, Qt::AlignBottom);
-    chart->addAxis(y, Qt::AlignLeft);
-    series->attachAxis(x);
-    series->attachAxis(y);
-    style_chart(chart, palette());
-    QChart* old = m_bars->chart();
-    m_bars->setChart(chart);
-    delete old;
+    show_chart(m_bars, chart, x, y, palette());
 
     auto* without = new QLineSeries;
     without->setName(tr("processed without prefix caching"));
@@ -335,16 +328,7 @@ void ContextPanel::drawCharts()
     cy->setRange(0, top * 1.05);
     cy->setLabelFormat("%.0f");
     cy->setTitleText(tr("tokens"));
-    cumulative->addAxis(cx, Qt::AlignBottom);
-    cumulative->addAxis(cy, Qt::AlignLeft);
-    for (auto* s : cumulative->series()) {
-        s->attachAxis(cx);
-        s->attachAxis(cy);
-    }
-    style_chart(cumulative, palette());
-    QChart* old_cumulative = m_cumulative->chart();
-    m_cumulative->setChart(cumulative);
-    delete old_cumulative;
+    show_chart(m_cumulative, cumulative, cx, cy, palette());
 }
 
 } // namespace tokenscope::ui

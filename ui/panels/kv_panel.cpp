@@ -504,16 +504,7 @@ void KvPanel::recalculate()
     auto* y = new QValueAxis;
     y->setTitleText(tr("GiB"));
     y->setRange(0, top * 1.1 + 1e-9);
-    chart->addAxis(x, Qt::AlignBottom);
-    chart->addAxis(y, Qt::AlignLeft);
-    for (auto* s : chart->series()) {
-        s->attachAxis(x);
-        s->attachAxis(y);
-    }
-    style_chart(chart, palette());
-    QChart* old = m_chart->chart();
-    m_chart->setChart(chart);
-    delete old;
+    show_chart(m_chart, chart, x, y, palette());
 }
 
 QString KvPanel::calculatorText() const { return m_c_result->text() + "\n" + m_c_formula->text(); }

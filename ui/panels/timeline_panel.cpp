@@ -210,16 +210,7 @@ void TimelinePanel::drawChart()
     auto* y = new QValueAxis;
     y->setTitleText(tr("ms"));
     y->setRange(0, top * 1.1);
-    chart->addAxis(x, Qt::AlignBottom);
-    chart->addAxis(y, Qt::AlignLeft);
-    for (auto* s : chart->series()) {
-        s->attachAxis(x);
-        s->attachAxis(y);
-    }
-    style_chart(chart, palette());
-    QChart* old = m_chart->chart();
-    m_chart->setChart(chart);
-    delete old;
+    show_chart(m_chart, chart, x, y, palette());
 }
 
 } // namespace tokenscope::ui
