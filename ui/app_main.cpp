@@ -128,10 +128,18 @@ int run_app(int argc, char** argv)
         window.chatPanel()->newChat();
     window.show();
 
+    // Which model opens: the one named; for pictures and probes the default model (reproducible);
+    // otherwise the user's last choice, else the chat model when installed, else the default model.
     QString path = parser.value(model);
-    if (path.isEmpty())
-        if (auto found = engine::find_default_model())
+    if (path.isEmpty()) {
+        const bool scripted = !shot.isEmpty() || parser.isSet(latency);
+        const QString last = QSettings().value("models/recent").toStringList().value(0);
+        const auto found = scripted ? engine::find_default_model()
+                                    : engine::find_startup_model(last.isEmpty() ? std::nullopt
+                                                                                : std::optional<std::filesystem::path>(last.toStdString()));
+        if (found)
             path = QString::fromStdString(found->string());
+    }
     if (!path.isEmpty())
         window.openModel(path);
 

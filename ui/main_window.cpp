@@ -3,6 +3,7 @@
 
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
+#include "model/model_locator.h"
 #include "panels/attention_panel.h"
 #include "panels/chat_panel.h"
 #include "panels/context_panel.h"
@@ -92,6 +93,12 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
     buildModelBar();
     m_chat = new ChatPanel(engine, store);
     addPanel("chat", tr("Chat"), m_chat, Qt::LeftDockWidgetArea);
+    connect(m_chat, &ChatPanel::openInstructModelRequested, this, [this] {
+        if (auto chat = engine::find_chat_model())
+            openModel(QString::fromStdString(chat->string()));
+        else
+            openModelLibrary();
+    });
     m_selection = new TokenSelection(this);
     m_tokenizer = new TokenizerPanel(engine, m_selection);
     addPanel("tokenizer", tr("Tokenizer"), m_tokenizer, Qt::RightDockWidgetArea);
@@ -224,11 +231,7 @@ void MainWindow::buildMenus()
         if (!path.isEmpty())
             openModel(path);
     });
-    file->addAction(tr("Model &library…"), QKeySequence("Ctrl+L"), this, [this] {
-        ModelLibraryDialog dialog(QSettings().value("models/recent").toStringList(), this);
-        if (dialog.exec() == QDialog::Accepted)
-            openModel(dialog.selectedPath());
-    });
+    file->addAction(tr("Model &library…"), QKeySequence("Ctrl+L"), this, &MainWindow::openModelLibrary);
     m_recent = file->addMenu(tr("Open &recent"));
     rebuildRecentMenu();
     file->addSeparator();
@@ -275,9 +278,16 @@ QWidget* MainWindow::panel(const QString& name) const
     return it == m_panels.end() ? nullptr : it->second;
 }
 
+void MainWindow::openModelLibrary()
+{
+    ModelLibraryDialog dialog(QSettings().value("models/recent").toStringList(), this);
+    if (dialog.exec() == QDialog::Accepted)
+        openModel(dialog.selectedPath());
+}
+
 void MainWindow::openModel(const QString& path)
 {
-    m_model_label->setText(tr("  Loading %1…").arg(QFileInfo(path).fileName()));
+    m_model_label->setText(tr("  Loading %1…").arg(QFileInfo(path).fileName().toHtmlEscaped()));
     m_model_path = path;
     const QStringList backend = savedBackend();
     m_engine->loadModel(path, 0, 4096, backend.value(0, "cpu"), backend.value(1, "-1").toInt());
@@ -286,7 +296,7 @@ void MainWindow::openModel(const QString& path)
 void MainWindow::showModel(const std::shared_ptr<const ModelSummary>& m)
 {
     m_model_label->setText(tr("  <b>%1</b> · %2 · %3 M parameters · %4 · %5 · context %6 (model %7) · %8 · chat: %9")
-                               .arg(m->name.toHtmlEscaped(), m->architecture)
+                               .arg(m->name.toHtmlEscaped(), m->architecture.toHtmlEscaped())
                                .arg(double(m->parameters) / 1e6, 0, 'f', 0)
                                .arg(m->quant_types, human_size(m->file_size))
                                .arg(m->n_ctx)

@@ -42,6 +42,8 @@ public:
     ~MainWindow() override;
 
     void openModel(const QString& path);
+    // File → Model library…: pick any GGUF found on this machine.
+    void openModelLibrary();
     ChatPanel* chatPanel() const { return m_chat; }
     TokenizerPanel* tokenizerPanel() const { return m_tokenizer; }
     StepperPanel* stepperPanel() const { return m_stepper; }

@@ -11,6 +11,7 @@ CommandRunner add_info_command(CLI::App& app);
 CommandRunner add_tokenize_command(CLI::App& app);
 CommandRunner add_make_test_model_command(CLI::App& app);
 CommandRunner add_generate_command(CLI::App& app);
+CommandRunner add_chat_command(CLI::App& app);
 CommandRunner add_trace_command(CLI::App& app);
 CommandRunner add_bench_command(CLI::App& app);
 CommandRunner add_devices_command(CLI::App& app);

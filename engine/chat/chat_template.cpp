@@ -275,8 +275,53 @@ ChatFormat detect_chat_format(const std::optional<std::string>& jinja_template, 
     return ChatFormat::Plain;
 }
 
-std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages, bool add_assistant_prefix)
+std::string template_default_system(std::string_view tmpl)
 {
+    // The literal as it stands inside a Jinja string: the newline is written "\n".
+    constexpr std::string_view open = "<|im_start|>system\\n";
+    constexpr std::string_view close = "<|im_end|>";
+    for (std::size_t at = tmpl.find(open); at != std::string_view::npos; at = tmpl.find(open, at + 1)) {
+        const std::size_t begin = at + open.size();
+        const std::size_t end = tmpl.find(close, begin);
+        if (end == std::string_view::npos)
+            break;
+        const std::string_view body = tmpl.substr(begin, end - begin);
+        // '<|im_start|>system\n' + messages[0]['content'] + … is the branch that uses the caller's
+        // system message; only a literal text with no expression in it is a default.
+        if (body.empty() || body.find_first_of("'\"{}+") != std::string_view::npos)
+            continue;
+        std::string text;
+        for (std::size_t i = 0; i < body.size(); ++i) {
+            if (body[i] == '\\' && i + 1 < body.size()) {
+                const char e = body[++i];
+                text += e == 'n' ? '\n' : e == 't' ? '\t' : e;
+            } else {
+                text += body[i];
+            }
+        }
+        return text;
+    }
+    return {};
+}
+
+ChatStyle detect_chat_style(const std::optional<std::string>& jinja_template, std::string_view architecture)
+{
+    const ChatFormat format = detect_chat_format(jinja_template, architecture);
+    if (format == ChatFormat::ChatML && jinja_template)
+        return {format, template_default_system(*jinja_template)};
+    return format;
+}
+
+std::string render_chat(const ChatStyle& style, const std::vector<ChatMessage>& given, bool add_assistant_prefix)
+{
+    const ChatFormat format = style.format;
+    std::vector<ChatMessage> with_system;
+    if (!style.default_system.empty() && (given.empty() || given.front().role != "system")) {
+        with_system.reserve(given.size() + 1);
+        with_system.push_back({"system", style.default_system});
+        with_system.insert(with_system.end(), given.begin(), given.end());
+    }
+    const std::vector<ChatMessage>& messages = with_system.empty() ? given : with_system;
     std::string out;
     switch (format) {
     case ChatFormat::ChatML:

@@ -30,6 +30,19 @@ enum class ChatFormat {
     Llama3,          // <|start_header_id|>{role}<|end_header_id|>\n\n{trimmed content}<|eot_id|>
 };
 
+// How a model is prompted: the family's fixed layout, plus the system message its own template
+// writes when the conversation has none (Qwen 2.5's templates add "You are Qwen, created by Alibaba
+// Cloud. You are a helpful assistant."; llama.cpp's built-in ChatML formatter leaves it out, its
+// Jinja path and the model's authors put it in). Implicit from a format: no default system message.
+struct ChatStyle {
+    ChatFormat format = ChatFormat::Plain;
+    std::string default_system;
+
+    ChatStyle() = default;
+    ChatStyle(ChatFormat f) : format(f) {} // NOLINT(google-explicit-constructor): a format is a style
+    ChatStyle(ChatFormat f, std::string system) : format(f), default_system(std::move(system)) {}
+};
+
 struct ChatMessage {
     std::string role; // "system", "user" or "assistant" (other roles pass through where llama.cpp lets them)
     std::string content;
@@ -52,14 +65,25 @@ std::optional<ChatFormat> chat_format_from_template(std::string_view jinja_templ
 // else Plain.
 ChatFormat detect_chat_format(const std::optional<std::string>& jinja_template, std::string_view architecture);
 
+// The system message a ChatML template writes when the conversation starts without one: the text of
+// its literal '<|im_start|>system\n…<|im_end|>\n' (Jinja string escapes undone), or empty when the
+// template has none. Read from the model's own template, never assumed from its name.
+std::string template_default_system(std::string_view jinja_template);
+
+// detect_chat_format, with the template's default system message where the format has one.
+ChatStyle detect_chat_style(const std::optional<std::string>& jinja_template, std::string_view architecture);
+
 // The prompt exactly as llama.cpp's built-in formatter writes it for that format (add_ass =
-// add_assistant_prefix). BOS is not part of it: the tokenizer adds it. The [INST] families end
-// with "[/INST]" and have no assistant prefix to add, as in llama.cpp.
-std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages, bool add_assistant_prefix);
+// add_assistant_prefix), after the style's default system message is put first when the
+// conversation has no system message (as the model's Jinja template does). BOS is not part of it:
+// the tokenizer adds it. The [INST] families end with "[/INST]" and have no assistant prefix to add,
+// as in llama.cpp.
+std::string render_chat(const ChatStyle& style, const std::vector<ChatMessage>& messages, bool add_assistant_prefix);
 
 // The text that ends an assistant turn in that format ("<end_of_turn>", "<|im_end|>", …; "\nUser:"
 // for Plain), for a StopCondition: a reply stops there even if the marker is not an
 // end-of-generation token of the vocabulary.
 std::vector<std::string> stop_strings(ChatFormat format);
+inline std::vector<std::string> stop_strings(const ChatStyle& style) { return stop_strings(style.format); }
 
 } // namespace engine

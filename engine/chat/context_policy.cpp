@@ -93,7 +93,7 @@ std::string format_count(std::size_t n)
     return out;
 }
 
-FitResult fit_to_context(const std::vector<ChatMessage>& messages, const TokenCounter& count_tokens, ChatFormat format,
+FitResult fit_to_context(const std::vector<ChatMessage>& messages, const TokenCounter& count_tokens, const ChatStyle& style,
                          std::size_t context_size, std::size_t reply_reserve)
 {
     const Turns t = split_turns(messages);
@@ -101,7 +101,7 @@ FitResult fit_to_context(const std::vector<ChatMessage>& messages, const TokenCo
     const auto prompt_tokens = [&](std::size_t dropped) {
         auto it = tokens_after.find(dropped);
         if (it == tokens_after.end()) {
-            const std::string prompt = render_chat(format, keep_after(messages, t, dropped), true);
+            const std::string prompt = render_chat(style, keep_after(messages, t, dropped), true);
             it = tokens_after.emplace(dropped, count_tokens(prompt)).first;
         }
         return it->second;

@@ -2,6 +2,7 @@
 #include "model/model_discovery.h"
 
 #include "gguf/gguf_file.h"
+#include "model/model_kind.h"
 #include "model/model_locator.h"
 #include "util/error.h"
 
@@ -268,6 +269,7 @@ DiscoveredModel read_model(Candidate c)
         if (const auto arch = file->get_string("general.architecture"))
             m.architecture = std::string(*arch);
         m.file_type = file_type_of(*file);
+        m.instruct = model_kind(*file) == ModelKind::Instruct;
     } catch (const Error& e) {
         m.error = e.what();
     } catch (const std::exception& e) { // e.g. bad_alloc: still one bad file, not a failed scan

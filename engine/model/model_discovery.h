@@ -45,6 +45,7 @@ struct DiscoveredModel {
     uint64_t file_size = 0;
     std::string architecture;         // general.architecture; empty when unknown
     std::string file_type;            // "Q4_K_M" from general.file_type, else the dominant tensor type
+    bool instruct = false;            // model_kind(): tuned to answer (instruct/chat) rather than a base model
     std::optional<std::string> error; // the loader's message when the header cannot be read
 };
 

@@ -42,4 +42,25 @@ std::optional<fs::path> find_default_model(std::vector<std::string>* searched)
     return found.front();
 }
 
+std::optional<fs::path> find_chat_model()
+{
+    std::error_code ec;
+    const fs::path path = models_directory() / kChatModelFileName;
+    if (fs::is_regular_file(path, ec))
+        return path;
+    return std::nullopt;
+}
+
+std::optional<fs::path> find_startup_model(const std::optional<fs::path>& last_choice)
+{
+    if (const char* env = std::getenv("TOKENSCOPE_MODEL"); env && *env)
+        return fs::path(env);
+    std::error_code ec;
+    if (last_choice && !last_choice->empty() && fs::is_regular_file(*last_choice, ec))
+        return last_choice;
+    if (auto chat = find_chat_model())
+        return chat;
+    return find_default_model();
+}
+
 } // namespace engine

@@ -105,7 +105,7 @@ if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
         "${CPU_FLAGS[@]}" \
         -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_HIP=OFF -DGGML_SYCL=OFF -DGGML_OPENCL=OFF \
         -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
-        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF \
         -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
         -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=ON \
         -DLLAMA_BUILD_COMMIT="$LLAMA_CPP_COMMIT" >&2
@@ -126,7 +126,7 @@ if [[ "$CPU_VARIANT" == avx2 ]] && grep -Eq -- '-march=native|-mavx512|-mamx|-ma
 fi
 
 # 4. build only the targets we use
-TARGETS=(llama-tokenize llama-bench llama-simple llama-completion)
+TARGETS=(llama-tokenize llama-bench llama-simple llama-completion llama-server)
 cmake --build "$BUILD_DIR" --parallel "$JOBS" --target "${TARGETS[@]}" >&2
 
 BIN_DIR="$BUILD_DIR/bin"
@@ -146,3 +146,4 @@ echo "LLAMA_TOKENIZE=$BIN_DIR/llama-tokenize"
 echo "LLAMA_BENCH=$BIN_DIR/llama-bench"
 echo "LLAMA_SIMPLE=$BIN_DIR/llama-simple"
 echo "LLAMA_COMPLETION=$BIN_DIR/llama-completion"
+echo "LLAMA_SERVER=$BIN_DIR/llama-server"

@@ -18,6 +18,14 @@ std::string default_model_path()
     return found->string();
 }
 
+std::string chat_model_path()
+{
+    if (const char* env = std::getenv("TOKENSCOPE_CHAT_MODEL"); env && *env)
+        return std::filesystem::exists(env) ? std::string(env) : std::string();
+    auto found = engine::find_chat_model();
+    return found ? found->string() : std::string();
+}
+
 bool model_may_be_missing()
 {
     const char* v = std::getenv("TOKENSCOPE_ALLOW_NO_MODEL");

@@ -12,6 +12,9 @@ std::string data_dir();
 // fail when it is missing — a model test that silently skips proves nothing — unless
 // TOKENSCOPE_ALLOW_NO_MODEL=1 is set, in which case they skip.
 std::string default_model_path();
+// The chat model (Qwen2.5-Coder 0.5B Instruct Q4_K_M) as the setup script installs it, under the
+// same rule (TOKENSCOPE_ALLOW_NO_MODEL=1 lets its tests skip). TOKENSCOPE_CHAT_MODEL overrides it.
+std::string chat_model_path();
 bool model_may_be_missing();
 
 } // namespace testsupport
@@ -23,4 +26,13 @@ bool model_may_be_missing();
         if (testsupport::model_may_be_missing())                                                        \
             QSKIP("default model not installed (TOKENSCOPE_ALLOW_NO_MODEL=1)");                         \
         QFAIL("default model not installed: run scripts/setup.sh (or set TOKENSCOPE_MODEL)");           \
+    }
+
+// The same for the chat model.
+#define REQUIRE_CHAT_MODEL(path_var)                                                                    \
+    const std::string path_var = testsupport::chat_model_path();                                        \
+    if (path_var.empty()) {                                                                             \
+        if (testsupport::model_may_be_missing())                                                        \
+            QSKIP("chat model not installed (TOKENSCOPE_ALLOW_NO_MODEL=1)");                            \
+        QFAIL("chat model not installed: run scripts/setup.sh (or set TOKENSCOPE_CHAT_MODEL)");         \
     }

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// The model library dialog lists the installed default model (scanned off the UI thread) with its
-// architecture and type, and a recently opened corrupt file with the loader's message.
+// The model library dialog lists the installed models (scanned off the UI thread) with their kind
+// (base or instruct), architecture and type, and a recently opened corrupt file with the loader's
+// message.
 #include "test_paths.h"
 #include "widgets/model_library_dialog.h"
 
 #include <QFile>
+#include <QLocale>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -21,6 +23,7 @@ private slots:
 void TestModelLibrary::listsDefaultModelAndBadFile()
 {
     REQUIRE_DEFAULT_MODEL(path);
+    REQUIRE_CHAT_MODEL(chat_path);
     QTemporaryDir dir;
     const QString bad = dir.filePath("broken.gguf");
     QFile f(bad);
@@ -32,18 +35,31 @@ void TestModelLibrary::listsDefaultModelAndBadFile()
     QVERIFY(done.wait(60000));
     auto* tree = dialog.findChild<QTreeWidget*>();
     QVERIFY(tree);
-    bool found_default = false, found_bad = false;
+    QCOMPARE(tree->headerItem()->text(2), QString("Kind"));
+    bool found_default = false, found_chat = false, found_bad = false;
     for (int i = 0; i < tree->topLevelItemCount(); ++i) {
         const auto* item = tree->topLevelItem(i);
-        if (item->text(2) == "gemma3" && item->text(3) == "Q4_K_M")
+        if (item->text(6) == QString::fromStdString(path)) {
             found_default = true;
-        if (item->text(5) == bad) {
+            QCOMPARE(item->text(2), QString("base"));
+            QCOMPARE(item->text(3), QString("gemma3"));
+            QCOMPARE(item->text(4), QString("Q4_K_M"));
+        }
+        if (item->text(6) == QString::fromStdString(chat_path)) {
+            found_chat = true;
+            QCOMPARE(item->text(2), QString("instruct"));
+            QCOMPARE(item->text(3), QString("qwen2"));
+            QCOMPARE(item->text(4), QString("Q4_K_M"));
+            QCOMPARE(item->text(5), QLocale().formattedDataSize(491400064, 1, QLocale::DataSizeTraditionalFormat));
+        }
+        if (item->text(6) == bad) {
             found_bad = true;
-            QCOMPARE(item->text(2), QString("cannot be read"));
+            QCOMPARE(item->text(3), QString("cannot be read"));
             QVERIFY(item->toolTip(0).contains("truncated"));
         }
     }
     QVERIFY(found_default);
+    QVERIFY(found_chat);
     QVERIFY(found_bad);
 }
 

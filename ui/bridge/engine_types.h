@@ -29,7 +29,7 @@ struct ModelSummary {
     QString backend_note;  // why it is not the backend asked for (a fallback), else empty
     int threads = 0;
     QString chat_format;   // "Gemma", "ChatML", …
-    bool instruction_tuned = false;
+    bool instruction_tuned = false; // engine::model_kind: an instruct/chat model, not a base model
 };
 
 struct SamplingSettings {

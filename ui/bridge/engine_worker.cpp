@@ -2,9 +2,11 @@
 #include "bridge/engine_worker.h"
 
 #include "backend/backend.h"
-#include "chat/chat_template.h"
+#include "chat/chat_prompt.h"
 #include "chat/context_policy.h"
+#include "chat/chat_template.h"
 #include "model/model.h"
+#include "model/model_kind.h"
 #include "quant/vec_dot.h"
 #include "backend/backend_factory.h"
 #include "bridge/sampler_settings.h"
@@ -132,6 +134,7 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx, co
         summary->threads = threads;
         const auto format = engine::detect_chat_format(model->tokenizer().vocab().chat_template, c.architecture);
         summary->chat_format = QString::fromUtf8(engine::chat_format_name(format).data());
+        summary->instruction_tuned = engine::model_kind(model->file()) == engine::ModelKind::Instruct;
         // Prefill in batches of 128 positions: Stop is honoured between batches (the summation
         // order, and so the numbers, are those of any batch of 8 or more).
         m_stepper.reset(); // it refers to the session being replaced
@@ -156,12 +159,9 @@ void EngineWorker::checkFit(const ChatRequest& request)
 {
     if (!m_model)
         return;
-    const auto& tokenizer = m_model->tokenizer();
-    const auto format = engine::detect_chat_format(tokenizer.vocab().chat_template, m_model->config().architecture);
-    const auto count = [&](const std::string& text) { return tokenizer.encode_ids(text).size(); };
-    const auto fit = engine::fit_to_context(to_messages(request.turns), count, format, m_n_ctx,
-                                            size_t(std::max(16, request.sampling.max_tokens)));
-    emit fitChecked(request.id, QString::fromStdString(fit.notice));
+    const auto chat = engine::build_chat_prompt(*m_model, to_messages(request.turns), m_n_ctx,
+                                                size_t(std::max(16, request.sampling.max_tokens)));
+    emit fitChecked(request.id, QString::fromStdString(chat.fit.notice));
 }
 
 void EngineWorker::tokenize(quint64 request_id, const QString& text)
@@ -207,20 +207,19 @@ void EngineWorker::generateReply(const ChatRequest& request)
     emit replyStarted(request.id);
     try {
         const auto& tokenizer = m_model->tokenizer();
-        const auto format = engine::detect_chat_format(tokenizer.vocab().chat_template, m_model->config().architecture);
-        const auto count = [&](const std::string& text) { return tokenizer.encode_ids(text).size(); };
         const int reserve = std::max(16, request.sampling.max_tokens);
-        const engine::FitResult fit = engine::fit_to_context(to_messages(request.turns), count, format, m_n_ctx, size_t(reserve));
+        const engine::ChatPrompt chat = engine::build_chat_prompt(*m_model, to_messages(request.turns), m_n_ctx, size_t(reserve));
+        const engine::FitResult& fit = chat.fit;
         if (!fit.fits) {
             emit replyFailed(request.id, QString::fromStdString(fit.notice));
             return;
         }
-        const std::string prompt = engine::render_chat(format, fit.kept, true);
+        const std::string& prompt = chat.text;
 
         engine::Sampler sampler(sampler_config(request.sampling));
         engine::GenerationOptions options;
         options.max_tokens = static_cast<uint32_t>(request.sampling.max_tokens);
-        options.stop_strings = engine::stop_strings(format);
+        options.stop_strings = chat.stop_strings;
         options.cancel = m_cancel.get();
         options.on_prefill_progress = [&](uint32_t done, uint32_t total) {
             record();

@@ -5,6 +5,9 @@
 #include "storage/conversation_store.h"
 
 #include <QCheckBox>
+#include <QClipboard>
+#include <QFontDatabase>
+#include <QGuiApplication>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
 #include <QHBoxLayout>
@@ -15,7 +18,10 @@
 #include <QScrollBar>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QTextBlock>
 #include <QTextBrowser>
+#include <QTextCursor>
+#include <QTextDocument>
 #include <QTimer>
 #include <QVBoxLayout>
 
@@ -36,7 +42,56 @@ QString stats_line(const ReplyStats& s)
     return line;
 }
 
-QString escape_paragraphs(const QString& text) { return text.toHtmlEscaped().replace('\n', "<br>"); }
+bool is_code_block(const QTextBlock& block)
+{
+    const QTextBlockFormat f = block.blockFormat();
+    return f.hasProperty(QTextFormat::BlockCodeFence) || f.hasProperty(QTextFormat::BlockCodeLanguage);
+}
+
+// Inserts a reply's Markdown at the cursor with Qt's own parser (GitHub dialect: lists, emphasis,
+// inline code, fenced code), then gives every code block a shaded monospace box.
+void insert_markdown(QTextCursor& cursor, const QString& markdown, const QPalette& palette)
+{
+    const int begin = cursor.position();
+    cursor.insertMarkdown(markdown, QTextDocument::MarkdownDialectGitHub);
+    const int end = cursor.position();
+    QTextBlockFormat box;
+    box.setBackground(palette.color(QPalette::AlternateBase).darker(104));
+    box.setLeftMargin(8);
+    box.setRightMargin(8);
+    QTextCharFormat mono;
+    mono.setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+    mono.setFontFixedPitch(true);
+    for (QTextBlock b = cursor.document()->findBlock(begin); b.isValid() && b.position() <= end; b = b.next()) {
+        if (!is_code_block(b))
+            continue;
+        QTextCursor c(b);
+        c.mergeBlockFormat(box);
+        c.movePosition(QTextCursor::EndOfBlock, QTextCursor::KeepAnchor);
+        c.mergeCharFormat(mono);
+    }
+}
+
+void insert_plain(QTextCursor& cursor, const QString& text)
+{
+    QTextBlockFormat plain;
+    cursor.insertBlock(plain, QTextCharFormat());
+    cursor.insertText(text);
+}
+
+void insert_heading(QTextCursor& cursor, const QString& who, bool first)
+{
+    QTextBlockFormat block;
+    block.setTopMargin(first ? 0 : 10);
+    QTextCharFormat bold;
+    bold.setFontWeight(QFont::Bold);
+    if (first)
+        cursor.setBlockFormat(block);
+    else
+        cursor.insertBlock(block);
+    cursor.insertText(who, bold);
+    cursor.setCharFormat(QTextCharFormat());
+}
 
 } // namespace
 
@@ -48,7 +103,10 @@ ChatPanel::ChatPanel(EngineController* engine, ConversationStore* store, QWidget
     connect(m_engine, &EngineController::replyFinished, this, &ChatPanel::onFinished);
     connect(m_engine, &EngineController::replyFailed, this, &ChatPanel::onFailed);
     connect(m_engine, &EngineController::busyChanged, this, [this] { updateButtons(); });
-    connect(m_engine, &EngineController::modelLoaded, this, [this] { updateButtons(); });
+    connect(m_engine, &EngineController::modelLoaded, this, [this] {
+        updateButtons();
+        updateModelNotice();
+    });
     restore();
     render();
     updateButtons();
@@ -94,9 +152,28 @@ void ChatPanel::buildUi()
     settings->addStretch(1);
     layout->addLayout(settings);
 
+    // A base model continues text rather than answering: say so, with a way to an instruct model.
+    m_base_notice = new QWidget;
+    auto* notice_row = new QHBoxLayout(m_base_notice);
+    notice_row->setContentsMargins(0, 0, 0, 0);
+    m_base_notice_text = new QLabel;
+    m_base_notice_text->setTextFormat(Qt::PlainText);
+    m_base_notice_text->setWordWrap(true);
+    notice_row->addWidget(m_base_notice_text, 1);
+    auto* open_instruct = new QPushButton(tr("Open an instruct model…"));
+    open_instruct->setObjectName("openInstructModel");
+    notice_row->addWidget(open_instruct);
+    connect(open_instruct, &QPushButton::clicked, this, &ChatPanel::openInstructModelRequested);
+    m_base_notice->hide();
+    layout->addWidget(m_base_notice);
+
     auto* split = new QSplitter(Qt::Vertical);
     m_transcript = new QTextBrowser;
     m_transcript->setOpenLinks(false);
+    connect(m_transcript, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
+        if (url.scheme() == "copy")
+            copyMessage(url.path().toInt());
+    });
     m_transcript->setPlaceholderText(tr("Open a model, type a message and press Send. Each turn re-sends the whole "
                                         "conversation to the model; the statistics under each reply show how much "
                                         "of it the KV cache already held."));
@@ -309,10 +386,24 @@ void ChatPanel::flushPending()
     if (m_pending.isEmpty())
         return;
     m_streaming += m_pending;
-    QTextCursor cursor(m_transcript->document());
-    cursor.movePosition(QTextCursor::End);
-    cursor.insertText(m_pending);
     m_pending.clear();
+    renderStreaming();
+}
+
+// The reply so far, re-parsed as Markdown in place of what the last frame showed (a list or a code
+// fence is only known once its closing text arrives). Once per frame, never once per token.
+void ChatPanel::renderStreaming()
+{
+    if (m_stream_start < 0)
+        return;
+    QTextCursor cursor(m_transcript->document());
+    cursor.setPosition(m_stream_start);
+    cursor.movePosition(QTextCursor::End, QTextCursor::KeepAnchor);
+    cursor.removeSelectedText();
+    if (!m_streaming.isEmpty()) {
+        cursor.insertBlock(QTextBlockFormat(), QTextCharFormat());
+        insert_markdown(cursor, m_streaming, palette());
+    }
     m_transcript->verticalScrollBar()->setValue(m_transcript->verticalScrollBar()->maximum());
 }
 
@@ -358,24 +449,55 @@ void ChatPanel::onFailed(quint64 id, const QString& message)
 
 void ChatPanel::render()
 {
-    QString html;
+    QTextDocument* doc = m_transcript->document();
+    doc->clear();
+    QTextCursor cursor(doc);
     const QString muted = palette().color(QPalette::PlaceholderText).name();
     for (std::size_t i = 0; i < m_turns.size(); ++i) {
         const auto& t = m_turns[i];
         const bool user = t.role == "user";
-        html += QString("<p><b>%1</b><br>%2</p>").arg(user ? tr("You") : tr("Model"), escape_paragraphs(t.content));
-        if (!user && !m_turn_stats[i].isEmpty())
-            html += QString("<p style='color:%1; font-size:small'>%2</p>").arg(muted, m_turn_stats[i].toHtmlEscaped());
+        insert_heading(cursor, user ? tr("You") : tr("Model"), i == 0);
+        if (user) {
+            insert_plain(cursor, t.content);
+            continue;
+        }
+        cursor.insertBlock(QTextBlockFormat(), QTextCharFormat());
+        insert_markdown(cursor, t.content, palette());
+        // The statistics line and the reply's Copy link (the raw Markdown, not the rendering).
+        cursor.insertBlock(QTextBlockFormat(), QTextCharFormat());
+        cursor.insertHtml(QString("<span style='color:%1; font-size:small'>%2</span> "
+                                  "<a href='copy:%3' style='font-size:small'>%4</a>")
+                              .arg(muted, m_turn_stats[i].toHtmlEscaped())
+                              .arg(i)
+                              .arg(tr("Copy")));
     }
-    if (m_replying)
-        html += QString("<p><b>%1</b><br>").arg(tr("Model"));
-    m_transcript->setHtml(html);
-    if (m_replying && !m_streaming.isEmpty()) {
-        QTextCursor cursor(m_transcript->document());
-        cursor.movePosition(QTextCursor::End);
-        cursor.insertText(m_streaming);
+    m_stream_start = -1;
+    if (m_replying) {
+        insert_heading(cursor, tr("Model"), m_turns.empty());
+        m_stream_start = cursor.position();
+        renderStreaming();
     }
     m_transcript->verticalScrollBar()->setValue(m_transcript->verticalScrollBar()->maximum());
+}
+
+const QTextDocument* ChatPanel::transcriptDocument() const { return m_transcript->document(); }
+
+void ChatPanel::copyMessage(int turn)
+{
+    if (turn >= 0 && turn < int(m_turns.size()))
+        QGuiApplication::clipboard()->setText(m_turns[std::size_t(turn)].content);
+}
+
+QString ChatPanel::baseModelNotice() const { return m_base_notice->isHidden() ? QString() : m_base_notice_text->text(); }
+
+void ChatPanel::updateModelNotice()
+{
+    const auto model = m_engine->model();
+    const bool base = model && !model->instruction_tuned;
+    if (base)
+        m_base_notice_text->setText(tr("%1 is a base model: it continues text rather than answering questions.")
+                                        .arg(model->name));
+    m_base_notice->setVisible(base);
 }
 
 void ChatPanel::updateButtons()

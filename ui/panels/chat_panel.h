@@ -14,6 +14,7 @@ class QPlainTextEdit;
 class QPushButton;
 class QSpinBox;
 class QTextBrowser;
+class QTextDocument;
 class QTimer;
 
 namespace tokenscope::ui {
@@ -38,6 +39,13 @@ public:
     void editLastUserMessage();
 
     QString transcriptText() const;
+    // The transcript as rendered: replies are Markdown (paragraphs, lists, emphasis, inline code,
+    // fenced code blocks in a monospace frame), user messages plain text.
+    const QTextDocument* transcriptDocument() const;
+    // Copies the raw text of message `turn` (what the Copy link under each reply does).
+    void copyMessage(int turn);
+    // The one-line notice shown when the loaded model is a base model; empty otherwise.
+    QString baseModelNotice() const;
     int messageCount() const { return static_cast<int>(m_turns.size()); }
     const std::shared_ptr<const ReplyStats>& lastStats() const { return m_last_stats; }
     bool replying() const { return m_replying; }
@@ -47,6 +55,8 @@ public:
 
 signals:
     void replyFinished(std::shared_ptr<const tokenscope::ui::ReplyStats> stats);
+    // The base-model notice's button: open an instruct model (the chat model, or the library).
+    void openInstructModelRequested();
 
 private:
     void buildUi();
@@ -58,6 +68,8 @@ private:
     void startReply();
     void restore();
     void updateButtons();
+    void updateModelNotice();
+    void renderStreaming();
 
     EngineController* m_engine;
     ConversationStore* m_store;
@@ -66,6 +78,7 @@ private:
     std::vector<QString> m_turn_stats;   // one line under each assistant message
     QString m_streaming;                 // the reply being generated
     QString m_pending;                   // deltas not yet shown (flushed once per frame)
+    int m_stream_start = -1;             // where the streaming reply begins in the transcript
     quint64 m_request = 0;
     bool m_replying = false;
     std::shared_ptr<const ReplyStats> m_last_stats;
@@ -81,6 +94,8 @@ private:
     QCheckBox* m_show_prompt = nullptr;
     QPlainTextEdit* m_prompt_view = nullptr;
     QLabel* m_status = nullptr;
+    QWidget* m_base_notice = nullptr;    // "this is a base model" row with its button
+    QLabel* m_base_notice_text = nullptr;
     QDoubleSpinBox* m_temperature = nullptr;
     QSpinBox* m_top_k = nullptr;
     QDoubleSpinBox* m_top_p = nullptr;

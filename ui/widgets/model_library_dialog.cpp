@@ -25,7 +25,8 @@ ModelLibraryDialog::ModelLibraryDialog(const QStringList& recent, QWidget* paren
     m_status = new QLabel(tr("Looking for GGUF models…"));
     layout->addWidget(m_status);
     m_tree = new QTreeWidget;
-    m_tree->setHeaderLabels({tr("Model"), tr("Source"), tr("Architecture"), tr("Type"), tr("Size"), tr("Path")});
+    m_tree->setHeaderLabels({tr("Model"), tr("Source"), tr("Kind"), tr("Architecture"), tr("Type"), tr("Size"), tr("Path")});
+    m_tree->headerItem()->setToolTip(2, tr("Instruct models answer in the chat; base models continue the text they are given"));
     m_tree->setRootIsDecorated(false);
     m_tree->setAlternatingRowColors(true);
     m_tree->header()->setSectionResizeMode(0, QHeaderView::Stretch);
@@ -60,14 +61,15 @@ ModelLibraryDialog::ModelLibraryDialog(const QStringList& recent, QWidget* paren
                 auto* item = new QTreeWidgetItem(self->m_tree);
                 item->setText(0, QString::fromStdString(m.display_name));
                 item->setText(1, QString::fromStdString(m.source));
-                item->setText(2, QString::fromStdString(m.architecture));
-                item->setText(3, QString::fromStdString(m.file_type));
-                item->setText(4, QLocale().formattedDataSize(qint64(m.file_size), 1, QLocale::DataSizeTraditionalFormat));
-                item->setText(5, QString::fromStdString(m.path.string()));
+                item->setText(2, m.error ? QString() : m.instruct ? tr("instruct") : tr("base"));
+                item->setText(3, QString::fromStdString(m.architecture));
+                item->setText(4, QString::fromStdString(m.file_type));
+                item->setText(5, QLocale().formattedDataSize(qint64(m.file_size), 1, QLocale::DataSizeTraditionalFormat));
+                item->setText(6, QString::fromStdString(m.path.string()));
                 if (m.error) {
                     item->setToolTip(0, QString::fromStdString(*m.error));
-                    item->setText(2, tr("cannot be read"));
-                    item->setForeground(2, Qt::red);
+                    item->setText(3, tr("cannot be read"));
+                    item->setForeground(3, Qt::red);
                 } else {
                     item->setData(0, Qt::UserRole, QString::fromStdString(m.path.string()));
                 }

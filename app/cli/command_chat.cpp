@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// `chat [MODEL] MESSAGE`: one chat turn through the model's chat template, built by the same code as
+// the chat panel's (engine::build_chat_prompt); prints the reply, or with --json the rendered prompt,
+// its tokens and the reply.
+#include "commands.h"
+#include "backend_option.h"
+#include "model_path.h"
+
+#include "chat/chat_prompt.h"
+#include "model/model.h"
+#include "model/model_kind.h"
+#include "model/model_locator.h"
+#include "session/generator.h"
+#include "util/error.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <spdlog/fmt/fmt.h>
+
+namespace {
+
+struct ChatArgs {
+    std::vector<std::string> positional; // [MODEL] MESSAGE
+    std::string model;
+    std::string system;
+    uint32_t n_predict = 256;
+    float temperature = 0.8f;
+    int32_t top_k = 40;
+    float top_p = 0.95f;
+    float min_p = 0.05f;
+    uint64_t seed = 0;
+    int threads = 0;
+    uint32_t n_ctx = 4096;
+    bool json = false;
+    BackendArgs backend;
+};
+
+// The model named, else the chat model when it is installed, else the default model.
+std::filesystem::path chat_model_path(const std::string& given)
+{
+    if (!given.empty())
+        return given;
+    if (auto chat = engine::find_chat_model())
+        return *chat;
+    return resolve_model_path("");
+}
+
+int run_chat(ChatArgs a)
+{
+    if (a.positional.size() == 2)
+        a.model = a.positional[0];
+    const std::string message = a.positional.empty() ? std::string() : a.positional.back();
+    if (message.find_first_not_of(" \t\r\n") == std::string::npos)
+        throw engine::Error("the message is empty: give one, e.g. tokenscope-cli chat \"What is the capital of France?\"");
+
+    const auto model = engine::Model::load(chat_model_path(a.model));
+    if (engine::model_kind(model->file()) == engine::ModelKind::Base)
+        std::fprintf(stderr, "note: %s is a base model: it continues text rather than answering (the chat model is %s)\n",
+                     model->file().name().c_str(), engine::kChatModelFileName);
+
+    std::vector<engine::ChatMessage> messages;
+    if (!a.system.empty())
+        messages.push_back({"system", a.system});
+    messages.push_back({"user", message});
+    const engine::ChatPrompt chat = engine::build_chat_prompt(*model, messages, a.n_ctx, std::max<uint32_t>(16, a.n_predict));
+    if (!chat.fit.fits)
+        throw engine::Error(chat.fit.notice);
+
+    engine::Session session(model, make_cli_backend(a.backend, model, a.n_ctx, a.threads));
+    engine::SamplerConfig sc;
+    sc.temperature = a.temperature;
+    sc.top_k = a.top_k;
+    sc.top_p = a.top_p;
+    sc.min_p = a.min_p;
+    sc.seed = a.seed;
+    engine::Sampler sampler(sc);
+    engine::GenerationOptions options;
+    options.max_tokens = a.n_predict;
+    options.stop_strings = chat.stop_strings;
+    const engine::GenerationTrace trace = engine::generate(session, sampler, chat.text, options, [&](std::string_view delta) {
+        if (!a.json) {
+            fmt::print("{}", delta);
+            std::fflush(stdout);
+        }
+    });
+    if (!a.json) {
+        fmt::print("\n");
+        fmt::print(stderr, "{} prompt tokens, {} generated, decode {:.1f} tokens/s; stopped: {}\n", trace.prompt_tokens,
+                   trace.steps.size(), trace.decode_tokens_per_second(), engine::stop_reason_name(trace.stop));
+        return 0;
+    }
+    const auto& tok = model->tokenizer();
+    nlohmann::ordered_json j;
+    j["model"] = model->file().name();
+    j["kind"] = engine::model_kind_name(engine::model_kind(model->file()));
+    j["chat_format"] = engine::chat_format_name(chat.style.format);
+    j["default_system"] = chat.style.default_system;
+    j["prompt"] = chat.text;
+    auto& tokens = j["prompt_tokens"] = nlohmann::ordered_json::array();
+    for (engine::TokenId id : tok.encode_ids(chat.text))
+        tokens.push_back({{"id", id}, {"piece", tok.token_to_piece(id)}});
+    j["reply"] = trace.text;
+    j["generated_tokens"] = trace.steps.size();
+    j["stop"] = engine::stop_reason_name(trace.stop);
+    j["notice"] = chat.fit.notice;
+    fmt::print("{}\n", j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+    return 0;
+}
+
+} // namespace
+
+CommandRunner add_chat_command(CLI::App& app)
+{
+    auto* cmd = app.add_subcommand("chat", "One chat turn through the model's chat template (the chat panel's code path); "
+                                           "the model defaults to the installed chat model");
+    auto a = std::make_shared<ChatArgs>();
+    cmd->add_option("args", a->positional, "[MODEL] MESSAGE")->required()->expected(1, 2);
+    cmd->add_option("-m,--model", a->model, "GGUF file (default: the chat model, else the default model)");
+    cmd->add_option("--system", a->system, "System message (default: none, or the one the model's template adds)");
+    cmd->add_option("-n,--n-predict", a->n_predict, "Maximum tokens in the reply")->capture_default_str();
+    cmd->add_option("--temp", a->temperature, "Temperature (0: greedy)")->capture_default_str();
+    cmd->add_option("--top-k", a->top_k, "Top-k (0: off)")->capture_default_str();
+    cmd->add_option("--top-p", a->top_p, "Top-p (1: off)")->capture_default_str();
+    cmd->add_option("--min-p", a->min_p, "Min-p (0: off)")->capture_default_str();
+    cmd->add_option("-s,--seed", a->seed, "Random seed")->capture_default_str();
+    cmd->add_option("-t,--threads", a->threads, "Threads (0: all cores)")->capture_default_str();
+    cmd->add_option("-c,--ctx", a->n_ctx, "Context size in tokens")->capture_default_str();
+    cmd->add_flag("--json", a->json, "Print the rendered prompt, its tokens and the reply as JSON");
+    add_backend_options(cmd, a->backend);
+    return [a] { return run_chat(*a); };
+}
