@@ -100,10 +100,12 @@ int run_app(int argc, char** argv)
     const QCommandLineOption bench_attention("bench-attention-view", "Time redraws of a 2,048 x 2,048 head view and exit (a benchmark).");
     const QCommandLineOption auto_send("auto-send", "Send this message as soon as the model is loaded.", "text");
     const QCommandLineOption quit_after("quit-after-reply", "Quit when the first reply is complete.");
+    const QCommandLineOption follow_up("follow-up", "For --screenshot --panel chat|main: another message, sent after the "
+                                                    "reply before it (repeatable).", "text");
     const QCommandLineOption latency("latency-probe",
                                      "Generate 128 tokens and print the worst event-loop delay seen meanwhile (a benchmark).");
     parser.addOptions({verbose, model, screenshot, panel, prompt, scale, max_tokens, steps, compare, edit, tab, bench_attention, auto_send, quit_after,
-                       latency});
+                       latency, follow_up});
     parser.process(app);
 
     setup_logging(parser.isSet(verbose));
@@ -388,9 +390,16 @@ int run_app(int argc, char** argv)
                 });
             }
         } else {
+            // The prompt, then each --follow-up after the reply before it; the picture after the last.
+            auto queue = std::make_shared<QStringList>(QStringList{parser.value(prompt)} + parser.values(follow_up));
             QObject::connect(&engine, &EngineController::modelLoaded, &window,
-                             [&] { window.chatPanel()->send(parser.value(prompt)); });
-            QObject::connect(window.chatPanel(), &ChatPanel::replyFinished, &window, grab);
+                             [&, queue] { window.chatPanel()->send(queue->takeFirst()); });
+            QObject::connect(window.chatPanel(), &ChatPanel::replyFinished, &window, [&, queue, grab] {
+                if (queue->isEmpty())
+                    grab();
+                else
+                    window.chatPanel()->send(queue->takeFirst());
+            });
         }
         QObject::connect(&engine, &EngineController::loadFailed, &app, [&](const QString& m) {
             std::fprintf(stderr, "%s\n", qPrintable(m));

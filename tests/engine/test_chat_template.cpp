@@ -2,14 +2,20 @@
 // Chat prompts against llama.cpp's built-in formatter (src/llama-chat.cpp): every format renders
 // the conversation of llama.cpp's tests/test-chat-template.cpp exactly as llm_chat_apply_template
 // does, templates are classified as llm_chat_detect_template classifies them (first match in its
-// order), the default model's prompt tokenizes to llama.cpp's ids, and the context policy drops
-// the oldest turns with exact notices.
+// order), the default model's prompt tokenizes to llama.cpp's ids, the chat model's prompts equal
+// what llama.cpp's Jinja path renders from its own template (default system message included), and
+// the context policy drops the oldest turns with exact notices.
 #include "chat/chat_template.h"
 #include "chat/context_policy.h"
 #include "gguf/gguf_file.h"
+#include "model/model_locator.h"
 #include "test_paths.h"
 #include "tokenizer/tokenizer.h"
 
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QTest>
 #include <algorithm>
 
@@ -52,6 +58,9 @@ class TestChatTemplate : public QObject {
 private slots:
     void rendersLikeLlamaCpp_data();
     void rendersLikeLlamaCpp();
+    void chatModelRendersLikeLlamaCppJinja_data();
+    void chatModelRendersLikeLlamaCppJinja();
+    void defaultSystemIsReadFromTheTemplate();
     void assistantPrefixOnlyWhenAsked();
     void gemmaSystemPromptWaitsForAUserTurn();
     void plainFallback();
@@ -318,6 +327,75 @@ void TestChatTemplate::detectsTemplates()
     // An empty template string is no template.
     if (!tmpl)
         QCOMPARE(engine::detect_chat_format(std::string(), arch.toStdString()), f);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The chat model (Qwen2.5-Coder 0.5B Instruct): its tokenizer.chat_template rendered by llama.cpp's
+// Jinja engine (llama-server --jinja, POST /apply-template; tests/reference/make_template_fixtures.py)
+// for conversations with and without a system message, one and several turns.
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+QJsonObject template_fixture()
+{
+    QFile f(QString::fromStdString(testsupport::data_dir()) + "/chat/qwen2.5-coder-0.5b-templates.json");
+    if (!f.open(QIODevice::ReadOnly))
+        return {};
+    return QJsonDocument::fromJson(f.readAll()).object();
+}
+} // namespace
+
+void TestChatTemplate::chatModelRendersLikeLlamaCppJinja_data()
+{
+    QTest::addColumn<int>("index");
+    const QJsonArray cases = template_fixture()["cases"].toArray();
+    QVERIFY(cases.size() >= 3);
+    for (int i = 0; i < cases.size(); ++i)
+        QTest::newRow(qPrintable(cases[i].toObject()["name"].toString())) << i;
+}
+
+void TestChatTemplate::chatModelRendersLikeLlamaCppJinja()
+{
+    QFETCH(int, index);
+    REQUIRE_CHAT_MODEL(path);
+    const QJsonObject fixture = template_fixture();
+    QCOMPARE(fixture["model"].toString(), QString(engine::kChatModelFileName));
+    const auto file = engine::gguf::GgufFile::open(path);
+    const engine::Tokenizer tok(engine::Vocab::from_gguf(*file));
+    QVERIFY(tok.vocab().chat_template);
+    const engine::ChatStyle style = engine::detect_chat_style(tok.vocab().chat_template, *file->get_string("general.architecture"));
+    QCOMPARE(style.format, ChatFormat::ChatML);
+    QCOMPARE(style.default_system, std::string("You are Qwen, created by Alibaba Cloud. You are a helpful assistant."));
+
+    const QJsonObject c = fixture["cases"].toArray()[index].toObject();
+    std::vector<ChatMessage> messages;
+    for (const auto& m : c["messages"].toArray())
+        messages.push_back({m.toObject()["role"].toString().toStdString(), m.toObject()["content"].toString().toStdString()});
+    const std::string ours = engine::render_chat(style, messages, c["add_generation_prompt"].toBool());
+    QCOMPARE(QString::fromStdString(ours), c["prompt"].toString());
+    // Without the template's default system message (llama.cpp's built-in ChatML) the two differ
+    // exactly when the conversation brings no system message of its own.
+    const bool has_system = messages.front().role == "system";
+    QCOMPARE(engine::render_chat(ChatFormat::ChatML, messages, true) == ours, has_system);
+}
+
+void TestChatTemplate::defaultSystemIsReadFromTheTemplate()
+{
+    const std::string qwen_like =
+        "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
+        "{%- else %}{{- '<|im_start|>system\\nYou are a\\tbot.<|im_end|>\\n' }}{%- endif %}";
+    QCOMPARE(engine::template_default_system(qwen_like), std::string("You are a\tbot."));
+    QCOMPARE(engine::detect_chat_style(qwen_like, "qwen2").default_system, std::string("You are a\tbot."));
+    // A template with no literal default, or none at all: no system message is invented.
+    QCOMPARE(engine::template_default_system("{% for m in messages %}<|im_start|>{{ m.role }}{% endfor %}"), std::string());
+    QCOMPARE(engine::detect_chat_style(std::nullopt, "qwen2").default_system, std::string());
+    QCOMPARE(engine::detect_chat_style(std::nullopt, "gemma3").format, ChatFormat::Gemma);
+    // The style puts its default first only when the conversation has no system message.
+    const engine::ChatStyle style(ChatFormat::ChatML, "S");
+    QCOMPARE(engine::render_chat(style, {{"user", "U"}}, true),
+             std::string("<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"));
+    QCOMPARE(engine::render_chat(style, {{"system", "X"}, {"user", "U"}}, false),
+             std::string("<|im_start|>system\nX<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"));
 }
 
 // ---------------------------------------------------------------------------------------------

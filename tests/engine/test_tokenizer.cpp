@@ -4,6 +4,7 @@
 // pre-tokenizer), must give exactly llama.cpp's ids (fixtures from tests/reference/), decode back
 // to the exact text, and carry byte spans that tile the input.
 #include "gguf/gguf_file.h"
+#include "model/model_locator.h"
 #include "test_paths.h"
 #include "tokenizer/tokenizer.h"
 
@@ -23,13 +24,25 @@ namespace {
 
 QString fixture_dir() { return QString::fromStdString(testsupport::data_dir()) + "/tokenizer"; }
 
-// Vocabulary file of a fixture: the default model for the Gemma fixtures, else the BPE test vocab.
+// Vocabulary file of a fixture: the BPE test vocab, the chat model for its fixtures, else the
+// default model.
 std::string vocab_path(const QJsonObject& fixture)
 {
     const QString model = fixture["model"].toString();
     if (model.startsWith("bpe-"))
         return (fixture_dir() + "/" + model).toStdString();
+    if (model == engine::kChatModelFileName)
+        return testsupport::chat_model_path();
     return testsupport::default_model_path();
+}
+
+std::string roundtrip_vocab_path(const QString& vocab)
+{
+    if (vocab == "default-model")
+        return testsupport::default_model_path();
+    if (vocab == "chat-model")
+        return testsupport::chat_model_path();
+    return (fixture_dir() + "/" + vocab).toStdString();
 }
 
 const Tokenizer& tokenizer_for(const std::string& path)
@@ -65,8 +78,8 @@ QString ids_string(const std::vector<TokenId>& ids)
 #define REQUIRE_VOCAB_FILE(path)                                                                        \
     if ((path).empty()) {                                                                               \
         if (testsupport::model_may_be_missing())                                                        \
-            QSKIP("default model not installed");                                                       \
-        QFAIL("default model not installed: run scripts/setup.sh");                                     \
+            QSKIP("model not installed (TOKENSCOPE_ALLOW_NO_MODEL=1)");                                  \
+        QFAIL("model not installed: run scripts/setup.sh");                                             \
     }
 
 class TestTokenizer : public QObject {
@@ -86,7 +99,7 @@ private slots:
 void TestTokenizer::fixturesCoverEveryVocabulary()
 {
     const QStringList files = fixture_files();
-    for (const char* name : {"gemma3-270m", "bpe-gpt2", "bpe-llama-bpe", "bpe-qwen2", "bpe-default"})
+    for (const char* name : {"gemma3-270m", "qwen2.5-coder-0.5b", "bpe-gpt2", "bpe-llama-bpe", "bpe-qwen2", "bpe-default"})
         for (const char* mode : {"special", "nospecial"})
             QVERIFY2(files.contains(QString("fixtures-%1-%2.json").arg(name, mode)), name);
     const auto corpus = read_json(fixture_dir() + "/corpus.json")["cases"].toArray();
@@ -132,7 +145,7 @@ void TestTokenizer::roundTrip_data()
     QTest::addColumn<QString>("vocab");
     QTest::addColumn<QString>("text");
     const auto corpus = read_json(fixture_dir() + "/corpus.json")["cases"].toArray();
-    for (const char* vocab : {"default-model", "bpe-gpt2.gguf", "bpe-llama-bpe.gguf", "bpe-qwen2.gguf", "bpe-default.gguf"})
+    for (const char* vocab : {"default-model", "chat-model", "bpe-gpt2.gguf", "bpe-llama-bpe.gguf", "bpe-qwen2.gguf", "bpe-default.gguf"})
         for (const auto& c : corpus)
             QTest::newRow(qPrintable(QString(vocab) + "/" + c.toObject()["name"].toString()))
                 << QString(vocab) << c.toObject()["text"].toString();
@@ -142,8 +155,7 @@ void TestTokenizer::roundTrip()
 {
     QFETCH(QString, vocab);
     QFETCH(QString, text);
-    const std::string path = vocab == "default-model" ? testsupport::default_model_path()
-                                                      : (fixture_dir() + "/" + vocab).toStdString();
+    const std::string path = roundtrip_vocab_path(vocab);
     REQUIRE_VOCAB_FILE(path);
     const Tokenizer& t = tokenizer_for(path);
     const std::string s = text.toStdString();
@@ -159,8 +171,7 @@ void TestTokenizer::spansTileTheText()
 {
     QFETCH(QString, vocab);
     QFETCH(QString, text);
-    const std::string path = vocab == "default-model" ? testsupport::default_model_path()
-                                                      : (fixture_dir() + "/" + vocab).toStdString();
+    const std::string path = roundtrip_vocab_path(vocab);
     REQUIRE_VOCAB_FILE(path);
     const std::string s = text.toStdString();
     const auto tokens = tokenizer_for(path).encode(s, {.add_special = false, .parse_special = true});

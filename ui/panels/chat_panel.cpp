@@ -48,12 +48,40 @@ bool is_code_block(const QTextBlock& block)
     return f.hasProperty(QTextFormat::BlockCodeFence) || f.hasProperty(QTextFormat::BlockCodeLanguage);
 }
 
+// Models write a newline where they mean a line break (code without a fence, poems, addresses), as
+// chat front ends show them; Markdown would join such lines into one paragraph. So outside fenced
+// code every line that another non-blank line follows ends with a hard break ("  ") before Qt's
+// parser sees it. Only fences are recognised here: the Markdown itself is Qt's to parse.
+QString with_hard_line_breaks(const QString& markdown)
+{
+    const QStringList lines = markdown.split('\n');
+    QString out;
+    out.reserve(markdown.size() + lines.size() * 2);
+    bool in_fence = false;
+    for (qsizetype i = 0; i < lines.size(); ++i) {
+        const QString& line = lines[i];
+        const QString trimmed = line.trimmed();
+        const bool fence = trimmed.startsWith("```") || trimmed.startsWith("~~~");
+        if (fence)
+            in_fence = !in_fence;
+        out += line;
+        if (i + 1 == lines.size())
+            break;
+        const bool next_blank = lines[i + 1].trimmed().isEmpty();
+        const bool next_fence = lines[i + 1].trimmed().startsWith("```") || lines[i + 1].trimmed().startsWith("~~~");
+        if (!in_fence && !fence && !trimmed.isEmpty() && !next_blank && !next_fence && !line.endsWith("  "))
+            out += "  ";
+        out += '\n';
+    }
+    return out;
+}
+
 // Inserts a reply's Markdown at the cursor with Qt's own parser (GitHub dialect: lists, emphasis,
 // inline code, fenced code), then gives every code block a shaded monospace box.
 void insert_markdown(QTextCursor& cursor, const QString& markdown, const QPalette& palette)
 {
     const int begin = cursor.position();
-    cursor.insertMarkdown(markdown, QTextDocument::MarkdownDialectGitHub);
+    cursor.insertMarkdown(with_hard_line_breaks(markdown), QTextDocument::MarkdownDialectGitHub);
     const int end = cursor.position();
     QTextBlockFormat box;
     box.setBackground(palette.color(QPalette::AlternateBase).darker(104));
