@@ -25,6 +25,7 @@ private slots:
     void simdMatchesScalarBitForBit();
     void softmaxExpMatchesLibm();
     void capturedWeightsOnTheRealModel();
+    void chatModelGroupsSevenQueryHeadsPerKvHead();
 };
 
 void TestAttention::simdMatchesScalarBitForBit_data()
@@ -166,6 +167,60 @@ void TestAttention::capturedWeightsOnTheRealModel()
         for (uint32_t j = 0; j <= pos; ++j)
             QVERIFY(std::fabs(s[j] / z - a.weights[std::size_t(t) * a.n_keys + j]) < 1e-4);
     }
+}
+
+// Qwen2.5-Coder 0.5B: 14 query heads share 2 KV heads (GQA 7:1) of dimension 64. Heads 0–6 read KV
+// head 0 and heads 7–13 KV head 1 (llama.cpp's grouping, head / (n_head / n_head_kv)): every head's
+// captured keys and values are its group's cache, and the rows are causal softmaxes.
+void TestAttention::chatModelGroupsSevenQueryHeadsPerKvHead()
+{
+    REQUIRE_CHAT_MODEL(path);
+    const auto model = Model::load(path);
+    const auto& c = model->config();
+    QCOMPARE(c.n_layer, 24u);
+    QCOMPARE(c.n_head[0], 14u);
+    QCOMPARE(c.n_head_kv[0], 2u);
+    QCOMPARE(c.head_dim_k, 64u);
+    Session session(model, make_cpu_backend(model, {.threads = 0, .n_ctx = 512}));
+    const auto prompt = model->tokenizer().encode_ids("def add(a, b):\n    return a + b\n\nprint(add(2, 3))");
+    Session plain(model, make_cpu_backend(model, {.threads = 0, .n_ctx = 512}));
+    plain.prefill(prompt);
+    CaptureRequest request;
+    request.all_heads = true;
+    session.prefill(prompt, &request);
+    QVERIFY(std::equal(session.logits().begin(), session.logits().end(), plain.logits().begin(),
+                       [](float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }));
+    const auto& caps = *session.last_captures();
+    QCOMPARE(caps.attention.size(), std::size_t(24 * 14));
+    for (const AttentionCapture& a : caps.attention) {
+        QCOMPARE(a.kv_head, a.head / 7);
+        QCOMPARE(a.head_dim, 64u);
+        QCOMPARE(a.n_keys, uint32_t(prompt.size()));
+        for (uint32_t t = 0; t < a.n_queries; ++t) {
+            double sum = 0;
+            for (uint32_t j = 0; j < a.n_keys; ++j) {
+                const float w = a.weights[std::size_t(t) * a.n_keys + j];
+                if (j > a.first_position + t)
+                    QCOMPARE(w, 0.0f);
+                sum += w;
+            }
+            QVERIFY(std::fabs(sum - 1.0) < 1e-5);
+        }
+    }
+    for (uint32_t layer : {0u, 11u, 23u})
+        for (uint32_t kvh = 0; kvh < 2; ++kvh) {
+            const KvReadback kv = session.backend().read_kv(layer, kvh);
+            QCOMPARE(kv.head_dim, 64u);
+            for (uint32_t h = kvh * 7; h < kvh * 7 + 7; ++h) {
+                const AttentionCapture& a = caps.attention[std::size_t(layer) * 14 + h];
+                QCOMPARE(a.head, h);
+                QVERIFY(kv.keys == a.k);
+                QVERIFY(kv.values == a.v);
+            }
+            // …and the two groups' caches differ.
+            QVERIFY(session.backend().read_kv(layer, 1 - kvh).keys != kv.keys);
+        }
+    QVERIFY_THROWS_EXCEPTION(Error, session.backend().read_kv(0, 2));
 }
 
 QTEST_GUILESS_MAIN(TestAttention)

@@ -61,6 +61,7 @@ private slots:
     void truncationInsideAndBeyondTheReserve();
     void contextFullIsAnError();
     void realModel700TokenRun();
+    void chatModelAccounting();
     void prefixReuseAcrossTurns();
 };
 
@@ -175,6 +176,39 @@ void TestKvCache::prefixReuseAcrossTurns()
     QCOMPARE(back.computed, 1u);
     QCOMPARE(session.tokens().size(), turn1.size());
     QVERIFY(std::equal(logits_after_turn1.begin(), logits_after_turn1.end(), session.logits().begin()));
+}
+
+// The chat model's cache: 24 layers × 2 KV heads × 64 dimensions, keys and values in F16, no
+// sliding window: 2 × 24 × 2 × 64 × 2 B = 12,288 bytes per cached token, at every step.
+void TestKvCache::chatModelAccounting()
+{
+    REQUIRE_CHAT_MODEL(path);
+    const auto model = Model::load(path);
+    const auto& c = model->config();
+    QCOMPARE(c.n_layer, 24u);
+    for (uint32_t l = 0; l < c.n_layer; ++l) {
+        QCOMPARE(c.n_head_kv[l], 2u);
+        QVERIFY(!c.layer_is_swa[l]);
+    }
+    QCOMPARE(c.head_dim_k, 64u);
+    QCOMPARE(c.head_dim_v, 64u);
+    Session session(model, make_cpu_backend(model, {.threads = 0, .n_ctx = 1024}));
+    const auto check = [&](uint32_t n) {
+        const KvAccounting a = session.backend().kv_cache().accounting();
+        QCOMPARE(a.tokens_cached, n);
+        QCOMPARE(a.bytes_in_use, uint64_t(12288) * n);
+        QCOMPARE(a.bytes_allocated, probed_allocated_bytes(session.backend().kv_cache()));
+        QVERIFY(a.bytes_allocated >= a.bytes_in_use);
+    };
+    const auto prompt = model->tokenizer().encode_ids("The quick brown fox jumps over the lazy dog, and then it");
+    session.prefill(prompt);
+    check(uint32_t(prompt.size()));
+    for (uint32_t n = uint32_t(prompt.size()) + 1; n <= 200; ++n) {
+        session.decode(TokenId(1000 + n));
+        check(n);
+    }
+    session.truncate(50);
+    check(50);
 }
 
 QTEST_GUILESS_MAIN(TestKvCache)

@@ -4,7 +4,9 @@
 // limit, so it is split into row ranges): backend_parity.h's checks with the validation layer on, for
 // a short prompt (the one-row and small-batch orders) and a long one (the k-quants' tiled order,
 // and micro-batches of 128 tokens on the device against one pass on the CPU).
-// Heavy (lavapipe runs the 268M-parameter model on the CPU cores): labelled "model".
+// The chat model (Qwen2.5-Coder 0.5B Instruct: GQA 7:1, Q/K/V biases, Q5_0/Q8_0/Q4_K/Q6_K) on one
+// short chat prompt: the exact arithmetic is bit-equal to the CPU there too.
+// Heavy (lavapipe runs the 268M- and 494M-parameter models on the CPU cores): labelled "model".
 #include "vulkan_test_support.h"
 
 #include "backend_parity.h"
@@ -12,6 +14,8 @@
 #include "test_paths.h"
 
 #include <QTest>
+#include <cstdlib>
+#include <string>
 
 using namespace engine;
 
@@ -22,6 +26,7 @@ private slots:
     void cleanup() { REQUIRE_NO_VALIDATION_MESSAGES(); }
     void defaultModel_data();
     void defaultModel();
+    void chatModelBitEqual();
 };
 
 void TestVulkanParityModel::defaultModel_data()
@@ -50,6 +55,26 @@ void TestVulkanParityModel::defaultModel()
     qInfo("default model, %zu prompt tokens: logits Pearson ≥ %.7f, max |Δ| %.3g; greedy %d/%d steps identical%s; attention weights max |Δ| %.3g",
           tokens.size(), r.min_pearson, r.max_abs_diff, r.greedy_matched, r.greedy_steps, r.diverged_at_tie ? " (then a near-tie on the CPU)" : "",
           r.max_attention_diff);
+}
+
+void TestVulkanParityModel::chatModelBitEqual()
+{
+    REQUIRE_CHAT_MODEL(path);
+    const auto model = Model::load(path);
+    auto cpu = make_cpu_backend(model, {.threads = 0, .n_ctx = 256});
+    auto vulkan = make_vulkan_backend(model, {.device = -1, .n_ctx = 256, .validation = true});
+    const auto tokens =
+        model->tokenizer().encode_ids("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n");
+    QVERIFY(tokens.size() <= 32); // lavapipe is slow: one short prompt
+    testsupport::ParityReport r;
+    testsupport::run_parity(*cpu, *vulkan, tokens, 8, r);
+    qInfo("chat model, %zu prompt tokens: logits Pearson ≥ %.7f, max |Δ| %.3g; greedy %d/%d; attention max |Δ| %.3g",
+          tokens.size(), r.min_pearson, r.max_abs_diff, r.greedy_matched, r.greedy_steps, r.max_attention_diff);
+    if (const char* e = std::getenv("TOKENSCOPE_VULKAN_EXACT"); e && std::string(e) == "0")
+        QSKIP("TOKENSCOPE_VULKAN_EXACT=0 selects the f32 shaders: bit-equality is not claimed there");
+    QCOMPARE(r.max_abs_diff, 0.0);
+    QCOMPARE(r.max_attention_diff, 0.0);
+    QCOMPARE(r.greedy_matched, 8);
 }
 
 QTEST_GUILESS_MAIN(TestVulkanParityModel)
