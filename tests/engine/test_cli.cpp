@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // tokenscope-cli as a user runs it: `info` and `tokenize` on the default model (found without
-// flags), JSON output, and clean errors with a non-zero exit on bad input.
+// flags), `chat` on the chat model, JSON output, and clean errors with a non-zero exit on bad input.
 #include "gguf_builder.h"
 #include "test_paths.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QFile>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
@@ -40,6 +41,8 @@ private slots:
     void tokenizeJsonFromFile();
     void generateStreamsAndReportsSpeed();
     void traceWritesJson();
+    void chatAnswersWithTheChatModel();
+    void chatJsonIsThePanelsPrompt();
     void benchPrintsBothTests();
     void errorsGoToStderr_data();
     void errorsGoToStderr();
@@ -142,6 +145,63 @@ void TestCli::traceWritesJson()
     QCOMPARE(att.size(), 2);
     QCOMPARE(att[0].toObject()["layer"].toInt(), 5);
     QCOMPARE(att[1].toObject()["head"].toInt(), 3);
+}
+
+void TestCli::chatAnswersWithTheChatModel()
+{
+    REQUIRE_CHAT_MODEL(chat_path);
+    // No model named: `chat` takes the installed chat model.
+    const Run r = cli({"chat", "What is the capital of France? Answer in one word.", "--temp", "0", "-n", "16"});
+    QCOMPARE(r.exit_code, 0);
+    QVERIFY2(r.out.contains("Paris"), qPrintable(r.out + r.err));
+    QVERIFY(r.err.contains("stopped: end of generation"));
+    // A base model answers too, but is named as one.
+    REQUIRE_DEFAULT_MODEL(base);
+    const Run b = cli({"chat", QString::fromStdString(base), "Hello", "--temp", "0", "-n", "4"});
+    QCOMPARE(b.exit_code, 0);
+    QVERIFY2(b.err.contains("is a base model"), qPrintable(b.err));
+    const Run empty = cli({"chat", "   "});
+    QCOMPARE(empty.exit_code, 1);
+    QVERIFY2(empty.err.contains("the message is empty"), qPrintable(empty.err));
+}
+
+// --json gives the rendered prompt — the same bytes llama.cpp's Jinja path renders (the committed
+// template fixture) — its tokens, and the reply; --system replaces the template's default.
+void TestCli::chatJsonIsThePanelsPrompt()
+{
+    REQUIRE_CHAT_MODEL(chat_path);
+    QFile f(QString::fromStdString(testsupport::data_dir()) + "/chat/qwen2.5-coder-0.5b-templates.json");
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QString expected_no_system, expected_system;
+    for (const auto& c : QJsonDocument::fromJson(f.readAll())["cases"].toArray()) {
+        if (c.toObject()["name"] == "no_system")
+            expected_no_system = c.toObject()["prompt"].toString();
+        if (c.toObject()["name"] == "with_system")
+            expected_system = c.toObject()["prompt"].toString();
+    }
+    QVERIFY(!expected_no_system.isEmpty() && !expected_system.isEmpty());
+
+    const Run r = cli({"chat", QString::fromStdString(chat_path), "What is the capital of France? Answer in one word.", "--temp",
+                       "0", "-n", "16", "--json"});
+    QCOMPARE(r.exit_code, 0);
+    const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    QCOMPARE(j["kind"].toString(), QString("instruct"));
+    QCOMPARE(j["chat_format"].toString(), QString("chatml"));
+    QCOMPARE(j["prompt"].toString(), expected_no_system);
+    const QJsonArray tokens = j["prompt_tokens"].toArray();
+    QVERIFY(tokens.size() > 20);
+    QCOMPARE(tokens.first().toObject()["piece"].toString(), QString("<|im_start|>"));
+    QCOMPARE(tokens.first().toObject()["id"].toInt(), 151644);
+    QString joined;
+    for (const auto& t : tokens)
+        joined += t.toObject()["piece"].toString();
+    QCOMPARE(joined, expected_no_system); // the pieces spell the prompt: nothing added or lost
+    QVERIFY2(j["reply"].toString().contains("Paris"), qPrintable(j["reply"].toString()));
+
+    const Run s = cli({"chat", QString::fromStdString(chat_path), "What is the capital of France?", "--system",
+                       "You are a terse geography tutor.", "--temp", "0", "-n", "8", "--json"});
+    QCOMPARE(s.exit_code, 0);
+    QCOMPARE(QJsonDocument::fromJson(s.out.toUtf8())["prompt"].toString(), expected_system);
 }
 
 void TestCli::benchPrintsBothTests()
