@@ -23,9 +23,11 @@
 #include <QSettings>
 #include <QStandardPaths>
 #include <QElapsedTimer>
+#include <QTemporaryDir>
 #include <QTimer>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <spdlog/sinks/rotating_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -50,7 +52,11 @@ void setup_logging(bool verbose)
         sinks.push_back(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
     auto logger = std::make_shared<spdlog::logger>("tokenscope", sinks.begin(), sinks.end());
     logger->set_level(verbose ? spdlog::level::debug : spdlog::level::info);
+    // Warnings and errors reach the file at once: the lines before a crash are the ones that matter.
+    logger->flush_on(spdlog::level::warn);
     spdlog::set_default_logger(logger);
+    // …and everything else when the app exits normally.
+    std::atexit([] { spdlog::shutdown(); });
 }
 
 // Panels a screenshot can show today.
@@ -121,13 +127,26 @@ int run_app(int argc, char** argv)
         return 2;
     }
 
-    ConversationStore store(shot.isEmpty() ? default_conversation_path() : QDir::temp().filePath("tokenscope-screenshot.sqlite"));
-    if (!store.ok())
-        spdlog::warn("conversations will not be saved: {}", store.error().toStdString());
+    // Pictures are made from a fresh conversation in a private folder of this run (0700, removed at
+    // exit), never from a fixed path in the shared temporary directory.
+    std::unique_ptr<QTemporaryDir> screenshot_dir;
+    if (!shot.isEmpty()) {
+        screenshot_dir = std::make_unique<QTemporaryDir>(QDir::temp().filePath("tokenscope-screenshot-XXXXXX"));
+        if (!screenshot_dir->isValid()) {
+            std::fprintf(stderr, "cannot make a private folder for the screenshot's conversation: %s\n",
+                         qPrintable(screenshot_dir->errorString()));
+            return 2;
+        }
+    }
+    ConversationStore store(shot.isEmpty() ? default_conversation_path() : screenshot_dir->filePath("conversations.sqlite"));
+    if (!store.problem().isEmpty())
+        spdlog::warn("conversations: {}", store.problem().toStdString());
     EngineController engine;
     MainWindow window(&engine, &store);
-    if (!shot.isEmpty())
+    if (!shot.isEmpty()) {
+        window.setDialogsEnabled(false);
         window.chatPanel()->newChat();
+    }
     window.show();
 
     // Which model opens: the one named; for pictures and probes the default model (reproducible);

@@ -141,7 +141,8 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
         m_progress->hide();
         m_cancel->hide();
         statusBar()->showMessage(tr("The model could not be loaded"), 8000);
-        QMessageBox::warning(this, tr("Cannot load the model"), message);
+        if (m_dialogs)
+            QMessageBox::warning(this, tr("Cannot load the model"), message);
     });
 }
 

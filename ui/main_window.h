@@ -44,6 +44,8 @@ public:
     void openModel(const QString& path);
     // File → Model library…: pick any GGUF found on this machine.
     void openModelLibrary();
+    // Scripted runs (screenshots, probes) report failures on stderr and must never wait on a dialog.
+    void setDialogsEnabled(bool enabled) { m_dialogs = enabled; }
     ChatPanel* chatPanel() const { return m_chat; }
     TokenizerPanel* tokenizerPanel() const { return m_tokenizer; }
     StepperPanel* stepperPanel() const { return m_stepper; }
@@ -74,6 +76,7 @@ private:
 
     EngineController* m_engine;
     ConversationStore* m_store;
+    bool m_dialogs = true;
     ChatPanel* m_chat = nullptr;
     TokenizerPanel* m_tokenizer = nullptr;
     StepperPanel* m_stepper = nullptr;

@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "model/model.h"
 #include "session/generator.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 #include <cstdio>
@@ -162,10 +163,8 @@ int run_generate(const GenerateArgs& a, bool trace_mode)
             att.push_back({{"layer", c.layer}, {"head", c.head}, {"kv_head", c.kv_head}, {"n_queries", c.n_queries},
                            {"n_keys", c.n_keys}, {"weights", c.weights}});
     }
-    std::ofstream out(a.json_out, std::ios::binary);
-    if (!out)
-        throw engine::Error("cannot write " + a.json_out);
-    out << j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+    // Whole or not at all: on a full disk this is an error (exit 1) and an older file stays as it was.
+    engine::write_file_atomically(a.json_out, j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
     fmt::print("wrote {} ({} steps)\n", a.json_out, trace.steps.size());
     return 0;
 }

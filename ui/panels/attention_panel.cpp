@@ -22,6 +22,7 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QBuffer>
 #include <QSvgGenerator>
 #include <QTabWidget>
 #include <QVBoxLayout>
@@ -557,35 +558,31 @@ bool AttentionPanel::exportJson(const QString& path, QString* error) const
 
 bool AttentionPanel::exportImage(const QString& path, QString* error)
 {
+    // Drawn into memory first, then written whole (engine::write_file_atomically): a full disk or a
+    // planted link gives an error and leaves the old file as it was.
     QWidget* view = m_tabs->currentWidget();
+    QBuffer buffer;
+    buffer.open(QIODevice::WriteOnly);
     if (path.endsWith(".svg", Qt::CaseInsensitive)) {
         QSvgGenerator svg;
-        svg.setFileName(path + ".tmp");
+        svg.setOutputDevice(&buffer);
         svg.setSize(view->size());
         svg.setViewBox(QRect(QPoint(0, 0), view->size()));
         svg.setTitle(tr("Tokenscope attention, layer %1 head %2").arg(layer()).arg(head()));
         QPainter painter;
         if (!painter.begin(&svg)) {
             if (error)
-                *error = tr("Could not write %1").arg(path);
+                *error = tr("Could not draw the SVG for %1").arg(path);
             return false;
         }
         view->render(&painter);
         painter.end();
-        QFile::remove(path);
-        if (!QFile::rename(path + ".tmp", path)) {
-            if (error)
-                *error = tr("Could not write %1").arg(path);
-            return false;
-        }
-        return true;
-    }
-    if (!view->grab().save(path)) {
+    } else if (!view->grab().save(&buffer, "PNG")) {
         if (error)
-            *error = tr("Could not write %1").arg(path);
+            *error = tr("Could not encode the PNG for %1").arg(path);
         return false;
     }
-    return true;
+    return save_atomically(path, buffer.data(), error);
 }
 
 } // namespace tokenscope::ui

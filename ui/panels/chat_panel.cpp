@@ -135,9 +135,12 @@ ChatPanel::ChatPanel(EngineController* engine, ConversationStore* store, QWidget
         updateButtons();
         updateModelNotice();
     });
+    if (m_store)
+        connect(m_store, &ConversationStore::statusChanged, this, &ChatPanel::updateStorageNotice);
     restore();
     render();
     updateButtons();
+    updateStorageNotice();
 }
 
 void ChatPanel::buildUi()
@@ -215,6 +218,14 @@ void ChatPanel::buildUi()
     m_status = new QLabel;
     m_status->setWordWrap(true);
     layout->addWidget(m_status);
+    // What the conversation store could not save (or a damaged database it kept aside), in plain text.
+    m_storage = new QLabel;
+    m_storage->setObjectName("storageNotice");
+    m_storage->setTextFormat(Qt::PlainText);
+    m_storage->setWordWrap(true);
+    m_storage->setStyleSheet("color: #c0392b");
+    m_storage->hide();
+    layout->addWidget(m_storage);
 
     auto* input_row = new QHBoxLayout;
     m_input = new QPlainTextEdit;
@@ -303,7 +314,7 @@ void ChatPanel::setSampling(const SamplingSettings& s)
 
 void ChatPanel::restore()
 {
-    if (!m_store || !m_store->ok())
+    if (!m_store)
         return;
     if (auto c = m_store->latest()) {
         m_conversation = c->id;
@@ -514,6 +525,21 @@ void ChatPanel::copyMessage(int turn)
 {
     if (turn >= 0 && turn < int(m_turns.size()))
         QGuiApplication::clipboard()->setText(m_turns[std::size_t(turn)].content);
+}
+
+QString ChatPanel::storageNotice() const { return m_storage->isHidden() ? QString() : m_storage->text(); }
+
+void ChatPanel::updateStorageNotice()
+{
+    QStringList lines;
+    if (m_store) {
+        if (!m_store->notice().isEmpty())
+            lines << m_store->notice();
+        if (!m_store->problem().isEmpty())
+            lines << m_store->problem();
+    }
+    m_storage->setText(lines.join('\n'));
+    m_storage->setVisible(!lines.isEmpty());
 }
 
 QString ChatPanel::baseModelNotice() const { return m_base_notice->isHidden() ? QString() : m_base_notice_text->text(); }

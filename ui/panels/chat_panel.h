@@ -46,6 +46,8 @@ public:
     void copyMessage(int turn);
     // The one-line notice shown when the loaded model is a base model; empty otherwise.
     QString baseModelNotice() const;
+    // What the conversation store says it could not save, or that it kept a damaged file aside.
+    QString storageNotice() const;
     int messageCount() const { return static_cast<int>(m_turns.size()); }
     const std::shared_ptr<const ReplyStats>& lastStats() const { return m_last_stats; }
     bool replying() const { return m_replying; }
@@ -69,6 +71,7 @@ private:
     void restore();
     void updateButtons();
     void updateModelNotice();
+    void updateStorageNotice();
     void renderStreaming();
 
     EngineController* m_engine;
@@ -94,6 +97,7 @@ private:
     QCheckBox* m_show_prompt = nullptr;
     QPlainTextEdit* m_prompt_view = nullptr;
     QLabel* m_status = nullptr;
+    QLabel* m_storage = nullptr;
     QWidget* m_base_notice = nullptr;    // "this is a base model" row with its button
     QLabel* m_base_notice_text = nullptr;
     QDoubleSpinBox* m_temperature = nullptr;

@@ -1,20 +1,23 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "storage/atomic_save.h"
 
+#include "util/atomic_file.h"
+#include "util/error.h"
+
 #include <QObject>
-#include <QSaveFile>
 
 namespace tokenscope::ui {
 
 bool save_atomically(const QString& path, const QByteArray& bytes, QString* error)
 {
-    QSaveFile file(path);
-    if (!file.open(QIODevice::WriteOnly) || file.write(bytes) != bytes.size() || !file.commit()) {
+    try {
+        engine::write_file_atomically(path.toStdString(), std::string_view(bytes.constData(), std::size_t(bytes.size())));
+        return true;
+    } catch (const engine::Error& e) {
         if (error)
-            *error = QObject::tr("Could not write %1: %2").arg(path, file.errorString());
+            *error = QString::fromUtf8(e.what());
         return false;
     }
-    return true;
 }
 
 } // namespace tokenscope::ui
