@@ -35,7 +35,13 @@ namespace {
 constexpr const char* kBankA = "I sat on the river bank";
 constexpr const char* kBankB = "I paid cash at the bank";
 
-QString mib(double bytes) { return QLocale().toString(bytes / (1024.0 * 1024.0), 'f', 1) + " MiB"; }
+// Sizes in MiB, or KiB below a tenth of a MiB (a short prompt's head would read "0.0 MiB").
+QString mib(double bytes)
+{
+    if (bytes < 0.1 * 1024.0 * 1024.0)
+        return QLocale().toString(bytes / 1024.0, 'f', 1) + " KiB";
+    return QLocale().toString(bytes / (1024.0 * 1024.0), 'f', 1) + " MiB";
+}
 
 } // namespace
 
