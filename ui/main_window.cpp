@@ -141,8 +141,12 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
         m_progress->hide();
         m_cancel->hide();
         statusBar()->showMessage(tr("The model could not be loaded"), 8000);
-        if (m_dialogs)
-            QMessageBox::warning(this, tr("Cannot load the model"), message);
+        if (m_dialogs) {
+            // The message quotes the file's name and metadata: plain text, never rich text.
+            QMessageBox box(QMessageBox::Warning, tr("Cannot load the model"), message, QMessageBox::Ok, this);
+            box.setTextFormat(Qt::PlainText);
+            box.exec();
+        }
     });
 }
 

@@ -2,8 +2,11 @@
 #include "backend_option.h"
 
 #include "backend/backend_factory.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
 
 #include <cstdio>
+#include <string>
 
 void add_backend_options(CLI::App* cmd, BackendArgs& a)
 {
@@ -16,6 +19,13 @@ void add_backend_options(CLI::App* cmd, BackendArgs& a)
 std::unique_ptr<engine::Backend> make_cli_backend(const BackendArgs& a, std::shared_ptr<const engine::Model> model, uint32_t n_ctx,
                                                   int threads)
 {
+    if (threads > engine::max_thread_count()) {
+        std::fprintf(stderr, "note: --threads %d is more than this machine's %d hardware threads; using %d\n", threads,
+                     engine::max_thread_count(), engine::max_thread_count());
+        threads = engine::max_thread_count();
+    }
+    if (threads < 0)
+        throw engine::Error("--threads must be 0 (all cores) or a positive count, not " + std::to_string(threads));
     const auto kind = engine::parse_backend_kind(a.backend).value_or(engine::BackendKind::Cpu);
     std::string note;
     auto backend = engine::make_backend(kind, std::move(model), n_ctx, threads, &note, a.device);

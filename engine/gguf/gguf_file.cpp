@@ -19,6 +19,9 @@ constexpr uint64_t kMaxNameLength = 63; // ggml: GGML_MAX_NAME (64) including th
 constexpr uint32_t kMaxDims = 4;
 constexpr int kMaxArrayDepth = 8;       // nesting deeper than this is hostile, not a model
 constexpr uint64_t kMaxKeyLength = 65535;
+// A single metadata string (a name, a chat template, one token) longer than this is hostile, not a
+// model: chat templates run to tens of KiB. Refused before anything copies it.
+constexpr uint64_t kMaxStringValue = 16ull << 20;
 
 // Bounds-checked little-endian reader over the mapped file.
 class Cursor {
@@ -112,7 +115,7 @@ MetaValue read_scalar(Cursor& in, ValueType type, const std::string& key)
         v.data = b == 1;
         break;
     }
-    case ValueType::String: v.data = in.read_string(fmt::format("string value of '{}'", key)); break;
+    case ValueType::String: v.data = in.read_string(fmt::format("string value of '{}'", key), kMaxStringValue); break;
     case ValueType::Array: v.data = read_array(in, key, 0); break;
     }
     return v;
@@ -138,7 +141,7 @@ MetaArray read_array(Cursor& in, const std::string& key, int depth)
     if (a.element_type == ValueType::String) {
         a.strings.reserve(a.count);
         for (uint64_t i = 0; i < a.count; ++i)
-            a.strings.push_back(in.read_string(fmt::format("element {} of '{}'", i, key)));
+            a.strings.push_back(in.read_string(fmt::format("element {} of '{}'", i, key), kMaxStringValue));
     } else if (a.element_type == ValueType::Array) {
         a.arrays.reserve(a.count);
         for (uint64_t i = 0; i < a.count; ++i)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "model/model.h"
 
+#include "model/model_validation.h"
 #include "quant/dequant.h"
 #include "util/error.h"
 
@@ -41,6 +42,7 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path)
     model->m_file = gguf::GgufFile::open(path);
     const auto& file = *model->m_file;
     model->m_config = ModelConfig::from_gguf(file);
+    validate_hyperparameters(file, model->m_config); // before any size is computed from them
     const std::string& arch = model->m_config.architecture;
     ArchitectureTraits& t = model->m_traits;
     if (arch == "llama") {
@@ -63,6 +65,7 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path)
     require_supported_tensor_types(file);
     model->m_tokenizer = std::make_unique<Tokenizer>(Vocab::from_gguf(file));
     model->bind_weights();
+    validate_weights(file, model->m_config, model->m_weights, model->m_tokenizer->vocab());
     return model;
 }
 
@@ -134,12 +137,6 @@ void Model::bind_weights()
         m_parameters += t.n_elements();
         m_weight_bytes += t.n_bytes;
     }
-    if (c.head_dim_k != c.head_dim_v)
-        throw UnsupportedError(fmt::format("{}: key and value head dimensions differ ({} vs {})", file.name(),
-                                           c.head_dim_k, c.head_dim_v));
-    if (c.n_rot > c.head_dim_k || c.n_rot % 2 != 0)
-        throw FormatError(fmt::format("{}: rope dimension {} does not fit head dimension {}", file.name(), c.n_rot,
-                                      c.head_dim_k));
 }
 
 } // namespace engine

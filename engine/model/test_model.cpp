@@ -529,7 +529,24 @@ gguf::GgufWriter make_test_model_like(const gguf::GgufFile& like, uint64_t seed)
     return w;
 }
 
+namespace {
+gguf::GgufWriter make_test_model_impl(std::string_view arch, uint64_t seed, const gguf::GgufFile* vocab,
+                                      const TestModelShape* shape);
+} // namespace
+
 gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const gguf::GgufFile* vocab)
+{
+    return make_test_model_impl(arch, seed, vocab, nullptr);
+}
+
+gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const TestModelShape& shape)
+{
+    return make_test_model_impl(arch, seed, nullptr, &shape);
+}
+
+namespace {
+gguf::GgufWriter make_test_model_impl(std::string_view arch, uint64_t seed, const gguf::GgufFile* vocab,
+                                      const TestModelShape* shape)
 {
     const ArchSpec* spec = nullptr;
     for (const auto& a : kArchs)
@@ -541,7 +558,17 @@ gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const ggu
             known += (known.empty() ? "" : ", ") + a;
         throw UnsupportedError(fmt::format("cannot generate a test model of architecture '{}' (supported: {})", arch, known));
     }
-    const ArchSpec& s = *spec;
+    ArchSpec s = *spec;
+    if (shape) {
+        s.n_layer = shape->n_layer.value_or(s.n_layer);
+        s.n_embd = shape->n_embd.value_or(s.n_embd);
+        s.n_head = shape->n_head.value_or(s.n_head);
+        s.n_head_kv = shape->n_head_kv.value_or(s.n_head_kv);
+        s.head_dim = shape->head_dim.value_or(s.head_dim);
+        s.n_ff = shape->n_ff.value_or(s.n_ff);
+        if (s.output_type)
+            s.output_type = GgmlType::F32;
+    }
     const std::string p = std::string(s.arch) + ".";
 
     gguf::GgufWriter w;
@@ -580,6 +607,8 @@ gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const ggu
     }
 
     const auto add = [&](const std::string& name, GgmlType type, std::vector<uint64_t> dims) {
+        if (shape)
+            type = GgmlType::F32; // any width is a valid F32 row
         const bool unit = wants_unit_values(name, static_cast<uint32_t>(dims.size()));
         w.add_tensor(name, type, dims, random_fill(type, unit, seed, name));
     };
@@ -618,5 +647,7 @@ gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const ggu
     }
     return w;
 }
+
+} // namespace
 
 } // namespace engine

@@ -5,6 +5,7 @@
 #include "quant/ggml_type.h"
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -31,6 +32,15 @@ gguf::GgufWriter make_test_model_like(const gguf::GgufFile& like, uint64_t seed)
 // key of that file (token_embd then has one row per token of that vocabulary).
 // Throws UnsupportedError for an architecture not in test_model_architectures().
 gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const gguf::GgufFile* vocab = nullptr);
+
+// The same with other dimensions, for tests of shapes the presets do not have (odd head
+// dimensions, tiny or prime widths): each field set replaces the architecture's value, the
+// metadata and every tensor's shape follow, and every matrix is stored as F32 so that any width is
+// a valid tensor.
+struct TestModelShape {
+    std::optional<uint32_t> n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff;
+};
+gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const TestModelShape& shape);
 
 // Fills one tensor's bytes with random data of its type (used by both generators; exposed for
 // tests). `unit` asks for values near 1 (norm weights) instead of small ones around 0.

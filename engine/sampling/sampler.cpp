@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "sampling/sampler.h"
 
+#include "util/error.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <spdlog/fmt/fmt.h>
+#include <string>
 #include <utility>
 
 namespace engine {
@@ -171,7 +175,25 @@ double uniform_unit(std::mt19937_64& rng)
     return static_cast<double>(rng() >> 11) * 0x1.0p-53;
 }
 
-Sampler::Sampler(SamplerConfig config) : m_config(config), m_rng(config.seed) {}
+void validate_sampler_config(const SamplerConfig& c)
+{
+    const auto bad = [](const std::string& what) -> void { throw Error("invalid sampling setting: " + what); };
+    if (!std::isfinite(c.temperature) || c.temperature < 0.0f || c.temperature > kMaxTemperature ||
+        (c.temperature > 0.0f && c.temperature < kMinTemperature))
+        bad(fmt::format("temperature {} (use 0 for greedy, or {} to {})", c.temperature, kMinTemperature, kMaxTemperature));
+    if (c.top_k < 0)
+        bad(fmt::format("top-k {} (use 0 for off, or a positive count)", c.top_k));
+    if (!std::isfinite(c.top_p) || c.top_p < 0.0f || c.top_p > 1.0f)
+        bad(fmt::format("top-p {} (use 0 to 1; 1 is off)", c.top_p));
+    if (!std::isfinite(c.min_p) || c.min_p < 0.0f || c.min_p > 1.0f)
+        bad(fmt::format("min-p {} (use 0 to 1; 0 is off)", c.min_p));
+    if (!std::isfinite(c.repeat_penalty) || c.repeat_penalty <= 0.0f || c.repeat_penalty > kMaxRepeatPenalty)
+        bad(fmt::format("repetition penalty {} (use above 0 up to {}; 1 is off)", c.repeat_penalty, kMaxRepeatPenalty));
+    if (c.repeat_last_n < -1)
+        bad(fmt::format("repetition window {} (use -1 for the whole history, 0 for off, or a positive count)", c.repeat_last_n));
+}
+
+Sampler::Sampler(SamplerConfig config) : m_config(config), m_rng(config.seed) { validate_sampler_config(m_config); }
 
 void Sampler::reseed(uint64_t seed)
 {

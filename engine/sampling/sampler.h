@@ -60,6 +60,14 @@ struct SampleResult {
 // every platform.
 double uniform_unit(std::mt19937_64& rng);
 
+// The valid ranges, checked where settings enter (CLI, GUI, stepper) by validate_sampler_config:
+// an Error names the setting, the value and the range. A temperature below the minimum would divide
+// logits into infinities (sampling uniformly), so it is refused rather than silently greedy.
+inline constexpr float kMinTemperature = 0.001f;
+inline constexpr float kMaxTemperature = 100.0f;
+inline constexpr float kMaxRepeatPenalty = 100.0f;
+void validate_sampler_config(const SamplerConfig& config);
+
 class Sampler {
 public:
     explicit Sampler(SamplerConfig config = {});

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <spdlog/fmt/fmt.h>
 
 namespace engine {
 
@@ -24,6 +26,12 @@ bool Session::evaluate(std::span<const TokenId> tokens, const CaptureRequest* ca
         m_batch_of.insert(m_batch_of.end(), batch.size(), std::max<uint32_t>(uint32_t(batch.size()), order_as_batch));
         m_logits = std::move(r.logits);
         m_captures = std::move(r.captures);
+        // Garbage is named, never sampled: NaN or infinite logits stop here.
+        for (std::size_t v = 0; v < m_logits.size(); ++v)
+            if (!std::isfinite(m_logits[v]))
+                throw Error(fmt::format("the model produced a non-finite logit ({} for token {}) at position {}: its "
+                                        "weights or hyperparameters are broken",
+                                        m_logits[v], v, m_tokens.size() - 1));
         const auto done = static_cast<uint32_t>(i + batch.size());
         if (progress && !progress(done, static_cast<uint32_t>(tokens.size())) && done < tokens.size())
             return false;
@@ -37,6 +45,11 @@ PrefillReport Session::prefill(std::span<const TokenId> tokens, const CaptureReq
     const auto start = std::chrono::steady_clock::now();
     if (tokens.empty())
         throw Error("the prompt is empty: there is nothing to evaluate");
+    // Refused before any compute: a prompt longer than the context would otherwise run for minutes
+    // and fail at the batch that overflows.
+    if (const uint32_t n_ctx = m_backend->kv_cache().config().n_ctx; tokens.size() > n_ctx)
+        throw Error(fmt::format("the prompt has {} tokens but the context holds {}: shorten it or use a larger context",
+                                tokens.size(), n_ctx));
     PrefillReport report;
     const auto common = static_cast<uint32_t>(
         std::mismatch(m_tokens.begin(), m_tokens.end(), tokens.begin(), tokens.end()).first - m_tokens.begin());

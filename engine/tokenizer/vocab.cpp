@@ -9,6 +9,7 @@
 #include <array>
 #include <limits>
 #include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
 
 namespace engine {
 
@@ -148,18 +149,33 @@ Vocab Vocab::from_gguf(const gguf::GgufFile& file)
     }
 
     // ---- special ids and flags ------------------------------------------------------------------
-    auto special = [&](const char* key, std::optional<TokenId>& slot) {
+    // An id the file names must be a token of this vocabulary: one outside it is refused by name
+    // rather than quietly replaced by a default (which would end generation on an ordinary token).
+    // The unknown and padding ids are never generated or stopped on: one out of range is dropped
+    // with a warning, as some converters write -1 there.
+    auto special = [&](const char* key, std::optional<TokenId>& slot, bool required_in_range) {
         if (slot && static_cast<std::size_t>(*slot) >= n)
             slot.reset();
-        if (auto id = file.get_int(key); id && *id >= 0 && static_cast<std::size_t>(*id) < n)
-            slot = static_cast<TokenId>(*id);
+        if (!file.find(key))
+            return;
+        const auto id = file.get_int(key);
+        if (!id || *id < 0 || static_cast<uint64_t>(*id) >= n) {
+            const std::string what = fmt::format("{} is {}, outside the vocabulary of {} tokens", key,
+                                                 id ? std::to_string(*id) : std::string("not an integer"), n);
+            if (required_in_range)
+                throw fail(what);
+            spdlog::warn("{}: tokenizer: {} (ignored)", file.name(), what);
+            slot.reset();
+            return;
+        }
+        slot = static_cast<TokenId>(*id);
     };
-    special("tokenizer.ggml.bos_token_id", v.bos);
-    special("tokenizer.ggml.eos_token_id", v.eos);
-    special("tokenizer.ggml.eot_token_id", v.eot);
-    special("tokenizer.ggml.eom_token_id", v.eom);
-    special("tokenizer.ggml.unknown_token_id", v.unk);
-    special("tokenizer.ggml.padding_token_id", v.pad);
+    special("tokenizer.ggml.bos_token_id", v.bos, true);
+    special("tokenizer.ggml.eos_token_id", v.eos, true);
+    special("tokenizer.ggml.eot_token_id", v.eot, true);
+    special("tokenizer.ggml.eom_token_id", v.eom, true);
+    special("tokenizer.ggml.unknown_token_id", v.unk, false);
+    special("tokenizer.ggml.padding_token_id", v.pad, false);
 
     if (auto b = file.get_bool("tokenizer.ggml.add_bos_token"))
         v.add_bos = *b;

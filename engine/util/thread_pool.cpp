@@ -2,6 +2,7 @@
 #include "util/thread_pool.h"
 
 #include <algorithm>
+#include <spdlog/spdlog.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -38,9 +39,27 @@ int default_thread_count()
     return n == 0 ? 1 : static_cast<int>(std::min(n, 16u));
 }
 
+int max_thread_count()
+{
+    const unsigned n = std::thread::hardware_concurrency();
+    return n == 0 ? 1 : static_cast<int>(n);
+}
+
+int clamp_thread_count(int requested)
+{
+    if (requested <= 0)
+        return default_thread_count();
+    return std::min(requested, max_thread_count());
+}
+
 ThreadPool::ThreadPool(int n_threads)
 {
-    for (int i = 1; i < std::max(1, n_threads); ++i)
+    // Never more threads than the machine runs at once: a flag or setting asking for 100,000 gets
+    // the core count (the caller says so), not a process table full of threads.
+    const int n = clamp_thread_count(n_threads);
+    if (n_threads > n)
+        spdlog::warn("{} threads asked for, this machine runs {} at once: using {}", n_threads, max_thread_count(), n);
+    for (int i = 1; i < n; ++i)
         m_workers.emplace_back([this, i] { worker_loop(i); });
 }
 

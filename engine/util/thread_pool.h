@@ -12,6 +12,12 @@
 
 namespace engine {
 
+// The hardware threads this machine runs at once (at least 1).
+int max_thread_count();
+// The thread count to use for a request: 0 or less means the default, anything above
+// max_thread_count() is clamped to it.
+int clamp_thread_count(int requested);
+
 // A fixed set of worker threads for data-parallel kernels. parallel_for splits [0, n) into one
 // contiguous chunk per thread (the caller's thread takes the first) and returns when all are done.
 // A decode step issues a few hundred parallel_for calls, so workers spin briefly between calls

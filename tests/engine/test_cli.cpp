@@ -11,6 +11,7 @@
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
+#include <thread>
 
 namespace {
 
@@ -43,6 +44,7 @@ private slots:
     void traceWritesJson();
     void chatAnswersWithTheChatModel();
     void chatJsonIsThePanelsPrompt();
+    void absurdFlagsAreClampedOrRefused();
     void benchPrintsBothTests();
     void errorsGoToStderr_data();
     void errorsGoToStderr();
@@ -202,6 +204,34 @@ void TestCli::chatJsonIsThePanelsPrompt()
                        "You are a terse geography tutor.", "--temp", "0", "-n", "8", "--json"});
     QCOMPARE(s.exit_code, 0);
     QCOMPARE(QJsonDocument::fromJson(s.out.toUtf8())["prompt"].toString(), expected_system);
+}
+
+// Flags as an attacker (or a typo) gives them: --threads 100000 runs with the machine's count and
+// says so (it used to start ~32,000 threads); sampling values outside their range are refused with
+// the range; a prompt longer than the context is refused before it is computed.
+void TestCli::absurdFlagsAreClampedOrRefused()
+{
+    REQUIRE_DEFAULT_MODEL(model);
+    const int cores = int(std::thread::hardware_concurrency());
+    const Run t = cli({"generate", QString::fromStdString(model), "-p", "Hello", "-n", "2", "--temp", "0", "--threads", "100000"});
+    QCOMPARE(t.exit_code, 0);
+    QVERIFY2(t.err.contains(QString("note: --threads 100000 is more than this machine's %1 hardware threads; using %1").arg(cores)),
+             qPrintable(t.err));
+    QVERIFY2(t.err.contains(QString("backend CPU (%1 threads)").arg(cores)), qPrintable(t.err));
+
+    for (const QStringList& bad : {QStringList{"--temp", "1e-45"}, QStringList{"--temp", "inf"}, QStringList{"--top-p", "2"},
+                                   QStringList{"--min-p", "-1"}, QStringList{"--repeat-penalty", "0"}}) {
+        const Run r = cli(QStringList{"generate", QString::fromStdString(model), "-p", "Hello", "-n", "2"} + bad);
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(r.err.contains("invalid sampling setting"), qPrintable(bad.join(' ') + ": " + r.err));
+    }
+    const Run negative = cli({"generate", QString::fromStdString(model), "-p", "Hello", "--threads", "-3"});
+    QCOMPARE(negative.exit_code, 1);
+    QVERIFY2(negative.err.contains("--threads must be 0"), qPrintable(negative.err));
+
+    const Run longer = cli({"generate", QString::fromStdString(model), "-p", QString("word ").repeated(300), "-c", "64", "-n", "2"});
+    QCOMPARE(longer.exit_code, 1);
+    QVERIFY2(longer.err.contains("tokens but the context holds 64"), qPrintable(longer.err));
 }
 
 void TestCli::benchPrintsBothTests()

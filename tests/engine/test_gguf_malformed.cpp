@@ -85,7 +85,14 @@ std::vector<std::pair<std::string, Case>> corpus()
     add("absurd key length", mutated([&](auto& b) { patch<uint64_t>(b, m["kv0"], 1ull << 60); }), "length");
     add("unknown value type", mutated([&](auto& b) { patch<uint32_t>(b, m["kv1.type"], 13); }), "unknown value type 13");
     add("absurd string length",
-        mutated([&](auto& b) { patch<uint64_t>(b, m["kv0.value"], 0xFFFFFFFFFFFFFFF0ull); }), "truncated");
+        mutated([&](auto& b) { patch<uint64_t>(b, m["kv0.value"], 0xFFFFFFFFFFFFFFF0ull); }), "more than the limit");
+    // A string longer than the limit that the file really holds is refused before anything copies it.
+    {
+        GgufBuilder b;
+        b.add_string("general.architecture", "llama");
+        b.add_string("general.name", std::string((16u << 20) + 1, 'n'));
+        add("metadata string over 16 MiB", b.build(), "string value of 'general.name' has length 16777217, more than the limit");
+    }
     add("absurd array length 2^60",
         mutated([&](auto& b) { patch<uint64_t>(b, m["kv2.value"] + 4, 1ull << 60); }), "array elements");
     add("array of unknown element type",

@@ -3,9 +3,11 @@
 // (repetition penalty, top-k, top-p, min-p, temperature) on small distributions whose survivors
 // and probabilities can be worked out on paper, the seeded draw, and stop strings that span tokens.
 #include "sampling/sampler.h"
+#include "util/error.h"
 #include "sampling/stop_condition.h"
 
 #include <QTest>
+#include <limits>
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -77,6 +79,9 @@ std::vector<int32_t> ids_of(const StageView& s)
 class TestSampler : public QObject {
     Q_OBJECT
 private slots:
+    void invalidSettingsAreRefusedWithTheirRange_data();
+    void invalidSettingsAreRefusedWithTheirRange();
+    void boundaryValuesAreAccepted();
     void greedyPicksArgmax_data();
     void greedyPicksArgmax();
     void temperatureScalesTheSoftmax_data();
@@ -250,7 +255,7 @@ void TestSampler::minPThresholdIsRelativeToTheMax_data()
     QTest::newRow("0.2 → p >= 0.1") << 0.2f << 3;
     QTest::newRow("0.4 → p >= 0.2") << 0.4f << 2;
     QTest::newRow("0.6 → p >= 0.3") << 0.6f << 1;
-    QTest::newRow("1.5 keeps the best") << 1.5f << 1;
+    QTest::newRow("1 keeps the best") << 1.0f << 1;
 }
 
 void TestSampler::minPThresholdIsRelativeToTheMax()
@@ -634,6 +639,70 @@ void TestSampler::safePrefixLength()
         strings.push_back(s.toStdString());
     const StopCondition stop({}, 0, strings);
     QCOMPARE(stop.safe_prefix_length(text.toStdString()), static_cast<std::size_t>(expected));
+}
+
+// Settings enter from the CLI, the GUI and scripts: each out-of-range value is refused when the
+// sampler is made, naming the setting and its valid range (before: --temp 1e-45 divided the logits
+// into infinities and sampled uniformly, like --temp inf).
+void TestSampler::invalidSettingsAreRefusedWithTheirRange_data()
+{
+    QTest::addColumn<QString>("setting");
+    QTest::addColumn<float>("value");
+    QTest::addColumn<QString>("named");
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    for (float t : {1e-45f, 1e-4f, -1.0f, 101.0f, inf, nan})
+        QTest::newRow(qPrintable(QString("temperature %1").arg(double(t)))) << "temperature" << t << "use 0 for greedy, or 0.001 to 100";
+    for (float p : {-0.1f, 1.5f, nan})
+        QTest::newRow(qPrintable(QString("top-p %1").arg(double(p)))) << "top_p" << p << "use 0 to 1";
+    for (float p : {-0.5f, 1.5f, inf})
+        QTest::newRow(qPrintable(QString("min-p %1").arg(double(p)))) << "min_p" << p << "use 0 to 1";
+    QTest::newRow("top-k -1") << "top_k" << -1.0f << "use 0 for off";
+    for (float r : {0.0f, -1.0f, 101.0f, nan})
+        QTest::newRow(qPrintable(QString("penalty %1").arg(double(r)))) << "repeat_penalty" << r << "up to 100";
+    QTest::newRow("window -2") << "repeat_last_n" << -2.0f << "-1 for the whole history";
+}
+
+void TestSampler::invalidSettingsAreRefusedWithTheirRange()
+{
+    QFETCH(QString, setting);
+    QFETCH(float, value);
+    QFETCH(QString, named);
+    SamplerConfig c;
+    if (setting == "temperature")
+        c.temperature = value;
+    else if (setting == "top_p")
+        c.top_p = value;
+    else if (setting == "min_p")
+        c.min_p = value;
+    else if (setting == "top_k")
+        c.top_k = int32_t(value);
+    else if (setting == "repeat_penalty")
+        c.repeat_penalty = value;
+    else
+        c.repeat_last_n = int32_t(value);
+    try {
+        Sampler s(c);
+        QFAIL("accepted");
+    } catch (const engine::Error& e) {
+        QVERIFY2(QString(e.what()).contains(named), e.what());
+        QVERIFY2(QString(e.what()).startsWith("invalid sampling setting"), e.what());
+    }
+}
+
+void TestSampler::boundaryValuesAreAccepted()
+{
+    for (float t : {0.0f, 0.001f, 1.0f, 100.0f}) {
+        SamplerConfig c;
+        c.temperature = t;
+        c.top_p = t > 1.0f ? 1.0f : 0.0f;
+        c.min_p = 1.0f;
+        c.top_k = 0;
+        c.repeat_penalty = 100.0f;
+        c.repeat_last_n = -1;
+        Sampler s(c);
+        const auto r = s.sample(std::vector<float>{1.0f, 2.0f, 3.0f}, {});
+        QCOMPARE(r.token, 2); // min-p 1 keeps only the best at any temperature
+    }
 }
 
 QTEST_GUILESS_MAIN(TestSampler)

@@ -519,7 +519,7 @@ void KvPanel::planFile(const QString& path)
         try {
             const engine::MemoryPlan plan = engine::plan_memory(path.toStdString(), n_ctx);
             text = QString("<b>%1</b> (%2): %3")
-                       .arg(QString::fromStdString(plan.name).toHtmlEscaped(), QString::fromStdString(plan.architecture),
+                       .arg(QString::fromStdString(plan.name).toHtmlEscaped(), QString::fromStdString(plan.architecture).toHtmlEscaped(),
                             QString::fromStdString(plan.message).toHtmlEscaped());
             if (!plan.fits)
                 text = "<span style='color:#d0453a'>" + text + "</span>";

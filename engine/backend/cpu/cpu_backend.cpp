@@ -8,6 +8,7 @@
 #include "backend/cpu/cpu_kernels.h"
 #include "kv/kv_sizing.h"
 
+#include "model/memory_plan.h"
 #include "model/model.h"
 #include "quant/dequant.h"
 #include "util/error.h"
@@ -55,9 +56,30 @@ private:
     std::vector<float> m_x, m_h, m_q, m_k, m_v, m_attn, m_o, m_gate, m_up;
 };
 
+namespace {
+
+// The cache for a context, checked against this machine's memory before anything is allocated: a
+// file or a flag asking for 2^31 tokens gets a sentence, not a machine out of memory.
+KvCacheConfig checked_kv_config(const ModelConfig& c, uint32_t n_ctx)
+{
+    constexpr uint32_t kMaxContext = 1u << 24;
+    if (n_ctx == 0 || n_ctx > kMaxContext)
+        throw Error(fmt::format("a context of {} tokens is not possible: use 1 to {}", n_ctx, kMaxContext));
+    KvCacheConfig config = kv_cache_config_for(c, n_ctx); // shared with the memory planner
+    const uint64_t need = kv_cache_peak_bytes(config, 128);
+    const SystemMemory memory = system_memory();
+    if (memory.available && need > memory.available)
+        throw Error(fmt::format("a context of {} tokens needs {:.2f} GiB of KV cache but {:.2f} GiB of memory is "
+                                "available: use a smaller context",
+                                config.n_ctx, double(need) / (1u << 30), double(memory.available) / (1u << 30)));
+    return config;
+}
+
+} // namespace
+
 CpuBackend::CpuBackend(std::shared_ptr<const Model> model, const CpuBackendOptions& options)
     : m_model(std::move(model)), m_pool(options.threads > 0 ? options.threads : default_thread_count()),
-      m_kv(kv_cache_config_for(m_model->config(), options.n_ctx)) // shared with the memory planner
+      m_kv(checked_kv_config(m_model->config(), options.n_ctx))
 {
     const ModelWeights& w = m_model->weights();
     for (const LayerWeights& L : w.layers) {
@@ -237,6 +259,12 @@ ForwardResult CpuBackend::forward(const ForwardRequest& request)
             for (int64_t i = 0; i < E; ++i)
                 x[i] += o[i];
         }
+        // A broken model is named where it breaks: the first layer whose output is NaN or infinite.
+        for (int64_t i = 0; i < n * E; ++i)
+            if (!std::isfinite(m_x[static_cast<std::size_t>(i)]))
+                throw Error(fmt::format("layer {} produced a non-finite value ({}) at position {}: the model's weights "
+                                        "or hyperparameters are broken",
+                                        il, m_x[static_cast<std::size_t>(i)], pos0 + static_cast<uint32_t>(i / E)));
         if (captures && capture->residuals)
             captures->residuals.emplace_back(m_x.begin(), m_x.begin() + n * E);
     }
