@@ -106,12 +106,16 @@ int run_app(int argc, char** argv)
     const QCommandLineOption bench_attention("bench-attention-view", "Time redraws of a 2,048 x 2,048 head view and exit (a benchmark).");
     const QCommandLineOption auto_send("auto-send", "Send this message as soon as the model is loaded.", "text");
     const QCommandLineOption quit_after("quit-after-reply", "Quit when the first reply is complete.");
+    const QCommandLineOption latency_paste("latency-paste",
+                                           "Paste this many characters into the tokenizer panel and print the worst "
+                                           "event-loop delay until it is drawn (a benchmark).",
+                                           "characters");
     const QCommandLineOption follow_up("follow-up", "For --screenshot --panel chat|main: another message, sent after the "
                                                     "reply before it (repeatable).", "text");
     const QCommandLineOption latency("latency-probe",
                                      "Generate 128 tokens and print the worst event-loop delay seen meanwhile (a benchmark).");
     parser.addOptions({verbose, model, screenshot, panel, prompt, scale, max_tokens, steps, compare, edit, tab, bench_attention, auto_send, quit_after,
-                       latency, follow_up});
+                       latency, follow_up, latency_paste});
     parser.process(app);
 
     setup_logging(parser.isSet(verbose));
@@ -153,7 +157,7 @@ int run_app(int argc, char** argv)
     // otherwise the user's last choice, else the chat model when installed, else the default model.
     QString path = parser.value(model);
     if (path.isEmpty()) {
-        const bool scripted = !shot.isEmpty() || parser.isSet(latency);
+        const bool scripted = !shot.isEmpty() || parser.isSet(latency) || parser.isSet(latency_paste);
         const QString last = QSettings().value("models/recent").toStringList().value(0);
         const auto found = scripted ? engine::find_default_model()
                                     : engine::find_startup_model(last.isEmpty() ? std::nullopt
@@ -180,6 +184,42 @@ int run_app(int argc, char** argv)
     QElapsedTimer clock;
     qint64 last_tick = 0, worst_ms = 0, ticks = 0;
     QTimer probe;
+    if (parser.isSet(latency_paste)) {
+        // A long paste: prose, code and other scripts repeated to the length asked for.
+        const QString unit = QStringLiteral("The lighthouse keeper climbed the stairs. def f(x): return x * 2  # Код 数字 "
+                                            "émojis 🙂 and numbers 12345.\n");
+        QString text;
+        const int n = parser.value(latency_paste).toInt();
+        while (text.size() < n)
+            text += unit;
+        text.truncate(n);
+        probe.setInterval(5);
+        probe.setTimerType(Qt::PreciseTimer);
+        QObject::connect(&probe, &QTimer::timeout, &app, [&] {
+            const qint64 now = clock.elapsed();
+            if (last_tick)
+                worst_ms = std::max(worst_ms, now - last_tick - 5);
+            last_tick = now;
+            ++ticks;
+        });
+        QObject::connect(&engine, &EngineController::modelLoaded, &window, [&, text] {
+            window.findChild<QDockWidget*>("dock-tokenizer")->raise();
+            clock.start();
+            probe.start();
+            window.tokenizerPanel()->setText(text);
+        });
+        QObject::connect(window.tokenizerPanel(), &TokenizerPanel::rendered, &app, [&, n] {
+            const auto current = window.tokenizerPanel()->current();
+            if (!current || current->text.size() != n)
+                return; // an earlier text's drawing, not the paste's
+            probe.stop();
+            std::printf("ui latency probe (paste): worst event-loop delay %lld ms while %d characters were tokenized and "
+                        "drawn (%lld ms, %d tokens drawn)\n",
+                        static_cast<long long>(worst_ms), n, static_cast<long long>(clock.elapsed()),
+                        window.tokenizerPanel()->drawnTokens());
+            app.quit();
+        });
+    }
     if (parser.isSet(latency)) {
         if (path.isEmpty()) {
             std::fprintf(stderr, "no model for the latency probe: pass --model or install the default model\n");

@@ -5,7 +5,7 @@ namespace engine {
 
 struct ModelConfig;
 struct ModelWeights;
-class Vocab;
+struct Vocab;
 namespace gguf { class GgufFile; }
 
 // GGUF files come from strangers: every hyperparameter is checked against what the kernels handle

@@ -25,9 +25,11 @@
 #include <QScrollBar>
 #include <QSplitter>
 #include <QTextBrowser>
+#include <QTextCursor>
 #include <QTimer>
 #include <QUrl>
 #include <QVBoxLayout>
+#include <algorithm>
 
 namespace tokenscope::ui {
 
@@ -200,13 +202,18 @@ std::vector<engine::Token> engine_tokens(const Tokenization& t)
     return out;
 }
 
+// The pieces of a change, the first eight of them: a paste changes thousands of tokens at once, and
+// the line that names them must stay a line.
 QString pieces(const Tokenization& t, uint32_t first, uint32_t count)
 {
+    constexpr uint32_t kNamed = 8;
     QStringList out;
-    for (uint32_t i = first; i < first + count && i < t.tokens.size(); ++i) {
+    for (uint32_t i = first; i < first + std::min(count, kNamed) && i < t.tokens.size(); ++i) {
         const TokenSpan& s = t.tokens[i];
         out << "“" + visible_whitespace(QString::fromUtf8(t.utf8.mid(s.begin, s.end - s.begin))) + "”";
     }
+    if (count > kNamed)
+        out << QObject::tr("%1 more").arg(QLocale().toString(count - kNamed));
     return out.join(" + ");
 }
 
@@ -265,18 +272,69 @@ void TokenizerPanel::showDetails(int i)
                           .arg(t.end));
 }
 
+// The spans are drawn in chunks of kChunkTokens, one chunk per turn of the event loop, so that a
+// paste of any length never holds the UI for more than a chunk (~15 ms); past kMaxDrawnTokens the
+// rest are counted but not drawn. A new render (typing, a click) abandons the chunks still queued.
 void TokenizerPanel::render()
 {
     if (!m_current)
         return;
     QElapsedTimer timer;
     timer.start();
+    ++m_render_generation;
+    const int n = int(m_current->tokens.size());
+    const int first = std::min(n, kChunkTokens);
+    const int scroll = m_view->verticalScrollBar()->value(); // a click re-renders: stay where the user is
+    m_view->setHtml("<div style='font-family: monospace; line-height: 160%'>" + spansHtml(0, first) + "</div>");
+    m_view->verticalScrollBar()->setValue(scroll);
+    m_render_ms = double(timer.nsecsElapsed()) / 1e6;
+    m_drawn = first;
+    if (first < n)
+        QTimer::singleShot(0, this, [this, generation = m_render_generation] { renderMore(generation); });
+    else
+        emit rendered();
+    const auto& t = *m_current;
+    const int chars = int(t.text.size());
+    m_counts->setText(tr("%1 tokens · %2 characters · %3 bytes · %4 characters per token · %5 ms")
+                          .arg(QLocale().toString(n))
+                          .arg(QLocale().toString(chars))
+                          .arg(QLocale().toString(int(t.utf8.size())))
+                          .arg(n ? double(chars) / n : 0.0, 0, 'f', 2)
+                          .arg(t.ms, 0, 'f', 1));
+}
+
+void TokenizerPanel::renderMore(quint64 generation)
+{
+    if (generation != m_render_generation || !m_current)
+        return;
+    const int n = int(m_current->tokens.size());
+    const int end = std::min({n, m_drawn + kChunkTokens, kMaxDrawnTokens});
+    QTextCursor cursor(m_view->document());
+    cursor.movePosition(QTextCursor::End);
+    cursor.insertHtml("<span style='font-family: monospace'>" + spansHtml(m_drawn, end) + "</span>");
+    m_drawn = end;
+    if (m_drawn >= n) {
+        emit rendered();
+        return;
+    }
+    if (m_drawn >= kMaxDrawnTokens) {
+        cursor.insertHtml(tr("<br><i>… %1 more tokens are not drawn (the counts below include them); the token list "
+                             "exports hold every token.</i>")
+                              .arg(QLocale().toString(n - m_drawn)));
+        emit rendered();
+        return;
+    }
+    QTimer::singleShot(0, this, [this, generation] { renderMore(generation); });
+}
+
+QString TokenizerPanel::spansHtml(int begin, int end) const
+{
     const auto& t = *m_current;
     QString html;
     const bool ids = m_show_ids->isChecked();
-    int previous_begin = -1, colour = 0;
-    for (std::size_t i = 0; i < t.tokens.size(); ++i) {
-        const TokenSpan& s = t.tokens[i];
+    int previous_begin = begin > 0 ? t.tokens[std::size_t(begin - 1)].begin : -1;
+    for (int i = begin; i < end; ++i) {
+        const TokenSpan& s = t.tokens[std::size_t(i)];
         const bool special = s.type == "control" || s.type == "user-defined" || s.type == "unknown";
         const bool byte = s.type == "byte";
         // Byte-fallback tokens of one character share its span: show the character once.
@@ -285,12 +343,12 @@ void TokenizerPanel::render()
                              : (byte && s.begin == previous_begin) ? QString("+")
                                                                    : visible_text(t.utf8.mid(s.begin, s.end - s.begin));
         previous_begin = s.begin;
-        QColor c = token_span_colour(colour++);
-        if (int(i) == m_selection->position())
+        QColor c = token_span_colour(i);
+        if (i == m_selection->position())
             c = palette().color(QPalette::Highlight);
         bool changed = false;
         for (const auto& [first, count] : m_changed)
-            changed |= int(i) >= first && int(i) < first + count;
+            changed |= i >= first && i < first + count;
         // Tokens the last edit created: red and underlined, so a split or merge stands out.
         const QString style = QString("background-color: rgba(%1,%2,%3,%4); %5%6")
                                   .arg(c.red()).arg(c.green()).arg(c.blue()).arg(c.alpha())
@@ -301,18 +359,7 @@ void TokenizerPanel::render()
                     .arg(i)
                     .arg(style, shown, ids ? " " : "");
     }
-    const int scroll = m_view->verticalScrollBar()->value(); // a click re-renders: stay where the user is
-    m_view->setHtml("<div style='font-family: monospace; line-height: 160%'>" + html + "</div>");
-    m_view->verticalScrollBar()->setValue(scroll);
-    m_render_ms = double(timer.nsecsElapsed()) / 1e6;
-    const int chars = int(t.text.size());
-    const int n = int(t.tokens.size());
-    m_counts->setText(tr("%1 tokens · %2 characters · %3 bytes · %4 characters per token · %5 ms")
-                          .arg(QLocale().toString(n))
-                          .arg(QLocale().toString(chars))
-                          .arg(QLocale().toString(int(t.utf8.size())))
-                          .arg(n ? double(chars) / n : 0.0, 0, 'f', 2)
-                          .arg(t.ms, 0, 'f', 1));
+    return html;
 }
 
 } // namespace tokenscope::ui

@@ -45,12 +45,18 @@ public:
     // Writes JSON or CSV by the file's extension; false (and a message) when it cannot.
     bool exportTo(const QString& path, QString* error = nullptr) const;
 
+    int drawnTokens() const { return m_drawn; }
+
 signals:
     void updated();
+    // Every span that will be drawn for the current tokens is drawn (they arrive in chunks).
+    void rendered();
 
 private:
     void request();
     void render();
+    void renderMore(quint64 generation);
+    QString spansHtml(int begin, int end) const;
     void describeChanges(const Tokenization& before, const Tokenization& after);
 
     EngineController* m_engine;
@@ -67,6 +73,10 @@ private:
     QCheckBox* m_show_ids = nullptr;
     QTimer* m_debounce = nullptr;
     double m_render_ms = 0.0;
+    quint64 m_render_generation = 0; // a render abandons the chunks of the one before
+    int m_drawn = 0;                 // tokens drawn so far
+    static constexpr int kChunkTokens = 300;
+    static constexpr int kMaxDrawnTokens = 3000;
 };
 
 } // namespace tokenscope::ui
