@@ -182,9 +182,12 @@ case "$MODE" in
     package_rc=0
     bash "$ROOT/packaging/test_package.sh" "$BUILD" 2>&1 | tee "$LOG_DIR/package.log" || package_rc=$?
     stage "Sanitizer + fuzzer build (clang, engine only)"; build_sanitize
-    stage "Tests under ASan/UBSan (all but the minutes-long model runs), then the GGUF fuzzer"
+    stage "Tests under ASan/UBSan (all but the minutes-long model runs), then the fuzzers"
     ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       ctest --test-dir "$SANITIZE_BUILD" --output-on-failure -L "engine|fuzz" -LE model 2>&1 | tee "$LOG_DIR/ctest-sanitize.log"
+    # How many inputs each fuzzer ran (libFuzzer's final stats, from ctest's full log).
+    awk '/^[0-9]+\/[0-9]+ Test: fuzz_/ { name = $3 } /stat::number_of_executed_units/ { print "  " name ": " $2 " executions" }' \
+      "$SANITIZE_BUILD/Testing/Temporary/LastTest.log" || true
     stage
     if [ "$package_rc" != 0 ]; then echo "package checks failed ($LOG_DIR/package.log)"; fi
     # One closing line over both ctest runs (their own summaries are above).
