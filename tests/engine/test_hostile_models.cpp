@@ -16,9 +16,12 @@
 #include "backend/vulkan/vulkan_backend.h"
 #endif
 
+#include <QFile>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -255,6 +258,12 @@ void TestHostileModels::cleanOrCorrect()
     }
     if (c.patch)
         c.patch(path);
+    // TOKENSCOPE_KEEP_HOSTILE=DIR keeps the corpus as files, to try other builds or tools on.
+    if (const char* keep = std::getenv("TOKENSCOPE_KEEP_HOSTILE"); keep && *keep) {
+        QString name = QString::fromStdString(c.name);
+        name.replace(QRegularExpression("[^A-Za-z0-9._-]+"), "_");
+        QFile::copy(QString::fromStdString(path), QString(keep) + "/" + name + ".gguf");
+    }
 
     std::string error;
     std::vector<std::string> backends_run;
