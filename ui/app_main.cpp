@@ -13,10 +13,12 @@
 #include "panels/timeline_panel.h"
 #include "panels/tokenizer_comparison.h"
 #include "panels/tokenizer_panel.h"
+#include "storage/atomic_save.h"
 #include "storage/conversation_store.h"
 #include "widgets/attention_benchmark.h"
 
 #include <QApplication>
+#include <QBuffer>
 #include <QCommandLineParser>
 #include <QDir>
 #include <QDockWidget>
@@ -57,6 +59,22 @@ void setup_logging(bool verbose)
     spdlog::set_default_logger(logger);
     // …and everything else when the app exits normally.
     std::atexit([] { spdlog::shutdown(); });
+}
+
+// A screenshot written like every other file (storage/atomic_save.h): whole or not at all, never
+// through a link planted at its path.
+bool save_picture(QWidget* widget, const QString& path)
+{
+    QBuffer png;
+    png.open(QIODevice::WriteOnly);
+    QString error;
+    if (!widget->grab().save(&png, "PNG"))
+        return false;
+    if (!save_atomically(path, png.data(), &error)) {
+        std::fprintf(stderr, "%s\n", qPrintable(error));
+        return false;
+    }
+    return true;
 }
 
 // Panels a screenshot can show today.
@@ -265,7 +283,7 @@ int run_app(int argc, char** argv)
         const auto grab = [&] {
             QTimer::singleShot(100, &window, [&] {
                 QWidget* target = panel_name == "main" ? static_cast<QWidget*>(&window) : window.panel(panel_name);
-                const bool saved = target->grab().save(shot);
+                const bool saved = save_picture(target, shot);
                 std::fprintf(stderr, "%s %s\n", saved ? "saved" : "could not save", qPrintable(shot));
                 app.exit(saved ? 0 : 1);
             });
@@ -288,7 +306,7 @@ int run_app(int argc, char** argv)
                 *edited = false; // grab once
                 tokenizer->selectToken(2);
                 QTimer::singleShot(150, &window, [&, dock] {
-                    const bool saved = dock->grab().save(shot);
+                    const bool saved = save_picture(dock, shot);
                     std::fprintf(stderr, "%s %s\n", saved ? "saved" : "could not save", qPrintable(shot));
                     app.exit(saved ? 0 : 1);
                 });
@@ -345,7 +363,7 @@ int run_app(int argc, char** argv)
                 } else if (i == n + 3) {
                     window.selection()->select(int(stepper->state()->tokens.size()) - 2);
                     QTimer::singleShot(100, &window, [&, dock] {
-                        const bool saved = dock->grab().save(shot);
+                        const bool saved = save_picture(dock, shot);
                         std::fprintf(stderr, "%s %s\n", saved ? "saved" : "could not save", qPrintable(shot));
                         app.exit(saved ? 0 : 1);
                     });
@@ -359,7 +377,7 @@ int run_app(int argc, char** argv)
             const QString which = parser.isSet(tab) ? parser.value(tab) : QString("head");
             const auto grab_attention = [&, dock] {
                 QTimer::singleShot(300, &window, [&, dock] {
-                    const bool saved = dock->grab().save(shot);
+                    const bool saved = save_picture(dock, shot);
                     std::fprintf(stderr, "%s %s\n", saved ? "saved" : "could not save", qPrintable(shot));
                     app.exit(saved ? 0 : 1);
                 });
@@ -396,7 +414,7 @@ int run_app(int argc, char** argv)
             dock->resize(1280, panel_name == "timeline" ? 760 : 900);
             const auto grab_dock = [&, dock] {
                 QTimer::singleShot(300, &window, [&, dock] {
-                    const bool saved = dock->grab().save(shot);
+                    const bool saved = save_picture(dock, shot);
                     std::fprintf(stderr, "%s %s\n", saved ? "saved" : "could not save", qPrintable(shot));
                     app.exit(saved ? 0 : 1);
                 });

@@ -22,6 +22,7 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QLabel>
 #include <QProcess>
 #include <QRandomGenerator>
 #include <QSignalSpy>
@@ -158,6 +159,8 @@ private slots:
     void diskFullAtStart();
     void diskFullMidSessionKeepsTheOrder();
     void chatPanelSaysWhatIsNotSaved();
+    void chatPanelNamesTheDamagedFile();
+    void attentionExportOnAFullDisk();
     void exportsOnAFullDiskFailAndKeepTheOldFile();
     void traceOnAFullDiskFails();
     void plantedSymlinksAreNotFollowed();
@@ -348,6 +351,56 @@ void TestStorageFaults::chatPanelSaysWhatIsNotSaved()
     QVERIFY(saved[1].startsWith("assistant:"));
 }
 
+// The damaged-database notice reaches the chat panel, in plain text, with the file kept aside.
+void TestStorageFaults::chatPanelNamesTheDamagedFile()
+{
+    const QString dir = m_dir.filePath("chat-damaged");
+    QDir().mkpath(dir);
+    const QString path = dir + "/conversations.sqlite";
+    write_all(path, QByteArray("<b>not</b> a database at all, just text that is long enough to be a header") + QByteArray(4096, 'x'));
+    ConversationStore store(path, "chat-damaged");
+    EngineController engine;
+    ChatPanel chat(&engine, &store);
+    QVERIFY2(chat.storageNotice().contains("was damaged") && chat.storageNotice().contains(".damaged-"),
+             qPrintable(chat.storageNotice()));
+    auto* label = chat.findChild<QLabel*>("storageNotice");
+    QVERIFY(label && label->isVisibleTo(&chat));
+    QCOMPARE(label->textFormat(), Qt::PlainText);
+}
+
+// The attention panel's SVG and PNG exports on a full disk: an error, and the old file stays.
+void TestStorageFaults::attentionExportOnAFullDisk()
+{
+    REQUIRE_ROOT();
+    REQUIRE_DEFAULT_MODEL(model);
+    const QString dir = m_dir.filePath("attention-full");
+    Mounts mounts;
+    QVERIFY(mounts.tmpfs(dir, "64k"));
+    EngineController engine;
+    TokenSelection selection;
+    AttentionPanel panel(&engine, &selection);
+    panel.resize(900, 700);
+    panel.show();
+    QSignalSpy loaded(&engine, &EngineController::modelLoaded);
+    engine.loadModel(QString::fromStdString(model), 2, 512);
+    QVERIFY(loaded.wait(120000));
+    panel.setPrompt("The river bank was muddy.");
+    QSignalSpy captured(&panel, &AttentionPanel::captured);
+    panel.run();
+    QVERIFY(captured.wait(60000));
+    for (const QString name : {"head.svg", "head.png"}) {
+        const QString path = dir + "/" + name;
+        write_all(path, "old picture\n");
+        fill(dir);
+        QString error;
+        QVERIFY(!panel.exportImage(path, &error));
+        QVERIFY2(error.contains("No space left on device"), qPrintable(error));
+        QCOMPARE(read_all(path), QByteArray("old picture\n"));
+        QFile::remove(dir + "/filler");
+    }
+    QCOMPARE(temp_files_in(dir), QStringList());
+}
+
 void TestStorageFaults::exportsOnAFullDiskFailAndKeepTheOldFile()
 {
     REQUIRE_ROOT();
@@ -416,6 +469,21 @@ void TestStorageFaults::plantedSymlinksAreNotFollowed()
     QCOMPARE(read_all(victim), QByteArray("precious\n"));
     QVERIFY(!QFileInfo(trace).isSymLink());
     QVERIFY(read_all(trace).contains("\"steps\""));
+    // And the screenshot mode's picture.
+    const QString shot = dir + "/shot.png";
+    QVERIFY(QFile::link(victim, shot));
+    QProcess app;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("HOME", m_dir.filePath("home-symlink"));
+    env.insert("QT_QPA_PLATFORM", "offscreen");
+    app.setProcessEnvironment(env);
+    app.start(TOKENSCOPE_GUI_PATH, {"--screenshot", shot, "--panel", "tokenizer", "--model", QString::fromStdString(model),
+                                    "--prompt", "Hello"});
+    QVERIFY(app.waitForFinished(120000));
+    QCOMPARE(app.exitCode(), 0);
+    QCOMPARE(read_all(victim), QByteArray("precious\n"));
+    QVERIFY(!QFileInfo(shot).isSymLink());
+    QVERIFY(read_all(shot).startsWith("\x89PNG"));
 }
 
 // The screenshot mode used a fixed conversation database in the shared temporary directory; a link

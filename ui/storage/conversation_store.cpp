@@ -75,10 +75,27 @@ bool ConversationStore::openDatabase(QString* why)
             }
             QSqlQuery check(db);
             QString damage;
-            if (!check.exec("PRAGMA quick_check"))
+            if (!check.exec("PRAGMA quick_check")) {
+                // Only SQLite's "not a database" (26) and "corrupt" (11) mean damage; anything else
+                // (a folder it cannot write its -shm file in, an I/O error) is a problem to report,
+                // never a reason to move the user's file.
+                const QString code = check.lastError().nativeErrorCode();
+                if (code != "26" && code != "11") {
+                    *why = tr("cannot read %1: %2").arg(m_path, check.lastError().text());
+                    return false;
+                }
                 damage = check.lastError().text();
-            else if (!check.next() || check.value(0).toString() != "ok")
-                damage = check.value(0).toString();
+            } else {
+                QStringList findings;
+                while (check.next())
+                    findings << check.value(0).toString();
+                if (findings != QStringList{"ok"}) {
+                    // Its report starts "*** in database main ***", then one finding a line.
+                    QStringList lines = findings.join('\n').split('\n', Qt::SkipEmptyParts);
+                    lines.removeIf([](const QString& f) { return f.startsWith("***"); });
+                    damage = lines.value(0, tr("quick_check failed"));
+                }
+            }
             check.finish();
             if (damage.isEmpty()) {
                 QSqlQuery mode(db);
@@ -88,7 +105,7 @@ bool ConversationStore::openDatabase(QString* why)
                 mode.finish();
                 // Not damaged; when it cannot be written (createSchema sets m_error), reads still
                 // work and writes are held.
-                createSchema();
+                m_schema_ready = createSchema();
                 return true;
             }
             // "file is not a database", "database disk image is malformed", or quick_check's findings.
@@ -114,7 +131,7 @@ bool ConversationStore::keepDamagedAside(const QString& reason)
     for (const char* suffix : {"-wal", "-shm"})
         if (QFileInfo::exists(m_path + suffix))
             QFile::rename(m_path + suffix, aside + suffix);
-    // SQLite's first finding names the damage; quick_check may list hundreds more.
+    // The first finding names the damage; quick_check may list hundreds more.
     const QString first = reason.section('\n', 0, 0).trimmed();
     m_notice = tr("The conversation database was damaged (%1). It was kept as %2 and a new one was started at %3.")
                    .arg(first, aside, m_path);
@@ -174,6 +191,9 @@ bool ConversationStore::apply(const Op& op, qint64* created_id)
             return false;
         }
     }
+    // A database that could not take its tables at open (a full disk) gets them before any change.
+    if (!m_schema_ready && !(m_schema_ready = createSchema()))
+        return false;
     QSqlDatabase db = QSqlDatabase::database(m_connection);
     const qint64 id = databaseId(op.conversation);
     if (op.kind != Op::Create && id == 0) {

@@ -94,6 +94,7 @@ private:
     QString m_path;
     QString m_connection;
     bool m_open = false;
+    bool m_schema_ready = false; // the tables exist (creating them needs a writable file)
     QString m_error;
     QString m_notice;
     std::deque<Op> m_pending;
