@@ -42,7 +42,6 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path)
     model->m_file = gguf::GgufFile::open(path);
     const auto& file = *model->m_file;
     model->m_config = ModelConfig::from_gguf(file);
-    validate_hyperparameters(file, model->m_config); // before any size is computed from them
     const std::string& arch = model->m_config.architecture;
     ArchitectureTraits& t = model->m_traits;
     if (arch == "llama") {
@@ -62,6 +61,7 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path)
         throw UnsupportedError(fmt::format("{}: architecture '{}' is not supported (supported: gemma3, llama, "
                                            "qwen2, qwen3)", file.name(), arch));
     }
+    validate_hyperparameters(file, model->m_config); // before any size is computed from them
     require_supported_tensor_types(file);
     model->m_tokenizer = std::make_unique<Tokenizer>(Vocab::from_gguf(file));
     model->bind_weights();
