@@ -9,4 +9,5 @@ cd "$(dirname "$0")/.."
 TOKENS="${1:-10000}"
 BUILD="${2:-build/release}"
 [ -x "$BUILD/tests/test_soak" ] || { echo "build first: bash scripts/setup.sh test (or cmake --build $BUILD)" >&2; exit 2; }
-TOKENSCOPE_SOAK_TOKENS="$TOKENS" "$BUILD/tests/test_soak" | grep -E "QINFO|PASS|FAIL|Totals"
+# QTEST_FUNCTION_TIMEOUT: Qt Test stops a test function after 5 minutes by default.
+QTEST_FUNCTION_TIMEOUT=7200000 TOKENSCOPE_SOAK_TOKENS="$TOKENS" "$BUILD/tests/test_soak" | grep -E "QINFO|PASS|FAIL|Totals"

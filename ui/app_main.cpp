@@ -202,15 +202,8 @@ int run_app(int argc, char** argv)
     QElapsedTimer clock;
     qint64 last_tick = 0, worst_ms = 0, ticks = 0;
     QTimer probe;
-    if (parser.isSet(latency_paste)) {
-        // A long paste: prose, code and other scripts repeated to the length asked for.
-        const QString unit = QStringLiteral("The lighthouse keeper climbed the stairs. def f(x): return x * 2  # Код 数字 "
-                                            "émojis 🙂 and numbers 12345.\n");
-        QString text;
-        const int n = parser.value(latency_paste).toInt();
-        while (text.size() < n)
-            text += unit;
-        text.truncate(n);
+    // Both probes: a 5 ms timer that records how late the event loop serves it.
+    if (parser.isSet(latency_paste) || parser.isSet(latency)) {
         probe.setInterval(5);
         probe.setTimerType(Qt::PreciseTimer);
         QObject::connect(&probe, &QTimer::timeout, &app, [&] {
@@ -220,6 +213,16 @@ int run_app(int argc, char** argv)
             last_tick = now;
             ++ticks;
         });
+    }
+    if (parser.isSet(latency_paste)) {
+        // A long paste: prose, code and other scripts repeated to the length asked for.
+        const QString unit = QStringLiteral("The lighthouse keeper climbed the stairs. def f(x): return x * 2  # Код 数字 "
+                                            "émojis 🙂 and numbers 12345.\n");
+        QString text;
+        const int n = parser.value(latency_paste).toInt();
+        while (text.size() < n)
+            text += unit;
+        text.truncate(n);
         QObject::connect(&engine, &EngineController::modelLoaded, &window, [&, text] {
             window.findChild<QDockWidget*>("dock-tokenizer")->raise();
             clock.start();
@@ -247,15 +250,6 @@ int run_app(int argc, char** argv)
         sampling.temperature = 0.0f;
         sampling.max_tokens = 128;
         window.chatPanel()->setSampling(sampling);
-        probe.setInterval(5);
-        probe.setTimerType(Qt::PreciseTimer);
-        QObject::connect(&probe, &QTimer::timeout, &app, [&] {
-            const qint64 now = clock.elapsed();
-            if (last_tick)
-                worst_ms = std::max(worst_ms, now - last_tick - 5);
-            last_tick = now;
-            ++ticks;
-        });
         QObject::connect(&engine, &EngineController::modelLoaded, &window, [&] {
             window.chatPanel()->send("Write a long story about a lighthouse keeper and the sea.");
             clock.start();

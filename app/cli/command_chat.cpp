@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "backend_option.h"
 #include "model_path.h"
+#include "sampling_option.h"
 
 #include "chat/chat_prompt.h"
 #include "model/model.h"
@@ -24,11 +25,7 @@ struct ChatArgs {
     std::string model;
     std::string system;
     uint32_t n_predict = 256;
-    float temperature = 0.8f;
-    int32_t top_k = 40;
-    float top_p = 0.95f;
-    float min_p = 0.05f;
-    uint64_t seed = 0;
+    SamplingArgs sampling;
     int threads = 0;
     uint32_t n_ctx = 4096;
     bool json = false;
@@ -67,13 +64,7 @@ int run_chat(ChatArgs a)
         throw engine::Error(chat.fit.notice);
 
     engine::Session session(model, make_cli_backend(a.backend, model, a.n_ctx, a.threads));
-    engine::SamplerConfig sc;
-    sc.temperature = a.temperature;
-    sc.top_k = a.top_k;
-    sc.top_p = a.top_p;
-    sc.min_p = a.min_p;
-    sc.seed = a.seed;
-    engine::Sampler sampler(sc);
+    engine::Sampler sampler(sampler_config(a.sampling));
     engine::GenerationOptions options;
     options.max_tokens = a.n_predict;
     options.stop_strings = chat.stop_strings;
@@ -118,11 +109,7 @@ CommandRunner add_chat_command(CLI::App& app)
     cmd->add_option("-m,--model", a->model, "GGUF file (default: the chat model, else the default model)");
     cmd->add_option("--system", a->system, "System message (default: none, or the one the model's template adds)");
     cmd->add_option("-n,--n-predict", a->n_predict, "Maximum tokens in the reply")->capture_default_str();
-    cmd->add_option("--temp", a->temperature, "Temperature (0: greedy)")->capture_default_str();
-    cmd->add_option("--top-k", a->top_k, "Top-k (0: off)")->capture_default_str();
-    cmd->add_option("--top-p", a->top_p, "Top-p (1: off)")->capture_default_str();
-    cmd->add_option("--min-p", a->min_p, "Min-p (0: off)")->capture_default_str();
-    cmd->add_option("-s,--seed", a->seed, "Random seed")->capture_default_str();
+    add_sampling_options(cmd, a->sampling);
     cmd->add_option("-t,--threads", a->threads, "Threads (0: all cores)")->capture_default_str();
     cmd->add_option("-c,--ctx", a->n_ctx, "Context size in tokens")->capture_default_str();
     cmd->add_flag("--json", a->json, "Print the rendered prompt, its tokens and the reply as JSON");

@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "backend_option.h"
 #include "model_path.h"
+#include "sampling_option.h"
 
 #include "backend/backend.h"
 #include "model/model.h"
@@ -23,12 +24,7 @@ struct GenerateArgs {
     std::string prompt;
     std::string prompt_file;
     uint32_t n_predict = 128;
-    float temperature = 0.8f;
-    int32_t top_k = 40;
-    float top_p = 0.95f;
-    float min_p = 0.05f;
-    float repeat_penalty = 1.0f;
-    uint64_t seed = 0;
+    SamplingArgs sampling;
     int threads = 0;
     uint32_t n_ctx = 4096;
     std::vector<std::string> stop;
@@ -49,18 +45,6 @@ std::string read_prompt(const GenerateArgs& a)
     if (a.prompt.empty())
         throw engine::Error("the prompt is empty: give one with -p TEXT or --file F");
     return a.prompt;
-}
-
-engine::SamplerConfig sampler_config(const GenerateArgs& a)
-{
-    engine::SamplerConfig c;
-    c.temperature = a.temperature;
-    c.top_k = a.top_k;
-    c.top_p = a.top_p;
-    c.min_p = a.min_p;
-    c.repeat_penalty = a.repeat_penalty;
-    c.seed = a.seed;
-    return c;
 }
 
 engine::CaptureRequest parse_attention(const std::string& spec, const engine::ModelConfig& c)
@@ -97,7 +81,7 @@ int run_generate(const GenerateArgs& a, bool trace_mode)
     const std::string prompt = read_prompt(a);
     const auto model = engine::Model::load(resolve_model_path(a.model));
     engine::Session session(model, make_cli_backend(a.backend, model, a.n_ctx, a.threads));
-    engine::Sampler sampler(sampler_config(a));
+    engine::Sampler sampler(sampler_config(a.sampling));
     engine::GenerationOptions options;
     options.max_tokens = a.n_predict;
     options.stop_strings = a.stop;
@@ -176,12 +160,7 @@ void add_common(CLI::App* cmd, GenerateArgs& a)
     cmd->add_option("-p,--prompt", a.prompt, "Prompt text");
     cmd->add_option("-f,--file", a.prompt_file, "Read the prompt from a file");
     cmd->add_option("-n,--n-predict", a.n_predict, "Maximum tokens to generate")->capture_default_str();
-    cmd->add_option("--temp", a.temperature, "Temperature (0: greedy)")->capture_default_str();
-    cmd->add_option("--top-k", a.top_k, "Top-k (0: off)")->capture_default_str();
-    cmd->add_option("--top-p", a.top_p, "Top-p (1: off)")->capture_default_str();
-    cmd->add_option("--min-p", a.min_p, "Min-p (0: off)")->capture_default_str();
-    cmd->add_option("--repeat-penalty", a.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
-    cmd->add_option("-s,--seed", a.seed, "Random seed")->capture_default_str();
+    add_sampling_options(cmd, a.sampling);
     cmd->add_option("-t,--threads", a.threads, "Threads (0: all cores)")->capture_default_str();
     cmd->add_option("-c,--ctx", a.n_ctx, "Context size in tokens")->capture_default_str();
     cmd->add_option("--stop", a.stop, "Stop string (repeatable)");
