@@ -17,6 +17,8 @@
 #include <QPlainTextEdit>
 #include <QTemporaryDir>
 #include <QSignalSpy>
+#include <QTextBrowser>
+#include <QLocale>
 #include <QTest>
 
 using namespace tokenscope::ui;
@@ -129,6 +131,21 @@ void TestTokenizerPanel::tenThousandCharacters()
     // Reported, not asserted (no timed assertions): see README, "Tokenizer panel".
     qInfo("10,000 characters: %zu tokens, tokenized in %.1f ms on the engine thread, rendered in %.1f ms",
           expected.size(), m_panel->current()->ms, m_panel->lastRenderMs());
+
+    // A paste far longer: every token counted and exported, the spans drawn in chunks up to the cap,
+    // with a line that says how many more there are.
+    QString paste;
+    while (paste.size() < 120000)
+        paste += paragraph;
+    QSignalSpy rendered(m_panel.get(), &TokenizerPanel::rendered);
+    m_panel->setText(paste);
+    QTRY_VERIFY_WITH_TIMEOUT(m_panel->current() && m_panel->current()->text == paste, 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(m_panel->drawnTokens() == 2000 && !rendered.isEmpty(), 30000);
+    const int n = int(m_panel->current()->tokens.size());
+    QVERIFY(n > 20000);
+    QVERIFY(m_panel->countsText().startsWith(QLocale().toString(n) + " tokens"));
+    QVERIFY(m_panel->findChild<QTextBrowser*>()->toPlainText().contains(QString("%1 more tokens are not drawn").arg(QLocale().toString(n - 2000))));
+    QCOMPARE(QJsonDocument::fromJson(m_panel->tokensJson().toUtf8())["tokens"].toArray().size(), n);
 }
 
 void TestTokenizerPanel::tokensFollowTheText()

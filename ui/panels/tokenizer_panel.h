@@ -75,8 +75,8 @@ private:
     double m_render_ms = 0.0;
     quint64 m_render_generation = 0; // a render abandons the chunks of the one before
     int m_drawn = 0;                 // tokens drawn so far
-    static constexpr int kChunkTokens = 300;
-    static constexpr int kMaxDrawnTokens = 3000;
+    static constexpr int kChunkTokens = 250;
+    static constexpr int kMaxDrawnTokens = 2000;
 };
 
 } // namespace tokenscope::ui
