@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
 # One command from a fresh Debian 12 machine to a working Tokenscope:
-#   scripts/setup.sh run    install what is missing, build (Release), run the app with the default model
+#   scripts/setup.sh run    install what is missing, build (Release), run the app (without a display: the CLI)
 #   scripts/setup.sh test   install what is missing, build, run every test (what CI runs)
 #   scripts/setup.sh deps   only install what is missing (packages, Python tooling, both models)
 # Idempotent: packages, the Python venv, the models and the build are only touched when missing or out
