@@ -16,6 +16,7 @@
 #include "storage/atomic_save.h"
 #include "storage/conversation_store.h"
 #include "widgets/attention_benchmark.h"
+#include "widgets/model_library_dialog.h"
 
 #include <QApplication>
 #include <QBuffer>
@@ -78,8 +79,8 @@ bool save_picture(QWidget* widget, const QString& path)
 }
 
 // Panels a screenshot can show today.
-const QStringList kBuiltPanels = {"main", "chat", "tokenizer", "stepper", "kv", "context", "timeline", "attention"};
-const QStringList kAllPanels = {"main", "chat", "tokenizer", "stepper", "attention", "kv", "context", "timeline"};
+const QStringList kBuiltPanels = {"main", "chat", "tokenizer", "stepper", "kv", "context", "timeline", "attention", "library"};
+const QStringList kAllPanels = {"main", "chat", "tokenizer", "stepper", "attention", "kv", "context", "timeline", "library"};
 
 } // namespace
 
@@ -402,6 +403,17 @@ int run_app(int argc, char** argv)
                 attention->selectCell(std::max(0, n - 1), -1);
                 grab_attention();
             });
+        } else if (panel_name == "library") {
+            // The Model library dialog once its scan is done (every model found, its kind and type).
+            auto* library = new ModelLibraryDialog(QSettings().value("models/recent").toStringList(), &window);
+            QObject::connect(library, &ModelLibraryDialog::scanFinished, &window, [&, library] {
+                QTimer::singleShot(200, &window, [&, library] {
+                    const bool saved = save_picture(library, shot);
+                    std::fprintf(stderr, "%s %s\n", saved ? "saved" : "could not save", qPrintable(shot));
+                    app.exit(saved ? 0 : 1);
+                });
+            });
+            library->show();
         } else if (panel_name == "kv" || panel_name == "timeline" || panel_name == "context") {
             auto* dock = qobject_cast<QDockWidget*>(window.panel(panel_name)->parentWidget());
             dock->setFloating(true);
