@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The transformer forward pass of every architecture and every backend (see forward_pass.h): the
+// one loop over layers, the capture assembly and the KV read-back. Shapes as in the header.
+#include "backend/forward_pass.h"
+
+#include "quant/dequant.h"
+#include "util/error.h"
+#include "util/fp16.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <spdlog/fmt/fmt.h>
+
+namespace engine {
+
+void for_each_weight(const Model& model, const std::function<void(const TensorView&, WeightUse)>& fn)
+{
+    const ModelWeights& w = model.weights();
+    fn(w.token_embd, WeightUse::Embedding);
+    if (!w.tied_output && w.output.data != w.token_embd.data)
+        fn(w.output, WeightUse::Matrix);
+    fn(w.output_norm, WeightUse::Vector);
+    for (const LayerWeights& L : w.layers) {
+        for (const TensorView* m : {&L.attn_q, &L.attn_k, &L.attn_v, &L.attn_output, &L.ffn_gate, &L.ffn_up, &L.ffn_down})
+            fn(*m, WeightUse::Matrix);
+        for (const TensorView* v : {&L.attn_norm, &L.ffn_norm, &L.attn_q_norm, &L.attn_k_norm, &L.post_attention_norm,
+                                    &L.post_ffw_norm, &L.attn_q_bias, &L.attn_k_bias, &L.attn_v_bias, &L.attn_output_bias})
+            if (*v)
+                fn(*v, WeightUse::Vector);
+    }
+}
+
+namespace {
+
+// The request's results, assembled from what each chunk delivers: logits rows in place, residuals
+// per layer, and one AttentionCapture per wanted head (made on the first chunk that delivers its
+// layer), copied only for the heads the request asks for.
+class Assembly final : public ChunkSink {
+public:
+    Assembly(const Model& model, const CaptureRequest* capture, ForwardCaptures* captures, ForwardResult& result,
+             uint32_t first_out, uint32_t n_total, uint32_t pos0)
+        : m_c(model.config()), m_capture(capture), m_captures(captures), m_result(result), m_first_out(first_out),
+          m_n_total(n_total), m_pos0(pos0), m_scale(query_scaling(model).attention)
+    {
+    }
+    void start(const ChunkPlan& plan, uint32_t b0)
+    {
+        m_plan = &plan;
+        m_b0 = b0;
+    }
+
+    float* logits() override
+    {
+        const std::size_t row = m_b0 + m_plan->logit_row0 - m_first_out;
+        return m_result.logits.data() + row * m_c.n_vocab;
+    }
+
+    void residual(uint32_t layer, const float* x) override
+    {
+        std::memcpy(m_captures->residuals[layer].data() + std::size_t(m_b0) * m_c.n_embd, x,
+                    std::size_t(m_plan->n_tokens) * m_c.n_embd * sizeof(float));
+    }
+
+    void attention(uint32_t layer, const float* q, const float* weights) override
+    {
+        const uint32_t H = m_c.n_head[layer], D = m_c.head_dim_k, n = m_plan->n_tokens;
+        const uint32_t n_keys = m_plan->pos0 + n, n_keys_total = m_pos0 + m_n_total;
+        for (uint32_t h = 0; h < H; ++h) {
+            if (!m_capture->wants(layer, h))
+                continue;
+            AttentionCapture& a = find_or_add(layer, h);
+            for (uint32_t t = 0; t < n; ++t) {
+                const std::size_t row = m_b0 + t;
+                std::copy_n(weights + (std::size_t(t) * H + h) * n_keys, n_keys, a.weights.begin() + std::ptrdiff_t(row * n_keys_total));
+                // q as q·k reads it: rounded to F16.
+                for (uint32_t i = 0; i < D; ++i)
+                    a.q[row * D + i] = fp16_to_f32(f32_to_fp16(q[(std::size_t(t) * H + h) * D + i]));
+            }
+        }
+    }
+
+private:
+    AttentionCapture& find_or_add(uint32_t layer, uint32_t head)
+    {
+        for (AttentionCapture& e : m_captures->attention)
+            if (e.layer == layer && e.head == head)
+                return e;
+        AttentionCapture& a = m_captures->attention.emplace_back();
+        a.layer = layer;
+        a.head = head;
+        a.kv_head = head / (m_c.n_head[layer] / m_c.n_head_kv[layer]);
+        a.first_position = m_pos0;
+        a.n_queries = m_n_total;
+        a.n_keys = m_pos0 + m_n_total;
+        a.head_dim = m_c.head_dim_k;
+        a.scale = m_scale;
+        a.weights.assign(std::size_t(a.n_queries) * a.n_keys, 0.0f);
+        a.q.assign(std::size_t(a.n_queries) * a.head_dim, 0.0f);
+        return a;
+    }
+
+    const ModelConfig& m_c;
+    const CaptureRequest* m_capture;
+    ForwardCaptures* m_captures;
+    ForwardResult& m_result;
+    uint32_t m_first_out, m_n_total, m_pos0;
+    float m_scale;
+    const ChunkPlan* m_plan = nullptr;
+    uint32_t m_b0 = 0;
+};
+
+// Only the logits of one row (the logit lens).
+class LogitsOnly final : public ChunkSink {
+public:
+    explicit LogitsOnly(std::vector<float>& out) : m_out(out) {}
+    float* logits() override { return m_out.data(); }
+    void residual(uint32_t, const float*) override {}
+    void attention(uint32_t, const float*, const float*) override {}
+
+private:
+    std::vector<float>& m_out;
+};
+
+} // namespace
+
+LayeredBackend::LayeredBackend(std::shared_ptr<const Model> model) : m_model(std::move(model))
+{
+    m_rope_factors = tensor_to_f32(m_model->weights().rope_freqs);
+    if (!m_rope_factors.empty() && m_rope_factors.size() < m_model->config().n_rot / 2)
+        throw FormatError("rope_freqs has fewer factors than rotated pairs");
+}
+
+RopeShape LayeredBackend::rope_shape(uint32_t il) const
+{
+    const ModelConfig& c = m_model->config();
+    RopeShape r;
+    r.n_rot = c.n_rot;
+    r.neox = m_model->traits().rope_neox;
+    r.base = m_model->layer_rope_base(il);
+    r.freq_scale = c.layer_is_swa[il] ? 1.0f : c.rope_freq_scale; // local layers are never scaled
+    r.factors = m_rope_factors.empty() ? nullptr : m_rope_factors.data();
+    return r;
+}
+
+std::vector<RopeShape> LayeredBackend::distinct_rope_shapes() const
+{
+    std::vector<RopeShape> shapes;
+    for (uint32_t il = 0; il < m_model->config().n_layer; ++il) {
+        const RopeShape r = rope_shape(il);
+        if (std::none_of(shapes.begin(), shapes.end(),
+                         [&](const RopeShape& e) { return e.base == r.base && e.freq_scale == r.freq_scale; }))
+            shapes.push_back(r);
+    }
+    return shapes;
+}
+
+ForwardResult LayeredBackend::forward(const ForwardRequest& request)
+{
+    const ModelConfig& c = m_model->config();
+    check_forward_request(c, request);
+    ensure_usable();
+    KvCache& kv = kv_cache();
+    const auto n = static_cast<uint32_t>(request.tokens.size());
+    const uint32_t pos0 = kv.n_cached();
+    const uint32_t chunk = max_chunk_tokens(request, pos0);
+    kv.reserve_until(pos0 + n); // throws when the context is full; the cache is unchanged then
+
+    const CaptureRequest* capture = request.capture && !request.capture->empty() ? request.capture : nullptr;
+    std::shared_ptr<ForwardCaptures> captures = capture ? std::make_shared<ForwardCaptures>() : nullptr;
+    const uint32_t first_out = request.all_logits ? 0 : n - 1;
+    ForwardResult result;
+    result.n_vocab = c.n_vocab;
+    result.logits.resize(std::size_t(n - first_out) * c.n_vocab);
+
+    ChunkPlan plan;
+    // Kernels pick their summation order by batch size, as llama.cpp does (see ForwardRequest).
+    plan.order = static_cast<uint32_t>(std::max<std::size_t>(n, request.order_as_batch));
+    plan.logit_order = n - first_out; // only the rows whose logits are wanted go through the head, as llama.cpp
+    if (captures) {
+        plan.residuals = capture->residuals;
+        if (plan.residuals)
+            captures->residuals.assign(c.n_layer, std::vector<float>(std::size_t(n) * c.n_embd));
+        for (uint32_t il = 0; il < c.n_layer; ++il)
+            for (uint32_t h = 0; h < c.n_head[il]; ++h)
+                if (capture->wants(il, h)) {
+                    plan.attention_layers.push_back(il);
+                    break;
+                }
+    }
+    Assembly assembly(*m_model, capture, captures.get(), result, first_out, n, pos0);
+    for (uint32_t b0 = 0; b0 < n; b0 += chunk) {
+        const uint32_t b1 = std::min(n, b0 + chunk);
+        plan.n_tokens = b1 - b0;
+        plan.pos0 = pos0 + b0;
+        plan.logit_row0 = std::max(first_out, b0) - b0;
+        plan.n_logit_rows = b1 > std::max(first_out, b0) ? b1 - std::max(first_out, b0) : 0;
+        assembly.start(plan, b0);
+        begin_chunk(plan, assembly);
+        run_layers(request.tokens.subspan(b0, b1 - b0), plan);
+        finish_chunk();
+    }
+
+    // Keys and values the captured heads read, from the cache (positions a window freed stay 0).
+    if (captures) {
+        std::map<std::pair<uint32_t, uint32_t>, std::pair<std::vector<float>, std::vector<float>>> read;
+        for (AttentionCapture& a : captures->attention) {
+            auto& [keys, values] = read[{a.layer, a.kv_head}];
+            if (keys.empty()) {
+                read_cache(a.layer, a.kv_head, a.n_keys, keys, values);
+                for (uint32_t j = 0; j < pos0; ++j)
+                    if (!kv.holds(a.layer, j)) {
+                        std::fill_n(keys.begin() + std::ptrdiff_t(std::size_t(j) * a.head_dim), a.head_dim, 0.0f);
+                        std::fill_n(values.begin() + std::ptrdiff_t(std::size_t(j) * a.head_dim), a.head_dim, 0.0f);
+                    }
+            }
+            a.k = keys;
+            a.v = values;
+        }
+    }
+    apply_final_softcap(c, result.logits);
+    kv.commit(pos0 + n);
+    result.captures = std::move(captures);
+    return result;
+}
+
+// The layers of one chunk: rows are the chunk's tokens at positions plan.pos0 ….
+void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan& plan)
+{
+    const Model& model = *m_model;
+    const ModelConfig& c = model.config();
+    const ArchitectureTraits& arch = model.traits();
+    const ModelWeights& w = model.weights();
+    const uint32_t n = plan.n_tokens, E = c.n_embd, D = c.head_dim_k, order = plan.order;
+    const QueryScaling scaling = query_scaling(model);
+    const float eps = c.norm_eps;
+
+    // ---- embeddings: X [n][E] (gemma scales them by sqrt(E))
+    embed(tokens, arch.embedding_scale ? std::sqrt(static_cast<float>(E)) : 1.0f);
+
+    std::size_t next_capture = 0;
+    for (uint32_t il = 0; il < c.n_layer; ++il) {
+        const LayerWeights& L = w.layers[il];
+        const uint32_t H = c.n_head[il], Hkv = c.n_head_kv[il], F = c.n_ff[il];
+
+        // ---- attention block: H = norm(X); Q, K, V projections (+ biases: qwen2)
+        rmsnorm(Act::X, Act::H, L.attn_norm, E, n, eps);
+        matmul(L.attn_q, Act::H, Act::Q, n, order); // [n][H·D]
+        matmul(L.attn_k, Act::H, Act::K, n, order); // [n][Hkv·D]
+        matmul(L.attn_v, Act::H, Act::V, n, order); // [n][Hkv·D]
+        if (L.attn_q_bias)
+            add_bias(Act::Q, L.attn_q_bias, n);
+        if (L.attn_k_bias)
+            add_bias(Act::K, L.attn_k_bias, n);
+        if (L.attn_v_bias)
+            add_bias(Act::V, L.attn_v_bias, n);
+        // per-head norms of queries and keys (qwen3, gemma3), then RoPE; gemma pre-scales the queries
+        if (arch.qk_norm) {
+            rmsnorm(Act::Q, Act::Q, L.attn_q_norm, D, n * H, eps);
+            rmsnorm(Act::K, Act::K, L.attn_k_norm, D, n * Hkv, eps);
+        }
+        const RopeShape rope_of_layer = rope_shape(il);
+        rope(Act::Q, H, D, rope_of_layer, scaling.query);
+        rope(Act::K, Hkv, D, rope_of_layer, 1.0f);
+        store_kv(il, Hkv, D); // the cache holds post-RoPE keys
+
+        AttentionShape shape;
+        shape.layer = il;
+        shape.n_tokens = n;
+        shape.n_heads = H;
+        shape.n_kv_heads = Hkv;
+        shape.head_dim = D;
+        shape.pos0 = plan.pos0;
+        shape.window = model.layer_window(il);
+        shape.scale = scaling.attention;
+        shape.batched = order > 1;
+        const bool deliver = next_capture < plan.attention_layers.size() && plan.attention_layers[next_capture] == il;
+        next_capture += deliver ? 1 : 0;
+        attention(shape, deliver); // Attn [n][H·D]
+
+        // ---- O = output projection (+ bias), post-norm (gemma), X += O
+        matmul(L.attn_output, Act::Attn, Act::O, n, order); // [n][E]
+        if (L.attn_output_bias)
+            add_bias(Act::O, L.attn_output_bias, n);
+        if (arch.post_norms)
+            rmsnorm(Act::O, Act::O, L.post_attention_norm, E, n, eps);
+        add_residual(n);
+
+        // ---- feed-forward block: H = norm(X); Gate = act(gate·H) ⊙ up·H; O = down·Gate; X += O
+        rmsnorm(Act::X, Act::H, L.ffn_norm, E, n, eps);
+        matmul(L.ffn_gate, Act::H, Act::Gate, n, order); // [n][F]
+        matmul(L.ffn_up, Act::H, Act::Up, n, order);     // [n][F]
+        glu(F, n, arch.gelu_ffn);
+        matmul(L.ffn_down, Act::Gate, Act::O, n, order); // [n][E]
+        if (arch.post_norms)
+            rmsnorm(Act::O, Act::O, L.post_ffw_norm, E, n, eps);
+        add_residual(n);
+
+        // A broken model is named where it breaks: the first layer whose output is NaN or infinite.
+        check_finite(il, plan.pos0);
+        if (plan.residuals)
+            deliver_residual(il);
+    }
+
+    // ---- output: final norm and the LM head of the rows whose logits are wanted
+    if (plan.n_logit_rows)
+        output_head(w.output_norm, w.output, plan.logit_row0, plan.n_logit_rows, plan.logit_order, eps);
+}
+
+KvReadback LayeredBackend::read_kv(uint32_t layer, uint32_t kv_head) const
+{
+    const ModelConfig& c = m_model->config();
+    check_kv_head(c, layer, kv_head);
+    ensure_usable();
+    const KvCache& kv = kv_cache();
+    KvReadback r;
+    r.layer = layer;
+    r.kv_head = kv_head;
+    r.n_positions = kv.n_cached();
+    r.head_dim = c.head_dim_k;
+    r.held.assign(r.n_positions, false);
+    read_cache(layer, kv_head, r.n_positions, r.keys, r.values);
+    for (uint32_t p = 0; p < r.n_positions; ++p) {
+        r.held[p] = kv.holds(layer, p);
+        if (!r.held[p]) {
+            std::fill_n(r.keys.begin() + std::ptrdiff_t(std::size_t(p) * r.head_dim), r.head_dim, 0.0f);
+            std::fill_n(r.values.begin() + std::ptrdiff_t(std::size_t(p) * r.head_dim), r.head_dim, 0.0f);
+        }
+    }
+    return r;
+}
+
+std::vector<float> LayeredBackend::project_to_vocab(std::span<const float> residual)
+{
+    const ModelConfig& c = m_model->config();
+    check_residual_width(c, residual);
+    ensure_usable();
+    std::vector<float> logits(c.n_vocab);
+    LogitsOnly sink(logits);
+    // One row, as the forward pass computes the last position's logits (the summation order
+    // depends on the row count), so that the last layer's residual gives the real logits.
+    ChunkPlan plan;
+    plan.n_tokens = 1;
+    plan.pos0 = kv_cache().n_cached();
+    plan.n_logit_rows = 1;
+    begin_chunk(plan, sink);
+    load_residual(residual);
+    output_head(m_model->weights().output_norm, m_model->weights().output, 0, 1, 1, c.norm_eps);
+    finish_chunk();
+    apply_final_softcap(c, logits);
+    return logits;
+}
+
+} // namespace engine

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+// The transformer forward pass, written once (forward_pass.cpp) in terms of the operations a backend
+// implements. A backend derives from LayeredBackend and implements the operations below on its own
+// buffers; it never loops over layers or picks a layer's weights by their role: the pass hands it
+// the weight (a TensorView of the model) with each operation. Architecture differences are data of
+// the model (ArchitectureTraits, per-layer hyperparameters) read only by the pass.
+//
+// Shapes: n = tokens of a chunk, E = n_embd, D = head_dim, H / Hkv = the layer's query / KV heads,
+// F = the layer's n_ff, V = n_vocab. Every activation is f32, rows of one token each.
+#include "backend/backend.h"
+#include "model/model.h"
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+namespace engine {
+
+// The activation buffers of the pass. Each holds the chunk's n rows; the width of a row is the one
+// the operation names.
+enum class Act {
+    X,    // [n][E] the residual stream
+    H,    // [n][E] a block's normed input
+    O,    // [n][E] a block's output
+    Q,    // [n][H·D] queries
+    K,    // [n][Hkv·D] keys of this chunk
+    V,    // [n][Hkv·D] values of this chunk
+    Attn, // [n][H·D] attention output
+    Gate, // [n][F] FFN gate, then the activated product
+    Up,   // [n][F] FFN up projection
+};
+
+// What a chunk of the pass will be asked to deliver, known before any operation is issued (a
+// backend that records commands sizes its read-back buffers from it).
+struct ChunkPlan {
+    uint32_t n_tokens = 0;
+    uint32_t pos0 = 0;                    // position of the chunk's first token
+    uint32_t order = 1;                   // batch size whose summation order the whole request uses
+    uint32_t logit_row0 = 0;              // first chunk row whose logits are wanted
+    uint32_t n_logit_rows = 0;            // 0: none in this chunk
+    uint32_t logit_order = 1;             // the order of the output head (rows of the whole request)
+    bool residuals = false;               // deliver the residual stream after every layer
+    std::vector<uint32_t> attention_layers; // layers whose attention weights and queries are delivered
+};
+
+// Where a backend delivers a chunk's results: synchronous backends as each operation runs, others
+// when the chunk finishes. Pointers are valid only during the call.
+class ChunkSink {
+public:
+    virtual ~ChunkSink() = default;
+    // Where the logits [n_logit_rows][V] of chunk rows logit_row0 … go: the backend writes them
+    // there (the request's result, so that all-position logits are never held twice).
+    virtual float* logits() = 0;
+    // The residual stream after `layer`, [n][E].
+    virtual void residual(uint32_t layer, const float* x) = 0;
+    // One layer's queries as used in q·k (post-RoPE, scaled), [n][H][D], and its softmax weights,
+    // [n][H][pos0 + n] (0 where masked).
+    virtual void attention(uint32_t layer, const float* q, const float* weights) = 0;
+};
+
+// The attention of one layer over a chunk.
+struct AttentionShape {
+    uint32_t layer = 0;
+    uint32_t n_tokens = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+    uint32_t pos0 = 0;    // position of the first query
+    uint32_t window = 0;  // sliding window in tokens, 0: every earlier position
+    float scale = 1.0f;   // applied to q·k before the softmax
+    bool batched = false; // the summation order of a request of 2+ tokens
+};
+
+// One layer's rotary embedding.
+struct RopeShape {
+    uint32_t n_rot = 0;             // rotated dimensions of a head
+    bool neox = false;              // pairs (i, i + n_rot/2) instead of (2i, 2i+1)
+    float base = 10000.0f;
+    float freq_scale = 1.0f;
+    const float* factors = nullptr; // per-pair frequency factors (rope_freqs), or null
+};
+
+// How the pass uses a weight: the operations a backend prepares it for.
+enum class WeightUse {
+    Embedding, // rows looked up by token id (and the output head when tied)
+    Matrix,    // a matrix–vector product
+    Vector,    // an f32 vector: norm weights and biases
+};
+// Every weight of the model the pass reads, once each (a tied output head is the embedding).
+void for_each_weight(const Model& model, const std::function<void(const TensorView&, WeightUse)>& fn);
+
+// A backend made of operations: forward(), read_kv() and project_to_vocab() are the shared pass.
+class LayeredBackend : public Backend {
+public:
+    const Model& model() const final { return *m_model; }
+    ForwardResult forward(const ForwardRequest& request) final;
+    KvReadback read_kv(uint32_t layer, uint32_t kv_head) const final;
+    std::vector<float> project_to_vocab(std::span<const float> residual) final;
+
+protected:
+    explicit LayeredBackend(std::shared_ptr<const Model> model);
+    // The rotary embedding of a layer (its frequency factors live here).
+    RopeShape rope_shape(uint32_t layer) const;
+    // The model's different rotary embeddings (by base and frequency scale), for backends that
+    // prepare a table for each.
+    std::vector<RopeShape> distinct_rope_shapes() const;
+
+    std::shared_ptr<const Model> m_model;
+
+    // ---- the operations -------------------------------------------------------------------------
+    // Throws Error when the backend can no longer compute (e.g. its device was lost).
+    virtual void ensure_usable() const = 0;
+    // The most tokens one chunk of this request may hold (the pass splits longer requests). Throws
+    // Error when not even one token's results fit the backend.
+    virtual uint32_t max_chunk_tokens(const ForwardRequest& request, uint32_t pos0) const = 0;
+    // Starts a chunk; its results go to `sink` (which outlives finish_chunk()).
+    virtual void begin_chunk(const ChunkPlan& plan, ChunkSink& sink) = 0;
+    // X = the embedding rows of `tokens`, times `scale`.
+    virtual void embed(std::span<const TokenId> tokens, float scale) = 0;
+    // X rows 0 … rows.size()/E − 1 = `rows` (the logit lens's input).
+    virtual void load_residual(std::span<const float> rows) = 0;
+    // out = rmsnorm(in) ⊙ weight over `n_rows` rows of `width` (out may be in).
+    virtual void rmsnorm(Act in, Act out, const TensorView& weight, uint32_t width, uint32_t n_rows, float eps) = 0;
+    // out[t] = w · in[t] for the chunk's rows (in has w.cols() floats per row, out w.rows()).
+    virtual void matmul(const TensorView& w, Act in, Act out, uint32_t n_rows, uint32_t order) = 0;
+    // x[t] += bias for every row (width = bias length).
+    virtual void add_bias(Act x, const TensorView& bias, uint32_t n_rows) = 0;
+    // Rotary embedding of every head of every row in place (row t at position pos0 + t), then × scale.
+    virtual void rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShape& rope, float scale) = 0;
+    // K and V rows of the chunk into the layer's cache at positions pos0 …, as F16.
+    virtual void store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim) = 0;
+    // Attn = softmax(Q·Kᵀ · scale + mask) · V with keys and values from the layer's cache; delivers
+    // the layer's queries and weights to the sink when `deliver` is set (a layer of the plan's
+    // attention_layers).
+    virtual void attention(const AttentionShape& shape, bool deliver) = 0;
+    // Gate = act(Gate) ⊙ Up over rows of `width` (GELU or SiLU).
+    virtual void glu(uint32_t width, uint32_t n_rows, bool gelu) = 0;
+    // X += O.
+    virtual void add_residual(uint32_t n_rows) = 0;
+    // Backends that hold the residual stream in host memory stop here with a message naming the
+    // layer when it holds NaN or infinity; others leave it to the logits check of the session.
+    virtual void check_finite(uint32_t layer, uint32_t pos0) = 0;
+    // Delivers X after `layer` to the sink.
+    virtual void deliver_residual(uint32_t layer) = 0;
+    // Final norm and output head of chunk rows [row0, row0 + n_rows) of X; logits to the sink.
+    virtual void output_head(const TensorView& norm, const TensorView& output, uint32_t row0, uint32_t n_rows, uint32_t order,
+                             float eps) = 0;
+    // Runs what was issued and delivers the rest of the chunk's results.
+    virtual void finish_chunk() = 0;
+    // Keys and values of positions [0, n) of one layer's KV head as f32 ([n][D] each); positions
+    // the cache no longer holds may have any value (the caller clears them).
+    virtual void read_cache(uint32_t layer, uint32_t kv_head, uint32_t n, std::vector<float>& keys,
+                            std::vector<float>& values) const = 0;
+
+private:
+    void run_layers(std::span<const TokenId> tokens, const ChunkPlan& plan);
+    std::vector<float> m_rope_factors;
+};
+
+} // namespace engine
