@@ -199,7 +199,7 @@ void MainWindow::buildModelBar()
     bar->addWidget(m_progress);
     m_cancel = new QPushButton(tr("Cancel"));
     m_cancel->hide();
-    connect(m_cancel, &QPushButton::clicked, m_engine, &EngineController::stop);
+    connect(m_cancel, &QPushButton::clicked, this, [this] { m_engine->cancel(m_load_request); }); // the load only
     bar->addWidget(m_cancel);
 }
 
@@ -295,7 +295,7 @@ void MainWindow::openModel(const QString& path)
     m_model_label->setText(tr("  Loading %1…").arg(QFileInfo(path).fileName().toHtmlEscaped()));
     m_model_path = path;
     const QStringList backend = savedBackend();
-    m_engine->loadModel(path, 0, 4096, backend.value(0, "cpu"), backend.value(1, "-1").toInt());
+    m_load_request = m_engine->loadModel(path, 0, 4096, backend.value(0, "cpu"), backend.value(1, "-1").toInt());
 }
 
 void MainWindow::showModel(const std::shared_ptr<const ModelSummary>& m)

@@ -90,6 +90,7 @@ private:
     QComboBox* m_backend = nullptr;
     bool m_devices_listed = false;
     QString m_model_path;
+    quint64 m_load_request = 0; // the load the Cancel button ends
     QPushButton* m_cancel = nullptr;
     QMenu* m_recent = nullptr;
     QMenu* m_view = nullptr;

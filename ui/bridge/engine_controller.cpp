@@ -19,16 +19,18 @@ EngineController::EngineController(QObject* parent) : QObject(parent)
     qRegisterMetaType<MachinePeaksUi>();
     qRegisterMetaType<std::shared_ptr<const AttentionSnapshot>>();
     m_thread.setObjectName("engine");
-    m_worker = new EngineWorker(m_cancel);
+    m_worker = new EngineWorker();
     m_worker->moveToThread(&m_thread);
     connect(&m_thread, &QThread::finished, m_worker, &QObject::deleteLater);
     connect(m_worker, &EngineWorker::loadProgress, this, &EngineController::loadProgress);
     connect(m_worker, &EngineWorker::modelLoaded, this, [this](std::shared_ptr<const ModelSummary> s) {
+        finished(m_load_request);
         m_model = s;
         setBusy(false);
         emit modelLoaded(std::move(s));
     });
     connect(m_worker, &EngineWorker::loadFailed, this, [this](const QString& m) {
+        finished(m_load_request);
         setBusy(false);
         emit loadFailed(m);
     });
@@ -37,18 +39,26 @@ EngineController::EngineController(QObject* parent) : QObject(parent)
     connect(m_worker, &EngineWorker::prefillProgress, this, &EngineController::prefillProgress);
     connect(m_worker, &EngineWorker::fitChecked, this, &EngineController::fitChecked);
     connect(m_worker, &EngineWorker::tokenized, this, &EngineController::tokenized);
-    connect(m_worker, &EngineWorker::stepperState, this, &EngineController::stepperState);
+    connect(m_worker, &EngineWorker::stepperState, this, [this](std::shared_ptr<const StepperState> s) {
+        finished(s->request_id);
+        emit stepperState(std::move(s));
+    });
     connect(m_worker, &EngineWorker::kvChanged, this, &EngineController::kvChanged);
     connect(m_worker, &EngineWorker::kvContents, this, &EngineController::kvContents);
     connect(m_worker, &EngineWorker::timelineChanged, this, &EngineController::timelineChanged);
     connect(m_worker, &EngineWorker::machineProbed, this, &EngineController::machineProbed);
     connect(m_worker, &EngineWorker::turnsCounted, this, &EngineController::turnsCounted);
-    connect(m_worker, &EngineWorker::attentionReady, this, &EngineController::attentionReady);
+    connect(m_worker, &EngineWorker::attentionReady, this, [this](std::shared_ptr<const AttentionSnapshot> s) {
+        finished(s->request_id);
+        emit attentionReady(std::move(s));
+    });
     connect(m_worker, &EngineWorker::replyFinished, this, [this](std::shared_ptr<const ReplyStats> s) {
+        finished(s->request_id);
         setBusy(false);
         emit replyFinished(std::move(s));
     });
     connect(m_worker, &EngineWorker::replyFailed, this, [this](quint64 id, const QString& m) {
+        finished(id);
         setBusy(false);
         emit replyFailed(id, m);
     });
@@ -57,9 +67,22 @@ EngineController::EngineController(QObject* parent) : QObject(parent)
 
 EngineController::~EngineController()
 {
-    m_cancel->store(true); // a running reply ends at the next token
+    stop(); // a running request ends at its next check, the queued ones without running
     m_thread.quit();
     m_thread.wait();
+}
+
+template <typename Call> void EngineController::post(Call call)
+{
+    QMetaObject::invokeMethod(m_worker, [worker = m_worker, call = std::move(call)]() mutable { call(*worker); },
+                              Qt::QueuedConnection);
+}
+
+CancelToken EngineController::track(quint64 request_id)
+{
+    auto token = std::make_shared<std::atomic<bool>>(false);
+    m_cancellable[request_id] = token;
+    return token;
 }
 
 void EngineController::setBusy(bool busy)
@@ -70,100 +93,109 @@ void EngineController::setBusy(bool busy)
     }
 }
 
-void EngineController::loadModel(const QString& path, int threads, quint32 n_ctx, const QString& backend, int device)
+void EngineController::stop()
 {
-    m_cancel->store(false);
+    for (auto& [id, token] : m_cancellable)
+        token->store(true);
+}
+
+void EngineController::cancel(quint64 request_id)
+{
+    if (auto it = m_cancellable.find(request_id); it != m_cancellable.end())
+        it->second->store(true);
+}
+
+quint64 EngineController::loadModel(const QString& path, int threads, quint32 n_ctx, const QString& backend, int device)
+{
+    const quint64 id = nextId();
+    m_load_request = id;
     setBusy(true);
-    QMetaObject::invokeMethod(m_worker, "loadModel", Qt::QueuedConnection, Q_ARG(QString, path), Q_ARG(int, threads),
-                              Q_ARG(quint32, n_ctx), Q_ARG(QString, backend), Q_ARG(int, device));
+    post([path, threads, n_ctx, backend, device, cancel = track(id), gate = m_gate](EngineWorker& w) {
+        w.loadModel(path, threads, n_ctx, backend, device, cancel, gate);
+    });
+    return id;
 }
 
 quint64 EngineController::sendChat(std::vector<ChatTurn> turns, const SamplingSettings& sampling)
 {
     ChatRequest request;
-    request.id = m_next_request++;
+    request.id = nextId();
     request.turns = std::move(turns);
     request.sampling = sampling;
     setBusy(true);
-    QMetaObject::invokeMethod(m_worker, "generateReply", Qt::QueuedConnection,
-                              Q_ARG(tokenscope::ui::ChatRequest, request));
+    post([request, cancel = track(request.id)](EngineWorker& w) { w.generateReply(request, cancel); });
     return request.id;
 }
 
-void EngineController::stop() { m_cancel->store(true); }
-
 quint64 EngineController::tokenize(const QString& text)
 {
-    const quint64 id = m_next_request++;
-    QMetaObject::invokeMethod(m_worker, "tokenize", Qt::QueuedConnection, Q_ARG(quint64, id), Q_ARG(QString, text));
+    const quint64 id = nextId();
+    post([id, text](EngineWorker& w) { w.tokenize(id, text); });
     return id;
 }
 
 quint64 EngineController::stepperStart(const QString& prompt, const StepperSettings& settings)
 {
-    const quint64 id = m_next_request++;
-    m_cancel->store(false);
-    QMetaObject::invokeMethod(m_worker, "stepperStart", Qt::QueuedConnection, Q_ARG(quint64, id), Q_ARG(QString, prompt),
-                              Q_ARG(tokenscope::ui::StepperSettings, settings));
+    const quint64 id = nextId();
+    post([id, prompt, settings, cancel = track(id)](EngineWorker& w) { w.stepperStart(id, prompt, settings, cancel); });
     return id;
 }
 
 quint64 EngineController::stepperStep(const StepperSettings& settings, int forced_token)
 {
-    const quint64 id = m_next_request++;
-    QMetaObject::invokeMethod(m_worker, "stepperStep", Qt::QueuedConnection, Q_ARG(quint64, id),
-                              Q_ARG(tokenscope::ui::StepperSettings, settings), Q_ARG(int, forced_token));
+    const quint64 id = nextId();
+    post([id, settings, forced_token](EngineWorker& w) { w.stepperStep(id, settings, forced_token); });
     return id;
 }
 
 quint64 EngineController::stepperBack(const StepperSettings& settings)
 {
-    const quint64 id = m_next_request++;
-    QMetaObject::invokeMethod(m_worker, "stepperBack", Qt::QueuedConnection, Q_ARG(quint64, id),
-                              Q_ARG(tokenscope::ui::StepperSettings, settings));
+    const quint64 id = nextId();
+    post([id, settings](EngineWorker& w) { w.stepperBack(id, settings); });
     return id;
 }
 
 quint64 EngineController::readKv(int layer, int kv_head)
 {
-    const quint64 id = m_next_request++;
-    QMetaObject::invokeMethod(m_worker, "readKv", Qt::QueuedConnection, Q_ARG(quint64, id), Q_ARG(int, layer), Q_ARG(int, kv_head));
+    const quint64 id = nextId();
+    post([id, layer, kv_head](EngineWorker& w) { w.readKv(id, layer, kv_head); });
     return id;
 }
 
-void EngineController::probeMachine() { QMetaObject::invokeMethod(m_worker, "probeMachine", Qt::QueuedConnection); }
+void EngineController::probeMachine()
+{
+    post([](EngineWorker& w) { w.probeMachine(); });
+}
 
 quint64 EngineController::countTurns(const QStringList& roles, const QStringList& texts)
 {
-    const quint64 id = m_next_request++;
-    QMetaObject::invokeMethod(m_worker, "countTurns", Qt::QueuedConnection, Q_ARG(quint64, id), Q_ARG(QStringList, roles),
-                              Q_ARG(QStringList, texts));
+    const quint64 id = nextId();
+    post([id, roles, texts](EngineWorker& w) { w.countTurns(id, roles, texts); });
     return id;
 }
 
 quint64 EngineController::captureAttention(const QString& text, bool current_sequence, const QList<int>& layers)
 {
-    const quint64 id = m_next_request++;
-    QMetaObject::invokeMethod(m_worker, "captureAttention", Qt::QueuedConnection, Q_ARG(quint64, id), Q_ARG(QString, text),
-                              Q_ARG(bool, current_sequence), Q_ARG(QList<int>, layers));
+    const quint64 id = nextId();
+    post([id, text, current_sequence, layers, cancel = track(id)](EngineWorker& w) {
+        w.captureAttention(id, text, current_sequence, layers, cancel);
+    });
     return id;
 }
 
 quint64 EngineController::checkFit(std::vector<ChatTurn> turns, const SamplingSettings& sampling)
 {
     ChatRequest request;
-    request.id = m_next_request++;
+    request.id = nextId();
     request.turns = std::move(turns);
     request.sampling = sampling;
-    QMetaObject::invokeMethod(m_worker, "checkFit", Qt::QueuedConnection, Q_ARG(tokenscope::ui::ChatRequest, request));
+    post([request](EngineWorker& w) { w.checkFit(request); });
     return request.id;
 }
 
-void EngineController::setLoadGate(std::shared_ptr<LoadGate> gate) { m_worker->setLoadGate(std::move(gate)); }
-
 void EngineController::resetConversation()
 {
-    QMetaObject::invokeMethod(m_worker, "resetConversation", Qt::QueuedConnection);
+    post([](EngineWorker& w) { w.resetConversation(); });
 }
 
 } // namespace tokenscope::ui

@@ -5,16 +5,18 @@
 
 #include <QObject>
 #include <QThread>
-#include <atomic>
+#include <map>
 #include <memory>
 
 namespace tokenscope::ui {
 
 class EngineWorker;
 
-// The UI's handle on the engine thread: starts it, forwards requests as queued calls, re-emits
-// results on the UI thread, cancels through an atomic flag, and shuts down with stop → quit → wait.
-// Nothing here blocks on the engine.
+// The UI's handle on the engine thread: starts it, posts each request to the worker as a typed call
+// (checked at compile time), re-emits results on the UI thread and shuts down with cancel → quit →
+// wait. Nothing here blocks on the engine. Every cancellable request (a load, a chat reply, a
+// stepper prefill, an attention capture) gets its own cancel token: cancel(id) ends exactly that
+// request, queued or running; stop() ends every one outstanding.
 class EngineController : public QObject {
     Q_OBJECT
 public:
@@ -22,10 +24,11 @@ public:
     ~EngineController() override;
 
     // backend: "cpu", "vulkan" or "auto"; device: a Vulkan device index, -1 for the best.
-    void loadModel(const QString& path, int threads = 0, quint32 n_ctx = 4096, const QString& backend = "cpu", int device = -1);
+    quint64 loadModel(const QString& path, int threads = 0, quint32 n_ctx = 4096, const QString& backend = "cpu", int device = -1);
     quint64 sendChat(std::vector<ChatTurn> turns, const SamplingSettings& sampling);
-    void stop();                 // ends a running reply after the current token, or a load
-    void setLoadGate(std::shared_ptr<LoadGate> gate); // tests only
+    void stop();                // every outstanding cancellable request: a running one after its current token
+    void cancel(quint64 request_id); // that request only
+    void setLoadGate(std::shared_ptr<LoadGate> gate) { m_gate = std::move(gate); } // tests: goes with the next loads
     void resetConversation();
     quint64 checkFit(std::vector<ChatTurn> turns, const SamplingSettings& sampling);
     quint64 tokenize(const QString& text);
@@ -38,6 +41,8 @@ public:
     quint64 captureAttention(const QString& text, bool current_sequence, const QList<int>& layers);
     bool busy() const { return m_busy; }
     std::shared_ptr<const ModelSummary> model() const { return m_model; }
+    // Requests that can still be cancelled (tests).
+    std::size_t outstanding() const { return m_cancellable.size(); }
 
 signals:
     void loadProgress(int percent, const QString& what);
@@ -60,11 +65,19 @@ signals:
     void attentionReady(std::shared_ptr<const tokenscope::ui::AttentionSnapshot> snapshot);
 
 private:
+    // Runs `call(worker)` on the engine thread, after the requests posted before it.
+    template <typename Call> void post(Call call);
+    // A new request id, and for a cancellable request its token.
+    quint64 nextId() { return m_next_request++; }
+    CancelToken track(quint64 request_id);
+    void finished(quint64 request_id) { m_cancellable.erase(request_id); }
     void setBusy(bool busy);
 
     QThread m_thread;
     EngineWorker* m_worker = nullptr; // lives on m_thread, deleted when it finishes
-    std::shared_ptr<std::atomic<bool>> m_cancel = std::make_shared<std::atomic<bool>>(false);
+    std::map<quint64, CancelToken> m_cancellable;
+    std::shared_ptr<LoadGate> m_gate;
+    quint64 m_load_request = 0; // the load in progress, whose end the load signals report
     std::shared_ptr<const ModelSummary> m_model;
     quint64 m_next_request = 1;
     bool m_busy = false;

@@ -4,6 +4,7 @@
 #include <QMetaType>
 #include <QString>
 #include <QStringList>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -265,6 +266,10 @@ struct AttentionSnapshot {
         return nullptr;
     }
 };
+
+// Set by the UI thread to cancel one request, read by the engine thread (between tokens, batches
+// or stages): every cancellable request carries its own, so a Stop is never lost or misapplied.
+using CancelToken = std::shared_ptr<std::atomic<bool>>;
 
 // A test hook: when set, a model load stops at 50% of its progress until the test lets it go,
 // so that cancelling at that exact point can be checked.

@@ -87,12 +87,17 @@ std::vector<engine::ChatMessage> to_messages(const std::vector<ChatTurn>& turns)
 
 } // namespace
 
-EngineWorker::EngineWorker(std::shared_ptr<std::atomic<bool>> cancel) : m_cancel(std::move(cancel)) {}
+EngineWorker::EngineWorker() = default;
 
 EngineWorker::~EngineWorker() = default;
 
-void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx, const QString& backend_name, int device)
+void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx, const QString& backend_name, int device,
+                             CancelToken cancel, std::shared_ptr<LoadGate> gate)
 {
+    if (cancel->load()) {
+        emit loadFailed(tr("Loading was cancelled."));
+        return;
+    }
     emit loadProgress(5, tr("Opening %1").arg(QFileInfo(path).fileName()));
     try {
         // Before any weights are touched: would it fit in memory at this context?
@@ -104,11 +109,11 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx, co
         }
         auto model = engine::Model::load(path.toStdString());
         emit loadProgress(50, tr("Read %1 tensors").arg(model->file().tensors().size()));
-        if (m_gate) {
-            m_gate->reached();
-            m_gate->wait();
+        if (gate) {
+            gate->reached();
+            gate->wait();
         }
-        if (m_cancel->load()) {
+        if (cancel->load()) {
             spdlog::info("load of {} cancelled", path.toStdString());
             emit loadFailed(tr("Loading was cancelled."));
             return; // the partly loaded model is released here
@@ -197,14 +202,21 @@ void EngineWorker::resetConversation()
     }
 }
 
-void EngineWorker::generateReply(const ChatRequest& request)
+void EngineWorker::generateReply(const ChatRequest& request, CancelToken cancel)
 {
     if (!m_session) {
         emit replyFailed(request.id, tr("No model is loaded: open a GGUF file first."));
         return;
     }
-    m_cancel->store(false);
     emit replyStarted(request.id);
+    if (cancel->load()) { // stopped while it waited in the queue: nothing runs
+        auto stats = std::make_shared<ReplyStats>();
+        stats->request_id = request.id;
+        stats->cancelled = true;
+        stats->stop_reason = tr("stopped by you");
+        emit replyFinished(std::move(stats));
+        return;
+    }
     try {
         const auto& tokenizer = m_model->tokenizer();
         const int reserve = std::max(16, request.sampling.max_tokens);
@@ -220,7 +232,7 @@ void EngineWorker::generateReply(const ChatRequest& request)
         engine::GenerationOptions options;
         options.max_tokens = static_cast<uint32_t>(request.sampling.max_tokens);
         options.stop_strings = chat.stop_strings;
-        options.cancel = m_cancel.get();
+        options.cancel = cancel.get();
         options.on_prefill_progress = [&](uint32_t done, uint32_t total) {
             record();
             emit prefillProgress(request.id, int(done), int(total));

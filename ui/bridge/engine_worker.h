@@ -17,25 +17,27 @@ class Stepper;
 
 namespace tokenscope::ui {
 
-// Lives on the engine thread and owns the model and its session. Requests arrive as queued slot
-// calls; results leave as queued signals carrying immutable snapshots. Cancellation does not go
-// through the event loop: the controller sets an atomic flag the generation loop checks per token.
+// Lives on the engine thread and owns the model and its session. Requests arrive as calls the
+// controller posts to this thread; results leave as queued signals carrying immutable snapshots.
+// Cancellation does not go through the event loop: each cancellable request carries its own
+// token, checked before it starts and between its tokens or batches. Only the engine thread
+// touches this object after construction.
 class EngineWorker : public QObject {
     Q_OBJECT
 public:
-    explicit EngineWorker(std::shared_ptr<std::atomic<bool>> cancel);
-    void setLoadGate(std::shared_ptr<LoadGate> gate) { m_gate = std::move(gate); }
+    EngineWorker();
     ~EngineWorker() override;
 
-public slots:
-    void loadModel(const QString& path, int threads, quint32 n_ctx, const QString& backend, int device);
-    void generateReply(const tokenscope::ui::ChatRequest& request);
+    // `gate` (tests) pauses the load at 50%.
+    void loadModel(const QString& path, int threads, quint32 n_ctx, const QString& backend, int device, CancelToken cancel,
+                   std::shared_ptr<LoadGate> gate);
+    void generateReply(const tokenscope::ui::ChatRequest& request, CancelToken cancel);
     void resetConversation();
     // Would this conversation (with the draft) fit the context? Answers with fitChecked.
     void checkFit(const tokenscope::ui::ChatRequest& request);
     void tokenize(quint64 request_id, const QString& text);
     // The decode stepper: each answers with one stepperState.
-    void stepperStart(quint64 request_id, const QString& prompt, const tokenscope::ui::StepperSettings& settings);
+    void stepperStart(quint64 request_id, const QString& prompt, const tokenscope::ui::StepperSettings& settings, CancelToken cancel);
     void stepperStep(quint64 request_id, const tokenscope::ui::StepperSettings& settings, int forced_token);
     void stepperBack(quint64 request_id, const tokenscope::ui::StepperSettings& settings);
     // The KV cache's contents for one layer and KV head: answers with kvContents.
@@ -47,7 +49,8 @@ public slots:
     // Attention of the given layers (all their heads; every layer when layers is empty) over a
     // text, or over the model's current sequence (chat or stepper) when text is null: one forward
     // pass on a separate session, so the chat's cache is left alone. Answers with attentionReady.
-    void captureAttention(quint64 request_id, const QString& text, bool current_sequence, const QList<int>& layers);
+    void captureAttention(quint64 request_id, const QString& text, bool current_sequence, const QList<int>& layers,
+                          CancelToken cancel);
 
 signals:
     void loadProgress(int percent, const QString& what);
@@ -81,7 +84,6 @@ private:
     void record();
     bool snapshotFromRecording(AttentionSnapshot& s, const QList<int>& layers, int prompt_length);
 
-    std::shared_ptr<std::atomic<bool>> m_cancel;
     std::shared_ptr<const engine::Model> m_model;
     std::unique_ptr<engine::Session> m_session;
     std::unique_ptr<engine::Stepper> m_stepper;
@@ -90,7 +92,6 @@ private:
     std::vector<int32_t> m_stepper_tokens; // the sequence the stepper left; the chat may have changed it since
     double m_stepper_tokenize_ms = 0.0;
     int m_last_prompt_tokens = 0; // of the last chat request, for the KV views' prompt/generated marks
-    std::shared_ptr<LoadGate> m_gate;
     int m_threads = 0;
     quint32 m_n_ctx = 0;
 };

@@ -75,12 +75,18 @@ constexpr int kMaxAttentionTokens = 2048;
 
 } // namespace
 
-void EngineWorker::captureAttention(quint64 request_id, const QString& text, bool current_sequence, const QList<int>& layers)
+void EngineWorker::captureAttention(quint64 request_id, const QString& text, bool current_sequence, const QList<int>& layers,
+                                    CancelToken cancel)
 {
     auto s = std::make_shared<AttentionSnapshot>();
     s->request_id = request_id;
     s->source = current_sequence ? "sequence" : "prompt";
     s->text = text;
+    if (cancel->load()) { // stopped while it waited in the queue: nothing runs
+        s->error = tr("Stopped before it started.");
+        emit attentionReady(std::move(s));
+        return;
+    }
     if (!m_model) {
         s->error = tr("No model is loaded: open a GGUF file first.");
         emit attentionReady(std::move(s));

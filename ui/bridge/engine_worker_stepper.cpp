@@ -54,8 +54,12 @@ bool EngineWorker::stepperIsCurrent(quint64 request_id)
     return true;
 }
 
-void EngineWorker::stepperStart(quint64 request_id, const QString& prompt, const StepperSettings& settings)
+void EngineWorker::stepperStart(quint64 request_id, const QString& prompt, const StepperSettings& settings, CancelToken cancel)
 {
+    if (cancel->load()) { // stopped while it waited in the queue: nothing runs
+        emitStepperError(request_id, tr("Prefill cancelled before it started."));
+        return;
+    }
     if (!m_session) {
         emitStepperError(request_id, tr("No model is loaded: open a GGUF file first."));
         return;
@@ -75,7 +79,7 @@ void EngineWorker::stepperStart(quint64 request_id, const QString& prompt, const
         const auto report = m_stepper->start(ids, stop_condition(*m_model, settings), [&](uint32_t done, uint32_t total) {
             record();
             emit prefillProgress(request_id, int(done), int(total));
-            return !m_cancel->load();
+            return !cancel->load();
         });
         m_stepper_tokens = m_session->tokens();
         if (report.cancelled) {

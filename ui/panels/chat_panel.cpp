@@ -372,7 +372,7 @@ void ChatPanel::startReply()
     updateButtons();
 }
 
-void ChatPanel::stop() { m_engine->stop(); }
+void ChatPanel::stop() { m_engine->cancel(m_request); } // this reply only: a capture queued behind it still runs
 
 void ChatPanel::regenerate()
 {
