@@ -122,13 +122,13 @@ install_tokenizers() {
 }
 
 # ---- builds ------------------------------------------------------------------------------------
-# configure DIR ARGS...: configures DIR unless it already has a build system. A configure that failed
-# left a CMake cache (with the failed look-ups in it) and no build.ninja: that cache goes, so the next
-# run configures afresh instead of stopping at "ninja: error: loading 'build.ninja'".
+# configure DIR ARGS...: configures DIR with ARGS (a tree that has a build system keeps its cache and
+# takes the options this script now gives). A configure that failed left a CMake cache (with the
+# failed look-ups in it) and no build.ninja: that cache goes, so the next run configures afresh
+# instead of stopping at "ninja: error: loading 'build.ninja'".
 configure() {
   local dir="$1"; shift
-  [ -f "$dir/build.ninja" ] && return 0
-  rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles"
+  [ -f "$dir/build.ninja" ] || rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles"
   if ! cmake -S "$ROOT" -B "$dir" -G Ninja "$@"; then
     rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles" "$dir/build.ninja"
     echo "error: configuring $dir failed (see above); fix the cause and run this script again" >&2
@@ -139,12 +139,21 @@ build_release() {
   configure "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTOKENSCOPE_WERROR=ON -DTOKENSCOPE_CUDA=OFF
   cmake --build "$BUILD" -j "$JOBS"
 }
-# Engine-only clang tree: AddressSanitizer + UndefinedBehaviorSanitizer for the engine tests, and libFuzzer.
+# The clang tree: everything (engine, Vulkan backend, desktop app, CLI, every suite) under
+# AddressSanitizer + UndefinedBehaviorSanitizer, and the libFuzzer targets.
 build_sanitize() {
   CC=clang CXX=clang++ configure "$SANITIZE_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DTOKENSCOPE_ENGINE_ONLY=ON -DTOKENSCOPE_SANITIZE=ON -DTOKENSCOPE_FUZZ=ON -DTOKENSCOPE_WERROR=ON \
-    -DTOKENSCOPE_VULKAN=OFF -DTOKENSCOPE_CUDA=OFF
+    -DTOKENSCOPE_ENGINE_ONLY=OFF -DTOKENSCOPE_SANITIZE=ON -DTOKENSCOPE_FUZZ=ON -DTOKENSCOPE_WERROR=ON \
+    -DTOKENSCOPE_VULKAN=ON -DTOKENSCOPE_CUDA=OFF
   cmake --build "$SANITIZE_BUILD" -j "$JOBS"
+}
+# The desktop-app suites under the sanitizers run on small random-weight models that carry the real
+# models' tokenizers and templates (the real-model suites run in the Release tree): written by the
+# sanitizer tree's own CLI.
+write_small_models() {
+  local dir="$SANITIZE_BUILD/small-models"; mkdir -p "$dir"
+  "$SANITIZE_BUILD/app/tokenscope-cli" make-test-model --arch gemma3 --vocab "$DEFAULT_MODEL_LINK" -o "$dir/gemma3-small.gguf"
+  "$SANITIZE_BUILD/app/tokenscope-cli" make-test-model --arch qwen2 --vocab "$CHAT_MODEL" -o "$dir/qwen2-small.gguf"
 }
 
 # tests/scripts/test_setup_recovery.sh sources the functions above without running anything.
@@ -181,10 +190,16 @@ case "$MODE" in
     # A failure is reported at the end, just before the closing ctest line; the other stages still run.
     package_rc=0
     bash "$ROOT/packaging/test_package.sh" "$BUILD" 2>&1 | tee "$LOG_DIR/package.log" || package_rc=$?
-    stage "Sanitizer + fuzzer build (clang, engine only)"; build_sanitize
-    stage "Tests under ASan/UBSan (all but the minutes-long model runs), then the fuzzers"
-    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      ctest --test-dir "$SANITIZE_BUILD" --output-on-failure -L "engine|fuzz" -LE model 2>&1 | tee "$LOG_DIR/ctest-sanitize.log"
+    stage "Sanitizer + fuzzer build (clang: engine, Vulkan, desktop app, CLI)"; build_sanitize
+    stage "Tests under ASan/UBSan with leak detection (all but the minutes-long model runs), then the fuzzers"
+    # Leaks are reported for our code; the suppression file names third-party libraries only.
+    export ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/lsan.supp:print_suppressions=0"
+    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    ctest --test-dir "$SANITIZE_BUILD" --output-on-failure -L "engine|cli|fuzz" -LE model 2>&1 | tee "$LOG_DIR/ctest-sanitize.log"
+    stage "Desktop-app tests under ASan/UBSan, on small models with the real tokenizers"
+    write_small_models
+    TOKENSCOPE_MODEL="$SANITIZE_BUILD/small-models/gemma3-small.gguf" TOKENSCOPE_CHAT_MODEL="$SANITIZE_BUILD/small-models/qwen2-small.gguf" \
+      ctest --test-dir "$SANITIZE_BUILD" --output-on-failure -L ui -LE model 2>&1 | tee "$LOG_DIR/ctest-sanitize-ui.log"
     # How many inputs each fuzzer ran (libFuzzer's final stats, from ctest's full log).
     awk '/^[0-9]+\/[0-9]+ Test: fuzz_/ { name = $3 } /stat::number_of_executed_units/ { print "  " name ": " $2 " executions" }' \
       "$SANITIZE_BUILD/Testing/Temporary/LastTest.log" || true

@@ -36,8 +36,11 @@ expect "…and builds" bash -c 'cmake --build "$1" > "$2" 2>&1' _ "$T/build" "$T
 mkdir -p "$T/build2"; echo "CMAKE_HOME_DIRECTORY:INTERNAL=/nonexistent" > "$T/build2/CMakeCache.txt"
 configure "$T/build2" > "$T/log" 2>&1
 expect "a stale cache without build.ninja is configured over" test -f "$T/build2/build.ninja"
-configure "$T/build" > "$T/log" 2>&1
-expect "a configured tree is left as it is (nothing printed)" test ! -s "$T/log"
+# A configured tree keeps its cache and takes the options the script now gives (an older tree
+# configured with other options is brought up to date).
+configure "$T/build" -DTOKENSCOPE_TEST_OPTION=on > "$T/log" 2>&1
+expect "a configured tree takes new options" grep -q "^TOKENSCOPE_TEST_OPTION:UNINITIALIZED=on" "$T/build/CMakeCache.txt"
+expect "…and still builds" bash -c 'cmake --build "$1" > "$2" 2>&1' _ "$T/build" "$T/log"
 
 # ---- the chat model's join ------------------------------------------------------------------------
 CHAT_MODEL_PARTS="$T/site"

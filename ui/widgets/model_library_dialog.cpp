@@ -43,7 +43,7 @@ ModelLibraryDialog::ModelLibraryDialog(const QStringList& recent, QWidget* paren
     };
     connect(buttons, &QDialogButtonBox::accepted, this, accept_current);
     connect(m_tree, &QTreeWidget::itemDoubleClicked, this, accept_current);
-    connect(m_tree, &QTreeWidget::currentItemChanged, this, [this, buttons](QTreeWidgetItem* item) {
+    connect(m_tree, &QTreeWidget::currentItemChanged, this, [buttons](QTreeWidgetItem* item) {
         buttons->button(QDialogButtonBox::Open)->setEnabled(item && !item->data(0, Qt::UserRole).toString().isEmpty());
     });
 
