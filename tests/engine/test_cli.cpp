@@ -46,6 +46,7 @@ private slots:
     void chatJsonIsThePanelsPrompt();
     void absurdFlagsAreClampedOrRefused();
     void benchPrintsBothTests();
+    void gigabyteNameIsRefused();
     void errorsGoToStderr_data();
     void errorsGoToStderr();
 };
@@ -243,6 +244,16 @@ void TestCli::benchPrintsBothTests()
     QVERIFY(j["pp"].toObject()["tokens_per_second"].toDouble() > 0);
     QVERIFY(j["tg"].toObject()["tokens_per_second"].toDouble() > 0);
     QCOMPARE(j["pp"].toObject()["n"].toInt(), 32);
+}
+
+void TestCli::gigabyteNameIsRefused()
+{
+    QTemporaryDir dir;
+    const QString file = dir.filePath("long-name.gguf");
+    QVERIFY(testsupport::write_gguf_with_long_name(file.toStdString(), 1ull << 30));
+    const Run r = cli({"info", file});
+    QCOMPARE(r.exit_code, 1);
+    QVERIFY2(r.err.contains("string value of 'general.name' has length 1073741824, more than the limit"), qPrintable(r.err));
 }
 
 void TestCli::errorsGoToStderr_data()

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "gguf_builder.h"
 
+#include <filesystem>
 #include <fstream>
 
 namespace testsupport {
@@ -116,6 +117,24 @@ bool write_file(const std::string& path, const std::vector<uint8_t>& bytes)
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
     f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
     return static_cast<bool>(f);
+}
+
+bool write_gguf_with_long_name(const std::string& path, uint64_t name_length)
+{
+    GgufBuilder b;
+    b.add_string("general.architecture", "llama");
+    b.add_string("general.name", "");
+    std::map<std::string, std::size_t> marks;
+    std::vector<uint8_t> bytes = b.build(&marks);
+    // The empty name is the file's last value: its length field is the last 8 bytes before the
+    // (empty) tensor data; the name's bytes then run to the end of the file.
+    bytes.resize(marks.at("kv1.value") + 8);
+    patch<uint64_t>(bytes, marks.at("kv1.value"), name_length);
+    if (!write_file(path, bytes))
+        return false;
+    std::error_code ec;
+    std::filesystem::resize_file(path, bytes.size() + name_length, ec);
+    return !ec;
 }
 
 } // namespace testsupport

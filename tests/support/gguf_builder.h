@@ -88,4 +88,9 @@ template <typename T> void patch(std::vector<uint8_t>& bytes, std::size_t offset
 // Writes bytes to a file; returns false on failure.
 bool write_file(const std::string& path, const std::vector<uint8_t>& bytes);
 
+// A GGUF whose general.name really is `name_length` bytes long (after general.architecture =
+// "llama"), the name's bytes a hole in a sparse file, so that a 1 GiB name costs no disk or memory
+// to write. The file ends with the name. Returns false on failure.
+bool write_gguf_with_long_name(const std::string& path, uint64_t name_length);
+
 } // namespace testsupport

@@ -1,25 +1,60 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // Cancelling a model load at a fixed point: a gate pauses the load at 50% of its progress (the test
 // asserts it got there), Cancel is pressed, the load ends with a clear message, and the app stays
-// usable: the same model loads and answers afterwards. CI also runs this suite under valgrind's
-// memcheck, which fails on any definitely lost memory.
+// usable: the same model loads and answers afterwards. A file with a 1 GiB general.name is refused
+// by name without the process copying it. CI also runs this suite under valgrind's memcheck, which
+// fails on any definitely lost memory.
 #include "bridge/engine_controller.h"
+#include "gguf_builder.h"
 #include "test_paths.h"
 
 #include <QFile>
+#include <QFileInfo>
 #include <QSemaphore>
 #include <QTemporaryDir>
 #include <QSignalSpy>
 #include <QTest>
+#include <sys/resource.h>
 
 using namespace tokenscope::ui;
 
 class TestLoadCancel : public QObject {
     Q_OBJECT
 private slots:
+    // First: the process's peak resident memory is still small, so a copy of the name would show.
+    void gigabyteNameIsRefusedWithoutACopy();
     void cancelAtHalfwayThenLoadAgain();
     void badFileShowsTheLoaderMessage();
 };
+
+namespace {
+long peak_rss_kib()
+{
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss;
+}
+} // namespace
+
+void TestLoadCancel::gigabyteNameIsRefusedWithoutACopy()
+{
+    QTemporaryDir dir;
+    const QString file = dir.filePath("long-name.gguf");
+    QVERIFY(testsupport::write_gguf_with_long_name(file.toStdString(), 1ull << 30));
+    QVERIFY(QFileInfo(file).size() > qint64(1) << 30);
+    EngineController engine;
+    QSignalSpy failed(&engine, &EngineController::loadFailed);
+    const long before = peak_rss_kib();
+    engine.loadModel(file);
+    QVERIFY(failed.wait(60000));
+    const QString message = failed.last().at(0).toString();
+    QVERIFY2(message.contains("general.name") && message.contains("1073741824") && message.contains("limit"),
+             qPrintable(message));
+    // The old loader read the whole string (and the GUI copied it several times: 10.6 GB).
+    const long grown_mib = (peak_rss_kib() - before) / 1024;
+    QVERIFY2(grown_mib < 64, qPrintable(QString("peak resident memory grew by %1 MiB").arg(grown_mib)));
+    QVERIFY(!engine.busy());
+}
 
 void TestLoadCancel::badFileShowsTheLoaderMessage()
 {
