@@ -13,11 +13,12 @@ void add_backend_options(CLI::App* cmd, BackendArgs& a)
     cmd->add_option("--backend", a.backend, "Compute backend: cpu, vulkan or auto (a Vulkan GPU if there is one)")
         ->check(CLI::IsMember({"cpu", "vulkan", "auto"}, CLI::ignore_case))
         ->capture_default_str();
-    cmd->add_option("--device", a.device, "Vulkan device index (see `tokenscope-cli devices`; -1: the best one)")->capture_default_str();
+    cmd->add_option("--device", a.device, "Vulkan device index (see `tokenscope-cli devices`; -1: the best one)")
+        ->capture_default_str();
 }
 
-std::unique_ptr<engine::Backend> make_cli_backend(const BackendArgs& a, std::shared_ptr<const engine::Model> model, uint32_t n_ctx,
-                                                  int threads)
+std::unique_ptr<engine::Backend> make_cli_backend(const BackendArgs& a, std::shared_ptr<const engine::Model> model,
+                                                  uint32_t n_ctx, int threads)
 {
     if (threads > engine::max_thread_count()) {
         std::fprintf(stderr, "note: --threads %d is more than this machine's %d hardware threads; using %d\n", threads,

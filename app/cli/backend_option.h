@@ -15,5 +15,5 @@ struct BackendArgs {
 
 void add_backend_options(CLI::App* cmd, BackendArgs& a);
 // The backend asked for; a fallback to the CPU is reported on stderr.
-std::unique_ptr<engine::Backend> make_cli_backend(const BackendArgs& a, std::shared_ptr<const engine::Model> model, uint32_t n_ctx,
-                                                  int threads);
+std::unique_ptr<engine::Backend> make_cli_backend(const BackendArgs& a, std::shared_ptr<const engine::Model> model,
+                                                  uint32_t n_ctx, int threads);

@@ -2,8 +2,8 @@
 // `bench MODEL [-p 512] [-n 128] [--threads T] [--reps R]`: prefill and decode speed the way
 // llama-bench measures them (pp: one batch of p prompt tokens into an empty cache; tg: n tokens
 // decoded one at a time from an empty cache), mean ± standard deviation over R repetitions.
-#include "commands.h"
 #include "backend_option.h"
+#include "commands.h"
 #include "model_path.h"
 
 #include "backend/backend.h"
@@ -79,8 +79,9 @@ int run_bench(const BenchArgs& a)
             tg.push_back(a.n_gen / std::chrono::duration<double>(Clock::now() - t0).count());
         }
     }
-    const std::string backend_name = be.name().starts_with("CPU") ? fmt::format("{} {}", be.name(), engine::simd_level_name(engine::simd_level()))
-                                                                : be.name();
+    const std::string backend_name =
+        be.name().starts_with("CPU") ? fmt::format("{} {}", be.name(), engine::simd_level_name(engine::simd_level()))
+                                     : be.name();
     if (a.json) {
         nlohmann::ordered_json j{{"model", model->file().name()}, {"backend", backend_name}, {"reps", a.reps}};
         if (!pp.empty())
@@ -91,13 +92,15 @@ int run_bench(const BenchArgs& a)
         return 0;
     }
     const double gib = static_cast<double>(model->weight_bytes()) / (1024.0 * 1024.0 * 1024.0);
-    fmt::print("| {:<24} | {:>10} | {:>8} | {:<26} | {:>8} | {:>20} |\n", "model", "size", "params", "backend", "test", "t/s");
+    fmt::print("| {:<24} | {:>10} | {:>8} | {:<26} | {:>8} | {:>20} |\n", "model", "size", "params", "backend", "test",
+               "t/s");
     fmt::print("| {:-<24} | {:->10} | {:->8} | {:-<26} | {:->8} | {:->20} |\n", "", "", "", "", "", "");
     const std::string name = fmt::format("{} {}", model->config().architecture, model->config().name);
     auto row = [&](const std::string& test, const std::vector<double>& v) {
         const Stat s = stats(v);
-        fmt::print("| {:<24} | {:>6.2f} GiB | {:>6.1f} M | {:<26} | {:>8} | {:>12.2f} ± {:>5.2f} |\n", name.substr(0, 24),
-                   gib, static_cast<double>(model->parameter_count()) / 1e6, backend_name, test, s.mean, s.stddev);
+        fmt::print("| {:<24} | {:>6.2f} GiB | {:>6.1f} M | {:<26} | {:>8} | {:>12.2f} ± {:>5.2f} |\n",
+                   name.substr(0, 24), gib, static_cast<double>(model->parameter_count()) / 1e6, backend_name, test,
+                   s.mean, s.stddev);
     };
     if (!pp.empty())
         row(fmt::format("pp{}", a.n_prompt), pp);
@@ -114,7 +117,8 @@ CommandRunner add_bench_command(CLI::App& app)
     auto a = std::make_shared<BenchArgs>();
     cmd->add_option("model", a->model, "GGUF file (default: the installed default model)");
     cmd->add_option("-m,--model", a->model, "GGUF file");
-    cmd->add_option("-p,--n-prompt", a->n_prompt, "Prompt tokens for the prefill test (0: skip)")->capture_default_str();
+    cmd->add_option("-p,--n-prompt", a->n_prompt, "Prompt tokens for the prefill test (0: skip)")
+        ->capture_default_str();
     cmd->add_option("-n,--n-gen", a->n_gen, "Tokens for the decode test (0: skip)")->capture_default_str();
     cmd->add_option("-t,--threads", a->threads, "Threads (0: all cores)")->capture_default_str();
     cmd->add_option("-r,--reps", a->reps, "Repetitions")->capture_default_str()->check(CLI::PositiveNumber);

@@ -2,8 +2,8 @@
 // `chat [MODEL] MESSAGE`: one chat turn through the model's chat template, built by the same code as
 // the chat panel's (engine::build_chat_prompt); prints the reply, or with --json the rendered prompt,
 // its tokens and the reply.
-#include "commands.h"
 #include "backend_option.h"
+#include "commands.h"
 #include "model_path.h"
 #include "sampling_option.h"
 
@@ -48,18 +48,21 @@ int run_chat(ChatArgs a)
         a.model = a.positional[0];
     const std::string message = a.positional.empty() ? std::string() : a.positional.back();
     if (message.find_first_not_of(" \t\r\n") == std::string::npos)
-        throw engine::Error("the message is empty: give one, e.g. tokenscope-cli chat \"What is the capital of France?\"");
+        throw engine::Error(
+            "the message is empty: give one, e.g. tokenscope-cli chat \"What is the capital of France?\"");
 
     const auto model = engine::Model::load(chat_model_path(a.model));
     if (engine::model_kind(model->file()) == engine::ModelKind::Base)
-        std::fprintf(stderr, "note: %s is a base model: it continues text rather than answering (the chat model is %s)\n",
+        std::fprintf(stderr,
+                     "note: %s is a base model: it continues text rather than answering (the chat model is %s)\n",
                      model->file().name().c_str(), engine::kChatModelFileName);
 
     std::vector<engine::ChatMessage> messages;
     if (!a.system.empty())
         messages.push_back({"system", a.system});
     messages.push_back({"user", message});
-    const engine::ChatPrompt chat = engine::build_chat_prompt(*model, messages, a.n_ctx, std::max<uint32_t>(16, a.n_predict));
+    const engine::ChatPrompt chat =
+        engine::build_chat_prompt(*model, messages, a.n_ctx, std::max<uint32_t>(16, a.n_predict));
     if (!chat.fit.fits)
         throw engine::Error(chat.fit.notice);
 
@@ -68,12 +71,13 @@ int run_chat(ChatArgs a)
     engine::GenerationOptions options;
     options.max_tokens = a.n_predict;
     options.stop_strings = chat.stop_strings;
-    const engine::GenerationTrace trace = engine::generate(session, sampler, chat.text, options, [&](std::string_view delta) {
-        if (!a.json) {
-            fmt::print("{}", delta);
-            std::fflush(stdout);
-        }
-    });
+    const engine::GenerationTrace trace =
+        engine::generate(session, sampler, chat.text, options, [&](std::string_view delta) {
+            if (!a.json) {
+                fmt::print("{}", delta);
+                std::fflush(stdout);
+            }
+        });
     if (!a.json) {
         fmt::print("\n");
         fmt::print(stderr, "{} prompt tokens, {} generated, decode {:.1f} tokens/s; stopped: {}\n", trace.prompt_tokens,
@@ -102,8 +106,9 @@ int run_chat(ChatArgs a)
 
 CommandRunner add_chat_command(CLI::App& app)
 {
-    auto* cmd = app.add_subcommand("chat", "One chat turn through the model's chat template (the chat panel's code path); "
-                                           "the model defaults to the installed chat model");
+    auto* cmd =
+        app.add_subcommand("chat", "One chat turn through the model's chat template (the chat panel's code path); "
+                                   "the model defaults to the installed chat model");
     auto a = std::make_shared<ChatArgs>();
     cmd->add_option("args", a->positional, "[MODEL] MESSAGE")->required()->expected(1, 2);
     cmd->add_option("-m,--model", a->model, "GGUF file (default: the chat model, else the default model)");

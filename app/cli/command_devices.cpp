@@ -18,8 +18,13 @@ CommandRunner add_devices_command(CLI::App& app)
         if (*json) {
             auto j = nlohmann::ordered_json::array();
             for (const auto& d : devices)
-                j.push_back({{"index", d.index}, {"name", d.name}, {"type", d.type}, {"driver", d.driver},
-                             {"device_local_bytes", d.device_local_bytes}, {"budget_bytes", d.budget_bytes}, {"usable", d.usable},
+                j.push_back({{"index", d.index},
+                             {"name", d.name},
+                             {"type", d.type},
+                             {"driver", d.driver},
+                             {"device_local_bytes", d.device_local_bytes},
+                             {"budget_bytes", d.budget_bytes},
+                             {"usable", d.usable},
                              {"why_not", d.why_not}});
             fmt::print("{}\n", j.dump(1));
             return 0;
@@ -35,9 +40,11 @@ CommandRunner add_devices_command(CLI::App& app)
             return 0;
         }
         for (const auto& d : devices) {
-            fmt::print("{}  {} ({})\n   driver  {}\n   memory  {:.0f} MiB device-local, {:.0f} MiB available\n   {}\n", d.index, d.name,
-                       d.type, d.driver, double(d.device_local_bytes) / 1048576.0, double(d.budget_bytes) / 1048576.0,
-                       d.usable ? std::string("usable: --backend vulkan --device ") + std::to_string(d.index) : "not usable: " + d.why_not);
+            fmt::print("{}  {} ({})\n   driver  {}\n   memory  {:.0f} MiB device-local, {:.0f} MiB available\n   {}\n",
+                       d.index, d.name, d.type, d.driver, double(d.device_local_bytes) / 1048576.0,
+                       double(d.budget_bytes) / 1048576.0,
+                       d.usable ? std::string("usable: --backend vulkan --device ") + std::to_string(d.index)
+                                : "not usable: " + d.why_not);
         }
         return 0;
     };

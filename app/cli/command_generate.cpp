@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // `generate MODEL -p PROMPT`: streams the continuation, then TTFT and speeds; `trace` writes the
 // same run as JSON (tokens, top candidates per step, timings, KV accounting, attention weights).
-#include "commands.h"
 #include "backend_option.h"
+#include "commands.h"
 #include "model_path.h"
 #include "sampling_option.h"
 
@@ -91,12 +91,13 @@ int run_generate(const GenerateArgs& a, bool trace_mode)
         fmt::print("{}", prompt);
         std::fflush(stdout);
     }
-    const engine::GenerationTrace trace = engine::generate(session, sampler, prompt, options, [&](std::string_view delta) {
-        if (!trace_mode) {
-            fmt::print("{}", delta);
-            std::fflush(stdout);
-        }
-    });
+    const engine::GenerationTrace trace =
+        engine::generate(session, sampler, prompt, options, [&](std::string_view delta) {
+            if (!trace_mode) {
+                fmt::print("{}", delta);
+                std::fflush(stdout);
+            }
+        });
     if (!trace_mode) {
         fmt::print("\n\n");
         fmt::print(stderr,
@@ -115,7 +116,9 @@ int run_generate(const GenerateArgs& a, bool trace_mode)
     j["model"] = model->file().name();
     j["prompt"] = prompt;
     j["prompt_tokens"] = trace.prompt_tokens;
-    j["timings_ms"] = {{"tokenize", trace.tokenize_ms}, {"prefill", trace.prefill.ms}, {"ttft", trace.ttft_ms},
+    j["timings_ms"] = {{"tokenize", trace.tokenize_ms},
+                       {"prefill", trace.prefill.ms},
+                       {"ttft", trace.ttft_ms},
                        {"detokenize", trace.detokenize_ms}};
     j["prefill_tokens_per_second"] = trace.prefill_tokens_per_second();
     j["decode_tokens_per_second"] = trace.decode_tokens_per_second();
@@ -123,19 +126,32 @@ int run_generate(const GenerateArgs& a, bool trace_mode)
     j["text"] = trace.text;
     auto& steps = j["steps"] = nlohmann::ordered_json::array();
     for (const auto& s : trace.steps) {
-        nlohmann::ordered_json st{{"step", s.step}, {"token", s.token}, {"piece", tok.token_to_piece(s.token)},
-                                  {"probability", s.probability}, {"ms", s.ms}, {"sample_ms", s.sample_ms},
-                                  {"detokenize_ms", s.detokenize_ms}, {"latency_ms", s.latency_ms}};
+        nlohmann::ordered_json st{{"step", s.step},
+                                  {"token", s.token},
+                                  {"piece", tok.token_to_piece(s.token)},
+                                  {"probability", s.probability},
+                                  {"ms", s.ms},
+                                  {"sample_ms", s.sample_ms},
+                                  {"detokenize_ms", s.detokenize_ms},
+                                  {"latency_ms", s.latency_ms}};
         auto& top = st["top"] = nlohmann::ordered_json::array();
         for (const auto& c : s.top)
-            top.push_back({{"id", c.id}, {"piece", tok.token_to_piece(c.id)}, {"probability", c.probability}, {"logit", c.logit}});
-        st["kv"] = {{"tokens_cached", s.kv.tokens_cached}, {"bytes_in_use", s.kv.bytes_in_use},
-                    {"bytes_allocated", s.kv.bytes_allocated}, {"blocks_allocated", s.kv.blocks_allocated}};
+            top.push_back({{"id", c.id},
+                           {"piece", tok.token_to_piece(c.id)},
+                           {"probability", c.probability},
+                           {"logit", c.logit}});
+        st["kv"] = {{"tokens_cached", s.kv.tokens_cached},
+                    {"bytes_in_use", s.kv.bytes_in_use},
+                    {"bytes_allocated", s.kv.bytes_allocated},
+                    {"blocks_allocated", s.kv.blocks_allocated}};
         steps.push_back(std::move(st));
     }
     auto& events = j["timeline"] = nlohmann::ordered_json::array();
     for (const auto& e : trace.events)
-        events.push_back({{"stage", engine::timeline_stage_name(e.stage)}, {"step", e.step}, {"begin_ns", e.begin_ns}, {"end_ns", e.end_ns}});
+        events.push_back({{"stage", engine::timeline_stage_name(e.stage)},
+                          {"step", e.step},
+                          {"begin_ns", e.begin_ns},
+                          {"end_ns", e.end_ns}});
     if (!capture.empty()) {
         std::vector<engine::TokenId> all = tok.encode_ids(prompt);
         for (const auto& s : trace.steps)
@@ -144,11 +160,16 @@ int run_generate(const GenerateArgs& a, bool trace_mode)
         replay.prefill(std::span<const engine::TokenId>(all).first(all.size() - 1), &capture);
         auto& att = j["attention"] = nlohmann::ordered_json::array();
         for (const auto& c : replay.last_captures()->attention)
-            att.push_back({{"layer", c.layer}, {"head", c.head}, {"kv_head", c.kv_head}, {"n_queries", c.n_queries},
-                           {"n_keys", c.n_keys}, {"weights", c.weights}});
+            att.push_back({{"layer", c.layer},
+                           {"head", c.head},
+                           {"kv_head", c.kv_head},
+                           {"n_queries", c.n_queries},
+                           {"n_keys", c.n_keys},
+                           {"weights", c.weights}});
     }
     // Whole or not at all: on a full disk this is an error (exit 1) and an older file stays as it was.
-    engine::write_file_atomically(a.json_out, j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
+    engine::write_file_atomically(a.json_out,
+                                  j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
     fmt::print("wrote {} ({} steps)\n", a.json_out, trace.steps.size());
     return 0;
 }

@@ -112,15 +112,24 @@ int run_info(const std::string& model_arg, bool json, bool all_metadata)
         j["layer_is_swa"] = config.layer_is_swa;
         auto& jt = j["tensors"] = nlohmann::ordered_json::array();
         for (const auto& t : file->tensors())
-            jt.push_back({{"name", t.name}, {"type", t.type.name}, {"shape", std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + std::max<uint32_t>(t.n_dims, 1))}, {"bytes", t.n_bytes}});
+            jt.push_back(
+                {{"name", t.name},
+                 {"type", t.type.name},
+                 {"shape", std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + std::max<uint32_t>(t.n_dims, 1))},
+                 {"bytes", t.n_bytes}});
         auto& jm = j["type_mix"] = nlohmann::ordered_json::object();
         for (const auto& [type, m] : mix)
             jm[type] = {{"tensors", m.first}, {"bytes", m.second}};
         if (vocab) {
-            j["tokenizer"] = {{"model", vocab->model_name}, {"pre", vocab->pre}, {"tokens", vocab->size()},
-                              {"merges", vocab->merge_rank.size()}, {"add_bos", vocab->add_bos},
-                              {"add_eos", vocab->add_eos}, {"add_space_prefix", vocab->add_space_prefix},
-                              {"bos", vocab->bos ? *vocab->bos : -1}, {"eos", vocab->eos ? *vocab->eos : -1},
+            j["tokenizer"] = {{"model", vocab->model_name},
+                              {"pre", vocab->pre},
+                              {"tokens", vocab->size()},
+                              {"merges", vocab->merge_rank.size()},
+                              {"add_bos", vocab->add_bos},
+                              {"add_eos", vocab->add_eos},
+                              {"add_space_prefix", vocab->add_space_prefix},
+                              {"bos", vocab->bos ? *vocab->bos : -1},
+                              {"eos", vocab->eos ? *vocab->eos : -1},
                               {"end_of_generation", vocab->end_of_generation},
                               {"chat_template", vocab->chat_template.has_value()}};
         } else {
@@ -143,7 +152,8 @@ int run_info(const std::string& model_arg, bool json, bool all_metadata)
     fmt::print("embedding         {}\n", config.n_embd);
     fmt::print("heads             {} (query), {} (key/value)\n", per_layer_string(config.n_head),
                per_layer_string(config.n_head_kv));
-    fmt::print("head dimension    {} (key), {} (value), {} rotated\n", config.head_dim_k, config.head_dim_v, config.n_rot);
+    fmt::print("head dimension    {} (key), {} (value), {} rotated\n", config.head_dim_k, config.head_dim_v,
+               config.n_rot);
     fmt::print("feed-forward      {}\n", per_layer_string(config.n_ff));
     fmt::print("context length    {}\n", config.n_ctx_train);
     fmt::print("vocabulary        {}\n", config.n_vocab);
@@ -175,12 +185,14 @@ int run_info(const std::string& model_arg, bool json, bool all_metadata)
     }
     fmt::print("\n");
     if (!unsupported.empty())
-        fmt::print("unsupported       {} tensors cannot be decoded, e.g. {}\n", unsupported.size(), unsupported.front());
+        fmt::print("unsupported       {} tensors cannot be decoded, e.g. {}\n", unsupported.size(),
+                   unsupported.front());
 
     fmt::print("\ntokenizer         ");
     if (vocab) {
-        fmt::print("{} ({}), {} tokens", vocab->model == engine::TokenizerModel::Spm ? "SentencePiece" : "byte-level BPE",
-                   vocab->model_name, vocab->size());
+        fmt::print("{} ({}), {} tokens",
+                   vocab->model == engine::TokenizerModel::Spm ? "SentencePiece" : "byte-level BPE", vocab->model_name,
+                   vocab->size());
         if (vocab->model == engine::TokenizerModel::Bpe)
             fmt::print(", {} merges, pre-tokenizer {}", vocab->merge_rank.size(), vocab->pre);
         fmt::print("\n                  BOS {} (add: {}), EOS {} (add: {}), space prefix: {}\n",
@@ -191,7 +203,8 @@ int run_info(const std::string& model_arg, bool json, bool all_metadata)
         for (auto id : vocab->end_of_generation)
             eog += (eog.empty() ? "" : " ") + vocab->tokens[static_cast<std::size_t>(id)];
         fmt::print("                  end of generation: {}\n", eog);
-        fmt::print("chat template     {}\n", vocab->chat_template ? fmt::format("present ({} bytes)", vocab->chat_template->size()) : "absent");
+        fmt::print("chat template     {}\n",
+                   vocab->chat_template ? fmt::format("present ({} bytes)", vocab->chat_template->size()) : "absent");
     } else {
         fmt::print("{}\n", tokenizer_summary);
     }
@@ -199,7 +212,8 @@ int run_info(const std::string& model_arg, bool json, bool all_metadata)
     if (all_metadata) {
         fmt::print("\nmetadata ({} keys)\n", file->metadata().size());
         for (const auto& e : file->metadata())
-            fmt::print("  {:<44} {:<6} {}\n", e.key, engine::gguf::value_type_name(e.value.type), e.value.to_display_string());
+            fmt::print("  {:<44} {:<6} {}\n", e.key, engine::gguf::value_type_name(e.value.type),
+                       e.value.to_display_string());
     }
 
     fmt::print("\n{:<4} {:<36} {:<7} {:<16} {:>12}\n", "#", "tensor", "type", "shape", "bytes");

@@ -62,7 +62,8 @@ CommandRunner add_make_test_model_command(CLI::App& app)
     cmd->add_option("--arch", a->arch, "Build a small model of this architecture (" + archs + ")");
     cmd->add_option("-o,--out", a->out, "Output GGUF file (written atomically)")->required();
     cmd->add_option("--seed", a->seed, "Random seed; the same seed gives a byte-identical file (default 1)");
-    cmd->add_option("--vocab", a->vocab, "With --arch: take every tokenizer.* key from this GGUF instead of the "
-                                         "built-in byte-level BPE");
+    cmd->add_option("--vocab", a->vocab,
+                    "With --arch: take every tokenizer.* key from this GGUF instead of the "
+                    "built-in byte-level BPE");
     return [a] { return run_make_test_model(*a); };
 }

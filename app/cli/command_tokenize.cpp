@@ -112,7 +112,8 @@ CommandRunner add_tokenize_command(CLI::App& app)
 {
     auto* cmd = app.add_subcommand("tokenize", "Split a text into tokens: pieces, ids and byte spans");
     auto a = std::make_shared<TokenizeArgs>();
-    cmd->add_option("args", a->positional, "[MODEL] TEXT (MODEL defaults to the installed default model)")->expected(0, 2);
+    cmd->add_option("args", a->positional, "[MODEL] TEXT (MODEL defaults to the installed default model)")
+        ->expected(0, 2);
     cmd->add_option("-m,--model", a->model, "GGUF file");
     cmd->add_option("-f,--file", a->file, "Read the text from a file (bytes as they are)");
     cmd->add_flag("--json", a->json, "Print JSON");

@@ -30,14 +30,15 @@ void check_forward_request(const ModelConfig& c, const ForwardRequest& request)
 void check_kv_head(const ModelConfig& c, uint32_t layer, uint32_t kv_head)
 {
     if (layer >= c.n_layer || kv_head >= c.n_head_kv[layer])
-        throw Error(fmt::format("no KV cache for layer {} KV head {} (the model has {} layers, {} KV heads)", layer, kv_head,
-                                c.n_layer, c.n_head_kv.empty() ? 0 : c.n_head_kv[0]));
+        throw Error(fmt::format("no KV cache for layer {} KV head {} (the model has {} layers, {} KV heads)", layer,
+                                kv_head, c.n_layer, c.n_head_kv.empty() ? 0 : c.n_head_kv[0]));
 }
 
 void check_residual_width(const ModelConfig& c, std::span<const float> residual)
 {
     if (residual.size() != c.n_embd)
-        throw Error(fmt::format("logit lens: a residual vector has {} values, the model's width is {}", residual.size(), c.n_embd));
+        throw Error(fmt::format("logit lens: a residual vector has {} values, the model's width is {}", residual.size(),
+                                c.n_embd));
 }
 
 void apply_final_softcap(const ModelConfig& c, std::span<float> logits)

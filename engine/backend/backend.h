@@ -34,13 +34,13 @@ struct AttentionCapture {
     uint32_t kv_head = 0;
     uint32_t first_position = 0; // position of the first query row
     uint32_t n_queries = 0;
-    uint32_t n_keys = 0;         // first_position + n_queries
+    uint32_t n_keys = 0; // first_position + n_queries
     uint32_t head_dim = 0;
-    float scale = 1.0f;          // applied to q·k before the softmax
-    std::vector<float> weights;  // [n_queries][n_keys] softmax output
-    std::vector<float> q;        // [n_queries][head_dim] post-RoPE query as used in q·k (F16-rounded)
-    std::vector<float> k;        // [n_keys][head_dim] cached keys (post-RoPE, F16); zeros where freed
-    std::vector<float> v;        // [n_keys][head_dim] cached values (F16); zeros where freed
+    float scale = 1.0f;         // applied to q·k before the softmax
+    std::vector<float> weights; // [n_queries][n_keys] softmax output
+    std::vector<float> q;       // [n_queries][head_dim] post-RoPE query as used in q·k (F16-rounded)
+    std::vector<float> k;       // [n_keys][head_dim] cached keys (post-RoPE, F16); zeros where freed
+    std::vector<float> v;       // [n_keys][head_dim] cached values (F16); zeros where freed
 };
 
 struct ForwardCaptures {
@@ -76,11 +76,11 @@ struct ForwardResult {
 };
 
 struct BackendMemory {
-    std::string device;          // "CPU", a GPU's name, …
+    std::string device; // "CPU", a GPU's name, …
     uint64_t weight_bytes = 0;
     uint64_t kv_bytes_allocated = 0;
     uint64_t scratch_bytes = 0;
-    uint64_t device_total = 0;   // memory the device has (RAM for the CPU)
+    uint64_t device_total = 0; // memory the device has (RAM for the CPU)
 };
 
 // A compute backend: weights uploaded once, a forward pass over a batch of new positions appended
@@ -124,8 +124,8 @@ struct QueryScaling {
 QueryScaling query_scaling(const Model& model);
 
 struct CpuBackendOptions {
-    int threads = 0;         // 0: all hardware threads
-    uint32_t n_ctx = 4096;   // positions the KV cache may hold (capped at the model's training context)
+    int threads = 0;       // 0: all hardware threads
+    uint32_t n_ctx = 4096; // positions the KV cache may hold (capped at the model's training context)
 };
 
 std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const Model> model, const CpuBackendOptions& options);

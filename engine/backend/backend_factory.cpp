@@ -14,9 +14,12 @@ namespace engine {
 std::string_view backend_kind_name(BackendKind kind)
 {
     switch (kind) {
-    case BackendKind::Cpu: return "cpu";
-    case BackendKind::Vulkan: return "vulkan";
-    case BackendKind::Auto: return "auto";
+    case BackendKind::Cpu:
+        return "cpu";
+    case BackendKind::Vulkan:
+        return "vulkan";
+    case BackendKind::Auto:
+        return "auto";
     }
     return "cpu";
 }

@@ -18,8 +18,8 @@ class Model;
 // what the panel sends.
 struct ChatPrompt {
     ChatStyle style;
-    FitResult fit;                      // fit.fits false: even the latest message does not fit (fit.notice says why)
-    std::string text;                   // render_chat(style, fit.kept, true); BOS not included
+    FitResult fit;    // fit.fits false: even the latest message does not fit (fit.notice says why)
+    std::string text; // render_chat(style, fit.kept, true); BOS not included
     std::vector<std::string> stop_strings;
 };
 

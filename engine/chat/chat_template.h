@@ -84,6 +84,9 @@ std::string render_chat(const ChatStyle& style, const std::vector<ChatMessage>& 
 // for Plain), for a StopCondition: a reply stops there even if the marker is not an
 // end-of-generation token of the vocabulary.
 std::vector<std::string> stop_strings(ChatFormat format);
-inline std::vector<std::string> stop_strings(const ChatStyle& style) { return stop_strings(style.format); }
+inline std::vector<std::string> stop_strings(const ChatStyle& style)
+{
+    return stop_strings(style.format);
+}
 
 } // namespace engine

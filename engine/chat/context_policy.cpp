@@ -93,8 +93,8 @@ std::string format_count(std::size_t n)
     return out;
 }
 
-FitResult fit_to_context(const std::vector<ChatMessage>& messages, const TokenCounter& count_tokens, const ChatStyle& style,
-                         std::size_t context_size, std::size_t reply_reserve)
+FitResult fit_to_context(const std::vector<ChatMessage>& messages, const TokenCounter& count_tokens,
+                         const ChatStyle& style, std::size_t context_size, std::size_t reply_reserve)
 {
     const Turns t = split_turns(messages);
     std::map<std::size_t, std::size_t> tokens_after; // dropped turns → prompt tokens, each counted once

@@ -30,8 +30,8 @@ struct FitResult {
 // message and the replies that follow it — are dropped whole, as few as possible. When even the
 // kept minimum does not fit, the result holds that minimum with fits = false and a notice naming
 // what it needs and what the context holds.
-FitResult fit_to_context(const std::vector<ChatMessage>& messages, const TokenCounter& count_tokens, const ChatStyle& style,
-                         std::size_t context_size, std::size_t reply_reserve);
+FitResult fit_to_context(const std::vector<ChatMessage>& messages, const TokenCounter& count_tokens,
+                         const ChatStyle& style, std::size_t context_size, std::size_t reply_reserve);
 
 // 2048 → "2,048": how notices write token counts.
 std::string format_count(std::size_t n);

@@ -11,9 +11,12 @@ namespace engine {
 std::string_view overflow_policy_name(OverflowPolicy policy)
 {
     switch (policy) {
-    case OverflowPolicy::DropOldest: return "drop oldest turns";
-    case OverflowPolicy::KeepSystemPrompt: return "keep system prompt, drop oldest turns";
-    case OverflowPolicy::SlidingWindow: return "sliding window";
+    case OverflowPolicy::DropOldest:
+        return "drop oldest turns";
+    case OverflowPolicy::KeepSystemPrompt:
+        return "keep system prompt, drop oldest turns";
+    case OverflowPolicy::SlidingWindow:
+        return "sliding window";
     }
     return "?";
 }

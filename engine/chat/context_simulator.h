@@ -22,21 +22,21 @@ enum class OverflowPolicy {
 std::string_view overflow_policy_name(OverflowPolicy policy);
 
 struct SimTurn {
-    std::string role;     // system | user | assistant
-    uint32_t tokens = 0;  // as rendered by the chat template, markers included
+    std::string role;    // system | user | assistant
+    uint32_t tokens = 0; // as rendered by the chat template, markers included
 };
 
 struct SimRequest {
-    uint32_t turn = 0;                 // the user turn that triggers it
-    std::vector<uint32_t> kept;        // turns sent, oldest first
-    std::vector<uint32_t> kept_tokens; // their tokens as sent (sliding window: the first may be cut)
-    uint32_t input_tokens = 0;         // prompt re-sent: the kept turns
-    uint32_t output_tokens = 0;        // the reply (the assistant turn after it; 0 when there is none yet)
-    uint32_t dropped_turns = 0;        // turns the policy left out
-    uint32_t cut_tokens = 0;           // tokens cut from the oldest kept turn (sliding window)
-    bool overflow = false;             // the policy had to act
-    bool fits = true;                  // false when even the newest turn with its reply exceeds the window
-    uint32_t recomputed_tokens = 0;    // input tokens a prefix cache could not reuse from the previous request
+    uint32_t turn = 0;                    // the user turn that triggers it
+    std::vector<uint32_t> kept;           // turns sent, oldest first
+    std::vector<uint32_t> kept_tokens;    // their tokens as sent (sliding window: the first may be cut)
+    uint32_t input_tokens = 0;            // prompt re-sent: the kept turns
+    uint32_t output_tokens = 0;           // the reply (the assistant turn after it; 0 when there is none yet)
+    uint32_t dropped_turns = 0;           // turns the policy left out
+    uint32_t cut_tokens = 0;              // tokens cut from the oldest kept turn (sliding window)
+    bool overflow = false;                // the policy had to act
+    bool fits = true;                     // false when even the newest turn with its reply exceeds the window
+    uint32_t recomputed_tokens = 0;       // input tokens a prefix cache could not reuse from the previous request
     uint64_t processed_without_cache = 0; // cumulative over requests: Σ input tokens
     uint64_t processed_with_cache = 0;    // cumulative: Σ recomputed tokens
 };

@@ -17,7 +17,7 @@ namespace {
 constexpr uint32_t kMagic = 0x46554747; // "GGUF" little-endian
 constexpr uint64_t kMaxNameLength = 63; // ggml: GGML_MAX_NAME (64) including the NUL
 constexpr uint32_t kMaxDims = 4;
-constexpr int kMaxArrayDepth = 8;       // nesting deeper than this is hostile, not a model
+constexpr int kMaxArrayDepth = 8; // nesting deeper than this is hostile, not a model
 constexpr uint64_t kMaxKeyLength = 65535;
 // A single metadata string (a name, a chat template, one token) longer than this is hostile, not a
 // model: chat templates run to tens of KiB. Refused before anything copies it.
@@ -39,8 +39,7 @@ public:
     void need(uint64_t n, std::string_view what) const
     {
         if (n > remaining())
-            fail(m_pos, fmt::format("file is truncated: {} needs {} bytes but only {} remain", what, n,
-                                    remaining()));
+            fail(m_pos, fmt::format("file is truncated: {} needs {} bytes but only {} remain", what, n, remaining()));
     }
 
     template <typename T> T read(std::string_view what)
@@ -77,7 +76,10 @@ private:
     uint64_t m_pos = 0;
 };
 
-bool valid_value_type(uint32_t t) { return t <= static_cast<uint32_t>(ValueType::Float64); }
+bool valid_value_type(uint32_t t)
+{
+    return t <= static_cast<uint32_t>(ValueType::Float64);
+}
 
 // Smallest number of bytes one element of this type can occupy (strings: the u64 length;
 // arrays: element type + count), so that a count can be checked before anything is allocated.
@@ -98,16 +100,36 @@ MetaValue read_scalar(Cursor& in, ValueType type, const std::string& key)
     v.type = type;
     const uint64_t at = in.offset();
     switch (type) {
-    case ValueType::UInt8: v.data = uint64_t{in.read<uint8_t>(key)}; break;
-    case ValueType::UInt16: v.data = uint64_t{in.read<uint16_t>(key)}; break;
-    case ValueType::UInt32: v.data = uint64_t{in.read<uint32_t>(key)}; break;
-    case ValueType::UInt64: v.data = in.read<uint64_t>(key); break;
-    case ValueType::Int8: v.data = int64_t{in.read<int8_t>(key)}; break;
-    case ValueType::Int16: v.data = int64_t{in.read<int16_t>(key)}; break;
-    case ValueType::Int32: v.data = int64_t{in.read<int32_t>(key)}; break;
-    case ValueType::Int64: v.data = in.read<int64_t>(key); break;
-    case ValueType::Float32: v.data = double{in.read<float>(key)}; break;
-    case ValueType::Float64: v.data = in.read<double>(key); break;
+    case ValueType::UInt8:
+        v.data = uint64_t{in.read<uint8_t>(key)};
+        break;
+    case ValueType::UInt16:
+        v.data = uint64_t{in.read<uint16_t>(key)};
+        break;
+    case ValueType::UInt32:
+        v.data = uint64_t{in.read<uint32_t>(key)};
+        break;
+    case ValueType::UInt64:
+        v.data = in.read<uint64_t>(key);
+        break;
+    case ValueType::Int8:
+        v.data = int64_t{in.read<int8_t>(key)};
+        break;
+    case ValueType::Int16:
+        v.data = int64_t{in.read<int16_t>(key)};
+        break;
+    case ValueType::Int32:
+        v.data = int64_t{in.read<int32_t>(key)};
+        break;
+    case ValueType::Int64:
+        v.data = in.read<int64_t>(key);
+        break;
+    case ValueType::Float32:
+        v.data = double{in.read<float>(key)};
+        break;
+    case ValueType::Float64:
+        v.data = in.read<double>(key);
+        break;
     case ValueType::Bool: {
         const auto b = in.read<uint8_t>(key);
         if (b > 1)
@@ -115,8 +137,12 @@ MetaValue read_scalar(Cursor& in, ValueType type, const std::string& key)
         v.data = b == 1;
         break;
     }
-    case ValueType::String: v.data = in.read_string(fmt::format("string value of '{}'", key), kMaxStringValue); break;
-    case ValueType::Array: v.data = read_array(in, key, 0); break;
+    case ValueType::String:
+        v.data = in.read_string(fmt::format("string value of '{}'", key), kMaxStringValue);
+        break;
+    case ValueType::Array:
+        v.data = read_array(in, key, 0);
+        break;
     }
     return v;
 }
@@ -209,9 +235,13 @@ void GgufFile::parse_all()
     const auto kv_count = in.read<uint64_t>("metadata count");
     // Smallest possible records: key (8) + type (4) + 1 byte value; name (8) + dims (4) + 1 dim + type + offset.
     if (kv_count > in.remaining() / 13)
-        in.fail(kv_count_at, fmt::format("metadata count {} is larger than the file could hold: file is truncated or corrupt", kv_count));
+        in.fail(kv_count_at,
+                fmt::format("metadata count {} is larger than the file could hold: file is truncated or corrupt",
+                            kv_count));
     if (tensor_count > in.remaining() / 32)
-        in.fail(tensor_count_at, fmt::format("tensor count {} is larger than the file could hold: file is truncated or corrupt", tensor_count));
+        in.fail(tensor_count_at,
+                fmt::format("tensor count {} is larger than the file could hold: file is truncated or corrupt",
+                            tensor_count));
 
     // ---- metadata -----------------------------------------------------------------------------
     m_metadata.reserve(kv_count);
@@ -252,7 +282,8 @@ void GgufFile::parse_all()
         const uint64_t dims_at = in.offset();
         t.n_dims = in.read<uint32_t>("dimension count");
         if (t.n_dims > kMaxDims)
-            in.fail(dims_at, fmt::format("tensor '{}' has {} dimensions (at most {} allowed)", t.name, t.n_dims, kMaxDims));
+            in.fail(dims_at,
+                    fmt::format("tensor '{}' has {} dimensions (at most {} allowed)", t.name, t.n_dims, kMaxDims));
         uint64_t elements = 1;
         for (uint32_t d = 0; d < t.n_dims; ++d) {
             const uint64_t at = in.offset();
@@ -269,13 +300,13 @@ void GgufFile::parse_all()
             in.fail(type_at, fmt::format("tensor '{}' has unknown type id {}", t.name, type_id));
         t.type = *traits;
         if (t.ne[0] % t.type.block_elements != 0)
-            in.fail(dims_at, fmt::format("tensor '{}': row length {} is not a multiple of the {} block size {}",
-                                         t.name, t.ne[0], t.type.name, t.type.block_elements));
+            in.fail(dims_at, fmt::format("tensor '{}': row length {} is not a multiple of the {} block size {}", t.name,
+                                         t.ne[0], t.type.name, t.type.block_elements));
         const uint64_t offset_at = in.offset();
         t.offset = in.read<uint64_t>("tensor data offset");
         if (t.offset % m_alignment != 0)
-            in.fail(offset_at, fmt::format("tensor '{}' data offset {} is not a multiple of the alignment {}",
-                                           t.name, t.offset, m_alignment));
+            in.fail(offset_at, fmt::format("tensor '{}' data offset {} is not a multiple of the alignment {}", t.name,
+                                           t.offset, m_alignment));
         const uint64_t blocks = elements / t.type.block_elements;
         if (blocks > std::numeric_limits<uint64_t>::max() / t.type.block_bytes)
             in.fail(dims_at, fmt::format("tensor '{}' is absurdly large", t.name));
@@ -289,7 +320,8 @@ void GgufFile::parse_all()
     m_data_offset = end_of_infos + (m_alignment - end_of_infos % m_alignment) % m_alignment;
     if (!m_tensors.empty() && m_data_offset > m_bytes.size())
         in.fail(end_of_infos, fmt::format("file is truncated: the data section should start at offset {} "
-                                          "but the file is {} bytes long", m_data_offset, m_bytes.size()));
+                                          "but the file is {} bytes long",
+                                          m_data_offset, m_bytes.size()));
     const uint64_t data_size = m_tensors.empty() ? 0 : m_bytes.size() - m_data_offset;
     for (const auto& t : m_tensors) {
         if (t.offset > data_size || t.n_bytes > data_size - t.offset)

@@ -25,7 +25,7 @@ struct TensorInfo {
     std::array<uint64_t, 4> ne{1, 1, 1, 1}; // ne[0] is the contiguous dimension
     uint64_t offset = 0;                    // relative to the data section
     uint64_t n_bytes = 0;
-    uint64_t record_offset = 0;             // where its record starts in the file (for messages)
+    uint64_t record_offset = 0; // where its record starts in the file (for messages)
 
     uint64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
     uint64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }

@@ -10,19 +10,32 @@ namespace engine::gguf {
 std::string_view value_type_name(ValueType type)
 {
     switch (type) {
-    case ValueType::UInt8: return "u8";
-    case ValueType::Int8: return "i8";
-    case ValueType::UInt16: return "u16";
-    case ValueType::Int16: return "i16";
-    case ValueType::UInt32: return "u32";
-    case ValueType::Int32: return "i32";
-    case ValueType::Float32: return "f32";
-    case ValueType::Bool: return "bool";
-    case ValueType::String: return "string";
-    case ValueType::Array: return "array";
-    case ValueType::UInt64: return "u64";
-    case ValueType::Int64: return "i64";
-    case ValueType::Float64: return "f64";
+    case ValueType::UInt8:
+        return "u8";
+    case ValueType::Int8:
+        return "i8";
+    case ValueType::UInt16:
+        return "u16";
+    case ValueType::Int16:
+        return "i16";
+    case ValueType::UInt32:
+        return "u32";
+    case ValueType::Int32:
+        return "i32";
+    case ValueType::Float32:
+        return "f32";
+    case ValueType::Bool:
+        return "bool";
+    case ValueType::String:
+        return "string";
+    case ValueType::Array:
+        return "array";
+    case ValueType::UInt64:
+        return "u64";
+    case ValueType::Int64:
+        return "i64";
+    case ValueType::Float64:
+        return "f64";
     }
     return "?";
 }
@@ -30,11 +43,24 @@ std::string_view value_type_name(ValueType type)
 std::size_t value_type_size(ValueType type)
 {
     switch (type) {
-    case ValueType::UInt8: case ValueType::Int8: case ValueType::Bool: return 1;
-    case ValueType::UInt16: case ValueType::Int16: return 2;
-    case ValueType::UInt32: case ValueType::Int32: case ValueType::Float32: return 4;
-    case ValueType::UInt64: case ValueType::Int64: case ValueType::Float64: return 8;
-    case ValueType::String: case ValueType::Array: return 0;
+    case ValueType::UInt8:
+    case ValueType::Int8:
+    case ValueType::Bool:
+        return 1;
+    case ValueType::UInt16:
+    case ValueType::Int16:
+        return 2;
+    case ValueType::UInt32:
+    case ValueType::Int32:
+    case ValueType::Float32:
+        return 4;
+    case ValueType::UInt64:
+    case ValueType::Int64:
+    case ValueType::Float64:
+        return 8;
+    case ValueType::String:
+    case ValueType::Array:
+        return 0;
     }
     return 0;
 }
@@ -42,15 +68,24 @@ std::size_t value_type_size(ValueType type)
 bool is_integer(ValueType t)
 {
     switch (t) {
-    case ValueType::UInt8: case ValueType::Int8: case ValueType::UInt16: case ValueType::Int16:
-    case ValueType::UInt32: case ValueType::Int32: case ValueType::UInt64: case ValueType::Int64:
+    case ValueType::UInt8:
+    case ValueType::Int8:
+    case ValueType::UInt16:
+    case ValueType::Int16:
+    case ValueType::UInt32:
+    case ValueType::Int32:
+    case ValueType::UInt64:
+    case ValueType::Int64:
         return true;
     default:
         return false;
     }
 }
 
-bool is_float(ValueType t) { return t == ValueType::Float32 || t == ValueType::Float64; }
+bool is_float(ValueType t)
+{
+    return t == ValueType::Float32 || t == ValueType::Float64;
+}
 
 namespace {
 
@@ -64,13 +99,20 @@ template <typename T> T load(const std::byte* p)
 std::optional<int64_t> packed_int(ValueType t, const std::byte* p)
 {
     switch (t) {
-    case ValueType::UInt8: return load<uint8_t>(p);
-    case ValueType::Int8: return load<int8_t>(p);
-    case ValueType::UInt16: return load<uint16_t>(p);
-    case ValueType::Int16: return load<int16_t>(p);
-    case ValueType::UInt32: return load<uint32_t>(p);
-    case ValueType::Int32: return load<int32_t>(p);
-    case ValueType::Int64: return load<int64_t>(p);
+    case ValueType::UInt8:
+        return load<uint8_t>(p);
+    case ValueType::Int8:
+        return load<int8_t>(p);
+    case ValueType::UInt16:
+        return load<uint16_t>(p);
+    case ValueType::Int16:
+        return load<int16_t>(p);
+    case ValueType::UInt32:
+        return load<uint32_t>(p);
+    case ValueType::Int32:
+        return load<int32_t>(p);
+    case ValueType::Int64:
+        return load<int64_t>(p);
     case ValueType::UInt64: {
         const auto v = load<uint64_t>(p);
         if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
@@ -172,7 +214,10 @@ std::optional<std::string_view> MetaValue::as_string() const
     return std::nullopt;
 }
 
-const MetaArray* MetaValue::as_array() const { return std::get_if<MetaArray>(&data); }
+const MetaArray* MetaValue::as_array() const
+{
+    return std::get_if<MetaArray>(&data);
+}
 
 namespace {
 

@@ -14,8 +14,19 @@ namespace engine::gguf {
 
 // gguf_metadata_value_type (u32 on disk).
 enum class ValueType : uint32_t {
-    UInt8 = 0, Int8 = 1, UInt16 = 2, Int16 = 3, UInt32 = 4, Int32 = 5, Float32 = 6, Bool = 7,
-    String = 8, Array = 9, UInt64 = 10, Int64 = 11, Float64 = 12,
+    UInt8 = 0,
+    Int8 = 1,
+    UInt16 = 2,
+    Int16 = 3,
+    UInt32 = 4,
+    Int32 = 5,
+    Float32 = 6,
+    Bool = 7,
+    String = 8,
+    Array = 9,
+    UInt64 = 10,
+    Int64 = 11,
+    Float64 = 12,
 };
 
 std::string_view value_type_name(ValueType type);
@@ -29,9 +40,9 @@ bool is_float(ValueType type);
 struct MetaArray {
     ValueType element_type = ValueType::UInt8;
     uint64_t count = 0;
-    std::span<const std::byte> packed;        // fixed-size element types
-    std::vector<std::string_view> strings;    // element_type == String
-    std::vector<MetaArray> arrays;            // element_type == Array
+    std::span<const std::byte> packed;     // fixed-size element types
+    std::vector<std::string_view> strings; // element_type == String
+    std::vector<MetaArray> arrays;         // element_type == Array
 
     // Element i converted, or nullopt when the element type does not convert.
     std::optional<int64_t> int_at(uint64_t i) const;

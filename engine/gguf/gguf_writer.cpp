@@ -46,7 +46,10 @@ std::vector<std::byte> scalar(ValueType type, const void* value, std::size_t siz
     return out;
 }
 
-template <typename T> std::vector<std::byte> scalar(ValueType type, T v) { return scalar(type, &v, sizeof(T)); }
+template <typename T> std::vector<std::byte> scalar(ValueType type, T v)
+{
+    return scalar(type, &v, sizeof(T));
+}
 
 // Appends an array's body (element type, count, elements) without the leading ARRAY type id.
 void put_array_body(std::vector<std::byte>& out, const MetaArray& a, std::string_view key)
@@ -55,12 +58,14 @@ void put_array_body(std::vector<std::byte>& out, const MetaArray& a, std::string
     put<uint64_t>(out, a.count);
     if (a.element_type == ValueType::String) {
         if (a.strings.size() != a.count)
-            throw Error(fmt::format("metadata '{}': string array holds {} strings but claims {}", key, a.strings.size(), a.count));
+            throw Error(fmt::format("metadata '{}': string array holds {} strings but claims {}", key, a.strings.size(),
+                                    a.count));
         for (auto s : a.strings)
             put_string(out, s);
     } else if (a.element_type == ValueType::Array) {
         if (a.arrays.size() != a.count)
-            throw Error(fmt::format("metadata '{}': nested array holds {} arrays but claims {}", key, a.arrays.size(), a.count));
+            throw Error(fmt::format("metadata '{}': nested array holds {} arrays but claims {}", key, a.arrays.size(),
+                                    a.count));
         for (const auto& inner : a.arrays)
             put_array_body(out, inner, key);
     } else {
@@ -71,7 +76,10 @@ void put_array_body(std::vector<std::byte>& out, const MetaArray& a, std::string
     }
 }
 
-uint64_t align_up(uint64_t x, uint64_t a) { return x + (a - x % a) % a; }
+uint64_t align_up(uint64_t x, uint64_t a)
+{
+    return x + (a - x % a) % a;
+}
 
 // Writes all of `bytes` to fd; throws IoError naming `path` on failure.
 void write_all(int fd, const void* bytes, std::size_t n, const std::filesystem::path& path)
@@ -129,7 +137,8 @@ public:
         if (rc != 0)
             throw IoError(fmt::format("{}: cannot close: {}", m_path.string(), std::strerror(errno)));
         if (::rename(m_path.c_str(), target.c_str()) != 0)
-            throw IoError(fmt::format("cannot rename {} to {}: {}", m_path.string(), target.string(), std::strerror(errno)));
+            throw IoError(
+                fmt::format("cannot rename {} to {}: {}", m_path.string(), target.string(), std::strerror(errno)));
         m_committed = true;
     }
 
@@ -146,7 +155,8 @@ private:
 void GgufWriter::set_encoded(std::string_view key, std::vector<std::byte> encoded)
 {
     if (key.empty() || key.size() > kMaxKeyLength)
-        throw Error(fmt::format("metadata key of {} bytes: keys must be 1 to {} bytes long", key.size(), kMaxKeyLength));
+        throw Error(
+            fmt::format("metadata key of {} bytes: keys must be 1 to {} bytes long", key.size(), kMaxKeyLength));
     for (auto& kv : m_kvs) {
         if (kv.key == key) {
             kv.encoded = std::move(encoded);
@@ -156,16 +166,46 @@ void GgufWriter::set_encoded(std::string_view key, std::vector<std::byte> encode
     m_kvs.push_back({std::string(key), std::move(encoded)});
 }
 
-void GgufWriter::set_u8(std::string_view key, uint8_t v) { set_encoded(key, scalar(ValueType::UInt8, v)); }
-void GgufWriter::set_i8(std::string_view key, int8_t v) { set_encoded(key, scalar(ValueType::Int8, v)); }
-void GgufWriter::set_u16(std::string_view key, uint16_t v) { set_encoded(key, scalar(ValueType::UInt16, v)); }
-void GgufWriter::set_i16(std::string_view key, int16_t v) { set_encoded(key, scalar(ValueType::Int16, v)); }
-void GgufWriter::set_u32(std::string_view key, uint32_t v) { set_encoded(key, scalar(ValueType::UInt32, v)); }
-void GgufWriter::set_i32(std::string_view key, int32_t v) { set_encoded(key, scalar(ValueType::Int32, v)); }
-void GgufWriter::set_u64(std::string_view key, uint64_t v) { set_encoded(key, scalar(ValueType::UInt64, v)); }
-void GgufWriter::set_i64(std::string_view key, int64_t v) { set_encoded(key, scalar(ValueType::Int64, v)); }
-void GgufWriter::set_f32(std::string_view key, float v) { set_encoded(key, scalar(ValueType::Float32, v)); }
-void GgufWriter::set_f64(std::string_view key, double v) { set_encoded(key, scalar(ValueType::Float64, v)); }
+void GgufWriter::set_u8(std::string_view key, uint8_t v)
+{
+    set_encoded(key, scalar(ValueType::UInt8, v));
+}
+void GgufWriter::set_i8(std::string_view key, int8_t v)
+{
+    set_encoded(key, scalar(ValueType::Int8, v));
+}
+void GgufWriter::set_u16(std::string_view key, uint16_t v)
+{
+    set_encoded(key, scalar(ValueType::UInt16, v));
+}
+void GgufWriter::set_i16(std::string_view key, int16_t v)
+{
+    set_encoded(key, scalar(ValueType::Int16, v));
+}
+void GgufWriter::set_u32(std::string_view key, uint32_t v)
+{
+    set_encoded(key, scalar(ValueType::UInt32, v));
+}
+void GgufWriter::set_i32(std::string_view key, int32_t v)
+{
+    set_encoded(key, scalar(ValueType::Int32, v));
+}
+void GgufWriter::set_u64(std::string_view key, uint64_t v)
+{
+    set_encoded(key, scalar(ValueType::UInt64, v));
+}
+void GgufWriter::set_i64(std::string_view key, int64_t v)
+{
+    set_encoded(key, scalar(ValueType::Int64, v));
+}
+void GgufWriter::set_f32(std::string_view key, float v)
+{
+    set_encoded(key, scalar(ValueType::Float32, v));
+}
+void GgufWriter::set_f64(std::string_view key, double v)
+{
+    set_encoded(key, scalar(ValueType::Float64, v));
+}
 void GgufWriter::set_bool(std::string_view key, bool v)
 {
     set_encoded(key, scalar(ValueType::Bool, static_cast<uint8_t>(v ? 1 : 0)));
@@ -239,7 +279,8 @@ void GgufWriter::set_f32_array(std::string_view key, std::span<const float> item
 void GgufWriter::set_value(std::string_view key, const MetaValue& value)
 {
     const auto wrong = [&] {
-        return Error(fmt::format("metadata '{}': value of type {} holds no such value", key, value_type_name(value.type)));
+        return Error(
+            fmt::format("metadata '{}': value of type {} holds no such value", key, value_type_name(value.type)));
     };
     // MetaValue widens scalars (u8..u64 → uint64_t, f32 → double); narrow back to the stored type,
     // which is exact because the value was read from that type.
@@ -259,16 +300,36 @@ void GgufWriter::set_value(std::string_view key, const MetaValue& value)
         throw wrong();
     };
     switch (value.type) {
-    case ValueType::UInt8: set_u8(key, static_cast<uint8_t>(u())); return;
-    case ValueType::UInt16: set_u16(key, static_cast<uint16_t>(u())); return;
-    case ValueType::UInt32: set_u32(key, static_cast<uint32_t>(u())); return;
-    case ValueType::UInt64: set_u64(key, u()); return;
-    case ValueType::Int8: set_i8(key, static_cast<int8_t>(i())); return;
-    case ValueType::Int16: set_i16(key, static_cast<int16_t>(i())); return;
-    case ValueType::Int32: set_i32(key, static_cast<int32_t>(i())); return;
-    case ValueType::Int64: set_i64(key, i()); return;
-    case ValueType::Float32: set_f32(key, static_cast<float>(f())); return;
-    case ValueType::Float64: set_f64(key, f()); return;
+    case ValueType::UInt8:
+        set_u8(key, static_cast<uint8_t>(u()));
+        return;
+    case ValueType::UInt16:
+        set_u16(key, static_cast<uint16_t>(u()));
+        return;
+    case ValueType::UInt32:
+        set_u32(key, static_cast<uint32_t>(u()));
+        return;
+    case ValueType::UInt64:
+        set_u64(key, u());
+        return;
+    case ValueType::Int8:
+        set_i8(key, static_cast<int8_t>(i()));
+        return;
+    case ValueType::Int16:
+        set_i16(key, static_cast<int16_t>(i()));
+        return;
+    case ValueType::Int32:
+        set_i32(key, static_cast<int32_t>(i()));
+        return;
+    case ValueType::Int64:
+        set_i64(key, i());
+        return;
+    case ValueType::Float32:
+        set_f32(key, static_cast<float>(f()));
+        return;
+    case ValueType::Float64:
+        set_f64(key, f());
+        return;
     case ValueType::Bool: {
         const auto* v = std::get_if<bool>(&value.data);
         if (!v)
@@ -357,13 +418,15 @@ GgufWriter::Tensor& GgufWriter::new_tensor(std::string_view name, GgmlType type,
     return t;
 }
 
-void GgufWriter::add_tensor(std::string_view name, GgmlType type, std::span<const uint64_t> dims, std::vector<std::byte> data)
+void GgufWriter::add_tensor(std::string_view name, GgmlType type, std::span<const uint64_t> dims,
+                            std::vector<std::byte> data)
 {
     Tensor& t = new_tensor(name, type, dims);
     if (data.size() != t.n_bytes) {
         const auto expected = t.n_bytes;
         m_tensors.pop_back();
-        throw Error(fmt::format("tensor '{}': {} bytes given, its shape and type need {}", name, data.size(), expected));
+        throw Error(
+            fmt::format("tensor '{}': {} bytes given, its shape and type need {}", name, data.size(), expected));
     }
     t.data = std::move(data);
 }

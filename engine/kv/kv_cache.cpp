@@ -25,7 +25,8 @@ void KvCache::reserve_until(uint32_t new_end)
 {
     if (new_end > m_config.n_ctx)
         throw Error(fmt::format("the context is full: {} positions requested, the cache holds {} (raise the "
-                                "context size or shorten the conversation)", new_end, m_config.n_ctx));
+                                "context size or shorten the conversation)",
+                                new_end, m_config.n_ctx));
     // Every position written by this batch is needed during it (its own queries read them);
     // commit() frees what the windows no longer need afterwards.
     const uint32_t bt = m_config.block_tokens;
@@ -33,7 +34,8 @@ void KvCache::reserve_until(uint32_t new_end)
         Layer& L = m_layers[il];
         for (uint32_t b = m_n_cached / bt; b * bt < new_end; ++b) {
             if (!L.blocks[b]) {
-                L.blocks[b] = std::make_unique<uint16_t[]>(m_config.host_storage ? bytes_per_block(il) / sizeof(uint16_t) : 0);
+                L.blocks[b] =
+                    std::make_unique<uint16_t[]>(m_config.host_storage ? bytes_per_block(il) / sizeof(uint16_t) : 0);
                 ++L.allocated;
             }
         }
@@ -46,7 +48,7 @@ void KvCache::free_out_of_window(uint32_t il, uint32_t end)
     if (!window || end <= window)
         return;
     const uint32_t bt = m_config.block_tokens;
-    const uint32_t first_needed = end - window;  // queries at end-1 and later read from here on
+    const uint32_t first_needed = end - window; // queries at end-1 and later read from here on
     const uint32_t keep_from_block = first_needed / bt;
     const uint32_t reserve = m_config.reserve_blocks;
     Layer& L = m_layers[il];
@@ -117,10 +119,22 @@ uint16_t* KvCache::slot(uint32_t il, uint32_t pos, uint32_t kv_head, bool value)
     return block + (value ? per_half : 0) + (std::size_t(kv_head) * bt + pos % bt) * hd;
 }
 
-uint16_t* KvCache::key(uint32_t l, uint32_t p, uint32_t h) { return slot(l, p, h, false); }
-uint16_t* KvCache::value(uint32_t l, uint32_t p, uint32_t h) { return slot(l, p, h, true); }
-const uint16_t* KvCache::key(uint32_t l, uint32_t p, uint32_t h) const { return slot(l, p, h, false); }
-const uint16_t* KvCache::value(uint32_t l, uint32_t p, uint32_t h) const { return slot(l, p, h, true); }
+uint16_t* KvCache::key(uint32_t l, uint32_t p, uint32_t h)
+{
+    return slot(l, p, h, false);
+}
+uint16_t* KvCache::value(uint32_t l, uint32_t p, uint32_t h)
+{
+    return slot(l, p, h, true);
+}
+const uint16_t* KvCache::key(uint32_t l, uint32_t p, uint32_t h) const
+{
+    return slot(l, p, h, false);
+}
+const uint16_t* KvCache::value(uint32_t l, uint32_t p, uint32_t h) const
+{
+    return slot(l, p, h, true);
+}
 
 bool KvCache::holds(uint32_t layer, uint32_t pos) const
 {

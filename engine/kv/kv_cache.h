@@ -14,16 +14,16 @@ struct KvCacheConfig {
     uint32_t n_layer = 0;
     std::vector<uint32_t> n_kv_heads; // per layer
     uint32_t head_dim = 0;
-    std::vector<uint32_t> window;     // per layer: sliding window in tokens, 0 = full attention
-    uint32_t n_ctx = 0;               // positions the cache may hold
-    uint32_t block_tokens = 32;       // paging granularity
-    uint32_t reserve_blocks = 2;      // whole blocks kept behind a sliding window, for cheap step-back
-    bool host_storage = true;         // false: accounting only (a device backend holds the values;
-                                      // key()/value() must not be called then)
+    std::vector<uint32_t> window; // per layer: sliding window in tokens, 0 = full attention
+    uint32_t n_ctx = 0;           // positions the cache may hold
+    uint32_t block_tokens = 32;   // paging granularity
+    uint32_t reserve_blocks = 2;  // whole blocks kept behind a sliding window, for cheap step-back
+    bool host_storage = true;     // false: accounting only (a device backend holds the values;
+                                  // key()/value() must not be called then)
 };
 
 struct KvLayerAccounting {
-    uint32_t tokens_in_use = 0;   // positions attention can still see: min(cached, window)
+    uint32_t tokens_in_use = 0; // positions attention can still see: min(cached, window)
     uint32_t blocks_allocated = 0;
     uint64_t bytes_in_use = 0;    // 2 (K and V) · kv heads · head dim · 2 bytes (F16) · tokens in use
     uint64_t bytes_allocated = 0; // blocks allocated · bytes per block
@@ -41,8 +41,8 @@ struct KvAccounting {
 };
 
 struct KvTruncation {
-    uint32_t kept = 0;                   // positions still cached
-    bool recompute = false;              // a sliding-window layer had freed blocks the new end needs
+    uint32_t kept = 0;                         // positions still cached
+    bool recompute = false;                    // a sliding-window layer had freed blocks the new end needs
     std::optional<uint32_t> first_layer_short; // the first such layer
 };
 

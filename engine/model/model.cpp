@@ -21,10 +21,14 @@ std::vector<float> tensor_to_f32(const TensorView& t)
 std::string_view architecture_name(Architecture arch)
 {
     switch (arch) {
-    case Architecture::Llama: return "llama";
-    case Architecture::Qwen2: return "qwen2";
-    case Architecture::Qwen3: return "qwen3";
-    case Architecture::Gemma3: return "gemma3";
+    case Architecture::Llama:
+        return "llama";
+    case Architecture::Qwen2:
+        return "qwen2";
+    case Architecture::Qwen3:
+        return "qwen3";
+    case Architecture::Gemma3:
+        return "gemma3";
     }
     return "?";
 }
@@ -55,11 +59,16 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path)
         t.qk_norm = true;
     } else if (arch == "gemma3") {
         model->m_arch = Architecture::Gemma3;
-        t = {.rope_neox = true, .embedding_scale = true, .qk_norm = true, .post_norms = true, .gelu_ffn = true,
+        t = {.rope_neox = true,
+             .embedding_scale = true,
+             .qk_norm = true,
+             .post_norms = true,
+             .gelu_ffn = true,
              .query_prescaled = true};
     } else {
         throw UnsupportedError(fmt::format("{}: architecture '{}' is not supported (supported: gemma3, llama, "
-                                           "qwen2, qwen3)", file.name(), arch));
+                                           "qwen2, qwen3)",
+                                           file.name(), arch));
     }
     validate_hyperparameters(file, model->m_config); // before any size is computed from them
     require_supported_tensor_types(file);
@@ -85,8 +94,8 @@ void Model::bind_weights()
         const gguf::TensorInfo* info = file.find_tensor(name);
         if (!info) {
             if (required)
-                throw FormatError(fmt::format("{}: tensor '{}' is missing (architecture {})", file.name(), name,
-                                              c.architecture));
+                throw FormatError(
+                    fmt::format("{}: tensor '{}' is missing (architecture {})", file.name(), name, c.architecture));
             return {};
         }
         if (info->ne[0] != ne0 || info->ne[1] != ne1 || info->ne[2] != 1 || info->ne[3] != 1)

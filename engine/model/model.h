@@ -37,8 +37,8 @@ std::vector<float> tensor_to_f32(const TensorView& t);
 struct LayerWeights {
     TensorView attn_norm, attn_q, attn_k, attn_v, attn_output;
     TensorView attn_q_bias, attn_k_bias, attn_v_bias, attn_output_bias; // qwen2 (optional elsewhere)
-    TensorView attn_q_norm, attn_k_norm;                               // qwen3, gemma3
-    TensorView post_attention_norm, post_ffw_norm;                     // gemma3
+    TensorView attn_q_norm, attn_k_norm;                                // qwen3, gemma3
+    TensorView post_attention_norm, post_ffw_norm;                      // gemma3
     TensorView ffn_norm, ffn_gate, ffn_up, ffn_down;
 };
 
@@ -53,12 +53,12 @@ struct ModelWeights {
 
 // How the architectures differ, as data the forward pass reads (shared/reference/gemma3.md §6).
 struct ArchitectureTraits {
-    bool rope_neox = false;        // rotate (i, i + n_rot/2) instead of (2i, 2i+1)
-    bool embedding_scale = false;  // gemma: x · sqrt(n_embd)
+    bool rope_neox = false;       // rotate (i, i + n_rot/2) instead of (2i, 2i+1)
+    bool embedding_scale = false; // gemma: x · sqrt(n_embd)
     bool qk_norm = false;
-    bool post_norms = false;       // gemma: norms after attention and FFN
-    bool gelu_ffn = false;         // GeGLU (gemma) instead of SwiGLU
-    bool query_prescaled = false;  // gemma: Q · 1/sqrt(head_dim) before attention, kq_scale 1
+    bool post_norms = false;      // gemma: norms after attention and FFN
+    bool gelu_ffn = false;        // GeGLU (gemma) instead of SwiGLU
+    bool query_prescaled = false; // gemma: Q · 1/sqrt(head_dim) before attention, kq_scale 1
 };
 
 // A loaded model: the mapped GGUF, its hyperparameters, tokenizer and every weight bound by name

@@ -30,11 +30,12 @@ void require_supported_tensor_types(const gguf::GgufFile& file)
         if (!t.type.dequantizable && count++ == 0)
             first = &t;
     if (first)
-        throw UnsupportedError(fmt::format("{}: tensor '{}' uses quantization type {}, which Tokenscope does not "
-                                           "support{} (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
-                                           "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)",
-                                           file.name(), first->name, first->type.name,
-                                           count > 1 ? fmt::format("; {} tensors in all use unsupported types", count) : ""));
+        throw UnsupportedError(
+            fmt::format("{}: tensor '{}' uses quantization type {}, which Tokenscope does not "
+                        "support{} (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
+                        "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)",
+                        file.name(), first->name, first->type.name,
+                        count > 1 ? fmt::format("; {} tensors in all use unsupported types", count) : ""));
 }
 
 ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file)
@@ -110,8 +111,10 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file)
     c.norm_eps = static_cast<float>(file.get_float(p + "attention.layer_norm_rms_epsilon")
                                         .value_or(file.get_float(p + "attention.layer_norm_epsilon").value_or(1e-5)));
     c.sliding_window = optional_u32(p + "attention.sliding_window").value_or(0);
-    c.layer_is_swa = c.sliding_window ? default_swa_pattern(c.architecture, c.n_layer) : std::vector<bool>(c.n_layer, false);
-    if (auto pattern = optional_u32(p + "attention.sliding_window_pattern"); pattern && *pattern > 0 && c.sliding_window)
+    c.layer_is_swa =
+        c.sliding_window ? default_swa_pattern(c.architecture, c.n_layer) : std::vector<bool>(c.n_layer, false);
+    if (auto pattern = optional_u32(p + "attention.sliding_window_pattern");
+        pattern && *pattern > 0 && c.sliding_window)
         for (uint32_t il = 0; il < c.n_layer; ++il)
             c.layer_is_swa[il] = il % *pattern < *pattern - 1;
     if (auto cap = file.get_float(p + "attn_logit_softcapping"); cap && *cap != 0.0)
@@ -128,8 +131,9 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file)
 
     for (uint32_t il = 0; il < c.n_layer; ++il)
         if (c.n_head[il] && c.n_head_kv[il] && c.n_head[il] % c.n_head_kv[il] != 0)
-            throw fail(p + "attention.head_count_kv",
-                       fmt::format("({}) does not divide the head count ({}) in layer {}", c.n_head_kv[il], c.n_head[il], il));
+            throw fail(
+                p + "attention.head_count_kv",
+                fmt::format("({}) does not divide the head count ({}) in layer {}", c.n_head_kv[il], c.n_head[il], il));
     return c;
 }
 

@@ -7,13 +7,15 @@
 #include <vector>
 
 namespace engine {
-namespace gguf { class GgufFile; }
+namespace gguf {
+class GgufFile;
+}
 
 // Hyperparameters of a transformer, read from `{arch}.*` metadata as llama.cpp reads them
 // (shared/reference/gguf.md §7, gemma3.md). Per-layer values are expanded to one per layer.
 struct ModelConfig {
     std::string architecture;
-    std::string name;             // general.name, may be empty
+    std::string name; // general.name, may be empty
     uint32_t n_layer = 0;
     uint32_t n_embd = 0;
     uint32_t n_ctx_train = 0;
@@ -29,8 +31,8 @@ struct ModelConfig {
     float rope_freq_scale = 1.0f;
     std::string rope_scaling_type = "none";
     float norm_eps = 1e-5f;
-    uint32_t sliding_window = 0;           // 0: no sliding-window layers
-    std::vector<bool> layer_is_swa;        // per layer: uses the sliding window
+    uint32_t sliding_window = 0;    // 0: no sliding-window layers
+    std::vector<bool> layer_is_swa; // per layer: uses the sliding window
     std::optional<float> attn_logit_softcap;
     std::optional<float> final_logit_softcap;
     std::optional<uint32_t> file_type;

@@ -50,6 +50,9 @@ ModelKind model_kind(const gguf::GgufFile& file)
     return model_kind_from_names(get("general.finetune"), get("general.name"), get("general.basename"));
 }
 
-std::string_view model_kind_name(ModelKind kind) { return kind == ModelKind::Instruct ? "instruct" : "base"; }
+std::string_view model_kind_name(ModelKind kind)
+{
+    return kind == ModelKind::Instruct ? "instruct" : "base";
+}
 
 } // namespace engine

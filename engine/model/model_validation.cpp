@@ -52,31 +52,36 @@ void validate_hyperparameters(const gguf::GgufFile& file, const ModelConfig& c)
     for (uint32_t il = 0; il < c.n_layer; ++il) {
         const std::string at = c.n_layer > 1 ? fmt::format(" (layer {})", il) : std::string();
         if (c.n_head[il] < 1 || c.n_head[il] > kMaxHeads)
-            ck.fail(ck.prefix + "attention.head_count", fmt::format("is {}{}; expected 1 to {}", c.n_head[il], at, kMaxHeads));
+            ck.fail(ck.prefix + "attention.head_count",
+                    fmt::format("is {}{}; expected 1 to {}", c.n_head[il], at, kMaxHeads));
         if (c.n_head_kv[il] < 1 || c.n_head_kv[il] > c.n_head[il])
             ck.fail(ck.prefix + "attention.head_count_kv",
                     fmt::format("is {}{}; expected 1 to the head count ({})", c.n_head_kv[il], at, c.n_head[il]));
         // (KV heads dividing the head count: ModelConfig::from_gguf already refuses the rest.)
         if (c.n_head[il] != c.n_head[0] || c.n_head_kv[il] != c.n_head_kv[0])
-            ck.unsupported(ck.prefix + (c.n_head[il] != c.n_head[0] ? "attention.head_count" : "attention.head_count_kv"),
-                           fmt::format("changes from layer to layer ({} in layer 0, {} in layer {}); Tokenscope needs one "
-                                       "head layout for every layer",
-                                       c.n_head[il] != c.n_head[0] ? c.n_head[0] : c.n_head_kv[0],
-                                       c.n_head[il] != c.n_head[0] ? c.n_head[il] : c.n_head_kv[il], il));
+            ck.unsupported(
+                ck.prefix + (c.n_head[il] != c.n_head[0] ? "attention.head_count" : "attention.head_count_kv"),
+                fmt::format("changes from layer to layer ({} in layer 0, {} in layer {}); Tokenscope needs one "
+                            "head layout for every layer",
+                            c.n_head[il] != c.n_head[0] ? c.n_head[0] : c.n_head_kv[0],
+                            c.n_head[il] != c.n_head[0] ? c.n_head[il] : c.n_head_kv[il], il));
         if (c.n_ff[il] < 1 || c.n_ff[il] > kMaxFeedForward)
-            ck.fail(ck.prefix + "feed_forward_length", fmt::format("is {}{}; expected 1 to {}", c.n_ff[il], at, kMaxFeedForward));
+            ck.fail(ck.prefix + "feed_forward_length",
+                    fmt::format("is {}{}; expected 1 to {}", c.n_ff[il], at, kMaxFeedForward));
     }
     if (c.head_dim_k < kHeadDimMultiple || c.head_dim_k > kMaxHeadDim || c.head_dim_k % kHeadDimMultiple != 0)
-        ck.unsupported(ck.prefix + "attention.key_length",
-                       fmt::format("is {}; Tokenscope's attention kernels take head dimensions that are a multiple of {} "
-                                   "from {} to {} (published models use 64, 80, 96, 128 or 256)",
-                                   c.head_dim_k, kHeadDimMultiple, kHeadDimMultiple, kMaxHeadDim));
+        ck.unsupported(
+            ck.prefix + "attention.key_length",
+            fmt::format("is {}; Tokenscope's attention kernels take head dimensions that are a multiple of {} "
+                        "from {} to {} (published models use 64, 80, 96, 128 or 256)",
+                        c.head_dim_k, kHeadDimMultiple, kHeadDimMultiple, kMaxHeadDim));
     if (c.head_dim_v != c.head_dim_k)
         ck.unsupported(ck.prefix + "attention.value_length",
                        fmt::format("is {} but the key length is {}; they must be equal", c.head_dim_v, c.head_dim_k));
     if (c.n_rot > c.head_dim_k || c.n_rot % 2 != 0)
         ck.fail(ck.prefix + "rope.dimension_count",
-                fmt::format("is {}; expected an even number no larger than the head dimension ({})", c.n_rot, c.head_dim_k));
+                fmt::format("is {}; expected an even number no larger than the head dimension ({})", c.n_rot,
+                            c.head_dim_k));
     ck.positive_finite("rope.freq_base", c.rope_freq_base);
     if (c.rope_freq_base_swa)
         ck.positive_finite("rope.freq_base_swa", *c.rope_freq_base_swa);
@@ -104,9 +109,9 @@ struct ScaleLayout {
     uint32_t count;
 };
 constexpr ScaleLayout kScaleLayouts[] = {
-    {GgmlType::Q4_0, {0, 0}, 1},   {GgmlType::Q4_1, {0, 2}, 2},     {GgmlType::Q5_0, {0, 0}, 1},
-    {GgmlType::Q5_1, {0, 2}, 2},   {GgmlType::Q8_0, {0, 0}, 1},     {GgmlType::Q2_K, {80, 82}, 2},
-    {GgmlType::Q3_K, {108, 0}, 1}, {GgmlType::Q4_K, {0, 2}, 2},     {GgmlType::Q5_K, {0, 2}, 2},
+    {GgmlType::Q4_0, {0, 0}, 1},   {GgmlType::Q4_1, {0, 2}, 2}, {GgmlType::Q5_0, {0, 0}, 1},
+    {GgmlType::Q5_1, {0, 2}, 2},   {GgmlType::Q8_0, {0, 0}, 1}, {GgmlType::Q2_K, {80, 82}, 2},
+    {GgmlType::Q3_K, {108, 0}, 1}, {GgmlType::Q4_K, {0, 2}, 2}, {GgmlType::Q5_K, {0, 2}, 2},
     {GgmlType::Q6_K, {208, 0}, 1},
 };
 
@@ -157,9 +162,10 @@ void validate_weights(const gguf::GgufFile& file, const ModelConfig& c, const Mo
             if (t.name == "token_embd.weight" && !w.tied_output)
                 continue;
             if (const int64_t b = first_non_finite_scale(t, file.tensor_data(t)); b >= 0)
-                throw FormatError(fmt::format("{}: tensor '{}' has a NaN or infinite scale in block {}: the weights are "
-                                              "corrupt",
-                                              file.name(), t.name, b));
+                throw FormatError(
+                    fmt::format("{}: tensor '{}' has a NaN or infinite scale in block {}: the weights are "
+                                "corrupt",
+                                file.name(), t.name, b));
             continue;
         }
         if (t.n_elements() > kScanLimit)

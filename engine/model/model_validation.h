@@ -6,7 +6,9 @@ namespace engine {
 struct ModelConfig;
 struct ModelWeights;
 struct Vocab;
-namespace gguf { class GgufFile; }
+namespace gguf {
+class GgufFile;
+}
 
 // GGUF files come from strangers: every hyperparameter is checked against what the kernels handle
 // and against the tensors before anything computes with the model. Each check throws a FormatError
@@ -21,14 +23,15 @@ void validate_hyperparameters(const gguf::GgufFile& file, const ModelConfig& con
 // After the weights are bound (shapes already checked against the hyperparameters): the vocabulary
 // against the embedding rows, the RoPE frequency factors (length n_rot / 2, finite, positive), and
 // every small float tensor (norms, biases, factors) scanned for NaN and infinity.
-void validate_weights(const gguf::GgufFile& file, const ModelConfig& config, const ModelWeights& weights, const Vocab& vocab);
+void validate_weights(const gguf::GgufFile& file, const ModelConfig& config, const ModelWeights& weights,
+                      const Vocab& vocab);
 
 // Bounds on what a model may ask for; shared with the tests.
-inline constexpr unsigned kMaxEmbedding = 1u << 16;     // n_embd
-inline constexpr unsigned kMaxHeads = 1024;             // query heads per layer
-inline constexpr unsigned kMaxHeadDim = 1024;           // key/value length
-inline constexpr unsigned kHeadDimMultiple = 8;         // SIMD width of the attention kernels
-inline constexpr unsigned kMaxFeedForward = 1u << 20;   // n_ff
-inline constexpr unsigned kMaxVocabulary = 1u << 22;    // tokens
+inline constexpr unsigned kMaxEmbedding = 1u << 16;   // n_embd
+inline constexpr unsigned kMaxHeads = 1024;           // query heads per layer
+inline constexpr unsigned kMaxHeadDim = 1024;         // key/value length
+inline constexpr unsigned kHeadDimMultiple = 8;       // SIMD width of the attention kernels
+inline constexpr unsigned kMaxFeedForward = 1u << 20; // n_ff
+inline constexpr unsigned kMaxVocabulary = 1u << 22;  // tokens
 
 } // namespace engine

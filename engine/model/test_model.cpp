@@ -63,7 +63,10 @@ uint16_t f32_to_f16(float f)
 }
 
 // The float a value becomes once stored as f16 (scales derived from a stored d must use it).
-float f16_round(float v) { return fp16_to_f32(f32_to_f16(v)); }
+float f16_round(float v)
+{
+    return fp16_to_f32(f32_to_f16(v));
+}
 
 uint16_t f32_to_bf16(float f)
 {
@@ -79,7 +82,10 @@ void put_le(std::byte* p, uint64_t v, int n)
         p[i] = static_cast<std::byte>(v >> (8 * i));
 }
 
-void put_f16(std::byte* p, float v) { put_le(p, f32_to_f16(v), 2); }
+void put_f16(std::byte* p, float v)
+{
+    put_le(p, f32_to_f16(v), 2);
+}
 
 void random_bytes(Xoshiro256& rng, std::byte* p, std::size_t n)
 {
@@ -107,7 +113,10 @@ float unit_value(Xoshiro256& rng)
 }
 
 // The standard deviation a quantized block should have: in [1/32, 1/16), so that |w| ~ 0.025–0.05.
-float block_std(Xoshiro256& rng) { return static_cast<float>(64 + rng.below(64)) * 0x1p-11f; }
+float block_std(Xoshiro256& rng)
+{
+    return static_cast<float>(64 + rng.below(64)) * 0x1p-11f;
+}
 
 // =============================================================================================
 // Quantized blocks
@@ -168,7 +177,7 @@ void fill_block(GgmlType type, Xoshiro256& rng, std::byte* b, uint32_t size)
         put_f16(b + 2, -15.5f * d);
         return;
     }
-    case GgmlType::Q8_0: // d · qs[32] int8 in [−127, 127] (what ggml's quantizer produces)
+    case GgmlType::Q8_0:   // d · qs[32] int8 in [−127, 127] (what ggml's quantizer produces)
     case GgmlType::Q8_1: { // d · s · qs[32], s = d·Σq
         const int qs_at = type == GgmlType::Q8_0 ? 2 : 4;
         int32_t sum = 0;
@@ -246,7 +255,9 @@ void fill_block(GgmlType type, Xoshiro256& rng, std::byte* b, uint32_t size)
         return;
     }
     // Layouts with a leading f16 d (ggml-common.h): IQ2_XXS/XS/S, IQ3_XXS/S, IQ1_S, IQ4_NL/XS.
-    case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS: case GgmlType::IQ2_S:
+    case GgmlType::IQ2_XXS:
+    case GgmlType::IQ2_XS:
+    case GgmlType::IQ2_S:
         random_bytes(rng, b + 2, size - 2);
         put_f16(b, scale(50.0f));
         return;
@@ -355,16 +366,19 @@ std::vector<std::string> bpe(std::vector<std::string> pieces,
 uint32_t set_builtin_vocab(gguf::GgufWriter& w)
 {
     static constexpr std::string_view kWords[] = {
-        "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not",
-        "he", "she", "this", "are", "or", "his", "her", "from", "at", "which", "but", "have", "an", "had", "they",
-        "you", "were", "their", "one", "all", "we", "can", "has", "there", "been", "if", "more", "when", "will",
-        "would", "who", "so", "no", "what", "about", "out", "up", "into", "than", "them", "time", "some", "could",
-        "other", "like", "then", "these", "only", "new", "people", "just", "model", "token", "scope", "hello",
-        "world", "language", "layer", "attention", "weight", "test", "random", "number", "text", "word", "first",
-        "ing", "ed", "er", "es", "en", "re", "ly", "al", "ion", "tion", "ation", "ment", "ness", "able", "ous",
-        "ive", "est", "ist", "ity", "int", "def", "return", "self", "class", "void", "const", "include", "std",
-        "12", "00", "10", "20", "19", "2020", "!", "?", ",", ".", "...", "()", "{}", "==", "->", "//", "\n\n",
-        "The", "This", "It", "In", "We", "Hello", "What",
+        "the",    "of",     "and",   "to",    "in",     "is",    "that",     "for",   "it",        "as",      "was",
+        "with",   "be",     "by",    "on",    "not",    "he",    "she",      "this",  "are",       "or",      "his",
+        "her",    "from",   "at",    "which", "but",    "have",  "an",       "had",   "they",      "you",     "were",
+        "their",  "one",    "all",   "we",    "can",    "has",   "there",    "been",  "if",        "more",    "when",
+        "will",   "would",  "who",   "so",    "no",     "what",  "about",    "out",   "up",        "into",    "than",
+        "them",   "time",   "some",  "could", "other",  "like",  "then",     "these", "only",      "new",     "people",
+        "just",   "model",  "token", "scope", "hello",  "world", "language", "layer", "attention", "weight",  "test",
+        "random", "number", "text",  "word",  "first",  "ing",   "ed",       "er",    "es",        "en",      "re",
+        "ly",     "al",     "ion",   "tion",  "ation",  "ment",  "ness",     "able",  "ous",       "ive",     "est",
+        "ist",    "ity",    "int",   "def",   "return", "self",  "class",    "void",  "const",     "include", "std",
+        "12",     "00",     "10",    "20",    "19",     "2020",  "!",        "?",     ",",         ".",       "...",
+        "()",     "{}",     "==",    "->",    "//",     "\n\n",  "The",      "This",  "It",        "In",      "We",
+        "Hello",  "What",
     };
     std::vector<std::string> tokens;
     std::vector<int32_t> types;
@@ -424,10 +438,10 @@ struct ArchSpec {
     std::string_view arch;
     uint32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_ctx;
     float rope_base, norm_eps;
-    uint32_t sliding_window; // 0: none
-    bool qkv_bias;           // qwen2
-    bool qk_norm;            // qwen3, gemma3
-    bool post_norms;         // gemma3: post_attention_norm, post_ffw_norm
+    uint32_t sliding_window;             // 0: none
+    bool qkv_bias;                       // qwen2
+    bool qk_norm;                        // qwen3, gemma3
+    bool post_norms;                     // gemma3: post_attention_norm, post_ffw_norm
     std::optional<GgmlType> output_type; // nullopt: tied to token_embd
 };
 
@@ -491,7 +505,10 @@ void fill_random_tensor(std::span<std::byte> out, GgmlType type, bool unit, uint
         for (std::size_t i = 0; i + 8 <= n; i += 8)
             put_le(p + i, std::bit_cast<uint64_t>(static_cast<double>(value())), 8);
         return;
-    case GgmlType::I8: case GgmlType::I16: case GgmlType::I32: case GgmlType::I64: {
+    case GgmlType::I8:
+    case GgmlType::I16:
+    case GgmlType::I32:
+    case GgmlType::I64: {
         // Integer tensors (rare; e.g. index tables): small non-negative values.
         const std::size_t width = type == GgmlType::I8 ? 1 : type == GgmlType::I16 ? 2 : type == GgmlType::I32 ? 4 : 8;
         for (std::size_t i = 0; i + width <= n; i += width)
@@ -524,7 +541,8 @@ gguf::GgufWriter make_test_model_like(const gguf::GgufFile& like, uint64_t seed)
         w.set_value(e.key, e.value);
     for (const auto& t : like.tensors()) {
         const std::vector<uint64_t> dims(t.ne.begin(), t.ne.begin() + std::max<uint32_t>(t.n_dims, 1));
-        w.add_tensor(t.name, t.type.type, dims, random_fill(t.type.type, wants_unit_values(t.name, t.n_dims), seed, t.name));
+        w.add_tensor(t.name, t.type.type, dims,
+                     random_fill(t.type.type, wants_unit_values(t.name, t.n_dims), seed, t.name));
     }
     return w;
 }
@@ -556,7 +574,8 @@ gguf::GgufWriter make_test_model_impl(std::string_view arch, uint64_t seed, cons
         std::string known;
         for (const auto& a : test_model_architectures())
             known += (known.empty() ? "" : ", ") + a;
-        throw UnsupportedError(fmt::format("cannot generate a test model of architecture '{}' (supported: {})", arch, known));
+        throw UnsupportedError(
+            fmt::format("cannot generate a test model of architecture '{}' (supported: {})", arch, known));
     }
     ArchSpec s = *spec;
     if (shape) {
@@ -575,8 +594,10 @@ gguf::GgufWriter make_test_model_impl(std::string_view arch, uint64_t seed, cons
     w.set_string("general.architecture", s.arch);
     w.set_string("general.type", "model");
     w.set_string("general.name", fmt::format("tokenscope-test-{}", s.arch));
-    w.set_string("general.description",
-                 fmt::format("Random weights for tests and benchmarks, generated by tokenscope make-test-model (seed {})", seed));
+    w.set_string(
+        "general.description",
+        fmt::format("Random weights for tests and benchmarks, generated by tokenscope make-test-model (seed {})",
+                    seed));
     w.set_u32("general.file_type", 15); // informational: the mix below resembles Q4_K_M
     w.set_u32("general.quantization_version", 2);
     w.set_u32(p + "context_length", s.n_ctx);
@@ -600,7 +621,8 @@ gguf::GgufWriter make_test_model_impl(std::string_view arch, uint64_t seed, cons
                 w.set_value(e.key, e.value);
         const auto* tokens = vocab->get_array("tokenizer.ggml.tokens");
         if (!tokens || tokens->count == 0)
-            throw FormatError(fmt::format("{}: has no tokenizer.ggml.tokens to take the vocabulary from", vocab->name()));
+            throw FormatError(
+                fmt::format("{}: has no tokenizer.ggml.tokens to take the vocabulary from", vocab->name()));
         n_vocab = tokens->count;
     } else {
         n_vocab = set_builtin_vocab(w);

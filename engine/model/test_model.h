@@ -12,7 +12,9 @@
 #include <vector>
 
 namespace engine {
-namespace gguf { class GgufFile; }
+namespace gguf {
+class GgufFile;
+}
 
 // Random-weight models for tests and benchmarks. Every byte follows from the seed through the
 // self-written PRNG in util/rng.h and integer arithmetic, so the same seed gives the same file on

@@ -86,12 +86,23 @@ void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t n)
 ActivationFormat activation_format(GgmlType t)
 {
     switch (t) {
-    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: return ActivationFormat::Q8_0;
-    case GgmlType::Q4_1: case GgmlType::Q5_1: return ActivationFormat::Q8_1;
-    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+    case GgmlType::Q8_0:
+        return ActivationFormat::Q8_0;
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
+        return ActivationFormat::Q8_1;
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
         return ActivationFormat::Q8_K;
-    case GgmlType::F16: return ActivationFormat::F16; // ggml multiplies F16 weights with F16 activations
-    default: return ActivationFormat::F32;
+    case GgmlType::F16:
+        return ActivationFormat::F16; // ggml multiplies F16 weights with F16 activations
+    default:
+        return ActivationFormat::F32;
     }
 }
 
@@ -99,11 +110,16 @@ std::size_t activation_row_bytes(ActivationFormat f, int64_t n)
 {
     const auto un = static_cast<std::size_t>(n);
     switch (f) {
-    case ActivationFormat::F32: return un * sizeof(float);
-    case ActivationFormat::F16: return un * sizeof(uint16_t);
-    case ActivationFormat::Q8_0: return un / 32 * sizeof(BlockQ8_0);
-    case ActivationFormat::Q8_1: return un / 32 * sizeof(BlockQ8_1);
-    case ActivationFormat::Q8_K: return un / 256 * sizeof(BlockQ8_K);
+    case ActivationFormat::F32:
+        return un * sizeof(float);
+    case ActivationFormat::F16:
+        return un * sizeof(uint16_t);
+    case ActivationFormat::Q8_0:
+        return un / 32 * sizeof(BlockQ8_0);
+    case ActivationFormat::Q8_1:
+        return un / 32 * sizeof(BlockQ8_1);
+    case ActivationFormat::Q8_K:
+        return un / 256 * sizeof(BlockQ8_K);
     }
     return 0;
 }
@@ -111,14 +127,22 @@ std::size_t activation_row_bytes(ActivationFormat f, int64_t n)
 void quantize_activations(ActivationFormat f, const float* x, void* out, int64_t n)
 {
     switch (f) {
-    case ActivationFormat::F32: std::memcpy(out, x, static_cast<std::size_t>(n) * sizeof(float)); break;
+    case ActivationFormat::F32:
+        std::memcpy(out, x, static_cast<std::size_t>(n) * sizeof(float));
+        break;
     case ActivationFormat::F16:
         for (int64_t i = 0; i < n; ++i)
             static_cast<uint16_t*>(out)[i] = f32_to_fp16(x[i]);
         break;
-    case ActivationFormat::Q8_0: quantize_q8_0(x, static_cast<BlockQ8_0*>(out), n); break;
-    case ActivationFormat::Q8_1: quantize_q8_1(x, static_cast<BlockQ8_1*>(out), n); break;
-    case ActivationFormat::Q8_K: quantize_q8_k(x, static_cast<BlockQ8_K*>(out), n); break;
+    case ActivationFormat::Q8_0:
+        quantize_q8_0(x, static_cast<BlockQ8_0*>(out), n);
+        break;
+    case ActivationFormat::Q8_1:
+        quantize_q8_1(x, static_cast<BlockQ8_1*>(out), n);
+        break;
+    case ActivationFormat::Q8_K:
+        quantize_q8_k(x, static_cast<BlockQ8_K*>(out), n);
+        break;
     }
 }
 

@@ -20,7 +20,10 @@ uint16_t load_u16(const uint8_t* p)
 {
     return static_cast<uint16_t>(p[0] | (p[1] << 8));
 }
-float load_half(const uint8_t* p) { return fp16_to_f32(load_u16(p)); }
+float load_half(const uint8_t* p)
+{
+    return fp16_to_f32(load_u16(p));
+}
 uint32_t load_u32(const uint8_t* p)
 {
     uint32_t v;
@@ -196,17 +199,28 @@ using BlockDecoder = void (*)(const uint8_t*, float*);
 BlockDecoder block_decoder(GgmlType type)
 {
     switch (type) {
-    case GgmlType::Q4_0: return dequant_q4_0;
-    case GgmlType::Q4_1: return dequant_q4_1;
-    case GgmlType::Q5_0: return dequant_q5_0;
-    case GgmlType::Q5_1: return dequant_q5_1;
-    case GgmlType::Q8_0: return dequant_q8_0;
-    case GgmlType::Q2_K: return dequant_q2_k;
-    case GgmlType::Q3_K: return dequant_q3_k;
-    case GgmlType::Q4_K: return dequant_q4_k;
-    case GgmlType::Q5_K: return dequant_q5_k;
-    case GgmlType::Q6_K: return dequant_q6_k;
-    default: return nullptr;
+    case GgmlType::Q4_0:
+        return dequant_q4_0;
+    case GgmlType::Q4_1:
+        return dequant_q4_1;
+    case GgmlType::Q5_0:
+        return dequant_q5_0;
+    case GgmlType::Q5_1:
+        return dequant_q5_1;
+    case GgmlType::Q8_0:
+        return dequant_q8_0;
+    case GgmlType::Q2_K:
+        return dequant_q2_k;
+    case GgmlType::Q3_K:
+        return dequant_q3_k;
+    case GgmlType::Q4_K:
+        return dequant_q4_k;
+    case GgmlType::Q5_K:
+        return dequant_q5_k;
+    case GgmlType::Q6_K:
+        return dequant_q6_k;
+    default:
+        return nullptr;
     }
 }
 

@@ -53,8 +53,14 @@ std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t type_id)
     return std::nullopt;
 }
 
-GgmlTypeTraits ggml_type_traits(GgmlType type) { return *ggml_type_traits(static_cast<uint32_t>(type)); }
+GgmlTypeTraits ggml_type_traits(GgmlType type)
+{
+    return *ggml_type_traits(static_cast<uint32_t>(type));
+}
 
-std::string_view ggml_type_name(GgmlType type) { return ggml_type_traits(type).name; }
+std::string_view ggml_type_name(GgmlType type)
+{
+    return ggml_type_traits(type).name;
+}
 
 } // namespace engine

@@ -18,7 +18,10 @@ namespace engine {
 
 namespace {
 
-inline float half(const uint8_t* p) { return fp16_to_f32(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
+inline float half(const uint8_t* p)
+{
+    return fp16_to_f32(static_cast<uint16_t>(p[0] | (p[1] << 8)));
+}
 
 // ---- legacy 32-element blocks × Q8_0 / Q8_1 ------------------------------------------------------
 
@@ -295,7 +298,8 @@ float dot_f16(const void* w, const void* a, int64_t n)
         acc[1][l] += acc[3][l];
         acc[0][l] += acc[1][l];
     }
-    const float t0 = acc[0][0] + acc[0][4], t1 = acc[0][1] + acc[0][5], t2 = acc[0][2] + acc[0][6], t3 = acc[0][3] + acc[0][7];
+    const float t0 = acc[0][0] + acc[0][4], t1 = acc[0][1] + acc[0][5], t2 = acc[0][2] + acc[0][6],
+                t3 = acc[0][3] + acc[0][7];
     double sum = (t0 + t1) + (t2 + t3);
     for (int64_t i = np; i < n; ++i)
         sum += static_cast<double>(fp16_to_f32(x[i]) * fp16_to_f32(y[i]));
@@ -361,9 +365,12 @@ SimdLevel simd_level()
 std::string_view simd_level_name(SimdLevel level)
 {
     switch (level) {
-    case SimdLevel::Scalar: return "scalar";
-    case SimdLevel::Avx2: return "AVX2";
-    case SimdLevel::Avx512: return "AVX2 (AVX-512 CPU)"; // the kernels are AVX2; AVX-512 ones are not written yet
+    case SimdLevel::Scalar:
+        return "scalar";
+    case SimdLevel::Avx2:
+        return "AVX2";
+    case SimdLevel::Avx512:
+        return "AVX2 (AVX-512 CPU)"; // the kernels are AVX2; AVX-512 ones are not written yet
     }
     return "?";
 }
@@ -371,32 +378,52 @@ std::string_view simd_level_name(SimdLevel level)
 VecDotFn vec_dot_scalar(GgmlType type)
 {
     switch (type) {
-    case GgmlType::F32: return dot_f32;
-    case GgmlType::F16: return dot_f16;
-    case GgmlType::BF16: return dot_bf16;
-    case GgmlType::Q4_0: return dot_q4_0;
-    case GgmlType::Q4_1: return dot_q4_1;
-    case GgmlType::Q5_0: return dot_q5_0;
-    case GgmlType::Q5_1: return dot_q5_1;
-    case GgmlType::Q8_0: return dot_q8_0;
-    case GgmlType::Q2_K: return dot_k<kQ2K>;
-    case GgmlType::Q3_K: return dot_k<kQ3K>;
-    case GgmlType::Q4_K: return dot_k<kQ4K>;
-    case GgmlType::Q5_K: return dot_k<kQ5K>;
-    case GgmlType::Q6_K: return dot_k<kQ6K>;
-    default: return nullptr;
+    case GgmlType::F32:
+        return dot_f32;
+    case GgmlType::F16:
+        return dot_f16;
+    case GgmlType::BF16:
+        return dot_bf16;
+    case GgmlType::Q4_0:
+        return dot_q4_0;
+    case GgmlType::Q4_1:
+        return dot_q4_1;
+    case GgmlType::Q5_0:
+        return dot_q5_0;
+    case GgmlType::Q5_1:
+        return dot_q5_1;
+    case GgmlType::Q8_0:
+        return dot_q8_0;
+    case GgmlType::Q2_K:
+        return dot_k<kQ2K>;
+    case GgmlType::Q3_K:
+        return dot_k<kQ3K>;
+    case GgmlType::Q4_K:
+        return dot_k<kQ4K>;
+    case GgmlType::Q5_K:
+        return dot_k<kQ5K>;
+    case GgmlType::Q6_K:
+        return dot_k<kQ6K>;
+    default:
+        return nullptr;
     }
 }
 
 VecDotFn vec_dot_tiled_scalar(GgmlType type)
 {
     switch (type) {
-    case GgmlType::Q2_K: return dot_k_tiled<kQ2K>;
-    case GgmlType::Q3_K: return dot_k_tiled<kQ3K>;
-    case GgmlType::Q4_K: return dot_k_tiled<kQ4K>;
-    case GgmlType::Q5_K: return dot_k_tiled<kQ5K>;
-    case GgmlType::Q6_K: return dot_k_tiled<kQ6K>;
-    default: return nullptr;
+    case GgmlType::Q2_K:
+        return dot_k_tiled<kQ2K>;
+    case GgmlType::Q3_K:
+        return dot_k_tiled<kQ3K>;
+    case GgmlType::Q4_K:
+        return dot_k_tiled<kQ4K>;
+    case GgmlType::Q5_K:
+        return dot_k_tiled<kQ5K>;
+    case GgmlType::Q6_K:
+        return dot_k_tiled<kQ6K>;
+    default:
+        return nullptr;
     }
 }
 
@@ -426,7 +453,6 @@ VecDotX4Fn vec_dot_x4_for_batch(GgmlType type, int64_t n_tokens)
         return simd::vec_dot_tiled_x4_avx2(type);
     return simd::vec_dot_x4_avx2(type);
 }
-
 
 VecDotFn vec_dot_for(GgmlType type)
 {

@@ -18,7 +18,6 @@ using VecDotFn = float (*)(const void* weight_row, const void* activations, int6
 // once for the four; each result is bit-identical to four vec_dot calls.
 using VecDotX4Fn = void (*)(const void* weight_row, const void* const activations[4], int64_t n, float out[4]);
 
-
 // The implementation used for a weight type: the widest SIMD the CPU supports, else scalar.
 // nullptr when the type has no dot product (IQ*, TQ*).
 VecDotFn vec_dot_for(GgmlType type);

@@ -180,7 +180,8 @@ void validate_sampler_config(const SamplerConfig& c)
     const auto bad = [](const std::string& what) -> void { throw Error("invalid sampling setting: " + what); };
     if (!std::isfinite(c.temperature) || c.temperature < 0.0f || c.temperature > kMaxTemperature ||
         (c.temperature > 0.0f && c.temperature < kMinTemperature))
-        bad(fmt::format("temperature {} (use 0 for greedy, or {} to {})", c.temperature, kMinTemperature, kMaxTemperature));
+        bad(fmt::format("temperature {} (use 0 for greedy, or {} to {})", c.temperature, kMinTemperature,
+                        kMaxTemperature));
     if (c.top_k < 0)
         bad(fmt::format("top-k {} (use 0 for off, or a positive count)", c.top_k));
     if (!std::isfinite(c.top_p) || c.top_p < 0.0f || c.top_p > 1.0f)
@@ -190,10 +191,14 @@ void validate_sampler_config(const SamplerConfig& c)
     if (!std::isfinite(c.repeat_penalty) || c.repeat_penalty <= 0.0f || c.repeat_penalty > kMaxRepeatPenalty)
         bad(fmt::format("repetition penalty {} (use above 0 up to {}; 1 is off)", c.repeat_penalty, kMaxRepeatPenalty));
     if (c.repeat_last_n < -1)
-        bad(fmt::format("repetition window {} (use -1 for the whole history, 0 for off, or a positive count)", c.repeat_last_n));
+        bad(fmt::format("repetition window {} (use -1 for the whole history, 0 for off, or a positive count)",
+                        c.repeat_last_n));
 }
 
-Sampler::Sampler(SamplerConfig config) : m_config(config), m_rng(config.seed) { validate_sampler_config(m_config); }
+Sampler::Sampler(SamplerConfig config) : m_config(config), m_rng(config.seed)
+{
+    validate_sampler_config(m_config);
+}
 
 void Sampler::reseed(uint64_t seed)
 {

@@ -58,7 +58,8 @@ PrefillReport Session::prefill(std::span<const TokenId> tokens, const CaptureReq
     const KvTruncation t = m_backend->kv_cache().truncate(keep);
     // When only the last token is re-evaluated (a step back to a known position), it is summed in
     // the order of the batch it first came in, so that its logits are exactly the ones shown then.
-    const uint32_t order = (keep + 1 == tokens.size() && keep < m_batch_of.size() && !t.recompute) ? m_batch_of[keep] : 0;
+    const uint32_t order =
+        (keep + 1 == tokens.size() && keep < m_batch_of.size() && !t.recompute) ? m_batch_of[keep] : 0;
     if (t.recompute) {
         report.window_recompute = true;
         report.window_layer = t.first_layer_short;

@@ -16,10 +16,10 @@ namespace engine {
 using PrefillProgress = std::function<bool(uint32_t done, uint32_t total)>;
 
 struct PrefillReport {
-    uint32_t reused = 0;            // prompt tokens whose K/V were already cached (shared prefix)
-    uint32_t computed = 0;          // tokens evaluated now
-    bool window_recompute = false;  // a sliding-window layer had freed what the prefix needed
-    bool cancelled = false;         // the progress callback stopped it
+    uint32_t reused = 0;           // prompt tokens whose K/V were already cached (shared prefix)
+    uint32_t computed = 0;         // tokens evaluated now
+    bool window_recompute = false; // a sliding-window layer had freed what the prefix needed
+    bool cancelled = false;        // the progress callback stopped it
     std::optional<uint32_t> window_layer;
     double ms = 0.0;
 };

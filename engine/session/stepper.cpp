@@ -24,9 +24,8 @@ std::vector<Candidate> top_of_softmax(std::span<const float> logits, std::size_t
     for (std::size_t i = 0; i < ids.size(); ++i)
         ids[i] = static_cast<int32_t>(i);
     n = std::min(n, ids.size());
-    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(), [&](int32_t a, int32_t b) {
-        return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
-    });
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(),
+                      [&](int32_t a, int32_t b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
     std::vector<Candidate> top;
     for (std::size_t i = 0; i < n; ++i) {
         const float l = logits[ids[i]];
@@ -68,7 +67,8 @@ uint64_t seed_for(uint64_t seed, std::size_t position)
 
 } // namespace
 
-SampleResult Stepper::sample_at(std::span<const float> logits, std::span<const TokenId> history, const SamplerConfig& config)
+SampleResult Stepper::sample_at(std::span<const float> logits, std::span<const TokenId> history,
+                                const SamplerConfig& config)
 {
     Sampler sampler(config);
     sampler.reseed(seed_for(config.seed, history.size()));

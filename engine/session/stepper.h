@@ -15,7 +15,7 @@ namespace engine {
 // One decode step the stepper took: a token chosen from the distribution the previous forward
 // pass left, appended, and evaluated.
 struct StepRecord {
-    uint32_t position = 0;    // where the token went in the sequence
+    uint32_t position = 0; // where the token went in the sequence
     TokenId token = 0;
     bool forced = false;      // picked by the user, not drawn
     float probability = 0.0f; // in the final distribution it came from (0 when a forced token was outside it)
@@ -54,7 +54,8 @@ public:
     SampleResult preview(const SamplerConfig& config) const;
     // The same draw from a copy of the logits and history (the UI previews settings with it): the
     // RNG is seeded by (config.seed, history.size()).
-    static SampleResult sample_at(std::span<const float> logits, std::span<const TokenId> history, const SamplerConfig& config);
+    static SampleResult sample_at(std::span<const float> logits, std::span<const TokenId> history,
+                                  const SamplerConfig& config);
     // Takes one step: `forced`, or a draw with `config`. Throws Error when the context is full.
     const StepRecord& step(const SamplerConfig& config, std::optional<TokenId> forced = {});
     // Undoes the last step; false when only the prompt is left.

@@ -34,7 +34,10 @@ const Tables& tables()
 
 } // namespace
 
-const std::string& encode_byte(unsigned char byte) { return tables().encoded[byte]; }
+const std::string& encode_byte(unsigned char byte)
+{
+    return tables().encoded[byte];
+}
 
 std::optional<unsigned char> decode_char(std::string_view utf8_char)
 {

@@ -28,11 +28,13 @@ public:
     // stem throws UnsupportedError naming the two supported ones). Throws engine errors (see
     // engine/util/error.h) with a clear message naming the file for bad/truncated/empty input.
     static std::unique_ptr<ComparisonTokenizer> open(const std::string& path);
-    virtual std::string name() const = 0;      // short label, e.g. "Llama-3.2-1B (BPE llama-bpe)" or "cl100k_base (tiktoken)"
-    virtual std::string kind() const = 0;      // "SentencePiece", "BPE", "tiktoken"
+    virtual std::string
+    name() const = 0; // short label, e.g. "Llama-3.2-1B (BPE llama-bpe)" or "cl100k_base (tiktoken)"
+    virtual std::string kind() const = 0; // "SentencePiece", "BPE", "tiktoken"
     virtual std::size_t vocab_size() const = 0;
-    virtual std::vector<Token> encode(std::string_view text) const = 0; // Token from tokenizer/tokenizer.h: id + byte span; spans tile the input
-    virtual std::string piece(TokenId id) const = 0;                    // raw bytes of the token
+    virtual std::vector<Token>
+    encode(std::string_view text) const = 0; // Token from tokenizer/tokenizer.h: id + byte span; spans tile the input
+    virtual std::string piece(TokenId id) const = 0; // raw bytes of the token
 };
 
 // The vocabulary of a GGUF file: metadata only, the file is unmapped again before this returns.

@@ -172,7 +172,10 @@ const TiktokenEncodingSpec* find_tiktoken_encoding(std::string_view name)
     return nullptr;
 }
 
-std::string supported_tiktoken_encodings() { return fmt::format("{}, {}", kCl100k.name, kO200k.name); }
+std::string supported_tiktoken_encodings()
+{
+    return fmt::format("{}, {}", kCl100k.name, kO200k.name);
+}
 
 // ---- the rank file ----------------------------------------------------------------------------
 

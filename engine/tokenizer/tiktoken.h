@@ -17,8 +17,8 @@ namespace engine {
 // One of OpenAI's encodings as tiktoken defines it: the rank file is data the user supplies, the
 // pre-tokenizer regex and the special tokens are facts from tiktoken's tiktoken_ext/openai_public.py.
 struct TiktokenEncodingSpec {
-    std::string_view name;    // "cl100k_base", "o200k_base"
-    std::string pattern;      // pat_str, verbatim (the encoder adapts it to PCRE2, see tiktoken.cpp)
+    std::string_view name; // "cl100k_base", "o200k_base"
+    std::string pattern;   // pat_str, verbatim (the encoder adapts it to PCRE2, see tiktoken.cpp)
     std::vector<std::pair<std::string_view, TokenId>> special_tokens;
 };
 

@@ -109,8 +109,8 @@ TokenChangeKind kind_of(uint32_t old_count, uint32_t new_count)
 
 } // namespace
 
-TokenDiff diff_tokens(std::string_view old_text, std::span<const Token> old_tokens,
-                      std::string_view new_text, std::span<const Token> new_tokens)
+TokenDiff diff_tokens(std::string_view old_text, std::span<const Token> old_tokens, std::string_view new_text,
+                      std::span<const Token> new_tokens)
 {
     TokenDiff diff;
     diff.count_delta = static_cast<int64_t>(new_tokens.size()) - static_cast<int64_t>(old_tokens.size());
@@ -157,11 +157,16 @@ TokenDiff diff_tokens(std::string_view old_text, std::span<const Token> old_toke
 std::string_view token_change_kind_name(TokenChangeKind kind)
 {
     switch (kind) {
-    case TokenChangeKind::Inserted: return "inserted";
-    case TokenChangeKind::Deleted: return "deleted";
-    case TokenChangeKind::Split: return "split";
-    case TokenChangeKind::Merged: return "merged";
-    case TokenChangeKind::Replaced: return "replaced";
+    case TokenChangeKind::Inserted:
+        return "inserted";
+    case TokenChangeKind::Deleted:
+        return "deleted";
+    case TokenChangeKind::Split:
+        return "split";
+    case TokenChangeKind::Merged:
+        return "merged";
+    case TokenChangeKind::Replaced:
+        return "replaced";
     }
     return "?";
 }

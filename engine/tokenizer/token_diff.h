@@ -21,8 +21,8 @@ struct TokenChange {
 };
 
 struct TokenDiff {
-    std::vector<TokenChange> changes;    // in order; tokens outside them are unchanged
-    int64_t count_delta = 0;             // new.size() - old.size()
+    std::vector<TokenChange> changes; // in order; tokens outside them are unchanged
+    int64_t count_delta = 0;          // new.size() - old.size()
 };
 
 // Aligns two tokenizations of two versions of a text: a token is unchanged when it has the same id
@@ -30,8 +30,8 @@ struct TokenDiff {
 // The common prefix and suffix are trimmed, the rest is aligned by a longest common subsequence
 // (Myers' O(ND) diff); each maximal run between unchanged tokens becomes one change. Beyond a few
 // thousand differences the middle is reported as one Replaced change instead.
-TokenDiff diff_tokens(std::string_view old_text, std::span<const Token> old_tokens,
-                      std::string_view new_text, std::span<const Token> new_tokens);
+TokenDiff diff_tokens(std::string_view old_text, std::span<const Token> old_tokens, std::string_view new_text,
+                      std::span<const Token> new_tokens);
 
 // "inserted", "deleted", "split", "merged", "replaced".
 std::string_view token_change_kind_name(TokenChangeKind kind);

@@ -237,7 +237,8 @@ void Tokenizer::encode_spm(std::string_view text, uint32_t offset, bool after_sp
         }
         // Byte fallback: every byte of the character carries the character's span.
         for (uint32_t j = 0; j < sym.n; ++j)
-            out.push_back({byte_token(static_cast<unsigned char>(piece[j])), map.at(sym.start), map.at(sym.start + sym.n)});
+            out.push_back(
+                {byte_token(static_cast<unsigned char>(piece[j])), map.at(sym.start), map.at(sym.start + sym.n)});
     };
     for (int i = symbols.empty() ? -1 : 0; i != -1; i = symbols[static_cast<std::size_t>(i)].next)
         emit(emit, symbols[static_cast<std::size_t>(i)]);

@@ -16,13 +16,20 @@ namespace engine {
 std::string_view token_type_name(TokenType type)
 {
     switch (type) {
-    case TokenType::Undefined: return "undefined";
-    case TokenType::Normal: return "normal";
-    case TokenType::Unknown: return "unknown";
-    case TokenType::Control: return "control";
-    case TokenType::UserDefined: return "user-defined";
-    case TokenType::Unused: return "unused";
-    case TokenType::Byte: return "byte";
+    case TokenType::Undefined:
+        return "undefined";
+    case TokenType::Normal:
+        return "normal";
+    case TokenType::Unknown:
+        return "unknown";
+    case TokenType::Control:
+        return "control";
+    case TokenType::UserDefined:
+        return "user-defined";
+    case TokenType::Unused:
+        return "unused";
+    case TokenType::Byte:
+        return "byte";
     }
     return "?";
 }
@@ -39,8 +46,8 @@ namespace {
 
 // Texts that mark the end of a turn; llama.cpp recognises them by text and forces them to CONTROL.
 constexpr std::array kEndOfGenerationTexts = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>",
-    "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",   "<|endoftext|>",
+    "<|eom_id|>", "<EOT>",      "_<EOT>",  "<|end_of_text|>", "<end_of_utterance>",
 };
 
 // Pre-tokenizer names whose BPE skips merging for pieces that are whole tokens and adds BOS.

@@ -9,13 +9,21 @@
 #include <vector>
 
 namespace engine {
-namespace gguf { class GgufFile; }
+namespace gguf {
+class GgufFile;
+}
 
 using TokenId = int32_t;
 
 // tokenizer.ggml.token_type values.
 enum class TokenType : int32_t {
-    Undefined = 0, Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6,
+    Undefined = 0,
+    Normal = 1,
+    Unknown = 2,
+    Control = 3,
+    UserDefined = 4,
+    Unused = 5,
+    Byte = 6,
 };
 std::string_view token_type_name(TokenType type);
 
@@ -40,8 +48,8 @@ struct Vocab {
     bool add_bos = false;
     bool add_eos = false;
     bool add_space_prefix = false;
-    bool ignore_merges = false;   // BPE: a piece that is already a token skips merging
-    bool clean_spaces = false;    // BPE detokenizer cleanup (not used by decode(), see Tokenizer)
+    bool ignore_merges = false; // BPE: a piece that is already a token skips merging
+    bool clean_spaces = false;  // BPE detokenizer cleanup (not used by decode(), see Tokenizer)
     std::optional<std::string> chat_template;
 
     std::size_t size() const { return tokens.size(); }

@@ -63,6 +63,9 @@ constexpr uint16_t f32_to_fp16(float f)
 }
 
 // bfloat16 is the upper half of a binary32.
-constexpr float bf16_to_f32(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+constexpr float bf16_to_f32(uint16_t b)
+{
+    return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
 
 } // namespace engine

@@ -41,7 +41,10 @@ MappedFile::MappedFile(const std::filesystem::path& path) : m_path(path)
     ::close(fd);
 }
 
-MappedFile::~MappedFile() { release(); }
+MappedFile::~MappedFile()
+{
+    release();
+}
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : m_path(std::move(other.m_path)), m_data(std::exchange(other.m_data, nullptr)),

@@ -35,8 +35,10 @@ void TestAttention::simdMatchesScalarBitForBit_data()
     QTest::addColumn<bool>("batched");
     for (bool batched : {false, true})
         for (int n_slots : {1, 5, 31, 33, 300, 700}) {
-            QTest::newRow(qPrintable(QString("%1 slots%2").arg(n_slots).arg(batched ? ", batched" : ""))) << n_slots << 0 << batched;
-            QTest::newRow(qPrintable(QString("%1 slots, window 64%2").arg(n_slots).arg(batched ? ", batched" : ""))) << n_slots << 64 << batched;
+            QTest::newRow(qPrintable(QString("%1 slots%2").arg(n_slots).arg(batched ? ", batched" : "")))
+                << n_slots << 0 << batched;
+            QTest::newRow(qPrintable(QString("%1 slots, window 64%2").arg(n_slots).arg(batched ? ", batched" : "")))
+                << n_slots << 64 << batched;
         }
 }
 
@@ -80,7 +82,8 @@ void TestAttention::simdMatchesScalarBitForBit()
     cpu::attention_row(row, out_v.data(), w_v.data(), b);
     for (uint32_t d = 0; d < D; ++d)
         QVERIFY2(std::bit_cast<uint32_t>(out_s[d]) == std::bit_cast<uint32_t>(out_v[d]),
-                 qPrintable(QString("out[%1]: scalar %2, SIMD %3").arg(d).arg(out_s[d], 0, 'g', 9).arg(out_v[d], 0, 'g', 9)));
+                 qPrintable(
+                     QString("out[%1]: scalar %2, SIMD %3").arg(d).arg(out_s[d], 0, 'g', 9).arg(out_v[d], 0, 'g', 9)));
     double sum = 0;
     for (int j = 0; j < n_slots; ++j) {
         QCOMPARE(std::bit_cast<uint32_t>(w_s[std::size_t(j)]), std::bit_cast<uint32_t>(w_v[std::size_t(j)]));
@@ -136,7 +139,9 @@ void TestAttention::capturedWeightsOnTheRealModel()
                     QCOMPARE(w, 0.0f); // causal mask
                 sum += w;
             }
-            QVERIFY2(std::fabs(sum - 1.0) < 1e-5, qPrintable(QString("layer %1 head %2 row %3 sums to %4").arg(a.layer).arg(a.head).arg(t).arg(sum)));
+            QVERIFY2(
+                std::fabs(sum - 1.0) < 1e-5,
+                qPrintable(QString("layer %1 head %2 row %3 sums to %4").arg(a.layer).arg(a.head).arg(t).arg(sum)));
         }
     }
     // The cache read back holds the keys and values the attention used.

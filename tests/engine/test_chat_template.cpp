@@ -39,10 +39,16 @@ const std::vector<ChatMessage>& conversation()
     return c;
 }
 
-std::string str(const QByteArray& b) { return std::string(b.constData(), static_cast<std::size_t>(b.size())); }
+std::string str(const QByteArray& b)
+{
+    return std::string(b.constData(), static_cast<std::size_t>(b.size()));
+}
 
 // Bytes as tokens: the context-policy cases below are then exact arithmetic.
-std::size_t count_bytes(const std::string& s) { return s.size(); }
+std::size_t count_bytes(const std::string& s)
+{
+    return s.size();
+}
 
 // A ChatML message of exactly n bytes: "<|im_start|>" role "\n" content "<|im_end|>\n" is 24
 // bytes plus the role and the content.
@@ -106,18 +112,21 @@ void TestChatTemplate::rendersLikeLlamaCpp_data()
                             << QByteArray("[INST] You are a helpful assistant\nHello [/INST]Hi there</s>"
                                           "[INST] Who are you [/INST]   I am an assistant   </s>"
                                           "[INST] Another question [/INST]");
-    QTest::newRow("llama2-sys") << "llama2-sys"
-                                << QByteArray("[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s>"
-                                              "[INST] Who are you [/INST]   I am an assistant   </s>"
-                                              "[INST] Another question [/INST]");
-    QTest::newRow("llama2-sys-bos") << "llama2-sys-bos"
-                                    << QByteArray("[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s>"
-                                                  "<s>[INST] Who are you [/INST]   I am an assistant   </s>"
-                                                  "<s>[INST] Another question [/INST]");
-    QTest::newRow("llama2-sys-strip") << "llama2-sys-strip"
-                                      << QByteArray("[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s>"
-                                                    "[INST] Who are you [/INST]I am an assistant</s>"
-                                                    "[INST] Another question [/INST]");
+    QTest::newRow("llama2-sys")
+        << "llama2-sys"
+        << QByteArray("[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s>"
+                      "[INST] Who are you [/INST]   I am an assistant   </s>"
+                      "[INST] Another question [/INST]");
+    QTest::newRow("llama2-sys-bos")
+        << "llama2-sys-bos"
+        << QByteArray("[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s>"
+                      "<s>[INST] Who are you [/INST]   I am an assistant   </s>"
+                      "<s>[INST] Another question [/INST]");
+    QTest::newRow("llama2-sys-strip")
+        << "llama2-sys-strip"
+        << QByteArray("[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s>"
+                      "[INST] Who are you [/INST]I am an assistant</s>"
+                      "[INST] Another question [/INST]");
     QTest::newRow("mistral-v1") << "mistral-v1"
                                 << QByteArray(" [INST] You are a helpful assistant\n\nHello [/INST] Hi there</s>"
                                               " [INST] Who are you [/INST]    I am an assistant   </s>"
@@ -156,13 +165,14 @@ void TestChatTemplate::rendersLikeLlamaCpp_data()
                                          "<start_of_turn>user\nAnother question<end_of_turn>\n"
                                          "<start_of_turn>model\n");
     QTest::newRow("llama3") << "llama3"
-                            << QByteArray("<|start_header_id|>system<|end_header_id|>\n\nYou are a helpful assistant<|eot_id|>"
-                                          "<|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>"
-                                          "<|start_header_id|>assistant<|end_header_id|>\n\nHi there<|eot_id|>"
-                                          "<|start_header_id|>user<|end_header_id|>\n\nWho are you<|eot_id|>"
-                                          "<|start_header_id|>assistant<|end_header_id|>\n\nI am an assistant<|eot_id|>"
-                                          "<|start_header_id|>user<|end_header_id|>\n\nAnother question<|eot_id|>"
-                                          "<|start_header_id|>assistant<|end_header_id|>\n\n");
+                            << QByteArray(
+                                   "<|start_header_id|>system<|end_header_id|>\n\nYou are a helpful assistant<|eot_id|>"
+                                   "<|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>"
+                                   "<|start_header_id|>assistant<|end_header_id|>\n\nHi there<|eot_id|>"
+                                   "<|start_header_id|>user<|end_header_id|>\n\nWho are you<|eot_id|>"
+                                   "<|start_header_id|>assistant<|end_header_id|>\n\nI am an assistant<|eot_id|>"
+                                   "<|start_header_id|>user<|end_header_id|>\n\nAnother question<|eot_id|>"
+                                   "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 void TestChatTemplate::rendersLikeLlamaCpp()
@@ -182,7 +192,8 @@ void TestChatTemplate::assistantPrefixOnlyWhenAsked()
     QCOMPARE(with(ChatFormat::ChatML), without(ChatFormat::ChatML) + "<|im_start|>assistant\n");
     QCOMPARE(with(ChatFormat::Phi4), without(ChatFormat::Phi4) + "<|im_start|>assistant<|im_sep|>");
     QCOMPARE(with(ChatFormat::Phi3), without(ChatFormat::Phi3) + "<|assistant|>\n");
-    QCOMPARE(with(ChatFormat::Llama3), without(ChatFormat::Llama3) + "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    QCOMPARE(with(ChatFormat::Llama3),
+             without(ChatFormat::Llama3) + "<|start_header_id|>assistant<|end_header_id|>\n\n");
     QCOMPARE(with(ChatFormat::Plain), without(ChatFormat::Plain) + "Assistant:");
     // The [INST] families end with [/INST] either way (llama.cpp ignores add_ass for them).
     for (auto f : {ChatFormat::Llama2, ChatFormat::Llama2Sys, ChatFormat::Llama2SysBos, ChatFormat::Llama2SysStrip,
@@ -234,7 +245,8 @@ void TestChatTemplate::stopStrings()
     // Each format's stop string is what closes an assistant turn in its own rendering.
     for (auto f : {ChatFormat::Gemma, ChatFormat::ChatML, ChatFormat::Phi4, ChatFormat::Llama3, ChatFormat::Phi3,
                    ChatFormat::Llama2, ChatFormat::MistralV1, ChatFormat::MistralV7, ChatFormat::Plain}) {
-        const std::string with_reply = engine::render_chat(f, {{"user", "Q"}, {"assistant", "@@"}, {"user", "R"}}, false);
+        const std::string with_reply =
+            engine::render_chat(f, {{"user", "Q"}, {"assistant", "@@"}, {"user", "R"}}, false);
         const auto at = with_reply.find("@@");
         QVERIFY2(with_reply.compare(at + 2, engine::stop_strings(f)[0].size(), engine::stop_strings(f)[0]) == 0,
                  engine::chat_format_name(f).data());
@@ -264,56 +276,122 @@ void TestChatTemplate::detectsTemplates_data()
     QTest::addColumn<QString>("arch");
     QTest::addColumn<QString>("expected");
 
-    QTest::newRow("gemma-3-it") << QByteArray(R"J({{ bos_token }}{%- if messages[0]['role'] == 'system' -%}{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}{%- set loop_messages = messages[1:] -%}{%- else -%}{%- set first_user_prefix = "" -%}{%- set loop_messages = messages -%}{%- endif -%}{%- for message in loop_messages -%}{%- if (message['role'] == 'assistant') -%}{%- set role = "model" -%}{%- else -%}{%- set role = message['role'] -%}{%- endif -%}{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}{{ message['content'] | trim }}{{ '<end_of_turn>\n' }}{%- endfor -%}{%- if add_generation_prompt -%}{{'<start_of_turn>model\n'}}{%- endif -%})J")
-                                << "gemma3" << "gemma";
-    QTest::newRow("qwen2-chatml") << QByteArray(R"J({% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %})J")
-                                  << "qwen2" << "chatml";
-    QTest::newRow("phi-4") << QByteArray(R"J({% for message in messages %}{% if (message['role'] == 'system') %}{{'<|im_start|>system<|im_sep|>' + message['content'] + '<|im_end|>'}}{% elif (message['role'] == 'user') %}{{'<|im_start|>user<|im_sep|>' + message['content'] + '<|im_end|>'}}{% elif (message['role'] == 'assistant') %}{{'<|im_start|>assistant<|im_sep|>' + message['content'] + '<|im_end|>'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant<|im_sep|>' }}{% endif %})J")
-                           << "phi3" << "phi4";
-    QTest::newRow("smolvlm-not-chatml") << QByteArray(R"J(<|im_start|>{% for message in messages %}{{message['role'] | capitalize}}: {{ message['content'] }}<end_of_utterance>
+    QTest::newRow("gemma-3-it")
+        << QByteArray(
+               R"J({{ bos_token }}{%- if messages[0]['role'] == 'system' -%}{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}{%- set loop_messages = messages[1:] -%}{%- else -%}{%- set first_user_prefix = "" -%}{%- set loop_messages = messages -%}{%- endif -%}{%- for message in loop_messages -%}{%- if (message['role'] == 'assistant') -%}{%- set role = "model" -%}{%- else -%}{%- set role = message['role'] -%}{%- endif -%}{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}{{ message['content'] | trim }}{{ '<end_of_turn>\n' }}{%- endfor -%}{%- if add_generation_prompt -%}{{'<start_of_turn>model\n'}}{%- endif -%})J")
+        << "gemma3"
+        << "gemma";
+    QTest::newRow("qwen2-chatml")
+        << QByteArray(
+               R"J({% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %})J")
+        << "qwen2"
+        << "chatml";
+    QTest::newRow("phi-4")
+        << QByteArray(
+               R"J({% for message in messages %}{% if (message['role'] == 'system') %}{{'<|im_start|>system<|im_sep|>' + message['content'] + '<|im_end|>'}}{% elif (message['role'] == 'user') %}{{'<|im_start|>user<|im_sep|>' + message['content'] + '<|im_end|>'}}{% elif (message['role'] == 'assistant') %}{{'<|im_start|>assistant<|im_sep|>' + message['content'] + '<|im_end|>'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant<|im_sep|>' }}{% endif %})J")
+        << "phi3"
+        << "phi4";
+    QTest::newRow("smolvlm-not-chatml")
+        << QByteArray(
+               R"J(<|im_start|>{% for message in messages %}{{message['role'] | capitalize}}: {{ message['content'] }}<end_of_utterance>
 {% endfor %}{% if add_generation_prompt %}Assistant:{% endif %})J")
-                                        << "llama" << "plain";
-    QTest::newRow("llama-3-instruct") << QByteArray(R"J({% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %})J")
-                                      << "llama" << "llama3";
+        << "llama"
+        << "plain";
+    QTest::newRow("llama-3-instruct")
+        << QByteArray(
+               R"J({% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %})J")
+        << "llama"
+        << "llama3";
     // Meta's Llama 2 chat template strips messages: llama.cpp files it under llama2-sys-strip.
-    QTest::newRow("llama-2-chat") << QByteArray(R"J({% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for message in loop_messages %}{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\n' + system_message + '\n<</SYS>>\n\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %})J")
-                                  << "llama" << "llama2-sys-strip";
-    QTest::newRow("llama2-sys-bos") << QByteArray(R"J({% for message in messages %}{% if message['role'] == 'system' %}{{ '[INST] <<SYS>>\n' + message['content'] + '\n<</SYS>>\n\n' }}{% elif message['role'] == 'user' %}{% if not loop.first %}{{ bos_token + '[INST] ' }}{% endif %}{{ message['content'] + ' [/INST]' }}{% else %}{{ message['content'] + eos_token }}{% endif %}{% endfor %})J")
-                                    << "llama" << "llama2-sys-bos";
-    QTest::newRow("llama2-sys") << QByteArray(R"J({% for message in messages %}{% if message['role'] == 'system' %}{{ '<<SYS>>\n' + message['content'] + '\n<</SYS>>\n\n' }}{% elif message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% else %}{{ message['content'] + eos_token }}{% endif %}{% endfor %})J")
-                                << "llama" << "llama2-sys";
-    QTest::newRow("mistral-7b-v0.2") << QByteArray(R"J({{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %})J")
-                                     << "llama" << "llama2";
-    QTest::newRow("mistral-v1") << QByteArray(R"J({{- bos_token }}{%- for message in loop_messages %}{%- if message['role'] == 'user' %}{%- if loop.first and system_message is defined %}{{- ' [INST] ' + system_message + '\n\n' + message['content'] + ' [/INST]' }}{%- else %}{{- ' [INST] ' + message['content'] + ' [/INST]' }}{%- endif %}{%- elif message['role'] == 'assistant' %}{{- ' ' + message['content'] + eos_token}}{%- endif %}{%- endfor %})J")
-                                << "llama" << "mistral-v1";
-    QTest::newRow("mistral-v3") << QByteArray(R"J({%- for message in loop_messages %}{%- if message["role"] == "user" %}{%- if tools is not none and (message == user_messages[-1]) %}{{- "[AVAILABLE_TOOLS] [" }}{{- "[/AVAILABLE_TOOLS]" }}{%- endif %}{{- "[INST] " + message["content"] + "[/INST]" }}{%- elif message["role"] == "assistant" %}{{- " " + message["content"]|trim + eos_token}}{%- endif %}{%- endfor %})J")
-                                << "llama" << "mistral-v3";
-    QTest::newRow("mistral-v3-tekken") << QByteArray(R"J({%- for message in loop_messages %}{%- if message["role"] == "user" %}{%- if tools is not none and (message == user_messages[-1]) %}{{- "[AVAILABLE_TOOLS][" }}{{- "[/AVAILABLE_TOOLS]" }}{%- endif %}{{- "[INST]" + message["content"] + "[/INST]" }}{%- elif message["role"] == "assistant" %}{{- message["content"] + eos_token}}{%- endif %}{%- endfor %})J")
-                                       << "llama" << "mistral-v3-tekken";
-    QTest::newRow("mistral-v7") << QByteArray(R"J({{- bos_token }}{%- if messages[0]['role'] == 'system' %}{{- '[SYSTEM_PROMPT]' + messages[0]['content'] + '[/SYSTEM_PROMPT]' }}{%- endif %}{%- for message in loop_messages %}{%- if message['role'] == 'user' %}{{- '[INST]' + message['content'] + '[/INST]' }}{%- elif message['role'] == 'assistant' %}{{- message['content'] + eos_token }}{%- endif %}{%- endfor %})J")
-                                << "llama" << "mistral-v7";
-    QTest::newRow("phi-3-mini") << QByteArray(R"J({% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %})J")
-                                << "phi3" << "phi3";
+    QTest::newRow("llama-2-chat")
+        << QByteArray(
+               R"J({% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for message in loop_messages %}{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\n' + system_message + '\n<</SYS>>\n\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %})J")
+        << "llama"
+        << "llama2-sys-strip";
+    QTest::newRow("llama2-sys-bos")
+        << QByteArray(
+               R"J({% for message in messages %}{% if message['role'] == 'system' %}{{ '[INST] <<SYS>>\n' + message['content'] + '\n<</SYS>>\n\n' }}{% elif message['role'] == 'user' %}{% if not loop.first %}{{ bos_token + '[INST] ' }}{% endif %}{{ message['content'] + ' [/INST]' }}{% else %}{{ message['content'] + eos_token }}{% endif %}{% endfor %})J")
+        << "llama"
+        << "llama2-sys-bos";
+    QTest::newRow("llama2-sys")
+        << QByteArray(
+               R"J({% for message in messages %}{% if message['role'] == 'system' %}{{ '<<SYS>>\n' + message['content'] + '\n<</SYS>>\n\n' }}{% elif message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% else %}{{ message['content'] + eos_token }}{% endif %}{% endfor %})J")
+        << "llama"
+        << "llama2-sys";
+    QTest::newRow("mistral-7b-v0.2")
+        << QByteArray(
+               R"J({{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %})J")
+        << "llama"
+        << "llama2";
+    QTest::newRow("mistral-v1")
+        << QByteArray(
+               R"J({{- bos_token }}{%- for message in loop_messages %}{%- if message['role'] == 'user' %}{%- if loop.first and system_message is defined %}{{- ' [INST] ' + system_message + '\n\n' + message['content'] + ' [/INST]' }}{%- else %}{{- ' [INST] ' + message['content'] + ' [/INST]' }}{%- endif %}{%- elif message['role'] == 'assistant' %}{{- ' ' + message['content'] + eos_token}}{%- endif %}{%- endfor %})J")
+        << "llama"
+        << "mistral-v1";
+    QTest::newRow("mistral-v3")
+        << QByteArray(
+               R"J({%- for message in loop_messages %}{%- if message["role"] == "user" %}{%- if tools is not none and (message == user_messages[-1]) %}{{- "[AVAILABLE_TOOLS] [" }}{{- "[/AVAILABLE_TOOLS]" }}{%- endif %}{{- "[INST] " + message["content"] + "[/INST]" }}{%- elif message["role"] == "assistant" %}{{- " " + message["content"]|trim + eos_token}}{%- endif %}{%- endfor %})J")
+        << "llama"
+        << "mistral-v3";
+    QTest::newRow("mistral-v3-tekken")
+        << QByteArray(
+               R"J({%- for message in loop_messages %}{%- if message["role"] == "user" %}{%- if tools is not none and (message == user_messages[-1]) %}{{- "[AVAILABLE_TOOLS][" }}{{- "[/AVAILABLE_TOOLS]" }}{%- endif %}{{- "[INST]" + message["content"] + "[/INST]" }}{%- elif message["role"] == "assistant" %}{{- message["content"] + eos_token}}{%- endif %}{%- endfor %})J")
+        << "llama"
+        << "mistral-v3-tekken";
+    QTest::newRow("mistral-v7")
+        << QByteArray(
+               R"J({{- bos_token }}{%- if messages[0]['role'] == 'system' %}{{- '[SYSTEM_PROMPT]' + messages[0]['content'] + '[/SYSTEM_PROMPT]' }}{%- endif %}{%- for message in loop_messages %}{%- if message['role'] == 'user' %}{{- '[INST]' + message['content'] + '[/INST]' }}{%- elif message['role'] == 'assistant' %}{{- message['content'] + eos_token }}{%- endif %}{%- endfor %})J")
+        << "llama"
+        << "mistral-v7";
+    QTest::newRow("phi-3-mini")
+        << QByteArray(
+               R"J({% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %})J")
+        << "phi3"
+        << "phi3";
     // Built-in names are accepted as llama.cpp accepts them (the only way to get v7-tekken).
-    QTest::newRow("name-mistral-v7-tekken") << QByteArray("mistral-v7-tekken") << "llama" << "mistral-v7-tekken";
-    QTest::newRow("name-gemma") << QByteArray("gemma") << "llama" << "gemma";
-    QTest::newRow("mistral-prefix") << QByteArray("mistral-nemo custom") << "llama" << "llama2";
+    QTest::newRow("name-mistral-v7-tekken") << QByteArray("mistral-v7-tekken") << "llama"
+                                            << "mistral-v7-tekken";
+    QTest::newRow("name-gemma") << QByteArray("gemma") << "llama"
+                                << "gemma";
+    QTest::newRow("mistral-prefix") << QByteArray("mistral-nemo custom") << "llama"
+                                    << "llama2";
 
     // Order: the first family in llama.cpp's order wins.
-    QTest::newRow("order-chatml-before-gemma") << QByteArray(R"J({{ '<|im_start|>' + role }}{{ '<start_of_turn>' }})J") << "gemma3" << "chatml";
-    QTest::newRow("order-inst-before-phi3") << QByteArray(R"J({{ '[INST] ' }}{{ '<|assistant|>' + '<|end|>' }})J") << "llama" << "llama2";
-    QTest::newRow("order-phi3-before-gemma") << QByteArray(R"J({{ '<|assistant|>\n' }}{{ '<|end|>' }}{{ '<start_of_turn>' }})J") << "llama" << "phi3";
-    QTest::newRow("order-gemma-before-llama3") << QByteArray(R"J({{ '<start_of_turn>' }}{{ '<|start_header_id|>' + role + '<|end_header_id|>' }})J") << "llama" << "gemma";
+    QTest::newRow("order-chatml-before-gemma")
+        << QByteArray(R"J({{ '<|im_start|>' + role }}{{ '<start_of_turn>' }})J") << "gemma3"
+        << "chatml";
+    QTest::newRow("order-inst-before-phi3")
+        << QByteArray(R"J({{ '[INST] ' }}{{ '<|assistant|>' + '<|end|>' }})J") << "llama"
+        << "llama2";
+    QTest::newRow("order-phi3-before-gemma")
+        << QByteArray(R"J({{ '<|assistant|>\n' }}{{ '<|end|>' }}{{ '<start_of_turn>' }})J") << "llama"
+        << "phi3";
+    QTest::newRow("order-gemma-before-llama3")
+        << QByteArray(R"J({{ '<start_of_turn>' }}{{ '<|start_header_id|>' + role + '<|end_header_id|>' }})J") << "llama"
+        << "gemma";
     // Vicuna comes before Llama 3 in llama.cpp's order; we do not render Vicuna, so the fallback applies.
-    QTest::newRow("order-vicuna-before-llama3") << QByteArray(R"J({{ 'USER: ' }}{{ 'ASSISTANT: ' }}{{ '<|start_header_id|>' + '<|end_header_id|>' }})J") << "llama" << "plain";
+    QTest::newRow("order-vicuna-before-llama3")
+        << QByteArray(R"J({{ 'USER: ' }}{{ 'ASSISTANT: ' }}{{ '<|start_header_id|>' + '<|end_header_id|>' }})J")
+        << "llama"
+        << "plain";
 
     // Families we do not render, and no template at all: by architecture.
-    QTest::newRow("zephyr-llama") << QByteArray(R"J({% for message in messages %}{% if message['role'] == 'user' %}{{ '<|user|>\n' + message['content'] + eos_token }}{% elif message['role'] == 'assistant' %}{{ '<|assistant|>\n'  + message['content'] + eos_token }}{% endif %}{% endfor %}<|endoftext|>)J") << "llama" << "plain";
-    QTest::newRow("command-r-gemma2") << QByteArray(R"J({{ '<|START_OF_TURN_TOKEN|><|USER_TOKEN|>' + content }})J") << "gemma2" << "gemma";
-    QTest::newRow("none-gemma3") << QByteArray() << "gemma3" << "gemma";
-    QTest::newRow("none-gemma") << QByteArray() << "gemma" << "gemma";
-    QTest::newRow("none-llama") << QByteArray() << "llama" << "plain";
-    QTest::newRow("none-qwen2") << QByteArray() << "qwen2" << "plain";
+    QTest::newRow("zephyr-llama")
+        << QByteArray(
+               R"J({% for message in messages %}{% if message['role'] == 'user' %}{{ '<|user|>\n' + message['content'] + eos_token }}{% elif message['role'] == 'assistant' %}{{ '<|assistant|>\n'  + message['content'] + eos_token }}{% endif %}{% endfor %}<|endoftext|>)J")
+        << "llama"
+        << "plain";
+    QTest::newRow("command-r-gemma2") << QByteArray(R"J({{ '<|START_OF_TURN_TOKEN|><|USER_TOKEN|>' + content }})J")
+                                      << "gemma2"
+                                      << "gemma";
+    QTest::newRow("none-gemma3") << QByteArray() << "gemma3"
+                                 << "gemma";
+    QTest::newRow("none-gemma") << QByteArray() << "gemma"
+                                << "gemma";
+    QTest::newRow("none-llama") << QByteArray() << "llama"
+                                << "plain";
+    QTest::newRow("none-qwen2") << QByteArray() << "qwen2"
+                                << "plain";
 }
 
 void TestChatTemplate::detectsTemplates()
@@ -363,14 +441,16 @@ void TestChatTemplate::chatModelRendersLikeLlamaCppJinja()
     const auto file = engine::gguf::GgufFile::open(path);
     const engine::Tokenizer tok(engine::Vocab::from_gguf(*file));
     QVERIFY(tok.vocab().chat_template);
-    const engine::ChatStyle style = engine::detect_chat_style(tok.vocab().chat_template, *file->get_string("general.architecture"));
+    const engine::ChatStyle style =
+        engine::detect_chat_style(tok.vocab().chat_template, *file->get_string("general.architecture"));
     QCOMPARE(style.format, ChatFormat::ChatML);
     QCOMPARE(style.default_system, std::string("You are Qwen, created by Alibaba Cloud. You are a helpful assistant."));
 
     const QJsonObject c = fixture["cases"].toArray()[index].toObject();
     std::vector<ChatMessage> messages;
     for (const auto& m : c["messages"].toArray())
-        messages.push_back({m.toObject()["role"].toString().toStdString(), m.toObject()["content"].toString().toStdString()});
+        messages.push_back(
+            {m.toObject()["role"].toString().toStdString(), m.toObject()["content"].toString().toStdString()});
     const std::string ours = engine::render_chat(style, messages, c["add_generation_prompt"].toBool());
     QCOMPARE(QString::fromStdString(ours), c["prompt"].toString());
     // Without the template's default system message (llama.cpp's built-in ChatML) the two differ
@@ -381,13 +461,14 @@ void TestChatTemplate::chatModelRendersLikeLlamaCppJinja()
 
 void TestChatTemplate::defaultSystemIsReadFromTheTemplate()
 {
-    const std::string qwen_like =
-        "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
-        "{%- else %}{{- '<|im_start|>system\\nYou are a\\tbot.<|im_end|>\\n' }}{%- endif %}";
+    const std::string qwen_like = "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + "
+                                  "messages[0]['content'] + '<|im_end|>\\n' }}"
+                                  "{%- else %}{{- '<|im_start|>system\\nYou are a\\tbot.<|im_end|>\\n' }}{%- endif %}";
     QCOMPARE(engine::template_default_system(qwen_like), std::string("You are a\tbot."));
     QCOMPARE(engine::detect_chat_style(qwen_like, "qwen2").default_system, std::string("You are a\tbot."));
     // A template with no literal default, or none at all: no system message is invented.
-    QCOMPARE(engine::template_default_system("{% for m in messages %}<|im_start|>{{ m.role }}{% endfor %}"), std::string());
+    QCOMPARE(engine::template_default_system("{% for m in messages %}<|im_start|>{{ m.role }}{% endfor %}"),
+             std::string());
     QCOMPARE(engine::detect_chat_style(std::nullopt, "qwen2").default_system, std::string());
     QCOMPARE(engine::detect_chat_style(std::nullopt, "gemma3").format, ChatFormat::Gemma);
     // The style puts its default first only when the conversation has no system message.
@@ -420,9 +501,9 @@ void TestChatTemplate::defaultModelIsGemmaAndTokenizesLikeLlamaCpp()
     const std::string prompt = engine::render_chat(format, conversation(), true);
     const auto ids = tok.encode_ids(prompt);
     const std::vector<engine::TokenId> expected{
-        2,   105, 2364, 107, 3048,  659,  496, 11045, 16326, 108, 9259,   106,  107,  105,   4368, 107,
-        10979, 993, 106, 107, 105, 2364, 107, 15938, 659, 611, 106, 107, 105, 4368, 107, 236777,
-        1006, 614, 16326, 106, 107, 105, 2364, 107, 12656, 2934, 106, 107, 105, 4368, 107};
+        2,     105, 2364,  107, 3048, 659,  496,  11045, 16326, 108,  9259, 106, 107, 105,  4368, 107,
+        10979, 993, 106,   107, 105,  2364, 107,  15938, 659,   611,  106,  107, 105, 4368, 107,  236777,
+        1006,  614, 16326, 106, 107,  105,  2364, 107,   12656, 2934, 106,  107, 105, 4368, 107};
     QCOMPARE(ids, expected);
 
     const auto start = tok.vocab().find("<start_of_turn>");
@@ -577,12 +658,14 @@ void TestChatTemplate::contextWithRealTokenizer()
     QCOMPARE(ids[1], *tok.vocab().find("<start_of_turn>"));
 
     std::vector<ChatMessage> one_more{chat.front()};
-    one_more.insert(one_more.end(), chat.begin() + 1 + 2 * static_cast<std::ptrdiff_t>(r.dropped_turns - 1), chat.end());
+    one_more.insert(one_more.end(), chat.begin() + 1 + 2 * static_cast<std::ptrdiff_t>(r.dropped_turns - 1),
+                    chat.end());
     QVERIFY(count(engine::render_chat(ChatFormat::Gemma, one_more, true)) + reserve > ctx);
 
     const std::size_t freed = count(engine::render_chat(ChatFormat::Gemma, chat, true)) - r.prompt_tokens;
     QCOMPARE(r.notice, "Dropped the " + std::to_string(r.dropped_turns) + " oldest turns (" +
-                           engine::format_count(freed) + " tokens) to fit the 256-token context; "
+                           engine::format_count(freed) +
+                           " tokens) to fit the 256-token context; "
                            "the system prompt is kept.");
 }
 

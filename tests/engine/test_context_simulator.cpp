@@ -111,12 +111,14 @@ void TestContextSimulator::everyPolicyStaysWithinTheWindow()
                 turns.push_back({"assistant", 1 + draw(400)});
         }
         const uint32_t window = 500 + draw(3000);
-        for (OverflowPolicy p : {OverflowPolicy::DropOldest, OverflowPolicy::KeepSystemPrompt, OverflowPolicy::SlidingWindow}) {
+        for (OverflowPolicy p :
+             {OverflowPolicy::DropOldest, OverflowPolicy::KeepSystemPrompt, OverflowPolicy::SlidingWindow}) {
             const auto requests = simulate_context(turns, window, p);
             uint64_t previous_with = 0, previous_without = 0;
             for (const SimRequest& q : requests) {
                 if (q.fits)
-                    QVERIFY2(q.input_tokens + q.output_tokens <= window, qPrintable(QString("policy %1 trial %2").arg(int(p)).arg(trial)));
+                    QVERIFY2(q.input_tokens + q.output_tokens <= window,
+                             qPrintable(QString("policy %1 trial %2").arg(int(p)).arg(trial)));
                 QVERIFY(q.recomputed_tokens <= q.input_tokens);
                 QVERIFY(q.processed_with_cache >= previous_with && q.processed_without_cache >= previous_without);
                 QVERIFY(q.processed_with_cache <= q.processed_without_cache);
@@ -145,8 +147,10 @@ void TestContextSimulator::countsComeFromTheTokenizer()
     const ChatMessage m{"user", "Why is the sky blue? Explain with Rayleigh scattering."};
     const uint32_t n = count_turn_tokens(model->tokenizer(), ChatFormat::Gemma, m);
     const std::string rendered = render_chat(ChatFormat::Gemma, {m}, false);
-    QCOMPARE(n, uint32_t(model->tokenizer().encode_ids(rendered, {.add_special = false, .parse_special = true}).size()));
-    QVERIFY(n > uint32_t(model->tokenizer().encode_ids(m.content, {.add_special = false}).size())); // turn markers count too
+    QCOMPARE(n,
+             uint32_t(model->tokenizer().encode_ids(rendered, {.add_special = false, .parse_special = true}).size()));
+    QVERIFY(n > uint32_t(
+                    model->tokenizer().encode_ids(m.content, {.add_special = false}).size())); // turn markers count too
 }
 
 QTEST_GUILESS_MAIN(TestContextSimulator)

@@ -66,7 +66,8 @@ private slots:
 void TestDequant::randomBlocksMatchGgufPy_data()
 {
     QTest::addColumn<QString>("type");
-    for (const char* t : {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"})
+    for (const char* t :
+         {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"})
         QTest::newRow(t) << QString(t);
 }
 

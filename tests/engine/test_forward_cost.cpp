@@ -62,14 +62,14 @@ double attention_flops(const ModelConfig& c, uint32_t pos)
 
 class TestForwardCost : public QObject {
     Q_OBJECT
-  private slots:
+private slots:
     void initTestCase();
     void weightBytesAreTheMatricesRead();
     void flopsOfOneToken();
     void kvBytesGrowUntilTheWindowsAreFull();
     void batchIsTheSumOfItsTokens();
 
-  private:
+private:
     std::shared_ptr<const Model> m_model;
 };
 

@@ -8,9 +8,9 @@
 // leading candidates were within 0.1 logit of each other.
 #include "backend/backend.h"
 #include "gguf/gguf_file.h"
+#include "logit_compare.h"
 #include "model/model.h"
 #include "session/session.h"
-#include "logit_compare.h"
 #include "test_paths.h"
 
 #include <QTest>
@@ -29,7 +29,7 @@ struct ReferenceModel {
     const char* name;
     const char* fixture; // under tests/data/logits
     std::string (*path)();
-    const char* sha256;  // of the model file the fixture was made from
+    const char* sha256; // of the model file the fixture was made from
 };
 
 const ReferenceModel kModels[] = {
@@ -80,12 +80,12 @@ TestForwardReference::Loaded* TestForwardReference::load(int which)
     return &m_loaded.emplace(which, std::move(l)).first->second;
 }
 
-#define LOAD_OR_SKIP(var, which)                                                                              \
-    Loaded* var = load(which);                                                                                \
-    if (!var) {                                                                                               \
-        if (testsupport::model_may_be_missing())                                                              \
-            QSKIP("model not installed (TOKENSCOPE_ALLOW_NO_MODEL=1)");                                       \
-        QFAIL(qPrintable(QString("%1 is not installed: run scripts/setup.sh").arg(kModels[which].name)));     \
+#define LOAD_OR_SKIP(var, which)                                                                                       \
+    Loaded* var = load(which);                                                                                         \
+    if (!var) {                                                                                                        \
+        if (testsupport::model_may_be_missing())                                                                       \
+            QSKIP("model not installed (TOKENSCOPE_ALLOW_NO_MODEL=1)");                                                \
+        QFAIL(qPrintable(QString("%1 is not installed: run scripts/setup.sh").arg(kModels[which].name)));              \
     }
 
 void TestForwardReference::lastLogitsMatchLlamaCpp_data()
@@ -95,8 +95,8 @@ void TestForwardReference::lastLogitsMatchLlamaCpp_data()
     for (int m = 0; m < int(std::size(kModels)); ++m) {
         const auto f = open_fixture(kModels[m]);
         for (int i = 0; i < int(*f->get_int("tokenscope.n_prompts")); ++i)
-            QTest::newRow(qPrintable(QString("%1/%2").arg(kModels[m].name, QString::fromStdString(
-                                                                                 std::string(*f->get_string(prompt_key(i) + ".name"))))))
+            QTest::newRow(qPrintable(QString("%1/%2").arg(
+                kModels[m].name, QString::fromStdString(std::string(*f->get_string(prompt_key(i) + ".name"))))))
                 << m << i;
     }
 }
@@ -129,8 +129,9 @@ void TestForwardReference::lastLogitsMatchLlamaCpp()
     const auto top_ref = top_ids(reference, 10), top_ours = top_ids(ours, 10);
     QVERIFY2(same_top10(reference, ours), "top-10 sets differ beyond ties");
     for (std::size_t i = 0; i < 10; ++i) {
-        const bool separated = (i == 0 || reference[std::size_t(top_ref[i - 1])] - reference[std::size_t(top_ref[i])] > 0.1f) &&
-                               (i == 9 || reference[std::size_t(top_ref[i])] - reference[std::size_t(top_ref[i + 1])] > 0.1f);
+        const bool separated =
+            (i == 0 || reference[std::size_t(top_ref[i - 1])] - reference[std::size_t(top_ref[i])] > 0.1f) &&
+            (i == 9 || reference[std::size_t(top_ref[i])] - reference[std::size_t(top_ref[i + 1])] > 0.1f);
         if (separated)
             QVERIFY2(top_ours[i] == top_ref[i], qPrintable(QString("rank %1 differs").arg(i)));
     }
@@ -168,7 +169,10 @@ void TestForwardReference::greedyContinuationsMatchLlamaCpp()
         if (step == greedy.size()) {
             ++identical;
         } else {
-            divergences << QString("%1 at step %2 (llama.cpp top-2 gap %3)").arg(QString::fromStdString(p)).arg(step).arg(gap[step]);
+            divergences << QString("%1 at step %2 (llama.cpp top-2 gap %3)")
+                               .arg(QString::fromStdString(p))
+                               .arg(step)
+                               .arg(gap[step]);
             QVERIFY2(gap[step] < 0.1f, qPrintable("diverged where llama.cpp was decisive: " + divergences.last()));
         }
     }

@@ -8,10 +8,10 @@
 #include "backend/backend.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
+#include "logit_compare.h"
 #include "model/model.h"
 #include "model/test_model.h"
 #include "session/session.h"
-#include "logit_compare.h"
 #include "test_paths.h"
 
 #include <QCryptographicHash>
@@ -72,12 +72,14 @@ void TestForwardSmall::matchesLlamaCpp()
         QVERIFY2(r >= 0.9995, qPrintable(QString("%1: Pearson %2").arg(QString::fromStdString(p)).arg(r, 0, 'f', 6)));
         auto top_ref = top_ids(reference, 10), top_ours = top_ids(ours, 10);
         for (std::size_t k = 0; k < 10; ++k) {
-            const bool separated = (k == 0 || reference[std::size_t(top_ref[k - 1])] - reference[std::size_t(top_ref[k])] > 0.1f) &&
-                                   (k == 9 || reference[std::size_t(top_ref[k])] - reference[std::size_t(top_ref[k + 1])] > 0.1f);
+            const bool separated =
+                (k == 0 || reference[std::size_t(top_ref[k - 1])] - reference[std::size_t(top_ref[k])] > 0.1f) &&
+                (k == 9 || reference[std::size_t(top_ref[k])] - reference[std::size_t(top_ref[k + 1])] > 0.1f);
             if (separated)
                 QCOMPARE(top_ours[k], top_ref[k]);
         }
-        QVERIFY2(same_top10(reference, ours), qPrintable(QString::fromStdString(p) + ": top-10 sets differ beyond ties"));
+        QVERIFY2(same_top10(reference, ours),
+                 qPrintable(QString::fromStdString(p) + ": top-10 sets differ beyond ties"));
         std::size_t step = 0;
         for (; step < greedy.size(); ++step) {
             if (argmax(session.logits()) != greedy[step])
@@ -88,7 +90,9 @@ void TestForwardSmall::matchesLlamaCpp()
             ++identical;
         else
             QVERIFY2(gap[step] < 0.1f, qPrintable(QString("%1 diverged at step %2 where llama.cpp's gap was %3")
-                                                      .arg(QString::fromStdString(p)).arg(step).arg(gap[step])));
+                                                      .arg(QString::fromStdString(p))
+                                                      .arg(step)
+                                                      .arg(gap[step])));
     }
     qInfo("%s: identical greedy continuations on %d of %d prompts", qPrintable(arch), identical, prompts);
 }

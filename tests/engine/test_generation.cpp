@@ -94,7 +94,8 @@ void TestGeneration::seededSamplingIsReproducible()
     QCOMPARE(a.ttft_ms, double(a.events[3].end_ns - a.events[0].begin_ns) / 1e6);
     for (std::size_t i = 1; i < a.steps.size(); ++i) {
         QCOMPARE(a.steps[i].latency_ms, span_of(int32_t(i)));
-        QVERIFY(std::abs(a.steps[i].latency_ms - (a.steps[i].ms + a.steps[i].sample_ms + a.steps[i].detokenize_ms)) < 1e-9);
+        QVERIFY(std::abs(a.steps[i].latency_ms - (a.steps[i].ms + a.steps[i].sample_ms + a.steps[i].detokenize_ms)) <
+                1e-9);
         QVERIFY(a.steps[i].ms > 0.0);
     }
     QVERIFY(a.decode_tokens_per_second() > 0.0);
@@ -140,7 +141,8 @@ void TestGeneration::badInputGivesClearErrors()
         // Refused before any of it is computed (it used to run batch after batch to the overflow).
         QVERIFY2(QString(e.what()).contains("tokens but the context holds 64"), e.what());
     }
-    QVERIFY_THROWS_EXCEPTION(Error, s.backend().forward({.tokens = std::vector<TokenId>{int32_t(m_model->config().n_vocab)}}));
+    QVERIFY_THROWS_EXCEPTION(Error,
+                             s.backend().forward({.tokens = std::vector<TokenId>{int32_t(m_model->config().n_vocab)}}));
 }
 
 void TestGeneration::unknownArchitectureIsRefusedByName()
@@ -171,8 +173,8 @@ void TestGeneration::peakMemoryFor512Tokens()
     const uint64_t kv = s.backend().kv_cache().accounting().bytes_allocated;
     const uint64_t file = std::filesystem::file_size(m_model->file().name());
     const uint64_t peak = peak_rss_bytes();
-    qInfo("peak RSS %.1f MiB; model file %.1f MiB; KV cache %.1f MiB; %zu tokens", double(peak) / 1048576.0, double(file) / 1048576.0,
-          double(kv) / 1048576.0, t.steps.size());
+    qInfo("peak RSS %.1f MiB; model file %.1f MiB; KV cache %.1f MiB; %zu tokens", double(peak) / 1048576.0,
+          double(file) / 1048576.0, double(kv) / 1048576.0, t.steps.size());
     QVERIFY(peak > 0);
     QVERIFY(peak < uint64_t(1.5 * double(file)) + kv);
 }

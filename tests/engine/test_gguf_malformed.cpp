@@ -73,7 +73,8 @@ std::vector<std::pair<std::string, Case>> corpus()
     // -- header --
     add("bad magic", mutated([&](auto& b) { b[0] = 'X'; }), "magic");
     add("version 0", mutated([&](auto& b) { patch<uint32_t>(b, m["version"], 0); }), "unsupported GGUF version 0");
-    add("version 1", mutated([&](auto& b) { patch<uint32_t>(b, m["version"], 1); }), "version 1 is no longer supported");
+    add("version 1", mutated([&](auto& b) { patch<uint32_t>(b, m["version"], 1); }),
+        "version 1 is no longer supported");
     add("version 4", mutated([&](auto& b) { patch<uint32_t>(b, m["version"], 4); }), "unsupported GGUF version 4");
     add("byte-swapped version", mutated([&](auto& b) { patch<uint32_t>(b, m["version"], 0x03000000); }), "big-endian");
     add("absurd metadata count", mutated([&](auto& b) { patch<uint64_t>(b, m["kv_count"], 1ull << 60); }),
@@ -83,20 +84,22 @@ std::vector<std::pair<std::string, Case>> corpus()
 
     // -- metadata --
     add("absurd key length", mutated([&](auto& b) { patch<uint64_t>(b, m["kv0"], 1ull << 60); }), "length");
-    add("unknown value type", mutated([&](auto& b) { patch<uint32_t>(b, m["kv1.type"], 13); }), "unknown value type 13");
-    add("absurd string length",
-        mutated([&](auto& b) { patch<uint64_t>(b, m["kv0.value"], 0xFFFFFFFFFFFFFFF0ull); }), "more than the limit");
+    add("unknown value type", mutated([&](auto& b) { patch<uint32_t>(b, m["kv1.type"], 13); }),
+        "unknown value type 13");
+    add("absurd string length", mutated([&](auto& b) { patch<uint64_t>(b, m["kv0.value"], 0xFFFFFFFFFFFFFFF0ull); }),
+        "more than the limit");
     // A string longer than the limit that the file really holds is refused before anything copies it.
     {
         GgufBuilder b;
         b.add_string("general.architecture", "llama");
         b.add_string("general.name", std::string((16u << 20) + 1, 'n'));
-        add("metadata string over 16 MiB", b.build(), "string value of 'general.name' has length 16777217, more than the limit");
+        add("metadata string over 16 MiB", b.build(),
+            "string value of 'general.name' has length 16777217, more than the limit");
     }
-    add("absurd array length 2^60",
-        mutated([&](auto& b) { patch<uint64_t>(b, m["kv2.value"] + 4, 1ull << 60); }), "array elements");
-    add("array of unknown element type",
-        mutated([&](auto& b) { patch<uint32_t>(b, m["kv2.value"], 77); }), "array of unknown value type 77");
+    add("absurd array length 2^60", mutated([&](auto& b) { patch<uint64_t>(b, m["kv2.value"] + 4, 1ull << 60); }),
+        "array elements");
+    add("array of unknown element type", mutated([&](auto& b) { patch<uint32_t>(b, m["kv2.value"], 77); }),
+        "array of unknown value type 77");
     {
         GgufBuilder b;
         b.add_raw("x.flag", 7, {2});
@@ -157,9 +160,11 @@ std::vector<std::pair<std::string, Case>> corpus()
     tensor_case("unknown tensor type 99", {"t", 99, {4}, std::vector<uint8_t>(16)}, "unknown type id 99");
     tensor_case("removed tensor type 4 (Q4_2)", {"t", 4, {32}, std::vector<uint8_t>(20)}, "unknown type id 4");
     tensor_case("row not a multiple of the block size", {"t", 2, {33}, std::vector<uint8_t>(36)}, "block size");
-    tensor_case("misaligned tensor offset", {"t", 0, {4}, std::vector<uint8_t>(16), 8}, "not a multiple of the alignment");
+    tensor_case("misaligned tensor offset", {"t", 0, {4}, std::vector<uint8_t>(16), 8},
+                "not a multiple of the alignment");
     tensor_case("tensor data past the end", {"t", 0, {4}, {}, 1 << 20}, "extends past the end");
-    tensor_case("huge tensor in a small file", {"t", 0, {1ull << 40}, std::vector<uint8_t>(16)}, "extends past the end");
+    tensor_case("huge tensor in a small file", {"t", 0, {1ull << 40}, std::vector<uint8_t>(16)},
+                "extends past the end");
     {
         GgufBuilder b;
         b.add_tensor({"a", 0, {16}, std::vector<uint8_t>(64), 0});
@@ -199,8 +204,9 @@ void TestGgufMalformed::corpusIsLargeEnough()
     QVERIFY2(c.size() >= 30, qPrintable(QString("only %1 malformed files").arg(c.size())));
     // The unmodified base file is valid: every failure below comes from the mutation alone.
     const auto valid = base_builder().build();
-    QCOMPARE(GgufFile::parse({reinterpret_cast<const std::byte*>(valid.data()), valid.size()}, "base")->tensors().size(),
-             std::size_t(2));
+    QCOMPARE(
+        GgufFile::parse({reinterpret_cast<const std::byte*>(valid.data()), valid.size()}, "base")->tensors().size(),
+        std::size_t(2));
     // Optionally keep the corpus as seeds for the fuzzer.
     if (const char* dir = std::getenv("TOKENSCOPE_WRITE_MALFORMED_CORPUS")) {
         QDir().mkpath(dir);

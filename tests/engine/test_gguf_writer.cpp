@@ -161,16 +161,16 @@ void TestGgufWriter::tensorsRoundTrip()
     const std::vector<uint64_t> mat{64, 3};
     const std::vector<uint64_t> kq{256, 2, 1};
     const std::vector<uint64_t> four{2, 3, 4, 5};
-    const auto f32 = pattern_bytes(5 * 4, 1);  // 20 bytes: the next tensor needs padding
+    const auto f32 = pattern_bytes(5 * 4, 1); // 20 bytes: the next tensor needs padding
     const auto q80 = pattern_bytes(2 * 3 * 34, 2);
     const auto q4k = pattern_bytes(2 * 144, 3);
     const auto f16 = pattern_bytes(120 * 2, 4);
     w.add_tensor("a.f32", GgmlType::F32, vec, f32);
     w.add_tensor("b.q8_0", GgmlType::Q8_0, mat, q80);
     w.add_tensor("c.q4_k", GgmlType::Q4_K, kq, GgufWriter::TensorFill([&](std::span<std::byte> out) {
-        QCOMPARE(out.size(), q4k.size());
-        std::copy(q4k.begin(), q4k.end(), out.begin());
-    }));
+                     QCOMPARE(out.size(), q4k.size());
+                     std::copy(q4k.begin(), q4k.end(), out.begin());
+                 }));
     w.add_tensor("d.f16", GgmlType::F16, four, f16);
     QCOMPARE(w.tensor_count(), std::size_t(4));
     w.write(path("tensors.gguf"));
@@ -220,10 +220,16 @@ void TestGgufWriter::layoutMatchesBuilder()
     w.set_i32_array("tokenizer.ggml.token_type", types);
     const auto t1 = pattern_bytes(3 * 4, 9);
     const auto t2 = pattern_bytes(34, 10);
-    b.add_tensor({"x", 0, {3}, std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(t1.data()),
-                                                    reinterpret_cast<const uint8_t*>(t1.data()) + t1.size())});
-    b.add_tensor({"y", 8, {32}, std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(t2.data()),
-                                                     reinterpret_cast<const uint8_t*>(t2.data()) + t2.size())});
+    b.add_tensor({"x",
+                  0,
+                  {3},
+                  std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(t1.data()),
+                                       reinterpret_cast<const uint8_t*>(t1.data()) + t1.size())});
+    b.add_tensor({"y",
+                  8,
+                  {32},
+                  std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(t2.data()),
+                                       reinterpret_cast<const uint8_t*>(t2.data()) + t2.size())});
     w.add_tensor("x", GgmlType::F32, std::vector<uint64_t>{3}, t1);
     w.add_tensor("y", GgmlType::Q8_0, std::vector<uint64_t>{32}, t2);
     w.write(path("layout.gguf"));
@@ -333,10 +339,12 @@ void TestGgufWriter::rejectsBadInput()
                              w.add_tensor("block", GgmlType::Q4_K, std::vector<uint64_t>{100}, pattern_bytes(0, 0)));
     QVERIFY_THROWS_EXCEPTION(engine::Error,
                              w.add_tensor(std::string(64, 'n'), GgmlType::F32, v32, pattern_bytes(128, 0)));
+    QVERIFY_THROWS_EXCEPTION(
+        engine::Error, w.add_tensor("rank", GgmlType::F32, std::vector<uint64_t>{1, 1, 1, 1, 1}, pattern_bytes(4, 0)));
     QVERIFY_THROWS_EXCEPTION(engine::Error,
-                             w.add_tensor("rank", GgmlType::F32, std::vector<uint64_t>{1, 1, 1, 1, 1}, pattern_bytes(4, 0)));
-    QVERIFY_THROWS_EXCEPTION(engine::Error, w.add_tensor("none", GgmlType::F32, std::vector<uint64_t>{}, pattern_bytes(4, 0)));
-    QVERIFY_THROWS_EXCEPTION(engine::Error, w.add_tensor("zero", GgmlType::F32, std::vector<uint64_t>{0}, pattern_bytes(0, 0)));
+                             w.add_tensor("none", GgmlType::F32, std::vector<uint64_t>{}, pattern_bytes(4, 0)));
+    QVERIFY_THROWS_EXCEPTION(engine::Error,
+                             w.add_tensor("zero", GgmlType::F32, std::vector<uint64_t>{0}, pattern_bytes(0, 0)));
     QVERIFY_THROWS_EXCEPTION(engine::Error, w.set_u32("", 1));
     QVERIFY_THROWS_EXCEPTION(engine::Error, w.set_packed_array("k", ValueType::Int32, 3, pattern_bytes(8, 0)));
     QVERIFY_THROWS_EXCEPTION(engine::Error, w.set_packed_array("k", ValueType::String, 0, {}));

@@ -36,10 +36,10 @@ using Mutation = std::function<void(gguf::GgufWriter&)>;
 struct Case {
     std::string name;
     std::string arch = "llama";
-    TestModelShape shape;      // any field set: F32 weights of that shape
+    TestModelShape shape; // any field set: F32 weights of that shape
     bool shaped = false;
-    Mutation mutate;           // metadata changes after generation
-    std::string expect;        // a clean error containing this text; empty: must run and stay finite
+    Mutation mutate;    // metadata changes after generation
+    std::string expect; // a clean error containing this text; empty: must run and stay finite
     std::function<void(const std::string& path)> patch; // byte edits of the written file
     uint32_t n_ctx = 256;
 };
@@ -48,7 +48,8 @@ const float kNaN = std::numeric_limits<float>::quiet_NaN();
 const float kInf = std::numeric_limits<float>::infinity();
 
 // Overwrites `count` floats of a tensor in a written F32 model with `value`.
-void patch_floats(const std::string& path, const std::string& tensor, float value, uint64_t first = 0, uint64_t count = 1)
+void patch_floats(const std::string& path, const std::string& tensor, float value, uint64_t first = 0,
+                  uint64_t count = 1)
 {
     uint64_t at = 0;
     {
@@ -85,108 +86,171 @@ std::vector<Case> hostile_cases()
     // Head dimensions the SIMD kernels do not take (the old heap overflow in attention_row_avx2), with
     // tensors that match them: refused by name.
     for (uint32_t d : {2u, 4u, 6u, 12u, 20u, 36u, 100u})
-        cases.push_back(shaped("head_dim " + std::to_string(d), {.n_embd = 64, .n_head = 4, .n_head_kv = 2, .head_dim = d, .n_ff = 96},
+        cases.push_back(shaped("head_dim " + std::to_string(d),
+                               {.n_embd = 64, .n_head = 4, .n_head_kv = 2, .head_dim = d, .n_ff = 96},
                                "attention.key_length"));
     // Shapes that are unusual but valid compute, finitely.
-    cases.push_back(shaped("head_dim 8, n_embd 40, n_ff 72", {.n_embd = 40, .n_head = 5, .n_head_kv = 1, .head_dim = 8, .n_ff = 72}, ""));
-    cases.push_back(shaped("head_dim 24, prime widths", {.n_layer = 3, .n_embd = 37, .n_head = 3, .n_head_kv = 3, .head_dim = 24, .n_ff = 53}, ""));
-    cases.push_back(shaped("one head, one layer, width 1", {.n_layer = 1, .n_embd = 1, .n_head = 1, .n_head_kv = 1, .head_dim = 8, .n_ff = 1}, ""));
+    cases.push_back(shaped("head_dim 8, n_embd 40, n_ff 72",
+                           {.n_embd = 40, .n_head = 5, .n_head_kv = 1, .head_dim = 8, .n_ff = 72}, ""));
+    cases.push_back(shaped("head_dim 24, prime widths",
+                           {.n_layer = 3, .n_embd = 37, .n_head = 3, .n_head_kv = 3, .head_dim = 24, .n_ff = 53}, ""));
+    cases.push_back(shaped("one head, one layer, width 1",
+                           {.n_layer = 1, .n_embd = 1, .n_head = 1, .n_head_kv = 1, .head_dim = 8, .n_ff = 1}, ""));
     // Counts.
-    cases.push_back(meta("head_count 0", [](auto& w) { w.set_u32("llama.attention.head_count", 0); }, "attention.head_count"));
-    cases.push_back(meta("head_count_kv 0", [](auto& w) { w.set_u32("llama.attention.head_count_kv", 0); }, "attention.head_count_kv"));
-    cases.push_back(meta("head_count_kv 3 of 4", [](auto& w) { w.set_u32("llama.attention.head_count_kv", 3); }, "attention.head_count_kv"));
-    cases.push_back(meta("head_count_kv above head_count", [](auto& w) { w.set_u32("llama.attention.head_count_kv", 8); }, "attention.head_count_kv"));
-    cases.push_back(meta("head_count huge", [](auto& w) { w.set_u32("llama.attention.head_count", 0xFFFFFFFFu); }, "attention.head_count"));
-    cases.push_back(meta("head counts growing by layer", [](auto& w) {
-        const uint32_t heads[] = {4, 4, 8, 8};
-        w.set_u32_array("llama.attention.head_count", heads);
-    }, "attention.head_count"));
-    cases.push_back(meta("KV heads growing by layer", [](auto& w) {
-        const uint32_t heads[] = {2, 2, 4, 4};
-        w.set_u32_array("llama.attention.head_count_kv", heads);
-    }, "attention.head_count_kv"));
-    cases.push_back(meta("per-layer array too short", [](auto& w) {
-        const uint32_t heads[] = {4, 4};
-        w.set_u32_array("llama.attention.head_count", heads);
-    }, "attention.head_count"));
-    cases.push_back(meta("per-layer array too long", [](auto& w) {
-        const uint32_t ff[] = {512, 512, 512, 512, 512, 512};
-        w.set_u32_array("llama.feed_forward_length", ff);
-    }, "feed_forward_length"));
-    cases.push_back(meta("embedding_length 0", [](auto& w) { w.set_u32("llama.embedding_length", 0); }, "embedding_length"));
-    cases.push_back(meta("embedding_length huge", [](auto& w) { w.set_u32("llama.embedding_length", 0x7FFFFFFFu); }, "embedding_length"));
-    cases.push_back(meta("feed_forward_length 0", [](auto& w) { w.set_u32("llama.feed_forward_length", 0); }, "feed_forward_length"));
-    cases.push_back(meta("feed_forward_length mismatched", [](auto& w) { w.set_u32("llama.feed_forward_length", 513); }, "ffn_gate.weight"));
-    cases.push_back(meta("block_count 0", [](auto& w) { w.set_u32("llama.block_count", 0); }, "block_count"));
-    cases.push_back(meta("block_count huge", [](auto& w) { w.set_u32("llama.block_count", 1000000000u); }, "block_count"));
-    cases.push_back(meta("block_count above the tensors", [](auto& w) { w.set_u32("llama.block_count", 5); }, "blk.4"));
-    cases.push_back(meta("key and value length mismatched with the tensors", [](auto& w) {
-        w.set_u32("llama.attention.key_length", 32);
-        w.set_u32("llama.attention.value_length", 32);
-        w.set_u32("llama.rope.dimension_count", 32);
-    }, "attn_q.weight"));
-    cases.push_back(meta("value_length differs", [](auto& w) { w.set_u32("llama.attention.value_length", 32); }, "value_length"));
-    cases.push_back(meta("rope dimension odd", [](auto& w) { w.set_u32("llama.rope.dimension_count", 63); }, "rope.dimension_count"));
-    cases.push_back(meta("rope dimension above head_dim", [](auto& w) { w.set_u32("llama.rope.dimension_count", 128); }, "rope.dimension_count"));
+    cases.push_back(meta(
+        "head_count 0", [](auto& w) { w.set_u32("llama.attention.head_count", 0); }, "attention.head_count"));
+    cases.push_back(meta(
+        "head_count_kv 0", [](auto& w) { w.set_u32("llama.attention.head_count_kv", 0); }, "attention.head_count_kv"));
+    cases.push_back(meta(
+        "head_count_kv 3 of 4", [](auto& w) { w.set_u32("llama.attention.head_count_kv", 3); },
+        "attention.head_count_kv"));
+    cases.push_back(meta(
+        "head_count_kv above head_count", [](auto& w) { w.set_u32("llama.attention.head_count_kv", 8); },
+        "attention.head_count_kv"));
+    cases.push_back(meta(
+        "head_count huge", [](auto& w) { w.set_u32("llama.attention.head_count", 0xFFFFFFFFu); },
+        "attention.head_count"));
+    cases.push_back(meta(
+        "head counts growing by layer",
+        [](auto& w) {
+            const uint32_t heads[] = {4, 4, 8, 8};
+            w.set_u32_array("llama.attention.head_count", heads);
+        },
+        "attention.head_count"));
+    cases.push_back(meta(
+        "KV heads growing by layer",
+        [](auto& w) {
+            const uint32_t heads[] = {2, 2, 4, 4};
+            w.set_u32_array("llama.attention.head_count_kv", heads);
+        },
+        "attention.head_count_kv"));
+    cases.push_back(meta(
+        "per-layer array too short",
+        [](auto& w) {
+            const uint32_t heads[] = {4, 4};
+            w.set_u32_array("llama.attention.head_count", heads);
+        },
+        "attention.head_count"));
+    cases.push_back(meta(
+        "per-layer array too long",
+        [](auto& w) {
+            const uint32_t ff[] = {512, 512, 512, 512, 512, 512};
+            w.set_u32_array("llama.feed_forward_length", ff);
+        },
+        "feed_forward_length"));
+    cases.push_back(meta(
+        "embedding_length 0", [](auto& w) { w.set_u32("llama.embedding_length", 0); }, "embedding_length"));
+    cases.push_back(meta(
+        "embedding_length huge", [](auto& w) { w.set_u32("llama.embedding_length", 0x7FFFFFFFu); },
+        "embedding_length"));
+    cases.push_back(meta(
+        "feed_forward_length 0", [](auto& w) { w.set_u32("llama.feed_forward_length", 0); }, "feed_forward_length"));
+    cases.push_back(meta(
+        "feed_forward_length mismatched", [](auto& w) { w.set_u32("llama.feed_forward_length", 513); },
+        "ffn_gate.weight"));
+    cases.push_back(meta(
+        "block_count 0", [](auto& w) { w.set_u32("llama.block_count", 0); }, "block_count"));
+    cases.push_back(meta(
+        "block_count huge", [](auto& w) { w.set_u32("llama.block_count", 1000000000u); }, "block_count"));
+    cases.push_back(meta(
+        "block_count above the tensors", [](auto& w) { w.set_u32("llama.block_count", 5); }, "blk.4"));
+    cases.push_back(meta(
+        "key and value length mismatched with the tensors",
+        [](auto& w) {
+            w.set_u32("llama.attention.key_length", 32);
+            w.set_u32("llama.attention.value_length", 32);
+            w.set_u32("llama.rope.dimension_count", 32);
+        },
+        "attn_q.weight"));
+    cases.push_back(meta(
+        "value_length differs", [](auto& w) { w.set_u32("llama.attention.value_length", 32); }, "value_length"));
+    cases.push_back(meta(
+        "rope dimension odd", [](auto& w) { w.set_u32("llama.rope.dimension_count", 63); }, "rope.dimension_count"));
+    cases.push_back(meta(
+        "rope dimension above head_dim", [](auto& w) { w.set_u32("llama.rope.dimension_count", 128); },
+        "rope.dimension_count"));
     // Constants.
     for (float bad : {kNaN, kInf, -1.0f, 0.0f, 2.0f})
-        cases.push_back(meta("norm epsilon " + std::to_string(bad),
-                             [bad](auto& w) { w.set_f32("llama.attention.layer_norm_rms_epsilon", bad); }, "layer_norm_rms_epsilon"));
+        cases.push_back(meta(
+            "norm epsilon " + std::to_string(bad),
+            [bad](auto& w) { w.set_f32("llama.attention.layer_norm_rms_epsilon", bad); }, "layer_norm_rms_epsilon"));
     for (float bad : {kNaN, kInf, -5.0f, 0.0f})
-        cases.push_back(meta("rope base " + std::to_string(bad), [bad](auto& w) { w.set_f32("llama.rope.freq_base", bad); }, "rope.freq_base"));
-    cases.push_back(meta("rope scaling factor -1", [](auto& w) { w.set_f32("llama.rope.scaling.factor", -1.0f); }, "rope.scaling.factor"));
+        cases.push_back(meta(
+            "rope base " + std::to_string(bad), [bad](auto& w) { w.set_f32("llama.rope.freq_base", bad); },
+            "rope.freq_base"));
+    cases.push_back(meta(
+        "rope scaling factor -1", [](auto& w) { w.set_f32("llama.rope.scaling.factor", -1.0f); },
+        "rope.scaling.factor"));
     // RoPE frequency factors: too short, zero, NaN.
-    cases.push_back(meta("rope_freqs too short", [](auto& w) {
-        std::vector<std::byte> data(4 * 8);
-        const float one = 1.0f;
-        for (int i = 0; i < 8; ++i)
-            std::memcpy(data.data() + 4 * i, &one, 4);
-        const uint64_t dims[] = {8};
-        w.add_tensor("rope_freqs.weight", GgmlType::F32, dims, std::move(data));
-    }, "rope_freqs.weight"));
-    for (float bad : {0.0f, kNaN, -2.0f}) {
-        cases.push_back(meta("rope_freqs holding " + std::to_string(bad), [bad](auto& w) {
-            std::vector<std::byte> data(4 * 32);
-            for (int i = 0; i < 32; ++i) {
-                const float v = i == 5 ? bad : 1.0f;
-                std::memcpy(data.data() + 4 * i, &v, 4);
-            }
-            const uint64_t dims[] = {32};
+    cases.push_back(meta(
+        "rope_freqs too short",
+        [](auto& w) {
+            std::vector<std::byte> data(4 * 8);
+            const float one = 1.0f;
+            for (int i = 0; i < 8; ++i)
+                std::memcpy(data.data() + 4 * i, &one, 4);
+            const uint64_t dims[] = {8};
             w.add_tensor("rope_freqs.weight", GgmlType::F32, dims, std::move(data));
-        }, "rope_freqs.weight"));
+        },
+        "rope_freqs.weight"));
+    for (float bad : {0.0f, kNaN, -2.0f}) {
+        cases.push_back(meta(
+            "rope_freqs holding " + std::to_string(bad),
+            [bad](auto& w) {
+                std::vector<std::byte> data(4 * 32);
+                for (int i = 0; i < 32; ++i) {
+                    const float v = i == 5 ? bad : 1.0f;
+                    std::memcpy(data.data() + 4 * i, &v, 4);
+                }
+                const uint64_t dims[] = {32};
+                w.add_tensor("rope_freqs.weight", GgmlType::F32, dims, std::move(data));
+            },
+            "rope_freqs.weight"));
     }
     // Vocabulary and special tokens.
-    cases.push_back(meta("vocab_size beyond the embedding", [](auto& w) { w.set_u32("llama.vocab_size", 100000); }, "token_embd.weight"));
-    for (const char* key : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"}) {
-        cases.push_back(meta(std::string(key) + " out of range", [key](auto& w) { w.set_u32(key, 99999999u); }, key));
-        cases.push_back(meta(std::string(key) + " negative", [key](auto& w) { w.set_i32(key, -7); }, key));
+    cases.push_back(meta(
+        "vocab_size beyond the embedding", [](auto& w) { w.set_u32("llama.vocab_size", 100000); },
+        "token_embd.weight"));
+    for (const char* key :
+         {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"}) {
+        cases.push_back(meta(
+            std::string(key) + " out of range", [key](auto& w) { w.set_u32(key, 99999999u); }, key));
+        cases.push_back(meta(
+            std::string(key) + " negative", [key](auto& w) { w.set_i32(key, -7); }, key));
     }
     // A metadata string of 17 MiB (the limit is 16): refused before anything copies it.
-    cases.push_back(meta("general.name of 17 MiB", [](auto& w) { w.set_string("general.name", std::string(17u << 20, 'n')); },
-                         "general.name"));
+    cases.push_back(meta(
+        "general.name of 17 MiB", [](auto& w) { w.set_string("general.name", std::string(17u << 20, 'n')); },
+        "general.name"));
     // Sliding windows on the gemma3 test model: 0 with local layers, and huge.
     {
-        Case c = meta("sliding_window huge", [](auto& w) { w.set_u32("gemma3.attention.sliding_window", 0xFFFFFFFFu); }, "");
+        Case c = meta(
+            "sliding_window huge", [](auto& w) { w.set_u32("gemma3.attention.sliding_window", 0xFFFFFFFFu); }, "");
         c.arch = "gemma3";
         cases.push_back(c);
-        Case d = meta("soft-cap NaN", [](auto& w) { w.set_f32("gemma3.final_logit_softcapping", kNaN); }, "final_logit_softcapping");
+        Case d = meta(
+            "soft-cap NaN", [](auto& w) { w.set_f32("gemma3.final_logit_softcapping", kNaN); },
+            "final_logit_softcapping");
         d.arch = "gemma3";
         cases.push_back(d);
     }
     // Corrupt weights: NaN in a norm (found at load), Inf in a matrix (found at the first pass,
     // naming the layer).
     {
-        Case c = shaped("NaN in a norm weight", {.n_embd = 64, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_ff = 96}, "blk.1.attn_norm.weight");
+        Case c = shaped("NaN in a norm weight", {.n_embd = 64, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_ff = 96},
+                        "blk.1.attn_norm.weight");
         c.patch = [](const std::string& path) { patch_floats(path, "blk.1.attn_norm.weight", kNaN, 3); };
         cases.push_back(c);
-        Case d = shaped("Inf in a small matrix", {.n_embd = 64, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_ff = 96},
-                        "blk.2.ffn_down.weight");
+        Case d =
+            shaped("Inf in a small matrix", {.n_embd = 64, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_ff = 96},
+                   "blk.2.ffn_down.weight");
         d.patch = [](const std::string& path) { patch_floats(path, "blk.2.ffn_down.weight", kInf, 0, 96 * 64); };
         cases.push_back(d);
         // A quantized block's scale set to +Inf (F16 0x7C00) in layer 1's value projection (Q8_0):
         // found by the load's scan of block scales (before, the pass quietly squashed it into finite
         // garbage).
-        Case q = meta("Inf scale in a quantized block", [](auto&) {}, "blk.1.attn_v.weight");
+        Case q = meta(
+            "Inf scale in a quantized block", [](auto&) {}, "blk.1.attn_v.weight");
         q.patch = [](const std::string& path) {
             uint64_t at = 0;
             {
@@ -205,18 +269,20 @@ std::vector<Case> hostile_cases()
         cases.push_back(q);
         // Inf throughout a float matrix too large for the load's scan (over a million values): the first
         // forward pass names the layer whose output goes non-finite.
-        Case big = shaped("Inf in a large matrix", {.n_layer = 3, .n_embd = 1024, .n_head = 8, .n_head_kv = 2, .head_dim = 128,
-                                                    .n_ff = 1040},
+        Case big = shaped("Inf in a large matrix",
+                          {.n_layer = 3, .n_embd = 1024, .n_head = 8, .n_head_kv = 2, .head_dim = 128, .n_ff = 1040},
                           "layer 1 produced a non-finite value");
         big.patch = [](const std::string& path) { patch_floats(path, "blk.1.ffn_down.weight", kInf, 0, 1040 * 1024); };
         cases.push_back(big);
     }
     // Contexts the machine cannot hold.
     {
-        Case c = meta("context of 2^31 tokens", [](auto& w) { w.set_u32("llama.context_length", 0x80000000u); }, "context");
+        Case c = meta(
+            "context of 2^31 tokens", [](auto& w) { w.set_u32("llama.context_length", 0x80000000u); }, "context");
         c.n_ctx = 0x7FFFFFFFu;
         cases.push_back(c);
-        Case d = meta("context of 0 tokens", [](auto&) {}, "context");
+        Case d = meta(
+            "context of 0 tokens", [](auto&) {}, "context");
         d.n_ctx = 0;
         cases.push_back(d);
     }

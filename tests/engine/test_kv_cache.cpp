@@ -137,7 +137,8 @@ void TestKvCache::realModel700TokenRun()
         const KvAccounting a = session.backend().kv_cache().accounting();
         uint64_t in_use = 0;
         for (uint32_t l = 0; l < c.n_layer; ++l)
-            in_use += 2ull * c.n_head_kv[l] * c.head_dim_k * 2 * (c.layer_is_swa[l] ? std::min(n, c.sliding_window) : n);
+            in_use +=
+                2ull * c.n_head_kv[l] * c.head_dim_k * 2 * (c.layer_is_swa[l] ? std::min(n, c.sliding_window) : n);
         QCOMPARE(a.tokens_cached, n);
         QCOMPARE(a.bytes_in_use, in_use);
         QCOMPARE(a.bytes_allocated, probed_allocated_bytes(session.backend().kv_cache()));

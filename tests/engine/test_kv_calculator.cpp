@@ -38,7 +38,7 @@ constexpr uint64_t GiB = 1ull << 30;
 
 class TestKvCalculator : public QObject {
     Q_OBJECT
-  private slots:
+private slots:
     void presetsInOrderWithSources();
     void llama31_70bAt128k();
     void llama3_8bAt8k();

@@ -30,7 +30,7 @@ void check_plausible(const MachinePeaks& p, int threads)
 
 class TestMachineProbe : public QObject {
     Q_OBJECT
-  private slots:
+private slots:
     void defaultPath();
     void scalarOnRequest();
     void scalarUnderEnvironment();

@@ -54,7 +54,7 @@ uint64_t simulated_peak(const KvCacheConfig& config, uint32_t max_batch)
 
 class TestMemoryPlan : public QObject {
     Q_OBJECT
-  private slots:
+private slots:
     void systemMemoryIsRead();
     void peakMatchesTheRealCache_data();
     void peakMatchesTheRealCache();

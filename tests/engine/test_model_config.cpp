@@ -69,7 +69,7 @@ void TestModelConfig::defaultModelIsGemma3()
     QCOMPARE(c.norm_eps, 1e-6f);
     for (uint32_t il = 0; il < 18; ++il)
         QCOMPARE(bool(c.layer_is_swa[il]), il % 6 != 5); // global layers 5, 11, 17
-    engine::require_supported_tensor_types(*f); // every tensor of the default model is decodable
+    engine::require_supported_tensor_types(*f);          // every tensor of the default model is decodable
 }
 
 void TestModelConfig::defaultsFollowLlamaCpp()

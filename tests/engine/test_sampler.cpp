@@ -3,14 +3,14 @@
 // (repetition penalty, top-k, top-p, min-p, temperature) on small distributions whose survivors
 // and probabilities can be worked out on paper, the seeded draw, and stop strings that span tokens.
 #include "sampling/sampler.h"
-#include "util/error.h"
 #include "sampling/stop_condition.h"
+#include "util/error.h"
 
 #include <QTest>
-#include <limits>
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -651,7 +651,8 @@ void TestSampler::invalidSettingsAreRefusedWithTheirRange_data()
     QTest::addColumn<QString>("named");
     const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
     for (float t : {1e-45f, 1e-4f, -1.0f, 101.0f, inf, nan})
-        QTest::newRow(qPrintable(QString("temperature %1").arg(double(t)))) << "temperature" << t << "use 0 for greedy, or 0.001 to 100";
+        QTest::newRow(qPrintable(QString("temperature %1").arg(double(t))))
+            << "temperature" << t << "use 0 for greedy, or 0.001 to 100";
     for (float p : {-0.1f, 1.5f, nan})
         QTest::newRow(qPrintable(QString("top-p %1").arg(double(p)))) << "top_p" << p << "use 0 to 1";
     for (float p : {-0.5f, 1.5f, inf})

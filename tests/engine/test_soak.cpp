@@ -69,16 +69,19 @@ void TestSoak::residentMemoryStaysWithinTheCache()
             const uint64_t allowed = (kv - kv0) + (32ull << 20);
             peak_growth = std::max(peak_growth, growth);
             peak_allowed = std::max(peak_allowed, allowed);
-            QVERIFY2(growth <= allowed, qPrintable(QString("after %1 tokens the resident set grew by %2 MiB; the KV cache by %3 MiB")
-                                                       .arg(i + 1)
-                                                       .arg(double(growth) / 1048576.0, 0, 'f', 1)
-                                                       .arg(double(kv - kv0) / 1048576.0, 0, 'f', 1)));
+            QVERIFY2(growth <= allowed,
+                     qPrintable(QString("after %1 tokens the resident set grew by %2 MiB; the KV cache by %3 MiB")
+                                    .arg(i + 1)
+                                    .arg(double(growth) / 1048576.0, 0, 'f', 1)
+                                    .arg(double(kv - kv0) / 1048576.0, 0, 'f', 1)));
         }
     }
-    const double late_tps = (n_tokens - kWarmup) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double late_tps =
+        (n_tokens - kWarmup) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     qInfo("%d tokens: resident set grew at most %.1f MiB after token %d (bound %.1f MiB = KV cache growth + 32 MiB); "
           "%.1f tokens/s over the first %d, %.1f over the rest",
-          n_tokens, double(peak_growth) / 1048576.0, kWarmup, double(peak_allowed) / 1048576.0, early_tps, kWarmup, late_tps);
+          n_tokens, double(peak_growth) / 1048576.0, kWarmup, double(peak_allowed) / 1048576.0, early_tps, kWarmup,
+          late_tps);
 }
 
 QTEST_GUILESS_MAIN(TestSoak)

@@ -30,11 +30,13 @@ int32_t argmax(std::span<const float> logits)
 
 bool same_accounting(const KvAccounting& a, const KvAccounting& b)
 {
-    if (a.tokens_cached != b.tokens_cached || a.bytes_in_use != b.bytes_in_use || a.bytes_allocated != b.bytes_allocated ||
-        a.blocks_allocated != b.blocks_allocated || a.layers.size() != b.layers.size())
+    if (a.tokens_cached != b.tokens_cached || a.bytes_in_use != b.bytes_in_use ||
+        a.bytes_allocated != b.bytes_allocated || a.blocks_allocated != b.blocks_allocated ||
+        a.layers.size() != b.layers.size())
         return false;
     for (std::size_t i = 0; i < a.layers.size(); ++i)
-        if (a.layers[i].tokens_in_use != b.layers[i].tokens_in_use || a.layers[i].bytes_in_use != b.layers[i].bytes_in_use ||
+        if (a.layers[i].tokens_in_use != b.layers[i].tokens_in_use ||
+            a.layers[i].bytes_in_use != b.layers[i].bytes_in_use ||
             a.layers[i].blocks_allocated != b.layers[i].blocks_allocated)
             return false;
     return true;

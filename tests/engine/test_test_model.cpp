@@ -64,7 +64,10 @@ std::vector<float> dequantized(const GgufFile& f, const engine::gguf::TensorInfo
     return out;
 }
 
-bool is_norm(const std::string& name) { return name.ends_with("norm.weight"); }
+bool is_norm(const std::string& name)
+{
+    return name.ends_with("norm.weight");
+}
 
 // Every tensor decodes to finite values: norms near 1, everything else small and centred.
 void check_tensor_values(const GgufFile& f)
@@ -102,7 +105,10 @@ private:
     std::string path(const QString& name) const { return m_dir.filePath(name).toStdString(); }
 };
 
-void TestTestModel::initTestCase() { QVERIFY(m_dir.isValid()); }
+void TestTestModel::initTestCase()
+{
+    QVERIFY(m_dir.isValid());
+}
 
 void TestTestModel::sameSeedSameBytes()
 {
@@ -141,9 +147,9 @@ void TestTestModel::everyTypeHasSensibleValues_data()
 {
     QTest::addColumn<GgmlType>("type");
     QTest::addColumn<bool>("unit");
-    for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
-                       GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
-                       GgmlType::Q6_K})
+    for (GgmlType t :
+         {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+          GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
         QTest::newRow(engine::ggml_type_name(t).data()) << t << false;
     for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16})
         QTest::newRow(("unit " + std::string(engine::ggml_type_name(t))).c_str()) << t << true;

@@ -44,8 +44,8 @@ TokenDiff diff_texts(const Tokenizer& t, std::string_view old_text, std::string_
     return diff_tokens(old_text, tokens_of(t, old_text), new_text, tokens_of(t, new_text));
 }
 
-bool same_change(const TokenChange& c, TokenChangeKind kind, uint32_t old_first, uint32_t old_count,
-                 uint32_t new_first, uint32_t new_count)
+bool same_change(const TokenChange& c, TokenChangeKind kind, uint32_t old_first, uint32_t old_count, uint32_t new_first,
+                 uint32_t new_count)
 {
     return c.kind == kind && c.old_first == old_first && c.old_count == old_count && c.new_first == new_first &&
            c.new_count == new_count;
@@ -104,8 +104,8 @@ long check_diff(std::string_view old_text, const std::vector<Token>& a, std::str
             *why = "a change past the end";
             return -1;
         }
-        const TokenChangeKind expected = c.old_count == 0   ? TokenChangeKind::Inserted
-                                         : c.new_count == 0 ? TokenChangeKind::Deleted
+        const TokenChangeKind expected = c.old_count == 0                       ? TokenChangeKind::Inserted
+                                         : c.new_count == 0                     ? TokenChangeKind::Deleted
                                          : c.old_count == 1 && c.new_count >= 2 ? TokenChangeKind::Split
                                          : c.old_count >= 2 && c.new_count == 1 ? TokenChangeKind::Merged
                                                                                 : TokenChangeKind::Replaced;

@@ -17,12 +17,15 @@
 #include <map>
 #include <memory>
 
-using engine::Tokenizer;
 using engine::TokenId;
+using engine::Tokenizer;
 
 namespace {
 
-QString fixture_dir() { return QString::fromStdString(testsupport::data_dir()) + "/tokenizer"; }
+QString fixture_dir()
+{
+    return QString::fromStdString(testsupport::data_dir()) + "/tokenizer";
+}
 
 // Vocabulary file of a fixture: the BPE test vocab, the chat model for its fixtures, else the
 // default model.
@@ -62,7 +65,10 @@ QJsonObject read_json(const QString& path)
     return QJsonDocument::fromJson(f.readAll()).object();
 }
 
-QStringList fixture_files() { return QDir(fixture_dir()).entryList({"fixtures-*.json"}, QDir::Files, QDir::Name); }
+QStringList fixture_files()
+{
+    return QDir(fixture_dir()).entryList({"fixtures-*.json"}, QDir::Files, QDir::Name);
+}
 
 QString ids_string(const std::vector<TokenId>& ids)
 {
@@ -75,11 +81,11 @@ QString ids_string(const std::vector<TokenId>& ids)
 } // namespace
 
 // An empty path means the default model is not installed (see REQUIRE_DEFAULT_MODEL).
-#define REQUIRE_VOCAB_FILE(path)                                                                        \
-    if ((path).empty()) {                                                                               \
-        if (testsupport::model_may_be_missing())                                                        \
-            QSKIP("model not installed (TOKENSCOPE_ALLOW_NO_MODEL=1)");                                  \
-        QFAIL("model not installed: run scripts/setup.sh");                                             \
+#define REQUIRE_VOCAB_FILE(path)                                                                                       \
+    if ((path).empty()) {                                                                                              \
+        if (testsupport::model_may_be_missing())                                                                       \
+            QSKIP("model not installed (TOKENSCOPE_ALLOW_NO_MODEL=1)");                                                \
+        QFAIL("model not installed: run scripts/setup.sh");                                                            \
     }
 
 class TestTokenizer : public QObject {
@@ -99,7 +105,8 @@ private slots:
 void TestTokenizer::fixturesCoverEveryVocabulary()
 {
     const QStringList files = fixture_files();
-    for (const char* name : {"gemma3-270m", "qwen2.5-coder-0.5b", "bpe-gpt2", "bpe-llama-bpe", "bpe-qwen2", "bpe-default"})
+    for (const char* name :
+         {"gemma3-270m", "qwen2.5-coder-0.5b", "bpe-gpt2", "bpe-llama-bpe", "bpe-qwen2", "bpe-default"})
         for (const char* mode : {"special", "nospecial"})
             QVERIFY2(files.contains(QString("fixtures-%1-%2.json").arg(name, mode)), name);
     const auto corpus = read_json(fixture_dir() + "/corpus.json")["cases"].toArray();
@@ -137,7 +144,8 @@ void TestTokenizer::matchesLlamaCpp()
     const auto ids = tokenizer_for(path).encode_ids(
         std::string_view(text.constData(), static_cast<std::size_t>(text.size())),
         {.add_special = settings["add_special"].toBool(), .parse_special = settings["parse_special"].toBool()});
-    QVERIFY2(ids == expected, qPrintable("\n  ours:      " + ids_string(ids) + "\n  llama.cpp: " + ids_string(expected)));
+    QVERIFY2(ids == expected,
+             qPrintable("\n  ours:      " + ids_string(ids) + "\n  llama.cpp: " + ids_string(expected)));
 }
 
 void TestTokenizer::roundTrip_data()
@@ -145,7 +153,8 @@ void TestTokenizer::roundTrip_data()
     QTest::addColumn<QString>("vocab");
     QTest::addColumn<QString>("text");
     const auto corpus = read_json(fixture_dir() + "/corpus.json")["cases"].toArray();
-    for (const char* vocab : {"default-model", "chat-model", "bpe-gpt2.gguf", "bpe-llama-bpe.gguf", "bpe-qwen2.gguf", "bpe-default.gguf"})
+    for (const char* vocab :
+         {"default-model", "chat-model", "bpe-gpt2.gguf", "bpe-llama-bpe.gguf", "bpe-qwen2.gguf", "bpe-default.gguf"})
         for (const auto& c : corpus)
             QTest::newRow(qPrintable(QString(vocab) + "/" + c.toObject()["name"].toString()))
                 << QString(vocab) << c.toObject()["text"].toString();

@@ -10,8 +10,8 @@
 #include "util/fp16.h"
 
 #include <QTest>
-#include <cmath>
 #include <bit>
+#include <cmath>
 #include <random>
 
 using namespace engine;
@@ -118,13 +118,15 @@ void TestVecDot::fourRowKernelsMatchOneRow()
     float out[4];
     dot4(f->tensor_data(*t).data(), a, n, out);
     for (int i = 0; i < 4; ++i)
-        QCOMPARE(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(vec_dot_for(gt)(f->tensor_data(*t).data(), a[i], n)));
+        QCOMPARE(std::bit_cast<uint32_t>(out[i]),
+                 std::bit_cast<uint32_t>(vec_dot_for(gt)(f->tensor_data(*t).data(), a[i], n)));
 }
 
 void TestVecDot::matchesDequantizedReference_data()
 {
     QTest::addColumn<QString>("type");
-    for (const char* t : {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"})
+    for (const char* t :
+         {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"})
         QTest::newRow(t) << QString(t);
 }
 
@@ -171,7 +173,8 @@ void TestVecDot::matchesDequantizedReference()
     QVERIFY2(std::fabs(scalar - ref) <= tol, qPrintable(QString("scalar %1 vs reference %2").arg(scalar).arg(ref)));
     QVERIFY2(std::fabs(fast - ref) <= tol, qPrintable(QString("%1 %2 vs reference %3")
                                                           .arg(QString::fromUtf8(simd_level_name(simd_level()).data()))
-                                                          .arg(fast).arg(ref)));
+                                                          .arg(fast)
+                                                          .arg(ref)));
 }
 
 void TestVecDot::activationQuantizationMatchesGgml()

@@ -15,10 +15,10 @@
 #include "backend/vulkan/vk_ops.h"
 #include "model/model.h"
 #include "model/test_model.h"
-#include "util/thread_pool.h"
 #include "quant/dequant.h"
 #include "quant/vec_dot.h"
 #include "util/fp16.h"
+#include "util/thread_pool.h"
 #endif
 
 #include <QTest>
@@ -114,7 +114,10 @@ HostMatrix random_matrix(GgmlType type, uint32_t cols, uint32_t rows, uint64_t s
 
 } // namespace
 
-vk::Buffer TestVulkanKernels::device(const std::vector<float>& v) { return vk::upload_buffer(*m_ctx, *m_up, v.data(), v.size() * 4); }
+vk::Buffer TestVulkanKernels::device(const std::vector<float>& v)
+{
+    return vk::upload_buffer(*m_ctx, *m_up, v.data(), v.size() * 4);
+}
 
 vk::Buffer TestVulkanKernels::device_zeros(std::size_t floats)
 {
@@ -135,11 +138,13 @@ void TestVulkanKernels::initTestCase()
     REQUIRE_VULKAN();
 #ifdef TOKENSCOPE_HAVE_VULKAN
     m_ctx = std::make_unique<vk::Context>(vk::ContextOptions{-1, true, kTinyBinding});
-    QVERIFY2(m_ctx->validation_active(), "the validation layer (vulkan-validationlayers) must be installed for the Vulkan tests");
+    QVERIFY2(m_ctx->validation_active(),
+             "the validation layer (vulkan-validationlayers) must be installed for the Vulkan tests");
     QCOMPARE(m_ctx->max_binding(), kTinyBinding);
     m_bit_exact = m_ctx->has_float64() && simd_level() != SimdLevel::Scalar;
     qInfo("device: %s; results %s", m_ctx->device_name().c_str(),
-          m_bit_exact ? "must equal the CPU's bit for bit" : "compared within rounding (no 64-bit floats, or a scalar CPU)");
+          m_bit_exact ? "must equal the CPU's bit for bit"
+                      : "compared within rounding (no 64-bit floats, or a scalar CPU)");
     m_k = std::make_unique<vk::Kernels>(*m_ctx);
     m_rec = std::make_unique<vk::Recorder>(*m_ctx);
     m_up = std::make_unique<vk::Uploader>(*m_ctx);
@@ -147,7 +152,10 @@ void TestVulkanKernels::initTestCase()
 #endif
 }
 
-void TestVulkanKernels::cleanup() { REQUIRE_NO_VALIDATION_MESSAGES(); }
+void TestVulkanKernels::cleanup()
+{
+    REQUIRE_NO_VALIDATION_MESSAGES();
+}
 
 void TestVulkanKernels::cleanupTestCase()
 {
@@ -223,14 +231,17 @@ void TestVulkanKernels::matmul()
             worst = std::max(worst, std::fabs(g - cpu_y[std::size_t(tok) * rows + r]) / mag);
             worst_exact = std::max(worst_exact, std::fabs(g - exact) / mag);
         }
-    qInfo("%s, %u tokens, %zu row ranges: worst |Δ| / Σ|w·x| = %.3g against the CPU backend, %.3g against the exact dot",
-          std::string(ggml_type_name(t)).c_str(), n, dw.parts.size(), worst, worst_exact);
+    qInfo(
+        "%s, %u tokens, %zu row ranges: worst |Δ| / Σ|w·x| = %.3g against the CPU backend, %.3g against the exact dot",
+        std::string(ggml_type_name(t)).c_str(), n, dw.parts.size(), worst, worst_exact);
     // Q4_1/Q5_1: the CPU rounds its Q8_1 block sums to F16 as well
     const double tolerance = (t == GgmlType::Q4_1 || t == GgmlType::Q5_1) ? 1e-4 : 1e-5;
     QVERIFY2(worst < tolerance, qPrintable(QString("relative difference %1").arg(worst)));
     if (m_bit_exact) {
         const long at = first_difference(y.data() + 3, cpu_y.data(), cpu_y.size());
-        QVERIFY2(at < 0, qPrintable(QString("output %1 differs from the CPU's: %2 vs %3").arg(at).arg(y[3 + std::size_t(std::max(at, 0L))], 0, 'g', 9)
+        QVERIFY2(at < 0, qPrintable(QString("output %1 differs from the CPU's: %2 vs %3")
+                                        .arg(at)
+                                        .arg(y[3 + std::size_t(std::max(at, 0L))], 0, 'g', 9)
                                         .arg(cpu_y[std::size_t(std::max(at, 0L))], 0, 'g', 9)));
     }
     QVERIFY2(worst_exact < 2e-2, qPrintable(QString("relative error %1").arg(worst_exact)));
@@ -276,7 +287,8 @@ void TestVulkanKernels::getRows()
         for (uint32_t e = 0; e < cols; ++e) {
             const float ref = w.f32[std::size_t(ids[i]) * cols + e] * scale;
             const float g = got[std::size_t(i) * cols + e];
-            if (m_bit_exact ? std::memcmp(&g, &ref, sizeof g) != 0 : std::fabs(g - ref) > 1e-6f * std::fabs(ref) + 1e-30f)
+            if (m_bit_exact ? std::memcmp(&g, &ref, sizeof g) != 0
+                            : std::fabs(g - ref) > 1e-6f * std::fabs(ref) + 1e-30f)
                 QFAIL(qPrintable(QString("row %1 element %2: %3 vs %4").arg(ids[i]).arg(e).arg(g).arg(ref)));
         }
 #endif
@@ -348,8 +360,10 @@ void TestVulkanKernels::rope()
     const auto y = host(dx, x.size());
     for (uint32_t t = 0; t < n; ++t)
         for (uint32_t h = 0; h < heads; ++h) {
-            std::vector<float> ref(x.begin() + std::ptrdiff_t((t * heads + h) * D), x.begin() + std::ptrdiff_t((t * heads + h + 1) * D));
-            cpu::kernel_rope(ref.data(), n_rot, int32_t(pos + t), base, freq_scale, neox, factors ? ff.data() : nullptr);
+            std::vector<float> ref(x.begin() + std::ptrdiff_t((t * heads + h) * D),
+                                   x.begin() + std::ptrdiff_t((t * heads + h + 1) * D));
+            cpu::kernel_rope(ref.data(), n_rot, int32_t(pos + t), base, freq_scale, neox,
+                             factors ? ff.data() : nullptr);
             for (uint32_t i = 0; i < D; ++i)
                 // the same angles and fused multiply-adds; the compiler may still round one product differently
                 // (inputs are N(0, 1): an absolute bound relative to them)
@@ -393,7 +407,8 @@ void TestVulkanKernels::attention()
     QFETCH(bool, batched);
     const auto H = uint32_t(n_heads), Hkv = uint32_t(n_kv_heads), D = uint32_t(head_dim), n = uint32_t(n_tokens);
     const uint32_t n_keys = uint32_t(pos0) + n, n_ctx = n_keys + 5;
-    const auto keys = random_floats(std::size_t(n_keys) * Hkv * D, 1), values = random_floats(std::size_t(n_keys) * Hkv * D, 2);
+    const auto keys = random_floats(std::size_t(n_keys) * Hkv * D, 1),
+               values = random_floats(std::size_t(n_keys) * Hkv * D, 2);
     const auto q = random_floats(std::size_t(n) * H * D, 3, 0.5f);
     const float scale = 1.0f / std::sqrt(float(D));
 
@@ -417,8 +432,10 @@ void TestVulkanKernels::attention()
     for (uint32_t j = 0; j < n_keys; ++j)
         for (uint32_t h = 0; h < Hkv; ++h)
             for (uint32_t i = 0; i < D; ++i) {
-                QCOMPARE(k16[(std::size_t(h) * n_ctx + j) * D + i], f32_to_fp16(keys[(std::size_t(j) * Hkv + h) * D + i]));
-                QCOMPARE(v16[(std::size_t(h) * n_ctx + j) * D + i], f32_to_fp16(values[(std::size_t(j) * Hkv + h) * D + i]));
+                QCOMPARE(k16[(std::size_t(h) * n_ctx + j) * D + i],
+                         f32_to_fp16(keys[(std::size_t(j) * Hkv + h) * D + i]));
+                QCOMPARE(v16[(std::size_t(h) * n_ctx + j) * D + i],
+                         f32_to_fp16(values[(std::size_t(j) * Hkv + h) * D + i]));
             }
 
     const auto got = host(out, std::size_t(n) * H * D), got_w = host(weights, std::size_t(n) * H * n_keys);
@@ -447,7 +464,8 @@ void TestVulkanKernels::attention()
                 worst_out = std::max(worst_out, double(std::fabs(got[(std::size_t(t) * H + h) * D + i] - ref[i])));
             if (m_bit_exact) {
                 QCOMPARE(first_difference(got.data() + (std::size_t(t) * H + h) * D, ref.data(), D), -1L);
-                QCOMPARE(first_difference(got_w.data() + (std::size_t(t) * H + h) * n_keys, ref_w.data(), pos + 1), -1L);
+                QCOMPARE(first_difference(got_w.data() + (std::size_t(t) * H + h) * n_keys, ref_w.data(), pos + 1),
+                         -1L);
             }
             for (uint32_t j = 0; j < n_keys; ++j) {
                 const float g = got_w[(std::size_t(t) * H + h) * n_keys + j];

@@ -28,18 +28,24 @@ private slots:
     void factory();
 };
 
-void TestVulkanParity::initTestCase() { REQUIRE_VULKAN(); }
+void TestVulkanParity::initTestCase()
+{
+    REQUIRE_VULKAN();
+}
 
-void TestVulkanParity::cleanup() { REQUIRE_NO_VALIDATION_MESSAGES(); }
+void TestVulkanParity::cleanup()
+{
+    REQUIRE_NO_VALIDATION_MESSAGES();
+}
 
 void TestVulkanParity::devices()
 {
     const auto devices = list_vulkan_devices();
     QVERIFY(!devices.empty());
     for (const auto& d : devices) {
-        qInfo("device %u: %s (%s), %s, %.0f MiB device-local, budget %.0f MiB, %s", d.index, d.name.c_str(), d.type.c_str(),
-              d.driver.c_str(), double(d.device_local_bytes) / 1048576.0, double(d.budget_bytes) / 1048576.0,
-              d.usable ? "usable" : d.why_not.c_str());
+        qInfo("device %u: %s (%s), %s, %.0f MiB device-local, budget %.0f MiB, %s", d.index, d.name.c_str(),
+              d.type.c_str(), d.driver.c_str(), double(d.device_local_bytes) / 1048576.0,
+              double(d.budget_bytes) / 1048576.0, d.usable ? "usable" : d.why_not.c_str());
         QVERIFY(!d.name.empty());
         QVERIFY(d.usable || !d.why_not.empty());
     }
@@ -65,7 +71,8 @@ void TestVulkanParity::testModels()
     const auto model = Model::load(path.toStdString());
     auto cpu = make_cpu_backend(model, {.threads = 0, .n_ctx = 512});
     // 64 KiB bindings: every weight matrix of more than a few hundred rows is split
-    auto vulkan = make_vulkan_backend(model, {.device = -1, .n_ctx = 512, .validation = true, .max_binding_bytes = 65536});
+    auto vulkan =
+        make_vulkan_backend(model, {.device = -1, .n_ctx = 512, .validation = true, .max_binding_bytes = 65536});
     QCOMPARE(vulkan->kv_cache().config().n_ctx, cpu->kv_cache().config().n_ctx);
     qInfo("%s", vulkan->name().c_str());
 

@@ -36,7 +36,8 @@ void TestVulkanParityModel::defaultModel_data()
     QTest::newRow("short") << QString("The capital of France is Paris. The capital of Germany is") << 32;
     QString long_prompt;
     for (int i = 0; long_prompt.size() < 1200; ++i)
-        long_prompt += QString("Paragraph %1: the river bends past the mill, and the miller counts the sacks of grain. ").arg(i);
+        long_prompt +=
+            QString("Paragraph %1: the river bends past the mill, and the miller counts the sacks of grain. ").arg(i);
     QTest::newRow("long, micro-batches") << long_prompt << 8;
 }
 
@@ -48,13 +49,15 @@ void TestVulkanParityModel::defaultModel()
     const auto model = Model::load(path);
     auto cpu = make_cpu_backend(model, {.threads = 0, .n_ctx = 512});
     auto vulkan = make_vulkan_backend(model, {.device = -1, .n_ctx = 512, .validation = true});
-    qInfo("%s, %.0f MiB of weights on the device", vulkan->name().c_str(), double(vulkan->memory().weight_bytes) / 1048576.0);
+    qInfo("%s, %.0f MiB of weights on the device", vulkan->name().c_str(),
+          double(vulkan->memory().weight_bytes) / 1048576.0);
     const auto tokens = model->tokenizer().encode_ids(prompt.toStdString());
     testsupport::ParityReport r;
     testsupport::run_parity(*cpu, *vulkan, tokens, steps, r);
-    qInfo("default model, %zu prompt tokens: logits Pearson ≥ %.7f, max |Δ| %.3g; greedy %d/%d steps identical%s; attention weights max |Δ| %.3g",
-          tokens.size(), r.min_pearson, r.max_abs_diff, r.greedy_matched, r.greedy_steps, r.diverged_at_tie ? " (then a near-tie on the CPU)" : "",
-          r.max_attention_diff);
+    qInfo("default model, %zu prompt tokens: logits Pearson ≥ %.7f, max |Δ| %.3g; greedy %d/%d steps identical%s; "
+          "attention weights max |Δ| %.3g",
+          tokens.size(), r.min_pearson, r.max_abs_diff, r.greedy_matched, r.greedy_steps,
+          r.diverged_at_tie ? " (then a near-tie on the CPU)" : "", r.max_attention_diff);
 }
 
 void TestVulkanParityModel::chatModelBitEqual()
@@ -63,8 +66,8 @@ void TestVulkanParityModel::chatModelBitEqual()
     const auto model = Model::load(path);
     auto cpu = make_cpu_backend(model, {.threads = 0, .n_ctx = 256});
     auto vulkan = make_vulkan_backend(model, {.device = -1, .n_ctx = 256, .validation = true});
-    const auto tokens =
-        model->tokenizer().encode_ids("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n");
+    const auto tokens = model->tokenizer().encode_ids(
+        "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n");
     QVERIFY(tokens.size() <= 32); // lavapipe is slow: one short prompt
     testsupport::ParityReport r;
     testsupport::run_parity(*cpu, *vulkan, tokens, 8, r);

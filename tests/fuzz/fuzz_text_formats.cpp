@@ -31,9 +31,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
             const std::vector<engine::ChatMessage> messages{{"system", std::string(input.substr(0, cut))},
                                                             {"user", std::string(input.substr(cut, cut))},
                                                             {"assistant", std::string(input.substr(2 * cut))}};
-            for (const auto& name : {"plain", "chatml", "phi4", "llama2", "llama2-sys", "llama2-sys-bos", "llama2-sys-strip",
-                                     "mistral-v1", "mistral-v3", "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken",
-                                     "phi3", "gemma", "llama3"})
+            for (const auto& name :
+                 {"plain", "chatml", "phi4", "llama2", "llama2-sys", "llama2-sys-bos", "llama2-sys-strip", "mistral-v1",
+                  "mistral-v3", "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "phi3", "gemma", "llama3"})
                 if (auto f = engine::chat_format_from_name(name))
                     (void)engine::render_chat(engine::ChatStyle(*f, style.default_system), messages, true);
         }

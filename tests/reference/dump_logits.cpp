@@ -48,7 +48,7 @@
 #define TSDL_LLAMA_CPP_COMMIT "unknown"
 #endif
 #ifndef TSDL_CPU_VARIANT
-#define TSDL_CPU_VARIANT "unknown"  // build_dump_logits.sh: avx2 or native (TOKENSCOPE_REF_CPU)
+#define TSDL_CPU_VARIANT "unknown" // build_dump_logits.sh: avx2 or native (TOKENSCOPE_REF_CPU)
 #endif
 #ifndef TSDL_LLAMA_CPP_SOURCE
 #define TSDL_LLAMA_CPP_SOURCE "unknown"
@@ -59,18 +59,19 @@ namespace {
 struct Options {
     std::string model;
     std::string prompt_file;
-    std::string tokens;       // comma/space separated ids
-    std::string tokens_file;  // file with whitespace/comma separated ids
+    std::string tokens;      // comma/space separated ids
+    std::string tokens_file; // file with whitespace/comma separated ids
     std::string out;
     int n_predict = 64;
     int threads = 2;
     int n_ctx = 4096;
-    int n_batch = 0;  // 0: max(2048, n_prompt)
-    bool repack = false;  // use_extra_bufts (CPU repack / AMX weight layouts)
+    int n_batch = 0;     // 0: max(2048, n_prompt)
+    bool repack = false; // use_extra_bufts (CPU repack / AMX weight layouts)
     bool verbose = false;
 };
 
-void usage(const char* argv0) {
+void usage(const char* argv0)
+{
     std::fprintf(stderr,
                  "usage: %s -m MODEL (-f PROMPT_FILE | --tokens IDS | --tokens-file FILE) -o OUT\n"
                  "          [--n-predict 64] [--threads 2] [--ctx 4096] [--batch N] [--repack] [--verbose]\n"
@@ -83,29 +84,35 @@ void usage(const char* argv0) {
                  argv0);
 }
 
-bool read_file(const std::string& path, std::string& out) {
+bool read_file(const std::string& path, std::string& out)
+{
     std::ifstream f(path, std::ios::binary);
-    if (!f) return false;
+    if (!f)
+        return false;
     std::ostringstream ss;
     ss << f.rdbuf();
     out = ss.str();
     return true;
 }
 
-bool parse_ids(const std::string& s, std::vector<llama_token>& ids) {
+bool parse_ids(const std::string& s, std::vector<llama_token>& ids)
+{
     std::string cur;
     auto flush = [&]() -> bool {
-        if (cur.empty()) return true;
+        if (cur.empty())
+            return true;
         char* end = nullptr;
         long v = std::strtol(cur.c_str(), &end, 10);
-        if (*end != '\0' || v < 0 || v > INT32_MAX) return false;
+        if (*end != '\0' || v < 0 || v > INT32_MAX)
+            return false;
         ids.push_back(static_cast<llama_token>(v));
         cur.clear();
         return true;
     };
     for (char c : s) {
         if (c == ',' || c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '[' || c == ']') {
-            if (!flush()) return false;
+            if (!flush())
+                return false;
         } else {
             cur.push_back(c);
         }
@@ -113,31 +120,44 @@ bool parse_ids(const std::string& s, std::vector<llama_token>& ids) {
     return flush();
 }
 
-std::string json_escape(const std::string& s) {
+std::string json_escape(const std::string& s)
+{
     std::string o;
     for (unsigned char c : s) {
         switch (c) {
-            case '"': o += "\\\""; break;
-            case '\\': o += "\\\\"; break;
-            case '\n': o += "\\n"; break;
-            case '\r': o += "\\r"; break;
-            case '\t': o += "\\t"; break;
-            default:
-                if (c < 0x20 || c >= 0x7f) {
-                    char buf[8];
-                    std::snprintf(buf, sizeof buf, "\\u%04x", c);  // bytes >= 0x80 as latin-1 code points
-                    o += buf;
-                } else {
-                    o.push_back(static_cast<char>(c));
-                }
+        case '"':
+            o += "\\\"";
+            break;
+        case '\\':
+            o += "\\\\";
+            break;
+        case '\n':
+            o += "\\n";
+            break;
+        case '\r':
+            o += "\\r";
+            break;
+        case '\t':
+            o += "\\t";
+            break;
+        default:
+            if (c < 0x20 || c >= 0x7f) {
+                char buf[8];
+                std::snprintf(buf, sizeof buf, "\\u%04x", c); // bytes >= 0x80 as latin-1 code points
+                o += buf;
+            } else {
+                o.push_back(static_cast<char>(c));
+            }
         }
     }
     return o;
 }
 
-void quiet_log(ggml_log_level level, const char* text, void* user) {
+void quiet_log(ggml_log_level level, const char* text, void* user)
+{
     const bool verbose = *static_cast<bool*>(user);
-    if (verbose || level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
+    if (verbose || level == GGML_LOG_LEVEL_ERROR)
+        std::fputs(text, stderr);
 }
 
 struct Top2 {
@@ -145,14 +165,17 @@ struct Top2 {
     float gap = 0.0f;
 };
 
-Top2 top2(const float* logits, int n_vocab) {
+Top2 top2(const float* logits, int n_vocab)
+{
     // highest logit wins; ties -> lowest id (strict '>' while scanning upwards)
     int i1 = 0;
     for (int i = 1; i < n_vocab; ++i)
-        if (logits[i] > logits[i1]) i1 = i;
+        if (logits[i] > logits[i1])
+            i1 = i;
     int i2 = i1 == 0 ? 1 : 0;
     for (int i = 0; i < n_vocab; ++i)
-        if (i != i1 && logits[i] > logits[i2]) i2 = i;
+        if (i != i1 && logits[i] > logits[i2])
+            i2 = i;
     Top2 r;
     r.top1 = i1;
     r.top2 = i2;
@@ -160,17 +183,18 @@ Top2 top2(const float* logits, int n_vocab) {
     return r;
 }
 
-template <typename T>
-void put(std::FILE* f, const T* data, size_t n) {
+template <typename T> void put(std::FILE* f, const T* data, size_t n)
+{
     if (n && std::fwrite(data, sizeof(T), n, f) != n) {
         std::perror("fwrite");
         std::exit(1);
     }
 }
 
-}  // namespace
+} // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv)
+{
     std::setlocale(LC_NUMERIC, "C");
     Options o;
     for (int i = 1; i < argc; ++i) {
@@ -182,19 +206,32 @@ int main(int argc, char** argv) {
             }
             return argv[++i];
         };
-        if (a == "-m" || a == "--model") o.model = need();
-        else if (a == "-f" || a == "--prompt-file") o.prompt_file = need();
-        else if (a == "--tokens") o.tokens = need();
-        else if (a == "--tokens-file") o.tokens_file = need();
-        else if (a == "-o" || a == "--out") o.out = need();
-        else if (a == "-n" || a == "--n-predict") o.n_predict = std::atoi(need().c_str());
-        else if (a == "-t" || a == "--threads") o.threads = std::atoi(need().c_str());
-        else if (a == "-c" || a == "--ctx") o.n_ctx = std::atoi(need().c_str());
-        else if (a == "-b" || a == "--batch") o.n_batch = std::atoi(need().c_str());
-        else if (a == "--repack") o.repack = true;
-        else if (a == "-v" || a == "--verbose") o.verbose = true;
-        else if (a == "-h" || a == "--help") { usage(argv[0]); return 0; }
-        else {
+        if (a == "-m" || a == "--model")
+            o.model = need();
+        else if (a == "-f" || a == "--prompt-file")
+            o.prompt_file = need();
+        else if (a == "--tokens")
+            o.tokens = need();
+        else if (a == "--tokens-file")
+            o.tokens_file = need();
+        else if (a == "-o" || a == "--out")
+            o.out = need();
+        else if (a == "-n" || a == "--n-predict")
+            o.n_predict = std::atoi(need().c_str());
+        else if (a == "-t" || a == "--threads")
+            o.threads = std::atoi(need().c_str());
+        else if (a == "-c" || a == "--ctx")
+            o.n_ctx = std::atoi(need().c_str());
+        else if (a == "-b" || a == "--batch")
+            o.n_batch = std::atoi(need().c_str());
+        else if (a == "--repack")
+            o.repack = true;
+        else if (a == "-v" || a == "--verbose")
+            o.verbose = true;
+        else if (a == "-h" || a == "--help") {
+            usage(argv[0]);
+            return 0;
+        } else {
             std::fprintf(stderr, "unknown argument: %s\n", a.c_str());
             usage(argv[0]);
             return 2;
@@ -314,7 +351,8 @@ int main(int argc, char** argv) {
         greedy.push_back(t.top1);
         second.push_back(t.top2);
         gap.push_back(t.gap);
-        if (step + 1 == o.n_predict) break;
+        if (step + 1 == o.n_predict)
+            break;
         batch.n_tokens = 1;
         batch.token[0] = t.top1;
         batch.pos[0] = n_prompt + step;
@@ -345,7 +383,8 @@ int main(int argc, char** argv) {
     text.resize(static_cast<size_t>(std::max(nt, 0)));
 
     size_t n_nonfinite = 0;
-    for (float v : prompt_logits) n_nonfinite += !std::isfinite(v);
+    for (float v : prompt_logits)
+        n_nonfinite += !std::isfinite(v);
 
     char desc[256] = {0};
     llama_model_desc(model, desc, sizeof desc);

@@ -57,7 +57,7 @@
 #define TSDL_LLAMA_CPP_COMMIT "unknown"
 #endif
 #ifndef TSDL_CPU_VARIANT
-#define TSDL_CPU_VARIANT "unknown"  // build_dump_tensors.sh: avx2 or native (TOKENSCOPE_REF_CPU)
+#define TSDL_CPU_VARIANT "unknown" // build_dump_tensors.sh: avx2 or native (TOKENSCOPE_REF_CPU)
 #endif
 
 namespace {
@@ -69,7 +69,7 @@ struct Options {
     std::string tokens;
     std::string tokens_file;
     std::string out;
-    std::string list;  // text listing of every graph node
+    std::string list; // text listing of every graph node
     std::vector<std::string> filters;
     bool all = false;
     bool inputs = true;
@@ -81,7 +81,8 @@ struct Options {
     bool verbose = false;
 };
 
-void usage(const char* argv0) {
+void usage(const char* argv0)
+{
     std::fprintf(stderr,
                  "usage: %s -m MODEL (--tokens IDS | --tokens-file FILE) -o OUT\n"
                  "          [--filter REGEX]... [--all] [--no-inputs] [--list FILE] [--all-outputs]\n"
@@ -97,29 +98,35 @@ void usage(const char* argv0) {
                  argv0, kDefaultFilter);
 }
 
-bool read_file(const std::string& path, std::string& out) {
+bool read_file(const std::string& path, std::string& out)
+{
     std::ifstream f(path, std::ios::binary);
-    if (!f) return false;
+    if (!f)
+        return false;
     std::ostringstream ss;
     ss << f.rdbuf();
     out = ss.str();
     return true;
 }
 
-bool parse_ids(const std::string& s, std::vector<llama_token>& ids) {
+bool parse_ids(const std::string& s, std::vector<llama_token>& ids)
+{
     std::string cur;
     auto flush = [&]() -> bool {
-        if (cur.empty()) return true;
+        if (cur.empty())
+            return true;
         char* end = nullptr;
         long v = std::strtol(cur.c_str(), &end, 10);
-        if (*end != '\0' || v < 0 || v > INT32_MAX) return false;
+        if (*end != '\0' || v < 0 || v > INT32_MAX)
+            return false;
         ids.push_back(static_cast<llama_token>(v));
         cur.clear();
         return true;
     };
     for (char c : s) {
         if (c == ',' || c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '[' || c == ']') {
-            if (!flush()) return false;
+            if (!flush())
+                return false;
         } else {
             cur.push_back(c);
         }
@@ -127,47 +134,60 @@ bool parse_ids(const std::string& s, std::vector<llama_token>& ids) {
     return flush();
 }
 
-std::string json_escape(const std::string& s) {
+std::string json_escape(const std::string& s)
+{
     std::string o;
     for (unsigned char c : s) {
         switch (c) {
-            case '"': o += "\\\""; break;
-            case '\\': o += "\\\\"; break;
-            case '\n': o += "\\n"; break;
-            case '\t': o += "\\t"; break;
-            default:
-                if (c < 0x20 || c >= 0x7f) {
-                    char buf[8];
-                    std::snprintf(buf, sizeof buf, "\\u%04x", c);
-                    o += buf;
-                } else {
-                    o.push_back(static_cast<char>(c));
-                }
+        case '"':
+            o += "\\\"";
+            break;
+        case '\\':
+            o += "\\\\";
+            break;
+        case '\n':
+            o += "\\n";
+            break;
+        case '\t':
+            o += "\\t";
+            break;
+        default:
+            if (c < 0x20 || c >= 0x7f) {
+                char buf[8];
+                std::snprintf(buf, sizeof buf, "\\u%04x", c);
+                o += buf;
+            } else {
+                o.push_back(static_cast<char>(c));
+            }
         }
     }
     return o;
 }
 
-void quiet_log(ggml_log_level level, const char* text, void* user) {
+void quiet_log(ggml_log_level level, const char* text, void* user)
+{
     const bool verbose = *static_cast<bool*>(user);
-    if (verbose || level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
+    if (verbose || level == GGML_LOG_LEVEL_ERROR)
+        std::fputs(text, stderr);
 }
 
-template <typename T>
-void put(std::FILE* f, const T* data, size_t n) {
+template <typename T> void put(std::FILE* f, const T* data, size_t n)
+{
     if (n && std::fwrite(data, sizeof(T), n, f) != n) {
         std::perror("fwrite");
         std::exit(1);
     }
 }
 
-void put_str(std::FILE* f, const std::string& s) {
+void put_str(std::FILE* f, const std::string& s)
+{
     const uint32_t n = static_cast<uint32_t>(s.size());
     put(f, &n, 1);
     put(f, s.data(), s.size());
 }
 
-void put_shape(std::FILE* f, const ggml_tensor* t) {
+void put_shape(std::FILE* f, const ggml_tensor* t)
+{
     const int32_t type = t->type;
     put(f, &type, 1);
     int64_t ne[4], nb[4];
@@ -179,7 +199,8 @@ void put_shape(std::FILE* f, const ggml_tensor* t) {
     put(f, nb, 4);
 }
 
-std::string shape_str(const ggml_tensor* t) {
+std::string shape_str(const ggml_tensor* t)
+{
     char buf[128];
     std::snprintf(buf, sizeof buf, "[%lld,%lld,%lld,%lld]", (long long)t->ne[0], (long long)t->ne[1],
                   (long long)t->ne[2], (long long)t->ne[3]);
@@ -188,9 +209,11 @@ std::string shape_str(const ggml_tensor* t) {
 
 // Copy t's bytes (the span ggml_nbytes covers, starting at t->data) and convert every
 // element to f32 in logical order, honouring the strides. Returns false if impossible.
-bool to_f32(const ggml_tensor* t, std::vector<float>& out) {
+bool to_f32(const ggml_tensor* t, std::vector<float>& out)
+{
     out.clear();
-    if (t->data == nullptr || t->buffer == nullptr) return false;
+    if (t->data == nullptr || t->buffer == nullptr)
+        return false;
     const size_t nbytes = ggml_nbytes(t);
     std::vector<uint8_t> raw;
     const uint8_t* base;
@@ -212,8 +235,9 @@ bool to_f32(const ggml_tensor* t, std::vector<float>& out) {
             for (int64_t i1 = 0; i1 < t->ne[1]; ++i1) {
                 const uint8_t* r = base + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
                 if (quant) {
-                    if (!traits->to_float) return false;
-                    traits->to_float(r, out.data() + k, t->ne[0]);  // quantized rows are contiguous
+                    if (!traits->to_float)
+                        return false;
+                    traits->to_float(r, out.data() + k, t->ne[0]); // quantized rows are contiguous
                     k += static_cast<size_t>(t->ne[0]);
                     continue;
                 }
@@ -221,34 +245,39 @@ bool to_f32(const ggml_tensor* t, std::vector<float>& out) {
                     const uint8_t* p = r + i0 * t->nb[0];
                     float v;
                     switch (t->type) {
-                        case GGML_TYPE_F32: std::memcpy(&v, p, 4); break;
-                        case GGML_TYPE_F16: {
-                            ggml_fp16_t h;
-                            std::memcpy(&h, p, 2);
-                            v = ggml_fp16_to_fp32(h);
-                        } break;
-                        case GGML_TYPE_BF16: {
-                            ggml_bf16_t h;
-                            std::memcpy(&h, p, 2);
-                            v = ggml_bf16_to_fp32(h);
-                        } break;
-                        case GGML_TYPE_I32: {
-                            int32_t x;
-                            std::memcpy(&x, p, 4);
-                            v = static_cast<float>(x);
-                        } break;
-                        case GGML_TYPE_I16: {
-                            int16_t x;
-                            std::memcpy(&x, p, 2);
-                            v = static_cast<float>(x);
-                        } break;
-                        case GGML_TYPE_I8: v = static_cast<float>(*reinterpret_cast<const int8_t*>(p)); break;
-                        case GGML_TYPE_I64: {
-                            int64_t x;
-                            std::memcpy(&x, p, 8);
-                            v = static_cast<float>(x);
-                        } break;
-                        default: return false;
+                    case GGML_TYPE_F32:
+                        std::memcpy(&v, p, 4);
+                        break;
+                    case GGML_TYPE_F16: {
+                        ggml_fp16_t h;
+                        std::memcpy(&h, p, 2);
+                        v = ggml_fp16_to_fp32(h);
+                    } break;
+                    case GGML_TYPE_BF16: {
+                        ggml_bf16_t h;
+                        std::memcpy(&h, p, 2);
+                        v = ggml_bf16_to_fp32(h);
+                    } break;
+                    case GGML_TYPE_I32: {
+                        int32_t x;
+                        std::memcpy(&x, p, 4);
+                        v = static_cast<float>(x);
+                    } break;
+                    case GGML_TYPE_I16: {
+                        int16_t x;
+                        std::memcpy(&x, p, 2);
+                        v = static_cast<float>(x);
+                    } break;
+                    case GGML_TYPE_I8:
+                        v = static_cast<float>(*reinterpret_cast<const int8_t*>(p));
+                        break;
+                    case GGML_TYPE_I64: {
+                        int64_t x;
+                        std::memcpy(&x, p, 8);
+                        v = static_cast<float>(x);
+                    } break;
+                    default:
+                        return false;
                     }
                     out[k++] = v;
                 }
@@ -268,14 +297,18 @@ struct State {
     int n_dumped = 0;
     int n_failed = 0;
 
-    bool wants(const ggml_tensor* t) const {
-        if (all) return true;
+    bool wants(const ggml_tensor* t) const
+    {
+        if (all)
+            return true;
         for (const auto& r : filters)
-            if (std::regex_search(t->name, r)) return true;
+            if (std::regex_search(t->name, r))
+                return true;
         return false;
     }
 
-    void write(const ggml_tensor* t, bool is_input) {
+    void write(const ggml_tensor* t, bool is_input)
+    {
         std::vector<float> v;
         const bool ok = to_f32(t, v);
         if (!ok) {
@@ -287,7 +320,8 @@ struct State {
         put_shape(out, t);
         uint32_t n_src = 0;
         for (int i = 0; i < GGML_MAX_SRC; ++i)
-            if (t->src[i]) n_src = static_cast<uint32_t>(i + 1);
+            if (t->src[i])
+                n_src = static_cast<uint32_t>(i + 1);
         put(out, &n_src, 1);
         for (uint32_t i = 0; i < n_src; ++i) {
             const ggml_tensor* s = t->src[i];
@@ -310,9 +344,11 @@ struct State {
     }
 };
 
-bool eval_cb(ggml_tensor* t, bool ask, void* user) {
+bool eval_cb(ggml_tensor* t, bool ask, void* user)
+{
     auto* st = static_cast<State*>(user);
-    if (!st->armed) return ask ? false : true;
+    if (!st->armed)
+        return ask ? false : true;
     if (ask) {
         ++st->n_nodes;
         const bool want = st->wants(t);
@@ -329,8 +365,7 @@ bool eval_cb(ggml_tensor* t, bool ask, void* user) {
     if (st->inputs) {
         for (int i = 0; i < GGML_MAX_SRC; ++i) {
             const ggml_tensor* s = t->src[i];
-            if (s && (s->flags & GGML_TENSOR_FLAG_INPUT) && s->op == GGML_OP_NONE &&
-                st->dumped_inputs.insert(s).second)
+            if (s && (s->flags & GGML_TENSOR_FLAG_INPUT) && s->op == GGML_OP_NONE && st->dumped_inputs.insert(s).second)
                 st->write(s, true);
         }
     }
@@ -338,9 +373,10 @@ bool eval_cb(ggml_tensor* t, bool ask, void* user) {
     return true;
 }
 
-}  // namespace
+} // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv)
+{
     std::setlocale(LC_NUMERIC, "C");
     Options o;
     for (int i = 1; i < argc; ++i) {
@@ -352,22 +388,38 @@ int main(int argc, char** argv) {
             }
             return argv[++i];
         };
-        if (a == "-m" || a == "--model") o.model = need();
-        else if (a == "--tokens") o.tokens = need();
-        else if (a == "--tokens-file") o.tokens_file = need();
-        else if (a == "-o" || a == "--out") o.out = need();
-        else if (a == "--list") o.list = need();
-        else if (a == "--filter") o.filters.push_back(need());
-        else if (a == "--all") o.all = true;
-        else if (a == "--no-inputs") o.inputs = false;
-        else if (a == "--all-outputs") o.all_outputs = true;
-        else if (a == "-t" || a == "--threads") o.threads = std::atoi(need().c_str());
-        else if (a == "-c" || a == "--ctx") o.n_ctx = std::atoi(need().c_str());
-        else if (a == "-b" || a == "--batch") o.n_batch = std::atoi(need().c_str());
-        else if (a == "--repack") o.repack = true;
-        else if (a == "-v" || a == "--verbose") o.verbose = true;
-        else if (a == "-h" || a == "--help") { usage(argv[0]); return 0; }
-        else {
+        if (a == "-m" || a == "--model")
+            o.model = need();
+        else if (a == "--tokens")
+            o.tokens = need();
+        else if (a == "--tokens-file")
+            o.tokens_file = need();
+        else if (a == "-o" || a == "--out")
+            o.out = need();
+        else if (a == "--list")
+            o.list = need();
+        else if (a == "--filter")
+            o.filters.push_back(need());
+        else if (a == "--all")
+            o.all = true;
+        else if (a == "--no-inputs")
+            o.inputs = false;
+        else if (a == "--all-outputs")
+            o.all_outputs = true;
+        else if (a == "-t" || a == "--threads")
+            o.threads = std::atoi(need().c_str());
+        else if (a == "-c" || a == "--ctx")
+            o.n_ctx = std::atoi(need().c_str());
+        else if (a == "-b" || a == "--batch")
+            o.n_batch = std::atoi(need().c_str());
+        else if (a == "--repack")
+            o.repack = true;
+        else if (a == "-v" || a == "--verbose")
+            o.verbose = true;
+        else if (a == "-h" || a == "--help") {
+            usage(argv[0]);
+            return 0;
+        } else {
             std::fprintf(stderr, "unknown argument: %s\n", a.c_str());
             usage(argv[0]);
             return 2;
@@ -377,13 +429,15 @@ int main(int argc, char** argv) {
         usage(argv[0]);
         return 2;
     }
-    if (o.filters.empty()) o.filters.push_back(kDefaultFilter);
+    if (o.filters.empty())
+        o.filters.push_back(kDefaultFilter);
 
     State st;
     st.all = o.all;
     st.inputs = o.inputs;
     try {
-        for (const auto& f : o.filters) st.filters.emplace_back(f, std::regex::ECMAScript);
+        for (const auto& f : o.filters)
+            st.filters.emplace_back(f, std::regex::ECMAScript);
     } catch (const std::regex_error& e) {
         std::fprintf(stderr, "error: bad --filter regex: %s\n", e.what());
         return 2;
@@ -466,20 +520,23 @@ int main(int argc, char** argv) {
        << "\"llama_cpp_commit\":\"" << json_escape(TSDL_LLAMA_CPP_COMMIT) << "\","
        << "\"model_path\":\"" << json_escape(o.model) << "\","
        << "\"model_desc\":\"" << json_escape(desc) << "\",\"tokens\":[";
-    for (int i = 0; i < n_prompt; ++i) js << (i ? "," : "") << tokens[i];
+    for (int i = 0; i < n_prompt; ++i)
+        js << (i ? "," : "") << tokens[i];
     js << "],\"n_prompt\":" << n_prompt << ",\"outputs\":\"" << (o.all_outputs ? "all" : "last") << "\","
        << "\"filter\":[";
     if (o.all) {
         js << "\".*\"";
     } else {
-        for (size_t i = 0; i < o.filters.size(); ++i) js << (i ? "," : "") << "\"" << json_escape(o.filters[i]) << "\"";
+        for (size_t i = 0; i < o.filters.size(); ++i)
+            js << (i ? "," : "") << "\"" << json_escape(o.filters[i]) << "\"";
     }
     js << "],\"n_ctx\":" << llama_n_ctx(ctx) << ",\"n_batch\":" << llama_n_batch(ctx)
-       << ",\"n_ubatch\":" << llama_n_ubatch(ctx) << ",\"n_threads\":" << o.threads
-       << ",\"flash_attn\":\"" << llama_flash_attn_type_name(cp.flash_attn_type) << "\","
+       << ",\"n_ubatch\":" << llama_n_ubatch(ctx) << ",\"n_threads\":" << o.threads << ",\"flash_attn\":\""
+       << llama_flash_attn_type_name(cp.flash_attn_type) << "\","
        << "\"type_k\":\"f16\",\"type_v\":\"f16\",\"use_extra_bufts\":" << (o.repack ? "true" : "false")
-       << ",\"swa_full\":" << (cp.swa_full ? "true" : "false") << ",\"kv_unified\":" << (cp.kv_unified ? "true" : "false")
-       << ",\"cpu_variant\":\"" << json_escape(TSDL_CPU_VARIANT) << "\""
+       << ",\"swa_full\":" << (cp.swa_full ? "true" : "false")
+       << ",\"kv_unified\":" << (cp.kv_unified ? "true" : "false") << ",\"cpu_variant\":\""
+       << json_escape(TSDL_CPU_VARIANT) << "\""
        << ",\"system_info\":\"" << json_escape(llama_print_system_info()) << "\""
        << "}";
     const std::string header = js.str();
@@ -508,7 +565,8 @@ int main(int argc, char** argv) {
         std::perror(o.out.c_str());
         return 1;
     }
-    if (st.list) std::fclose(st.list);
+    if (st.list)
+        std::fclose(st.list);
     std::fprintf(stderr, "dump_tensors: %d graph nodes seen, %d tensors written to %s%s\n", st.n_nodes, st.n_dumped,
                  o.out.c_str(), st.n_failed ? " (some without data)" : "");
 

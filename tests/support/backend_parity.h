@@ -20,7 +20,7 @@ namespace testsupport {
 struct ParityReport {
     double min_pearson = 1.0;
     double max_abs_diff = 0.0;
-    int greedy_matched = 0;   // steps whose tokens agreed
+    int greedy_matched = 0; // steps whose tokens agreed
     int greedy_steps = 0;
     bool diverged_at_tie = false;
     double max_attention_diff = 0.0;
@@ -106,7 +106,9 @@ inline void run_parity(engine::Backend& cpu, engine::Backend& other, std::span<c
         if (std::getenv("TOKENSCOPE_PARITY_VERBOSE"))
             qInfo("layer %u head %u: attention weights max |Δ| %.3g, q %.3g", a.layer, a.head, dw, max_abs(a.q, b.q));
         r.max_attention_diff = std::max(r.max_attention_diff, dw);
-        QVERIFY2(dw <= 1e-4, qPrintable(QString("layer %1 head %2: attention weights differ by %3").arg(a.layer).arg(a.head).arg(dw)));
+        QVERIFY2(
+            dw <= 1e-4,
+            qPrintable(QString("layer %1 head %2: attention weights differ by %3").arg(a.layer).arg(a.head).arg(dw)));
         // q, k, v are F16 values computed through different summation orders: a few F16 steps apart
         auto close16 = [](std::span<const float> x, std::span<const float> y) {
             double mag = 0;
@@ -122,7 +124,8 @@ inline void run_parity(engine::Backend& cpu, engine::Backend& other, std::span<c
     for (std::size_t l = 0; l < c.captures->residuals.size(); ++l) {
         const double p = pearson(c.captures->residuals[l], o.captures->residuals[l]);
         if (std::getenv("TOKENSCOPE_PARITY_VERBOSE"))
-            qInfo("residual %zu: Pearson %.9f, max |Δ| %.3g", l, p, max_abs(c.captures->residuals[l], o.captures->residuals[l]));
+            qInfo("residual %zu: Pearson %.9f, max |Δ| %.3g", l, p,
+                  max_abs(c.captures->residuals[l], o.captures->residuals[l]));
         QVERIFY2(p >= 0.9999, qPrintable(QString("residual of layer %1: Pearson %2").arg(l).arg(p)));
     }
     // the logit lens on the last layer's residual gives the forward pass's logits
@@ -132,7 +135,8 @@ inline void run_parity(engine::Backend& cpu, engine::Backend& other, std::span<c
         const auto lens = other.project_to_vocab(std::span<const float>(last).subspan(last.size() - E));
         QCOMPARE(max_abs(lens, o.logits), 0.0);
         const auto& cpu_last = c.captures->residuals.back();
-        compare_logits(cpu.project_to_vocab(std::span<const float>(cpu_last).subspan(cpu_last.size() - E)), lens, r, "logit lens");
+        compare_logits(cpu.project_to_vocab(std::span<const float>(cpu_last).subspan(cpu_last.size() - E)), lens, r,
+                       "logit lens");
     }
 
     // greedy continuation
@@ -142,8 +146,10 @@ inline void run_parity(engine::Backend& cpu, engine::Backend& other, std::span<c
         const TokenId tc = argmax(lc), to = argmax(lo);
         ++r.greedy_steps;
         if (tc != to) {
-            QVERIFY2(leading_gap(lc) < 0.1f, qPrintable(QString("greedy tokens differ at step %1 where the CPU's gap was %2")
-                                                            .arg(step).arg(leading_gap(lc))));
+            QVERIFY2(leading_gap(lc) < 0.1f,
+                     qPrintable(QString("greedy tokens differ at step %1 where the CPU's gap was %2")
+                                    .arg(step)
+                                    .arg(leading_gap(lc))));
             r.diverged_at_tie = true;
             together = false;
             break;
@@ -168,7 +174,8 @@ inline void run_parity(engine::Backend& cpu, engine::Backend& other, std::span<c
             for (float v : a.keys)
                 mag = std::max(mag, double(std::fabs(v)));
             QVERIFY2(max_abs(a.keys, b.keys) <= 0.02 * mag + 1e-3, qPrintable(QString("layer %1 keys differ").arg(l)));
-            QVERIFY2(max_abs(a.values, b.values) <= 0.02 * mag + 1e-3, qPrintable(QString("layer %1 values differ").arg(l)));
+            QVERIFY2(max_abs(a.values, b.values) <= 0.02 * mag + 1e-3,
+                     qPrintable(QString("layer %1 values differ").arg(l)));
         }
 
     // back to the end of the prompt and one step again: the device cache is overwritten in place
@@ -179,8 +186,8 @@ inline void run_parity(engine::Backend& cpu, engine::Backend& other, std::span<c
     compare_accounting(cpu.kv_cache().accounting(), other.kv_cache().accounting());
     if (!tc.recompute) {
         const TokenId t = prompt[0];
-        compare_logits(cpu.forward({.tokens = std::span(&t, 1)}).logits, other.forward({.tokens = std::span(&t, 1)}).logits, r,
-                       "after truncate");
+        compare_logits(cpu.forward({.tokens = std::span(&t, 1)}).logits,
+                       other.forward({.tokens = std::span(&t, 1)}).logits, r, "after truncate");
         compare_accounting(cpu.kv_cache().accounting(), other.kv_cache().accounting());
     }
 }

@@ -15,7 +15,6 @@
 
 namespace testsupport {
 
-
 template <typename T> std::vector<T> tensor_values(const engine::gguf::GgufFile& f, const std::string& name)
 {
     const auto* t = f.find_tensor(name);
@@ -50,13 +49,17 @@ inline std::vector<int32_t> top_ids(std::span<const float> logits, std::size_t k
     std::vector<int32_t> ids(logits.size());
     std::iota(ids.begin(), ids.end(), 0);
     std::partial_sort(ids.begin(), ids.begin() + std::ptrdiff_t(k), ids.end(), [&](int32_t a, int32_t b) {
-        return logits[std::size_t(a)] > logits[std::size_t(b)] || (logits[std::size_t(a)] == logits[std::size_t(b)] && a < b);
+        return logits[std::size_t(a)] > logits[std::size_t(b)] ||
+               (logits[std::size_t(a)] == logits[std::size_t(b)] && a < b);
     });
     ids.resize(k);
     return ids;
 }
 
-inline int32_t argmax(std::span<const float> logits) { return top_ids(logits, 1)[0]; }
+inline int32_t argmax(std::span<const float> logits)
+{
+    return top_ids(logits, 1)[0];
+}
 
 // The same top-10 set, where a token may cross the boundary only if its reference logit is within
 // 0.1 of the 10th (a tie at the limit of float rounding, as the ordering rule allows).

@@ -8,7 +8,10 @@
 
 namespace testsupport {
 
-std::string data_dir() { return TOKENSCOPE_TEST_DATA_DIR; }
+std::string data_dir()
+{
+    return TOKENSCOPE_TEST_DATA_DIR;
+}
 
 std::string default_model_path()
 {

@@ -20,19 +20,19 @@ bool model_may_be_missing();
 } // namespace testsupport
 
 // QSKIP or QFAIL when the default model is absent (see default_model_path).
-#define REQUIRE_DEFAULT_MODEL(path_var)                                                                 \
-    const std::string path_var = testsupport::default_model_path();                                     \
-    if (path_var.empty()) {                                                                             \
-        if (testsupport::model_may_be_missing())                                                        \
-            QSKIP("default model not installed (TOKENSCOPE_ALLOW_NO_MODEL=1)");                         \
-        QFAIL("default model not installed: run scripts/setup.sh (or set TOKENSCOPE_MODEL)");           \
+#define REQUIRE_DEFAULT_MODEL(path_var)                                                                                \
+    const std::string path_var = testsupport::default_model_path();                                                    \
+    if (path_var.empty()) {                                                                                            \
+        if (testsupport::model_may_be_missing())                                                                       \
+            QSKIP("default model not installed (TOKENSCOPE_ALLOW_NO_MODEL=1)");                                        \
+        QFAIL("default model not installed: run scripts/setup.sh (or set TOKENSCOPE_MODEL)");                          \
     }
 
 // The same for the chat model.
-#define REQUIRE_CHAT_MODEL(path_var)                                                                    \
-    const std::string path_var = testsupport::chat_model_path();                                        \
-    if (path_var.empty()) {                                                                             \
-        if (testsupport::model_may_be_missing())                                                        \
-            QSKIP("chat model not installed (TOKENSCOPE_ALLOW_NO_MODEL=1)");                            \
-        QFAIL("chat model not installed: run scripts/setup.sh (or set TOKENSCOPE_CHAT_MODEL)");         \
+#define REQUIRE_CHAT_MODEL(path_var)                                                                                   \
+    const std::string path_var = testsupport::chat_model_path();                                                       \
+    if (path_var.empty()) {                                                                                            \
+        if (testsupport::model_may_be_missing())                                                                       \
+            QSKIP("chat model not installed (TOKENSCOPE_ALLOW_NO_MODEL=1)");                                           \
+        QFAIL("chat model not installed: run scripts/setup.sh (or set TOKENSCOPE_CHAT_MODEL)");                        \
     }

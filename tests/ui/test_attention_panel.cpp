@@ -139,7 +139,8 @@ void TestAttentionPanel::qkBreakdownGivesTheWeight()
             const QkBreakdown& b = m_panel->qkView()->breakdown();
             QVERIFY(!b.masked);
             const double shown = double(m_panel->heatmap()->value(r, c));
-            QVERIFY2(std::abs(b.weight - shown) < 1e-5, qPrintable(QString("row %1 col %2: %3 vs %4").arg(r).arg(c).arg(b.weight).arg(shown)));
+            QVERIFY2(std::abs(b.weight - shown) < 1e-5,
+                     qPrintable(QString("row %1 col %2: %3 vs %4").arg(r).arg(c).arg(b.weight).arg(shown)));
             QVERIFY(std::abs(b.scaled - b.dot * double(h->scale)) < 1e-9);
         }
     m_panel->selectCell(2, 5); // a future key
@@ -189,7 +190,8 @@ void TestAttentionPanel::exportsEqualTheMatrix()
     const QJsonObject root = QJsonDocument::fromJson(json.readAll()).object();
     QCOMPARE(root["layer"].toInt(), h->layer);
     QCOMPARE(root["weights"].toArray().size(), qsizetype(h->n));
-    QCOMPARE(float(root["weights"].toArray()[h->n - 1].toArray()[0].toDouble()), h->weights[std::size_t(h->n - 1) * std::size_t(h->n)]);
+    QCOMPARE(float(root["weights"].toArray()[h->n - 1].toArray()[0].toDouble()),
+             h->weights[std::size_t(h->n - 1) * std::size_t(h->n)]);
     for (const QString name : {"a.png", "a.svg"}) {
         QString error;
         QVERIFY2(m_panel->exportImage(dir.filePath(name), &error), qPrintable(error));
@@ -234,7 +236,8 @@ void TestAttentionPanel::bankComparison()
     for (int r = 0; r < n; ++r)
         for (int c = 0; c <= r; ++c)
             QCOMPARE(m_panel->difference()[std::size_t(r) * std::size_t(n) + std::size_t(c)],
-                     ha->weights[std::size_t(r) * std::size_t(ha->n) + std::size_t(c)] - hb->weights[std::size_t(r) * std::size_t(hb->n) + std::size_t(c)]);
+                     ha->weights[std::size_t(r) * std::size_t(ha->n) + std::size_t(c)] -
+                         hb->weights[std::size_t(r) * std::size_t(hb->n) + std::size_t(c)]);
     // Context changes attention: the "bank" rows differ.
     double change = 0;
     for (int c = 0; c < n; ++c)
@@ -276,7 +279,8 @@ void TestAttentionPanel::currentSequence()
     const int n = h->n;
     for (int r = 0; r + 1 < n; ++r)
         for (int c = 0; c <= r; ++c)
-            QCOMPARE(h->weights[std::size_t(r) * std::size_t(n) + std::size_t(c)], prefill_rows.weights[std::size_t(r) * prefill_rows.n_keys + std::size_t(c)]);
+            QCOMPARE(h->weights[std::size_t(r) * std::size_t(n) + std::size_t(c)],
+                     prefill_rows.weights[std::size_t(r) * prefill_rows.n_keys + std::size_t(c)]);
     for (int c = 0; c < n; ++c)
         QCOMPARE(h->weights[std::size_t(n - 1) * std::size_t(n) + std::size_t(c)], step_row.weights[std::size_t(c)]);
     QVERIFY(m_panel->statusText().contains("as computed during its prefill and each decode step"));

@@ -66,7 +66,9 @@ void TestBackendChoice::modelRunsOnVulkan()
     QVERIFY(state.wait(300000));
     QCOMPARE(stepper.state()->action, QString("step"));
     QCOMPARE(stepper.state()->steps, 1);
-    const auto latest = [&] { return kv.isEmpty() ? nullptr : kv.last().first().value<std::shared_ptr<const KvSnapshot>>(); };
+    const auto latest = [&] {
+        return kv.isEmpty() ? nullptr : kv.last().first().value<std::shared_ptr<const KvSnapshot>>();
+    };
     QTRY_VERIFY(latest() && latest()->tokens_cached == int(stepper.state()->tokens.size())); // the step's snapshot
     const auto snapshot = latest();
     QVERIFY2(!snapshot->device.isEmpty() && snapshot->device != "CPU", qPrintable(snapshot->device));

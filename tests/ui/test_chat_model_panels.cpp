@@ -2,9 +2,9 @@
 // The panels on the chat model (Qwen2.5-Coder 0.5B Instruct, offscreen): the attention layer grid
 // groups its 14 query heads 7 per KV head with each cell equal to an independent capture, and the
 // KV panel's gauges and formula follow a stepper run with 24 layers × 2 KV heads × 64 dims.
+#include "backend/backend.h"
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
-#include "backend/backend.h"
 #include "model/model.h"
 #include "panels/attention_panel.h"
 #include "panels/kv_panel.h"
@@ -85,7 +85,8 @@ void TestChatModelPanels::layerGridGroupsSevenHeadsPerKvHead()
     QCOMPARE(m_attention->heatmap()->n(), n);
     for (int r = 0; r < n; ++r)
         for (int c = 0; c < n; ++c)
-            QCOMPARE(m_attention->heatmap()->value(r, c), ref.weights[std::size_t(r) * std::size_t(n) + std::size_t(c)]);
+            QCOMPARE(m_attention->heatmap()->value(r, c),
+                     ref.weights[std::size_t(r) * std::size_t(n) + std::size_t(c)]);
 }
 
 void TestChatModelPanels::kvGaugesFollowTheStepper()

@@ -26,7 +26,8 @@ void TestConversationStore::messagesSurviveReopen()
         id = store.createConversation("Be brief.", "/models/x.gguf");
         QVERIFY(id > 0);
         for (int i = 0; i < 4; ++i)
-            QVERIFY(store.appendMessage(id, i % 2 ? "assistant" : "user", QString("message %1").arg(i), i % 2 ? "stats" : ""));
+            QVERIFY(store.appendMessage(id, i % 2 ? "assistant" : "user", QString("message %1").arg(i),
+                                        i % 2 ? "stats" : ""));
         QVERIFY2(store.ok(), qPrintable(store.error()));
     }
     ConversationStore reopened(path, "b");

@@ -121,7 +121,8 @@ void TestKvContextTimeline::liveGaugeEqualsTheEngineAtEveryStep()
                 QCOMPARE(m_kv->layerView()->blockState(int(l), b) != KvLayerView::BlockState::Free, held);
             }
         }
-        QVERIFY2(m_kv->formulaText().contains(QString("× %1 tokens").arg(QLocale().toString(a.tokens_cached))), qPrintable(m_kv->formulaText()));
+        QVERIFY2(m_kv->formulaText().contains(QString("× %1 tokens").arg(QLocale().toString(a.tokens_cached))),
+                 qPrintable(m_kv->formulaText()));
     };
     check();
     for (int i = 0; i < 24; ++i) {
@@ -169,7 +170,8 @@ void TestKvContextTimeline::calculatorReproducesTheFigures()
              qPrintable(m_kv->calculatorText()));
     m_kv->selectPreset("Llama 3 8B");
     m_kv->setCalculator(8192, 1, int(engine::KvDtype::F16), false, true, 0.0, 80.0, 16.0);
-    QVERIFY2(m_kv->calculatorText().contains("1,073,741,824") && m_kv->calculatorText().contains("<b>64</b> such sequences fit"),
+    QVERIFY2(m_kv->calculatorText().contains("1,073,741,824") &&
+                 m_kv->calculatorText().contains("<b>64</b> such sequences fit"),
              qPrintable(m_kv->calculatorText()));
     // Without GQA (32 KV heads instead of 8) the cache is 4× larger: 16 sequences fit.
     m_kv->setCalculator(8192, 1, int(engine::KvDtype::F16), true, true, 0.0, 80.0, 16.0);
@@ -193,12 +195,14 @@ void TestKvContextTimeline::simulatorCountsWithTheTokenizer()
     m_context->setWindow(256);
     m_context->setPolicy(engine::OverflowPolicy::KeepSystemPrompt);
     m_context->setSystemPrompt("You are a helpful assistant.");
-    const QString user = "Why is the sky blue?", reply = "Because air scatters short blue wavelengths of sunlight the most.";
+    const QString user = "Why is the sky blue?",
+                  reply = "Because air scatters short blue wavelengths of sunlight the most.";
     m_context->addTypedTurn(user, reply);
     for (int i = 0; i < 5; ++i)
         m_context->addSyntheticTurn(40, 60);
     QTRY_VERIFY_WITH_TIMEOUT(m_context->counted(), 10000);
-    const auto format = engine::detect_chat_format(m_model->tokenizer().vocab().chat_template, m_model->config().architecture);
+    const auto format =
+        engine::detect_chat_format(m_model->tokenizer().vocab().chat_template, m_model->config().architecture);
     const auto count = [&](const char* role, const QString& text) {
         return int(engine::count_turn_tokens(m_model->tokenizer(), format, {role, text.toStdString()}));
     };
@@ -254,17 +258,20 @@ void TestKvContextTimeline::timelineShowsTheTrace()
             if (e.step == int(i))
                 ns += e.end_ns - e.begin_ns;
         QCOMPARE(t->steps[i].latency_ms, double(ns) / 1e6);
-        QVERIFY(std::abs(t->steps[i].latency_ms - (t->steps[i].forward_ms + t->steps[i].sample_ms + t->steps[i].detokenize_ms)) < 1e-9);
+        QVERIFY(std::abs(t->steps[i].latency_ms -
+                         (t->steps[i].forward_ms + t->steps[i].sample_ms + t->steps[i].detokenize_ms)) < 1e-9);
         QVERIFY(t->steps[i].bytes_read > 0 && t->steps[i].flops > 0);
     }
     // The view draws each event with a width proportional to its duration.
     TimelineView* view = m_timeline->view();
-    const double px_per_ns = (view->eventRect(1).right() - view->eventRect(1).left()) / double(t->events[1].end_ns - t->events[1].begin_ns);
+    const double px_per_ns =
+        (view->eventRect(1).right() - view->eventRect(1).left()) / double(t->events[1].end_ns - t->events[1].begin_ns);
     for (std::size_t i = 0; i < t->events.size(); ++i) {
         const double expected = std::max(1.5, px_per_ns * double(t->events[i].end_ns - t->events[i].begin_ns));
         QVERIFY(std::abs(view->eventRect(i).width() - expected) < 0.01);
     }
-    QVERIFY2(m_timeline->statsText().contains(QString("TTFT %1 ms").arg(t->ttft_ms, 0, 'f', 1)), qPrintable(m_timeline->statsText()));
+    QVERIFY2(m_timeline->statsText().contains(QString("TTFT %1 ms").arg(t->ttft_ms, 0, 'f', 1)),
+             qPrintable(m_timeline->statsText()));
 
     // The machine probe answers with positive peaks, shown against the run.
     QSignalSpy peaks(m_timeline.get(), &TimelinePanel::peaksChanged);

@@ -11,8 +11,8 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QSemaphore>
-#include <QTemporaryDir>
 #include <QSignalSpy>
+#include <QTemporaryDir>
 #include <QTest>
 #include <sys/resource.h>
 

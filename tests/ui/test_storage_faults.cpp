@@ -12,11 +12,11 @@
 // root (CI runs as root, which also ignores permission bits, so chmod would prove nothing there);
 // without root those cases skip with that reason.
 #include "bridge/engine_controller.h"
+#include "bridge/token_selection.h"
 #include "panels/attention_panel.h"
 #include "panels/chat_panel.h"
 #include "storage/atomic_save.h"
 #include "storage/conversation_store.h"
-#include "bridge/token_selection.h"
 #include "test_paths.h"
 
 #include <QDir>
@@ -37,10 +37,13 @@ using namespace tokenscope::ui;
 
 namespace {
 
-bool is_root() { return ::geteuid() == 0; }
+bool is_root()
+{
+    return ::geteuid() == 0;
+}
 
-#define REQUIRE_ROOT()                                                                                              \
-    if (!is_root())                                                                                                 \
+#define REQUIRE_ROOT()                                                                                                 \
+    if (!is_root())                                                                                                    \
         QSKIP("needs root to mount a small tmpfs or a read-only bind mount (CI runs as root)");
 
 bool run(const QString& program, const QStringList& args, QString* output = nullptr)
@@ -121,7 +124,8 @@ QStringList stored_messages(const QString& path)
         db.setConnectOptions("QSQLITE_OPEN_READONLY");
         if (db.open()) {
             QSqlQuery q(db);
-            q.exec("SELECT role, content FROM messages WHERE conversation_id = (SELECT MAX(id) FROM conversations) ORDER BY seq");
+            q.exec("SELECT role, content FROM messages WHERE conversation_id = (SELECT MAX(id) FROM conversations) "
+                   "ORDER BY seq");
             while (q.next())
                 out << q.value(0).toString() + ":" + q.value(1).toString().left(40);
         }
@@ -138,7 +142,8 @@ void make_database(const QString& path, int n, int size = 20)
     QVERIFY(store.ok());
     const qint64 id = store.createConversation("system", "model.gguf");
     for (int i = 0; i < n; ++i)
-        QVERIFY(store.appendMessage(id, i % 2 ? "assistant" : "user", QString("message %1 ").arg(i) + QString(size, 'm')));
+        QVERIFY(
+            store.appendMessage(id, i % 2 ? "assistant" : "user", QString("message %1 ").arg(i) + QString(size, 'm')));
 }
 
 QStringList temp_files_in(const QString& dir)
@@ -242,7 +247,8 @@ void TestStorageFaults::readOnlyDatabaseFileKeepsMessages()
     QVERIFY(!store.appendMessage(previous->id, "user", "written while read-only"));
     QVERIFY(!store.appendMessage(previous->id, "assistant", "its reply"));
     QCOMPARE(store.unsavedCount(), 2);
-    QVERIFY2(store.problem().contains("Not saved") && store.problem().contains("readonly"), qPrintable(store.problem()));
+    QVERIFY2(store.problem().contains("Not saved") && store.problem().contains("readonly"),
+             qPrintable(store.problem()));
     mounts.undo(path);
     QVERIFY(store.retry());
     QCOMPARE(store.problem(), QString());
@@ -313,8 +319,8 @@ void TestStorageFaults::diskFullMidSessionKeepsTheOrder()
     QCOMPARE(stored_messages(path), (QStringList{"user:short question", "assistant:short answer"}));
     QFile::remove(dir + "/filler");
     QVERIFY(store.retry());
-    QCOMPARE(stored_messages(path),
-             (QStringList{"user:short question", "assistant:short answer", "user:" + long_message.left(40), "assistant:ok"}));
+    QCOMPARE(stored_messages(path), (QStringList{"user:short question", "assistant:short answer",
+                                                 "user:" + long_message.left(40), "assistant:ok"}));
 }
 
 void TestStorageFaults::chatPanelSaysWhatIsNotSaved()
@@ -357,7 +363,8 @@ void TestStorageFaults::chatPanelNamesTheDamagedFile()
     const QString dir = m_dir.filePath("chat-damaged");
     QDir().mkpath(dir);
     const QString path = dir + "/conversations.sqlite";
-    write_all(path, QByteArray("<b>not</b> a database at all, just text that is long enough to be a header") + QByteArray(4096, 'x'));
+    write_all(path, QByteArray("<b>not</b> a database at all, just text that is long enough to be a header") +
+                        QByteArray(4096, 'x'));
     ConversationStore store(path, "chat-damaged");
     EngineController engine;
     ChatPanel chat(&engine, &store);
@@ -428,8 +435,8 @@ void TestStorageFaults::traceOnAFullDiskFails()
     write_all(path, "{\"old\": true}\n");
     fill(dir);
     QProcess p;
-    p.start(TOKENSCOPE_CLI_PATH, {"trace", QString::fromStdString(model), "-p", "The river bank", "-n", "24", "--json", path,
-                                  "--attention", "all"});
+    p.start(TOKENSCOPE_CLI_PATH, {"trace", QString::fromStdString(model), "-p", "The river bank", "-n", "24", "--json",
+                                  path, "--attention", "all"});
     QVERIFY(p.waitForFinished(120000));
     const QString err = QString::fromUtf8(p.readAllStandardError()), out = QString::fromUtf8(p.readAllStandardOutput());
     QCOMPARE(p.exitCode(), 1);
@@ -477,8 +484,8 @@ void TestStorageFaults::plantedSymlinksAreNotFollowed()
     env.insert("HOME", m_dir.filePath("home-symlink"));
     env.insert("QT_QPA_PLATFORM", "offscreen");
     app.setProcessEnvironment(env);
-    app.start(TOKENSCOPE_GUI_PATH, {"--screenshot", shot, "--panel", "tokenizer", "--model", QString::fromStdString(model),
-                                    "--prompt", "Hello"});
+    app.start(TOKENSCOPE_GUI_PATH, {"--screenshot", shot, "--panel", "tokenizer", "--model",
+                                    QString::fromStdString(model), "--prompt", "Hello"});
     QVERIFY(app.waitForFinished(120000));
     QCOMPARE(app.exitCode(), 0);
     QCOMPARE(read_all(victim), QByteArray("precious\n"));
@@ -501,7 +508,8 @@ void TestStorageFaults::screenshotDatabaseIsPrivate()
     env.insert("HOME", m_dir.filePath("home-shot"));
     env.insert("QT_QPA_PLATFORM", "offscreen");
     app.setProcessEnvironment(env);
-    app.start(TOKENSCOPE_GUI_PATH, {"--screenshot", m_dir.filePath("x.png"), "--model", m_dir.filePath("missing.gguf")});
+    app.start(TOKENSCOPE_GUI_PATH,
+              {"--screenshot", m_dir.filePath("x.png"), "--model", m_dir.filePath("missing.gguf")});
     QVERIFY(app.waitForFinished(60000));
     QCOMPARE(read_all(victim), QByteArray("not yours\n"));
     // Its private folder is gone with the run.

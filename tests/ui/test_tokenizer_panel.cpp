@@ -6,20 +6,20 @@
 #include "model/model.h"
 #include "panels/tokenizer_comparison.h"
 #include "panels/tokenizer_panel.h"
+#include "test_paths.h"
 #include "tokenizer/comparison_tokenizer.h"
 #include "tokenizer/token_diff.h"
-#include "test_paths.h"
 
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QPlainTextEdit>
-#include <QTemporaryDir>
-#include <QSignalSpy>
-#include <QTextBrowser>
 #include <QLocale>
+#include <QPlainTextEdit>
+#include <QSignalSpy>
+#include <QTemporaryDir>
 #include <QTest>
+#include <QTextBrowser>
 
 using namespace tokenscope::ui;
 
@@ -144,7 +144,8 @@ void TestTokenizerPanel::tenThousandCharacters()
     const int n = int(m_panel->current()->tokens.size());
     QVERIFY(n > 20000);
     QVERIFY(m_panel->countsText().startsWith(QLocale().toString(n) + " tokens"));
-    QVERIFY(m_panel->findChild<QTextBrowser*>()->toPlainText().contains(QString("%1 more tokens are not drawn").arg(QLocale().toString(n - 2000))));
+    QVERIFY(m_panel->findChild<QTextBrowser*>()->toPlainText().contains(
+        QString("%1 more tokens are not drawn").arg(QLocale().toString(n - 2000))));
     QCOMPARE(QJsonDocument::fromJson(m_panel->tokensJson().toUtf8())["tokens"].toArray().size(), n);
 }
 
@@ -175,11 +176,12 @@ void TestTokenizerPanel::tokensFollowTheText()
         QCOMPARE(got[i].begin, int(expected[i].byte_begin));
         QCOMPARE(got[i].end, int(expected[i].byte_end));
     }
-    QVERIFY2(panel.countsText().startsWith(QString("%1 tokens · %2 characters · %3 bytes").arg(got.size()).arg(text.size()).arg(utf8.size())),
+    QVERIFY2(panel.countsText().startsWith(
+                 QString("%1 tokens · %2 characters · %3 bytes").arg(got.size()).arg(text.size()).arg(utf8.size())),
              qPrintable(panel.countsText()));
     panel.showDetails(1); // "Hello"
-    QVERIFY2(panel.detailText().contains(QString("id %1").arg(expected[1].id)) && panel.detailText().contains("48 65 6c 6c 6f") &&
-                 panel.detailText().contains("offsets [0, 5)"),
+    QVERIFY2(panel.detailText().contains(QString("id %1").arg(expected[1].id)) &&
+                 panel.detailText().contains("48 65 6c 6c 6f") && panel.detailText().contains("offsets [0, 5)"),
              qPrintable(panel.detailText()));
     panel.showDetails(0); // <bos>, added by the tokenizer
     QVERIFY(panel.detailText().contains("control"));
@@ -201,10 +203,14 @@ void TestTokenizerPanel::whatChangedShowsSplitsAndTheCount()
     QCOMPARE(diff.changes.size(), std::size_t(1));
     QCOMPARE(diff.changes[0].kind, engine::TokenChangeKind::Split);
     QCOMPARE(m_panel->changedRanges().size(), std::size_t(1));
-    QCOMPARE(m_panel->changedRanges()[0], std::make_pair(int(diff.changes[0].new_first), int(diff.changes[0].new_count)));
+    QCOMPARE(m_panel->changedRanges()[0],
+             std::make_pair(int(diff.changes[0].new_first), int(diff.changes[0].new_count)));
     const QString text = m_panel->changesText();
-    QVERIFY2(text.contains("split into") && text.contains(QString("%1 → %2 tokens (+%3)").arg(before.size()).arg(after.size()).arg(after.size() - before.size())),
-             qPrintable(text));
+    QVERIFY2(
+        text.contains("split into") &&
+            text.contains(
+                QString("%1 → %2 tokens (+%3)").arg(before.size()).arg(after.size()).arg(after.size() - before.size())),
+        qPrintable(text));
     // The new pieces are marked in the view.
     QVERIFY(m_panel->viewHtml().contains("#d0453a"));
 }
@@ -227,11 +233,13 @@ void TestTokenizerPanel::comparesWithAnotherVocabulary()
     for (std::size_t i = 0; i < got.size(); ++i)
         QCOMPARE(got[i].first, int(expected[i].id));
     const int model_count = int(m_panel->current()->tokens.size());
-    QVERIFY2(comparison->html().contains(QString("%1 vs %2").arg(expected.size()).arg(model_count)), qPrintable(comparison->html()));
+    QVERIFY2(comparison->html().contains(QString("%1 vs %2").arg(expected.size()).arg(model_count)),
+             qPrintable(comparison->html()));
 
     // A new text is tokenized again by every comparison.
     m_panel->setText("A second text.");
-    QTRY_VERIFY_WITH_TIMEOUT(m_panel->current() && m_panel->current()->text == "A second text." && comparison->settled(), 10000);
+    QTRY_VERIFY_WITH_TIMEOUT(
+        m_panel->current() && m_panel->current()->text == "A second text." && comparison->settled(), 10000);
     QCOMPARE(comparison->entries()[0].tokens.size(), reference->encode("A second text.").size());
 
     // A file that is not a tokenizer: a clear message naming it, nothing added.

@@ -6,10 +6,10 @@
 
 #include <QCheckBox>
 #include <QClipboard>
-#include <QFontDatabase>
-#include <QGuiApplication>
 #include <QDoubleSpinBox>
+#include <QFontDatabase>
 #include <QFormLayout>
+#include <QGuiApplication>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
@@ -281,7 +281,8 @@ void ChatPanel::buildUi()
     });
     connect(m_engine, &EngineController::prefillProgress, this, [this](quint64 id, int done, int total) {
         if (id == m_request && done < total)
-            m_status->setText(tr("Reading the prompt: %1 of %2 new tokens (Stop works between batches)").arg(done).arg(total));
+            m_status->setText(
+                tr("Reading the prompt: %1 of %2 new tokens (Stop works between batches)").arg(done).arg(total));
     });
 
     // Streaming text is shown once per frame, not once per token.
@@ -357,7 +358,10 @@ std::vector<ChatTurn> ChatPanel::requestTurns(const QString& draft) const
     return request;
 }
 
-QString ChatPanel::fitNotice() const { return m_fit->isVisible() ? m_fit->text() : QString(); }
+QString ChatPanel::fitNotice() const
+{
+    return m_fit->isVisible() ? m_fit->text() : QString();
+}
 
 void ChatPanel::startReply()
 {
@@ -372,7 +376,10 @@ void ChatPanel::startReply()
     updateButtons();
 }
 
-void ChatPanel::stop() { m_engine->cancel(m_request); } // this reply only: a capture queued behind it still runs
+void ChatPanel::stop()
+{
+    m_engine->cancel(m_request);
+} // this reply only: a capture queued behind it still runs
 
 void ChatPanel::regenerate()
 {
@@ -519,7 +526,10 @@ void ChatPanel::render()
     m_transcript->verticalScrollBar()->setValue(m_transcript->verticalScrollBar()->maximum());
 }
 
-const QTextDocument* ChatPanel::transcriptDocument() const { return m_transcript->document(); }
+const QTextDocument* ChatPanel::transcriptDocument() const
+{
+    return m_transcript->document();
+}
 
 void ChatPanel::copyMessage(int turn)
 {
@@ -527,7 +537,10 @@ void ChatPanel::copyMessage(int turn)
         QGuiApplication::clipboard()->setText(m_turns[std::size_t(turn)].content);
 }
 
-QString ChatPanel::storageNotice() const { return m_storage->isHidden() ? QString() : m_storage->text(); }
+QString ChatPanel::storageNotice() const
+{
+    return m_storage->isHidden() ? QString() : m_storage->text();
+}
 
 void ChatPanel::updateStorageNotice()
 {
@@ -542,15 +555,18 @@ void ChatPanel::updateStorageNotice()
     m_storage->setVisible(!lines.isEmpty());
 }
 
-QString ChatPanel::baseModelNotice() const { return m_base_notice->isHidden() ? QString() : m_base_notice_text->text(); }
+QString ChatPanel::baseModelNotice() const
+{
+    return m_base_notice->isHidden() ? QString() : m_base_notice_text->text();
+}
 
 void ChatPanel::updateModelNotice()
 {
     const auto model = m_engine->model();
     const bool base = model && !model->instruction_tuned;
     if (base)
-        m_base_notice_text->setText(tr("%1 is a base model: it continues text rather than answering questions.")
-                                        .arg(model->name));
+        m_base_notice_text->setText(
+            tr("%1 is a base model: it continues text rather than answering questions.").arg(model->name));
     m_base_notice->setVisible(base);
 }
 
@@ -564,6 +580,9 @@ void ChatPanel::updateButtons()
     m_new->setEnabled(!m_replying);
 }
 
-QString ChatPanel::transcriptText() const { return m_transcript->toPlainText(); }
+QString ChatPanel::transcriptText() const
+{
+    return m_transcript->toPlainText();
+}
 
 } // namespace tokenscope::ui

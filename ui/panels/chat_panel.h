@@ -77,11 +77,11 @@ private:
     EngineController* m_engine;
     ConversationStore* m_store;
     qint64 m_conversation = 0;
-    std::vector<ChatTurn> m_turns;       // completed messages (system prompt kept separately)
-    std::vector<QString> m_turn_stats;   // one line under each assistant message
-    QString m_streaming;                 // the reply being generated
-    QString m_pending;                   // deltas not yet shown (flushed once per frame)
-    int m_stream_start = -1;             // where the streaming reply begins in the transcript
+    std::vector<ChatTurn> m_turns;     // completed messages (system prompt kept separately)
+    std::vector<QString> m_turn_stats; // one line under each assistant message
+    QString m_streaming;               // the reply being generated
+    QString m_pending;                 // deltas not yet shown (flushed once per frame)
+    int m_stream_start = -1;           // where the streaming reply begins in the transcript
     quint64 m_request = 0;
     bool m_replying = false;
     std::shared_ptr<const ReplyStats> m_last_stats;
@@ -98,7 +98,7 @@ private:
     QPlainTextEdit* m_prompt_view = nullptr;
     QLabel* m_status = nullptr;
     QLabel* m_storage = nullptr;
-    QWidget* m_base_notice = nullptr;    // "this is a base model" row with its button
+    QWidget* m_base_notice = nullptr; // "this is a base model" row with its button
     QLabel* m_base_notice_text = nullptr;
     QDoubleSpinBox* m_temperature = nullptr;
     QSpinBox* m_top_k = nullptr;
@@ -107,8 +107,8 @@ private:
     QSpinBox* m_seed = nullptr;
     QSpinBox* m_max_tokens = nullptr;
     QTimer* m_frame = nullptr;
-    QTimer* m_fit_timer = nullptr;   // debounces the context check while typing
-    QLabel* m_fit = nullptr;         // "this will not fit / oldest turns will be dropped" before sending
+    QTimer* m_fit_timer = nullptr; // debounces the context check while typing
+    QLabel* m_fit = nullptr;       // "this will not fit / oldest turns will be dropped" before sending
     quint64 m_fit_request = 0;
     std::vector<ChatTurn> requestTurns(const QString& draft) const;
 };

@@ -22,14 +22,17 @@
 #include <QSpinBox>
 #include <QSplitter>
 #include <QStackedBarSeries>
-#include <QValueAxis>
 #include <QVBoxLayout>
+#include <QValueAxis>
 
 namespace tokenscope::ui {
 
 namespace {
 
-QString n(quint64 v) { return QLocale().toString(v); }
+QString n(quint64 v)
+{
+    return QLocale().toString(v);
+}
 
 } // namespace
 
@@ -37,9 +40,10 @@ ContextPanel::ContextPanel(EngineController* engine, QWidget* parent) : QWidget(
 {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(6, 6, 6, 6);
-    auto* intro = new QLabel(tr("A chat model has no memory between requests: <b>every turn re-sends the whole history</b>. "
-                                "The input grows with each turn until it no longer fits the context window, and something "
-                                "must be left out. With prefix caching, the server recomputes only what changed."));
+    auto* intro =
+        new QLabel(tr("A chat model has no memory between requests: <b>every turn re-sends the whole history</b>. "
+                      "The input grows with each turn until it no longer fits the context window, and something "
+                      "must be left out. With prefix caching, the server recomputes only what changed."));
     intro->setWordWrap(true);
     layout->addWidget(intro);
 
@@ -53,7 +57,8 @@ ContextPanel::ContextPanel(EngineController* engine, QWidget* parent) : QWidget(
     controls->addWidget(new QLabel(tr("Context window")));
     controls->addWidget(m_window);
     m_policy = new QComboBox;
-    for (auto p : {engine::OverflowPolicy::DropOldest, engine::OverflowPolicy::KeepSystemPrompt, engine::OverflowPolicy::SlidingWindow})
+    for (auto p : {engine::OverflowPolicy::DropOldest, engine::OverflowPolicy::KeepSystemPrompt,
+                   engine::OverflowPolicy::SlidingWindow})
         m_policy->addItem(QString::fromUtf8(engine::overflow_policy_name(p).data()), int(p));
     m_policy->setCurrentIndex(1);
     controls->addWidget(new QLabel(tr("When it overflows")));
@@ -138,22 +143,23 @@ ContextPanel::ContextPanel(EngineController* engine, QWidget* parent) : QWidget(
     connect(m_system, &QLineEdit::editingFinished, this, [this] { setSystemPrompt(m_system->text()); });
     connect(m_window, &QComboBox::currentIndexChanged, this, &ContextPanel::simulate);
     connect(m_policy, &QComboBox::currentIndexChanged, this, &ContextPanel::simulate);
-    connect(m_engine, &EngineController::turnsCounted, this, [this](quint64 id, const QList<int>& counts, int n_ctx_train) {
-        if (id != m_count_request)
-            return;
-        qsizetype k = 0;
-        for (Turn& t : m_turns)
-            if (!t.text.isEmpty() && k < counts.size())
-                t.tokens = counts[k++];
-        if (n_ctx_train > 0 && m_model_window != n_ctx_train) {
-            m_model_window = n_ctx_train;
-            const int i = m_window->findData("model");
-            if (i >= 0)
-                m_window->removeItem(i);
-            m_window->addItem(tr("the model's own (%1)").arg(n(quint64(n_ctx_train))), n_ctx_train);
-        }
-        simulate();
-    });
+    connect(m_engine, &EngineController::turnsCounted, this,
+            [this](quint64 id, const QList<int>& counts, int n_ctx_train) {
+                if (id != m_count_request)
+                    return;
+                qsizetype k = 0;
+                for (Turn& t : m_turns)
+                    if (!t.text.isEmpty() && k < counts.size())
+                        t.tokens = counts[k++];
+                if (n_ctx_train > 0 && m_model_window != n_ctx_train) {
+                    m_model_window = n_ctx_train;
+                    const int i = m_window->findData("model");
+                    if (i >= 0)
+                        m_window->removeItem(i);
+                    m_window->addItem(tr("the model's own (%1)").arg(n(quint64(n_ctx_train))), n_ctx_train);
+                }
+                simulate();
+            });
     connect(m_engine, &EngineController::modelLoaded, this, &ContextPanel::requestCounts);
     simulate();
 }
@@ -168,9 +174,15 @@ void ContextPanel::setWindow(int tokens)
     m_window->setCurrentIndex(i);
 }
 
-void ContextPanel::setPolicy(engine::OverflowPolicy policy) { m_policy->setCurrentIndex(m_policy->findData(int(policy))); }
+void ContextPanel::setPolicy(engine::OverflowPolicy policy)
+{
+    m_policy->setCurrentIndex(m_policy->findData(int(policy)));
+}
 
-int ContextPanel::window() const { return m_window->currentData().toInt(); }
+int ContextPanel::window() const
+{
+    return m_window->currentData().toInt();
+}
 
 void ContextPanel::setSystemPrompt(const QString& text)
 {
@@ -201,7 +213,8 @@ void ContextPanel::addSyntheticTurn(int user_tokens, int reply_tokens)
 
 void ContextPanel::clearTurns()
 {
-    m_turns.erase(std::remove_if(m_turns.begin(), m_turns.end(), [](const Turn& t) { return t.role != "system"; }), m_turns.end());
+    m_turns.erase(std::remove_if(m_turns.begin(), m_turns.end(), [](const Turn& t) { return t.role != "system"; }),
+                  m_turns.end());
     simulate();
 }
 
@@ -239,8 +252,9 @@ void ContextPanel::simulate()
                            .arg(r.kept.size())
                            .arg(n(r.output_tokens));
         if (r.overflow)
-            line += r.cut_tokens ? tr(" · overflow: %1 turns dropped, %2 tokens cut").arg(r.dropped_turns).arg(n(r.cut_tokens))
-                                 : tr(" · overflow: %1 oldest turns dropped").arg(r.dropped_turns);
+            line += r.cut_tokens
+                        ? tr(" · overflow: %1 turns dropped, %2 tokens cut").arg(r.dropped_turns).arg(n(r.cut_tokens))
+                        : tr(" · overflow: %1 oldest turns dropped").arg(r.dropped_turns);
         if (!r.fits)
             line += tr(" · does not fit even alone");
         line += tr(" · prefix cache reuses %1").arg(n(r.input_tokens - r.recomputed_tokens));
@@ -261,14 +275,19 @@ void ContextPanel::simulate()
         m_note->setText(tr("%1 requests · tokens processed without prefix caching %2, with it %3 (%4× less)")
                             .arg(m_requests.size())
                             .arg(n(last.processed_without_cache), n(last.processed_with_cache))
-                            .arg(last.processed_with_cache ? double(last.processed_without_cache) / double(last.processed_with_cache) : 0.0,
+                            .arg(last.processed_with_cache
+                                     ? double(last.processed_without_cache) / double(last.processed_with_cache)
+                                     : 0.0,
                                  0, 'f', 1));
     }
     drawCharts();
     emit simulated();
 }
 
-QString ContextPanel::gaugeText() const { return m_gauge->text() + " · " + m_note->text(); }
+QString ContextPanel::gaugeText() const
+{
+    return m_gauge->text() + " · " + m_note->text();
+}
 
 void ContextPanel::drawCharts()
 {

@@ -27,8 +27,8 @@ class ContextPanel : public QWidget {
 public:
     struct Turn {
         QString role;
-        QString text;      // empty for a synthetic turn
-        int tokens = -1;   // -1 while the tokenizer counts it
+        QString text;    // empty for a synthetic turn
+        int tokens = -1; // -1 while the tokenizer counts it
     };
 
     explicit ContextPanel(EngineController* engine, QWidget* parent = nullptr);
@@ -41,7 +41,7 @@ public:
     void clearTurns();
     const std::vector<Turn>& turns() const { return m_turns; }
     const std::vector<engine::SimRequest>& requests() const { return m_requests; }
-    bool counted() const;            // every typed turn has its count
+    bool counted() const; // every typed turn has its count
     int window() const;
     QString gaugeText() const;
 

@@ -36,8 +36,13 @@ namespace tokenscope::ui {
 
 namespace {
 
-const char* const kStageTitles[] = {"1 · logits (softmax, no sampling)", "2 · repetition penalty", "3 · top-k",
-                                    "4 · top-p", "5 · min-p", "6 · temperature", "7 · final: what Step draws from"};
+const char* const kStageTitles[] = {"1 · logits (softmax, no sampling)",
+                                    "2 · repetition penalty",
+                                    "3 · top-k",
+                                    "4 · top-p",
+                                    "5 · min-p",
+                                    "6 · temperature",
+                                    "7 · final: what Step draws from"};
 constexpr int kRowsShown = 12;
 
 engine::SamplerConfig to_config(const StepperSettings& s)
@@ -47,7 +52,10 @@ engine::SamplerConfig to_config(const StepperSettings& s)
     return c;
 }
 
-QString mib(quint64 bytes) { return QLocale().toString(double(bytes) / (1024.0 * 1024.0), 'f', 2) + " MiB"; }
+QString mib(quint64 bytes)
+{
+    return QLocale().toString(double(bytes) / (1024.0 * 1024.0), 'f', 2) + " MiB";
+}
 
 } // namespace
 
@@ -159,8 +167,9 @@ void StepperPanel::buildUi()
     m_max_tokens->setValue(64);
     m_stops = new QLineEdit;
     m_stops->setPlaceholderText(tr("stop strings, | separated"));
-    const std::pair<QString, QWidget*> fields[] = {{tr("Temp"), m_temperature}, {tr("Top-k"), m_top_k}, {tr("Top-p"), m_top_p},
-                                                   {tr("Min-p"), m_min_p},      {tr("Seed"), m_seed},   {tr("Max"), m_max_tokens}};
+    const std::pair<QString, QWidget*> fields[] = {{tr("Temp"), m_temperature}, {tr("Top-k"), m_top_k},
+                                                   {tr("Top-p"), m_top_p},      {tr("Min-p"), m_min_p},
+                                                   {tr("Seed"), m_seed},        {tr("Max"), m_max_tokens}};
     sampling->addWidget(m_greedy);
     for (const auto& [label, widget] : fields) {
         sampling->addWidget(new QLabel(label));
@@ -263,9 +272,15 @@ void StepperPanel::buildUi()
         s->setContext(Qt::WidgetWithChildrenShortcut);
         connect(s, &QShortcut::activated, this, fn);
     };
-    key("Space", [this] { if (m_step->isEnabled()) step(); });
+    key("Space", [this] {
+        if (m_step->isEnabled())
+            step();
+    });
     key("Shift+Space", [this] { m_play->toggle(); });
-    key("Backspace", [this] { if (m_back->isEnabled()) back(); });
+    key("Backspace", [this] {
+        if (m_back->isEnabled())
+            back();
+    });
     key("Esc", [this] { m_selection->clear(); });
 
     m_distribution->setPlaceholder(
@@ -275,7 +290,10 @@ void StepperPanel::buildUi()
            "sampling, and appends the token it drew.\n\nPress Prefill, or Try an example."));
 }
 
-void StepperPanel::setPrompt(const QString& text) { m_prompt->setPlainText(text); }
+void StepperPanel::setPrompt(const QString& text)
+{
+    m_prompt->setPlainText(text);
+}
 
 StepperSettings StepperPanel::settings() const
 {
@@ -414,12 +432,16 @@ QString StepperPanel::cacheSentence() const
             ++local;
             window = w;
         }
-    const QString local_note =
-        local ? tr(" (%1 of the %2 layers use a sliding window and see at most the last %3)").arg(local).arg(s.n_layers).arg(window) : QString();
+    const QString local_note = local ? tr(" (%1 of the %2 layers use a sliding window and see at most the last %3)")
+                                           .arg(local)
+                                           .arg(s.n_layers)
+                                           .arg(window)
+                                     : QString();
     if (s.action == "prefill") {
-        QString reused = s.prefill_reused ? tr(" The first %1 tokens were already cached (shared prefix) and were not recomputed.")
-                                                .arg(s.prefill_reused)
-                                          : QString();
+        QString reused = s.prefill_reused
+                             ? tr(" The first %1 tokens were already cached (shared prefix) and were not recomputed.")
+                                   .arg(s.prefill_reused)
+                             : QString();
         return tr("<b>Prefill:</b> %1 prompt tokens processed in parallel (%2 batch%3, %4 ms) — K/V pairs written for "
                   "each of them in every one of the %5 layers: %6 per layer and KV head, %7 in the cache now.%8")
             .arg(s.prefill_computed)
@@ -536,8 +558,9 @@ void StepperPanel::renderSequence()
 QString StepperPanel::sequenceHtml() const
 {
     if (!m_state)
-        return tr("<p style='color:gray'>The sequence appears here after Prefill: prompt tokens plain, generated tokens "
-                  "underlined, forced ones marked ⚑. Click a token to select it in every panel.</p>");
+        return tr(
+            "<p style='color:gray'>The sequence appears here after Prefill: prompt tokens plain, generated tokens "
+            "underlined, forced ones marked ⚑. Click a token to select it in every panel.</p>");
     const QColor accent = palette().color(QPalette::Highlight);
     const int selected = m_selection->position();
     QString html = "<div style='font-family: monospace; line-height: 170%'>";
@@ -585,10 +608,12 @@ void StepperPanel::renderLens()
     QColor accent = palette().color(QPalette::Highlight);
     for (std::size_t l = 0; l < lens.size(); ++l) {
         const bool local = l < m_state->layer_window.size() && m_state->layer_window[l] > 0;
-        rows << (l + 1 == lens.size() ? tr("layer %1 = output").arg(l) : tr("after layer %1%2").arg(l).arg(local ? "" : tr(" (global)")));
+        rows << (l + 1 == lens.size() ? tr("layer %1 = output").arg(l)
+                                      : tr("after layer %1%2").arg(l).arg(local ? "" : tr(" (global)")));
         for (int c = 0; c < cols && c < int(lens[l].size()); ++c) {
             const LensCandidate& cand = lens[l][std::size_t(c)];
-            auto* item = new QTableWidgetItem(QString("%1  %2%").arg(cand.text).arg(double(cand.probability) * 100.0, 0, 'f', 1));
+            auto* item = new QTableWidgetItem(
+                QString("%1  %2%").arg(cand.text).arg(double(cand.probability) * 100.0, 0, 'f', 1));
             QColor shade = accent;
             shade.setAlphaF(std::clamp(cand.probability, 0.05f, 0.85f));
             item->setBackground(shade);

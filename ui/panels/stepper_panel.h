@@ -77,9 +77,9 @@ private:
     EngineController* m_engine;
     TokenSelection* m_selection;
     std::shared_ptr<const StepperState> m_state;
-    engine::SampleResult m_preview;                    // what Step would draw now
-    std::map<int, engine::SampleResult> m_drawn_from;  // position → the distribution its token came from
-    engine::SampleResult m_sent_preview;               // the preview when the pending step was sent
+    engine::SampleResult m_preview;                   // what Step would draw now
+    std::map<int, engine::SampleResult> m_drawn_from; // position → the distribution its token came from
+    engine::SampleResult m_sent_preview;              // the preview when the pending step was sent
     quint64 m_pending = 0;
     QString m_error;
     bool m_playing = false;

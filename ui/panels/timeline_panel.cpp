@@ -16,8 +16,8 @@
 #include <QScatterSeries>
 #include <QSettings>
 #include <QTimer>
-#include <QValueAxis>
 #include <QVBoxLayout>
+#include <QValueAxis>
 
 namespace tokenscope::ui {
 
@@ -82,7 +82,8 @@ TimelinePanel::TimelinePanel(EngineController* engine, TokenSelection* selection
             m_selection->select(m_timeline->prompt_tokens + step);
     });
     connect(m_selection, &TokenSelection::changed, this, [this](int position) {
-        m_view->setSelectedStep(m_timeline && position >= m_timeline->prompt_tokens ? position - m_timeline->prompt_tokens : -1);
+        m_view->setSelectedStep(
+            m_timeline && position >= m_timeline->prompt_tokens ? position - m_timeline->prompt_tokens : -1);
     });
 
     const QSettings s;
@@ -120,21 +121,25 @@ void TimelinePanel::onTimeline(std::shared_ptr<const TimelineSnapshot> timeline)
     emit timelineShown();
 }
 
-QString TimelinePanel::statsText() const { return m_stats->text(); }
+QString TimelinePanel::statsText() const
+{
+    return m_stats->text();
+}
 
 void TimelinePanel::renderStats()
 {
     if (!m_timeline || m_timeline->events.empty()) {
-        m_stats->setText(tr("Prefill multiplies a whole batch of tokens by every weight matrix at once: it is limited by "
-                            "arithmetic (FLOP/s). Decode produces one token per pass but must still read every weight: "
-                            "it is limited by memory bandwidth (bytes/s). Run a generation to see both measured.%1")
-                             .arg(m_peaks.read_bytes_per_second > 0
-                                      ? tr("<br>This machine: %1 GB/s memory read, %2 GFLOP/s (%3 threads, %4).")
-                                            .arg(m_peaks.read_bytes_per_second / 1e9, 0, 'f', 1)
-                                            .arg(m_peaks.flops_per_second / 1e9, 0, 'f', 1)
-                                            .arg(m_peaks.threads)
-                                            .arg(m_peaks.simd)
-                                      : QString()));
+        m_stats->setText(
+            tr("Prefill multiplies a whole batch of tokens by every weight matrix at once: it is limited by "
+               "arithmetic (FLOP/s). Decode produces one token per pass but must still read every weight: "
+               "it is limited by memory bandwidth (bytes/s). Run a generation to see both measured.%1")
+                .arg(m_peaks.read_bytes_per_second > 0
+                         ? tr("<br>This machine: %1 GB/s memory read, %2 GFLOP/s (%3 threads, %4).")
+                               .arg(m_peaks.read_bytes_per_second / 1e9, 0, 'f', 1)
+                               .arg(m_peaks.flops_per_second / 1e9, 0, 'f', 1)
+                               .arg(m_peaks.threads)
+                               .arg(m_peaks.simd)
+                         : QString()));
         return;
     }
     const TimelineSnapshot& t = *m_timeline;
@@ -153,13 +158,15 @@ void TimelinePanel::renderStats()
     const double decode_bytes = forward_ms > 0 ? bytes / (forward_ms / 1000.0) : 0.0;
     const double decode_flops = forward_ms > 0 ? flops / (forward_ms / 1000.0) : 0.0;
     const auto pct = [](double achieved, double peak) {
-        return peak > 0 ? QString(" = <b>%1%</b> of this machine's peak").arg(100.0 * achieved / peak, 0, 'f', 0) : QString();
+        return peak > 0 ? QString(" = <b>%1%</b> of this machine's peak").arg(100.0 * achieved / peak, 0, 'f', 0)
+                        : QString();
     };
     QString text = tr("<b>TTFT %1 ms</b> = tokenize %2 + prefill %3 + sample and detokenize the first token · ")
                        .arg(t.ttft_ms, 0, 'f', 1)
                        .arg(t.tokenize_ms, 0, 'f', 2)
                        .arg(t.prefill_ms, 0, 'f', 1);
-    text += n ? tr("mean inter-token latency <b>%1 ms</b> over %2 tokens").arg(itl / n, 0, 'f', 1).arg(n) : tr("one token so far");
+    text += n ? tr("mean inter-token latency <b>%1 ms</b> over %2 tokens").arg(itl / n, 0, 'f', 1).arg(n)
+              : tr("one token so far");
     text += tr("<br><b>Prefill</b>: %1 tokens in %2 ms = %3 tokens/s · %4 GFLOP/s achieved%5")
                 .arg(t.prefill_computed)
                 .arg(t.prefill_ms, 0, 'f', 1)
@@ -167,14 +174,15 @@ void TimelinePanel::renderStats()
                 .arg(prefill_flops / 1e9, 0, 'f', 1)
                 .arg(pct(prefill_flops, m_peaks.flops_per_second));
     if (n)
-        text += tr("<br><b>Decode</b>: %1 tokens/s · reads %2 MB of weights and KV per token → %3 GB/s achieved%4 · only "
-                   "%5 GFLOP/s%6")
-                    .arg(decode_tps, 0, 'f', 1)
-                    .arg(bytes / n / 1e6, 0, 'f', 1)
-                    .arg(decode_bytes / 1e9, 0, 'f', 2)
-                    .arg(pct(decode_bytes, m_peaks.read_bytes_per_second))
-                    .arg(decode_flops / 1e9, 0, 'f', 1)
-                    .arg(pct(decode_flops, m_peaks.flops_per_second));
+        text +=
+            tr("<br><b>Decode</b>: %1 tokens/s · reads %2 MB of weights and KV per token → %3 GB/s achieved%4 · only "
+               "%5 GFLOP/s%6")
+                .arg(decode_tps, 0, 'f', 1)
+                .arg(bytes / n / 1e6, 0, 'f', 1)
+                .arg(decode_bytes / 1e9, 0, 'f', 2)
+                .arg(pct(decode_bytes, m_peaks.read_bytes_per_second))
+                .arg(decode_flops / 1e9, 0, 'f', 1)
+                .arg(pct(decode_flops, m_peaks.flops_per_second));
     if (m_peaks.read_bytes_per_second <= 0)
         text += tr("<br>Press <i>Measure this machine</i> to compare with its peaks.");
     if (!t.note.isEmpty())

@@ -15,7 +15,7 @@ class QTextBrowser;
 namespace engine {
 class ComparisonTokenizer;
 struct Token;
-}
+} // namespace engine
 
 namespace tokenscope::ui {
 
@@ -33,7 +33,7 @@ public:
         qulonglong vocab_size = 0;
         std::shared_ptr<const engine::ComparisonTokenizer> tokenizer;
         std::vector<std::pair<int, std::pair<int, int>>> tokens; // id, byte span; for the current text
-        quint64 generation = 0;                                 // of the text they belong to
+        quint64 generation = 0;                                  // of the text they belong to
     };
 
     explicit TokenizerComparison(QWidget* parent = nullptr);

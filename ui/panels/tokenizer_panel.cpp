@@ -10,18 +10,18 @@
 
 #include <QApplication>
 #include <QCheckBox>
-#include <QElapsedTimer>
 #include <QClipboard>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QFileDialog>
+#include <QHBoxLayout>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QPushButton>
-#include <QHBoxLayout>
 #include <QLabel>
 #include <QLocale>
 #include <QPlainTextEdit>
+#include <QPushButton>
 #include <QScrollBar>
 #include <QSplitter>
 #include <QTextBrowser>
@@ -38,8 +38,8 @@ namespace {
 QString visible_text(const QByteArray& bytes)
 {
     QString s = QString::fromUtf8(bytes).toHtmlEscaped();
-    s.replace(' ', QChar(0x00B7));          // ·
-    s.replace('\t', QChar(0x2192));         // →
+    s.replace(' ', QChar(0x00B7));                    // ·
+    s.replace('\t', QChar(0x2192));                   // →
     s.replace('\n', QString(QChar(0x21B5)) + "<br>"); // ↵
     return s;
 }
@@ -87,7 +87,8 @@ TokenizerPanel::TokenizerPanel(EngineController* engine, TokenSelection* selecti
     auto* save = new QPushButton(tr("Export…"));
     save->setShortcut(QKeySequence("Ctrl+E"));
     connect(save, &QPushButton::clicked, this, [this] {
-        const QString path = QFileDialog::getSaveFileName(this, tr("Export tokens"), "tokens.csv", tr("CSV (*.csv);;JSON (*.json)"));
+        const QString path =
+            QFileDialog::getSaveFileName(this, tr("Export tokens"), "tokens.csv", tr("CSV (*.csv);;JSON (*.json)"));
         QString error;
         if (!path.isEmpty() && !exportTo(path, &error))
             m_detail->setText(error);
@@ -131,7 +132,11 @@ TokenizerPanel::TokenizerPanel(EngineController* engine, TokenSelection* selecti
     connect(m_engine, &EngineController::modelLoaded, this, &TokenizerPanel::request);
 }
 
-void TokenizerPanel::setText(const QString& text) { m_input->setPlainText(text); request(); }
+void TokenizerPanel::setText(const QString& text)
+{
+    m_input->setPlainText(text);
+    request();
+}
 
 void TokenizerPanel::request()
 {
@@ -139,9 +144,15 @@ void TokenizerPanel::request()
         m_request = m_engine->tokenize(m_input->toPlainText());
 }
 
-void TokenizerPanel::selectToken(int token_index) { m_selection->select(token_index); }
+void TokenizerPanel::selectToken(int token_index)
+{
+    m_selection->select(token_index);
+}
 
-QString TokenizerPanel::viewHtml() const { return m_view->toHtml(); }
+QString TokenizerPanel::viewHtml() const
+{
+    return m_view->toHtml();
+}
 
 QString TokenizerPanel::tokensJson() const
 {
@@ -155,9 +166,14 @@ QString TokenizerPanel::tokensJson() const
         for (std::size_t i = 0; i < m_current->tokens.size(); ++i) {
             const TokenSpan& t = m_current->tokens[i];
             const QByteArray bytes = m_current->utf8.mid(t.begin, t.end - t.begin);
-            tokens.append(QJsonObject{{"index", int(i)},      {"id", t.id},       {"piece", t.piece},
-                                      {"type", t.type},        {"begin", t.begin}, {"end", t.end},
-                                      {"bytes", QString::fromLatin1(bytes.toHex())}, {"text", QString::fromUtf8(bytes)}});
+            tokens.append(QJsonObject{{"index", int(i)},
+                                      {"id", t.id},
+                                      {"piece", t.piece},
+                                      {"type", t.type},
+                                      {"begin", t.begin},
+                                      {"end", t.end},
+                                      {"bytes", QString::fromLatin1(bytes.toHex())},
+                                      {"text", QString::fromUtf8(bytes)}});
         }
     }
     root["count"] = int(tokens.size());
@@ -179,8 +195,14 @@ QString TokenizerPanel::tokensCsv() const
     for (std::size_t i = 0; i < m_current->tokens.size(); ++i) {
         const TokenSpan& t = m_current->tokens[i];
         const QByteArray bytes = m_current->utf8.mid(t.begin, t.end - t.begin);
-        csv += QStringList{QString::number(i), QString::number(t.id), field(t.piece), field(t.type), QString::number(t.begin),
-                           QString::number(t.end), QString::fromLatin1(bytes.toHex()), field(QString::fromUtf8(bytes))}
+        csv += QStringList{QString::number(i),
+                           QString::number(t.id),
+                           field(t.piece),
+                           field(t.type),
+                           QString::number(t.begin),
+                           QString::number(t.end),
+                           QString::fromLatin1(bytes.toHex()),
+                           field(QString::fromUtf8(bytes))}
                    .join(',') +
                "\r\n";
     }
@@ -189,7 +211,8 @@ QString TokenizerPanel::tokensCsv() const
 
 bool TokenizerPanel::exportTo(const QString& path, QString* error) const
 {
-    return save_atomically(path, (path.endsWith(".json", Qt::CaseInsensitive) ? tokensJson() : tokensCsv()).toUtf8(), error);
+    return save_atomically(path, (path.endsWith(".json", Qt::CaseInsensitive) ? tokensJson() : tokensCsv()).toUtf8(),
+                           error);
 }
 
 namespace {
@@ -235,11 +258,21 @@ void TokenizerPanel::describeChanges(const Tokenization& before, const Tokenizat
             continue;
         const QString from = pieces(before, c.old_first, c.old_count), to = pieces(after, c.new_first, c.new_count);
         switch (c.kind) {
-        case engine::TokenChangeKind::Split: lines << tr("%1 split into %2").arg(from, to); break;
-        case engine::TokenChangeKind::Merged: lines << tr("%1 merged into %2").arg(from, to); break;
-        case engine::TokenChangeKind::Inserted: lines << tr("%1 added").arg(to); break;
-        case engine::TokenChangeKind::Deleted: lines << tr("%1 removed").arg(from); break;
-        case engine::TokenChangeKind::Replaced: lines << tr("%1 became %2").arg(from, to); break;
+        case engine::TokenChangeKind::Split:
+            lines << tr("%1 split into %2").arg(from, to);
+            break;
+        case engine::TokenChangeKind::Merged:
+            lines << tr("%1 merged into %2").arg(from, to);
+            break;
+        case engine::TokenChangeKind::Inserted:
+            lines << tr("%1 added").arg(to);
+            break;
+        case engine::TokenChangeKind::Deleted:
+            lines << tr("%1 removed").arg(from);
+            break;
+        case engine::TokenChangeKind::Replaced:
+            lines << tr("%1 became %2").arg(from, to);
+            break;
         }
     }
     if (diff.changes.size() > 3)
@@ -252,10 +285,19 @@ void TokenizerPanel::describeChanges(const Tokenization& before, const Tokenizat
                            .arg(diff.count_delta));
 }
 
-QString TokenizerPanel::changesText() const { return m_changes->text(); }
+QString TokenizerPanel::changesText() const
+{
+    return m_changes->text();
+}
 
-QString TokenizerPanel::countsText() const { return m_counts->text(); }
-QString TokenizerPanel::detailText() const { return m_detail->text(); }
+QString TokenizerPanel::countsText() const
+{
+    return m_counts->text();
+}
+QString TokenizerPanel::detailText() const
+{
+    return m_detail->text();
+}
 
 void TokenizerPanel::showDetails(int i)
 {
@@ -263,13 +305,15 @@ void TokenizerPanel::showDetails(int i)
         return;
     const TokenSpan& t = m_current->tokens[std::size_t(i)];
     const QByteArray bytes = m_current->utf8.mid(t.begin, t.end - t.begin);
-    m_detail->setText(tr("Token %1 of %2 · id %3 · piece “%4” · %5 · bytes %6 · offsets [%7, %8)")
-                          .arg(i + 1)
-                          .arg(m_current->tokens.size())
-                          .arg(t.id)
-                          .arg(t.piece, t.type, bytes.isEmpty() ? tr("none (added by the tokenizer)") : QString::fromLatin1(bytes.toHex(' ')))
-                          .arg(t.begin)
-                          .arg(t.end));
+    m_detail->setText(
+        tr("Token %1 of %2 · id %3 · piece “%4” · %5 · bytes %6 · offsets [%7, %8)")
+            .arg(i + 1)
+            .arg(m_current->tokens.size())
+            .arg(t.id)
+            .arg(t.piece, t.type,
+                 bytes.isEmpty() ? tr("none (added by the tokenizer)") : QString::fromLatin1(bytes.toHex(' ')))
+            .arg(t.begin)
+            .arg(t.end));
 }
 
 // The spans are drawn in chunks of kChunkTokens, one chunk per turn of the event loop, so that a
@@ -338,8 +382,8 @@ QString TokenizerPanel::spansHtml(int begin, int end) const
         const bool special = s.type == "control" || s.type == "user-defined" || s.type == "unknown";
         const bool byte = s.type == "byte";
         // Byte-fallback tokens of one character share its span: show the character once.
-        const QString text = ids ? QString::number(s.id)
-                             : special ? s.piece.toHtmlEscaped()
+        const QString text = ids                                   ? QString::number(s.id)
+                             : special                             ? s.piece.toHtmlEscaped()
                              : (byte && s.begin == previous_begin) ? QString("+")
                                                                    : visible_text(t.utf8.mid(s.begin, s.end - s.begin));
         previous_begin = s.begin;
@@ -351,13 +395,17 @@ QString TokenizerPanel::spansHtml(int begin, int end) const
             changed |= i >= first && i < first + count;
         // Tokens the last edit created: red and underlined, so a split or merge stands out.
         const QString style = QString("background-color: rgba(%1,%2,%3,%4); %5%6")
-                                  .arg(c.red()).arg(c.green()).arg(c.blue()).arg(c.alpha())
-                                  .arg(changed ? "color: #d0453a; text-decoration: underline;" : "color: palette(text); text-decoration: none;",
-                                       special ? " font-weight: bold; border: 1px solid gray;" : byte ? " font-style: italic;" : "");
+                                  .arg(c.red())
+                                  .arg(c.green())
+                                  .arg(c.blue())
+                                  .arg(c.alpha())
+                                  .arg(changed ? "color: #d0453a; text-decoration: underline;"
+                                               : "color: palette(text); text-decoration: none;",
+                                       special ? " font-weight: bold; border: 1px solid gray;"
+                                       : byte  ? " font-style: italic;"
+                                               : "");
         const QString shown = text.isEmpty() ? QString("∅") : text;
-        html += QString("<a href='tok:%1' style='%2'>%3</a>%4")
-                    .arg(i)
-                    .arg(style, shown, ids ? " " : "");
+        html += QString("<a href='tok:%1' style='%2'>%3</a>%4").arg(i).arg(style, shown, ids ? " " : "");
     }
     return html;
 }

@@ -37,7 +37,10 @@ public:
     TokenizerComparison* comparison() const { return m_comparison; }
     // The last edit's effect on the tokens ("what changed"): which tokens split, merged or changed.
     QString changesText() const;
-    const std::vector<std::pair<int, int>>& changedRanges() const { return m_changed; } // [first, first + count) in the current tokens
+    const std::vector<std::pair<int, int>>& changedRanges() const
+    {
+        return m_changed;
+    }                                                   // [first, first + count) in the current tokens
     double lastRenderMs() const { return m_render_ms; } // for the benchmark, not asserted
     // The current tokens as data: index, id, piece, type, byte offsets, bytes (hex) and text.
     QString tokensJson() const;

@@ -11,7 +11,8 @@ namespace tokenscope::ui {
 bool save_atomically(const QString& path, const QByteArray& bytes, QString* error)
 {
     try {
-        engine::write_file_atomically(path.toStdString(), std::string_view(bytes.constData(), std::size_t(bytes.size())));
+        engine::write_file_atomically(path.toStdString(),
+                                      std::string_view(bytes.constData(), std::size_t(bytes.size())));
         return true;
     } catch (const engine::Error& e) {
         if (error)

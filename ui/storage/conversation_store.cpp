@@ -16,9 +16,15 @@ namespace tokenscope::ui {
 
 namespace {
 // A null QString binds as SQL NULL, which the NOT NULL columns refuse: bind "" instead.
-QVariant text(const QString& s) { return s.isNull() ? QVariant(QString::fromLatin1("")) : QVariant(s); }
+QVariant text(const QString& s)
+{
+    return s.isNull() ? QVariant(QString::fromLatin1("")) : QVariant(s);
+}
 
-QString now_iso() { return QDateTime::currentDateTimeUtc().toString(Qt::ISODate); }
+QString now_iso()
+{
+    return QDateTime::currentDateTimeUtc().toString(Qt::ISODate);
+}
 
 constexpr int kRetryMs = 5000;
 } // namespace
@@ -67,7 +73,7 @@ bool ConversationStore::openDatabase(QString* why)
     for (int attempt = 0; attempt < 2; ++attempt) {
         {
             QSqlDatabase db = QSqlDatabase::contains(m_connection) ? QSqlDatabase::database(m_connection, false)
-                                                                  : QSqlDatabase::addDatabase("QSQLITE", m_connection);
+                                                                   : QSqlDatabase::addDatabase("QSQLITE", m_connection);
             db.setDatabaseName(m_path);
             if (!db.open()) {
                 *why = tr("cannot open %1: %2").arg(m_path, db.lastError().text());
@@ -147,7 +153,8 @@ bool ConversationStore::createSchema()
          {"CREATE TABLE IF NOT EXISTS conversations (id INTEGER PRIMARY KEY, title TEXT NOT NULL DEFAULT '', "
           "system_prompt TEXT NOT NULL DEFAULT '', model_path TEXT NOT NULL DEFAULT '', created TEXT NOT NULL)",
           "CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY, conversation_id INTEGER NOT NULL "
-          "REFERENCES conversations(id) ON DELETE CASCADE, seq INTEGER NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL, "
+          "REFERENCES conversations(id) ON DELETE CASCADE, seq INTEGER NOT NULL, role TEXT NOT NULL, content TEXT NOT "
+          "NULL, "
           "stats TEXT NOT NULL DEFAULT '', created TEXT NOT NULL)",
           "CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, seq)",
           // A write the file must take: a read-only file or folder shows here, not at the first message.
@@ -238,7 +245,8 @@ bool ConversationStore::apply(const Op& op, qint64* created_id)
             return false;
         }
         {
-            q.prepare("INSERT INTO messages (conversation_id, seq, role, content, stats, created) VALUES (?, ?, ?, ?, ?, ?)");
+            q.prepare(
+                "INSERT INTO messages (conversation_id, seq, role, content, stats, created) VALUES (?, ?, ?, ?, ?, ?)");
             q.addBindValue(id);
             q.addBindValue(next);
             q.addBindValue(text(op.a));
@@ -302,7 +310,8 @@ bool ConversationStore::submit(Op op)
     if (!saved) {
         if (!m_retry->isActive())
             m_retry->start();
-        spdlog::warn("conversation not saved ({} change(s) held in memory): {}", m_pending.size(), m_error.toStdString());
+        spdlog::warn("conversation not saved ({} change(s) held in memory): {}", m_pending.size(),
+                     m_error.toStdString());
     }
     if (!saved || !was_ok)
         emit statusChanged();
@@ -340,19 +349,26 @@ qint64 ConversationStore::createConversation(const QString& system_prompt, const
     return provisional;
 }
 
-void ConversationStore::setTitle(qint64 conversation, const QString& title) { submit({Op::Title, conversation, title, {}, {}, 0}); }
+void ConversationStore::setTitle(qint64 conversation, const QString& title)
+{
+    submit({Op::Title, conversation, title, {}, {}, 0});
+}
 
 void ConversationStore::setSystemPrompt(qint64 conversation, const QString& system_prompt)
 {
     submit({Op::System, conversation, system_prompt, {}, {}, 0});
 }
 
-bool ConversationStore::appendMessage(qint64 conversation, const QString& role, const QString& content, const QString& stats)
+bool ConversationStore::appendMessage(qint64 conversation, const QString& role, const QString& content,
+                                      const QString& stats)
 {
     return submit({Op::Append, conversation, role, content, stats, 0});
 }
 
-void ConversationStore::truncate(qint64 conversation, int seq) { submit({Op::Truncate, conversation, {}, {}, {}, seq}); }
+void ConversationStore::truncate(qint64 conversation, int seq)
+{
+    submit({Op::Truncate, conversation, {}, {}, {}, seq});
+}
 
 std::optional<StoredConversation> ConversationStore::load(qint64 conversation) const
 {
@@ -374,8 +390,8 @@ std::optional<StoredConversation> ConversationStore::load(qint64 conversation) c
     m.addBindValue(out.id);
     m.exec();
     while (m.next())
-        out.messages.push_back({m.value(0).toLongLong(), m.value(1).toInt(), m.value(2).toString(), m.value(3).toString(),
-                                m.value(4).toString()});
+        out.messages.push_back({m.value(0).toLongLong(), m.value(1).toInt(), m.value(2).toString(),
+                                m.value(3).toString(), m.value(4).toString()});
     return out;
 }
 

@@ -45,7 +45,8 @@ struct StoredConversation {
 class ConversationStore : public QObject {
     Q_OBJECT
 public:
-    explicit ConversationStore(const QString& path, const QString& connection_name = "conversations", QObject* parent = nullptr);
+    explicit ConversationStore(const QString& path, const QString& connection_name = "conversations",
+                               QObject* parent = nullptr);
     ~ConversationStore() override;
     ConversationStore(const ConversationStore&) = delete;
     ConversationStore& operator=(const ConversationStore&) = delete;

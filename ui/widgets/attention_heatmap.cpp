@@ -33,14 +33,21 @@ AttentionHeatmap::AttentionHeatmap(QWidget* parent) : QWidget(parent)
     setMinimumSize(200, 200);
 }
 
-QSize AttentionHeatmap::sizeHint() const { return {640, 640}; }
+QSize AttentionHeatmap::sizeHint() const
+{
+    return {640, 640};
+}
 
-int AttentionHeatmap::labelWidth() const { return fontMetrics().horizontalAdvance(QString(9, 'M')); }
+int AttentionHeatmap::labelWidth() const
+{
+    return fontMetrics().horizontalAdvance(QString(9, 'M'));
+}
 
 QRect AttentionHeatmap::plotRect() const
 {
     const int l = labelWidth();
-    return {l, l / 2 + fontMetrics().height(), std::max(10, width() - l - 6), std::max(10, height() - l / 2 - fontMetrics().height() - 6)};
+    return {l, l / 2 + fontMetrics().height(), std::max(10, width() - l - 6),
+            std::max(10, height() - l / 2 - fontMetrics().height() - 6)};
 }
 
 void AttentionHeatmap::setMatrix(Matrix matrix)
@@ -94,7 +101,7 @@ void AttentionHeatmap::rebuildImages()
         auto* line = reinterpret_cast<QRgb*>(m_full.scanLine(r));
         const float* row = m_m.values + std::size_t(r) * std::size_t(n);
         for (int c = 0; c < n; ++c)
-            line[c] = masked(r, c) ? masked_rgb
+            line[c] = masked(r, c)    ? masked_rgb
                       : m_m.diverging ? diverging_colour(row[c] / std::max(1e-12f, m_m.range))
                                       : sequential_colour(shade(row[c], m_log));
     }
@@ -118,7 +125,7 @@ void AttentionHeatmap::rebuildImages()
                             }
                             any = true;
                         }
-                line[C] = !any ? masked_rgb
+                line[C] = !any            ? masked_rgb
                           : m_m.diverging ? diverging_colour(best_value / std::max(1e-12f, m_m.range))
                                           : sequential_colour(shade(best_value, m_log));
             }
@@ -216,9 +223,11 @@ void AttentionHeatmap::paintEvent(QPaintEvent*)
                 continue;
             const double xf = plot.left() + (row + 1 - m_origin.x()) * m_cell; // first future column
             if (xf < target.right())
-                p.fillRect(QRectF(std::max(xf, target.left()), y, target.right() - std::max(xf, target.left()), h), brush);
+                p.fillRect(QRectF(std::max(xf, target.left()), y, target.right() - std::max(xf, target.left()), h),
+                           brush);
             if (m_m.window > 0 && row - m_m.window + 1 > 0) {
-                const double xw = plot.left() + (row - m_m.window + 1 - m_origin.x()) * m_cell; // first column in the window
+                const double xw =
+                    plot.left() + (row - m_m.window + 1 - m_origin.x()) * m_cell; // first column in the window
                 if (xw > target.left())
                     p.fillRect(QRectF(target.left(), y, std::min(xw, target.right()) - target.left(), h), brush);
             }
@@ -303,7 +312,10 @@ void AttentionHeatmap::mouseReleaseEvent(QMouseEvent* event)
     }
 }
 
-void AttentionHeatmap::mouseDoubleClickEvent(QMouseEvent*) { fit(); }
+void AttentionHeatmap::mouseDoubleClickEvent(QMouseEvent*)
+{
+    fit();
+}
 
 bool AttentionHeatmap::event(QEvent* event)
 {
@@ -315,16 +327,33 @@ bool AttentionHeatmap::event(QEvent* event)
         QToolTip::hideText();
         return true;
     }
-    const QString q = row < m_m.labels.size() ? m_m.labels[row] : QString(), k = column < m_m.labels.size() ? m_m.labels[column] : QString();
+    const QString q = row < m_m.labels.size() ? m_m.labels[row] : QString(),
+                  k = column < m_m.labels.size() ? m_m.labels[column] : QString();
     QString text;
     if (masked(row, column))
-        text = column > row ? tr("“%1” (%2) cannot see “%3” (%4): a later token (causal mask)").arg(q).arg(row).arg(k).arg(column)
-                            : tr("“%1” (%2) does not see “%3” (%4): outside this layer's %5-token sliding window")
-                                  .arg(q).arg(row).arg(k).arg(column).arg(m_m.window);
+        text =
+            column > row
+                ? tr("“%1” (%2) cannot see “%3” (%4): a later token (causal mask)").arg(q).arg(row).arg(k).arg(column)
+                : tr("“%1” (%2) does not see “%3” (%4): outside this layer's %5-token sliding window")
+                      .arg(q)
+                      .arg(row)
+                      .arg(k)
+                      .arg(column)
+                      .arg(m_m.window);
     else if (m_m.diverging)
-        text = tr("query “%1” (%2) → key “%3” (%4): difference %5").arg(q).arg(row).arg(k).arg(column).arg(double(value(row, column)), 0, 'f', 5);
+        text = tr("query “%1” (%2) → key “%3” (%4): difference %5")
+                   .arg(q)
+                   .arg(row)
+                   .arg(k)
+                   .arg(column)
+                   .arg(double(value(row, column)), 0, 'f', 5);
     else
-        text = tr("query “%1” (%2) → key “%3” (%4): weight %5").arg(q).arg(row).arg(k).arg(column).arg(double(value(row, column)), 0, 'f', 6);
+        text = tr("query “%1” (%2) → key “%3” (%4): weight %5")
+                   .arg(q)
+                   .arg(row)
+                   .arg(k)
+                   .arg(column)
+                   .arg(double(value(row, column)), 0, 'f', 6);
     QToolTip::showText(help->globalPos(), text, this);
     return true;
 }

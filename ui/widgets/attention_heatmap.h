@@ -25,7 +25,7 @@ public:
         int window = 0;                    // sliding window (0: causal only)
         bool diverging = false;            // a difference map in [-range, range]
         float range = 1.0f;
-        bool causal = true;                // false for difference maps of unmasked data
+        bool causal = true; // false for difference maps of unmasked data
     };
 
     explicit AttentionHeatmap(QWidget* parent = nullptr);
@@ -64,11 +64,11 @@ private:
 
     Matrix m_m;
     QImage m_full;
-    QImage m_pooled;      // max-pooled by m_pool_factor
+    QImage m_pooled; // max-pooled by m_pool_factor
     int m_pool_factor = 1;
     bool m_log = false;
-    double m_cell = 1.0;  // pixels per cell
-    QPointF m_origin;     // matrix coordinate (column, row) at the plot's top-left
+    double m_cell = 1.0; // pixels per cell
+    QPointF m_origin;    // matrix coordinate (column, row) at the plot's top-left
     int m_selected_row = -1, m_selected_column = -1;
     QPoint m_drag_from;
     QPointF m_drag_origin;

@@ -13,7 +13,10 @@ namespace tokenscope::ui {
 
 namespace {
 
-bool is_masked(int row, int column, int window) { return column > row || (window > 0 && row - column >= window); }
+bool is_masked(int row, int column, int window)
+{
+    return column > row || (window > 0 && row - column >= window);
+}
 
 } // namespace
 
@@ -32,7 +35,8 @@ QImage head_thumbnail(const AttentionHead& head, int window, int size, const QCo
                 for (int c = c0; c < c1; ++c)
                     if (!is_masked(r, c, window))
                         best = std::max(best, head.weights[std::size_t(r) * std::size_t(n) + std::size_t(c)]);
-            line[C] = best < 0 ? masked.rgb() : sequential_colour(std::sqrt(best)); // sqrt: faint structure stays visible
+            line[C] =
+                best < 0 ? masked.rgb() : sequential_colour(std::sqrt(best)); // sqrt: faint structure stays visible
         }
     }
     return image;
@@ -40,7 +44,10 @@ QImage head_thumbnail(const AttentionHead& head, int window, int size, const QCo
 
 // ---- HeadGrid --------------------------------------------------------------------------------------
 
-HeadGrid::HeadGrid(QWidget* parent) : QWidget(parent) { setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Expanding); }
+HeadGrid::HeadGrid(QWidget* parent) : QWidget(parent)
+{
+    setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Expanding);
+}
 
 void HeadGrid::setThumbs(std::vector<Thumb> thumbs, int columns, const QString& caption)
 {
@@ -67,7 +74,10 @@ QRect HeadGrid::thumbRect(int index) const
     return {8 + col * (s + 8), label + 8 + row * (s + label + 8) + label, s, s};
 }
 
-QSize HeadGrid::sizeHint() const { return {640, 520}; }
+QSize HeadGrid::sizeHint() const
+{
+    return {640, 520};
+}
 
 void HeadGrid::paintEvent(QPaintEvent*)
 {
@@ -85,9 +95,14 @@ void HeadGrid::paintEvent(QPaintEvent*)
         const QRect r = thumbRect(i);
         p.drawImage(r, t.image);
         p.setPen(t.sink > 0.5f ? QColor(208, 69, 58) : pal.color(QPalette::Text));
-        const QString label = m_columns <= 8 ? tr("L%1 H%2 · KV %3%4").arg(t.layer).arg(t.head).arg(t.kv_head).arg(t.window ? tr(" · local") : tr(" · global"))
+        const QString label = m_columns <= 8 ? tr("L%1 H%2 · KV %3%4")
+                                                   .arg(t.layer)
+                                                   .arg(t.head)
+                                                   .arg(t.kv_head)
+                                                   .arg(t.window ? tr(" · local") : tr(" · global"))
                                              : QString("%1.%2").arg(t.layer).arg(t.head);
-        p.drawText(QRect(r.x(), r.y() - fontMetrics().height() - 2, r.width() + 40, fontMetrics().height()), Qt::AlignLeft, label);
+        p.drawText(QRect(r.x(), r.y() - fontMetrics().height() - 2, r.width() + 40, fontMetrics().height()),
+                   Qt::AlignLeft, label);
         // Heads sharing a KV head are framed alike (GQA groups).
         p.setPen(QPen(QColor::fromHsv((t.kv_head * 67) % 360, 140, 200), 2));
         p.setBrush(Qt::NoBrush);
@@ -106,11 +121,18 @@ void HeadGrid::mousePressEvent(QMouseEvent* event)
 
 // ---- AttentionLines --------------------------------------------------------------------------------
 
-AttentionLines::AttentionLines(QWidget* parent) : QWidget(parent) { setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Expanding); }
+AttentionLines::AttentionLines(QWidget* parent) : QWidget(parent)
+{
+    setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Expanding);
+}
 
-QSize AttentionLines::sizeHint() const { return {520, 640}; }
+QSize AttentionLines::sizeHint() const
+{
+    return {520, 640};
+}
 
-void AttentionLines::setHead(std::shared_ptr<const AttentionSnapshot> snapshot, const AttentionHead* head, int selected_row)
+void AttentionLines::setHead(std::shared_ptr<const AttentionSnapshot> snapshot, const AttentionHead* head,
+                             int selected_row)
 {
     m_snapshot = std::move(snapshot);
     m_head = head;
@@ -156,13 +178,16 @@ void AttentionLines::paintEvent(QPaintEvent*)
         }
     const double lh = fontMetrics().height();
     for (int i = m_first; i < m_last; ++i) {
-        const QString t = std::size_t(i) < m_snapshot->tokens.size() ? m_snapshot->tokens[std::size_t(i)].text : QString();
+        const QString t =
+            std::size_t(i) < m_snapshot->tokens.size() ? m_snapshot->tokens[std::size_t(i)].text : QString();
         QFont f = font();
         f.setBold(i == m_selected);
         p.setFont(f);
         p.setPen(pal.color(QPalette::Text));
-        p.drawText(QRectF(0, rowY(i) - lh / 2, label_w, lh), Qt::AlignRight | Qt::AlignVCenter, fontMetrics().elidedText(t, Qt::ElideRight, label_w));
-        p.drawText(QRectF(xr + 6, rowY(i) - lh / 2, label_w, lh), Qt::AlignLeft | Qt::AlignVCenter, fontMetrics().elidedText(t, Qt::ElideRight, label_w));
+        p.drawText(QRectF(0, rowY(i) - lh / 2, label_w, lh), Qt::AlignRight | Qt::AlignVCenter,
+                   fontMetrics().elidedText(t, Qt::ElideRight, label_w));
+        p.drawText(QRectF(xr + 6, rowY(i) - lh / 2, label_w, lh), Qt::AlignLeft | Qt::AlignVCenter,
+                   fontMetrics().elidedText(t, Qt::ElideRight, label_w));
     }
 }
 
@@ -205,7 +230,8 @@ QkBreakdown explain_cell(const AttentionHead& head, int window, int row, int col
     const float* k = head.k.data() + std::size_t(column) * std::size_t(D);
     for (int d = 0; d < D; ++d)
         b.top_dims.emplace_back(d, double(q[d]) * double(k[d]));
-    std::sort(b.top_dims.begin(), b.top_dims.end(), [](auto& a, auto& c) { return std::abs(a.second) > std::abs(c.second); });
+    std::sort(b.top_dims.begin(), b.top_dims.end(),
+              [](auto& a, auto& c) { return std::abs(a.second) > std::abs(c.second); });
     b.top_dims.resize(std::min<std::size_t>(5, b.top_dims.size()));
     for (int j = 0; j < n; ++j)
         if (!is_masked(row, j, window))
@@ -215,11 +241,18 @@ QkBreakdown explain_cell(const AttentionHead& head, int window, int row, int col
     return b;
 }
 
-QkView::QkView(QWidget* parent) : QWidget(parent) { setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Preferred); }
+QkView::QkView(QWidget* parent) : QWidget(parent)
+{
+    setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Preferred);
+}
 
-QSize QkView::sizeHint() const { return {420, 360}; }
+QSize QkView::sizeHint() const
+{
+    return {420, 360};
+}
 
-void QkView::setCell(std::shared_ptr<const AttentionSnapshot> snapshot, const AttentionHead* head, int window, int row, int column)
+void QkView::setCell(std::shared_ptr<const AttentionSnapshot> snapshot, const AttentionHead* head, int window, int row,
+                     int column)
 {
     m_snapshot = std::move(snapshot);
     m_head = head;
@@ -228,18 +261,30 @@ void QkView::setCell(std::shared_ptr<const AttentionSnapshot> snapshot, const At
     m_text.clear();
     if (m_head && row >= 0 && column >= 0 && row < m_head->n && column < m_head->n) {
         m_b = explain_cell(*m_head, window, row, column);
-        const auto token = [&](int i) { return std::size_t(i) < m_snapshot->tokens.size() ? m_snapshot->tokens[std::size_t(i)].text.toHtmlEscaped() : QString(); };
+        const auto token = [&](int i) {
+            return std::size_t(i) < m_snapshot->tokens.size() ? m_snapshot->tokens[std::size_t(i)].text.toHtmlEscaped()
+                                                              : QString();
+        };
         const double shown = double(m_head->weights[std::size_t(row) * std::size_t(m_head->n) + std::size_t(column)]);
         if (m_b.masked) {
-            m_text = tr("<b>“%1” (%2) cannot attend to “%3” (%4)</b>: %5 — the mask sets its score to −∞, so its weight is exactly 0.")
-                         .arg(token(row)).arg(row).arg(token(column)).arg(column)
+            m_text = tr("<b>“%1” (%2) cannot attend to “%3” (%4)</b>: %5 — the mask sets its score to −∞, so its "
+                        "weight is exactly 0.")
+                         .arg(token(row))
+                         .arg(row)
+                         .arg(token(column))
+                         .arg(column)
                          .arg(column > row ? tr("it comes later") : tr("it lies outside the sliding window"));
         } else {
-            m_text = tr("<b>Query</b> of “%1” (%2): <i>what am I looking for?</i> · <b>Key</b> of “%3” (%4): <i>what do I offer?</i><br>"
+            m_text = tr("<b>Query</b> of “%1” (%2): <i>what am I looking for?</i> · <b>Key</b> of “%3” (%4): <i>what "
+                        "do I offer?</i><br>"
                         "q·k = %5 · × scale %6 = score <b>%7</b><br>"
                         "softmax over the row: exp(%7 − max %8) / Σ %9 = <b>%10</b> (shown: %11)<br>"
-                        "<b>Values</b> — <i>what do I carry?</i> — the output of “%1” is Σ weight × value; the largest weights: ")
-                         .arg(token(row)).arg(row).arg(token(column)).arg(column)
+                        "<b>Values</b> — <i>what do I carry?</i> — the output of “%1” is Σ weight × value; the largest "
+                        "weights: ")
+                         .arg(token(row))
+                         .arg(row)
+                         .arg(token(column))
+                         .arg(column)
                          .arg(m_b.dot, 0, 'f', 3)
                          .arg(double(m_head->scale), 0, 'g', 4)
                          .arg(m_b.scaled, 0, 'f', 4)
@@ -262,9 +307,10 @@ void QkView::paintEvent(QPaintEvent*)
     const QPalette& pal = palette();
     if (!m_head || m_row < 0) {
         p.setPen(pal.color(QPalette::PlaceholderText));
-        p.drawText(rect().adjusted(8, 8, -8, -8), Qt::AlignCenter | Qt::TextWordWrap,
-                   tr("Click a cell of the heatmap to see the query and key vectors behind it, their scaled dot product "
-                      "and the softmax that turns it into the weight."));
+        p.drawText(
+            rect().adjusted(8, 8, -8, -8), Qt::AlignCenter | Qt::TextWordWrap,
+            tr("Click a cell of the heatmap to see the query and key vectors behind it, their scaled dot product "
+               "and the softmax that turns it into the weight."));
         return;
     }
     QTextDocument doc;
@@ -289,8 +335,9 @@ void QkView::paintEvent(QPaintEvent*)
     }
     double y = doc.size().height() + 10;
     const double x0 = 52, cell = std::max(1.0, double(width() - x0 - 8) / D), h = 14;
-    const std::pair<QString, std::function<float(int)>> rows[] = {
-        {"q", [&](int d) { return q[d] / qmax; }}, {"k", [&](int d) { return k[d] / kmax; }}, {"q⊙k", [&](int d) { return q[d] * k[d] / pmax; }}};
+    const std::pair<QString, std::function<float(int)>> rows[] = {{"q", [&](int d) { return q[d] / qmax; }},
+                                                                  {"k", [&](int d) { return k[d] / kmax; }},
+                                                                  {"q⊙k", [&](int d) { return q[d] * k[d] / pmax; }}};
     for (const auto& [name, value] : rows) {
         p.setPen(pal.color(QPalette::Text));
         p.drawText(QRectF(0, y, x0 - 4, h), Qt::AlignRight | Qt::AlignVCenter, name);
@@ -306,17 +353,20 @@ void QkView::paintEvent(QPaintEvent*)
     for (std::size_t i = 0; i < m_b.top_values.size() && i < 3; ++i) {
         const auto [j, w] = m_b.top_values[i];
         p.setPen(pal.color(QPalette::Text));
-        p.drawText(QRectF(0, y, x0 - 4, h), Qt::AlignRight | Qt::AlignVCenter, QString("%1·v%2").arg(w, 0, 'f', 2).arg(j));
+        p.drawText(QRectF(0, y, x0 - 4, h), Qt::AlignRight | Qt::AlignVCenter,
+                   QString("%1·v%2").arg(w, 0, 'f', 2).arg(j));
         for (int d = 0; d < D; ++d)
             p.fillRect(QRectF(x0 + d * cell, y, std::ceil(cell), h),
-                       QColor(diverging_colour(float(w) * m_head->v[std::size_t(j) * std::size_t(D) + std::size_t(d)] / vmax)));
+                       QColor(diverging_colour(float(w) * m_head->v[std::size_t(j) * std::size_t(D) + std::size_t(d)] /
+                                               vmax)));
         y += h + 4;
     }
     QStringList dims;
     for (const auto& [d, v] : m_b.top_dims)
         dims << QString("d%1: %2").arg(d).arg(v, 0, 'f', 3);
     p.setPen(pal.color(QPalette::Text));
-    p.drawText(QRectF(x0, y, width() - x0, h + 4), Qt::AlignLeft | Qt::AlignVCenter, tr("largest terms of q·k: %1").arg(dims.join(", ")));
+    p.drawText(QRectF(x0, y, width() - x0, h + 4), Qt::AlignLeft | Qt::AlignVCenter,
+               tr("largest terms of q·k: %1").arg(dims.join(", ")));
 }
 
 } // namespace tokenscope::ui

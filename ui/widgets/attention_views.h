@@ -68,14 +68,14 @@ private:
 // What lies behind one cell: the query and key vectors (after RoPE), their scaled dot product, the
 // softmax over the row that turns it into the weight shown, and the value vectors the weights mix.
 struct QkBreakdown {
-    double dot = 0.0;       // q · k
-    double scaled = 0.0;    // × scale: the score
-    double row_max = 0.0;   // the largest visible score in the row
-    double row_sum = 0.0;   // Σ exp(score − max) over the visible keys
-    double weight = 0.0;    // exp(score − max) / sum
+    double dot = 0.0;     // q · k
+    double scaled = 0.0;  // × scale: the score
+    double row_max = 0.0; // the largest visible score in the row
+    double row_sum = 0.0; // Σ exp(score − max) over the visible keys
+    double weight = 0.0;  // exp(score − max) / sum
     bool masked = false;
-    std::vector<std::pair<int, double>> top_dims;    // dimensions contributing most to q·k
-    std::vector<std::pair<int, double>> top_values;  // keys contributing most to the output (by weight)
+    std::vector<std::pair<int, double>> top_dims;   // dimensions contributing most to q·k
+    std::vector<std::pair<int, double>> top_values; // keys contributing most to the output (by weight)
 };
 QkBreakdown explain_cell(const AttentionHead& head, int window, int row, int column);
 
@@ -83,7 +83,8 @@ class QkView : public QWidget {
     Q_OBJECT
 public:
     explicit QkView(QWidget* parent = nullptr);
-    void setCell(std::shared_ptr<const AttentionSnapshot> snapshot, const AttentionHead* head, int window, int row, int column);
+    void setCell(std::shared_ptr<const AttentionSnapshot> snapshot, const AttentionHead* head, int window, int row,
+                 int column);
     const QkBreakdown& breakdown() const { return m_b; }
     QString text() const { return m_text; }
     QSize sizeHint() const override;

@@ -9,8 +9,8 @@ namespace tokenscope::ui {
 namespace {
 
 // Control points sampled by eye from the magma family; linear interpolation between them.
-constexpr float kStops[][3] = {{0, 0, 4},       {28, 16, 68},    {79, 18, 123},  {129, 37, 129}, {181, 54, 122},
-                               {229, 80, 100},  {251, 135, 97},  {254, 194, 135}, {252, 253, 191}};
+constexpr float kStops[][3] = {{0, 0, 4},      {28, 16, 68},   {79, 18, 123},   {129, 37, 129}, {181, 54, 122},
+                               {229, 80, 100}, {251, 135, 97}, {254, 194, 135}, {252, 253, 191}};
 constexpr int kN = int(std::size(kStops));
 
 QRgb interpolate(float t)
@@ -35,7 +35,10 @@ const std::array<QRgb, 256>& sequential_table()
     return table;
 }
 
-QRgb sequential_colour(float t) { return sequential_table()[std::size_t(std::clamp(int(t * 255.0f + 0.5f), 0, 255))]; }
+QRgb sequential_colour(float t)
+{
+    return sequential_table()[std::size_t(std::clamp(int(t * 255.0f + 0.5f), 0, 255))];
+}
 
 QRgb diverging_colour(float t)
 {

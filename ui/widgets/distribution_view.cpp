@@ -31,11 +31,23 @@ void DistributionView::setPlaceholder(const QString& text)
     update();
 }
 
-int DistributionView::rowHeight() const { return fontMetrics().height() + 8; }
-int DistributionView::top() const { return fontMetrics().height() + 10; }
+int DistributionView::rowHeight() const
+{
+    return fontMetrics().height() + 8;
+}
+int DistributionView::top() const
+{
+    return fontMetrics().height() + 10;
+}
 
-QSize DistributionView::sizeHint() const { return {420, top() + rowHeight() * std::max<int>(8, int(m_rows.size())) + 4}; }
-QSize DistributionView::minimumSizeHint() const { return {260, top() + rowHeight() * 4}; }
+QSize DistributionView::sizeHint() const
+{
+    return {420, top() + rowHeight() * std::max<int>(8, int(m_rows.size())) + 4};
+}
+QSize DistributionView::minimumSizeHint() const
+{
+    return {260, top() + rowHeight() * 4};
+}
 
 int DistributionView::rowAt(int y) const
 {
@@ -82,7 +94,8 @@ void DistributionView::paintEvent(QPaintEvent*)
         f.setBold(r.chosen);
         p.setFont(f);
         p.setPen(r.survives ? text : muted);
-        p.drawText(QRect(0, y, label_w, h), Qt::AlignRight | Qt::AlignVCenter, fm.elidedText(r.text, Qt::ElideMiddle, label_w));
+        p.drawText(QRect(0, y, label_w, h), Qt::AlignRight | Qt::AlignVCenter,
+                   fm.elidedText(r.text, Qt::ElideMiddle, label_w));
         const QRectF slot(bar_x, y + 3, bar_w, h - 6);
         // the stage before, as an outline
         p.setPen(QPen(muted, 1.0));
@@ -112,12 +125,17 @@ bool DistributionView::event(QEvent* event)
         const int i = rowAt(help->pos().y());
         if (i >= 0) {
             const Row& r = m_rows[std::size_t(i)];
-            QToolTip::showText(help->globalPos(),
-                               tr("“%1” · id %2 · logit %3\n%4: %5%   →   %6: %7%\nClick to force this token as the next one.")
-                                   .arg(r.text).arg(r.id).arg(double(r.logit), 0, 'f', 3)
-                                   .arg(m_before).arg(double(r.before) * 100.0, 0, 'f', 2)
-                                   .arg(m_after).arg(double(r.after) * 100.0, 0, 'f', 2),
-                               this);
+            QToolTip::showText(
+                help->globalPos(),
+                tr("“%1” · id %2 · logit %3\n%4: %5%   →   %6: %7%\nClick to force this token as the next one.")
+                    .arg(r.text)
+                    .arg(r.id)
+                    .arg(double(r.logit), 0, 'f', 3)
+                    .arg(m_before)
+                    .arg(double(r.before) * 100.0, 0, 'f', 2)
+                    .arg(m_after)
+                    .arg(double(r.after) * 100.0, 0, 'f', 2),
+                this);
         } else {
             QToolTip::hideText();
         }

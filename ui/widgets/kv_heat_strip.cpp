@@ -24,10 +24,19 @@ QRgb diverging(float t)
 
 } // namespace
 
-KvHeatStrip::KvHeatStrip(QWidget* parent) : QWidget(parent) { setMouseTracking(true); }
+KvHeatStrip::KvHeatStrip(QWidget* parent) : QWidget(parent)
+{
+    setMouseTracking(true);
+}
 
-int KvHeatStrip::labelWidth() const { return fontMetrics().horizontalAdvance(QString(16, 'M')); }
-int KvHeatStrip::rowHeight() const { return std::max(3, fontMetrics().height() / 2 + 2); }
+int KvHeatStrip::labelWidth() const
+{
+    return fontMetrics().horizontalAdvance(QString(16, 'M'));
+}
+int KvHeatStrip::rowHeight() const
+{
+    return std::max(3, fontMetrics().height() / 2 + 2);
+}
 
 QSize KvHeatStrip::sizeHint() const
 {
@@ -109,11 +118,12 @@ void KvHeatStrip::paintEvent(QPaintEvent*)
     const QPalette& pal = palette();
     if (!m_contents || m_image.isNull()) {
         p.setPen(pal.color(QPalette::PlaceholderText));
-        p.drawText(rect(), Qt::AlignCenter | Qt::TextWordWrap,
-                   m_contents && !m_contents->error.isEmpty()
-                       ? m_contents->error
-                       : tr("The cache is empty. Run the chat or the stepper: every token it processes writes one key and "
-                            "one value vector per layer and KV head, and they appear here as rows."));
+        p.drawText(
+            rect(), Qt::AlignCenter | Qt::TextWordWrap,
+            m_contents && !m_contents->error.isEmpty()
+                ? m_contents->error
+                : tr("The cache is empty. Run the chat or the stepper: every token it processes writes one key and "
+                     "one value vector per layer and KV head, and they appear here as rows."));
         return;
     }
     const QRect r = imageRect();
@@ -130,7 +140,8 @@ void KvHeatStrip::paintEvent(QPaintEvent*)
             p.fillRect(QRect(r.x() - 4, r.y() + i * h, 3, h), accent);
         if (i % every == 0 && std::size_t(i) < m_contents->tokens.size()) {
             p.setPen(generated ? accent : pal.color(QPalette::Text));
-            p.drawText(QRect(0, r.y() + i * h - h / 2, labelWidth(), fontMetrics().height()), Qt::AlignRight | Qt::AlignVCenter,
+            p.drawText(QRect(0, r.y() + i * h - h / 2, labelWidth(), fontMetrics().height()),
+                       Qt::AlignRight | Qt::AlignVCenter,
                        QString("%1 %2").arg(m_contents->tokens[std::size_t(i)].text.left(10)).arg(i));
         }
     }
@@ -159,9 +170,15 @@ bool KvHeatStrip::event(QEvent* event)
         return true;
     }
     const bool held = std::size_t(row) < m_contents->held.size() && m_contents->held[std::size_t(row)];
-    const QString token = std::size_t(row) < m_contents->tokens.size() ? m_contents->tokens[std::size_t(row)].text : QString();
+    const QString token =
+        std::size_t(row) < m_contents->tokens.size() ? m_contents->tokens[std::size_t(row)].text : QString();
     QToolTip::showText(help->globalPos(),
-                       held ? tr("Position %1 “%2”: %3[%4] = %5").arg(row).arg(token).arg(m_values ? "V" : "K").arg(col).arg(double(valueAt(row, col)), 0, 'f', 4)
+                       held ? tr("Position %1 “%2”: %3[%4] = %5")
+                                  .arg(row)
+                                  .arg(token)
+                                  .arg(m_values ? "V" : "K")
+                                  .arg(col)
+                                  .arg(double(valueAt(row, col)), 0, 'f', 4)
                             : tr("Position %1 “%2”: freed (outside this layer's sliding window)").arg(row).arg(token),
                        this);
     return true;

@@ -10,7 +10,10 @@ namespace tokenscope::ui {
 
 namespace {
 
-QString kib(quint64 bytes) { return QLocale().toString(double(bytes) / 1024.0, 'f', 1) + " KiB"; }
+QString kib(quint64 bytes)
+{
+    return QLocale().toString(double(bytes) / 1024.0, 'f', 1) + " KiB";
+}
 
 } // namespace
 
@@ -27,8 +30,14 @@ void KvLayerView::setSnapshot(std::shared_ptr<const KvSnapshot> snapshot)
     update();
 }
 
-int KvLayerView::rowHeight() const { return fontMetrics().height() + 6; }
-int KvLayerView::labelWidth() const { return fontMetrics().horizontalAdvance("L00 global ·"); }
+int KvLayerView::rowHeight() const
+{
+    return fontMetrics().height() + 6;
+}
+int KvLayerView::labelWidth() const
+{
+    return fontMetrics().horizontalAdvance("L00 global ·");
+}
 
 QSize KvLayerView::sizeHint() const
 {
@@ -36,7 +45,10 @@ QSize KvLayerView::sizeHint() const
     return {700, (rows + 1) * rowHeight() + 8};
 }
 
-QSize KvLayerView::minimumSizeHint() const { return {360, 4 * rowHeight()}; }
+QSize KvLayerView::minimumSizeHint() const
+{
+    return {360, 4 * rowHeight()};
+}
 
 QRect KvLayerView::barRect(int layer) const
 {
@@ -74,7 +86,8 @@ void KvLayerView::paintEvent(QPaintEvent*)
     const QPalette& pal = palette();
     if (!m_snapshot || m_snapshot->layers.empty()) {
         p.setPen(pal.color(QPalette::PlaceholderText));
-        p.drawText(rect(), Qt::AlignCenter | Qt::TextWordWrap, tr("Load a model: its KV cache is drawn here, layer by layer."));
+        p.drawText(rect(), Qt::AlignCenter | Qt::TextWordWrap,
+                   tr("Load a model: its KV cache is drawn here, layer by layer."));
         return;
     }
     const KvSnapshot& s = *m_snapshot;
@@ -93,7 +106,8 @@ void KvLayerView::paintEvent(QPaintEvent*)
 
     p.setPen(muted);
     const QRect head_bar = barRect(0).translated(0, -rowHeight());
-    p.drawText(head_bar, Qt::AlignLeft | Qt::AlignVCenter, tr("positions attention can see (scale 0 – %1)").arg(QLocale().toString(scale)));
+    p.drawText(head_bar, Qt::AlignLeft | Qt::AlignVCenter,
+               tr("positions attention can see (scale 0 – %1)").arg(QLocale().toString(scale)));
     const QRect head_map = mapRect(0).translated(0, -rowHeight());
     p.drawText(head_map, Qt::AlignLeft | Qt::AlignVCenter,
                tr("blocks of %1 positions: ■ in use  ▨ step-back reserve  □ free").arg(s.block_tokens));
@@ -119,9 +133,15 @@ void KvLayerView::paintEvent(QPaintEvent*)
         for (int b = 0; b < n_blocks; ++b) {
             const QRectF cell(map.x() + b * bw, map.y(), std::max(1.0, bw - (bw > 4 ? 1 : 0)), map.height());
             switch (blockState(l, b)) {
-            case BlockState::InWindow: p.fillRect(cell, accent); break;
-            case BlockState::Reserve: p.fillRect(cell, QBrush(accent, Qt::BDiagPattern)); break;
-            case BlockState::Free: p.fillRect(cell, empty); break;
+            case BlockState::InWindow:
+                p.fillRect(cell, accent);
+                break;
+            case BlockState::Reserve:
+                p.fillRect(cell, QBrush(accent, Qt::BDiagPattern));
+                break;
+            case BlockState::Free:
+                p.fillRect(cell, empty);
+                break;
             }
         }
     }
@@ -136,15 +156,16 @@ bool KvLayerView::event(QEvent* event)
     for (int l = 0; l < int(s.layers.size()); ++l) {
         const KvLayerState& L = s.layers[std::size_t(l)];
         if (barRect(l).adjusted(-barRect(l).x(), -3, 0, 3).contains(help->pos())) {
-            QToolTip::showText(help->globalPos(),
-                               tr("Layer %1 (%2): attention sees %3 of %4 cached positions; %5 in use, %6 allocated in %7 blocks")
-                                   .arg(l)
-                                   .arg(L.window > 0 ? tr("sliding window of %1").arg(L.window) : tr("global"))
-                                   .arg(L.tokens_in_use)
-                                   .arg(s.tokens_cached)
-                                   .arg(kib(L.bytes_in_use), kib(L.bytes_allocated))
-                                   .arg(L.blocks),
-                               this);
+            QToolTip::showText(
+                help->globalPos(),
+                tr("Layer %1 (%2): attention sees %3 of %4 cached positions; %5 in use, %6 allocated in %7 blocks")
+                    .arg(l)
+                    .arg(L.window > 0 ? tr("sliding window of %1").arg(L.window) : tr("global"))
+                    .arg(L.tokens_in_use)
+                    .arg(s.tokens_cached)
+                    .arg(kib(L.bytes_in_use), kib(L.bytes_allocated))
+                    .arg(L.blocks),
+                this);
             return true;
         }
         const QRect map = mapRect(l);
@@ -158,8 +179,9 @@ bool KvLayerView::event(QEvent* event)
                                    .arg(b * s.block_tokens)
                                    .arg((b + 1) * s.block_tokens - 1)
                                    .arg(st == BlockState::InWindow ? tr("in use")
-                                        : st == BlockState::Reserve ? tr("held behind the window, so Back needs no recompute")
-                                                                     : tr("free")),
+                                        : st == BlockState::Reserve
+                                            ? tr("held behind the window, so Back needs no recompute")
+                                            : tr("free")),
                                this);
             return true;
         }

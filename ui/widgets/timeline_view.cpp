@@ -14,10 +14,13 @@ namespace {
 
 constexpr int kLanes = 5; // engine::TimelineStage order
 
-const QColor kStageColours[kLanes] = {QColor(120, 120, 130), QColor(230, 140, 40), QColor(60, 130, 220), QColor(70, 170, 90),
-                                      QColor(170, 90, 190)};
+const QColor kStageColours[kLanes] = {QColor(120, 120, 130), QColor(230, 140, 40), QColor(60, 130, 220),
+                                      QColor(70, 170, 90), QColor(170, 90, 190)};
 
-QString stage_name(int stage) { return QString::fromUtf8(engine::timeline_stage_name(engine::TimelineStage(stage)).data()); }
+QString stage_name(int stage)
+{
+    return QString::fromUtf8(engine::timeline_stage_name(engine::TimelineStage(stage)).data());
+}
 
 } // namespace
 
@@ -50,9 +53,18 @@ qint64 TimelineView::endNs() const
     return m_timeline && !m_timeline->events.empty() ? m_timeline->events.back().end_ns : 0;
 }
 
-int TimelineView::laneHeight() const { return fontMetrics().height() + 10; }
-int TimelineView::labelWidth() const { return fontMetrics().horizontalAdvance("detokenize  "); }
-QSize TimelineView::sizeHint() const { return {800, (kLanes + 3) * laneHeight()}; }
+int TimelineView::laneHeight() const
+{
+    return fontMetrics().height() + 10;
+}
+int TimelineView::labelWidth() const
+{
+    return fontMetrics().horizontalAdvance("detokenize  ");
+}
+QSize TimelineView::sizeHint() const
+{
+    return {800, (kLanes + 3) * laneHeight()};
+}
 
 double TimelineView::xOf(qint64 ns) const
 {
@@ -132,7 +144,8 @@ void TimelineView::paintEvent(QPaintEvent*)
         p.setPen(pal.color(QPalette::Highlight));
         p.drawLine(QPointF(x, token_row), QPointF(x, token_row + 5));
         if (x - last_x > fontMetrics().horizontalAdvance("MMMM")) {
-            p.drawText(QRectF(x - 30, token_row + 5, 60, h), Qt::AlignHCenter | Qt::AlignTop, t.steps[std::size_t(e.step)].text.left(8));
+            p.drawText(QRectF(x - 30, token_row + 5, 60, h), Qt::AlignHCenter | Qt::AlignTop,
+                       t.steps[std::size_t(e.step)].text.left(8));
             last_x = x;
         }
     }

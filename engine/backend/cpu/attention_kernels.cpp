@@ -15,7 +15,10 @@ namespace engine::cpu {
 
 namespace {
 
-inline float round_f16(float x) { return fp16_to_f32(f32_to_fp16(x)); }
+inline float round_f16(float x)
+{
+    return fp16_to_f32(f32_to_fp16(x));
+}
 
 // Horizontal sums of 8 lanes in the two orders ggml uses.
 inline float hsum8_halves(const float* a) // ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7))
@@ -70,8 +73,9 @@ float softmax_expf(float x)
     const uint32_t e = std::bit_cast<uint32_t>(z) << 23;
     const float k = std::bit_cast<float>(e + std::bit_cast<uint32_t>(1.0f));
     const float u = b * b;
-    const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-                             u, 0x1.ffffecp-1f * b);
+    const float j =
+        std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                 u, 0x1.ffffecp-1f * b);
     if (!(std::fabs(n) > 126.0f))
         return std::fma(k, j, k);
     const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
@@ -110,7 +114,8 @@ void attention_row_scalar(const AttentionRow& row, float* out, float* weights, A
     for (uint32_t c = 0; c < n_pad; c += 8) {
         float v[8];
         for (int l = 0; l < 8; ++l)
-            v[l] = s.scores[c + l] == -std::numeric_limits<float>::infinity() ? 0.0f : softmax_expf(s.scores[c + l] - max);
+            v[l] =
+                s.scores[c + l] == -std::numeric_limits<float>::infinity() ? 0.0f : softmax_expf(s.scores[c + l] - max);
         for (int l = 0; l < 8; ++l)
             s.scores[c + l] = v[l];
         sum += static_cast<double>(hsum8_halves(v));

@@ -13,13 +13,13 @@ namespace engine::cpu {
 // (llama.cpp's tiled matmul), four per lane for a single query (its vec_dot) — the exponentials use
 // the same polynomial, and the softmax sum adds 8-lane chunks in double.
 struct AttentionRow {
-    const float* q = nullptr;               // [D] query, already scaled where the model pre-scales
-    const uint16_t* const* keys = nullptr;  // [n_slots] F16 key rows, nullptr where masked
-    const uint16_t* const* values = nullptr;// [n_slots] F16 value rows, nullptr where masked
-    uint32_t n_slots = 0;                   // key positions 0 … n_slots − 1
+    const float* q = nullptr;                // [D] query, already scaled where the model pre-scales
+    const uint16_t* const* keys = nullptr;   // [n_slots] F16 key rows, nullptr where masked
+    const uint16_t* const* values = nullptr; // [n_slots] F16 value rows, nullptr where masked
+    uint32_t n_slots = 0;                    // key positions 0 … n_slots − 1
     uint32_t head_dim = 0;
-    float scale = 1.0f;                     // applied to q·k before the softmax
-    bool batched = false;                   // evaluated together with other queries (prefill)
+    float scale = 1.0f;   // applied to q·k before the softmax
+    bool batched = false; // evaluated together with other queries (prefill)
 };
 
 // Per-thread scratch, reused between rows.

@@ -95,7 +95,8 @@ void MatMul::run(ThreadPool& pool, const TensorView& w, const float* x, int64_t 
     // (a prompt's activations are several MiB: a serial pass here left the other threads waiting).
     const auto quantize = [&](std::size_t begin, std::size_t end) {
         for (auto t = static_cast<int64_t>(begin); t < static_cast<int64_t>(end); ++t)
-            quantize_activations(format, x + t * cols, m_quantized.data() + static_cast<std::size_t>(t) * row_bytes, cols);
+            quantize_activations(format, x + t * cols, m_quantized.data() + static_cast<std::size_t>(t) * row_bytes,
+                                 cols);
     };
     if (n_tokens >= 8)
         pool.parallel_for(static_cast<std::size_t>(n_tokens), quantize);

@@ -30,7 +30,8 @@ void kernel_swiglu(const float* gate, const float* up, float* y, int64_t n);
 class MatMul {
 public:
     // order_batch: the batch size whose summation order to use (≥ n_tokens).
-    void run(ThreadPool& pool, const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t order_batch = 0);
+    void run(ThreadPool& pool, const TensorView& w, const float* x, int64_t n_tokens, float* y,
+             int64_t order_batch = 0);
 
 private:
     std::vector<uint8_t> m_quantized;

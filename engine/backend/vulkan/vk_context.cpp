@@ -11,10 +11,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
-#include <string_view>
-#include <utility>
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
+#include <string_view>
+#include <utility>
 
 namespace engine::vk {
 
@@ -23,8 +23,8 @@ namespace {
 std::atomic<uint64_t> g_errors{0}, g_warnings{0};
 
 VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
-                                                     VkDebugUtilsMessageTypeFlagsEXT, const VkDebugUtilsMessengerCallbackDataEXT* data,
-                                                     void*)
+                                                     VkDebugUtilsMessageTypeFlagsEXT,
+                                                     const VkDebugUtilsMessengerCallbackDataEXT* data, void*)
 {
     const char* text = data && data->pMessage ? data->pMessage : "(no message)";
     if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) {
@@ -40,30 +40,48 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(VkDebugUtilsMessageSeverity
 const char* result_name(VkResult r)
 {
     switch (r) {
-    case VK_ERROR_OUT_OF_HOST_MEMORY: return "VK_ERROR_OUT_OF_HOST_MEMORY";
-    case VK_ERROR_OUT_OF_DEVICE_MEMORY: return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
-    case VK_ERROR_INITIALIZATION_FAILED: return "VK_ERROR_INITIALIZATION_FAILED";
-    case VK_ERROR_DEVICE_LOST: return "VK_ERROR_DEVICE_LOST";
-    case VK_ERROR_MEMORY_MAP_FAILED: return "VK_ERROR_MEMORY_MAP_FAILED";
-    case VK_ERROR_LAYER_NOT_PRESENT: return "VK_ERROR_LAYER_NOT_PRESENT";
-    case VK_ERROR_EXTENSION_NOT_PRESENT: return "VK_ERROR_EXTENSION_NOT_PRESENT";
-    case VK_ERROR_FEATURE_NOT_PRESENT: return "VK_ERROR_FEATURE_NOT_PRESENT";
-    case VK_ERROR_INCOMPATIBLE_DRIVER: return "VK_ERROR_INCOMPATIBLE_DRIVER";
-    case VK_ERROR_TOO_MANY_OBJECTS: return "VK_ERROR_TOO_MANY_OBJECTS";
-    case VK_ERROR_OUT_OF_POOL_MEMORY: return "VK_ERROR_OUT_OF_POOL_MEMORY";
-    case VK_TIMEOUT: return "VK_TIMEOUT";
-    default: return "VkResult";
+    case VK_ERROR_OUT_OF_HOST_MEMORY:
+        return "VK_ERROR_OUT_OF_HOST_MEMORY";
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY:
+        return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
+    case VK_ERROR_INITIALIZATION_FAILED:
+        return "VK_ERROR_INITIALIZATION_FAILED";
+    case VK_ERROR_DEVICE_LOST:
+        return "VK_ERROR_DEVICE_LOST";
+    case VK_ERROR_MEMORY_MAP_FAILED:
+        return "VK_ERROR_MEMORY_MAP_FAILED";
+    case VK_ERROR_LAYER_NOT_PRESENT:
+        return "VK_ERROR_LAYER_NOT_PRESENT";
+    case VK_ERROR_EXTENSION_NOT_PRESENT:
+        return "VK_ERROR_EXTENSION_NOT_PRESENT";
+    case VK_ERROR_FEATURE_NOT_PRESENT:
+        return "VK_ERROR_FEATURE_NOT_PRESENT";
+    case VK_ERROR_INCOMPATIBLE_DRIVER:
+        return "VK_ERROR_INCOMPATIBLE_DRIVER";
+    case VK_ERROR_TOO_MANY_OBJECTS:
+        return "VK_ERROR_TOO_MANY_OBJECTS";
+    case VK_ERROR_OUT_OF_POOL_MEMORY:
+        return "VK_ERROR_OUT_OF_POOL_MEMORY";
+    case VK_TIMEOUT:
+        return "VK_TIMEOUT";
+    default:
+        return "VkResult";
     }
 }
 
 std::string type_name(VkPhysicalDeviceType t)
 {
     switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "CPU";
-    default: return "other";
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+        return "discrete GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+        return "integrated GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+        return "virtual GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+        return "CPU";
+    default:
+        return "other";
     }
 }
 
@@ -74,7 +92,8 @@ bool has_layer(const char* name)
         return false;
     std::vector<VkLayerProperties> layers(n);
     vkEnumerateInstanceLayerProperties(&n, layers.data());
-    return std::any_of(layers.begin(), layers.end(), [&](const VkLayerProperties& l) { return std::strcmp(l.layerName, name) == 0; });
+    return std::any_of(layers.begin(), layers.end(),
+                       [&](const VkLayerProperties& l) { return std::strcmp(l.layerName, name) == 0; });
 }
 
 bool has_instance_extension(const char* name, const char* layer = nullptr)
@@ -84,7 +103,8 @@ bool has_instance_extension(const char* name, const char* layer = nullptr)
         return false;
     std::vector<VkExtensionProperties> ext(n);
     vkEnumerateInstanceExtensionProperties(layer, &n, ext.data());
-    return std::any_of(ext.begin(), ext.end(), [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
+    return std::any_of(ext.begin(), ext.end(),
+                       [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
 }
 
 bool has_device_extension(VkPhysicalDevice dev, const char* name)
@@ -94,7 +114,8 @@ bool has_device_extension(VkPhysicalDevice dev, const char* name)
         return false;
     std::vector<VkExtensionProperties> ext(n);
     vkEnumerateDeviceExtensionProperties(dev, nullptr, &n, ext.data());
-    return std::any_of(ext.begin(), ext.end(), [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
+    return std::any_of(ext.begin(), ext.end(),
+                       [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
 }
 
 uint32_t instance_api()
@@ -102,7 +123,9 @@ uint32_t instance_api()
     uint32_t v = VK_API_VERSION_1_0;
     if (vkEnumerateInstanceVersion(&v) != VK_SUCCESS)
         v = VK_API_VERSION_1_0;
-    return v >= VK_API_VERSION_1_2 ? VK_API_VERSION_1_2 : v >= VK_API_VERSION_1_1 ? VK_API_VERSION_1_1 : VK_API_VERSION_1_0;
+    return v >= VK_API_VERSION_1_2   ? VK_API_VERSION_1_2
+           : v >= VK_API_VERSION_1_1 ? VK_API_VERSION_1_1
+                                     : VK_API_VERSION_1_0;
 }
 
 // An instance (validation on when asked and installed). Returns VK_NULL_HANDLE when there is no
@@ -135,7 +158,8 @@ VkInstance create_instance(bool validation, VkDebugUtilsMessengerEXT* messenger,
     info.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
     info.ppEnabledExtensionNames = extensions.data();
     VkDebugUtilsMessengerCreateInfoEXT dbg{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
-    dbg.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    dbg.messageSeverity =
+        VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
     dbg.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
                       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
     dbg.pfnUserCallback = on_validation_message;
@@ -150,7 +174,8 @@ VkInstance create_instance(bool validation, VkDebugUtilsMessengerEXT* messenger,
         return VK_NULL_HANDLE;
     }
     if (debug_utils && messenger) {
-        auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(vkGetInstanceProcAddr(instance, "vkCreateDebugUtilsMessengerEXT"));
+        auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+            vkGetInstanceProcAddr(instance, "vkCreateDebugUtilsMessengerEXT"));
         if (create)
             create(instance, &dbg, nullptr, messenger);
     }
@@ -162,7 +187,8 @@ void destroy_instance(VkInstance instance, VkDebugUtilsMessengerEXT messenger)
     if (!instance)
         return;
     if (messenger) {
-        auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(vkGetInstanceProcAddr(instance, "vkDestroyDebugUtilsMessengerEXT"));
+        auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
+            vkGetInstanceProcAddr(instance, "vkDestroyDebugUtilsMessengerEXT"));
         if (destroy)
             destroy(instance, messenger, nullptr);
     }
@@ -209,7 +235,8 @@ std::string why_unusable(VkPhysicalDevice dev)
     if (!compute_queue_family(dev))
         return "it has no compute queue";
     if (l.maxComputeWorkGroupInvocations < 128 || l.maxComputeWorkGroupSize[0] < 128)
-        return fmt::format("its workgroups hold {} invocations, the shaders need 128", l.maxComputeWorkGroupInvocations);
+        return fmt::format("its workgroups hold {} invocations, the shaders need 128",
+                           l.maxComputeWorkGroupInvocations);
     if (l.maxComputeSharedMemorySize < 8192)
         return fmt::format("it has {} bytes of shared memory, the shaders need 8192", l.maxComputeSharedMemorySize);
     if (l.maxPushConstantsSize < 64)
@@ -224,11 +251,16 @@ std::string why_unusable(VkPhysicalDevice dev)
 int type_rank(VkPhysicalDeviceType t)
 {
     switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 4;
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 3;
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 1;
-    default: return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+        return 4;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+        return 3;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+        return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+        return 1;
+    default:
+        return 0;
     }
 }
 
@@ -244,14 +276,16 @@ PhysicalDeviceReport describe(VkPhysicalDevice dev, uint32_t index, uint32_t ins
     const bool v11 = instance_version >= VK_API_VERSION_1_1 && props.apiVersion >= VK_API_VERSION_1_1;
     const bool v12 = instance_version >= VK_API_VERSION_1_2 && props.apiVersion >= VK_API_VERSION_1_2;
     r.driver = fmt::format("Vulkan {}.{}.{}, driver version {:#x}", VK_API_VERSION_MAJOR(props.apiVersion),
-                           VK_API_VERSION_MINOR(props.apiVersion), VK_API_VERSION_PATCH(props.apiVersion), props.driverVersion);
+                           VK_API_VERSION_MINOR(props.apiVersion), VK_API_VERSION_PATCH(props.apiVersion),
+                           props.driverVersion);
     if (v12) {
         VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
         VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
         p2.pNext = &driver;
         vkGetPhysicalDeviceProperties2(dev, &p2);
-        r.driver = fmt::format("{} {} (Vulkan {}.{}.{})", driver.driverName, driver.driverInfo, VK_API_VERSION_MAJOR(props.apiVersion),
-                               VK_API_VERSION_MINOR(props.apiVersion), VK_API_VERSION_PATCH(props.apiVersion));
+        r.driver = fmt::format("{} {} (Vulkan {}.{}.{})", driver.driverName, driver.driverInfo,
+                               VK_API_VERSION_MAJOR(props.apiVersion), VK_API_VERSION_MINOR(props.apiVersion),
+                               VK_API_VERSION_PATCH(props.apiVersion));
     }
     VkPhysicalDeviceMemoryProperties mem;
     vkGetPhysicalDeviceMemoryProperties(dev, &mem);
@@ -260,14 +294,16 @@ PhysicalDeviceReport describe(VkPhysicalDevice dev, uint32_t index, uint32_t ins
             r.device_local_bytes += mem.memoryHeaps[h].size;
     r.budget_bytes = r.device_local_bytes;
     if (v11 && has_device_extension(dev, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME)) {
-        VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+        VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{
+            VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
         VkPhysicalDeviceMemoryProperties2 m2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2};
         m2.pNext = &budget;
         vkGetPhysicalDeviceMemoryProperties2(dev, &m2);
         r.budget_bytes = 0;
         for (uint32_t h = 0; h < mem.memoryHeapCount; ++h)
             if (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
-                r.budget_bytes += budget.heapBudget[h] > budget.heapUsage[h] ? budget.heapBudget[h] - budget.heapUsage[h] : 0;
+                r.budget_bytes +=
+                    budget.heapBudget[h] > budget.heapUsage[h] ? budget.heapBudget[h] - budget.heapUsage[h] : 0;
     }
     r.why_not = why_unusable(dev);
     r.usable = r.why_not.empty();
@@ -288,7 +324,10 @@ std::vector<VkPhysicalDevice> physical_devices(VkInstance instance)
 
 } // namespace
 
-ValidationCounts validation_counts() { return {g_errors.load(), g_warnings.load()}; }
+ValidationCounts validation_counts()
+{
+    return {g_errors.load(), g_warnings.load()};
+}
 
 std::vector<PhysicalDeviceReport> enumerate_devices()
 {
@@ -324,10 +363,12 @@ Context::Context(const ContextOptions& options)
         int chosen = -1;
         if (options.device >= 0) {
             if (static_cast<std::size_t>(options.device) >= devs.size())
-                throw UnsupportedError(fmt::format("there is no Vulkan device {} (the system has {})", options.device, devs.size()));
+                throw UnsupportedError(
+                    fmt::format("there is no Vulkan device {} (the system has {})", options.device, devs.size()));
             const auto why = why_unusable(devs[static_cast<std::size_t>(options.device)]);
             if (!why.empty())
-                throw UnsupportedError(fmt::format("Vulkan device {} cannot run Tokenscope's shaders: {}", options.device, why));
+                throw UnsupportedError(
+                    fmt::format("Vulkan device {} cannot run Tokenscope's shaders: {}", options.device, why));
             chosen = options.device;
         } else {
             int best_rank = -1;
@@ -399,19 +440,22 @@ Context::Context(const ContextOptions& options)
             m_max_binding = std::min(m_max_binding, options.max_binding_bytes);
         m_max_binding &= ~uint64_t(3);
 
-        spdlog::info("Vulkan: device {} \"{}\" ({}), {}; {:.0f} MiB device-local, budget {:.0f} MiB; validation {}", chosen, rep.name,
-                     rep.type, rep.driver, double(rep.device_local_bytes) / 1048576.0, double(rep.budget_bytes) / 1048576.0,
-                     validation_active() ? "on" : "off");
-        spdlog::info("Vulkan limits: maxStorageBufferRange {} B (binding used: {} B), maxMemoryAllocationSize {} B, "
-                     "minStorageBufferOffsetAlignment {}, maxComputeSharedMemorySize {} B, maxComputeWorkGroupInvocations {}, "
-                     "maxComputeWorkGroupSize {}×{}×{}, maxComputeWorkGroupCount {}×{}×{}, maxPushConstantsSize {} B, "
-                     "maxMemoryAllocationCount {}, subgroup size {}; arithmetic: {}",
-                     m_limits.max_storage_buffer_range, m_max_binding, m_limits.max_allocation, m_limits.min_storage_offset_alignment,
-                     m_limits.max_shared_memory, m_limits.max_invocations, m_limits.max_group_size[0], m_limits.max_group_size[1],
-                     m_limits.max_group_size[2], m_limits.max_group_count[0], m_limits.max_group_count[1], m_limits.max_group_count[2],
-                     m_limits.max_push_constants, m_limits.max_allocations, m_limits.subgroup_size,
-                     m_float64 ? "the CPU backend's, bit for bit (shaderFloat64)"
-                               : (supported.shaderFloat64 ? "f32 (TOKENSCOPE_VULKAN_EXACT=0)" : "f32 (the device has no shaderFloat64)"));
+        spdlog::info("Vulkan: device {} \"{}\" ({}), {}; {:.0f} MiB device-local, budget {:.0f} MiB; validation {}",
+                     chosen, rep.name, rep.type, rep.driver, double(rep.device_local_bytes) / 1048576.0,
+                     double(rep.budget_bytes) / 1048576.0, validation_active() ? "on" : "off");
+        spdlog::info(
+            "Vulkan limits: maxStorageBufferRange {} B (binding used: {} B), maxMemoryAllocationSize {} B, "
+            "minStorageBufferOffsetAlignment {}, maxComputeSharedMemorySize {} B, maxComputeWorkGroupInvocations {}, "
+            "maxComputeWorkGroupSize {}×{}×{}, maxComputeWorkGroupCount {}×{}×{}, maxPushConstantsSize {} B, "
+            "maxMemoryAllocationCount {}, subgroup size {}; arithmetic: {}",
+            m_limits.max_storage_buffer_range, m_max_binding, m_limits.max_allocation,
+            m_limits.min_storage_offset_alignment, m_limits.max_shared_memory, m_limits.max_invocations,
+            m_limits.max_group_size[0], m_limits.max_group_size[1], m_limits.max_group_size[2],
+            m_limits.max_group_count[0], m_limits.max_group_count[1], m_limits.max_group_count[2],
+            m_limits.max_push_constants, m_limits.max_allocations, m_limits.subgroup_size,
+            m_float64 ? "the CPU backend's, bit for bit (shaderFloat64)"
+                      : (supported.shaderFloat64 ? "f32 (TOKENSCOPE_VULKAN_EXACT=0)"
+                                                 : "f32 (the device has no shaderFloat64)"));
     } catch (...) {
         if (m_device)
             vkDestroyDevice(m_device, nullptr);
@@ -442,13 +486,16 @@ void Context::check(VkResult result, const char* what)
         m_lost = true;
     switch (result) {
     case VK_ERROR_OUT_OF_DEVICE_MEMORY:
-        throw Error(fmt::format("the Vulkan device ({}) ran out of memory while {}: use a smaller context or model, or the CPU backend",
-                                m_name, what));
+        throw Error(fmt::format(
+            "the Vulkan device ({}) ran out of memory while {}: use a smaller context or model, or the CPU backend",
+            m_name, what));
     case VK_ERROR_OUT_OF_HOST_MEMORY:
         throw Error(fmt::format("the Vulkan driver ran out of host memory while {}", what));
     case VK_ERROR_DEVICE_LOST:
-        throw Error(fmt::format("the Vulkan device ({}) was lost while {} (the driver reset or crashed); reopen the model or use "
-                                "the CPU backend", m_name, what));
+        throw Error(fmt::format(
+            "the Vulkan device ({}) was lost while {} (the driver reset or crashed); reopen the model or use "
+            "the CPU backend",
+            m_name, what));
     default:
         throw Error(fmt::format("Vulkan error {} ({}) while {}", result_name(result), int(result), what));
     }
@@ -473,7 +520,8 @@ uint32_t Context::memory_type(uint32_t type_bits, Memory memory) const
         t = find(VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
         break;
     case Memory::Download:
-        t = find(VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT | VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+        t = find(VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
+                 VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
         if (t < 0)
             t = find(VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
         break;
@@ -483,7 +531,8 @@ uint32_t Context::memory_type(uint32_t type_bits, Memory memory) const
     return uint32_t(t);
 }
 
-Pipeline& Context::pipeline(const std::string& name, uint32_t n_bindings, uint32_t push_bytes, std::vector<uint32_t> spec)
+Pipeline& Context::pipeline(const std::string& name, uint32_t n_bindings, uint32_t push_bytes,
+                            std::vector<uint32_t> spec)
 {
     std::string key = name;
     for (uint32_t s : spec)
@@ -495,8 +544,8 @@ Pipeline& Context::pipeline(const std::string& name, uint32_t n_bindings, uint32
     if (code.empty())
         throw Error(fmt::format("internal error: no embedded shader named {}", name));
     if (push_bytes > m_limits.max_push_constants)
-        throw UnsupportedError(fmt::format("shader {} needs {} bytes of push constants, the device allows {}", name, push_bytes,
-                                           m_limits.max_push_constants));
+        throw UnsupportedError(fmt::format("shader {} needs {} bytes of push constants, the device allows {}", name,
+                                           push_bytes, m_limits.max_push_constants));
     auto p = std::make_unique<Pipeline>();
     p->n_bindings = n_bindings;
     p->push_bytes = push_bytes;
@@ -545,12 +594,14 @@ Pipeline& Context::pipeline(const std::string& name, uint32_t n_bindings, uint32
 // Buffer
 // =============================================================================================
 
-Buffer::Buffer(Context* ctx, uint64_t size, Memory memory) : m_ctx(ctx), m_size(std::max<uint64_t>(4, (size + 3) & ~uint64_t(3)))
+Buffer::Buffer(Context* ctx, uint64_t size, Memory memory)
+    : m_ctx(ctx), m_size(std::max<uint64_t>(4, (size + 3) & ~uint64_t(3)))
 {
     VkDevice dev = ctx->device();
     VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
     info.size = m_size;
-    info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    info.usage =
+        VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
     info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
     const auto what = fmt::format("creating a buffer of {} bytes", m_size);
     ctx->check(vkCreateBuffer(dev, &info, nullptr, &m_buffer), what.c_str());
@@ -561,11 +612,13 @@ Buffer::Buffer(Context* ctx, uint64_t size, Memory memory) : m_ctx(ctx), m_size(
             throw Error(fmt::format("a buffer of {} bytes exceeds the device's largest allocation ({} bytes)", req.size,
                                     ctx->limits().max_allocation));
         if (ctx->allocations() + 1 > ctx->limits().max_allocations)
-            throw Error(fmt::format("the Vulkan device allows {} memory allocations, all in use", ctx->limits().max_allocations));
+            throw Error(fmt::format("the Vulkan device allows {} memory allocations, all in use",
+                                    ctx->limits().max_allocations));
         VkMemoryAllocateInfo alloc{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
         alloc.allocationSize = req.size;
         alloc.memoryTypeIndex = ctx->memory_type(req.memoryTypeBits, memory);
-        ctx->check(vkAllocateMemory(dev, &alloc, nullptr, &m_memory), fmt::format("allocating {} bytes", req.size).c_str());
+        ctx->check(vkAllocateMemory(dev, &alloc, nullptr, &m_memory),
+                   fmt::format("allocating {} bytes", req.size).c_str());
         ctx->count_allocation(1);
         ctx->check(vkBindBufferMemory(dev, m_buffer, m_memory, 0), "binding buffer memory");
         if (memory != Memory::Device)
@@ -576,9 +629,15 @@ Buffer::Buffer(Context* ctx, uint64_t size, Memory memory) : m_ctx(ctx), m_size(
     }
 }
 
-Buffer::~Buffer() { release(); }
+Buffer::~Buffer()
+{
+    release();
+}
 
-Buffer::Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+Buffer::Buffer(Buffer&& o) noexcept
+{
+    *this = std::move(o);
+}
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept
 {
@@ -749,8 +808,9 @@ void Recorder::barrier()
     b.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
                       VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
     vkCmdPipelineBarrier(m_cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &b, 0,
-                         nullptr, 0, nullptr);
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
+                             VK_PIPELINE_STAGE_HOST_BIT,
+                         0, 1, &b, 0, nullptr, 0, nullptr);
 }
 
 void Recorder::submit()

@@ -29,12 +29,12 @@ struct DeviceLimits {
     uint32_t max_group_count[3] = {};
     uint32_t max_push_constants = 0;
     uint32_t max_allocations = 0;
-    uint32_t subgroup_size = 0;            // 0 when the device cannot say (Vulkan 1.0)
+    uint32_t subgroup_size = 0; // 0 when the device cannot say (Vulkan 1.0)
 };
 
 struct ContextOptions {
-    int device = -1;               // index in vkEnumeratePhysicalDevices; -1: the best usable
-    bool validation = false;       // VK_LAYER_KHRONOS_validation + a counting messenger
+    int device = -1;                // index in vkEnumeratePhysicalDevices; -1: the best usable
+    bool validation = false;        // VK_LAYER_KHRONOS_validation + a counting messenger
     uint64_t max_binding_bytes = 0; // 0: the device limit; smaller values force row-range splits (tests)
 };
 
@@ -80,7 +80,10 @@ struct Range {
     uint64_t offset = 0;
     uint64_t size = VK_WHOLE_SIZE;
 };
-inline Range whole(const Buffer& b) { return {b.handle(), 0, b.size()}; }
+inline Range whole(const Buffer& b)
+{
+    return {b.handle(), 0, b.size()};
+}
 
 class Pipeline {
 public:

@@ -18,8 +18,8 @@ namespace engine::vk {
 
 namespace {
 
-constexpr uint32_t kThreads = 64;      // matmul.comp's rows per workgroup, and every other shader's lanes
-constexpr uint32_t kMatmulTokens = 4;  // matmul.comp's NT (tokens per invocation) for batches
+constexpr uint32_t kThreads = 64;     // matmul.comp's rows per workgroup, and every other shader's lanes
+constexpr uint32_t kMatmulTokens = 4; // matmul.comp's NT (tokens per invocation) for batches
 
 std::string lower(std::string_view s)
 {
@@ -74,7 +74,8 @@ uint32_t checked_u32(uint64_t v, const char* what)
 
 } // namespace
 
-void rope_cos_sin(float* out, uint32_t pos, uint32_t n_tokens, uint32_t n_rot, float base, float freq_scale, const float* factors)
+void rope_cos_sin(float* out, uint32_t pos, uint32_t n_tokens, uint32_t n_rot, float base, float freq_scale,
+                  const float* factors)
 {
     const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
     const uint32_t half_rot = n_rot / 2;
@@ -94,9 +95,19 @@ void rope_cos_sin(float* out, uint32_t pos, uint32_t n_tokens, uint32_t n_rot, f
 bool shader_reads(GgmlType type)
 {
     switch (type) {
-    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q4_0: case GgmlType::Q4_1:
-    case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0: case GgmlType::Q2_K: case GgmlType::Q3_K:
-    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16:
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q8_0:
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
         return true;
     default:
         return false;
@@ -123,7 +134,8 @@ void Uploader::upload(const Buffer& dst, uint64_t dst_offset, const void* data, 
     }
 }
 
-DeviceMatrix upload_matrix(Context& ctx, Uploader& up, GgmlType type, const void* data, uint32_t cols, uint32_t rows, uint64_t row_bytes)
+DeviceMatrix upload_matrix(Context& ctx, Uploader& up, GgmlType type, const void* data, uint32_t cols, uint32_t rows,
+                           uint64_t row_bytes)
 {
     if (!shader_reads(type))
         throw UnsupportedError(fmt::format("the Vulkan backend cannot read {} weights", ggml_type_name(type)));
@@ -135,8 +147,10 @@ DeviceMatrix upload_matrix(Context& ctx, Uploader& up, GgmlType type, const void
     // Whole rows per part; a part's buffer is padded to whole words, so leave room for that.
     const uint64_t max_rows = (ctx.max_binding() - 4) / row_bytes;
     if (max_rows == 0)
-        throw UnsupportedError(fmt::format("one row of a weight matrix ({} bytes) is larger than a storage-buffer binding may be "
-                                           "({} bytes)", row_bytes, ctx.max_binding()));
+        throw UnsupportedError(
+            fmt::format("one row of a weight matrix ({} bytes) is larger than a storage-buffer binding may be "
+                        "({} bytes)",
+                        row_bytes, ctx.max_binding()));
     const auto* bytes = static_cast<const std::byte*>(data);
     for (uint32_t r0 = 0; r0 < rows;) {
         const auto n = uint32_t(std::min<uint64_t>(max_rows, rows - r0));
@@ -179,7 +193,8 @@ Pipeline& Kernels::matmul_pipeline(GgmlType type, uint32_t tokens_per_invocation
 
 // The "_f64" variant of a shader (fused multiply-adds rounded once, double sums where the CPU's are:
 // bit-equal to the CPU backend) on devices with 64-bit floats, else the plain one.
-Pipeline& Kernels::pipeline(const std::string& name, uint32_t n_bindings, uint32_t push_bytes, std::vector<uint32_t> spec)
+Pipeline& Kernels::pipeline(const std::string& name, uint32_t n_bindings, uint32_t push_bytes,
+                            std::vector<uint32_t> spec)
 {
     return m_ctx.pipeline(m_ctx.has_float64() ? name + "_f64" : name, n_bindings, push_bytes, std::move(spec));
 }
@@ -212,31 +227,46 @@ void Kernels::prepare(const std::vector<GgmlType>& matmul_types, GgmlType embedd
 
 // ---- operations ---------------------------------------------------------------------------------
 
-uint32_t Kernels::quantize_act(Recorder& rec, GgmlType type, const Buffer& x, uint32_t x_offset, uint32_t n_tokens, uint32_t cols,
-                               const Buffer& act)
+uint32_t Kernels::quantize_act(Recorder& rec, GgmlType type, const Buffer& x, uint32_t x_offset, uint32_t n_tokens,
+                               uint32_t cols, const Buffer& act)
 {
     uint32_t format = 0, block = 32, words = 0;
     switch (activation_format(type)) {
-    case ActivationFormat::F32: return 0;
-    case ActivationFormat::F16: format = 1; words = 32; break;
-    case ActivationFormat::Q8_0: format = 2; words = 10; break;
-    case ActivationFormat::Q8_1: format = 4; words = 10; break;
-    case ActivationFormat::Q8_K: format = 3; block = 256; words = 81; break;
+    case ActivationFormat::F32:
+        return 0;
+    case ActivationFormat::F16:
+        format = 1;
+        words = 32;
+        break;
+    case ActivationFormat::Q8_0:
+        format = 2;
+        words = 10;
+        break;
+    case ActivationFormat::Q8_1:
+        format = 4;
+        words = 10;
+        break;
+    case ActivationFormat::Q8_K:
+        format = 3;
+        block = 256;
+        words = 81;
+        break;
     }
     const uint64_t elements = uint64_t(n_tokens) * cols;
     if (format != 1 && cols % block != 0)
-        throw Error(fmt::format("internal error: {} activations of width {} do not fill whole blocks", ggml_type_name(type), cols));
+        throw Error(fmt::format("internal error: {} activations of width {} do not fill whole blocks",
+                                ggml_type_name(type), cols));
     const uint64_t blocks = (elements + block - 1) / block;
     uint32_t gy = 1;
     const uint32_t gx = rec.split_groups(blocks, &gy);
-    const QuantizeActPush push{format == 1 ? checked_u32(elements, "an activation count") : cols, checked_u32(blocks, "a block count"),
-                               format, x_offset, gx};
+    const QuantizeActPush push{format == 1 ? checked_u32(elements, "an activation count") : cols,
+                               checked_u32(blocks, "a block count"), format, x_offset, gx};
     rec.dispatch(pipeline("quantize_act", 2, sizeof(push), {}), {whole(x), whole(act)}, &push, sizeof(push), gx, gy);
     return format == 1 ? cols : cols / block * words;
 }
 
-void Kernels::matmul(Recorder& rec, const DeviceMatrix& w, const Buffer& x, uint32_t x_offset, uint32_t n_tokens, const Buffer& y,
-                     uint32_t y_offset, uint32_t out_stride, const Buffer& act, uint32_t order_batch)
+void Kernels::matmul(Recorder& rec, const DeviceMatrix& w, const Buffer& x, uint32_t x_offset, uint32_t n_tokens,
+                     const Buffer& y, uint32_t y_offset, uint32_t out_stride, const Buffer& act, uint32_t order_batch)
 {
     const uint32_t act_words = quantize_act(rec, w.type, x, x_offset, n_tokens, w.cols, act);
     const bool quantized = act_words != 0;
@@ -254,13 +284,23 @@ void Kernels::matmul(Recorder& rec, const DeviceMatrix& w, const Buffer& x, uint
     for (const auto& part : w.parts) {
         uint32_t gy = 1;
         const uint32_t gx = rec.split_groups((part.rows + kThreads - 1) / kThreads, &gy);
-        const MatmulPush push{w.cols, part.rows, n_tokens, checked_u32(w.row_bytes, "a row's size"), part.row0, out_stride,
-                              quantized ? 0u : x_offset, quantized ? act_words : w.cols, y_offset, gx, batch_order};
+        const MatmulPush push{w.cols,
+                              part.rows,
+                              n_tokens,
+                              checked_u32(w.row_bytes, "a row's size"),
+                              part.row0,
+                              out_stride,
+                              quantized ? 0u : x_offset,
+                              quantized ? act_words : w.cols,
+                              y_offset,
+                              gx,
+                              batch_order};
         rec.dispatch(p, {whole(part.buffer), whole(input), whole(y)}, &push, sizeof(push), gx, gy, token_groups);
     }
 }
 
-void Kernels::get_rows(Recorder& rec, const DeviceMatrix& w, const Buffer& ids, uint32_t n_tokens, const Buffer& out, float scale)
+void Kernels::get_rows(Recorder& rec, const DeviceMatrix& w, const Buffer& ids, uint32_t n_tokens, const Buffer& out,
+                       float scale)
 {
     Pipeline& p = get_rows_pipeline(w.type);
     for (const auto& part : w.parts) {
@@ -269,18 +309,18 @@ void Kernels::get_rows(Recorder& rec, const DeviceMatrix& w, const Buffer& ids, 
     }
 }
 
-void Kernels::rmsnorm(Recorder& rec, const Buffer& x, uint32_t x_offset, const Buffer& weight, const Buffer& y, uint32_t y_offset,
-                      uint32_t width, uint32_t n_rows, float eps)
+void Kernels::rmsnorm(Recorder& rec, const Buffer& x, uint32_t x_offset, const Buffer& weight, const Buffer& y,
+                      uint32_t y_offset, uint32_t width, uint32_t n_rows, float eps)
 {
     uint32_t gy = 1;
     const uint32_t gx = rec.split_groups(n_rows, &gy);
     const RmsnormPush push{width, n_rows, x_offset, y_offset, eps, gx};
-    rec.dispatch(pipeline("rmsnorm", 3, sizeof(push), {kThreads}), {whole(x), whole(weight), whole(y)}, &push, sizeof(push),
-                 gx, gy);
+    rec.dispatch(pipeline("rmsnorm", 3, sizeof(push), {kThreads}), {whole(x), whole(weight), whole(y)}, &push,
+                 sizeof(push), gx, gy);
 }
 
-void Kernels::rope(Recorder& rec, const Buffer& x, uint32_t x_offset, const Buffer& cs, uint32_t cs_offset, uint32_t n_tokens,
-                   uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool neox, float scale)
+void Kernels::rope(Recorder& rec, const Buffer& x, uint32_t x_offset, const Buffer& cs, uint32_t cs_offset,
+                   uint32_t n_tokens, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool neox, float scale)
 {
     const uint64_t items = uint64_t(n_tokens) * n_heads * (head_dim / 2);
     uint32_t gy = 1;
@@ -289,31 +329,34 @@ void Kernels::rope(Recorder& rec, const Buffer& x, uint32_t x_offset, const Buff
     rec.dispatch(simple("rope", 2, sizeof(push)), {whole(x), whole(cs)}, &push, sizeof(push), gx, gy);
 }
 
-void Kernels::kv_store(Recorder& rec, const Buffer& k, const Buffer& v, const Buffer& k_cache, const Buffer& v_cache, uint32_t n_tokens,
-                       uint32_t n_kv_heads, uint32_t head_dim, uint32_t pos0, uint32_t n_ctx)
+void Kernels::kv_store(Recorder& rec, const Buffer& k, const Buffer& v, const Buffer& k_cache, const Buffer& v_cache,
+                       uint32_t n_tokens, uint32_t n_kv_heads, uint32_t head_dim, uint32_t pos0, uint32_t n_ctx)
 {
     const uint64_t items = uint64_t(n_tokens) * n_kv_heads * (head_dim / 2);
     uint32_t gy = 1;
     const uint32_t gx = rec.split_groups((items + kThreads - 1) / kThreads, &gy);
     const KvStorePush push{n_tokens, n_kv_heads, head_dim, pos0, n_ctx, gx};
-    rec.dispatch(simple("kv_store", 4, sizeof(push)), {whole(k), whole(v), whole(k_cache), whole(v_cache)}, &push, sizeof(push), gx, gy);
+    rec.dispatch(simple("kv_store", 4, sizeof(push)), {whole(k), whole(v), whole(k_cache), whole(v_cache)}, &push,
+                 sizeof(push), gx, gy);
 }
 
-void Kernels::attention(Recorder& rec, const AttentionShape& s, const Buffer& q, const Buffer& k_cache, const Buffer& v_cache,
-                        const Buffer& out, const Buffer* weights)
+void Kernels::attention(Recorder& rec, const AttentionShape& s, const Buffer& q, const Buffer& k_cache,
+                        const Buffer& v_cache, const Buffer& out, const Buffer* weights)
 {
     if (s.head_dim > kAttentionMaxHeadDim || s.head_dim % 2 != 0)
-        throw UnsupportedError(fmt::format("the Vulkan attention shader handles even head dimensions up to {} (the model has {})",
-                                           kAttentionMaxHeadDim, s.head_dim));
+        throw UnsupportedError(
+            fmt::format("the Vulkan attention shader handles even head dimensions up to {} (the model has {})",
+                        kAttentionMaxHeadDim, s.head_dim));
     if (s.n_tokens > m_ctx.limits().max_group_count[0] || s.n_heads > m_ctx.limits().max_group_count[1])
         throw Error("internal error: an attention dispatch exceeds the device's workgroup counts");
     if (!m_dummy)
         m_dummy = Buffer(&m_ctx, 16, Memory::Device);
-    const AttentionPush push{s.n_tokens, s.n_heads, s.n_kv_heads, s.head_dim, s.pos0, s.n_ctx, s.window, s.scale,
-                             weights ? 1u : 0u, s.pos0 + s.n_tokens, s.batched ? 1u : 0u};
+    const AttentionPush push{
+        s.n_tokens, s.n_heads,         s.n_kv_heads,        s.head_dim,         s.pos0, s.n_ctx, s.window,
+        s.scale,    weights ? 1u : 0u, s.pos0 + s.n_tokens, s.batched ? 1u : 0u};
     rec.dispatch(pipeline("attention", 5, sizeof(push), {}),
-                 {whole(q), whole(k_cache), whole(v_cache), whole(out), whole(weights ? *weights : m_dummy)}, &push, sizeof(push),
-                 s.n_tokens, s.n_heads);
+                 {whole(q), whole(k_cache), whole(v_cache), whole(out), whole(weights ? *weights : m_dummy)}, &push,
+                 sizeof(push), s.n_tokens, s.n_heads);
 }
 
 void Kernels::glu(Recorder& rec, const Buffer& gate, const Buffer& up, uint32_t n, uint32_t width, bool gelu)

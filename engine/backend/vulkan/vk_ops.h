@@ -43,7 +43,8 @@ private:
 };
 
 // Splits `rows` rows of `row_bytes` each into parts of at most `max_binding` bytes and uploads them.
-DeviceMatrix upload_matrix(Context& ctx, Uploader& up, GgmlType type, const void* data, uint32_t cols, uint32_t rows, uint64_t row_bytes);
+DeviceMatrix upload_matrix(Context& ctx, Uploader& up, GgmlType type, const void* data, uint32_t cols, uint32_t rows,
+                           uint64_t row_bytes);
 // A device buffer holding `data` (e.g. f32 norm weights).
 Buffer upload_buffer(Context& ctx, Uploader& up, const void* data, uint64_t bytes);
 // Device → host: `bytes` from `src` at `offset`.
@@ -51,7 +52,8 @@ void download(Context& ctx, const Buffer& src, uint64_t offset, void* out, uint6
 
 // The (cos, sin) pairs rope.comp reads for positions pos … pos + n_tokens − 1: out[t][i] for the
 // pair i < n_rot/2, computed exactly as the CPU backend's kernel_rope computes its angles.
-void rope_cos_sin(float* out, uint32_t pos, uint32_t n_tokens, uint32_t n_rot, float base, float freq_scale, const float* factors);
+void rope_cos_sin(float* out, uint32_t pos, uint32_t n_tokens, uint32_t n_rot, float base, float freq_scale,
+                  const float* factors);
 
 // True when the shaders decode this weight type.
 bool shader_reads(GgmlType type);
@@ -68,31 +70,33 @@ public:
     // CPU backend's dot product for w's type computes it for a batch of order_batch rows (its
     // summation order depends on the batch): x[x_offset + t·cols …] is first quantized into `act` in
     // the CPU's activation format for the type (quantize_act.comp) unless that format is f32.
-    void matmul(Recorder& rec, const DeviceMatrix& w, const Buffer& x, uint32_t x_offset, uint32_t n_tokens, const Buffer& y,
-                uint32_t y_offset, uint32_t out_stride, const Buffer& act, uint32_t order_batch);
+    void matmul(Recorder& rec, const DeviceMatrix& w, const Buffer& x, uint32_t x_offset, uint32_t n_tokens,
+                const Buffer& y, uint32_t y_offset, uint32_t out_stride, const Buffer& act, uint32_t order_batch);
     // act[t] = x[t] in the CPU's activation format for weight type `type`; returns the 32-bit words
     // per token written, 0 (nothing recorded) when that format is f32.
-    uint32_t quantize_act(Recorder& rec, GgmlType type, const Buffer& x, uint32_t x_offset, uint32_t n_tokens, uint32_t cols,
-                          const Buffer& act);
+    uint32_t quantize_act(Recorder& rec, GgmlType type, const Buffer& x, uint32_t x_offset, uint32_t n_tokens,
+                          uint32_t cols, const Buffer& act);
     // out[t] = decode(w.row(ids[t])) · scale, [n_tokens][cols].
-    void get_rows(Recorder& rec, const DeviceMatrix& w, const Buffer& ids, uint32_t n_tokens, const Buffer& out, float scale);
+    void get_rows(Recorder& rec, const DeviceMatrix& w, const Buffer& ids, uint32_t n_tokens, const Buffer& out,
+                  float scale);
     // y rows = rmsnorm(x rows) ⊙ weight; y may be x.
-    void rmsnorm(Recorder& rec, const Buffer& x, uint32_t x_offset, const Buffer& weight, const Buffer& y, uint32_t y_offset,
-                 uint32_t width, uint32_t n_rows, float eps);
-    // In place over x [n_tokens][n_heads][head_dim]; cs holds (cos, sin) [n_tokens][n_rot/2] from cs_offset (vec2 units).
-    void rope(Recorder& rec, const Buffer& x, uint32_t x_offset, const Buffer& cs, uint32_t cs_offset, uint32_t n_tokens,
-              uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool neox, float scale);
+    void rmsnorm(Recorder& rec, const Buffer& x, uint32_t x_offset, const Buffer& weight, const Buffer& y,
+                 uint32_t y_offset, uint32_t width, uint32_t n_rows, float eps);
+    // In place over x [n_tokens][n_heads][head_dim]; cs holds (cos, sin) [n_tokens][n_rot/2] from cs_offset (vec2
+    // units).
+    void rope(Recorder& rec, const Buffer& x, uint32_t x_offset, const Buffer& cs, uint32_t cs_offset,
+              uint32_t n_tokens, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool neox, float scale);
     // Writes k, v [n_tokens][n_kv_heads][head_dim] as F16 into the caches [n_kv_heads][n_ctx][head_dim] at pos0.
-    void kv_store(Recorder& rec, const Buffer& k, const Buffer& v, const Buffer& k_cache, const Buffer& v_cache, uint32_t n_tokens,
-                  uint32_t n_kv_heads, uint32_t head_dim, uint32_t pos0, uint32_t n_ctx);
+    void kv_store(Recorder& rec, const Buffer& k, const Buffer& v, const Buffer& k_cache, const Buffer& v_cache,
+                  uint32_t n_tokens, uint32_t n_kv_heads, uint32_t head_dim, uint32_t pos0, uint32_t n_ctx);
     struct AttentionShape {
         uint32_t n_tokens = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, pos0 = 0, n_ctx = 0, window = 0;
         float scale = 1.0f;
         bool batched = false; // the CPU's order for a request of 2+ tokens
     };
     // out [n_tokens][n_heads][head_dim]; weights (when not null) [n_tokens][n_heads][pos0 + n_tokens].
-    void attention(Recorder& rec, const AttentionShape& s, const Buffer& q, const Buffer& k_cache, const Buffer& v_cache,
-                   const Buffer& out, const Buffer* weights);
+    void attention(Recorder& rec, const AttentionShape& s, const Buffer& q, const Buffer& k_cache,
+                   const Buffer& v_cache, const Buffer& out, const Buffer* weights);
     // gate[i] = act(gate[i]) · up[i] for i < n (rows of `width` elements).
     void glu(Recorder& rec, const Buffer& gate, const Buffer& up, uint32_t n, uint32_t width, bool gelu);
     // The CPU backend's F16 GELU table, which GeGLU looks its values up in (bit-equal results).

@@ -15,21 +15,21 @@
 namespace engine {
 
 struct VulkanDeviceInfo {
-    uint32_t index = 0;          // as --device / VulkanBackendOptions::device take it
+    uint32_t index = 0;             // as --device / VulkanBackendOptions::device take it
     std::string name, type, driver; // type: "discrete GPU", "integrated GPU", "virtual GPU", "CPU", "other"
     uint64_t device_local_bytes = 0;
-    uint64_t budget_bytes = 0;   // free device-local memory per VK_EXT_memory_budget, else the heap size
-    bool usable = false;         // can run the shaders
-    std::string why_not;         // when not usable
+    uint64_t budget_bytes = 0; // free device-local memory per VK_EXT_memory_budget, else the heap size
+    bool usable = false;       // can run the shaders
+    std::string why_not;       // when not usable
 };
 
 // Every physical device the Vulkan loader lists. Never throws; empty when there is no loader or driver.
 std::vector<VulkanDeviceInfo> list_vulkan_devices();
 
 struct VulkanBackendOptions {
-    int device = -1;          // -1: the best usable device (discrete, then integrated, virtual, CPU)
-    uint32_t n_ctx = 4096;    // positions the KV cache may hold (capped at the model's training context)
-    bool validation = false;  // VK_LAYER_KHRONOS_validation with a counting messenger (debug builds, tests)
+    int device = -1;                // -1: the best usable device (discrete, then integrated, virtual, CPU)
+    uint32_t n_ctx = 4096;          // positions the KV cache may hold (capped at the model's training context)
+    bool validation = false;        // VK_LAYER_KHRONOS_validation with a counting messenger (debug builds, tests)
     uint64_t max_binding_bytes = 0; // 0: the device limit; smaller forces row-range splits (tests)
 };
 

@@ -61,8 +61,8 @@ inline __m256i nibbles_32(const uint8_t* qs)
 inline __m256i bits_to_bytes(uint32_t bits)
 {
     const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
-                                               _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                                                2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+                                               _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                                                2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
     const __m256i bit = _mm256_set1_epi64x(0x8040201008040201ll);
     return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
 }
@@ -149,8 +149,10 @@ float dot_q4_k(const void* w, const void* a, int64_t n)
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_mask);
             const __m256i y_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 64 * c));
             const __m256i y_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 64 * c + 32));
-            const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y_lo), _mm256_set1_epi16(static_cast<short>(sc[2 * c])));
-            const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y_hi), _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1])));
+            const __m256i p_lo =
+                _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y_lo), _mm256_set1_epi16(static_cast<short>(sc[2 * c])));
+            const __m256i p_hi =
+                _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y_hi), _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1])));
             isum = _mm256_add_epi32(isum, _mm256_add_epi32(p_lo, p_hi));
         }
         // Mins in 4 lanes: lane l holds m[2l]·(bsums of sub-block 2l) + m[2l+1]·(… 2l+1).
@@ -160,7 +162,8 @@ float dot_q4_k(const void* w, const void* a, int64_t n)
                       m[2 * l + 1] * (y[b].bsums[4 * l + 2] + y[b].bsums[4 * l + 3]);
         const float d = y[b].d * half(x);
         const float neg_dmin = -y[b].d * half(x + 2);
-        acc_m = _mm_fmadd_ps(_mm_set1_ps(neg_dmin), _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mins))), acc_m);
+        acc_m = _mm_fmadd_ps(_mm_set1_ps(neg_dmin),
+                             _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mins))), acc_m);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
     }
     acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
@@ -188,12 +191,15 @@ float dot_q5_k(const void* w, const void* a, int64_t n)
             const __m256i bit_lo = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * c), _mm256_set1_epi8(1));
             const __m256i bit_hi = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * c + 1), _mm256_set1_epi8(1));
             const __m256i lo = _mm256_or_si256(_mm256_and_si256(bytes, low_mask), _mm256_slli_epi16(bit_lo, 4));
-            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_mask), _mm256_slli_epi16(bit_hi, 4));
+            const __m256i hi =
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_mask), _mm256_slli_epi16(bit_hi, 4));
             const __m256i y_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 64 * c));
             const __m256i y_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 64 * c + 32));
-            isum = _mm256_add_epi32(isum, _mm256_add_epi32(
-                _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y_lo), _mm256_set1_epi16(static_cast<short>(sc[2 * c]))),
-                _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y_hi), _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1])))));
+            isum = _mm256_add_epi32(
+                isum, _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, y_lo),
+                                                         _mm256_set1_epi16(static_cast<short>(sc[2 * c]))),
+                                       _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y_hi),
+                                                         _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1])))));
         }
         int s2 = 0;
         for (int sub = 0; sub < 8; ++sub)
@@ -282,7 +288,8 @@ void dot_q8_0_x4(const void* w, const void* const a[4], int64_t n, float out[4])
         const float dx = half(x);
         for (int t = 0; t < 4; ++t) {
             const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs));
-            const __m256i prod = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_x, _mm256_sign_epi8(qy, qx)), _mm256_set1_epi16(1));
+            const __m256i prod =
+                _mm256_madd_epi16(_mm256_maddubs_epi16(abs_x, _mm256_sign_epi8(qy, qx)), _mm256_set1_epi16(1));
             acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * _cvtsh_ss(y[t][b].d)), _mm256_cvtepi32_ps(prod), acc[t]);
         }
     }
@@ -307,7 +314,8 @@ void dot_q5_0_x4(const void* w, const void* const a[4], int64_t n, float out[4])
         const float dx = half(x);
         for (int t = 0; t < 4; ++t) {
             const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs));
-            const __m256i prod = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(qy, q)), _mm256_set1_epi16(1));
+            const __m256i prod =
+                _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(qy, q)), _mm256_set1_epi16(1));
             acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * _cvtsh_ss(y[t][b].d)), _mm256_cvtepi32_ps(prod), acc[t]);
         }
     }
@@ -339,8 +347,10 @@ void dot_q4_k_x4(const void* w, const void* const a[4], int64_t n, float out[4])
             for (int c = 0; c < 4; ++c) {
                 const __m256i y_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 64 * c));
                 const __m256i y_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 64 * c + 32));
-                const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], y_lo), _mm256_set1_epi16(static_cast<short>(sc[2 * c])));
-                const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], y_hi), _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1])));
+                const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], y_lo),
+                                                       _mm256_set1_epi16(static_cast<short>(sc[2 * c])));
+                const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], y_hi),
+                                                       _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1])));
                 isum = _mm256_add_epi32(isum, _mm256_add_epi32(p_lo, p_hi));
             }
             int mins[4];
@@ -349,7 +359,8 @@ void dot_q4_k_x4(const void* w, const void* const a[4], int64_t n, float out[4])
                           m[2 * l + 1] * (y[t][b].bsums[4 * l + 2] + y[t][b].bsums[4 * l + 3]);
             const float d = y[t][b].d * dx;
             const float neg_dmin = -y[t][b].d * dminx;
-            acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(neg_dmin), _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mins))), acc_m[t]);
+            acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(neg_dmin),
+                                    _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mins))), acc_m[t]);
             acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc[t]);
         }
     }
@@ -378,7 +389,8 @@ void dot_q6_k_x4(const void* w, const void* const a[4], int64_t n, float out[4])
             const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h));
             const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h + 32));
             const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + 32 * h));
-            quarter[h][0] = _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_slli_epi16(_mm256_and_si256(hb, two_bits), 4));
+            quarter[h][0] =
+                _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_slli_epi16(_mm256_and_si256(hb, two_bits), 4));
             quarter[h][1] = _mm256_or_si256(_mm256_and_si256(l1, low_mask),
                                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), two_bits), 4));
             quarter[h][2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low_mask),
@@ -395,8 +407,10 @@ void dot_q6_k_x4(const void* w, const void* const a[4], int64_t n, float out[4])
             __m256i isum = _mm256_setzero_si256();
             for (int h = 0; h < 2; ++h)
                 for (int q = 0; q < 4; ++q) {
-                    const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 128 * h + 32 * q));
-                    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(quarter[h][q], qy), scale[h][q]));
+                    const __m256i qy =
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 128 * h + 32 * q));
+                    isum =
+                        _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(quarter[h][q], qy), scale[h][q]));
                 }
             int off[8];
             for (int l = 0; l < 8; ++l)
@@ -450,8 +464,10 @@ struct Q4kBlock {
         for (int c = 0; c < 4; ++c) {
             const __m256i y_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * c));
             const __m256i y_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * c + 32));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], y_lo), _mm256_set1_epi16(static_cast<short>(sc[2 * c]))));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], y_hi), _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]))));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], y_lo),
+                                                            _mm256_set1_epi16(static_cast<short>(sc[2 * c]))));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], y_hi),
+                                                            _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]))));
         }
         int s2 = 0;
         for (int sub = 0; sub < 8; ++sub)
@@ -476,7 +492,8 @@ struct Q6kBlock {
             const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h));
             const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h + 32));
             const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + 32 * h));
-            quarter[h][0] = _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_slli_epi16(_mm256_and_si256(hb, two_bits), 4));
+            quarter[h][0] =
+                _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_slli_epi16(_mm256_and_si256(hb, two_bits), 4));
             quarter[h][1] = _mm256_or_si256(_mm256_and_si256(l1, low_mask),
                                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), two_bits), 4));
             quarter[h][2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low_mask),
@@ -515,7 +532,8 @@ template <typename Block, int kBlockBytes> float dot_tiled(const void* w, const 
     return acc;
 }
 
-template <typename Block, int kBlockBytes> void dot_tiled_x4(const void* w, const void* const a[4], int64_t n, float out[4])
+template <typename Block, int kBlockBytes>
+void dot_tiled_x4(const void* w, const void* const a[4], int64_t n, float out[4])
 {
     const auto* x = static_cast<const uint8_t*>(w);
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -533,43 +551,62 @@ template <typename Block, int kBlockBytes> void dot_tiled_x4(const void* w, cons
 VecDotFn vec_dot_tiled_avx2(GgmlType type)
 {
     switch (type) {
-    case GgmlType::Q4_K: return dot_tiled<Q4kBlock, 144>;
-    case GgmlType::Q6_K: return dot_tiled<Q6kBlock, 210>;
-    default: return nullptr;
+    case GgmlType::Q4_K:
+        return dot_tiled<Q4kBlock, 144>;
+    case GgmlType::Q6_K:
+        return dot_tiled<Q6kBlock, 210>;
+    default:
+        return nullptr;
     }
 }
 
 VecDotX4Fn vec_dot_tiled_x4_avx2(GgmlType type)
 {
     switch (type) {
-    case GgmlType::Q4_K: return dot_tiled_x4<Q4kBlock, 144>;
-    case GgmlType::Q6_K: return dot_tiled_x4<Q6kBlock, 210>;
-    default: return nullptr;
+    case GgmlType::Q4_K:
+        return dot_tiled_x4<Q4kBlock, 144>;
+    case GgmlType::Q6_K:
+        return dot_tiled_x4<Q6kBlock, 210>;
+    default:
+        return nullptr;
     }
 }
 
 VecDotX4Fn vec_dot_x4_avx2(GgmlType type)
 {
     switch (type) {
-    case GgmlType::Q8_0: return dot_q8_0_x4;
-    case GgmlType::Q5_0: return dot_q5_0_x4;
-    case GgmlType::Q4_K: return dot_q4_k_x4;
-    case GgmlType::Q6_K: return dot_q6_k_x4;
-    default: return nullptr;
+    case GgmlType::Q8_0:
+        return dot_q8_0_x4;
+    case GgmlType::Q5_0:
+        return dot_q5_0_x4;
+    case GgmlType::Q4_K:
+        return dot_q4_k_x4;
+    case GgmlType::Q6_K:
+        return dot_q6_k_x4;
+    default:
+        return nullptr;
     }
 }
 
 VecDotFn vec_dot_avx2(GgmlType type)
 {
     switch (type) {
-    case GgmlType::Q8_0: return dot_q8_0;
-    case GgmlType::Q4_0: return dot_q4_0;
-    case GgmlType::Q5_0: return dot_q5_0;
-    case GgmlType::Q4_K: return dot_q4_k;
-    case GgmlType::Q5_K: return dot_q5_k;
-    case GgmlType::Q6_K: return dot_q6_k;
-    case GgmlType::F32: return dot_f32;
-    default: return nullptr;
+    case GgmlType::Q8_0:
+        return dot_q8_0;
+    case GgmlType::Q4_0:
+        return dot_q4_0;
+    case GgmlType::Q5_0:
+        return dot_q5_0;
+    case GgmlType::Q4_K:
+        return dot_q4_k;
+    case GgmlType::Q5_K:
+        return dot_q5_k;
+    case GgmlType::Q6_K:
+        return dot_q6_k;
+    case GgmlType::F32:
+        return dot_f32;
+    default:
+        return nullptr;
     }
 }
 
