@@ -32,10 +32,14 @@ std::size_t complete_utf8_prefix(std::string_view s)
 std::string_view stop_reason_name(StopReason reason)
 {
     switch (reason) {
-    case StopReason::None: return "none";
-    case StopReason::EndOfGeneration: return "end of generation";
-    case StopReason::MaxTokens: return "maximum tokens";
-    case StopReason::StopString: return "stop string";
+    case StopReason::None:
+        return "none";
+    case StopReason::EndOfGeneration:
+        return "end of generation";
+    case StopReason::MaxTokens:
+        return "maximum tokens";
+    case StopReason::StopString:
+        return "stop string";
     }
     return "?";
 }
@@ -60,11 +64,16 @@ double GenerationTrace::prefill_tokens_per_second() const
 std::string_view timeline_stage_name(TimelineStage stage)
 {
     switch (stage) {
-    case TimelineStage::Tokenize: return "tokenize";
-    case TimelineStage::Prefill: return "prefill";
-    case TimelineStage::Decode: return "decode";
-    case TimelineStage::Sample: return "sample";
-    case TimelineStage::Detokenize: return "detokenize";
+    case TimelineStage::Tokenize:
+        return "tokenize";
+    case TimelineStage::Prefill:
+        return "prefill";
+    case TimelineStage::Decode:
+        return "decode";
+    case TimelineStage::Sample:
+        return "sample";
+    case TimelineStage::Detokenize:
+        return "detokenize";
     }
     return "?";
 }
@@ -103,6 +112,7 @@ GenerationTrace generate(Session& session, Sampler& sampler, std::string_view pr
     if (prompt_ids.empty())
         throw Error("the prompt is empty: type some text first");
     trace.prompt_tokens = static_cast<uint32_t>(prompt_ids.size());
+    trace.prompt_ids = prompt_ids;
     trace.prefill = session.prefill(prompt_ids, options.capture, [&](uint32_t done, uint32_t total) {
         if (options.on_prefill_progress)
             options.on_prefill_progress(done, total);
@@ -119,7 +129,8 @@ GenerationTrace generate(Session& session, Sampler& sampler, std::string_view pr
     std::size_t shown = 0;
     std::vector<TokenId> history = prompt_ids;
     double forward_ms = 0.0;
-    int64_t token_start_ns = 0; // where this token's latency begins: the generation's start, then the previous token's end
+    int64_t token_start_ns =
+        0; // where this token's latency begins: the generation's start, then the previous token's end
     for (uint32_t step = 0;; ++step) {
         if (options.cancel && options.cancel->load()) {
             trace.cancelled = true;
@@ -135,19 +146,21 @@ GenerationTrace generate(Session& session, Sampler& sampler, std::string_view pr
         st.sample_ms = timeline.mark(TimelineStage::Sample, i).ms();
         if (!r.stages.empty()) {
             const auto& final_view = r.stages.back().top;
-            st.top.assign(final_view.begin(), final_view.begin() + std::ptrdiff_t(std::min(options.top_candidates, final_view.size())));
+            st.top.assign(final_view.begin(),
+                          final_view.begin() + std::ptrdiff_t(std::min(options.top_candidates, final_view.size())));
         }
         history.push_back(r.token);
-        const bool eog = std::find(tokenizer.vocab().end_of_generation.begin(), tokenizer.vocab().end_of_generation.end(),
-                                   r.token) != tokenizer.vocab().end_of_generation.end();
+        const bool eog =
+            std::find(tokenizer.vocab().end_of_generation.begin(), tokenizer.vocab().end_of_generation.end(),
+                      r.token) != tokenizer.vocab().end_of_generation.end();
         if (!eog)
             generated += tokenizer.token_to_piece(r.token, false);
         trace.stop = stop.check(r.token, generated, step + 1);
-        const std::size_t visible = trace.stop == StopReason::StopString
-                                        ? *stop.stop_string_position(generated)
-                                        : complete_utf8_prefix(std::string_view(generated).substr(
-                                              0, trace.stop == StopReason::None ? stop.safe_prefix_length(generated)
-                                                                                : generated.size()));
+        const std::size_t visible =
+            trace.stop == StopReason::StopString
+                ? *stop.stop_string_position(generated)
+                : complete_utf8_prefix(std::string_view(generated).substr(
+                      0, trace.stop == StopReason::None ? stop.safe_prefix_length(generated) : generated.size()));
         if (visible > shown && on_text)
             on_text(std::string_view(generated).substr(shown, visible - shown));
         shown = std::max(shown, visible);

@@ -19,8 +19,8 @@ namespace engine {
 enum class TimelineStage { Tokenize, Prefill, Decode, Sample, Detokenize };
 struct TimelineEvent {
     TimelineStage stage = TimelineStage::Tokenize;
-    int32_t step = -1;      // the generated token it belongs to (-1: tokenize and prefill)
-    int64_t begin_ns = 0;   // since the generation started
+    int32_t step = -1;    // the generated token it belongs to (-1: tokenize and prefill)
+    int64_t begin_ns = 0; // since the generation started
     int64_t end_ns = 0;
     double ms() const { return double(end_ns - begin_ns) / 1e6; }
 };
@@ -33,25 +33,26 @@ struct StepTrace {
     uint32_t step = 0;
     TokenId token = 0;
     float probability = 0.0f;
-    double ms = 0.0;                 // the forward pass that produced this token's logits (0 for token 0: the prefill)
+    double ms = 0.0; // the forward pass that produced this token's logits (0 for token 0: the prefill)
     double sample_ms = 0.0;
-    double detokenize_ms = 0.0;      // piece, stop check and text delivery
-    double latency_ms = 0.0;         // token 0: TTFT; then the inter-token latency (forward + sample + detokenize)
-    std::vector<Candidate> top;      // top candidates of the final distribution
-    KvAccounting kv;                 // after the step
+    double detokenize_ms = 0.0; // piece, stop check and text delivery
+    double latency_ms = 0.0;    // token 0: TTFT; then the inter-token latency (forward + sample + detokenize)
+    std::vector<Candidate> top; // top candidates of the final distribution
+    KvAccounting kv;            // after the step
 };
 
 struct GenerationTrace {
     uint32_t prompt_tokens = 0;
+    std::vector<TokenId> prompt_ids; // the prompt as the model received it (BOS included where added)
     PrefillReport prefill;
     double tokenize_ms = 0.0;
     double detokenize_ms = 0.0;
-    double ttft_ms = 0.0;            // prompt submitted → first token's text delivered (tokenize + prefill + sample + detokenize)
+    double ttft_ms = 0.0; // prompt submitted → first token's text delivered (tokenize + prefill + sample + detokenize)
     std::vector<TimelineEvent> events; // contiguous, in order
     std::vector<StepTrace> steps;
     StopReason stop = StopReason::None;
-    std::string text;                // generated text
-    bool cancelled = false;          // the cancel flag ended it (during prefill or between tokens)
+    std::string text;       // generated text
+    bool cancelled = false; // the cancel flag ended it (during prefill or between tokens)
     double decode_tokens_per_second() const;
     double prefill_tokens_per_second() const;
 };
@@ -61,7 +62,7 @@ struct GenerationOptions {
     std::vector<std::string> stop_strings;
     const std::atomic<bool>* cancel = nullptr; // checked between tokens and between prefill batches
     std::function<void(uint32_t done, uint32_t total)> on_prefill_progress;
-    std::size_t top_candidates = 10;           // kept per step in the trace
+    std::size_t top_candidates = 10; // kept per step in the trace
     // Captures taken on every pass (prefill batches and decode steps); read them with
     // session.last_captures() from on_prefill_progress and on_step.
     const CaptureRequest* capture = nullptr;

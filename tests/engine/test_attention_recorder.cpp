@@ -37,7 +37,8 @@ void TestAttentionRecorder::rowsComeFromTheRealPasses()
     Stepper stepper(session);
     AttentionRecorder recorder;
     const auto& c = m_model->config();
-    std::map<uint32_t, std::vector<float>> expected_row; // position → layer 2 head 1's row, from the pass that computed it
+    std::map<uint32_t, std::vector<float>>
+        expected_row; // position → layer 2 head 1's row, from the pass that computed it
     const auto record = [&] {
         const auto& captures = session.last_captures();
         QVERIFY(captures);
@@ -46,11 +47,12 @@ void TestAttentionRecorder::rowsComeFromTheRealPasses()
         for (const auto& a : captures->attention)
             if (a.layer == 2 && a.head == 1)
                 for (uint32_t i = 0; i < a.n_queries; ++i)
-                    expected_row[a.first_position + i].assign(a.weights.begin() + std::ptrdiff_t(i * a.n_keys),
-                                                              a.weights.begin() + std::ptrdiff_t(i * a.n_keys + a.first_position + i + 1));
+                    expected_row[a.first_position + i].assign(
+                        a.weights.begin() + std::ptrdiff_t(i * a.n_keys),
+                        a.weights.begin() + std::ptrdiff_t(i * a.n_keys + a.first_position + i + 1));
     };
     const auto ids = m_model->tokenizer().encode_ids("The recorder keeps every row of every pass.");
-    stepper.set_attention_capture(recorder.request(c.n_layer, c.n_head, uint32_t(ids.size()) + 8));
+    stepper.set_attention_capture(recorder.request(c, uint32_t(ids.size()) + 8));
     stepper.start(ids, StopCondition({}, 0, {}), [&](uint32_t, uint32_t) {
         record();
         return true;
@@ -83,7 +85,16 @@ void TestAttentionRecorder::rowsComeFromTheRealPasses()
     const auto* head = recorder.complete(2, 1);
     for (uint32_t p = 0; p < n; ++p)
         QCOMPARE(head->rows[p], expected_row.at(p)); // the row of the last pass that computed position p
-    QVERIFY(recorder.bytes() > 0);
+    // The budget's estimate is what the recording holds: rows, queries, and K/V once per KV head.
+    std::vector<uint32_t> layers(c.n_layer);
+    for (uint32_t il = 0; il < c.n_layer; ++il)
+        layers[il] = il;
+    QCOMPARE(recorder.bytes(), AttentionRecorder::bytes_needed(c, layers, n));
+    uint64_t kv = 0;
+    for (uint32_t il = 0; il < c.n_layer; ++il)
+        kv += uint64_t(c.n_head_kv[il]) * 2 * n * c.head_dim_k * sizeof(float);
+    QVERIFY(kv > 0 && recorder.bytes() > kv);
+    QCOMPARE(recorder.keys_values(*head).n_keys, n);
 }
 
 void TestAttentionRecorder::budgetKeepsTheFocusLayers()
@@ -91,9 +102,12 @@ void TestAttentionRecorder::budgetKeepsTheFocusLayers()
     AttentionRecorder recorder(1 << 20); // 1 MiB
     recorder.set_focus({4});
     const auto& c = m_model->config();
-    const CaptureRequest& small = recorder.request(c.n_layer, c.n_head, 16);
-    QCOMPARE(small.heads.size(), std::size_t(c.n_layer) * c.n_head[0]); // 72 × 16² / 2 floats fit
-    const CaptureRequest& large = recorder.request(c.n_layer, c.n_head, 1000);
+    // 8 tokens: 72 heads × (36 weights + 8 × 256 q) + 18 KV heads × 2 × 8 × 256 floats = 874 KiB fit
+    const CaptureRequest& small = recorder.request(c, 8);
+    QCOMPARE(small.heads.size(), std::size_t(c.n_layer) * c.n_head[0]);
+    // 16 tokens do not once the queries, keys and values are counted (1.7 MiB)
+    QCOMPARE(recorder.request(c, 16).heads.size(), std::size_t(c.n_head[4]));
+    const CaptureRequest& large = recorder.request(c, 1000);
     QCOMPARE(large.heads.size(), std::size_t(c.n_head[4]));
     for (const auto& [layer, h] : large.heads)
         QCOMPARE(layer, 4u);

@@ -24,7 +24,10 @@ using namespace tokenscope::ui;
 
 namespace {
 
-int argmax(const std::vector<float>& v) { return int(std::max_element(v.begin(), v.end()) - v.begin()); }
+int argmax(const std::vector<float>& v)
+{
+    return int(std::max_element(v.begin(), v.end()) - v.begin());
+}
 
 bool bit_equal(const std::vector<float>& a, const std::vector<float>& b)
 {
@@ -45,6 +48,7 @@ private slots:
     void selectionIsLinkedWithTheTokenizer();
     void playRunsToAStopReason();
     void emptyPromptIsRefusedClearly();
+    void sequenceSurvivesAChatReply();
 
 private:
     // Runs an action and waits for the state it produces.
@@ -162,7 +166,8 @@ void TestStepperPanel::forcedCandidateEntersTheSequence()
     QVERIFY(!state->tokens.back().prompt);
     QCOMPARE(int(state->tokens.size()), int(before->tokens.size()) + 1);
     QVERIFY(!bit_equal(*state->logits, *before->logits)); // the next distribution is a new one
-    QVERIFY2(m_panel->cacheSentence().contains(QString("reuses %1 cached K/V pairs; computes 1 new one").arg(before->tokens.size())),
+    QVERIFY2(m_panel->cacheSentence().contains(
+                 QString("reuses %1 cached K/V pairs; computes 1 new one").arg(before->tokens.size())),
              qPrintable(m_panel->cacheSentence()));
 }
 
@@ -266,6 +271,30 @@ void TestStepperPanel::emptyPromptIsRefusedClearly()
     act([&] { m_panel->prefill(); });
     QVERIFY2(m_panel->lastError().contains("The prompt is empty"), qPrintable(m_panel->lastError()));
     QCOMPARE(m_panel->state(), before); // the run shown stays as it was
+}
+
+void TestStepperPanel::sequenceSurvivesAChatReply()
+{
+    m_panel->setPrompt(m_prompt);
+    auto state = act([&] { m_panel->prefill(); });
+    QVERIFY(state);
+    state = act([&] { m_panel->step(); });
+    QVERIFY(state && state->action == "step");
+    const auto before = state->history;
+
+    // A chat reply in between runs on the chat's own session.
+    QSignalSpy finished(m_engine.get(), &EngineController::replyFinished);
+    SamplingSettings s;
+    s.temperature = 0.0f;
+    s.max_tokens = 6;
+    m_engine->sendChat({{"user", "Something else entirely."}}, s);
+    QVERIFY(finished.wait(120000));
+
+    state = act([&] { m_panel->step(); });
+    QVERIFY2(state && state->action == "step", qPrintable(m_panel->lastError()));
+    QCOMPARE(int(state->history.size()), int(before.size()) + 1); // the stepper's sequence, one token longer
+    QVERIFY(std::equal(before.begin(), before.end(), state->history.begin()));
+    QCOMPARE(state->kv_tokens, int(state->history.size()));
 }
 
 QTEST_MAIN(TestStepperPanel)

@@ -74,8 +74,8 @@ EngineController::~EngineController()
 
 template <typename Call> void EngineController::post(Call call)
 {
-    QMetaObject::invokeMethod(m_worker, [worker = m_worker, call = std::move(call)]() mutable { call(*worker); },
-                              Qt::QueuedConnection);
+    QMetaObject::invokeMethod(
+        m_worker, [worker = m_worker, call = std::move(call)]() mutable { call(*worker); }, Qt::QueuedConnection);
 }
 
 CancelToken EngineController::track(quint64 request_id)
@@ -191,6 +191,11 @@ quint64 EngineController::checkFit(std::vector<ChatTurn> turns, const SamplingSe
     request.sampling = sampling;
     post([request](EngineWorker& w) { w.checkFit(request); });
     return request.id;
+}
+
+void EngineController::setAttentionWatched(bool watched)
+{
+    post([watched](EngineWorker& w) { w.setAttentionWatched(watched); });
 }
 
 void EngineController::resetConversation()

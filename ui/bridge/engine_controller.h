@@ -24,9 +24,10 @@ public:
     ~EngineController() override;
 
     // backend: "cpu", "vulkan" or "auto"; device: a Vulkan device index, -1 for the best.
-    quint64 loadModel(const QString& path, int threads = 0, quint32 n_ctx = 4096, const QString& backend = "cpu", int device = -1);
+    quint64 loadModel(const QString& path, int threads = 0, quint32 n_ctx = 4096, const QString& backend = "cpu",
+                      int device = -1);
     quint64 sendChat(std::vector<ChatTurn> turns, const SamplingSettings& sampling);
-    void stop();                // every outstanding cancellable request: a running one after its current token
+    void stop();                     // every outstanding cancellable request: a running one after its current token
     void cancel(quint64 request_id); // that request only
     void setLoadGate(std::shared_ptr<LoadGate> gate) { m_gate = std::move(gate); } // tests: goes with the next loads
     void resetConversation();
@@ -39,6 +40,9 @@ public:
     void probeMachine();
     quint64 countTurns(const QStringList& roles, const QStringList& texts);
     quint64 captureAttention(const QString& text, bool current_sequence, const QList<int>& layers);
+    // A view that shows attention says when it is on screen; the chat and the stepper record
+    // attention only while one is.
+    void setAttentionWatched(bool watched);
     bool busy() const { return m_busy; }
     std::shared_ptr<const ModelSummary> model() const { return m_model; }
     // Requests that can still be cancelled (tests).

@@ -23,13 +23,13 @@ struct ModelSummary {
     QString architecture;
     quint64 parameters = 0;
     quint64 file_size = 0;
-    QString quant_types;   // e.g. "Q8_0, Q5_0, Q4_K, Q6_K, F32"
+    QString quant_types; // e.g. "Q8_0, Q5_0, Q4_K, Q6_K, F32"
     quint32 context_length = 0;
-    quint32 n_ctx = 0;     // context the session was created with
-    QString backend;       // "CPU (2 threads) AVX2", "Vulkan: …"
-    QString backend_note;  // why it is not the backend asked for (a fallback), else empty
+    quint32 n_ctx = 0;    // context the session was created with
+    QString backend;      // "CPU (2 threads) AVX2", "Vulkan: …"
+    QString backend_note; // why it is not the backend asked for (a fallback), else empty
     int threads = 0;
-    QString chat_format;   // "Gemma", "ChatML", …
+    QString chat_format;            // "Gemma", "ChatML", …
     bool instruction_tuned = false; // engine::model_kind: an instruct/chat model, not a base model
 };
 
@@ -63,10 +63,11 @@ struct ReplyStats {
     double ttft_ms = 0.0;
     double tokens_per_second = 0.0;
     QString stop_reason;
-    QString prompt_text;            // exactly what the model received, after the chat template
-    QStringList prompt_pieces;      // its tokens
-    QString notice;                 // e.g. the context policy's message
+    QString prompt_text;       // exactly what the model received, after the chat template
+    QStringList prompt_pieces; // its tokens
+    QString notice;            // e.g. the context policy's message
     bool cancelled = false;
+    quint64 attention_bytes = 0; // what the attention recording holds after the reply (0: no view watched)
 };
 
 struct TokenSpan {
@@ -97,8 +98,8 @@ struct StepperSettings {
 
 struct StepperToken {
     int id = 0;
-    QString text;   // what it stands for, whitespace visible; byte tokens as <0xNN>
-    QString type;   // normal, control, byte, …
+    QString text; // what it stands for, whitespace visible; byte tokens as <0xNN>
+    QString type; // normal, control, byte, …
     bool prompt = true;
     bool forced = false;
     float probability = 0.0f; // generated tokens: in the distribution they were drawn from
@@ -116,7 +117,7 @@ struct StepperState {
     QString error;                    // when action is error
     std::vector<StepperToken> tokens; // the whole sequence
     int prompt_length = 0;
-    int steps = 0;                    // generated tokens
+    int steps = 0; // generated tokens
     // The prefill
     int prefill_computed = 0;
     int prefill_reused = 0;
@@ -137,40 +138,40 @@ struct StepperState {
     std::shared_ptr<const std::vector<float>> logits;
     std::vector<int> history;
     std::vector<std::vector<LensCandidate>> lens; // per layer, best first; empty when off
-    QStringList branches;             // "at 12: ␣blue␣sky (2 tokens)"
+    QStringList branches;                         // "at 12: ␣blue␣sky (2 tokens)"
     // The model's tokenizer (immutable, safe on any thread), for naming candidate tokens.
     std::shared_ptr<const engine::Tokenizer> tokenizer;
-    QString stop_reason;              // empty while the run can go on
+    QString stop_reason; // empty while the run can go on
     QString generated_text;
 };
 
 // The KV cache as the engine accounts for it, after a forward pass (chat or stepper).
 struct KvLayerState {
-    int tokens_in_use = 0;   // positions attention can see (sliding windows cap it)
-    int blocks = 0;          // blocks allocated
-    int first_stored = 0;    // oldest position still held
-    int window = 0;          // 0: global layer
+    int tokens_in_use = 0; // positions attention can see (sliding windows cap it)
+    int blocks = 0;        // blocks allocated
+    int first_stored = 0;  // oldest position still held
+    int window = 0;        // 0: global layer
     quint64 bytes_in_use = 0;
     quint64 bytes_allocated = 0;
 };
 
 struct KvSnapshot {
-    QString source;                  // "chat" | "stepper" | "reset"
+    QString source; // "chat" | "stepper" | "reset"
     int n_ctx = 0;
     int block_tokens = 0;
-    int blocks_per_layer = 0;        // n_ctx / block_tokens, rounded up
+    int blocks_per_layer = 0; // n_ctx / block_tokens, rounded up
     int tokens_cached = 0;
-    int prompt_tokens = 0;           // of the current request
-    int reused_tokens = 0;           // of those, taken from the cache (shared prefix)
+    int prompt_tokens = 0; // of the current request
+    int reused_tokens = 0; // of those, taken from the cache (shared prefix)
     int n_layers = 0;
     int n_kv_heads = 0;
     int head_dim = 0;
-    int bytes_per_value = 2;         // F16
+    int bytes_per_value = 2; // F16
     quint64 bytes_in_use = 0;
     quint64 bytes_allocated = 0;
-    quint64 bytes_per_block = 0;     // one layer's block, K and V of every KV head
+    quint64 bytes_per_block = 0; // one layer's block, K and V of every KV head
     quint64 weight_bytes = 0;
-    quint64 device_total = 0;        // memory of the backend's device (RAM for the CPU)
+    quint64 device_total = 0; // memory of the backend's device (RAM for the CPU)
     quint64 device_available = 0;
     QString device;
     std::vector<KvLayerState> layers;
@@ -183,16 +184,16 @@ struct KvContents {
     int kv_head = 0;
     int head_dim = 0;
     int n_positions = 0;
-    std::vector<float> keys;   // [n_positions][head_dim]
+    std::vector<float> keys; // [n_positions][head_dim]
     std::vector<float> values;
-    std::vector<bool> held;    // false where a sliding window freed the position
+    std::vector<bool> held; // false where a sliding window freed the position
     std::vector<StepperToken> tokens;
     QString error;
 };
 
 // One generation's measured timeline (chat reply or stepper run).
 struct TimelineEventUi {
-    int stage = 0;     // engine::TimelineStage
+    int stage = 0; // engine::TimelineStage
     int step = -1;
     qint64 begin_ns = 0;
     qint64 end_ns = 0;
@@ -204,14 +205,14 @@ struct TimelineStepUi {
     double forward_ms = 0.0;
     double sample_ms = 0.0;
     double detokenize_ms = 0.0;
-    double latency_ms = 0.0;     // TTFT for step 0, then the inter-token latency
-    double flops = 0.0;          // of the forward pass that produced its logits
-    double bytes_read = 0.0;     // weights + KV read by that pass
+    double latency_ms = 0.0; // TTFT for step 0, then the inter-token latency
+    double flops = 0.0;      // of the forward pass that produced its logits
+    double bytes_read = 0.0; // weights + KV read by that pass
 };
 
 struct TimelineSnapshot {
-    QString source;              // "chat" | "stepper"
-    bool live = false;           // more steps are coming
+    QString source;    // "chat" | "stepper"
+    bool live = false; // more steps are coming
     std::vector<TimelineEventUi> events;
     std::vector<TimelineStepUi> steps;
     double tokenize_ms = 0.0;
@@ -221,7 +222,7 @@ struct TimelineSnapshot {
     double prefill_flops = 0.0;
     double prefill_bytes = 0.0;
     double ttft_ms = 0.0;
-    QString note;                // e.g. "waiting between your clicks left out"
+    QString note; // e.g. "waiting between your clicks left out"
 };
 
 struct MachinePeaksUi {
@@ -236,8 +237,8 @@ struct AttentionHead {
     int layer = 0;
     int head = 0;
     int kv_head = 0;
-    float scale = 1.0f;        // applied to q·k before the softmax
-    int n = 0;                 // tokens (rows and columns)
+    float scale = 1.0f; // applied to q·k before the softmax
+    int n = 0;          // tokens (rows and columns)
     int head_dim = 0;
     std::vector<float> weights; // [n][n]: row = query, column = key; masked entries exactly 0
     std::vector<float> q;       // [n][head_dim] post-RoPE queries (as used in q·k)
@@ -247,17 +248,17 @@ struct AttentionHead {
 
 struct AttentionSnapshot {
     quint64 request_id = 0;
-    QString source;            // "prompt" | "sequence"
+    QString source; // "prompt" | "sequence"
     QString text;
     QString error;
     std::vector<StepperToken> tokens;
     int n_layers = 0;
     std::vector<int> heads_per_layer;
     std::vector<int> kv_heads_per_layer;
-    std::vector<int> window;   // per layer, 0 = global
+    std::vector<int> window;          // per layer, 0 = global
     std::vector<AttentionHead> heads; // those captured
-    quint64 bytes = 0;         // memory the captures take
-    double ms = 0.0;           // the forward pass
+    quint64 bytes = 0;                // memory the captures take
+    double ms = 0.0;                  // the forward pass
     const AttentionHead* find(int layer, int head) const
     {
         for (const auto& h : heads)

@@ -2,17 +2,17 @@
 #include "bridge/engine_worker.h"
 
 #include "backend/backend.h"
-#include "chat/chat_prompt.h"
-#include "chat/context_policy.h"
-#include "chat/chat_template.h"
-#include "model/model.h"
-#include "model/model_kind.h"
-#include "quant/vec_dot.h"
 #include "backend/backend_factory.h"
 #include "bridge/sampler_settings.h"
 #include "bridge/token_text.h"
+#include "chat/chat_prompt.h"
+#include "chat/chat_template.h"
+#include "chat/context_policy.h"
 #include "model/forward_cost.h"
 #include "model/memory_plan.h"
+#include "model/model.h"
+#include "model/model_kind.h"
+#include "quant/vec_dot.h"
 #include "session/generator.h"
 #include "session/stepper.h"
 #include "util/error.h"
@@ -43,7 +43,8 @@ QString quant_mix(const engine::Model& model)
 
 // The chat reply's timeline as the panel draws it, with each forward pass's work (for achieved
 // FLOP/s and bytes/s).
-std::shared_ptr<TimelineSnapshot> timeline_of(const engine::GenerationTrace& trace, const engine::Model& model, bool live)
+std::shared_ptr<TimelineSnapshot> timeline_of(const engine::GenerationTrace& trace, const engine::Model& model,
+                                              bool live)
 {
     auto t = std::make_shared<TimelineSnapshot>();
     t->source = "chat";
@@ -118,14 +119,17 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx, co
             emit loadFailed(tr("Loading was cancelled."));
             return; // the partly loaded model is released here
         }
-        const engine::BackendKind kind = engine::parse_backend_kind(backend_name.toStdString()).value_or(engine::BackendKind::Cpu);
-        emit loadProgress(60, kind == engine::BackendKind::Cpu ? tr("Preparing the CPU backend") : tr("Preparing the %1 backend").arg(backend_name));
+        const engine::BackendKind kind =
+            engine::parse_backend_kind(backend_name.toStdString()).value_or(engine::BackendKind::Cpu);
+        emit loadProgress(60, kind == engine::BackendKind::Cpu ? tr("Preparing the CPU backend")
+                                                               : tr("Preparing the %1 backend").arg(backend_name));
         std::string fallback;
         auto backend = engine::make_backend(kind, model, n_ctx, threads, &fallback, device);
         auto summary = std::make_shared<ModelSummary>();
         const auto& c = model->config();
         summary->path = path;
-        summary->name = QString::fromStdString(c.name.empty() ? QFileInfo(path).completeBaseName().toStdString() : c.name);
+        summary->name =
+            QString::fromStdString(c.name.empty() ? QFileInfo(path).completeBaseName().toStdString() : c.name);
         summary->architecture = QString::fromStdString(c.architecture);
         summary->parameters = model->parameter_count();
         summary->file_size = model->file().file_size();
@@ -143,13 +147,16 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx, co
         // Prefill in batches of 128 positions: Stop is honoured between batches (the summation
         // order, and so the numbers, are those of any batch of 8 or more).
         m_stepper.reset(); // it refers to the session being replaced
+        m_stepper_session.reset();
         m_attention_session.reset();
         m_recorder.clear();
-        m_stepper_tokens.clear();
         m_session = std::make_unique<engine::Session>(model, std::move(backend), 128);
+        m_active = m_session.get();
         m_model = std::move(model);
         m_threads = threads;
         m_n_ctx = summary->n_ctx;
+        m_backend_name = backend_name;
+        m_device = device;
         emit loadProgress(100, tr("Ready"));
         spdlog::info("loaded {} ({})", path.toStdString(), summary->backend.toStdString());
         emit modelLoaded(std::move(summary));
@@ -180,7 +187,8 @@ void EngineWorker::tokenize(quint64 request_id, const QString& text)
     out->text = text;
     out->utf8 = text.toUtf8();
     const auto& tokenizer = m_model->tokenizer();
-    for (const engine::Token& t : tokenizer.encode(std::string_view(out->utf8.constData(), std::size_t(out->utf8.size())))) {
+    for (const engine::Token& t :
+         tokenizer.encode(std::string_view(out->utf8.constData(), std::size_t(out->utf8.size())))) {
         TokenSpan span;
         span.id = t.id;
         span.begin = int(t.byte_begin);
@@ -197,9 +205,32 @@ void EngineWorker::resetConversation()
 {
     if (m_session) {
         m_session->truncate(0);
+        activate(*m_session);
         m_recorder.clear();
         emitKv("reset", 0, 0);
     }
+}
+
+engine::Session* EngineWorker::activate(engine::Session& session)
+{
+    if (m_active != &session) {
+        m_recorder.clear(); // the recording was of the other sequence
+        m_active = &session;
+    }
+    return m_active;
+}
+
+engine::Session& EngineWorker::stepperSession()
+{
+    if (!m_stepper_session) {
+        const engine::BackendKind kind =
+            engine::parse_backend_kind(m_backend_name.toStdString()).value_or(engine::BackendKind::Cpu);
+        std::string fallback;
+        auto backend = engine::make_backend(kind, m_model, m_n_ctx, m_threads, &fallback, m_device);
+        spdlog::info("stepper: a session of its own on {}", backend->name());
+        m_stepper_session = std::make_unique<engine::Session>(m_model, std::move(backend), 128);
+    }
+    return *m_stepper_session;
 }
 
 void EngineWorker::generateReply(const ChatRequest& request, CancelToken cancel)
@@ -209,6 +240,7 @@ void EngineWorker::generateReply(const ChatRequest& request, CancelToken cancel)
         return;
     }
     emit replyStarted(request.id);
+    activate(*m_session);
     if (cancel->load()) { // stopped while it waited in the queue: nothing runs
         auto stats = std::make_shared<ReplyStats>();
         stats->request_id = request.id;
@@ -220,7 +252,8 @@ void EngineWorker::generateReply(const ChatRequest& request, CancelToken cancel)
     try {
         const auto& tokenizer = m_model->tokenizer();
         const int reserve = std::max(16, request.sampling.max_tokens);
-        const engine::ChatPrompt chat = engine::build_chat_prompt(*m_model, to_messages(request.turns), m_n_ctx, size_t(reserve));
+        const engine::ChatPrompt chat =
+            engine::build_chat_prompt(*m_model, to_messages(request.turns), m_n_ctx, size_t(reserve));
         const engine::FitResult& fit = chat.fit;
         if (!fit.fits) {
             emit replyFailed(request.id, QString::fromStdString(fit.notice));
@@ -252,8 +285,9 @@ void EngineWorker::generateReply(const ChatRequest& request, CancelToken cancel)
             }
         };
         const engine::GenerationTrace trace =
-            engine::generate(*m_session, sampler, prompt, options,
-                             [&](std::string_view delta) { emit replyDelta(request.id, QString::fromUtf8(delta.data(), qsizetype(delta.size()))); });
+            engine::generate(*m_session, sampler, prompt, options, [&](std::string_view delta) {
+                emit replyDelta(request.id, QString::fromUtf8(delta.data(), qsizetype(delta.size())));
+            });
 
         m_last_prompt_tokens = int(trace.prompt_tokens);
         emitKv("chat", int(trace.prompt_tokens), int(trace.prefill.reused));
@@ -269,11 +303,13 @@ void EngineWorker::generateReply(const ChatRequest& request, CancelToken cancel)
         stats->ttft_ms = trace.ttft_ms;
         stats->tokens_per_second = trace.decode_tokens_per_second();
         stats->cancelled = trace.cancelled;
-        stats->stop_reason = stats->cancelled ? tr("stopped by you") : QString::fromUtf8(engine::stop_reason_name(trace.stop).data());
+        stats->stop_reason =
+            stats->cancelled ? tr("stopped by you") : QString::fromUtf8(engine::stop_reason_name(trace.stop).data());
         stats->prompt_text = QString::fromStdString(prompt);
-        for (engine::TokenId id : tokenizer.encode_ids(prompt))
+        for (engine::TokenId id : trace.prompt_ids) // as the model received them, not tokenized again
             stats->prompt_pieces << QString::fromStdString(tokenizer.vocab().tokens[std::size_t(id)]);
         stats->notice = QString::fromStdString(fit.notice);
+        stats->attention_bytes = m_recorder.bytes();
         emit replyFinished(std::move(stats));
     } catch (const std::exception& e) {
         spdlog::warn("generation failed: {}", e.what());

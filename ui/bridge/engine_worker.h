@@ -29,15 +29,16 @@ public:
     ~EngineWorker() override;
 
     // `gate` (tests) pauses the load at 50%.
-    void loadModel(const QString& path, int threads, quint32 n_ctx, const QString& backend, int device, CancelToken cancel,
-                   std::shared_ptr<LoadGate> gate);
+    void loadModel(const QString& path, int threads, quint32 n_ctx, const QString& backend, int device,
+                   CancelToken cancel, std::shared_ptr<LoadGate> gate);
     void generateReply(const tokenscope::ui::ChatRequest& request, CancelToken cancel);
     void resetConversation();
     // Would this conversation (with the draft) fit the context? Answers with fitChecked.
     void checkFit(const tokenscope::ui::ChatRequest& request);
     void tokenize(quint64 request_id, const QString& text);
     // The decode stepper: each answers with one stepperState.
-    void stepperStart(quint64 request_id, const QString& prompt, const tokenscope::ui::StepperSettings& settings, CancelToken cancel);
+    void stepperStart(quint64 request_id, const QString& prompt, const tokenscope::ui::StepperSettings& settings,
+                      CancelToken cancel);
     void stepperStep(quint64 request_id, const tokenscope::ui::StepperSettings& settings, int forced_token);
     void stepperBack(quint64 request_id, const tokenscope::ui::StepperSettings& settings);
     // The KV cache's contents for one layer and KV head: answers with kvContents.
@@ -51,6 +52,9 @@ public:
     // pass on a separate session, so the chat's cache is left alone. Answers with attentionReady.
     void captureAttention(quint64 request_id, const QString& text, bool current_sequence, const QList<int>& layers,
                           CancelToken cancel);
+    // Whether some view shows attention: only then do the chat's and the stepper's passes record
+    // it (turning it off drops the recording).
+    void setAttentionWatched(bool watched);
 
 signals:
     void loadProgress(int percent, const QString& what);
@@ -77,23 +81,34 @@ private:
     bool stepperIsCurrent(quint64 request_id);
     void emitKv(const QString& source, int prompt_tokens, int reused_tokens);
     void emitStepperTimeline();
-    std::vector<StepperToken> sequenceTokens(int prompt_length) const; // the session's sequence
+    std::vector<StepperToken> sequenceTokens(int prompt_length) const; // the active session's sequence
+    int activePromptLength() const; // of the active session: the stepper's prompt or the chat's last
     std::vector<StepperToken> tokensOf(const std::vector<int32_t>& ids, int prompt_length) const;
     // What the next passes capture for the attention explorer (recorded as the model runs).
     const engine::CaptureRequest& recordingRequest(uint32_t next_length);
     void record();
     bool snapshotFromRecording(AttentionSnapshot& s, const QList<int>& layers, int prompt_length);
 
+    // The session the chat and the other views use last: the KV views, the attention recorder and
+    // "current sequence" follow it. Switching between the chat and the stepper drops the recording.
+    engine::Session* activate(engine::Session& session);
+    // The stepper's own session, made on its first prefill (same backend kind as the chat's).
+    engine::Session& stepperSession();
+
     std::shared_ptr<const engine::Model> m_model;
-    std::unique_ptr<engine::Session> m_session;
+    std::unique_ptr<engine::Session> m_session;         // the chat's
+    std::unique_ptr<engine::Session> m_stepper_session; // the stepper's: a chat reply leaves its sequence alone
+    engine::Session* m_active = nullptr;
     std::unique_ptr<engine::Stepper> m_stepper;
     std::unique_ptr<engine::Session> m_attention_session; // the attention explorer's own, one pass per request
     engine::AttentionRecorder m_recorder;                 // attention of the session's real passes
-    std::vector<int32_t> m_stepper_tokens; // the sequence the stepper left; the chat may have changed it since
+    bool m_attention_watched = false;
     double m_stepper_tokenize_ms = 0.0;
     int m_last_prompt_tokens = 0; // of the last chat request, for the KV views' prompt/generated marks
     int m_threads = 0;
     quint32 m_n_ctx = 0;
+    QString m_backend_name; // as the load asked for it, for the stepper's session
+    int m_device = -1;
 };
 
 } // namespace tokenscope::ui

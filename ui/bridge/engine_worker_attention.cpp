@@ -17,22 +17,31 @@ namespace tokenscope::ui {
 
 const engine::CaptureRequest& EngineWorker::recordingRequest(uint32_t next_length)
 {
-    const auto& c = m_model->config();
-    return m_recorder.request(c.n_layer, c.n_head, std::min<uint32_t>(next_length, m_n_ctx));
+    static const engine::CaptureRequest nothing;
+    if (!m_attention_watched)
+        return nothing; // no view shows attention: the passes record nothing
+    return m_recorder.request(m_model->config(), std::min<uint32_t>(next_length, m_n_ctx));
+}
+
+void EngineWorker::setAttentionWatched(bool watched)
+{
+    m_attention_watched = watched;
+    if (!watched)
+        m_recorder.clear(); // what a closed view would show later is recomputed on demand
 }
 
 void EngineWorker::record()
 {
-    if (m_session && m_session->last_captures())
-        m_recorder.add(*m_session->last_captures());
-    if (m_session)
-        m_recorder.truncate(uint32_t(m_session->tokens().size()));
+    if (m_active && m_active->last_captures())
+        m_recorder.add(*m_active->last_captures());
+    if (m_active)
+        m_recorder.truncate(uint32_t(m_active->tokens().size()));
 }
 
 bool EngineWorker::snapshotFromRecording(AttentionSnapshot& s, const QList<int>& layers, int prompt_length)
 {
     const auto& config = m_model->config();
-    const uint32_t n = uint32_t(m_session->tokens().size());
+    const uint32_t n = uint32_t(m_active->tokens().size());
     if (m_recorder.length() != n || n == 0)
         return false;
     std::vector<const engine::AttentionRecorder::Head*> heads;
@@ -58,8 +67,9 @@ bool EngineWorker::snapshotFromRecording(AttentionSnapshot& s, const QList<int>&
             std::copy(r->rows[i].begin(), r->rows[i].end(), h.weights.begin() + std::ptrdiff_t(std::size_t(i) * n));
             std::copy(r->q[i].begin(), r->q[i].end(), h.q.begin() + std::ptrdiff_t(std::size_t(i) * r->head_dim));
         }
-        h.k.assign(r->k.begin(), r->k.begin() + std::ptrdiff_t(std::size_t(n) * r->head_dim));
-        h.v.assign(r->v.begin(), r->v.begin() + std::ptrdiff_t(std::size_t(n) * r->head_dim));
+        const engine::AttentionRecorder::KeysValues& kv = m_recorder.keys_values(*r);
+        h.k.assign(kv.k.begin(), kv.k.begin() + std::ptrdiff_t(std::size_t(n) * r->head_dim));
+        h.v.assign(kv.v.begin(), kv.v.begin() + std::ptrdiff_t(std::size_t(n) * r->head_dim));
         s.bytes += quint64(h.weights.size() + h.q.size() + h.k.size() + h.v.size()) * sizeof(float);
         s.heads.push_back(std::move(h));
     }
@@ -75,8 +85,8 @@ constexpr int kMaxAttentionTokens = 2048;
 
 } // namespace
 
-void EngineWorker::captureAttention(quint64 request_id, const QString& text, bool current_sequence, const QList<int>& layers,
-                                    CancelToken cancel)
+void EngineWorker::captureAttention(quint64 request_id, const QString& text, bool current_sequence,
+                                    const QList<int>& layers, CancelToken cancel)
 {
     auto s = std::make_shared<AttentionSnapshot>();
     s->request_id = request_id;
@@ -98,11 +108,12 @@ void EngineWorker::captureAttention(quint64 request_id, const QString& text, boo
         std::vector<int32_t> ids;
         int prompt_length = 0;
         if (current_sequence) {
-            if (m_session)
-                ids = m_session->tokens();
-            prompt_length = m_stepper && m_session->tokens() == m_stepper_tokens ? int(m_stepper->prompt_length()) : m_last_prompt_tokens;
+            if (m_active)
+                ids = m_active->tokens();
+            prompt_length = activePromptLength();
             if (ids.empty())
-                throw engine::Error(tr("The model has no sequence yet: chat or step first, or type a prompt here.").toStdString());
+                throw engine::Error(
+                    tr("The model has no sequence yet: chat or step first, or type a prompt here.").toStdString());
         } else {
             if (text.trimmed().isEmpty())
                 throw engine::Error(tr("The prompt is empty: type some text to see its attention.").toStdString());
@@ -128,7 +139,7 @@ void EngineWorker::captureAttention(quint64 request_id, const QString& text, boo
                 focus.push_back(uint32_t(l));
             m_recorder.set_focus(focus);
             if (snapshotFromRecording(*s, layers, prompt_length)) {
-                describe(m_session->backend());
+                describe(m_active->backend());
                 emit attentionReady(std::move(s));
                 return;
             }
@@ -141,7 +152,8 @@ void EngineWorker::captureAttention(quint64 request_id, const QString& text, boo
                                     .toStdString());
         if (!m_attention_session)
             m_attention_session = std::make_unique<engine::Session>(
-                m_model, engine::make_cpu_backend(m_model, {.threads = m_threads, .n_ctx = uint32_t(kMaxAttentionTokens)}),
+                m_model,
+                engine::make_cpu_backend(m_model, {.threads = m_threads, .n_ctx = uint32_t(kMaxAttentionTokens)}),
                 uint32_t(kMaxAttentionTokens));
         engine::CaptureRequest capture;
         for (uint32_t il = 0; il < config.n_layer; ++il)

@@ -17,7 +17,10 @@ namespace tokenscope::ui {
 
 namespace {
 
-engine::SamplerConfig sampler_config(const StepperSettings& s) { return ui::sampler_config(s.sampling, s.greedy); }
+engine::SamplerConfig sampler_config(const StepperSettings& s)
+{
+    return ui::sampler_config(s.sampling, s.greedy);
+}
 
 engine::StopCondition stop_condition(const engine::Model& model, const StepperSettings& s)
 {
@@ -25,8 +28,8 @@ engine::StopCondition stop_condition(const engine::Model& model, const StepperSe
     for (const QString& text : s.stop_strings)
         if (!text.isEmpty())
             stops.push_back(text.toStdString());
-    return engine::StopCondition(model.tokenizer().vocab().end_of_generation, std::size_t(std::max(0, s.sampling.max_tokens)),
-                                 std::move(stops));
+    return engine::StopCondition(model.tokenizer().vocab().end_of_generation,
+                                 std::size_t(std::max(0, s.sampling.max_tokens)), std::move(stops));
 }
 
 } // namespace
@@ -46,15 +49,12 @@ bool EngineWorker::stepperIsCurrent(quint64 request_id)
         emitStepperError(request_id, tr("Press Prefill first: the stepper needs a prompt."));
         return false;
     }
-    if (m_session->tokens() != m_stepper_tokens) {
-        emitStepperError(request_id, tr("The chat has used the model since this prompt was prefilled. Press Prefill to "
-                                        "start the stepper again (the cached prefix is reused)."));
-        return false;
-    }
+    activate(*m_stepper_session);
     return true;
 }
 
-void EngineWorker::stepperStart(quint64 request_id, const QString& prompt, const StepperSettings& settings, CancelToken cancel)
+void EngineWorker::stepperStart(quint64 request_id, const QString& prompt, const StepperSettings& settings,
+                                CancelToken cancel)
 {
     if (cancel->load()) { // stopped while it waited in the queue: nothing runs
         emitStepperError(request_id, tr("Prefill cancelled before it started."));
@@ -73,17 +73,21 @@ void EngineWorker::stepperStart(quint64 request_id, const QString& prompt, const
             emitStepperError(request_id, tr("The prompt is empty: type some text to prefill."));
             return;
         }
+        engine::Session& session = stepperSession();
+        activate(session);
         if (!m_stepper)
-            m_stepper = std::make_unique<engine::Stepper>(*m_session);
-        m_stepper->set_attention_capture(recordingRequest(uint32_t(ids.size()) + uint32_t(std::max(0, settings.sampling.max_tokens))));
-        const auto report = m_stepper->start(ids, stop_condition(*m_model, settings), [&](uint32_t done, uint32_t total) {
-            record();
-            emit prefillProgress(request_id, int(done), int(total));
-            return !cancel->load();
-        });
-        m_stepper_tokens = m_session->tokens();
+            m_stepper = std::make_unique<engine::Stepper>(session);
+        m_stepper->set_attention_capture(
+            recordingRequest(uint32_t(ids.size()) + uint32_t(std::max(0, settings.sampling.max_tokens))));
+        const auto report =
+            m_stepper->start(ids, stop_condition(*m_model, settings), [&](uint32_t done, uint32_t total) {
+                record();
+                emit prefillProgress(request_id, int(done), int(total));
+                return !cancel->load();
+            });
         if (report.cancelled) {
-            emitStepperError(request_id, tr("Prefill cancelled after %1 of %2 tokens.").arg(report.computed).arg(ids.size()));
+            emitStepperError(request_id,
+                             tr("Prefill cancelled after %1 of %2 tokens.").arg(report.computed).arg(ids.size()));
             return;
         }
         emitStepperState(request_id, "prefill", settings);
@@ -101,13 +105,11 @@ void EngineWorker::stepperStep(quint64 request_id, const StepperSettings& settin
         std::optional<engine::TokenId> forced;
         if (forced_token >= 0)
             forced = forced_token;
-        m_stepper->set_attention_capture(recordingRequest(uint32_t(m_session->tokens().size()) + 1));
+        m_stepper->set_attention_capture(recordingRequest(uint32_t(m_stepper_session->tokens().size()) + 1));
         m_stepper->step(sampler_config(settings), forced);
         record();
-        m_stepper_tokens = m_session->tokens();
         emitStepperState(request_id, "step", settings);
     } catch (const std::exception& e) {
-        m_stepper_tokens = m_session->tokens();
         spdlog::warn("stepper step failed: {}", e.what());
         emitStepperError(request_id, QString::fromUtf8(e.what()));
     }
@@ -118,16 +120,14 @@ void EngineWorker::stepperBack(quint64 request_id, const StepperSettings& settin
     if (!m_session || !stepperIsCurrent(request_id))
         return;
     try {
-        m_stepper->set_attention_capture(recordingRequest(uint32_t(m_session->tokens().size())));
+        m_stepper->set_attention_capture(recordingRequest(uint32_t(m_stepper_session->tokens().size())));
         if (!m_stepper->back()) {
             emitStepperError(request_id, tr("Only the prompt is left: there is no step to undo."));
             return;
         }
         record();
-        m_stepper_tokens = m_session->tokens();
         emitStepperState(request_id, "back", settings);
     } catch (const std::exception& e) {
-        m_stepper_tokens = m_session->tokens();
         emitStepperError(request_id, QString::fromUtf8(e.what()));
     }
 }
@@ -138,7 +138,8 @@ void EngineWorker::emitStepperState(quint64 request_id, const QString& action, c
     auto state = std::make_shared<StepperState>();
     state->request_id = request_id;
     state->action = action;
-    const auto& tokens = m_session->tokens();
+    const engine::Session& session = *m_stepper_session;
+    const auto& tokens = session.tokens();
     state->prompt_length = int(m_stepper->prompt_length());
     state->steps = int(m_stepper->steps().size());
     state->tokens = tokensOf(tokens, state->prompt_length);
@@ -154,20 +155,20 @@ void EngineWorker::emitStepperState(quint64 request_id, const QString& action, c
     state->prefill_ms = p.ms;
 
     const auto& config = m_model->config();
-    const engine::KvAccounting kv = m_session->backend().kv_cache().accounting();
+    const engine::KvAccounting kv = session.backend().kv_cache().accounting();
     state->n_layers = int(config.n_layer);
     state->n_kv_heads = config.n_head_kv.empty() ? 0 : int(config.n_head_kv.front());
     state->kv_tokens = int(kv.tokens_cached);
     state->kv_bytes_in_use = kv.bytes_in_use;
     for (const auto& layer : kv.layers)
         state->kv_layer_tokens.push_back(int(layer.tokens_in_use));
-    for (uint32_t w : m_session->backend().kv_cache().config().window)
+    for (uint32_t w : session.backend().kv_cache().config().window)
         state->layer_window.push_back(int(w));
     if (!m_stepper->steps().empty()) {
         state->last_reused = int(m_stepper->steps().back().reused);
         state->last_ms = m_stepper->steps().back().ms;
     }
-    state->logits = std::make_shared<const std::vector<float>>(m_session->logits().begin(), m_session->logits().end());
+    state->logits = std::make_shared<const std::vector<float>>(session.logits().begin(), session.logits().end());
     state->history.assign(tokens.begin(), tokens.end());
     state->tokenizer = std::shared_ptr<const engine::Tokenizer>(m_model, &m_model->tokenizer());
     if (settings.logit_lens)

@@ -20,7 +20,14 @@ namespace tokenscope::ui {
 
 std::vector<StepperToken> EngineWorker::sequenceTokens(int prompt_length) const
 {
-    return m_session ? tokensOf(m_session->tokens(), prompt_length) : std::vector<StepperToken>{};
+    return m_active ? tokensOf(m_active->tokens(), prompt_length) : std::vector<StepperToken>{};
+}
+
+int EngineWorker::activePromptLength() const
+{
+    if (m_stepper && m_active == m_stepper_session.get())
+        return int(m_stepper->prompt_length());
+    return m_last_prompt_tokens;
 }
 
 std::vector<StepperToken> EngineWorker::tokensOf(const std::vector<int32_t>& tokens, int prompt_length) const
@@ -41,12 +48,12 @@ std::vector<StepperToken> EngineWorker::tokensOf(const std::vector<int32_t>& tok
 
 void EngineWorker::emitKv(const QString& source, int prompt_tokens, int reused_tokens)
 {
-    if (!m_session)
+    if (!m_active)
         return;
     const auto& config = m_model->config();
-    const engine::KvCache& cache = m_session->backend().kv_cache();
+    const engine::KvCache& cache = m_active->backend().kv_cache();
     const engine::KvAccounting kv = cache.accounting();
-    const engine::BackendMemory memory = m_session->backend().memory();
+    const engine::BackendMemory memory = m_active->backend().memory();
     auto s = std::make_shared<KvSnapshot>();
     s->source = source;
     s->n_ctx = int(cache.config().n_ctx);
@@ -86,14 +93,14 @@ void EngineWorker::readKv(quint64 request_id, int layer, int kv_head)
         return;
     }
     try {
-        engine::KvReadback r = m_session->backend().read_kv(uint32_t(std::max(0, layer)), uint32_t(std::max(0, kv_head)));
+        engine::KvReadback r =
+            m_active->backend().read_kv(uint32_t(std::max(0, layer)), uint32_t(std::max(0, kv_head)));
         c->head_dim = int(r.head_dim);
         c->n_positions = int(r.n_positions);
         c->keys = std::move(r.keys);
         c->values = std::move(r.values);
         c->held = std::move(r.held);
-        const int prompt = m_stepper && m_session->tokens() == m_stepper_tokens ? int(m_stepper->prompt_length()) : m_last_prompt_tokens;
-        c->tokens = sequenceTokens(prompt);
+        c->tokens = sequenceTokens(activePromptLength());
     } catch (const std::exception& e) {
         c->error = QString::fromUtf8(e.what());
     }

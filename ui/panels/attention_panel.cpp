@@ -8,6 +8,7 @@
 #include "widgets/attention_views.h"
 #include "widgets/distribution_view.h"
 
+#include <QBuffer>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFileDialog>
@@ -22,7 +23,6 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QSplitter>
-#include <QBuffer>
 #include <QSvgGenerator>
 #include <QTabWidget>
 #include <QVBoxLayout>
@@ -80,14 +80,19 @@ AttentionPanel::AttentionPanel(EngineController* engine, TokenSelection* selecti
     m_log = new QCheckBox(tr("log scale"));
     controls->addWidget(m_log);
     controls->addStretch(1);
-    for (const auto& [label, ext] : {std::pair<QString, QString>{tr("PNG"), "png"}, {tr("SVG"), "svg"}, {tr("CSV"), "csv"}, {tr("JSON"), "json"}}) {
+    for (const auto& [label, ext] : {std::pair<QString, QString>{tr("PNG"), "png"},
+                                     {tr("SVG"), "svg"},
+                                     {tr("CSV"), "csv"},
+                                     {tr("JSON"), "json"}}) {
         auto* b = new QPushButton(tr("Export %1").arg(label));
         connect(b, &QPushButton::clicked, this, [this, ext = ext] {
             const QString path = QFileDialog::getSaveFileName(this, tr("Export"), "attention." + ext, "*." + ext);
             if (path.isEmpty())
                 return;
             QString error;
-            const bool ok = ext == "csv" ? exportCsv(path, &error) : ext == "json" ? exportJson(path, &error) : exportImage(path, &error);
+            const bool ok = ext == "csv"    ? exportCsv(path, &error)
+                            : ext == "json" ? exportJson(path, &error)
+                                            : exportImage(path, &error);
             m_status->setText(ok ? tr("Wrote %1").arg(path) : error);
         });
         controls->addWidget(b);
@@ -141,8 +146,9 @@ AttentionPanel::AttentionPanel(EngineController* engine, TokenSelection* selecti
     maps->addWidget(m_heat_b);
     maps->addWidget(m_diff);
     compare_layout->addLayout(maps, 1);
-    m_compare_note = new QLabel(tr("Same head, two prompts: the same token in different contexts attends differently. The third "
-                                   "map is A − B (red: more in A, blue: more in B)."));
+    m_compare_note =
+        new QLabel(tr("Same head, two prompts: the same token in different contexts attends differently. The third "
+                      "map is A − B (red: more in A, blue: more in B)."));
     m_compare_note->setWordWrap(true);
     compare_layout->addWidget(m_compare_note);
     m_tabs->addTab(compare_page, tr("Compare"));
@@ -175,9 +181,7 @@ AttentionPanel::AttentionPanel(EngineController* engine, TokenSelection* selecti
     });
     connect(m_head, &QSpinBox::valueChanged, this, &AttentionPanel::refresh);
     connect(m_mode_box, &QComboBox::currentIndexChanged, this, [this](int i) { setMode(Mode(i)); });
-    connect(m_log, &QCheckBox::toggled, this, [this](bool on) {
-        m_heatmap->setLogScale(on);
-    });
+    connect(m_log, &QCheckBox::toggled, this, [this](bool on) { m_heatmap->setLogScale(on); });
     connect(m_overview, &QCheckBox::toggled, this, &AttentionPanel::refreshGrid);
     connect(m_heatmap, &AttentionHeatmap::cellClicked, this, [this](int row, int column) {
         selectCell(row, column);
@@ -203,7 +207,22 @@ AttentionPanel::AttentionPanel(EngineController* engine, TokenSelection* selecti
     });
 }
 
-void AttentionPanel::setPrompt(const QString& text) { m_prompt->setText(text); }
+void AttentionPanel::showEvent(QShowEvent* event)
+{
+    QWidget::showEvent(event);
+    m_engine->setAttentionWatched(true);
+}
+
+void AttentionPanel::hideEvent(QHideEvent* event)
+{
+    QWidget::hideEvent(event);
+    m_engine->setAttentionWatched(false);
+}
+
+void AttentionPanel::setPrompt(const QString& text)
+{
+    m_prompt->setText(text);
+}
 
 void AttentionPanel::request(const QString& text, bool sequence, bool all_layers)
 {
@@ -250,7 +269,8 @@ void AttentionPanel::onSnapshot(std::shared_ptr<const AttentionSnapshot> snapsho
     }
     m_snapshot = std::move(snapshot);
     m_layer->setMaximum(std::max(0, m_snapshot->n_layers - 1));
-    m_head->setMaximum(layer() < int(m_snapshot->heads_per_layer.size()) ? m_snapshot->heads_per_layer[std::size_t(layer())] - 1 : 0);
+    m_head->setMaximum(
+        layer() < int(m_snapshot->heads_per_layer.size()) ? m_snapshot->heads_per_layer[std::size_t(layer())] - 1 : 0);
     if (m_wanted_head >= 0) {
         m_head->setValue(m_wanted_head);
         m_wanted_head = -1;
@@ -259,10 +279,19 @@ void AttentionPanel::onSnapshot(std::shared_ptr<const AttentionSnapshot> snapsho
     emit captured();
 }
 
-int AttentionPanel::layer() const { return m_layer->value(); }
-int AttentionPanel::head() const { return m_head->value(); }
+int AttentionPanel::layer() const
+{
+    return m_layer->value();
+}
+int AttentionPanel::head() const
+{
+    return m_head->value();
+}
 
-const AttentionHead* AttentionPanel::currentHead() const { return m_snapshot ? m_snapshot->find(layer(), head()) : nullptr; }
+const AttentionHead* AttentionPanel::currentHead() const
+{
+    return m_snapshot ? m_snapshot->find(layer(), head()) : nullptr;
+}
 
 void AttentionPanel::showHead(int l, int h)
 {
@@ -284,9 +313,15 @@ void AttentionPanel::setMode(Mode mode)
     refresh();
 }
 
-void AttentionPanel::showTab(int index) { m_tabs->setCurrentIndex(index); }
+void AttentionPanel::showTab(int index)
+{
+    m_tabs->setCurrentIndex(index);
+}
 
-void AttentionPanel::setOverview(bool whole_model) { m_overview->setChecked(whole_model); }
+void AttentionPanel::setOverview(bool whole_model)
+{
+    m_overview->setChecked(whole_model);
+}
 
 QStringList AttentionPanel::labels(const AttentionSnapshot& s) const
 {
@@ -304,8 +339,11 @@ QString AttentionPanel::costText() const
     for (int h : m_snapshot->heads_per_layer)
         heads += h;
     const double n = double(m_snapshot->tokens.size());
-    const double per_head = (n * n + 3.0 * n * (m_snapshot->heads.empty() ? 0.0 : double(m_snapshot->heads.front().head_dim))) * 4.0;
-    return tr("Capturing every layer of this sequence would hold %1 heads × %2 = %3.").arg(heads).arg(mib(per_head), mib(per_head * heads));
+    const double per_head =
+        (n * n + 3.0 * n * (m_snapshot->heads.empty() ? 0.0 : double(m_snapshot->heads.front().head_dim))) * 4.0;
+    return tr("Capturing every layer of this sequence would hold %1 heads × %2 = %3.")
+        .arg(heads)
+        .arg(mib(per_head), mib(per_head * heads));
 }
 
 void AttentionPanel::refresh()
@@ -333,7 +371,8 @@ void AttentionPanel::refresh()
             if (other.layer == layer()) {
                 ++count;
                 for (std::size_t i = 0; i < agg->size(); ++i)
-                    (*agg)[i] = m_mode == Mode::Mean ? (*agg)[i] + other.weights[i] : std::max((*agg)[i], other.weights[i]);
+                    (*agg)[i] =
+                        m_mode == Mode::Mean ? (*agg)[i] + other.weights[i] : std::max((*agg)[i], other.weights[i]);
             }
         if (m_mode == Mode::Mean && count > 0)
             for (float& v : *agg)
@@ -356,24 +395,30 @@ void AttentionPanel::refresh()
             const QString s = QString("H%1 %2").arg(other.head).arg(mean, 0, 'f', 2);
             sinks << (mean > 0.5 ? "<b style='color:#d0453a'>" + s + "</b>" : s);
         }
-    m_status->setText(tr("%1 tokens · layer %2 (%3) · %4 heads captured, %5 · forward pass %6 ms%7<br>Attention to the first "
-                         "token (sinks above 0.5 in red): %8")
-                          .arg(m_snapshot->tokens.size())
-                          .arg(layer())
-                          .arg(window ? tr("sliding window %1").arg(window) : tr("global"))
-                          .arg(m_snapshot->heads.size())
-                          .arg(mib(double(m_snapshot->bytes)))
-                          .arg(m_snapshot->ms, 0, 'f', 1)
-                          .arg(m_snapshot->source == "recorded" ? tr(" · the model's current sequence, as computed during its prefill and each decode step")
-                               : m_snapshot->source == "sequence" ? tr(" · the model's current sequence, recomputed in one pass (not recorded while it ran)")
-                                                                  : QString())
-                          .arg(sinks.join(" · ")));
+    m_status->setText(
+        tr("%1 tokens · layer %2 (%3) · %4 heads captured, %5 · forward pass %6 ms%7<br>Attention to the first "
+           "token (sinks above 0.5 in red): %8")
+            .arg(m_snapshot->tokens.size())
+            .arg(layer())
+            .arg(window ? tr("sliding window %1").arg(window) : tr("global"))
+            .arg(m_snapshot->heads.size())
+            .arg(mib(double(m_snapshot->bytes)))
+            .arg(m_snapshot->ms, 0, 'f', 1)
+            .arg(m_snapshot->source == "recorded"
+                     ? tr(" · the model's current sequence, as computed during its prefill and each decode step")
+                 : m_snapshot->source == "sequence"
+                     ? tr(" · the model's current sequence, recomputed in one pass (not recorded while it ran)")
+                     : QString())
+            .arg(sinks.join(" · ")));
     m_lines->setHead(m_snapshot, h, m_row);
     refreshRowView();
     refreshGrid();
 }
 
-QString AttentionPanel::statusText() const { return m_status->text(); }
+QString AttentionPanel::statusText() const
+{
+    return m_status->text();
+}
 
 void AttentionPanel::selectCell(int row, int column)
 {
@@ -418,7 +463,8 @@ void AttentionPanel::refreshRowView()
         r.chosen = r.id == m_column;
         rows.push_back(r);
     }
-    m_row_view->setRows(std::move(rows), tr("weight"), tr("“%1” (%2) attends to").arg(m_snapshot->tokens[std::size_t(m_row)].text).arg(m_row));
+    m_row_view->setRows(std::move(rows), tr("weight"),
+                        tr("“%1” (%2) attends to").arg(m_snapshot->tokens[std::size_t(m_row)].text).arg(m_row));
     m_qk->setCell(m_snapshot, h, window, m_row, m_column);
 }
 
@@ -435,20 +481,28 @@ void AttentionPanel::refreshGrid()
             if (overview || h.layer == layer())
                 heads.push_back(&h);
         std::stable_sort(heads.begin(), heads.end(), [](const AttentionHead* a, const AttentionHead* b) {
-            return a->layer != b->layer ? a->layer < b->layer : a->kv_head != b->kv_head ? a->kv_head < b->kv_head : a->head < b->head;
+            return a->layer != b->layer       ? a->layer < b->layer
+                   : a->kv_head != b->kv_head ? a->kv_head < b->kv_head
+                                              : a->head < b->head;
         });
         const int size = overview ? 64 : 200;
         for (const AttentionHead* h : heads) {
-            const int window = h->layer < int(m_snapshot->window.size()) ? m_snapshot->window[std::size_t(h->layer)] : 0;
+            const int window =
+                h->layer < int(m_snapshot->window.size()) ? m_snapshot->window[std::size_t(h->layer)] : 0;
             double sink = 0;
             for (int r = 0; r < h->n; ++r)
                 sink += double(h->weights[std::size_t(r) * std::size_t(h->n)]);
-            thumbs.push_back({h->layer, h->head, h->kv_head, window, head_thumbnail(*h, window, size, base), float(sink / std::max(1, h->n))});
+            thumbs.push_back({h->layer, h->head, h->kv_head, window, head_thumbnail(*h, window, size, base),
+                              float(sink / std::max(1, h->n))});
         }
-        columns = overview ? std::max(1, m_snapshot->heads_per_layer.empty() ? 4 : m_snapshot->heads_per_layer.front()) * 3
-                           : std::max(1, int(thumbs.size()));
-        caption = overview ? tr("Every captured head, by layer (colour frames: heads sharing a KV head; red label: an attention sink)")
-                           : tr("Layer %1: its heads, grouped by the KV head they share (GQA); hatched corners are masked").arg(layer());
+        columns = overview
+                      ? std::max(1, m_snapshot->heads_per_layer.empty() ? 4 : m_snapshot->heads_per_layer.front()) * 3
+                      : std::max(1, int(thumbs.size()));
+        caption = overview
+                      ? tr("Every captured head, by layer (colour frames: heads sharing a KV head; red label: an "
+                           "attention sink)")
+                      : tr("Layer %1: its heads, grouped by the KV head they share (GQA); hatched corners are masked")
+                            .arg(layer());
         if (overview && int(thumbs.size()) < m_snapshot->n_layers)
             caption += tr(" — only the captured layers are shown: use “Capture all layers…”");
     }
@@ -466,7 +520,10 @@ void AttentionPanel::compare(const QString& a, const QString& b)
     showTab(3);
 }
 
-void AttentionPanel::compareBankExample() { compare(kBankA, kBankB); }
+void AttentionPanel::compareBankExample()
+{
+    compare(kBankA, kBankB);
+}
 
 void AttentionPanel::refreshCompare()
 {
@@ -503,13 +560,14 @@ void AttentionPanel::refreshCompare()
     AttentionHeatmap::Matrix md{n, nullptr, m_difference.data(), diff_labels, window, true, range};
     m_diff->setMatrix(md);
     const int last = n - 1;
-    QString note = tr("Layer %1, head %2. A: %3 tokens, B: %4 tokens; the difference covers the first %5. Largest change: %6.")
-                       .arg(layer())
-                       .arg(head())
-                       .arg(ha->n)
-                       .arg(hb->n)
-                       .arg(n)
-                       .arg(double(range), 0, 'f', 3);
+    QString note =
+        tr("Layer %1, head %2. A: %3 tokens, B: %4 tokens; the difference covers the first %5. Largest change: %6.")
+            .arg(layer())
+            .arg(head())
+            .arg(ha->n)
+            .arg(hb->n)
+            .arg(n)
+            .arg(double(range), 0, 'f', 3);
     if (last >= 0 && m_a->tokens[std::size_t(last)].id == m_b->tokens[std::size_t(last)].id)
         note += tr(" The last token, “%1”, is the same id in both, yet its row differs: context changes attention.")
                     .arg(m_a->tokens[std::size_t(last)].text);
@@ -534,7 +592,8 @@ bool AttentionPanel::exportCsv(const QString& path, QString* error) const
         token.replace('"', "\"\"");
         out += QByteArray::number(i) + ",\"" + token.toUtf8() + "\"";
         for (int j = 0; j < h->n; ++j)
-            out += "," + QByteArray::number(double(h->weights[std::size_t(i) * std::size_t(h->n) + std::size_t(j)]), 'g', 9);
+            out += "," +
+                   QByteArray::number(double(h->weights[std::size_t(i) * std::size_t(h->n) + std::size_t(j)]), 'g', 9);
         out += "\r\n";
     }
     return save_atomically(path, out, error);
@@ -557,8 +616,8 @@ bool AttentionPanel::exportJson(const QString& path, QString* error) const
             row.append(double(h->weights[std::size_t(i) * std::size_t(h->n) + std::size_t(j)]));
         rows.append(row);
     }
-    const QJsonObject root{{"layer", h->layer}, {"head", h->head}, {"kv_head", h->kv_head}, {"scale", double(h->scale)},
-                           {"tokens", tokens}, {"weights", rows}};
+    const QJsonObject root{{"layer", h->layer},         {"head", h->head},  {"kv_head", h->kv_head},
+                           {"scale", double(h->scale)}, {"tokens", tokens}, {"weights", rows}};
     return save_atomically(path, QJsonDocument(root).toJson(QJsonDocument::Compact), error);
 }
 

@@ -36,12 +36,12 @@ public:
     AttentionPanel(EngineController* engine, TokenSelection* selection, QWidget* parent = nullptr);
 
     void setPrompt(const QString& text);
-    void run();                        // captures the current layer (or every layer when asked)
-    void runSequence();                // the model's current sequence (chat or stepper)
+    void run();         // captures the current layer (or every layer when asked)
+    void runSequence(); // the model's current sequence (chat or stepper)
     void captureAllLayers();
     void showHead(int layer, int head);
     void setMode(Mode mode);
-    void showTab(int index);           // 0 head, 1 layer grid, 2 lines, 3 compare
+    void showTab(int index);            // 0 head, 1 layer grid, 2 lines, 3 compare
     void setOverview(bool whole_model); // the layer grid shows every captured layer
     void selectCell(int row, int column);
     void compare(const QString& a, const QString& b);
@@ -69,6 +69,12 @@ public:
 signals:
     void captured();
     void compared();
+
+protected:
+    // On screen: the chat's and the stepper's passes record attention for this panel; off
+    // screen they record nothing.
+    void showEvent(QShowEvent* event) override;
+    void hideEvent(QHideEvent* event) override;
 
 private:
     void request(const QString& text, bool sequence, bool all_layers);
