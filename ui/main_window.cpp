@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "main_window.h"
 
+#include "bridge/background.h"
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
+#include "bridge/vulkan_devices.h"
 #include "model/model_locator.h"
 #include "panels/attention_panel.h"
 #include "panels/chat_panel.h"
@@ -76,8 +78,10 @@ void apply_theme(Theme theme)
 
 namespace {
 
-
-QString human_size(quint64 bytes) { return QLocale().formattedDataSize(qint64(bytes), 1, QLocale::DataSizeTraditionalFormat); }
+QString human_size(quint64 bytes)
+{
+    return QLocale().formattedDataSize(qint64(bytes), 1, QLocale::DataSizeTraditionalFormat);
+}
 
 } // namespace
 
@@ -133,8 +137,9 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
         m_cancel->hide();
         showModel(m);
         rememberRecent(m->path);
-        statusBar()->showMessage(m->backend_note.isEmpty() ? tr("Loaded %1 on %2").arg(m->name, m->backend)
-                                                           : tr("Loaded %1 on %2 — %3").arg(m->name, m->backend, m->backend_note),
+        statusBar()->showMessage(m->backend_note.isEmpty()
+                                     ? tr("Loaded %1 on %2").arg(m->name, m->backend)
+                                     : tr("Loaded %1 on %2 — %3").arg(m->name, m->backend, m->backend_note),
                                  m->backend_note.isEmpty() ? 5000 : 15000);
     });
     connect(engine, &EngineController::loadFailed, this, [this](const QString& message) {
@@ -159,7 +164,8 @@ void MainWindow::buildModelBar()
     bar->setMovable(false);
     auto* open = new QPushButton(tr("Open model…"));
     connect(open, &QPushButton::clicked, this, [this] {
-        const QString path = QFileDialog::getOpenFileName(this, tr("Open a GGUF model"), {}, tr("GGUF models (*.gguf);;All files (*)"));
+        const QString path =
+            QFileDialog::getOpenFileName(this, tr("Open a GGUF model"), {}, tr("GGUF models (*.gguf);;All files (*)"));
         if (!path.isEmpty())
             openModel(path);
     });
@@ -173,16 +179,9 @@ void MainWindow::buildModelBar()
     m_backend->setItemData(1, tr("A Vulkan GPU when one is usable, else the CPU"), Qt::ToolTipRole);
     selectSavedBackend();
     // Asking the Vulkan loader for its devices takes 30–130 ms: off the UI thread, not in start-up.
-    QPointer<MainWindow> self(this);
-    QThreadPool::globalInstance()->start([self] {
-        auto devices = std::make_shared<std::vector<engine::VulkanDeviceInfo>>(engine::list_vulkan_devices());
-        QMetaObject::invokeMethod(
-            qApp, [self, devices] {
-                if (self)
-                    self->addVulkanDevices(*devices);
-            },
-            Qt::QueuedConnection);
-    });
+    run_in_background(
+        this, [] { return vulkan_devices(); },
+        [](MainWindow& self, std::vector<engine::VulkanDeviceInfo> devices) { self.addVulkanDevices(devices); });
     connect(m_backend, &QComboBox::activated, this, [this] {
         QSettings().setValue("engine/backend", m_backend->currentData().toStringList());
         if (!m_model_path.isEmpty())
@@ -209,8 +208,11 @@ void MainWindow::addVulkanDevices(const std::vector<engine::VulkanDeviceInfo>& d
         m_backend->addItem(tr("Vulkan: %1 (%2)").arg(QString::fromStdString(d.name), QString::fromStdString(d.type)),
                            QStringList{"vulkan", QString::number(d.index)});
         const int i = m_backend->count() - 1;
-        m_backend->setItemData(i, d.usable ? tr("%1, driver %2, %3 MiB device memory").arg(QString::fromStdString(d.name), QString::fromStdString(d.driver)).arg(d.device_local_bytes >> 20)
-                                           : QString::fromStdString(d.why_not),
+        m_backend->setItemData(i,
+                               d.usable ? tr("%1, driver %2, %3 MiB device memory")
+                                              .arg(QString::fromStdString(d.name), QString::fromStdString(d.driver))
+                                              .arg(d.device_local_bytes >> 20)
+                                        : QString::fromStdString(d.why_not),
                                Qt::ToolTipRole);
         if (!d.usable)
             if (auto* model = qobject_cast<QStandardItemModel*>(m_backend->model()))
@@ -226,13 +228,17 @@ void MainWindow::selectSavedBackend()
     m_backend->setCurrentIndex(i >= 0 ? i : 0);
 }
 
-QStringList MainWindow::savedBackend() { return QSettings().value("engine/backend", QStringList{"cpu", "-1"}).toStringList(); }
+QStringList MainWindow::savedBackend()
+{
+    return QSettings().value("engine/backend", QStringList{"cpu", "-1"}).toStringList();
+}
 
 void MainWindow::buildMenus()
 {
     auto* file = menuBar()->addMenu(tr("&File"));
     file->addAction(tr("&Open model…"), QKeySequence::Open, this, [this] {
-        const QString path = QFileDialog::getOpenFileName(this, tr("Open a GGUF model"), {}, tr("GGUF models (*.gguf);;All files (*)"));
+        const QString path =
+            QFileDialog::getOpenFileName(this, tr("Open a GGUF model"), {}, tr("GGUF models (*.gguf);;All files (*)"));
         if (!path.isEmpty())
             openModel(path);
     });
@@ -249,7 +255,8 @@ void MainWindow::buildMenus()
     auto* themes = m_view->addMenu(tr("&Theme"));
     auto* group = new QActionGroup(this);
     const int current = QSettings().value("ui/theme", 0).toInt();
-    const std::pair<QString, Theme> options[] = {{tr("System"), Theme::System}, {tr("Light"), Theme::Light}, {tr("Dark"), Theme::Dark}};
+    const std::pair<QString, Theme> options[] = {
+        {tr("System"), Theme::System}, {tr("Light"), Theme::Light}, {tr("Dark"), Theme::Dark}};
     for (const auto& [name, theme] : options) {
         QAction* a = themes->addAction(name);
         a->setCheckable(true);
@@ -264,7 +271,8 @@ void MainWindow::buildMenus()
     help->addAction(tr("&About Tokenscope"), this, [this] {
         QMessageBox::about(this, tr("About Tokenscope"),
                            tr("<b>Tokenscope %1</b><br>Watch a language model generate, token by token, on your own "
-                              "machine.<br>GPL-3.0-or-later.").arg(QApplication::applicationVersion()));
+                              "machine.<br>GPL-3.0-or-later.")
+                               .arg(QApplication::applicationVersion()));
     });
 }
 

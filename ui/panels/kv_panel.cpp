@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "panels/kv_panel.h"
 
+#include "backend/vulkan/vulkan_backend.h"
+#include "bridge/background.h"
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
-#include "backend/vulkan/vulkan_backend.h"
+#include "bridge/vulkan_devices.h"
 #include "kv/kv_calculator.h"
 #include "model/memory_plan.h"
 #include "widgets/chart_style.h"
@@ -31,8 +33,8 @@
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QThreadPool>
-#include <QValueAxis>
 #include <QVBoxLayout>
+#include <QValueAxis>
 
 namespace tokenscope::ui {
 
@@ -40,11 +42,23 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-QString binary(double bytes) { return QString::fromStdString(engine::format_binary_bytes(bytes)); }
-QString decimal(double bytes) { return QString::fromStdString(engine::format_decimal_bytes(bytes)); }
-QString grouped(quint64 n) { return QLocale().toString(n); }
+QString binary(double bytes)
+{
+    return QString::fromStdString(engine::format_binary_bytes(bytes));
+}
+QString decimal(double bytes)
+{
+    return QString::fromStdString(engine::format_decimal_bytes(bytes));
+}
+QString grouped(quint64 n)
+{
+    return QLocale().toString(n);
+}
 // Binary figure shown, the decimal one in the tooltip-like parenthesis where space allows.
-QString both(double bytes) { return QString("%1 <span style='color:gray'>(%2)</span>").arg(binary(bytes), decimal(bytes)); }
+QString both(double bytes)
+{
+    return QString("%1 <span style='color:gray'>(%2)</span>").arg(binary(bytes), decimal(bytes));
+}
 
 QLabel* teaching_label()
 {
@@ -75,15 +89,16 @@ KvPanel::KvPanel(EngineController* engine, TokenSelection* selection, QWidget* p
         m_contents = std::move(c);
         m_strip->setContents(m_contents, m_show_values->isChecked());
         m_strip->setSelected(m_selection->position());
-        m_contents_note->setText(m_contents->error.isEmpty()
-                                     ? tr("Layer %1, KV head %2: %3 cached positions × %4 dimensions of %5 (F16 in the cache). "
-                                          "Rows are tokens (generated ones marked at the left); hover for values.")
-                                           .arg(m_contents->layer)
-                                           .arg(m_contents->kv_head)
-                                           .arg(m_contents->n_positions)
-                                           .arg(m_contents->head_dim)
-                                           .arg(m_show_values->isChecked() ? tr("values") : tr("keys (after RoPE)"))
-                                     : m_contents->error);
+        m_contents_note->setText(
+            m_contents->error.isEmpty()
+                ? tr("Layer %1, KV head %2: %3 cached positions × %4 dimensions of %5 (F16 in the cache). "
+                     "Rows are tokens (generated ones marked at the left); hover for values.")
+                      .arg(m_contents->layer)
+                      .arg(m_contents->kv_head)
+                      .arg(m_contents->n_positions)
+                      .arg(m_contents->head_dim)
+                      .arg(m_show_values->isChecked() ? tr("values") : tr("keys (after RoPE)"))
+                : m_contents->error);
         emit contentsShown();
     });
     connect(m_engine, &EngineController::modelLoaded, this, [this](std::shared_ptr<const ModelSummary> m) {
@@ -108,10 +123,11 @@ QWidget* KvPanel::buildLive()
     auto* layout = new QVBoxLayout(page);
     m_formula = teaching_label();
     m_formula->setObjectName("kvFormula");
-    m_formula->setText(tr("Every token a model has read leaves one key and one value vector per layer and KV head in the "
-                          "KV cache, so attention never recomputes them. Load a model and chat or step: the cache fills "
-                          "here, layer by layer.<br><b>bytes = 2 (K and V) × layers × KV heads × head dim × tokens × bytes "
-                          "per value</b>"));
+    m_formula->setText(
+        tr("Every token a model has read leaves one key and one value vector per layer and KV head in the "
+           "KV cache, so attention never recomputes them. Load a model and chat or step: the cache fills "
+           "here, layer by layer.<br><b>bytes = 2 (K and V) × layers × KV heads × head dim × tokens × bytes "
+           "per value</b>"));
     layout->addWidget(m_formula);
     m_summary = teaching_label();
     layout->addWidget(m_summary);
@@ -137,34 +153,38 @@ void KvPanel::onSnapshot(std::shared_ptr<const KvSnapshot> snapshot)
         (l.window > 0 ? local : global) += 1;
         window = std::max(window, l.window);
     }
-    const quint64 per_token_layer = quint64(2) * quint64(s.n_kv_heads) * quint64(s.head_dim) * quint64(s.bytes_per_value);
-    QString formula = tr("<b>bytes = 2 × %1 layers × %2 KV head%3 × %4 dims × %5 tokens × %6 B</b> = %7 per token × %5 = %8")
-                          .arg(s.n_layers)
-                          .arg(s.n_kv_heads)
-                          .arg(s.n_kv_heads == 1 ? "" : "s")
-                          .arg(s.head_dim)
-                          .arg(grouped(quint64(s.tokens_cached)))
-                          .arg(s.bytes_per_value)
-                          .arg(binary(double(per_token_layer * quint64(s.n_layers))))
-                          .arg(both(double(per_token_layer * quint64(s.n_layers) * quint64(s.tokens_cached))));
+    const quint64 per_token_layer =
+        quint64(2) * quint64(s.n_kv_heads) * quint64(s.head_dim) * quint64(s.bytes_per_value);
+    QString formula =
+        tr("<b>bytes = 2 × %1 layers × %2 KV head%3 × %4 dims × %5 tokens × %6 B</b> = %7 per token × %5 = %8")
+            .arg(s.n_layers)
+            .arg(s.n_kv_heads)
+            .arg(s.n_kv_heads == 1 ? "" : "s")
+            .arg(s.head_dim)
+            .arg(grouped(quint64(s.tokens_cached)))
+            .arg(s.bytes_per_value)
+            .arg(binary(double(per_token_layer * quint64(s.n_layers))))
+            .arg(both(double(per_token_layer * quint64(s.n_layers) * quint64(s.tokens_cached))));
     if (local > 0 && s.tokens_cached > window)
-        formula += tr("<br>…but %1 of the %2 layers use a sliding window of %3 tokens: they keep only the last %3, so the "
-                      "cache actually in use is 2 × (%4 × %5 + %1 × %3) × %6 × %7 × %8 B = %9.")
-                       .arg(local)
-                       .arg(s.n_layers)
-                       .arg(window)
-                       .arg(global)
-                       .arg(s.tokens_cached)
-                       .arg(s.n_kv_heads)
-                       .arg(s.head_dim)
-                       .arg(s.bytes_per_value)
-                       .arg(both(double(s.bytes_in_use)));
+        formula +=
+            tr("<br>…but %1 of the %2 layers use a sliding window of %3 tokens: they keep only the last %3, so the "
+               "cache actually in use is 2 × (%4 × %5 + %1 × %3) × %6 × %7 × %8 B = %9.")
+                .arg(local)
+                .arg(s.n_layers)
+                .arg(window)
+                .arg(global)
+                .arg(s.tokens_cached)
+                .arg(s.n_kv_heads)
+                .arg(s.head_dim)
+                .arg(s.bytes_per_value)
+                .arg(both(double(s.bytes_in_use)));
     else if (local > 0)
-        formula += tr("<br>%1 of the %2 layers use a sliding window of %3 tokens: past %3 cached tokens their share stops "
-                      "growing (the dashed line on their bars).")
-                       .arg(local)
-                       .arg(s.n_layers)
-                       .arg(window);
+        formula +=
+            tr("<br>%1 of the %2 layers use a sliding window of %3 tokens: past %3 cached tokens their share stops "
+               "growing (the dashed line on their bars).")
+                .arg(local)
+                .arg(s.n_layers)
+                .arg(window);
     m_formula->setText(formula);
 
     int blocks = 0;
@@ -174,27 +194,38 @@ void KvPanel::onSnapshot(std::shared_ptr<const KvSnapshot> snapshot)
     QString summary =
         tr("<b>%1</b> tokens cached (context %2) · in use %3 · allocated %4 in %5 of %6 blocks (%7 free; a block is %8 "
            "positions of one layer, %9) · weights %10 · %11 memory %12, %13 available")
-            .arg(grouped(quint64(s.tokens_cached)), grouped(quint64(s.n_ctx)), both(double(s.bytes_in_use)), both(double(s.bytes_allocated)))
+            .arg(grouped(quint64(s.tokens_cached)), grouped(quint64(s.n_ctx)), both(double(s.bytes_in_use)),
+                 both(double(s.bytes_allocated)))
             .arg(blocks)
             .arg(total_blocks)
             .arg(total_blocks - blocks)
             .arg(s.block_tokens)
-            .arg(binary(double(s.bytes_per_block)), binary(double(s.weight_bytes)), s.device, binary(double(s.device_total)),
-                 binary(double(s.device_available)));
+            .arg(binary(double(s.bytes_per_block)), binary(double(s.weight_bytes)), s.device,
+                 binary(double(s.device_total)), binary(double(s.device_available)));
     if (s.source == "chat" && s.prompt_tokens > 0)
-        summary += tr("<br>This chat turn re-sent %1 prompt tokens; <b>%2 were already cached</b> (the shared prefix of "
-                      "the history) and %3 were computed.")
-                       .arg(s.prompt_tokens)
-                       .arg(s.reused_tokens)
-                       .arg(s.prompt_tokens - s.reused_tokens);
+        summary +=
+            tr("<br>This chat turn re-sent %1 prompt tokens; <b>%2 were already cached</b> (the shared prefix of "
+               "the history) and %3 were computed.")
+                .arg(s.prompt_tokens)
+                .arg(s.reused_tokens)
+                .arg(s.prompt_tokens - s.reused_tokens);
     m_summary->setText(summary);
     if (m_tabs->currentIndex() == 1)
         requestContents(); // new entries appear as each step writes them
 }
 
-QString KvPanel::formulaText() const { return m_formula->text(); }
-QString KvPanel::summaryText() const { return m_summary->text(); }
-void KvPanel::showTab(int index) { m_tabs->setCurrentIndex(index); }
+QString KvPanel::formulaText() const
+{
+    return m_formula->text();
+}
+QString KvPanel::summaryText() const
+{
+    return m_summary->text();
+}
+void KvPanel::showTab(int index)
+{
+    m_tabs->setCurrentIndex(index);
+}
 
 // ---- Contents --------------------------------------------------------------------------------------
 
@@ -288,8 +319,8 @@ QWidget* KvPanel::buildCalculator()
     m_c_sequences->setMinimum(1);
     form->addRow(tr("Concurrent sequences"), m_c_sequences);
     m_c_dtype = new QComboBox;
-    for (auto d : {engine::KvDtype::F32, engine::KvDtype::F16, engine::KvDtype::BF16, engine::KvDtype::FP8, engine::KvDtype::INT8,
-                   engine::KvDtype::INT4})
+    for (auto d : {engine::KvDtype::F32, engine::KvDtype::F16, engine::KvDtype::BF16, engine::KvDtype::FP8,
+                   engine::KvDtype::INT8, engine::KvDtype::INT4})
         m_c_dtype->addItem(QString::fromUtf8(engine::kv_dtype_name(d).data()), int(d));
     m_c_dtype->setCurrentIndex(1);
     form->addRow(tr("KV dtype"), m_c_dtype);
@@ -335,14 +366,16 @@ QWidget* KvPanel::buildCalculator()
     plan_row->addStretch(1);
     plan_layout->addLayout(plan_row);
     m_plan = teaching_label();
-    m_plan->setText(tr("Reads only the file's metadata (no weights): weights + KV cache at this context + working buffers, "
-                       "against this machine's memory."));
+    m_plan->setText(
+        tr("Reads only the file's metadata (no weights): weights + KV cache at this context + working buffers, "
+           "against this machine's memory."));
     plan_layout->addWidget(m_plan);
     right->addWidget(plan_box);
     layout->addLayout(right, 1);
 
     connect(plan_button, &QPushButton::clicked, this, [this] {
-        const QString path = QFileDialog::getOpenFileName(this, tr("Plan a GGUF file"), {}, tr("GGUF models (*.gguf);;All files (*)"));
+        const QString path =
+            QFileDialog::getOpenFileName(this, tr("Plan a GGUF file"), {}, tr("GGUF models (*.gguf);;All files (*)"));
         if (!path.isEmpty())
             planFile(path);
     });
@@ -466,12 +499,14 @@ void KvPanel::recalculate()
         fit = tr("the whole cache is in CPU memory: the GPU sets no limit");
     else
         fit = tr("<b>%1</b> such sequences fit on the GPU after the weights").arg(grouped(r.sequences_fit));
-    m_c_result->setText(tr("Per token: <b>%1</b> · per sequence (%2 tokens): <b>%3</b> · total for %4 sequence%5: <b>%6</b><br>"
-                           "on the GPU %7 · in CPU memory %8 · %9")
-                            .arg(both(r.bytes_per_token_exact), grouped(in.context), both(double(r.bytes_per_sequence)))
-                            .arg(in.sequences)
-                            .arg(in.sequences == 1 ? "" : "s")
-                            .arg(both(double(r.total_bytes)), binary(double(r.gpu_cache_bytes)), binary(double(r.cpu_cache_bytes)), fit));
+    m_c_result->setText(
+        tr("Per token: <b>%1</b> · per sequence (%2 tokens): <b>%3</b> · total for %4 sequence%5: <b>%6</b><br>"
+           "on the GPU %7 · in CPU memory %8 · %9")
+            .arg(both(r.bytes_per_token_exact), grouped(in.context), both(double(r.bytes_per_sequence)))
+            .arg(in.sequences)
+            .arg(in.sequences == 1 ? "" : "s")
+            .arg(both(double(r.total_bytes)), binary(double(r.gpu_cache_bytes)), binary(double(r.cpu_cache_bytes)),
+                 fit));
     m_c_result->setToolTip(tr("Exact: %1 B per token, %2 B per sequence, %3 B in total")
                                .arg(grouped(r.bytes_per_token), grouped(r.bytes_per_sequence), grouped(r.total_bytes)));
     m_c_formula->setText(QString::fromStdString(r.formula).toHtmlEscaped());
@@ -507,50 +542,56 @@ void KvPanel::recalculate()
     show_chart(m_chart, chart, x, y, palette());
 }
 
-QString KvPanel::calculatorText() const { return m_c_result->text() + "\n" + m_c_formula->text(); }
+QString KvPanel::calculatorText() const
+{
+    return m_c_result->text() + "\n" + m_c_formula->text();
+}
 
 void KvPanel::planFile(const QString& path)
 {
     m_plan->setText(tr("Reading %1…").arg(path.toHtmlEscaped()));
-    QPointer<KvPanel> self(this);
     const uint32_t n_ctx = uint32_t(m_plan_ctx->value());
-    QThreadPool::globalInstance()->start([self, path, n_ctx] {
-        QString text;
-        try {
-            const engine::MemoryPlan plan = engine::plan_memory(path.toStdString(), n_ctx);
-            text = QString("<b>%1</b> (%2): %3")
-                       .arg(QString::fromStdString(plan.name).toHtmlEscaped(), QString::fromStdString(plan.architecture).toHtmlEscaped(),
-                            QString::fromStdString(plan.message).toHtmlEscaped());
-            if (!plan.fits)
-                text = "<span style='color:#d0453a'>" + text + "</span>";
-            // The same weights and cache on each Vulkan device, against the memory it has free.
-            for (const engine::VulkanDeviceInfo& d : engine::list_vulkan_devices()) {
-                const uint64_t need = plan.weight_bytes + plan.kv_bytes;
-                const bool fits = d.usable && need <= d.budget_bytes;
-                text += QString("<br>%1Vulkan device %2 (%3): weights + KV cache %4 against %5 free — %6%7")
-                            .arg(fits ? "" : "<span style='color:#d0453a'>")
-                            .arg(d.index)
-                            .arg(QString::fromStdString(d.name).toHtmlEscaped())
-                            .arg(binary(double(need)), binary(double(d.budget_bytes)))
-                            .arg(!d.usable ? QObject::tr("not usable: %1").arg(QString::fromStdString(d.why_not).toHtmlEscaped())
-                                 : fits    ? QObject::tr("fits")
-                                           : QObject::tr("does not fit"))
-                            .arg(fits ? "" : "</span>");
+    run_in_background(
+        this,
+        [path, n_ctx] {
+            QString text;
+            try {
+                const engine::MemoryPlan plan = engine::plan_memory(path.toStdString(), n_ctx);
+                text = QString("<b>%1</b> (%2): %3")
+                           .arg(QString::fromStdString(plan.name).toHtmlEscaped(),
+                                QString::fromStdString(plan.architecture).toHtmlEscaped(),
+                                QString::fromStdString(plan.message).toHtmlEscaped());
+                if (!plan.fits)
+                    text = "<span style='color:#d0453a'>" + text + "</span>";
+                // The same weights and cache on each Vulkan device, against the memory it has free.
+                for (const engine::VulkanDeviceInfo& d : vulkan_devices()) {
+                    const uint64_t need = plan.weight_bytes + plan.kv_bytes;
+                    const bool fits = d.usable && need <= d.budget_bytes;
+                    text += QString("<br>%1Vulkan device %2 (%3): weights + KV cache %4 against %5 free — %6%7")
+                                .arg(fits ? "" : "<span style='color:#d0453a'>")
+                                .arg(d.index)
+                                .arg(QString::fromStdString(d.name).toHtmlEscaped())
+                                .arg(binary(double(need)), binary(double(d.budget_bytes)))
+                                .arg(!d.usable ? QObject::tr("not usable: %1")
+                                                     .arg(QString::fromStdString(d.why_not).toHtmlEscaped())
+                                     : fits ? QObject::tr("fits")
+                                            : QObject::tr("does not fit"))
+                                .arg(fits ? "" : "</span>");
+                }
+            } catch (const std::exception& e) {
+                text = "<span style='color:#d0453a'>" + QString::fromUtf8(e.what()).toHtmlEscaped() + "</span>";
             }
-        } catch (const std::exception& e) {
-            text = "<span style='color:#d0453a'>" + QString::fromUtf8(e.what()).toHtmlEscaped() + "</span>";
-        }
-        QMetaObject::invokeMethod(
-            qApp, [self, text] {
-                if (!self)
-                    return;
-                self->m_plan->setText(text);
-                emit self->planned();
-            },
-            Qt::QueuedConnection);
-    });
+            return text;
+        },
+        [](KvPanel& self, QString text) {
+            self.m_plan->setText(text);
+            emit self.planned();
+        });
 }
 
-QString KvPanel::planText() const { return m_plan->text(); }
+QString KvPanel::planText() const
+{
+    return m_plan->text();
+}
 
 } // namespace tokenscope::ui

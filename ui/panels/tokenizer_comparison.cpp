@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "panels/tokenizer_comparison.h"
 
+#include "bridge/background.h"
 #include "bridge/token_text.h"
 #include "model/model_discovery.h"
 #include "model/model_locator.h"
@@ -30,8 +31,9 @@ TokenizerComparison::TokenizerComparison(QWidget* parent) : QWidget(parent)
     row->addWidget(new QLabel(tr("Compare with:")));
     m_pick = new QComboBox;
     m_pick->setObjectName("comparePick");
-    m_pick->setToolTip(tr("Another tokenizer for the same text: any GGUF file's vocabulary (its weights are not read) or "
-                          "an OpenAI .tiktoken rank file (cl100k_base, o200k_base)"));
+    m_pick->setToolTip(
+        tr("Another tokenizer for the same text: any GGUF file's vocabulary (its weights are not read) or "
+           "an OpenAI .tiktoken rank file (cl100k_base, o200k_base)"));
     row->addWidget(m_pick, 1);
     layout->addLayout(row);
     m_view = new QTextBrowser;
@@ -92,36 +94,37 @@ void TokenizerComparison::addTokenizer(const QString& path)
         if (e.path == path)
             return;
     m_note->setText(tr("Reading %1…").arg(QFileInfo(path).fileName()));
-    QPointer<TokenizerComparison> self(this);
-    QThreadPool::globalInstance()->start([self, path] {
+    struct Opened {
         std::shared_ptr<const engine::ComparisonTokenizer> tokenizer;
         QString error;
-        try {
-            tokenizer = engine::ComparisonTokenizer::open(path.toStdString());
-        } catch (const std::exception& e) {
-            error = QString::fromUtf8(e.what());
-        }
-        QMetaObject::invokeMethod(
-            qApp, [self, path, tokenizer, error] {
-                if (!self)
-                    return;
-                if (!tokenizer) {
-                    self->m_note->setText(error);
-                    emit self->failed(error);
-                    return;
-                }
-                Entry e;
-                e.path = path;
-                e.name = QString::fromStdString(tokenizer->name());
-                e.kind = QString::fromStdString(tokenizer->kind());
-                e.vocab_size = tokenizer->vocab_size();
-                e.tokenizer = tokenizer;
-                self->m_entries.push_back(std::move(e));
-                self->m_note->clear();
-                self->encode(self->m_entries.size() - 1);
-            },
-            Qt::QueuedConnection);
-    });
+    };
+    run_in_background(
+        this,
+        [path] {
+            Opened o;
+            try {
+                o.tokenizer = engine::ComparisonTokenizer::open(path.toStdString());
+            } catch (const std::exception& e) {
+                o.error = QString::fromUtf8(e.what());
+            }
+            return o;
+        },
+        [path](TokenizerComparison& self, Opened o) {
+            if (!o.tokenizer) {
+                self.m_note->setText(o.error);
+                emit self.failed(o.error);
+                return;
+            }
+            Entry e;
+            e.path = path;
+            e.name = QString::fromStdString(o.tokenizer->name());
+            e.kind = QString::fromStdString(o.tokenizer->kind());
+            e.vocab_size = o.tokenizer->vocab_size();
+            e.tokenizer = o.tokenizer;
+            self.m_entries.push_back(std::move(e));
+            self.m_note->clear();
+            self.encode(self.m_entries.size() - 1);
+        });
 }
 
 void TokenizerComparison::removeTokenizer(int index)
@@ -154,40 +157,45 @@ bool TokenizerComparison::settled() const
 
 void TokenizerComparison::encode(std::size_t index)
 {
-    QPointer<TokenizerComparison> self(this);
     const auto tokenizer = m_entries[index].tokenizer;
     const QString path = m_entries[index].path;
     const QByteArray text = m_utf8;
     const quint64 generation = m_generation;
-    QThreadPool::globalInstance()->start([self, tokenizer, path, text, generation] {
-        std::vector<std::pair<int, std::pair<int, int>>> tokens;
-        for (const engine::Token& t : tokenizer->encode(std::string_view(text.constData(), std::size_t(text.size()))))
-            tokens.push_back({t.id, {int(t.byte_begin), int(t.byte_end)}});
-        QMetaObject::invokeMethod(
-            qApp, [self, path, generation, tokens = std::move(tokens)]() mutable {
-                if (!self || generation != self->m_generation)
-                    return; // a newer text is on its way
-                for (Entry& e : self->m_entries)
-                    if (e.path == path) {
-                        e.tokens = std::move(tokens);
-                        e.generation = generation;
-                    }
-                self->render();
-                emit self->changed();
-            },
-            Qt::QueuedConnection);
-    });
+    run_in_background(
+        this,
+        [tokenizer, text] {
+            std::vector<std::pair<int, std::pair<int, int>>> tokens;
+            for (const engine::Token& t :
+                 tokenizer->encode(std::string_view(text.constData(), std::size_t(text.size()))))
+                tokens.push_back({t.id, {int(t.byte_begin), int(t.byte_end)}});
+            return tokens;
+        },
+        [path, generation](TokenizerComparison& self, std::vector<std::pair<int, std::pair<int, int>>> tokens) {
+            if (generation != self.m_generation)
+                return; // a newer text is on its way
+            for (Entry& e : self.m_entries)
+                if (e.path == path) {
+                    e.tokens = std::move(tokens);
+                    e.generation = generation;
+                }
+            self.render();
+            emit self.changed();
+        });
 }
 
-QString TokenizerComparison::html() const { return m_view->toHtml(); }
+QString TokenizerComparison::html() const
+{
+    return m_view->toHtml();
+}
 
 void TokenizerComparison::render()
 {
     if (m_entries.empty()) {
-        m_view->setHtml(tr("<p style='color:gray'>Different models cut the same text differently: Gemma's 262K-entry "
-                           "SentencePiece vocabulary, Llama 3's or Qwen's byte-level BPE, OpenAI's cl100k_base (GPT-4) and "
-                           "o200k_base (GPT-4o). Fewer tokens means more text per context window and per billed token. "
-                           "Add a tokenizer above: a GGUF file's vocabulary is read without its weights.</p>"));
+        m_view->setHtml(
+            tr("<p style='color:gray'>Different models cut the same text differently: Gemma's 262K-entry "
+               "SentencePiece vocabulary, Llama 3's or Qwen's byte-level BPE, OpenAI's cl100k_base (GPT-4) and "
+               "o200k_base (GPT-4o). Fewer tokens means more text per context window and per billed token. "
+               "Add a tokenizer above: a GGUF file's vocabulary is read without its weights.</p>"));
         return;
     }
     QString html = "<div style='font-family: monospace; line-height: 160%'>";

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "widgets/model_library_dialog.h"
 
+#include "bridge/background.h"
 #include "model/model_discovery.h"
 
 #include <QApplication>
@@ -25,8 +26,10 @@ ModelLibraryDialog::ModelLibraryDialog(const QStringList& recent, QWidget* paren
     m_status = new QLabel(tr("Looking for GGUF models…"));
     layout->addWidget(m_status);
     m_tree = new QTreeWidget;
-    m_tree->setHeaderLabels({tr("Model"), tr("Source"), tr("Kind"), tr("Architecture"), tr("Type"), tr("Size"), tr("Path")});
-    m_tree->headerItem()->setToolTip(2, tr("Instruct models answer in the chat; base models continue the text they are given"));
+    m_tree->setHeaderLabels(
+        {tr("Model"), tr("Source"), tr("Kind"), tr("Architecture"), tr("Type"), tr("Size"), tr("Path")});
+    m_tree->headerItem()->setToolTip(
+        2, tr("Instruct models answer in the chat; base models continue the text they are given"));
     m_tree->setRootIsDecorated(false);
     m_tree->setAlternatingRowColors(true);
     m_tree->header()->setSectionResizeMode(0, QHeaderView::Stretch);
@@ -51,20 +54,18 @@ ModelLibraryDialog::ModelLibraryDialog(const QStringList& recent, QWidget* paren
     engine::DiscoveryRoots roots = engine::default_discovery_roots();
     for (const QString& r : recent)
         roots.recent_files.emplace_back(r.toStdString());
-    QPointer<ModelLibraryDialog> self(this);
-    QThreadPool::globalInstance()->start([self, roots] {
-        auto found = std::make_shared<const std::vector<engine::DiscoveredModel>>(engine::discover_models(roots));
-        QMetaObject::invokeMethod(qApp, [self, found] {
-            if (!self)
-                return;
-            for (const auto& m : *found) {
-                auto* item = new QTreeWidgetItem(self->m_tree);
+    run_in_background(
+        this, [roots] { return engine::discover_models(roots); },
+        [](ModelLibraryDialog& self, std::vector<engine::DiscoveredModel> found) {
+            for (const auto& m : found) {
+                auto* item = new QTreeWidgetItem(self.m_tree);
                 item->setText(0, QString::fromStdString(m.display_name));
                 item->setText(1, QString::fromStdString(m.source));
                 item->setText(2, m.error ? QString() : m.instruct ? tr("instruct") : tr("base"));
                 item->setText(3, QString::fromStdString(m.architecture));
                 item->setText(4, QString::fromStdString(m.file_type));
-                item->setText(5, QLocale().formattedDataSize(qint64(m.file_size), 1, QLocale::DataSizeTraditionalFormat));
+                item->setText(5,
+                              QLocale().formattedDataSize(qint64(m.file_size), 1, QLocale::DataSizeTraditionalFormat));
                 item->setText(6, QString::fromStdString(m.path.string()));
                 if (m.error) {
                     item->setToolTip(0, QString::fromStdString(*m.error));
@@ -74,15 +75,17 @@ ModelLibraryDialog::ModelLibraryDialog(const QStringList& recent, QWidget* paren
                     item->setData(0, Qt::UserRole, QString::fromStdString(m.path.string()));
                 }
             }
-            self->m_status->setText(found->empty()
-                                        ? tr("No GGUF models found. Run scripts/setup.sh to install the default model, "
-                                             "or open a file with File → Open model….")
-                                        : tr("%n model(s) found.", nullptr, int(found->size())));
-            emit self->scanFinished();
+            self.m_status->setText(found.empty()
+                                       ? tr("No GGUF models found. Run scripts/setup.sh to install the default model, "
+                                            "or open a file with File → Open model….")
+                                       : tr("%n model(s) found.", nullptr, int(found.size())));
+            emit self.scanFinished();
         });
-    });
 }
 
-int ModelLibraryDialog::modelCount() const { return m_tree->topLevelItemCount(); }
+int ModelLibraryDialog::modelCount() const
+{
+    return m_tree->topLevelItemCount();
+}
 
 } // namespace tokenscope::ui
