@@ -1,0 +1,293 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "scripted/screenshot_script.h"
+
+#include "bridge/engine_controller.h"
+#include "bridge/token_selection.h"
+#include "main_window.h"
+#include "panels/attention_panel.h"
+#include "panels/chat_panel.h"
+#include "panels/context_panel.h"
+#include "panels/kv_panel.h"
+#include "panels/stepper_panel.h"
+#include "panels/timeline_panel.h"
+#include "panels/tokenizer_comparison.h"
+#include "panels/tokenizer_panel.h"
+#include "storage/atomic_save.h"
+#include "widgets/model_library_dialog.h"
+
+#include <QApplication>
+#include <QBuffer>
+#include <QDockWidget>
+#include <QSettings>
+#include <QTimer>
+#include <cstdio>
+#include <memory>
+
+namespace tokenscope::ui {
+
+namespace {
+
+using Options = std::shared_ptr<const ScreenshotOptions>;
+
+// A screenshot written like every other file (storage/atomic_save.h): whole or not at all, never
+// through a link planted at its path.
+bool save_picture(QWidget* widget, const QString& path)
+{
+    QBuffer png;
+    png.open(QIODevice::WriteOnly);
+    QString error;
+    if (!widget->grab().save(&png, "PNG"))
+        return false;
+    if (!save_atomically(path, png.data(), &error)) {
+        std::fprintf(stderr, "%s\n", qPrintable(error));
+        return false;
+    }
+    return true;
+}
+
+// After `delay_ms` (the last repaint), saves `target` and ends the app with the result.
+void grab_later(QApplication& app, QWidget* owner, QWidget* target, const QString& file, int delay_ms)
+{
+    QTimer::singleShot(delay_ms, owner, [&app, target, file] {
+        const bool saved = save_picture(target, file);
+        std::fprintf(stderr, "%s %s\n", saved ? "saved" : "could not save", qPrintable(file));
+        app.exit(saved ? 0 : 1);
+    });
+}
+
+// A panel's dock, floating and roomy, so that the picture shows the whole panel.
+QDockWidget* float_dock(MainWindow& window, const QString& panel, int width, int height)
+{
+    auto* dock = qobject_cast<QDockWidget*>(window.panel(panel)->parentWidget());
+    dock->setFloating(true);
+    dock->resize(width, height);
+    return dock;
+}
+
+// The text, then (with --edit) its edited version; grabbed once every comparison has caught up.
+void script_tokenizer(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
+{
+    QDockWidget* dock = float_dock(window, "tokenizer", 1100, 900);
+    TokenizerPanel* tokenizer = window.tokenizerPanel();
+    for (const QString& file : o->compare)
+        tokenizer->comparison()->addTokenizer(file);
+    QObject::connect(&engine, &EngineController::modelLoaded, &window,
+                     [o, tokenizer] { tokenizer->setText(o->prompt); });
+    const bool editing = !o->edit.isEmpty();
+    auto edited = std::make_shared<bool>(!editing);
+    const auto maybe_grab = [&app, &window, o, tokenizer, dock, edited] {
+        const QString final_text = o->edit.isEmpty() ? o->prompt : o->edit;
+        if (!tokenizer->current() || tokenizer->current()->text != final_text || !*edited ||
+            !tokenizer->comparison()->settled() ||
+            int(tokenizer->comparison()->entries().size()) < int(o->compare.size()))
+            return;
+        *edited = false; // grab once
+        tokenizer->selectToken(2);
+        grab_later(app, &window, dock, o->file, 150);
+    };
+    auto grabbed = std::make_shared<bool>(false);
+    QObject::connect(tokenizer, &TokenizerPanel::updated, &window,
+                     [&window, o, tokenizer, edited, maybe_grab, grabbed, editing] {
+                         if (!*edited && !*grabbed && editing && tokenizer->current()->text == o->prompt) {
+                             *grabbed = true;
+                             *edited = false;
+                             QTimer::singleShot(50, &window, [o, tokenizer, edited] {
+                                 *edited = true;
+                                 tokenizer->setText(o->edit);
+                             });
+                             return;
+                         }
+                         maybe_grab();
+                     });
+    QObject::connect(tokenizer->comparison(), &TokenizerComparison::changed, &window, maybe_grab);
+    QObject::connect(tokenizer->comparison(), &TokenizerComparison::failed, &app, [&app](const QString& m) {
+        std::fprintf(stderr, "%s\n", qPrintable(m));
+        app.exit(1);
+    });
+}
+
+// Prefill, n steps, Back, the runner-up forced, one more step; a token selected.
+void script_stepper(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
+{
+    QDockWidget* dock = float_dock(window, "stepper", 1280, 900);
+    StepperPanel* stepper = window.stepperPanel();
+    StepperSettings settings = stepper->settings();
+    settings.sampling.temperature = 0.7f;
+    settings.logit_lens = true;
+    stepper->setSettings(settings);
+    QObject::connect(&engine, &EngineController::modelLoaded, &window, [o, stepper] {
+        stepper->setPrompt(o->prompt);
+        stepper->prefill();
+    });
+    auto script = std::make_shared<int>(0);
+    QObject::connect(stepper, &StepperPanel::stateChanged, &window, [&app, &window, o, stepper, script, dock] {
+        const int n = std::max(2, o->steps);
+        const int i = (*script)++;
+        if (stepper->state() && stepper->state()->action == "error") {
+            std::fprintf(stderr, "stepper: %s\n", qPrintable(stepper->state()->error));
+            app.exit(1);
+        } else if (i < n) {
+            stepper->step();
+        } else if (i == n) {
+            stepper->back();
+        } else if (i == n + 1) {
+            const auto& top = stepper->preview().stages.front().top;
+            stepper->step(top.size() > 1 ? top[1].id : -1);
+        } else if (i == n + 2) {
+            stepper->step();
+        } else if (i == n + 3) {
+            window.selection()->select(int(stepper->state()->tokens.size()) - 2);
+            grab_later(app, &window, dock, o->file, 100);
+        }
+    });
+}
+
+// One head, the layer grid, the whole-model overview, the lines view or the "bank" comparison.
+void script_attention(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
+{
+    QDockWidget* dock = float_dock(window, "attention", 1280, 900);
+    AttentionPanel* attention = window.attentionPanel();
+    const QString which = o->tab.isEmpty() ? QString("head") : o->tab;
+    const auto grab = [&app, &window, dock, o] { grab_later(app, &window, dock, o->file, 300); };
+    QObject::connect(&engine, &EngineController::modelLoaded, &window, [o, attention, which] {
+        if (which == "compare") {
+            attention->showHead(9, 0);
+            attention->compareBankExample();
+            return;
+        }
+        attention->showHead(which == "lines" ? 9 : 3, which == "lines" ? 0 : 2);
+        attention->setPrompt(o->prompt);
+        if (which == "overview")
+            attention->captureAllLayers();
+        else
+            attention->run();
+    });
+    QObject::connect(attention, &AttentionPanel::compared, &window, grab);
+    QObject::connect(attention, &AttentionPanel::captured, &window, [attention, which, grab] {
+        if (which == "grid" || which == "overview") {
+            attention->showTab(1);
+            if (which == "overview")
+                attention->setOverview(true);
+        } else if (which == "lines") {
+            attention->showTab(2);
+        }
+        const int n = attention->currentHead() ? attention->currentHead()->n : 0;
+        attention->selectCell(std::max(0, n - 1), -1);
+        grab();
+    });
+}
+
+// The Model library dialog once its scan is done (every model found, its kind and type).
+void script_library(QApplication& app, MainWindow& window, const Options& o)
+{
+    auto* library = new ModelLibraryDialog(QSettings().value("models/recent").toStringList(), &window);
+    QObject::connect(library, &ModelLibraryDialog::scanFinished, &window,
+                     [&app, &window, library, o] { grab_later(app, &window, library, o->file, 200); });
+    library->show();
+}
+
+// The context simulator with a system prompt, a typed turn and synthetic ones.
+void script_context(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
+{
+    QDockWidget* dock = float_dock(window, "context", 1280, 900);
+    ContextPanel* context = window.contextPanel();
+    QObject::connect(&engine, &EngineController::modelLoaded, &window, [&app, &window, o, context, dock] {
+        context->setWindow(1024);
+        context->setSystemPrompt("You are a concise assistant who explains how language models work.");
+        context->addTypedTurn(o->prompt, "Sunlight scatters off air molecules; short blue wavelengths scatter most, "
+                                         "so the sky looks blue from every direction.");
+        for (int i = 0; i < 6; ++i)
+            context->addSyntheticTurn(60, 140);
+        auto done = std::make_shared<bool>(false);
+        QObject::connect(context, &ContextPanel::simulated, &window, [&app, &window, o, context, dock, done] {
+            if (!*done && context->counted()) {
+                *done = true;
+                grab_later(app, &window, dock, o->file, 300);
+            }
+        });
+    });
+}
+
+// The KV cache or the timeline after a real chat reply (they are its measurements).
+void script_after_reply(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
+{
+    QDockWidget* dock = float_dock(window, o->panel, 1280, o->panel == "timeline" ? 760 : 900);
+    const auto grab = [&app, &window, dock, o] { grab_later(app, &window, dock, o->file, 300); };
+    QObject::connect(&engine, &EngineController::modelLoaded, &window,
+                     [&window, o] { window.chatPanel()->send(o->prompt); });
+    QObject::connect(window.chatPanel(), &ChatPanel::replyFinished, &window, [&engine, &window, o, grab] {
+        if (o->panel == "timeline") {
+            window.selection()->select(window.timelinePanel()->timeline()->prompt_tokens + 3);
+            // The machine's peaks beside the run: measured now, after the reply.
+            QObject::connect(window.timelinePanel(), &TimelinePanel::peaksChanged, &window, grab);
+            engine.probeMachine();
+            return;
+        }
+        if (o->tab == "contents") {
+            QObject::connect(window.kvPanel(), &KvPanel::contentsShown, &window, grab);
+            window.kvPanel()->showContents(3, 0, false);
+        } else if (o->tab == "calculator") {
+            window.kvPanel()->showTab(2);
+            window.kvPanel()->selectPreset("Llama 3 8B");
+            // The example: 8,192 tokens in FP16, 64 sequences, an 80 GiB GPU with 16 GiB of weights.
+            window.kvPanel()->setCalculator(8192, 64, 1, false, true, 0.0, 80.0, 16.0);
+            // …and the memory planner on the loaded file.
+            QObject::connect(window.kvPanel(), &KvPanel::planned, &window, grab);
+            window.kvPanel()->planFile(o->model_path);
+        } else {
+            grab();
+        }
+    });
+}
+
+// The prompt, then each follow-up after the reply before it; the picture after the last.
+void script_chat(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
+{
+    auto queue = std::make_shared<QStringList>(QStringList{o->prompt} + o->follow_ups);
+    QObject::connect(&engine, &EngineController::modelLoaded, &window,
+                     [&window, queue] { window.chatPanel()->send(queue->takeFirst()); });
+    QObject::connect(window.chatPanel(), &ChatPanel::replyFinished, &window, [&app, &window, o, queue] {
+        if (!queue->isEmpty()) {
+            window.chatPanel()->send(queue->takeFirst());
+            return;
+        }
+        QWidget* target = o->panel == "main" ? static_cast<QWidget*>(&window) : window.panel(o->panel);
+        grab_later(app, &window, target, o->file, 100);
+    });
+}
+
+} // namespace
+
+const QStringList& screenshot_panels()
+{
+    static const QStringList panels = {"main", "chat",    "tokenizer", "stepper", "attention",
+                                       "kv",   "context", "timeline",  "library"};
+    return panels;
+}
+
+void script_screenshot(QApplication& app, EngineController& engine, MainWindow& window,
+                       const ScreenshotOptions& options)
+{
+    const Options o = std::make_shared<const ScreenshotOptions>(options);
+    const QString& panel = o->panel;
+    if (panel == "tokenizer")
+        script_tokenizer(app, engine, window, o);
+    else if (panel == "stepper")
+        script_stepper(app, engine, window, o);
+    else if (panel == "attention")
+        script_attention(app, engine, window, o);
+    else if (panel == "library")
+        script_library(app, window, o);
+    else if (panel == "context")
+        script_context(app, engine, window, o);
+    else if (panel == "kv" || panel == "timeline")
+        script_after_reply(app, engine, window, o);
+    else
+        script_chat(app, engine, window, o);
+    QObject::connect(&engine, &EngineController::loadFailed, &app, [&app](const QString& m) {
+        std::fprintf(stderr, "%s\n", qPrintable(m));
+        app.exit(1);
+    });
+}
+
+} // namespace tokenscope::ui
