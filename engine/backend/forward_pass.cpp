@@ -23,10 +23,12 @@ void for_each_weight(const Model& model, const std::function<void(const TensorVi
         fn(w.output, WeightUse::Matrix);
     fn(w.output_norm, WeightUse::Vector);
     for (const LayerWeights& L : w.layers) {
-        for (const TensorView* m : {&L.attn_q, &L.attn_k, &L.attn_v, &L.attn_output, &L.ffn_gate, &L.ffn_up, &L.ffn_down})
+        for (const TensorView* m :
+             {&L.attn_q, &L.attn_k, &L.attn_v, &L.attn_output, &L.ffn_gate, &L.ffn_up, &L.ffn_down})
             fn(*m, WeightUse::Matrix);
-        for (const TensorView* v : {&L.attn_norm, &L.ffn_norm, &L.attn_q_norm, &L.attn_k_norm, &L.post_attention_norm,
-                                    &L.post_ffw_norm, &L.attn_q_bias, &L.attn_k_bias, &L.attn_v_bias, &L.attn_output_bias})
+        for (const TensorView* v :
+             {&L.attn_norm, &L.ffn_norm, &L.attn_q_norm, &L.attn_k_norm, &L.post_attention_norm, &L.post_ffw_norm,
+              &L.attn_q_bias, &L.attn_k_bias, &L.attn_v_bias, &L.attn_output_bias})
             if (*v)
                 fn(*v, WeightUse::Vector);
     }
@@ -73,7 +75,8 @@ public:
             AttentionCapture& a = find_or_add(layer, h);
             for (uint32_t t = 0; t < n; ++t) {
                 const std::size_t row = m_b0 + t;
-                std::copy_n(weights + (std::size_t(t) * H + h) * n_keys, n_keys, a.weights.begin() + std::ptrdiff_t(row * n_keys_total));
+                std::copy_n(weights + (std::size_t(t) * H + h) * n_keys, n_keys,
+                            a.weights.begin() + std::ptrdiff_t(row * n_keys_total));
                 // q as q·k reads it: rounded to F16.
                 for (uint32_t i = 0; i < D; ++i)
                     a.q[row * D + i] = fp16_to_f32(f32_to_fp16(q[(std::size_t(t) * H + h) * D + i]));

@@ -36,12 +36,12 @@ enum class Act {
 // backend that records commands sizes its read-back buffers from it).
 struct ChunkPlan {
     uint32_t n_tokens = 0;
-    uint32_t pos0 = 0;                    // position of the chunk's first token
-    uint32_t order = 1;                   // batch size whose summation order the whole request uses
-    uint32_t logit_row0 = 0;              // first chunk row whose logits are wanted
-    uint32_t n_logit_rows = 0;            // 0: none in this chunk
-    uint32_t logit_order = 1;             // the order of the output head (rows of the whole request)
-    bool residuals = false;               // deliver the residual stream after every layer
+    uint32_t pos0 = 0;                      // position of the chunk's first token
+    uint32_t order = 1;                     // batch size whose summation order the whole request uses
+    uint32_t logit_row0 = 0;                // first chunk row whose logits are wanted
+    uint32_t n_logit_rows = 0;              // 0: none in this chunk
+    uint32_t logit_order = 1;               // the order of the output head (rows of the whole request)
+    bool residuals = false;                 // deliver the residual stream after every layer
     std::vector<uint32_t> attention_layers; // layers whose attention weights and queries are delivered
 };
 
@@ -72,8 +72,8 @@ struct AttentionShape {
 
 // One layer's rotary embedding.
 struct RopeShape {
-    uint32_t n_rot = 0;             // rotated dimensions of a head
-    bool neox = false;              // pairs (i, i + n_rot/2) instead of (2i, 2i+1)
+    uint32_t n_rot = 0; // rotated dimensions of a head
+    bool neox = false;  // pairs (i, i + n_rot/2) instead of (2i, 2i+1)
     float base = 10000.0f;
     float freq_scale = 1.0f;
     const float* factors = nullptr; // per-pair frequency factors (rope_freqs), or null
@@ -142,8 +142,8 @@ protected:
     // Delivers X after `layer` to the sink.
     virtual void deliver_residual(uint32_t layer) = 0;
     // Final norm and output head of chunk rows [row0, row0 + n_rows) of X; logits to the sink.
-    virtual void output_head(const TensorView& norm, const TensorView& output, uint32_t row0, uint32_t n_rows, uint32_t order,
-                             float eps) = 0;
+    virtual void output_head(const TensorView& norm, const TensorView& output, uint32_t row0, uint32_t n_rows,
+                             uint32_t order, float eps) = 0;
     // Runs what was issued and delivers the rest of the chunk's results.
     virtual void finish_chunk() = 0;
     // Keys and values of positions [0, n) of one layer's KV head as f32 ([n][D] each); positions

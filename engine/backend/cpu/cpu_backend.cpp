@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The operations of the forward pass (backend/forward_pass.h) on the CPU: host buffers, the thread
 // pool, the SIMD kernels chosen at run time and the paged F16 KV cache. Shapes as in forward_pass.h.
-#include "backend/forward_pass.h"
 #include "backend/cpu/attention_kernels.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/forward_pass.h"
 #include "kv/kv_sizing.h"
 
 #include "model/memory_plan.h"
@@ -116,15 +116,24 @@ BackendMemory CpuBackend::memory() const
 std::vector<float>& CpuBackend::buffer(Act a)
 {
     switch (a) {
-    case Act::X: return m_x;
-    case Act::H: return m_h;
-    case Act::O: return m_o;
-    case Act::Q: return m_q;
-    case Act::K: return m_k;
-    case Act::V: return m_v;
-    case Act::Attn: return m_attn;
-    case Act::Gate: return m_gate;
-    case Act::Up: return m_up;
+    case Act::X:
+        return m_x;
+    case Act::H:
+        return m_h;
+    case Act::O:
+        return m_o;
+    case Act::Q:
+        return m_q;
+    case Act::K:
+        return m_k;
+    case Act::V:
+        return m_v;
+    case Act::Attn:
+        return m_attn;
+    case Act::Gate:
+        return m_gate;
+    case Act::Up:
+        return m_up;
     }
     throw std::logic_error("unknown activation buffer");
 }
@@ -162,7 +171,10 @@ void CpuBackend::embed(std::span<const TokenId> tokens, float scale)
     }
 }
 
-void CpuBackend::load_residual(std::span<const float> rows) { std::copy(rows.begin(), rows.end(), m_x.begin()); }
+void CpuBackend::load_residual(std::span<const float> rows)
+{
+    std::copy(rows.begin(), rows.end(), m_x.begin());
+}
 
 void CpuBackend::rmsnorm(Act in, Act out, const TensorView& weight, uint32_t width, uint32_t n_rows, float eps)
 {
@@ -306,10 +318,13 @@ void CpuBackend::check_finite(uint32_t layer, uint32_t pos0)
                                     layer, m_x[i], pos0 + static_cast<uint32_t>(i / E)));
 }
 
-void CpuBackend::deliver_residual(uint32_t layer) { m_sink->residual(layer, m_x.data()); }
+void CpuBackend::deliver_residual(uint32_t layer)
+{
+    m_sink->residual(layer, m_x.data());
+}
 
-void CpuBackend::output_head(const TensorView& norm, const TensorView& output, uint32_t row0, uint32_t n_rows, uint32_t order,
-                             float eps)
+void CpuBackend::output_head(const TensorView& norm, const TensorView& output, uint32_t row0, uint32_t n_rows,
+                             uint32_t order, float eps)
 {
     const std::size_t E = m_model->config().n_embd;
     const float* w = vector_of(norm).data();

@@ -84,22 +84,22 @@ private:
     // Every weight the pass reads, by tensor (a tied output head is the embedding matrix).
     std::unordered_map<const gguf::TensorInfo*, DeviceMatrix> m_matrices;
     std::unordered_map<const gguf::TensorInfo*, Buffer> m_vectors;
-    std::vector<std::pair<Buffer, Buffer>> m_caches; // per layer: K, V [Hkv][n_ctx][D] F16, two per word
+    std::vector<std::pair<Buffer, Buffer>> m_caches;    // per layer: K, V [Hkv][n_ctx][D] F16, two per word
     std::vector<std::pair<float, float>> m_rope_tables; // (base, freq_scale) of the cos/sin tables
     uint64_t m_weight_bytes = 0;
 
     // scratch for chunks of up to m_batch tokens
     uint32_t m_batch = 0, m_logit_rows = 0;
-    Buffer m_ids, m_cs;                 // host-visible: token ids, cos/sin tables
-    Buffer m_x, m_h, m_o;               // [n][E]
-    Buffer m_q, m_attn;                 // [n][H·D]
-    Buffer m_kb, m_vb;                  // [n][Hkv·D]
-    Buffer m_gate, m_up;                // [n][F]
-    Buffer m_logits;                    // [m_logit_rows][V]
-    Buffer m_act;                       // [n][max(E, H·D, F)] quantized matmul input
+    Buffer m_ids, m_cs;   // host-visible: token ids, cos/sin tables
+    Buffer m_x, m_h, m_o; // [n][E]
+    Buffer m_q, m_attn;   // [n][H·D]
+    Buffer m_kb, m_vb;    // [n][Hkv·D]
+    Buffer m_gate, m_up;  // [n][F]
+    Buffer m_logits;      // [m_logit_rows][V]
+    Buffer m_act;         // [n][max(E, H·D, F)] quantized matmul input
     Buffer m_download;
-    std::vector<Buffer> m_capture;      // attention weights of delivered layers
-    Buffer m_staging;                   // the logit lens's input
+    std::vector<Buffer> m_capture; // attention weights of delivered layers
+    Buffer m_staging;              // the logit lens's input
     uint64_t m_scratch_bytes = 0;
 
     // the chunk being recorded: where each result lands in m_download
@@ -126,18 +126,21 @@ VulkanBackend::VulkanBackend(std::shared_ptr<const Model> model, const VulkanBac
 {
     const ModelConfig& c = m_model->config();
     m_n_ctx = m_kv.config().n_ctx;
-    m_ctx = std::make_unique<vk::Context>(vk::ContextOptions{options.device, options.validation, options.max_binding_bytes});
+    m_ctx = std::make_unique<vk::Context>(
+        vk::ContextOptions{options.device, options.validation, options.max_binding_bytes});
     m_k = std::make_unique<vk::Kernels>(*m_ctx);
     m_rec = std::make_unique<vk::Recorder>(*m_ctx);
     if (c.head_dim_k != c.head_dim_v)
         throw UnsupportedError("the Vulkan backend needs equal key and value head dimensions");
     if (c.head_dim_k > vk::Kernels::kAttentionMaxHeadDim || c.head_dim_k % 2 != 0 || c.n_rot > c.head_dim_k)
-        throw UnsupportedError(fmt::format("the Vulkan backend handles even head dimensions up to {} (the model has {})",
-                                           vk::Kernels::kAttentionMaxHeadDim, c.head_dim_k));
+        throw UnsupportedError(
+            fmt::format("the Vulkan backend handles even head dimensions up to {} (the model has {})",
+                        vk::Kernels::kAttentionMaxHeadDim, c.head_dim_k));
     const auto t0 = std::chrono::steady_clock::now();
     upload_weights();
     allocate_scratch();
-    spdlog::info("Vulkan backend: {} MiB of weights uploaded, micro-batches of {} tokens, KV cache {} MiB on the device ({:.1f} s)",
+    spdlog::info("Vulkan backend: {} MiB of weights uploaded, micro-batches of {} tokens, KV cache {} MiB on the "
+                 "device ({:.1f} s)",
                  m_weight_bytes >> 20, m_batch,
                  (uint64_t(2) * c.n_layer * c.n_head_kv[0] * c.head_dim_k * m_n_ctx * 2) >> 20,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -166,7 +169,8 @@ void VulkanBackend::upload_weights()
             throw FormatError("the model lacks a weight matrix the forward pass needs");
         if (use == WeightUse::Matrix)
             matmul_types.insert(t.type());
-        DeviceMatrix m = vk::upload_matrix(*m_ctx, up, t.type(), t.data, uint32_t(t.cols()), uint32_t(t.rows()), t.row_bytes);
+        DeviceMatrix m =
+            vk::upload_matrix(*m_ctx, up, t.type(), t.data, uint32_t(t.cols()), uint32_t(t.rows()), t.row_bytes);
         m_weight_bytes += m.bytes();
         m_matrices.emplace(t.info, std::move(m));
     });
@@ -180,10 +184,12 @@ void VulkanBackend::upload_weights()
     for (const uint32_t n_kv_heads : m_kv.config().n_kv_heads) {
         const uint64_t cache_bytes = uint64_t(n_kv_heads) * m_n_ctx * c.head_dim_k * 2;
         if (cache_bytes > m_ctx->device_max_binding())
-            throw UnsupportedError(fmt::format("layer {}'s KV cache for {} positions ({} MiB) exceeds one storage-buffer binding of "
-                                               "this device ({} MiB): use a smaller context",
-                                               m_caches.size(), m_n_ctx, cache_bytes >> 20, m_ctx->device_max_binding() >> 20));
-        m_caches.emplace_back(Buffer(m_ctx.get(), cache_bytes, Memory::Device), Buffer(m_ctx.get(), cache_bytes, Memory::Device));
+            throw UnsupportedError(
+                fmt::format("layer {}'s KV cache for {} positions ({} MiB) exceeds one storage-buffer binding of "
+                            "this device ({} MiB): use a smaller context",
+                            m_caches.size(), m_n_ctx, cache_bytes >> 20, m_ctx->device_max_binding() >> 20));
+        m_caches.emplace_back(Buffer(m_ctx.get(), cache_bytes, Memory::Device),
+                              Buffer(m_ctx.get(), cache_bytes, Memory::Device));
     }
     for (const RopeShape& r : distinct_rope_shapes())
         m_rope_tables.emplace_back(r.base, r.freq_scale);
@@ -220,7 +226,9 @@ void VulkanBackend::allocate_scratch()
     m_act = dev(m_batch * std::max({E, H * D, F}));
     m_logits = dev(uint64_t(m_logit_rows) * c.n_vocab);
     m_ids = Buffer(m_ctx.get(), m_batch * sizeof(uint32_t), Memory::Upload);
-    m_cs = Buffer(m_ctx.get(), std::max<std::size_t>(1, m_rope_tables.size()) * m_batch * (c.n_rot / 2) * 2 * sizeof(float), Memory::Upload);
+    m_cs = Buffer(m_ctx.get(),
+                  std::max<std::size_t>(1, m_rope_tables.size()) * m_batch * (c.n_rot / 2) * 2 * sizeof(float),
+                  Memory::Upload);
     m_staging = Buffer(m_ctx.get(), E * sizeof(float), Memory::Upload);
 }
 
@@ -236,7 +244,8 @@ Buffer& VulkanBackend::capture_buffer(std::size_t i, uint64_t bytes)
 void VulkanBackend::ensure_usable() const
 {
     if (m_ctx->lost())
-        throw Error(fmt::format("the Vulkan device ({}) was lost earlier; reopen the model or use the CPU backend", m_ctx->device_name()));
+        throw Error(fmt::format("the Vulkan device ({}) was lost earlier; reopen the model or use the CPU backend",
+                                m_ctx->device_name()));
 }
 
 BackendMemory VulkanBackend::memory() const
@@ -253,15 +262,24 @@ BackendMemory VulkanBackend::memory() const
 Buffer& VulkanBackend::buffer(Act a)
 {
     switch (a) {
-    case Act::X: return m_x;
-    case Act::H: return m_h;
-    case Act::O: return m_o;
-    case Act::Q: return m_q;
-    case Act::K: return m_kb;
-    case Act::V: return m_vb;
-    case Act::Attn: return m_attn;
-    case Act::Gate: return m_gate;
-    case Act::Up: return m_up;
+    case Act::X:
+        return m_x;
+    case Act::H:
+        return m_h;
+    case Act::O:
+        return m_o;
+    case Act::Q:
+        return m_q;
+    case Act::K:
+        return m_kb;
+    case Act::V:
+        return m_vb;
+    case Act::Attn:
+        return m_attn;
+    case Act::Gate:
+        return m_gate;
+    case Act::Up:
+        return m_up;
     }
     throw std::logic_error("unknown activation buffer");
 }
@@ -276,7 +294,8 @@ uint32_t VulkanBackend::rope_table_of(const RopeShape& r) const
 
 // ---- reading back -------------------------------------------------------------------------------
 
-void VulkanBackend::read_cache(uint32_t layer, uint32_t kv_head, uint32_t n, std::vector<float>& keys, std::vector<float>& values) const
+void VulkanBackend::read_cache(uint32_t layer, uint32_t kv_head, uint32_t n, std::vector<float>& keys,
+                               std::vector<float>& values) const
 {
     const uint32_t D = m_model->config().head_dim_k;
     const uint64_t bytes = uint64_t(n) * D * 2, offset = uint64_t(kv_head) * m_n_ctx * D * 2;
@@ -384,8 +403,8 @@ void VulkanBackend::rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeS
 
 void VulkanBackend::store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim)
 {
-    m_k->kv_store(*m_rec, m_kb, m_vb, m_caches[layer].first, m_caches[layer].second, m_plan.n_tokens, n_kv_heads, head_dim,
-                  m_plan.pos0, m_n_ctx);
+    m_k->kv_store(*m_rec, m_kb, m_vb, m_caches[layer].first, m_caches[layer].second, m_plan.n_tokens, n_kv_heads,
+                  head_dim, m_plan.pos0, m_n_ctx);
 }
 
 void VulkanBackend::attention(const AttentionShape& s, bool deliver)
@@ -407,7 +426,8 @@ void VulkanBackend::attention(const AttentionShape& s, bool deliver)
         d = &m_deliveries.at(m_next_delivery);
         weights = &capture_buffer(m_next_delivery++, weight_bytes);
         m_rec->fill(weights->handle(), 0, weight_bytes, 0);
-        m_rec->copy(m_q.handle(), 0, m_download.handle(), d->q_offset, uint64_t(s.n_tokens) * s.n_heads * s.head_dim * sizeof(float));
+        m_rec->copy(m_q.handle(), 0, m_download.handle(), d->q_offset,
+                    uint64_t(s.n_tokens) * s.n_heads * s.head_dim * sizeof(float));
     }
     const auto& [k_cache, v_cache] = m_caches[s.layer];
     m_k->attention(*m_rec, shape, m_q, k_cache, v_cache, m_attn, weights);
@@ -415,7 +435,10 @@ void VulkanBackend::attention(const AttentionShape& s, bool deliver)
         m_rec->copy(weights->handle(), 0, m_download.handle(), d->w_offset, weight_bytes);
 }
 
-void VulkanBackend::glu(uint32_t width, uint32_t n_rows, bool gelu) { m_k->glu(*m_rec, m_gate, m_up, n_rows * width, width, gelu); }
+void VulkanBackend::glu(uint32_t width, uint32_t n_rows, bool gelu)
+{
+    m_k->glu(*m_rec, m_gate, m_up, n_rows * width, width, gelu);
+}
 
 void VulkanBackend::add_residual(uint32_t n_rows)
 {
@@ -431,8 +454,8 @@ void VulkanBackend::deliver_residual(uint32_t layer)
     m_residuals.emplace_back(layer, offset);
 }
 
-void VulkanBackend::output_head(const TensorView& norm, const TensorView& output, uint32_t row0, uint32_t n_rows, uint32_t order,
-                                float eps)
+void VulkanBackend::output_head(const TensorView& norm, const TensorView& output, uint32_t row0, uint32_t n_rows,
+                                uint32_t order, float eps)
 {
     const ModelConfig& c = m_model->config();
     const DeviceMatrix& head = matrix_of(output);
@@ -451,11 +474,13 @@ void VulkanBackend::finish_chunk()
     m_rec->submit();
     const auto* down = static_cast<const std::byte*>(m_download.mapped());
     if (m_plan.n_logit_rows)
-        std::memcpy(m_sink->logits(), down, std::size_t(m_plan.n_logit_rows) * m_model->config().n_vocab * sizeof(float));
+        std::memcpy(m_sink->logits(), down,
+                    std::size_t(m_plan.n_logit_rows) * m_model->config().n_vocab * sizeof(float));
     for (const auto& [layer, offset] : m_residuals)
         m_sink->residual(layer, reinterpret_cast<const float*>(down + offset));
     for (const Delivery& d : m_deliveries)
-        m_sink->attention(d.layer, reinterpret_cast<const float*>(down + d.q_offset), reinterpret_cast<const float*>(down + d.w_offset));
+        m_sink->attention(d.layer, reinterpret_cast<const float*>(down + d.q_offset),
+                          reinterpret_cast<const float*>(down + d.w_offset));
     m_sink = nullptr;
 }
 
@@ -486,14 +511,20 @@ VulkanValidationReport vulkan_validation_report()
 
 namespace engine {
 
-std::vector<VulkanDeviceInfo> list_vulkan_devices() { return {}; }
+std::vector<VulkanDeviceInfo> list_vulkan_devices()
+{
+    return {};
+}
 
 std::unique_ptr<Backend> make_vulkan_backend(std::shared_ptr<const Model>, const VulkanBackendOptions&)
 {
     throw UnsupportedError("Tokenscope was built without Vulkan; use the CPU backend");
 }
 
-VulkanValidationReport vulkan_validation_report() { return {}; }
+VulkanValidationReport vulkan_validation_report()
+{
+    return {};
+}
 
 } // namespace engine
 
