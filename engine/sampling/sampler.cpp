@@ -206,153 +206,182 @@ void Sampler::reseed(uint64_t seed)
     m_rng.seed(seed);
 }
 
-SampleResult Sampler::sample(std::span<const float> logits, std::span<const int32_t> history)
-{
-    SampleResult result;
-    const std::size_t n_vocab = logits.size();
-    if (n_vocab == 0)
-        return result;
-    const std::size_t n_view = m_config.stage_view_size;
-    const bool views = n_view > 0;
-    const bool greedy = m_config.greedy || m_config.temperature <= 0.0f;
-    const bool top_k_on = m_config.top_k > 0;
-    const std::size_t top_k = top_k_on ? std::min(n_vocab, static_cast<std::size_t>(m_config.top_k)) : n_vocab;
-    auto& stages = result.stages;
-    const auto raw_logit = [logits](std::size_t i) { return clean(logits[i]); };
-    const auto raw_candidate = [logits](std::size_t i) {
-        return Candidate{static_cast<int32_t>(i), clean(logits[i]), 0.0f};
-    };
+namespace {
 
-    // ---- helpers for the stage views -------------------------------------------------------
-    bool sorted = false; // m_cands is in best-first order
-    const auto view = [&](const char* name, std::size_t survivors, std::vector<Candidate> top, const Normaliser& z) {
+// One call of Sampler::sample, stage by stage: its inputs, the sampler's reusable buffers it works
+// in, and the stage views it records. Each stage is one member function, called in llama.cpp's
+// order by Sampler::sample.
+struct SamplePass {
+    SamplePass(std::span<const float> logits_in, const SamplerConfig& config_in, std::vector<int32_t>& penalised_ids_in,
+               std::vector<Candidate>& penalised_in, std::vector<Candidate>& raw_best_in,
+               std::vector<Candidate>& cands_in, std::vector<StageView>& stages_in)
+        : logits(logits_in), config(config_in), penalised_ids(penalised_ids_in), penalised(penalised_in),
+          raw_best(raw_best_in), cands(cands_in), stages(stages_in), n_vocab(logits_in.size()),
+          n_view(config_in.stage_view_size), views(n_view > 0),
+          greedy(config_in.greedy || config_in.temperature <= 0.0f), top_k_on(config_in.top_k > 0),
+          top_k(top_k_on ? std::min(n_vocab, static_cast<std::size_t>(config_in.top_k)) : n_vocab)
+    {
+    }
+
+    std::span<const float> logits;
+    const SamplerConfig& config;
+    std::vector<int32_t>& penalised_ids; // (n_penalised) distinct ids of the penalty window, ascending
+    std::vector<Candidate>& penalised;   // (n_penalised) those tokens with penalised logits, best first
+    std::vector<Candidate>& raw_best;    // (needed + n_penalised) best raw logits, best first
+    std::vector<Candidate>& cands;       // (survivors) what the filters still keep
+    std::vector<StageView>& stages;
+    const std::size_t n_vocab, n_view;
+    const bool views, greedy, top_k_on;
+    const std::size_t top_k;
+    bool penalty_on = false;
+    bool sorted = false;  // cands is in best-first order
+    bool weighed = false; // cands' probability fields hold their weights at T = 1
+    Normaliser z_raw, z;
+
+    float raw_logit(std::size_t i) const { return clean(logits[i]); }
+    Candidate raw_candidate(std::size_t i) const { return Candidate{static_cast<int32_t>(i), clean(logits[i]), 0.0f}; }
+
+    // ---- the stage views ---------------------------------------------------------------------------
+    StageView view(const char* name, std::size_t survivors, std::vector<Candidate> top, const Normaliser& norm) const
+    {
         for (auto& c : top)
-            c.probability = z.probability(c.logit);
+            c.probability = norm.probability(c.logit);
         return StageView{name, std::move(top), survivors, true};
-    };
-    const auto best_of = [n_view](const std::vector<Candidate>& best_first) {
+    }
+    std::vector<Candidate> best_of(const std::vector<Candidate>& best_first) const
+    {
         return std::vector<Candidate>(best_first.begin(),
                                       best_first.begin() + offset(std::min(n_view, best_first.size())));
-    };
-    const auto cands_view = [&](const char* name, const Normaliser& z) {
+    }
+    StageView cands_view(const char* name, const Normaliser& norm) const
+    {
         std::vector<Candidate> top;
         if (sorted)
-            top = best_of(m_cands);
+            top = best_of(cands);
         else
             select_top(
-                m_cands.size(), n_view, [this](std::size_t i) { return m_cands[i]; }, top);
-        return view(name, m_cands.size(), std::move(top), z);
-    };
+                cands.size(), n_view, [this](std::size_t i) { return cands[i]; }, top);
+        return view(name, cands.size(), std::move(top), norm);
+    }
     // A stage that changed nothing shows the previous distribution again, without recomputing it.
-    const auto repeat_view = [&](const char* name, bool applied) {
+    StageView repeat_view(const char* name, bool applied) const
+    {
         StageView v = stages.back();
         v.name = name;
         v.applied = applied;
         return v;
-    };
-
-    // ---- repetition penalty, as an overlay ---------------------------------------------------
-    // llama.cpp's penalties sampler: each distinct token of the window once, whatever its count;
-    // dividing a negative logit would make the token more likely, so those are multiplied.
-    // The at most repeat_last_n penalised tokens are kept aside instead of copying the logits.
-    const bool penalty_on = m_config.repeat_penalty != 1.0f && m_config.repeat_last_n != 0;
-    m_penalised_ids.clear();
-    m_penalised.clear();
-    if (penalty_on) {
-        const std::size_t window = m_config.repeat_last_n < 0
-                                       ? history.size()
-                                       : std::min(history.size(), static_cast<std::size_t>(m_config.repeat_last_n));
-        for (const int32_t id : history.last(window))
-            if (id >= 0 && static_cast<std::size_t>(id) < n_vocab)
-                m_penalised_ids.push_back(id);
-        std::sort(m_penalised_ids.begin(), m_penalised_ids.end());
-        m_penalised_ids.erase(std::unique(m_penalised_ids.begin(), m_penalised_ids.end()), m_penalised_ids.end());
-        for (const int32_t id : m_penalised_ids) {
-            const float l = raw_logit(static_cast<std::size_t>(id));
-            m_penalised.push_back({id, l > 0.0f ? l / m_config.repeat_penalty : l * m_config.repeat_penalty, 0.0f});
-        }
-        std::sort(m_penalised.begin(), m_penalised.end(), better);
     }
-    const auto is_penalised = [this](int32_t id) {
-        return std::binary_search(m_penalised_ids.begin(), m_penalised_ids.end(), id);
-    };
+
+    bool is_penalised(int32_t id) const { return std::binary_search(penalised_ids.begin(), penalised_ids.end(), id); }
     // The best `count` penalised logits: the best unpenalised ones are among the best
     // count + n_penalised raw logits (at most n_penalised of those are penalised), so merging
     // those with the penalised tokens is exact.
-    const auto penalised_best = [&](std::size_t count) {
+    std::vector<Candidate> penalised_best(std::size_t count) const
+    {
         std::vector<Candidate> out;
         std::size_t i = 0;
         std::size_t j = 0;
         while (out.size() < count) {
-            while (i < m_raw_best.size() && is_penalised(m_raw_best[i].id))
+            while (i < raw_best.size() && is_penalised(raw_best[i].id))
                 ++i;
-            const bool raw_left = i < m_raw_best.size();
-            const bool penalised_left = j < m_penalised.size();
+            const bool raw_left = i < raw_best.size();
+            const bool penalised_left = j < penalised.size();
             if (!raw_left && !penalised_left)
                 break;
-            if (penalised_left && (!raw_left || better(m_penalised[j], m_raw_best[i])))
-                out.push_back(m_penalised[j++]);
+            if (penalised_left && (!raw_left || better(penalised[j], raw_best[i])))
+                out.push_back(penalised[j++]);
             else
-                out.push_back(m_raw_best[i++]);
+                out.push_back(raw_best[i++]);
         }
         return out;
-    };
+    }
 
-    // ---- the one pass over the vocabulary ------------------------------------------------------
+    // ---- repetition penalty, as an overlay ----------------------------------------------------------
+    // llama.cpp's penalties sampler: each distinct token of the window once, whatever its count;
+    // dividing a negative logit would make the token more likely, so those are multiplied.
+    // The at most repeat_last_n penalised tokens are kept aside instead of copying the logits.
+    void penalise(std::span<const int32_t> history)
+    {
+        penalty_on = config.repeat_penalty != 1.0f && config.repeat_last_n != 0;
+        penalised_ids.clear();
+        penalised.clear();
+        if (!penalty_on)
+            return;
+        const std::size_t window = config.repeat_last_n < 0
+                                       ? history.size()
+                                       : std::min(history.size(), static_cast<std::size_t>(config.repeat_last_n));
+        for (const int32_t id : history.last(window))
+            if (id >= 0 && static_cast<std::size_t>(id) < n_vocab)
+                penalised_ids.push_back(id);
+        std::sort(penalised_ids.begin(), penalised_ids.end());
+        penalised_ids.erase(std::unique(penalised_ids.begin(), penalised_ids.end()), penalised_ids.end());
+        for (const int32_t id : penalised_ids) {
+            const float l = raw_logit(static_cast<std::size_t>(id));
+            penalised.push_back({id, l > 0.0f ? l / config.repeat_penalty : l * config.repeat_penalty, 0.0f});
+        }
+        std::sort(penalised.begin(), penalised.end(), better);
+    }
+
+    // ---- the one pass over the vocabulary -----------------------------------------------------------
     // Everything short of "top-k off" needs only the best few logits: enough for the views, the
     // greedy argmax or top-k, plus as many as the penalty may push down.
-    std::size_t needed = views ? n_view : 0;
-    if (greedy)
-        needed = std::max<std::size_t>(needed, 1);
-    else if (top_k < n_vocab)
-        needed = std::max(needed, top_k);
-    m_raw_best.clear();
-    if (needed > 0)
-        select_top(n_vocab, needed + m_penalised.size(), raw_candidate, m_raw_best);
-
-    // ---- logits ----------------------------------------------------------------------------
-    Normaliser z_raw;
-    if (views) {
-        z_raw = normalise(n_vocab, raw_logit, m_raw_best.front().logit);
-        stages.push_back(view("logits", n_vocab, best_of(m_raw_best), z_raw));
+    void find_best()
+    {
+        std::size_t needed = views ? n_view : 0;
+        if (greedy)
+            needed = std::max<std::size_t>(needed, 1);
+        else if (top_k < n_vocab)
+            needed = std::max(needed, top_k);
+        raw_best.clear();
+        if (needed > 0)
+            select_top(
+                n_vocab, needed + penalised.size(), [this](std::size_t i) { return raw_candidate(i); }, raw_best);
     }
 
-    // ---- repetition penalty ----------------------------------------------------------------
-    if (views) {
-        if (m_penalised.empty()) {
+    // ---- views of the logits and of the penalty -----------------------------------------------------
+    void view_logits()
+    {
+        z_raw = normalise(
+            n_vocab, [this](std::size_t i) { return raw_logit(i); }, raw_best.front().logit);
+        stages.push_back(view("logits", n_vocab, best_of(raw_best), z_raw));
+    }
+
+    void view_penalty()
+    {
+        if (penalised.empty()) {
             stages.push_back(repeat_view("repetition penalty", penalty_on));
-        } else {
-            auto top = penalised_best(n_view);
-            // The raw normaliser with the penalised terms swapped, rescaled to the new max. When
-            // the penalised tokens held nearly all the mass the subtraction would cancel, so
-            // that case (and infinite maxima) sums the vocabulary again.
-            Normaliser z{top.front().logit, 0.0};
-            double removed = 0.0;
-            double added = 0.0;
-            for (const auto& c : m_penalised) {
-                removed += z_raw.weight(raw_logit(static_cast<std::size_t>(c.id)));
-                added += z.weight(c.logit);
-            }
-            const double rest = z_raw.sum - removed;
-            if (std::isfinite(z_raw.max) && std::isfinite(z.max) && rest >= 1e-6 * z_raw.sum) {
-                z.sum = rest * std::exp(static_cast<double>(z_raw.max) - static_cast<double>(z.max)) + added;
-            } else {
-                std::size_t j = 0;
-                for (std::size_t i = 0; i < n_vocab; ++i) {
-                    if (j < m_penalised_ids.size() && static_cast<std::size_t>(m_penalised_ids[j]) == i)
-                        ++j;
-                    else
-                        z.sum += z.weight(raw_logit(i));
-                }
-                z.sum += added;
-            }
-            stages.push_back(view("repetition penalty", n_vocab, std::move(top), z));
+            return;
         }
+        auto top = penalised_best(n_view);
+        // The raw normaliser with the penalised terms swapped, rescaled to the new max. When
+        // the penalised tokens held nearly all the mass the subtraction would cancel, so
+        // that case (and infinite maxima) sums the vocabulary again.
+        Normaliser zp{top.front().logit, 0.0};
+        double removed = 0.0;
+        double added = 0.0;
+        for (const auto& c : penalised) {
+            removed += z_raw.weight(raw_logit(static_cast<std::size_t>(c.id)));
+            added += zp.weight(c.logit);
+        }
+        const double rest = z_raw.sum - removed;
+        if (std::isfinite(z_raw.max) && std::isfinite(zp.max) && rest >= 1e-6 * z_raw.sum) {
+            zp.sum = rest * std::exp(static_cast<double>(z_raw.max) - static_cast<double>(zp.max)) + added;
+        } else {
+            std::size_t j = 0;
+            for (std::size_t i = 0; i < n_vocab; ++i) {
+                if (j < penalised_ids.size() && static_cast<std::size_t>(penalised_ids[j]) == i)
+                    ++j;
+                else
+                    zp.sum += zp.weight(raw_logit(i));
+            }
+            zp.sum += added;
+        }
+        stages.push_back(view("repetition penalty", n_vocab, std::move(top), zp));
     }
 
-    // ---- greedy ----------------------------------------------------------------------------
-    // The argmax survives every filter, so greedy skips them; ties go to the lowest id.
-    if (greedy) {
+    // ---- greedy: the argmax survives every filter, so it skips them; ties go to the lowest id -------
+    void take_greedy(SampleResult& result)
+    {
         const Candidate best = penalised_best(1).front();
         result.token = best.id;
         result.probability = 1.0f;
@@ -361,93 +390,128 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
                 stages.push_back(repeat_view(name, false));
             stages.push_back(StageView{"final", {Candidate{best.id, best.logit, 1.0f}}, 1, true});
         }
-        return result;
     }
 
-    // ---- top-k -----------------------------------------------------------------------------
-    if (top_k < n_vocab) {
-        m_cands = penalised_best(top_k);
-        sorted = true;
-    } else {
-        // Only without top-k do the later stages work on the whole vocabulary.
-        m_cands.resize(n_vocab);
-        for (std::size_t i = 0; i < n_vocab; ++i)
-            m_cands[i] = raw_candidate(i);
-        for (const auto& c : m_penalised)
-            m_cands[static_cast<std::size_t>(c.id)].logit = c.logit;
-    }
-    // The weights at T = 1 serve the top-k view, top-p and the min-p view; without top-k they are
-    // a pass of exp over the whole vocabulary, so they are computed only when one of those runs.
-    const bool top_p_on = m_config.top_p < 1.0f;
-    const bool min_p_on = m_config.min_p > 0.0f;
-    const bool weighed = top_k < n_vocab || top_p_on || (min_p_on && views);
-    Normaliser z;
-    if (weighed)
-        z = weigh(m_cands);
-    if (views)
-        stages.push_back(top_k < n_vocab ? cands_view("top-k", z) : repeat_view("top-k", top_k_on));
-
-    // ---- top-p -----------------------------------------------------------------------------
-    if (top_p_on) {
-        sorted = keep_top_p(m_cands, sorted, z, m_config.top_p);
-        z = reweigh(m_cands, z.max);
+    // ---- top-k ---------------------------------------------------------------------------------------
+    void apply_top_k()
+    {
+        if (top_k < n_vocab) {
+            cands = penalised_best(top_k);
+            sorted = true;
+        } else {
+            // Only without top-k do the later stages work on the whole vocabulary.
+            cands.resize(n_vocab);
+            for (std::size_t i = 0; i < n_vocab; ++i)
+                cands[i] = raw_candidate(i);
+            for (const auto& c : penalised)
+                cands[static_cast<std::size_t>(c.id)].logit = c.logit;
+        }
+        // The weights at T = 1 serve the top-k view, top-p and the min-p view; without top-k they are
+        // a pass of exp over the whole vocabulary, so they are computed only when one of those runs.
+        weighed = top_k < n_vocab || config.top_p < 1.0f || (config.min_p > 0.0f && views);
+        if (weighed)
+            z = weigh(cands);
         if (views)
-            stages.push_back(cands_view("top-p", z));
-    } else if (views) {
-        stages.push_back(repeat_view("top-p", false));
+            stages.push_back(top_k < n_vocab ? cands_view("top-k", z) : repeat_view("top-k", top_k_on));
     }
 
-    // ---- min-p -----------------------------------------------------------------------------
+    // ---- top-p ---------------------------------------------------------------------------------------
+    void apply_top_p()
+    {
+        if (config.top_p < 1.0f) {
+            sorted = keep_top_p(cands, sorted, z, config.top_p);
+            z = reweigh(cands, z.max);
+            if (views)
+                stages.push_back(cands_view("top-p", z));
+        } else if (views) {
+            stages.push_back(repeat_view("top-p", false));
+        }
+    }
+
+    // ---- min-p ---------------------------------------------------------------------------------------
     // p_i >= min_p · p_max, compared in logits as llama.cpp does: logit_i >= max + log(min_p).
     // Clamped to the max so that min_p >= 1 still keeps the best token.
-    if (min_p_on) {
-        float max = z.max;
-        if (!weighed)
-            for (const auto& c : m_cands)
-                max = std::max(max, c.logit);
-        const float threshold = std::min(max, max + std::log(m_config.min_p));
-        std::erase_if(m_cands, [threshold](const Candidate& c) { return c.logit < threshold; });
-        if (weighed)
-            z = reweigh(m_cands, z.max);
-        if (views)
-            stages.push_back(cands_view("min-p", z));
-    } else if (views) {
-        stages.push_back(repeat_view("min-p", false));
+    void apply_min_p()
+    {
+        if (config.min_p > 0.0f) {
+            float max = z.max;
+            if (!weighed)
+                for (const auto& c : cands)
+                    max = std::max(max, c.logit);
+            const float threshold = std::min(max, max + std::log(config.min_p));
+            std::erase_if(cands, [threshold](const Candidate& c) { return c.logit < threshold; });
+            if (weighed)
+                z = reweigh(cands, z.max);
+            if (views)
+                stages.push_back(cands_view("min-p", z));
+        } else if (views) {
+            stages.push_back(repeat_view("min-p", false));
+        }
     }
 
-    // ---- temperature -----------------------------------------------------------------------
-    // Last, so the filters above saw the untempered distribution (llama.cpp's default order).
-    for (auto& c : m_cands)
-        c.logit /= m_config.temperature;
-    z = weigh(m_cands);
-    if (views) {
-        stages.push_back(cands_view("temperature", z));
-        stages.push_back(repeat_view("final", true));
+    // ---- temperature: last, so the filters above saw the untempered distribution (llama.cpp's order)
+    void apply_temperature()
+    {
+        for (auto& c : cands)
+            c.logit /= config.temperature;
+        z = weigh(cands);
+        if (views) {
+            stages.push_back(cands_view("temperature", z));
+            stages.push_back(repeat_view("final", true));
+        }
     }
 
-    // ---- draw ------------------------------------------------------------------------------
+    // ---- draw ----------------------------------------------------------------------------------------
     // Exactly one draw per sample, even with a single survivor, so that a sequence depends only
     // on the seed and the logits. The running sum adds the weights weigh() summed, in the same
     // order, so a target below z.sum always lands on a candidate; rounding that puts it at
     // z.sum falls back to the last candidate with any weight.
-    const double target = uniform_unit(m_rng) * z.sum;
-    double cumulative = 0.0;
-    std::size_t chosen = m_cands.size();
-    std::size_t last_weighted = 0;
-    for (std::size_t i = 0; i < m_cands.size(); ++i) {
-        const float w = m_cands[i].probability;
-        if (w > 0.0f)
-            last_weighted = i;
-        cumulative += w;
-        if (cumulative > target) {
-            chosen = i;
-            break;
+    void draw(std::mt19937_64& rng, SampleResult& result) const
+    {
+        const double target = uniform_unit(rng) * z.sum;
+        double cumulative = 0.0;
+        std::size_t chosen = cands.size();
+        std::size_t last_weighted = 0;
+        for (std::size_t i = 0; i < cands.size(); ++i) {
+            const float w = cands[i].probability;
+            if (w > 0.0f)
+                last_weighted = i;
+            cumulative += w;
+            if (cumulative > target) {
+                chosen = i;
+                break;
+            }
         }
+        if (chosen == cands.size())
+            chosen = last_weighted;
+        result.token = cands[chosen].id;
+        result.probability = static_cast<float>(cands[chosen].probability / z.sum);
     }
-    if (chosen == m_cands.size())
-        chosen = last_weighted;
-    result.token = m_cands[chosen].id;
-    result.probability = static_cast<float>(m_cands[chosen].probability / z.sum);
+};
+
+} // namespace
+
+SampleResult Sampler::sample(std::span<const float> logits, std::span<const int32_t> history)
+{
+    SampleResult result;
+    if (logits.empty())
+        return result;
+    SamplePass pass(logits, m_config, m_penalised_ids, m_penalised, m_raw_best, m_cands, result.stages);
+    pass.penalise(history);
+    pass.find_best();
+    if (pass.views) {
+        pass.view_logits();
+        pass.view_penalty();
+    }
+    if (pass.greedy) {
+        pass.take_greedy(result);
+        return result;
+    }
+    pass.apply_top_k();
+    pass.apply_top_p();
+    pass.apply_min_p();
+    pass.apply_temperature();
+    pass.draw(m_rng, result);
     return result;
 }
 

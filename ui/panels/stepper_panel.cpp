@@ -93,7 +93,22 @@ void StepperPanel::buildUi()
 {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(6, 6, 6, 6);
+    buildPromptRow(layout);
+    buildRunControls(layout);
+    buildSamplingControls(layout);
+    QWidget* views = buildViews(layout);
+    connectControls();
+    installShortcuts(views);
+    m_distribution->setPlaceholder(
+        tr("A language model writes one token at a time.\n\nPrefill runs the whole prompt through every layer in one "
+           "parallel pass and stores each token's keys and values (the KV cache). Each Step then forwards only the "
+           "newest token: it reads the cached K/V of all earlier ones, turns the last layer into logits → softmax → "
+           "sampling, and appends the token it drew.\n\nPress Prefill, or Try an example."));
+}
 
+// The prompt, Prefill and the example.
+void StepperPanel::buildPromptRow(QVBoxLayout* layout)
+{
     auto* prompt_row = new QHBoxLayout;
     m_prompt = new QPlainTextEdit;
     m_prompt->setObjectName("stepperPrompt");
@@ -109,7 +124,11 @@ void StepperPanel::buildUi()
     prompt_buttons->addWidget(m_example);
     prompt_row->addLayout(prompt_buttons);
     layout->addLayout(prompt_row);
+}
 
+// Step, Back, Play and its speed, the prefill's progress, the logit lens switch.
+void StepperPanel::buildRunControls(QVBoxLayout* layout)
+{
     auto* controls = new QHBoxLayout;
     m_step = new QPushButton(tr("Step ▸"));
     m_step->setToolTip(tr("Draw the next token, append it and run one decode step (Space)"));
@@ -137,7 +156,11 @@ void StepperPanel::buildUi()
     m_lens_on->setToolTip(tr("After every pass, apply the final norm and output head to each layer's residual stream"));
     controls->addWidget(m_lens_on);
     layout->addLayout(controls);
+}
 
+// The sampler's settings, as the chat has them.
+void StepperPanel::buildSamplingControls(QVBoxLayout* layout)
+{
     auto* sampling = new QHBoxLayout;
     m_greedy = new QCheckBox(tr("Greedy"));
     m_temperature = new QDoubleSpinBox;
@@ -177,7 +200,12 @@ void StepperPanel::buildUi()
     }
     sampling->addWidget(m_stops, 1);
     layout->addLayout(sampling);
+}
 
+// The sequence and cache text beside the distribution of the chosen stage; the lens table; the
+// status line. Returns the splitter the run's shortcuts act in.
+QWidget* StepperPanel::buildViews(QVBoxLayout* layout)
+{
     auto* split = new QSplitter(Qt::Horizontal);
     auto* left = new QWidget;
     auto* left_layout = new QVBoxLayout(left);
@@ -230,6 +258,11 @@ void StepperPanel::buildUi()
     m_status->setWordWrap(true);
     layout->addWidget(m_status);
 
+    return split;
+}
+
+void StepperPanel::connectControls()
+{
     m_play_timer = new QTimer(this);
     m_play_timer->setSingleShot(true);
     const auto speed_text = [this] { m_speed_label->setText(tr("%1 steps/s").arg(m_speed->value())); };
@@ -265,10 +298,13 @@ void StepperPanel::buildUi()
         if (on && m_state && m_state->lens.empty())
             m_status->setText(tr("The logit lens is computed with the next Prefill, Step or Back."));
     });
+}
 
-    // Keys act on the run, not on the prompt being typed.
-    const auto key = [this, split](const char* sequence, auto fn) {
-        auto* s = new QShortcut(QKeySequence(sequence), split);
+// Keys act on the run, not on the prompt being typed.
+void StepperPanel::installShortcuts(QWidget* views)
+{
+    const auto key = [this, views](const char* sequence, auto fn) {
+        auto* s = new QShortcut(QKeySequence(sequence), views);
         s->setContext(Qt::WidgetWithChildrenShortcut);
         connect(s, &QShortcut::activated, this, fn);
     };
@@ -282,12 +318,6 @@ void StepperPanel::buildUi()
             back();
     });
     key("Esc", [this] { m_selection->clear(); });
-
-    m_distribution->setPlaceholder(
-        tr("A language model writes one token at a time.\n\nPrefill runs the whole prompt through every layer in one "
-           "parallel pass and stores each token's keys and values (the KV cache). Each Step then forwards only the "
-           "newest token: it reads the cached K/V of all earlier ones, turns the last layer into logits → softmax → "
-           "sampling, and appends the token it drew.\n\nPress Prefill, or Try an example."));
 }
 
 void StepperPanel::setPrompt(const QString& text)

@@ -23,6 +23,8 @@ class QTableWidget;
 class QTextBrowser;
 class QTimer;
 
+class QVBoxLayout;
+
 namespace tokenscope::ui {
 
 class DistributionView;
@@ -66,6 +68,12 @@ signals:
 
 private:
     void buildUi();
+    void buildPromptRow(QVBoxLayout* layout);
+    void buildRunControls(QVBoxLayout* layout);
+    void buildSamplingControls(QVBoxLayout* layout);
+    QWidget* buildViews(QVBoxLayout* layout);
+    void connectControls();
+    void installShortcuts(QWidget* views);
     void onState(std::shared_ptr<const StepperState> state);
     void updatePreview();
     void renderDistribution();
