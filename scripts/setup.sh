@@ -196,16 +196,16 @@ case "$MODE" in
     export ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/lsan.supp:print_suppressions=0"
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     ctest --test-dir "$SANITIZE_BUILD" --output-on-failure -L "engine|cli|fuzz" -LE model 2>&1 | tee "$LOG_DIR/ctest-sanitize.log"
+    # How many inputs each fuzzer ran (libFuzzer's final stats, from this ctest run's full log).
+    awk '/^[0-9]+\/[0-9]+ Test: fuzz_/ { name = $3 } /stat::number_of_executed_units/ { print "  " name ": " $2 " executions" }' \
+      "$SANITIZE_BUILD/Testing/Temporary/LastTest.log" || true
     stage "Desktop-app tests under ASan/UBSan, on small models with the real tokenizers"
     write_small_models
     TOKENSCOPE_MODEL="$SANITIZE_BUILD/small-models/gemma3-small.gguf" TOKENSCOPE_CHAT_MODEL="$SANITIZE_BUILD/small-models/qwen2-small.gguf" \
       ctest --test-dir "$SANITIZE_BUILD" --output-on-failure -L ui -LE model 2>&1 | tee "$LOG_DIR/ctest-sanitize-ui.log"
-    # How many inputs each fuzzer ran (libFuzzer's final stats, from ctest's full log).
-    awk '/^[0-9]+\/[0-9]+ Test: fuzz_/ { name = $3 } /stat::number_of_executed_units/ { print "  " name ": " $2 " executions" }' \
-      "$SANITIZE_BUILD/Testing/Temporary/LastTest.log" || true
     stage
     if [ "$package_rc" != 0 ]; then echo "package checks failed ($LOG_DIR/package.log)"; fi
-    # One closing line over both ctest runs (their own summaries are above).
+    # One closing line over every ctest run (their own summaries are above).
     awk '/tests passed, [0-9]+ tests failed out of/ { failed += $4; total += $NF }
          END { printf "ctest: %d passed, %d failed\n", total - failed, failed }' "$LOG_DIR"/ctest-*.log
     exit "$package_rc"
