@@ -13,6 +13,7 @@
 #include "test_paths.h"
 #include "widgets/distribution_view.h"
 
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QTest>
@@ -49,6 +50,7 @@ private slots:
     void playRunsToAStopReason();
     void emptyPromptIsRefusedClearly();
     void sequenceSurvivesAChatReply();
+    void longPrefillCanBeStopped();
 
 private:
     // Runs an action and waits for the state it produces.
@@ -295,6 +297,29 @@ void TestStepperPanel::sequenceSurvivesAChatReply()
     QCOMPARE(int(state->history.size()), int(before.size()) + 1); // the stepper's sequence, one token longer
     QVERIFY(std::equal(before.begin(), before.end(), state->history.begin()));
     QCOMPARE(state->kv_tokens, int(state->history.size()));
+}
+
+void TestStepperPanel::longPrefillCanBeStopped()
+{
+    // Four batches of 128 (the context is 512): the Stop button appears with the progress and ends
+    // this prefill alone.
+    QString prompt;
+    while (m_model->tokenizer().encode_ids(prompt.toStdString()).size() < 400)
+        prompt += "The river bends past the mill and the miller counts the sacks of grain. ";
+    m_panel->setPrompt(prompt);
+    QSignalSpy progress(m_engine.get(), &EngineController::prefillProgress);
+    QSignalSpy changed(m_panel.get(), &StepperPanel::stateChanged);
+    auto* stop = m_panel->findChild<QPushButton*>("stepperStopPrefill");
+    QVERIFY(stop);
+    QVERIFY(!stop->isVisibleTo(m_panel.get()));
+    m_panel->prefill();
+    QVERIFY(progress.wait(60000));
+    QTRY_VERIFY(stop->isVisibleTo(m_panel.get()));
+    QTest::mouseClick(stop, Qt::LeftButton);
+    QVERIFY(!changed.isEmpty() || changed.wait(60000));
+    QVERIFY2(m_panel->lastError().startsWith("Prefill cancelled after"), qPrintable(m_panel->lastError()));
+    QVERIFY(!stop->isVisibleTo(m_panel.get()));
+    QVERIFY(!m_panel->pending());
 }
 
 QTEST_MAIN(TestStepperPanel)

@@ -68,6 +68,7 @@ StepperPanel::StepperPanel(EngineController* engine, TokenSelection* selection, 
         if (id != m_pending)
             return;
         m_progress->setVisible(done < total);
+        m_stop_prefill->setVisible(done < total);
         m_progress->setMaximum(total);
         m_progress->setValue(done);
     });
@@ -145,12 +146,18 @@ void StepperPanel::buildRunControls(QVBoxLayout* layout)
     m_progress = new QProgressBar;
     m_progress->setMaximumWidth(160);
     m_progress->hide();
+    // A long prompt's prefill can be stopped between its batches (this request only).
+    m_stop_prefill = new QPushButton(tr("Stop"));
+    m_stop_prefill->setObjectName("stepperStopPrefill");
+    m_stop_prefill->setToolTip(tr("Stop the prefill after the batch it is computing"));
+    m_stop_prefill->hide();
     controls->addWidget(m_step);
     controls->addWidget(m_back);
     controls->addWidget(m_play);
     controls->addWidget(m_speed);
     controls->addWidget(m_speed_label);
     controls->addWidget(m_progress);
+    controls->addWidget(m_stop_prefill);
     controls->addStretch(1);
     m_lens_on = new QCheckBox(tr("Logit lens"));
     m_lens_on->setToolTip(tr("After every pass, apply the final norm and output head to each layer's residual stream"));
@@ -274,6 +281,7 @@ void StepperPanel::connectControls()
     });
 
     connect(m_prefill, &QPushButton::clicked, this, &StepperPanel::prefill);
+    connect(m_stop_prefill, &QPushButton::clicked, this, [this] { m_engine->cancel(m_pending); });
     connect(m_example, &QPushButton::clicked, this, [this] {
         setPrompt(tr("The capital of France is"));
         prefill();
@@ -404,6 +412,7 @@ void StepperPanel::onState(std::shared_ptr<const StepperState> state)
         return;
     m_pending = 0;
     m_progress->hide();
+    m_stop_prefill->hide();
     m_error = state->error;
     if (state->action == "error") {
         m_status->setText(QString("<span style='color:#d0453a'>%1</span>").arg(state->error.toHtmlEscaped()));

@@ -102,6 +102,7 @@ private:
     QSlider* m_speed = nullptr;
     QLabel* m_speed_label = nullptr;
     QProgressBar* m_progress = nullptr;
+    QPushButton* m_stop_prefill = nullptr;
     QCheckBox* m_greedy = nullptr;
     QDoubleSpinBox* m_temperature = nullptr;
     QSpinBox* m_top_k = nullptr;
