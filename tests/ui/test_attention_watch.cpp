@@ -6,6 +6,7 @@
 // process's peak resident memory (bench/chat_memory.sh runs them as separate processes with a long
 // reply: TOKENSCOPE_WATCH_REPLY_TOKENS).
 #include "bridge/engine_controller.h"
+#include "signal_wait.h"
 #include "test_paths.h"
 
 #include <QSignalSpy>
@@ -13,13 +14,9 @@
 #include <sys/resource.h>
 
 using namespace tokenscope::ui;
+using testsupport::seen;
 
 namespace {
-
-bool seen(QSignalSpy& spy, int count = 1, int ms = 300000)
-{
-    return QTest::qWaitFor([&] { return spy.count() >= count; }, ms);
-}
 
 long peak_rss_mib()
 {
@@ -58,14 +55,14 @@ std::shared_ptr<const ReplyStats> TestAttentionWatch::reply(EngineController& en
 {
     QSignalSpy loaded(&engine, &EngineController::modelLoaded);
     engine.loadModel(QString::fromStdString(m_path), 2, 2048);
-    if (!seen(loaded))
+    if (!seen(loaded, 1, 300000))
         return nullptr;
     QSignalSpy finished(&engine, &EngineController::replyFinished);
     SamplingSettings s;
     s.temperature = 0.0f;
     s.max_tokens = reply_tokens();
     engine.sendChat({{"user", "Count from 1 to 2000, one number per line."}}, s);
-    if (!seen(finished))
+    if (!seen(finished, 1, 300000))
         return nullptr;
     return finished.last().at(0).value<std::shared_ptr<const ReplyStats>>();
 }
@@ -94,7 +91,7 @@ void TestAttentionWatch::openRecordsTheReply()
     // The panel's "current sequence" reads the recording of the reply's real passes...
     QSignalSpy attention(&engine, &EngineController::attentionReady);
     engine.captureAttention(QString(), true, {0});
-    QVERIFY(seen(attention));
+    QVERIFY(seen(attention, 1, 300000));
     auto snapshot = attention.last().at(0).value<std::shared_ptr<const AttentionSnapshot>>();
     QVERIFY2(snapshot->error.isEmpty(), qPrintable(snapshot->error));
     if (reply_tokens() <= 200)
@@ -102,7 +99,7 @@ void TestAttentionWatch::openRecordsTheReply()
     // ...and once no view watches, the recording is gone: the same request is one fresh pass.
     engine.setAttentionWatched(false);
     engine.captureAttention(QString(), true, {0});
-    QVERIFY(seen(attention, 2));
+    QVERIFY(seen(attention, 2, 300000));
     snapshot = attention.last().at(0).value<std::shared_ptr<const AttentionSnapshot>>();
     QVERIFY2(snapshot->error.isEmpty(), qPrintable(snapshot->error));
     QCOMPARE(snapshot->source, QString("sequence"));

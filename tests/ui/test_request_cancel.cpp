@@ -4,6 +4,7 @@
 // ends without running while the reply finishes; a running reply stopped with a capture queued
 // behind it ends early while the capture runs. Every request's token is released at its end.
 #include "bridge/engine_controller.h"
+#include "signal_wait.h"
 #include "test_paths.h"
 
 #include <QSemaphore>
@@ -11,14 +12,7 @@
 #include <QTest>
 
 using namespace tokenscope::ui;
-
-namespace {
-// True once `spy` has seen `count` signals (counting those already delivered).
-bool seen(QSignalSpy& spy, int count = 1, int ms = 120000)
-{
-    return QTest::qWaitFor([&] { return spy.count() >= count; }, ms);
-}
-} // namespace
+using testsupport::seen;
 
 class TestRequestCancel : public QObject {
     Q_OBJECT

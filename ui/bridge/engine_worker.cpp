@@ -211,13 +211,12 @@ void EngineWorker::resetConversation()
     }
 }
 
-engine::Session* EngineWorker::activate(engine::Session& session)
+void EngineWorker::activate(engine::Session& session)
 {
     if (m_active != &session) {
         m_recorder.clear(); // the recording was of the other sequence
         m_active = &session;
     }
-    return m_active;
 }
 
 engine::Session& EngineWorker::stepperSession()

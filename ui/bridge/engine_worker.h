@@ -91,7 +91,7 @@ private:
 
     // The session the chat and the other views use last: the KV views, the attention recorder and
     // "current sequence" follow it. Switching between the chat and the stepper drops the recording.
-    engine::Session* activate(engine::Session& session);
+    void activate(engine::Session& session);
     // The stepper's own session, made on its first prefill (same backend kind as the chat's).
     engine::Session& stepperSession();
 

@@ -3,10 +3,9 @@
 
 namespace tokenscope::ui {
 
-const std::vector<engine::VulkanDeviceInfo>& vulkan_devices()
+std::vector<engine::VulkanDeviceInfo> vulkan_devices()
 {
-    static const std::vector<engine::VulkanDeviceInfo> devices = engine::list_vulkan_devices(); // thread-safe once
-    return devices;
+    return engine::list_vulkan_devices();
 }
 
 } // namespace tokenscope::ui

@@ -7,9 +7,9 @@
 
 namespace tokenscope::ui {
 
-// The Vulkan devices the loader lists, asked once per process (it takes 30–130 ms) and then
-// shared by the backend picker and the memory planner. Blocks on the first call: call it from a
+// The Vulkan devices the loader lists, with each one's free memory as of now (the memory planner
+// compares a file against it, so it is asked afresh each time). Takes 30–130 ms: call it from a
 // background job (run_in_background), never from the UI thread.
-const std::vector<engine::VulkanDeviceInfo>& vulkan_devices();
+std::vector<engine::VulkanDeviceInfo> vulkan_devices();
 
 } // namespace tokenscope::ui
