@@ -18,6 +18,14 @@ bool CaptureRequest::wants(uint32_t layer, uint32_t head) const
     return std::find(heads.begin(), heads.end(), std::make_pair(layer, head)) != heads.end();
 }
 
+const std::vector<float>& ForwardCaptures::at(Site site, uint32_t layer) const
+{
+    const auto& per_layer = site == Site::Residual ? residuals : activations[std::size_t(site)];
+    if (layer >= per_layer.size() || per_layer[layer].empty())
+        throw Error(fmt::format("the {} of layer {} was not captured", site_name(site), layer));
+    return per_layer[layer];
+}
+
 void check_forward_request(const ModelConfig& c, const ForwardRequest& request)
 {
     if (request.tokens.empty())

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #pragma once
 
+#include "backend/intervention.h"
 #include "kv/kv_cache.h"
 #include "tokenizer/vocab.h"
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -20,10 +22,11 @@ struct ModelConfig;
 struct CaptureRequest {
     std::vector<std::pair<uint32_t, uint32_t>> heads; // (layer, query head)
     bool all_heads = false;
-    bool residuals = false; // residual stream after every layer (logit lens)
+    bool residuals = false;  // residual stream after every layer (logit lens)
+    std::vector<Site> sites; // further activations of every layer (Site::Residual: as `residuals`)
 
     bool wants(uint32_t layer, uint32_t head) const;
-    bool empty() const { return heads.empty() && !all_heads && !residuals; }
+    bool empty() const { return heads.empty() && !all_heads && !residuals && sites.empty(); }
 };
 
 // One head's attention over one forward pass: rows are this pass's queries, columns every position
@@ -46,6 +49,12 @@ struct AttentionCapture {
 struct ForwardCaptures {
     std::vector<AttentionCapture> attention;
     std::vector<std::vector<float>> residuals; // per layer: [n_tokens][n_embd]
+    // Per site of CaptureRequest::sites, per layer: [n_tokens][site_width] (Embedding: layer 0 only;
+    // Residual: see `residuals`). Empty for a site nobody asked for.
+    std::array<std::vector<std::vector<float>>, kSiteCount> activations;
+
+    // The rows of one site and layer ([n_tokens][site_width]); throws Error when not captured.
+    const std::vector<float>& at(Site site, uint32_t layer) const;
 };
 
 // The cached keys and values of one layer and KV head, read back for the KV-cache view.
@@ -67,6 +76,9 @@ struct ForwardRequest {
     // order by batch size, as llama.cpp does; re-evaluating one position of an earlier batch with
     // that batch's size reproduces its logits bit for bit.
     uint32_t order_as_batch = 0;
+    // Changes to the pass (the lab's patching, ablation and steering); empty: none, every bit as
+    // without. Positions are absolute (n_cached …).
+    std::span<const Intervention> interventions;
 };
 
 struct ForwardResult {

@@ -84,6 +84,14 @@ public:
         }
     }
 
+    void activation(Site site, uint32_t layer, const float* rows) override
+    {
+        std::vector<float>& out = m_captures->activations[std::size_t(site)][layer];
+        const std::size_t width = site_width(m_c, site, layer);
+        std::memcpy(out.data() + std::size_t(m_b0) * width, rows,
+                    std::size_t(m_plan->n_tokens) * width * sizeof(float));
+    }
+
 private:
     AttentionCapture& find_or_add(uint32_t layer, uint32_t head)
     {
@@ -121,6 +129,7 @@ public:
     float* logits() override { return m_out.data(); }
     void residual(uint32_t, const float*) override {}
     void attention(uint32_t, const float*, const float*) override {}
+    void activation(Site, uint32_t, const float*) override {}
 
 private:
     std::vector<float>& m_out;
@@ -168,6 +177,7 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
     const auto n = static_cast<uint32_t>(request.tokens.size());
     const uint32_t pos0 = kv.n_cached();
     const uint32_t chunk = max_chunk_tokens(request, pos0);
+    check_interventions(c, request.interventions, pos0, n);
     kv.reserve_until(pos0 + n); // throws when the context is full; the cache is unchanged then
 
     const CaptureRequest* capture = request.capture && !request.capture->empty() ? request.capture : nullptr;
@@ -183,6 +193,19 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
     plan.logit_order = n - first_out; // only the rows whose logits are wanted go through the head, as llama.cpp
     if (captures) {
         plan.residuals = capture->residuals;
+        for (Site site : capture->sites) {
+            if (site == Site::Residual) {
+                plan.residuals = true;
+                continue;
+            }
+            if (std::find(plan.sites.begin(), plan.sites.end(), site) != plan.sites.end())
+                continue;
+            plan.sites.push_back(site);
+            auto& per_layer = captures->activations[std::size_t(site)];
+            per_layer.resize(site == Site::Embedding ? 1 : c.n_layer);
+            for (uint32_t il = 0; il < per_layer.size(); ++il)
+                per_layer[il].assign(std::size_t(n) * site_width(c, site, il), 0.0f);
+        }
         if (plan.residuals)
             captures->residuals.assign(c.n_layer, std::vector<float>(std::size_t(n) * c.n_embd));
         for (uint32_t il = 0; il < c.n_layer; ++il)
@@ -193,6 +216,11 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
                 }
     }
     Assembly assembly(*m_model, capture, captures.get(), result, first_out, n, pos0);
+    m_interventions = request.interventions;
+    struct Forget { // the span points into the caller's request
+        std::span<const Intervention>& s;
+        ~Forget() { s = {}; }
+    } forget{m_interventions};
     for (uint32_t b0 = 0; b0 < n; b0 += chunk) {
         const uint32_t b1 = std::min(n, b0 + chunk);
         plan.n_tokens = b1 - b0;
@@ -241,6 +269,7 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
 
     // ---- embeddings: X [n][E] (gemma scales them by sqrt(E))
     embed(tokens, arch.embedding_scale ? std::sqrt(static_cast<float>(E)) : 1.0f);
+    at_site(Site::Embedding, 0, Act::X, plan);
 
     std::size_t next_capture = 0;
     for (uint32_t il = 0; il < c.n_layer; ++il) {
@@ -281,6 +310,7 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
         const bool deliver = next_capture < plan.attention_layers.size() && plan.attention_layers[next_capture] == il;
         next_capture += deliver ? 1 : 0;
         attention(shape, deliver); // Attn [n][H·D]
+        at_site(Site::HeadOut, il, Act::Attn, plan);
 
         // ---- O = output projection (+ bias), post-norm (gemma), X += O
         matmul(L.attn_output, Act::Attn, Act::O, n, order); // [n][E]
@@ -288,7 +318,9 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
             add_bias(Act::O, L.attn_output_bias, n);
         if (arch.post_norms)
             rmsnorm(Act::O, Act::O, L.post_attention_norm, E, n, eps);
+        at_site(Site::AttentionOut, il, Act::O, plan);
         add_residual(n);
+        at_site(Site::ResidualMid, il, Act::X, plan);
 
         // ---- feed-forward block: H = norm(X); Gate = act(gate·H) ⊙ up·H; O = down·Gate; X += O
         rmsnorm(Act::X, Act::H, L.ffn_norm, E, n, eps);
@@ -298,7 +330,9 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
         matmul(L.ffn_down, Act::Gate, Act::O, n, order); // [n][E]
         if (arch.post_norms)
             rmsnorm(Act::O, Act::O, L.post_ffw_norm, E, n, eps);
+        at_site(Site::MlpOut, il, Act::O, plan);
         add_residual(n);
+        at_site(Site::Residual, il, Act::X, plan);
 
         // A broken model is named where it breaks: the first layer whose output is NaN or infinite.
         check_finite(il, plan.pos0);
@@ -309,6 +343,35 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
     // ---- output: final norm and the LM head of the rows whose logits are wanted
     if (plan.n_logit_rows)
         output_head(w.output_norm, w.output, plan.logit_row0, plan.n_logit_rows, plan.logit_order, eps);
+}
+
+void LayeredBackend::at_site(Site site, uint32_t layer, Act a, const ChunkPlan& plan)
+{
+    const ModelConfig& c = m_model->config();
+    const uint32_t width = site_width(c, site, layer);
+    const uint64_t lo_chunk = plan.pos0, hi_chunk = uint64_t(plan.pos0) + plan.n_tokens;
+    for (const Intervention& iv : m_interventions) {
+        if (iv.site != site || iv.layer != layer)
+            continue;
+        const uint64_t lo = std::max<uint64_t>(iv.first, lo_chunk);
+        const uint64_t hi = std::min<uint64_t>(uint64_t(iv.first) + iv.count, hi_chunk);
+        if (lo >= hi)
+            continue;
+        const ColumnRange cols = intervention_columns(c, iv);
+        RowEdit e;
+        e.row_width = width;
+        e.row0 = uint32_t(lo - lo_chunk);
+        e.n_rows = uint32_t(hi - lo);
+        e.col0 = cols.col0;
+        e.cols = cols.cols;
+        e.per_row = iv.values.size() != cols.cols;
+        e.values = iv.values.data() + (e.per_row ? std::size_t(lo - iv.first) * cols.cols : 0);
+        e.add = iv.op == Intervention::Op::Add;
+        edit_rows(a, e);
+    }
+    // Residual: delivered after the finiteness check (run_layers).
+    if (site != Site::Residual && std::find(plan.sites.begin(), plan.sites.end(), site) != plan.sites.end())
+        deliver_activation(site, layer, a, width);
 }
 
 KvReadback LayeredBackend::read_kv(uint32_t layer, uint32_t kv_head) const

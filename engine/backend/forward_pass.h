@@ -42,6 +42,7 @@ struct ChunkPlan {
     uint32_t n_logit_rows = 0;              // 0: none in this chunk
     uint32_t logit_order = 1;               // the order of the output head (rows of the whole request)
     bool residuals = false;                 // deliver the residual stream after every layer
+    std::vector<Site> sites;                // further sites delivered at every layer (not Residual)
     std::vector<uint32_t> attention_layers; // layers whose attention weights and queries are delivered
 };
 
@@ -58,6 +59,19 @@ public:
     // One layer's queries as used in q·k (post-RoPE, scaled), [n][H][D], and its softmax weights,
     // [n][H][pos0 + n] (0 where masked).
     virtual void attention(uint32_t layer, const float* q, const float* weights) = 0;
+    // One site of the plan's `sites` at `layer`, [n][site_width].
+    virtual void activation(Site site, uint32_t layer, const float* rows) = 0;
+};
+
+// A change to rows of an activation buffer (an intervention's part in one chunk): rows
+// [row0, row0 + n_rows) of a buffer whose rows are `row_width` floats, columns [col0, col0 + cols).
+struct RowEdit {
+    uint32_t row_width = 0;
+    uint32_t row0 = 0, n_rows = 0;
+    uint32_t col0 = 0, cols = 0;
+    const float* values = nullptr; // [n_rows][cols], or [cols] for every row when !per_row
+    bool per_row = true;
+    bool add = false; // add instead of replace (whole rows only: col0 = 0, cols = row_width)
 };
 
 // The attention of one layer over a chunk.
@@ -141,6 +155,10 @@ protected:
     virtual void check_finite(uint32_t layer, uint32_t pos0) = 0;
     // Delivers X after `layer` to the sink.
     virtual void deliver_residual(uint32_t layer) = 0;
+    // Delivers rows of `a` (row_width floats each) to the sink as `site` of `layer`.
+    virtual void deliver_activation(Site site, uint32_t layer, Act a, uint32_t row_width) = 0;
+    // Applies an edit to `a` (the values are read before the call returns).
+    virtual void edit_rows(Act a, const RowEdit& edit) = 0;
     // Final norm and output head of chunk rows [row0, row0 + n_rows) of X; logits to the sink.
     virtual void output_head(const TensorView& norm, const TensorView& output, uint32_t row0, uint32_t n_rows,
                              uint32_t order, float eps) = 0;
@@ -153,6 +171,9 @@ protected:
 
 private:
     void run_layers(std::span<const TokenId> tokens, const ChunkPlan& plan);
+    // The request's interventions at one site, then its delivery when the plan asks for it.
+    void at_site(Site site, uint32_t layer, Act a, const ChunkPlan& plan);
+    std::span<const Intervention> m_interventions; // of the request being run
     std::vector<float> m_rope_factors;
 };
 

@@ -68,6 +68,11 @@ private:
     void add_residual(uint32_t n_rows) override;
     void check_finite(uint32_t layer, uint32_t pos0) override;
     void deliver_residual(uint32_t layer) override;
+    void deliver_activation(Site site, uint32_t layer, Act a, uint32_t) override
+    {
+        m_sink->activation(site, layer, buffer(a).data());
+    }
+    void edit_rows(Act a, const RowEdit& edit) override;
     void output_head(const TensorView& norm, const TensorView& output, uint32_t row0, uint32_t n_rows, uint32_t order,
                      float eps) override;
     void finish_chunk() override { m_sink = nullptr; }
@@ -321,6 +326,20 @@ void CpuBackend::check_finite(uint32_t layer, uint32_t pos0)
 void CpuBackend::deliver_residual(uint32_t layer)
 {
     m_sink->residual(layer, m_x.data());
+}
+
+void CpuBackend::edit_rows(Act a, const RowEdit& e)
+{
+    float* base = buffer(a).data();
+    for (std::size_t r = 0; r < e.n_rows; ++r) {
+        float* row = base + (e.row0 + r) * e.row_width + e.col0;
+        const float* v = e.values + (e.per_row ? r * e.cols : 0);
+        if (e.add)
+            for (std::size_t i = 0; i < e.cols; ++i)
+                row[i] += v[i];
+        else
+            std::copy_n(v, e.cols, row);
+    }
 }
 
 void CpuBackend::output_head(const TensorView& norm, const TensorView& output, uint32_t row0, uint32_t n_rows,

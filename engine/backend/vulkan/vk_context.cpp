@@ -793,6 +793,14 @@ void Recorder::copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t ds
     barrier();
 }
 
+void Recorder::copy_regions(VkBuffer src, VkBuffer dst, const std::vector<VkBufferCopy>& regions)
+{
+    if (regions.empty())
+        return;
+    vkCmdCopyBuffer(m_cmd, src, dst, uint32_t(regions.size()), regions.data());
+    barrier();
+}
+
 void Recorder::fill(VkBuffer dst, uint64_t offset, uint64_t bytes, uint32_t value)
 {
     if (bytes == 0)

@@ -168,6 +168,8 @@ public:
     // x count the shader must be told (its groups_x push constant) — call before filling `push`.
     uint32_t split_groups(uint64_t groups, uint32_t* gy) const;
     void copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset, uint64_t bytes);
+    // Several regions of one buffer into another, one barrier after them all.
+    void copy_regions(VkBuffer src, VkBuffer dst, const std::vector<VkBufferCopy>& regions);
     void fill(VkBuffer dst, uint64_t offset, uint64_t bytes, uint32_t value);
     void submit();
 

@@ -61,6 +61,8 @@ private:
     void add_residual(uint32_t n_rows) override;
     void check_finite(uint32_t, uint32_t) override {} // the residual stream stays on the device
     void deliver_residual(uint32_t layer) override;
+    void deliver_activation(Site site, uint32_t layer, Act a, uint32_t row_width) override;
+    void edit_rows(Act a, const RowEdit& edit) override;
     void output_head(const TensorView& norm, const TensorView& output, uint32_t row0, uint32_t n_rows, uint32_t order,
                      float eps) override;
     void finish_chunk() override;
@@ -113,6 +115,14 @@ private:
     std::vector<Delivery> m_deliveries;
     std::size_t m_next_delivery = 0;
     std::vector<std::pair<uint32_t, uint64_t>> m_residuals; // (layer, offset) of the residuals recorded
+    struct SiteDelivery {
+        Site site;
+        uint32_t layer;
+        uint64_t offset;
+    };
+    std::vector<SiteDelivery> m_site_deliveries;
+    uint64_t m_next_site_offset = 0;
+    std::vector<Buffer> m_edit_uploads; // the chunk's intervention values, alive until it is submitted
 };
 
 // ---- construction -----------------------------------------------------------------------------------
@@ -346,6 +356,12 @@ void VulkanBackend::begin_chunk(const ChunkPlan& plan, ChunkSink& sink)
     m_residual_offset = size;
     if (plan.residuals)
         size += uint64_t(c.n_layer) * n * E * sizeof(float);
+    m_next_site_offset = size;
+    for (Site site : plan.sites)
+        for (uint32_t il = 0; il < (site == Site::Embedding ? 1 : c.n_layer); ++il)
+            size += uint64_t(n) * site_width(c, site, il) * sizeof(float);
+    m_site_deliveries.clear();
+    m_edit_uploads.clear();
     m_deliveries.clear();
     m_next_delivery = 0;
     m_residuals.clear();
@@ -454,6 +470,37 @@ void VulkanBackend::deliver_residual(uint32_t layer)
     m_residuals.emplace_back(layer, offset);
 }
 
+void VulkanBackend::deliver_activation(Site site, uint32_t layer, Act a, uint32_t row_width)
+{
+    const uint64_t bytes = uint64_t(m_plan.n_tokens) * row_width * sizeof(float);
+    m_rec->copy(buffer(a).handle(), 0, m_download.handle(), m_next_site_offset, bytes);
+    m_site_deliveries.push_back({site, layer, m_next_site_offset});
+    m_next_site_offset += bytes;
+}
+
+// The values go to a host-visible buffer of their own (recorded commands read it at submission);
+// a replacement is copied row by row into the columns it names, an addition runs the add shader.
+void VulkanBackend::edit_rows(Act a, const RowEdit& e)
+{
+    const uint64_t n_values = uint64_t(e.per_row ? e.n_rows : 1) * e.cols;
+    Buffer& upload = m_edit_uploads.emplace_back(m_ctx.get(), n_values * sizeof(float), Memory::Upload);
+    std::memcpy(upload.mapped(), e.values, n_values * sizeof(float));
+    Buffer& target = buffer(a);
+    if (e.add) {
+        if (e.col0 != 0 || e.cols != e.row_width)
+            throw std::logic_error("an addition to part of a row");
+        const uint32_t n = e.n_rows * e.row_width;
+        m_k->add(*m_rec, target, e.row0 * e.row_width, upload, n, e.per_row ? n : e.row_width);
+        return;
+    }
+    std::vector<VkBufferCopy> regions;
+    for (uint32_t r = 0; r < e.n_rows; ++r)
+        regions.push_back({uint64_t(e.per_row ? r : 0) * e.cols * sizeof(float),
+                           (uint64_t(e.row0 + r) * e.row_width + e.col0) * sizeof(float),
+                           uint64_t(e.cols) * sizeof(float)});
+    m_rec->copy_regions(upload.handle(), target.handle(), regions);
+}
+
 void VulkanBackend::output_head(const TensorView& norm, const TensorView& output, uint32_t row0, uint32_t n_rows,
                                 uint32_t order, float eps)
 {
@@ -481,6 +528,8 @@ void VulkanBackend::finish_chunk()
     for (const Delivery& d : m_deliveries)
         m_sink->attention(d.layer, reinterpret_cast<const float*>(down + d.q_offset),
                           reinterpret_cast<const float*>(down + d.w_offset));
+    for (const SiteDelivery& d : m_site_deliveries)
+        m_sink->activation(d.site, d.layer, reinterpret_cast<const float*>(down + d.offset));
     m_sink = nullptr;
 }
 

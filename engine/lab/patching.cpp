@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "lab/patching.h"
+
+#include "model/model.h"
+#include "util/error.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <spdlog/fmt/fmt.h>
+
+namespace engine {
+
+double patch_metric(const PatchMetric& m, std::span<const float> logits, std::span<const float> clean)
+{
+    switch (m.kind) {
+    case PatchMetric::Kind::LogitDiff:
+        return double(logits[std::size_t(m.a)]) - double(logits[std::size_t(m.b)]);
+    case PatchMetric::Kind::LogProb:
+        return double(logits[std::size_t(m.a)]) - log_sum_exp(logits);
+    case PatchMetric::Kind::KlToClean: {
+        const double lp = log_sum_exp(logits), lc = log_sum_exp(clean);
+        double kl = 0.0;
+        for (std::size_t i = 0; i < logits.size(); ++i) {
+            const double log_pc = double(clean[i]) - lc, log_pp = double(logits[i]) - lp;
+            kl += std::exp(log_pc) * (log_pc - log_pp);
+        }
+        return -std::max(0.0, kl);
+    }
+    }
+    return 0.0;
+}
+
+std::string_view metric_name(PatchMetric::Kind kind)
+{
+    switch (kind) {
+    case PatchMetric::Kind::LogitDiff:
+        return "logit difference";
+    case PatchMetric::Kind::LogProb:
+        return "log-probability";
+    case PatchMetric::Kind::KlToClean:
+        return "KL to the clean run";
+    }
+    return "?";
+}
+
+std::string_view patch_over_name(PatchOver over)
+{
+    switch (over) {
+    case PatchOver::Residual:
+        return "residual";
+    case PatchOver::AttentionOut:
+        return "attention";
+    case PatchOver::MlpOut:
+        return "mlp";
+    case PatchOver::Heads:
+        return "heads";
+    }
+    return "?";
+}
+
+std::optional<PatchOver> parse_patch_over(std::string_view name)
+{
+    for (PatchOver o : {PatchOver::Residual, PatchOver::AttentionOut, PatchOver::MlpOut, PatchOver::Heads})
+        if (patch_over_name(o) == name)
+            return o;
+    return std::nullopt;
+}
+
+Site patch_site(PatchOver over)
+{
+    switch (over) {
+    case PatchOver::Residual:
+        return Site::Residual;
+    case PatchOver::AttentionOut:
+        return Site::AttentionOut;
+    case PatchOver::MlpOut:
+        return Site::MlpOut;
+    case PatchOver::Heads:
+        return Site::HeadOut;
+    }
+    return Site::Residual;
+}
+
+PatchingResult run_patching(Backend& backend, const PatchingRequest& req, const LabProgress& progress)
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    const ModelConfig& c = backend.model().config();
+    if (req.clean.empty() || req.corrupted.empty())
+        throw Error("patching needs a clean and a corrupted prompt; one of them is empty");
+    if (req.clean.size() != req.corrupted.size())
+        throw Error(fmt::format("the clean prompt is {} tokens and the corrupted prompt {}: patching pairs positions, "
+                                "so both must have the same number of tokens",
+                                req.clean.size(), req.corrupted.size()));
+    for (TokenId t : {req.metric.a, req.metric.b})
+        if (t < 0 || uint32_t(t) >= c.n_vocab)
+            throw Error(fmt::format("token id {} is outside the vocabulary", t));
+
+    const auto n = uint32_t(req.clean.size());
+    const Site site = patch_site(req.over);
+    CaptureRequest capture;
+    capture.sites = {site};
+    const LabRun clean = run_fresh(backend, req.clean, &capture);
+    const LabRun corrupted = run_fresh(backend, req.corrupted);
+
+    PatchingResult out;
+    out.over = req.over;
+    out.metric = req.metric;
+    out.n_layers = c.n_layer;
+    out.clean_metric = patch_metric(req.metric, clean.logits, clean.logits);
+    out.corrupted_metric = patch_metric(req.metric, corrupted.logits, clean.logits);
+    const double span = out.clean_metric - out.corrupted_metric;
+    if (!(std::abs(span) > 1e-9))
+        throw Error(fmt::format("the {} is the same for the clean and the corrupted prompt ({:.6g}): there is no "
+                                "difference for patching to explain",
+                                metric_name(req.metric.kind), out.clean_metric));
+
+    uint32_t max_heads = 0;
+    for (uint32_t h : c.n_head)
+        max_heads = std::max(max_heads, h);
+    out.n_columns = req.over == PatchOver::Heads ? max_heads : n;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    out.effect.assign(c.n_layer, std::vector<double>(out.n_columns, nan));
+    out.raw = out.effect;
+
+    uint32_t total = 0;
+    for (uint32_t il = 0; il < c.n_layer; ++il)
+        total += req.over == PatchOver::Heads ? c.n_head[il] : n;
+    for (uint32_t il = 0; il < c.n_layer && !out.cancelled; ++il) {
+        const std::vector<float>& rows = clean.captures->at(site, il);
+        const uint32_t width = site_width(c, site, il);
+        const uint32_t columns = req.over == PatchOver::Heads ? c.n_head[il] : n;
+        for (uint32_t col = 0; col < columns; ++col) {
+            if (progress && !progress(out.runs, total)) {
+                out.cancelled = true;
+                break;
+            }
+            Intervention iv;
+            iv.site = site;
+            iv.layer = il;
+            if (req.over == PatchOver::Heads) {
+                // this head's columns of every position
+                const uint32_t D = c.head_dim_k;
+                iv.head = int32_t(col);
+                iv.first = 0;
+                iv.count = n;
+                iv.values.resize(std::size_t(n) * D);
+                for (uint32_t t = 0; t < n; ++t)
+                    std::copy_n(rows.begin() + std::ptrdiff_t(std::size_t(t) * width + col * D), D,
+                                iv.values.begin() + std::ptrdiff_t(std::size_t(t) * D));
+            } else {
+                iv.first = col;
+                iv.count = 1;
+                iv.values.assign(rows.begin() + std::ptrdiff_t(std::size_t(col) * width),
+                                 rows.begin() + std::ptrdiff_t(std::size_t(col + 1) * width));
+            }
+            const LabRun patched = run_fresh(backend, req.corrupted, nullptr, std::span(&iv, 1));
+            const double m = patch_metric(req.metric, patched.logits, clean.logits);
+            out.raw[il][col] = m;
+            out.effect[il][col] = (m - out.corrupted_metric) / span;
+            ++out.runs;
+        }
+    }
+    if (progress && !out.cancelled)
+        progress(out.runs, total);
+    out.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+}
+
+} // namespace engine
