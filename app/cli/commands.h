@@ -15,3 +15,5 @@ CommandRunner add_chat_command(CLI::App& app);
 CommandRunner add_trace_command(CLI::App& app);
 CommandRunner add_bench_command(CLI::App& app);
 CommandRunner add_devices_command(CLI::App& app);
+CommandRunner add_patch_command(CLI::App& app);
+CommandRunner add_attribute_command(CLI::App& app);

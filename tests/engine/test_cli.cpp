@@ -47,6 +47,8 @@ private slots:
     void absurdFlagsAreClampedOrRefused();
     void benchPrintsBothTests();
     void gigabyteNameIsRefused();
+    void patchJsonContract();
+    void attributeJsonPartsAddUp();
     void errorsGoToStderr_data();
     void errorsGoToStderr();
 };
@@ -66,6 +68,60 @@ void TestCli::infoOnDefaultModelWithoutFlags()
     QVERIFY(r.out.contains("token_embd.weight"));
     QVERIFY(r.out.contains(QRegularExpression("tokenizer\\s+SentencePiece \\(llama\\), 262144 tokens")));
     QVERIFY(r.out.contains(QRegularExpression("chat template\\s+(present|absent)")));
+}
+
+void TestCli::patchJsonContract()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    const Run r = cli({"patch", "--clean", "The Eiffel Tower is in the city of", "--corrupt",
+                       "The Colosseum is in the city of", "--tokens", " Paris, Rome", "--over", "heads", "--json"});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    const auto j = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    QCOMPARE(j["layers"].toInt(), 18);
+    QCOMPARE(j["heads"].toInt(), 4);
+    QCOMPARE(j["runs"].toInt(), 72);
+    QVERIFY(j["clean_metric"].toDouble() > j["corrupted_metric"].toDouble());
+    const auto effect = j["effect"].toArray();
+    QCOMPARE(effect.size(), 18);
+    double largest = 0.0;
+    for (const auto& row : effect) {
+        QCOMPARE(row.toArray().size(), 4);
+        for (const auto& v : row.toArray()) {
+            QVERIFY(v.isDouble());
+            largest = std::max(largest, std::abs(v.toDouble()));
+        }
+    }
+    QVERIFY(largest > 0.05); // some head carries the subject
+
+    // prompts of different lengths: both counts named, exit 1
+    const Run bad =
+        cli({"patch", "--clean", "The Eiffel Tower is in", "--corrupt", "Rome is", "--tokens", " Paris, Rome"});
+    QCOMPARE(bad.exit_code, 1);
+    QVERIFY2(bad.err.contains("same number of tokens"), qPrintable(bad.err));
+    const Run two = cli({"patch", "--clean", "a b", "--corrupt", "a c", "--tokens", " Paris"});
+    QCOMPARE(two.exit_code, 1);
+    QVERIFY2(two.err.contains("--tokens A,B"), qPrintable(two.err));
+}
+
+void TestCli::attributeJsonPartsAddUp()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    const Run r = cli({"attribute", "-p", "The Eiffel Tower is in the city of", "--token", " Paris", "--json"});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    const auto j = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    QCOMPARE(j["token"].toString(), QString("▁Paris"));
+    const double logit = j["logit"].toDouble();
+    double sum = 0.0;
+    int heads = 0;
+    for (const auto& p : j["parts"].toArray()) {
+        sum += p.toObject()["value"].toDouble();
+        heads += p.toObject()["head"].isDouble() ? 1 : 0;
+    }
+    QCOMPARE(heads, 18 * 4);
+    QVERIFY2(std::abs(sum - logit) <= 1e-4 * std::abs(logit), qPrintable(QString("%1 vs %2").arg(sum).arg(logit)));
+    const Run bad = cli({"attribute", "-p", "x", "--token", " Parisiennes extraordinaire"});
+    QCOMPARE(bad.exit_code, 1);
+    QVERIFY2(bad.err.contains("not one"), qPrintable(bad.err));
 }
 
 void TestCli::infoJson()

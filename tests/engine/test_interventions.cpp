@@ -9,6 +9,7 @@
 // the quantized-head part vanishes.
 #include "backend/backend.h"
 #include "gguf/gguf_file.h"
+#include "lab/ablation.h"
 #include "lab/attribution.h"
 #include "lab/patching.h"
 #include "model/model.h"
@@ -245,6 +246,7 @@ private slots:
     void chatModel();
     void vulkanExactPath();
     void attributionOnAnF32ModelLeavesNoHeadPart();
+    void headAblationModes();
     void badInterventionsAreRefusedByName();
     void patchingRefusesPromptsOfDifferentLengths();
     void singleTokenNamesThePieces();
@@ -347,6 +349,49 @@ void TestInterventions::attributionOnAnF32ModelLeavesNoHeadPart()
     QCOMPARE(int(model->weights().output.type()), int(GgmlType::F32));
     auto cpu = make_cpu_backend(model, {.threads = 0, .n_ctx = 64});
     check_attribution(*cpu, random_tokens(model->config().n_vocab, 9, 4), 7, 1e-4);
+}
+
+void TestInterventions::headAblationModes()
+{
+    QTemporaryDir dir;
+    const QString path = dir.filePath("qwen3.gguf");
+    make_test_model("qwen3", 3).write(path.toStdString());
+    const auto model = Model::load(path.toStdString());
+    auto cpu = make_cpu_backend(model, {.threads = 0, .n_ctx = 64});
+    const ModelConfig& c = model->config();
+    const uint32_t D = c.head_dim_k, HD = site_width(c, Site::HeadOut, 1);
+    const auto A = random_tokens(c.n_vocab, 6, 1), R = random_tokens(c.n_vocab, 9, 2);
+    const std::vector<float> plain = all_logits(*cpu, A);
+    CaptureRequest heads;
+    heads.sites = {Site::HeadOut};
+    std::shared_ptr<ForwardCaptures> ref_cap, got;
+    all_logits(*cpu, R, &heads, {}, &ref_cap);
+    const std::vector<float>& ref = ref_cap->at(Site::HeadOut, 1);
+    const HeadRef h{1, 2};
+    // Resampling a prompt from itself changes nothing.
+    auto self = head_ablations(*cpu, std::span(&h, 1), AblationMode::Resample, 6, A);
+    QVERIFY(same_bits(all_logits(*cpu, A, nullptr, self), plain));
+    for (AblationMode mode : {AblationMode::Zero, AblationMode::Mean, AblationMode::Resample}) {
+        const auto ivs = head_ablations(*cpu, std::span(&h, 1), mode, 6, R);
+        QVERIFY(!same_bits(all_logits(*cpu, A, &heads, ivs, &got), plain));
+        const std::vector<float>& out = got->at(Site::HeadOut, 1);
+        for (uint32_t t = 0; t < 6; ++t)
+            for (uint32_t i = 0; i < D; ++i) {
+                double want = 0.0;
+                if (mode == AblationMode::Resample)
+                    want = ref[std::size_t(t) * HD + 2 * D + i];
+                if (mode == AblationMode::Mean) {
+                    for (uint32_t r = 0; r < 9; ++r)
+                        want += ref[std::size_t(r) * HD + 2 * D + i];
+                    want /= 9.0;
+                }
+                QCOMPARE(out[std::size_t(t) * HD + 2 * D + i], float(want));
+            }
+    }
+    QVERIFY_EXCEPTION_THROWN(head_ablations(*cpu, std::span(&h, 1), AblationMode::Mean, 6), Error);
+    QVERIFY_EXCEPTION_THROWN(head_ablations(*cpu, std::span(&h, 1), AblationMode::Resample, 12, R), Error);
+    const HeadRef bad{1, c.n_head[1]};
+    QVERIFY_EXCEPTION_THROWN(head_ablations(*cpu, std::span(&bad, 1), AblationMode::Zero, 6), Error);
 }
 
 void TestInterventions::badInterventionsAreRefusedByName()
