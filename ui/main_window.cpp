@@ -10,6 +10,7 @@
 #include "panels/chat_panel.h"
 #include "panels/context_panel.h"
 #include "panels/kv_panel.h"
+#include "panels/lab_panel.h"
 #include "panels/stepper_panel.h"
 #include "panels/timeline_panel.h"
 #include "panels/tokenizer_panel.h"
@@ -116,6 +117,15 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
     addPanel("context", tr("Context window"), m_context, Qt::RightDockWidgetArea);
     m_timeline = new TimelinePanel(engine, m_selection);
     addPanel("timeline", tr("Timeline"), m_timeline, Qt::RightDockWidgetArea);
+    m_lab = new LabPanel(engine);
+    addPanel("lab", tr("Lab"), m_lab, Qt::RightDockWidgetArea);
+    connect(m_stepper, &StepperPanel::attributeRequested, this, [this](const std::vector<int32_t>& ids, int token) {
+        if (auto* dock = findChild<QDockWidget*>("dock-lab")) {
+            dock->show();
+            dock->raise();
+        }
+        m_lab->attribute(QString(), ids, token);
+    });
     auto docks = findChildren<QDockWidget*>();
     for (int i = 2; i < docks.size(); ++i)
         tabifyDockWidget(docks[1], docks[i]);

@@ -23,6 +23,7 @@ class AttentionPanel;
 class ChatPanel;
 class ContextPanel;
 class KvPanel;
+class LabPanel;
 class StepperPanel;
 class TimelinePanel;
 class TokenizerPanel;
@@ -53,6 +54,7 @@ public:
     AttentionPanel* attentionPanel() const { return m_attention; }
     ContextPanel* contextPanel() const { return m_context; }
     TimelinePanel* timelinePanel() const { return m_timeline; }
+    LabPanel* labPanel() const { return m_lab; }
     TokenSelection* selection() const { return m_selection; }
     QWidget* panel(const QString& name) const;
     // The Vulkan devices are listed in the background; true once they are in the backend picker.
@@ -78,6 +80,7 @@ private:
     ConversationStore* m_store;
     bool m_dialogs = true;
     ChatPanel* m_chat = nullptr;
+    LabPanel* m_lab = nullptr;
     TokenizerPanel* m_tokenizer = nullptr;
     StepperPanel* m_stepper = nullptr;
     KvPanel* m_kv = nullptr;

@@ -18,6 +18,9 @@ EngineController::EngineController(QObject* parent) : QObject(parent)
     qRegisterMetaType<std::shared_ptr<const TimelineSnapshot>>();
     qRegisterMetaType<MachinePeaksUi>();
     qRegisterMetaType<std::shared_ptr<const AttentionSnapshot>>();
+    qRegisterMetaType<PatchingSettings>();
+    qRegisterMetaType<std::shared_ptr<const PatchingSnapshot>>();
+    qRegisterMetaType<std::shared_ptr<const AttributionSnapshot>>();
     m_thread.setObjectName("engine");
     m_worker = new EngineWorker();
     m_worker->moveToThread(&m_thread);
@@ -51,6 +54,15 @@ EngineController::EngineController(QObject* parent) : QObject(parent)
     connect(m_worker, &EngineWorker::attentionReady, this, [this](std::shared_ptr<const AttentionSnapshot> s) {
         finished(s->request_id);
         emit attentionReady(std::move(s));
+    });
+    connect(m_worker, &EngineWorker::labProgress, this, &EngineController::labProgress);
+    connect(m_worker, &EngineWorker::patchingReady, this, [this](std::shared_ptr<const PatchingSnapshot> s) {
+        finished(s->request_id);
+        emit patchingReady(std::move(s));
+    });
+    connect(m_worker, &EngineWorker::attributionReady, this, [this](std::shared_ptr<const AttributionSnapshot> s) {
+        finished(s->request_id);
+        emit attributionReady(std::move(s));
     });
     connect(m_worker, &EngineWorker::replyFinished, this, [this](std::shared_ptr<const ReplyStats> s) {
         finished(s->request_id);
@@ -191,6 +203,20 @@ quint64 EngineController::checkFit(std::vector<ChatTurn> turns, const SamplingSe
     request.sampling = sampling;
     post([request](EngineWorker& w) { w.checkFit(request); });
     return request.id;
+}
+
+quint64 EngineController::runPatching(const PatchingSettings& settings)
+{
+    const quint64 id = nextId();
+    post([id, settings, cancel = track(id)](EngineWorker& w) { w.runPatching(id, settings, cancel); });
+    return id;
+}
+
+quint64 EngineController::runAttribution(const AttributionSettings& settings)
+{
+    const quint64 id = nextId();
+    post([id, settings, cancel = track(id)](EngineWorker& w) { w.runAttribution(id, settings, cancel); });
+    return id;
 }
 
 void EngineController::setAttentionWatched(bool watched)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "bridge/engine_types.h"
+#include "bridge/lab_types.h"
 
 #include <QObject>
 #include <QThread>
@@ -43,6 +44,9 @@ public:
     // A view that shows attention says when it is on screen; the chat and the stepper record
     // attention only while one is.
     void setAttentionWatched(bool watched);
+    // The interpretability lab (cancellable; patching reports labProgress).
+    quint64 runPatching(const PatchingSettings& settings);
+    quint64 runAttribution(const AttributionSettings& settings);
     bool busy() const { return m_busy; }
     std::shared_ptr<const ModelSummary> model() const { return m_model; }
     // Requests that can still be cancelled (tests).
@@ -67,6 +71,9 @@ signals:
     void machineProbed(const tokenscope::ui::MachinePeaksUi& peaks);
     void turnsCounted(quint64 request_id, const QList<int>& counts, int n_ctx_train);
     void attentionReady(std::shared_ptr<const tokenscope::ui::AttentionSnapshot> snapshot);
+    void labProgress(quint64 request_id, int done, int total);
+    void patchingReady(std::shared_ptr<const tokenscope::ui::PatchingSnapshot> snapshot);
+    void attributionReady(std::shared_ptr<const tokenscope::ui::AttributionSnapshot> snapshot);
 
 private:
     // Runs `call(worker)` on the engine thread, after the requests posted before it.

@@ -149,6 +149,7 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx, co
         m_stepper.reset(); // it refers to the session being replaced
         m_stepper_session.reset();
         m_attention_session.reset();
+        m_lab_backend.reset();
         m_recorder.clear();
         m_session = std::make_unique<engine::Session>(model, std::move(backend), 128);
         m_active = m_session.get();

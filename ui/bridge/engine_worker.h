@@ -2,6 +2,7 @@
 #pragma once
 
 #include "bridge/engine_types.h"
+#include "bridge/lab_types.h"
 
 #include "session/attention_recorder.h"
 
@@ -10,6 +11,7 @@
 #include <memory>
 
 namespace engine {
+class Backend;
 class Model;
 class Session;
 class Stepper;
@@ -55,6 +57,10 @@ public:
     // Whether some view shows attention: only then do the chat's and the stepper's passes record
     // it (turning it off drops the recording).
     void setAttentionWatched(bool watched);
+    // The interpretability lab, on a CPU backend of its own: patchingReady (labProgress after each
+    // run) and attributionReady.
+    void runPatching(quint64 request_id, const tokenscope::ui::PatchingSettings& settings, CancelToken cancel);
+    void runAttribution(quint64 request_id, const tokenscope::ui::AttributionSettings& settings, CancelToken cancel);
 
 signals:
     void loadProgress(int percent, const QString& what);
@@ -74,6 +80,9 @@ signals:
     void machineProbed(const tokenscope::ui::MachinePeaksUi& peaks);
     void turnsCounted(quint64 request_id, const QList<int>& counts, int n_ctx_train);
     void attentionReady(std::shared_ptr<const tokenscope::ui::AttentionSnapshot> snapshot);
+    void labProgress(quint64 request_id, int done, int total);
+    void patchingReady(std::shared_ptr<const tokenscope::ui::PatchingSnapshot> snapshot);
+    void attributionReady(std::shared_ptr<const tokenscope::ui::AttributionSnapshot> snapshot);
 
 private:
     void emitStepperState(quint64 request_id, const QString& action, const StepperSettings& settings);
@@ -94,6 +103,9 @@ private:
     void activate(engine::Session& session);
     // The stepper's own session, made on its first prefill (same backend kind as the chat's).
     engine::Session& stepperSession();
+    engine::Backend& labBackend();
+    // A lab prompt's tokens; throws engine::Error when it is empty or too long.
+    std::vector<int32_t> labTokens(const QString& text, const char* what) const;
 
     std::shared_ptr<const engine::Model> m_model;
     std::unique_ptr<engine::Session> m_session;         // the chat's
@@ -101,6 +113,7 @@ private:
     engine::Session* m_active = nullptr;
     std::unique_ptr<engine::Stepper> m_stepper;
     std::unique_ptr<engine::Session> m_attention_session; // the attention explorer's own, one pass per request
+    std::unique_ptr<engine::Backend> m_lab_backend;       // the lab's, every run from an empty cache
     engine::AttentionRecorder m_recorder;                 // attention of the session's real passes
     bool m_attention_watched = false;
     double m_stepper_tokenize_ms = 0.0;

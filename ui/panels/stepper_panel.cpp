@@ -151,6 +151,10 @@ void StepperPanel::buildRunControls(QVBoxLayout* layout)
     m_stop_prefill->setObjectName("stepperStopPrefill");
     m_stop_prefill->setToolTip(tr("Stop the prefill after the batch it is computing"));
     m_stop_prefill->hide();
+    m_attribute = new QPushButton(tr("Attribute"));
+    m_attribute->setObjectName("stepperAttribute");
+    m_attribute->setToolTip(tr("Split the logit of the token Step would take into each head's and MLP's part (Lab); "
+                               "right-click a bar for another token"));
     controls->addWidget(m_step);
     controls->addWidget(m_back);
     controls->addWidget(m_play);
@@ -158,6 +162,7 @@ void StepperPanel::buildRunControls(QVBoxLayout* layout)
     controls->addWidget(m_speed_label);
     controls->addWidget(m_progress);
     controls->addWidget(m_stop_prefill);
+    controls->addWidget(m_attribute);
     controls->addStretch(1);
     m_lens_on = new QCheckBox(tr("Logit lens"));
     m_lens_on->setToolTip(tr("After every pass, apply the final norm and output head to each layer's residual stream"));
@@ -290,6 +295,8 @@ void StepperPanel::connectControls()
     connect(m_back, &QPushButton::clicked, this, &StepperPanel::back);
     connect(m_play, &QPushButton::toggled, this, &StepperPanel::setPlaying);
     connect(m_distribution, &DistributionView::tokenClicked, this, [this](int id) { step(id); });
+    connect(m_distribution, &DistributionView::tokenAttributionRequested, this, &StepperPanel::requestAttribution);
+    connect(m_attribute, &QPushButton::clicked, this, [this] { requestAttribution(m_preview.token); });
     connect(m_stage_box, &QComboBox::currentIndexChanged, this, [this](int i) { showStage(i); });
     connect(m_sequence, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
         if (url.scheme() == "pos")
@@ -683,6 +690,17 @@ void StepperPanel::updateButtons()
     m_step->setEnabled(running && idle && !m_playing && !stopped);
     m_back->setEnabled(running && idle && !m_playing && m_state->steps > 0);
     m_play->setEnabled(running && !stopped);
+    m_attribute->setEnabled(running && idle && !m_playing);
+}
+
+void StepperPanel::requestAttribution(int token)
+{
+    if (!m_state || m_state->tokens.empty() || token < 0)
+        return;
+    std::vector<int32_t> ids;
+    for (const StepperToken& t : m_state->tokens)
+        ids.push_back(t.id);
+    emit attributeRequested(ids, token);
 }
 
 } // namespace tokenscope::ui

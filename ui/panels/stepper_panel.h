@@ -65,6 +65,8 @@ public:
 
 signals:
     void stateChanged();
+    // The lab's logit attribution of `token` after the sequence `ids`.
+    void attributeRequested(const std::vector<int32_t>& ids, int token);
 
 private:
     void buildUi();
@@ -80,6 +82,7 @@ private:
     void renderSequence();
     void renderLens();
     void updateButtons();
+    void requestAttribution(int token);
     QString tokenText(int id) const;
 
     EngineController* m_engine;
@@ -103,6 +106,7 @@ private:
     QLabel* m_speed_label = nullptr;
     QProgressBar* m_progress = nullptr;
     QPushButton* m_stop_prefill = nullptr;
+    QPushButton* m_attribute = nullptr;
     QCheckBox* m_greedy = nullptr;
     QDoubleSpinBox* m_temperature = nullptr;
     QSpinBox* m_top_k = nullptr;

@@ -8,6 +8,7 @@
 #include "panels/chat_panel.h"
 #include "panels/context_panel.h"
 #include "panels/kv_panel.h"
+#include "panels/lab_panel.h"
 #include "panels/stepper_panel.h"
 #include "panels/timeline_panel.h"
 #include "panels/tokenizer_comparison.h"
@@ -177,6 +178,30 @@ void script_attention(QApplication& app, EngineController& engine, MainWindow& w
     });
 }
 
+// The lab: a patching grid (--tab heads: over heads; default: the residual stream) on the default
+// prompts, or (--tab attribution) the waterfall of the most likely token's logit.
+void script_lab(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
+{
+    QDockWidget* dock = float_dock(window, "lab", 1100, 820);
+    LabPanel* lab = window.labPanel();
+    const auto grab = [&app, &window, dock, o] { grab_later(app, &window, dock, o->file, 300); };
+    QObject::connect(&engine, &EngineController::modelLoaded, &window, [lab, o] {
+        if (o->tab == "attribution") {
+            lab->attribute("The Eiffel Tower is in the city of");
+            return;
+        }
+        PatchingSettings s;
+        s.clean = "The Eiffel Tower is in the city of";
+        s.corrupted = "The Colosseum is in the city of";
+        s.token_a = " Paris";
+        s.token_b = " Rome";
+        s.over = o->tab == "heads" ? 3 : o->tab == "mlp" ? 2 : o->tab == "attention" ? 1 : 0;
+        lab->runPatching(s);
+    });
+    QObject::connect(lab, &LabPanel::patchingFinished, &window, grab);
+    QObject::connect(lab, &LabPanel::attributionFinished, &window, grab);
+}
+
 // The Model library dialog once its scan is done (every model found, its kind and type).
 void script_library(QApplication& app, MainWindow& window, const Options& o)
 {
@@ -261,7 +286,7 @@ void script_chat(QApplication& app, EngineController& engine, MainWindow& window
 const QStringList& screenshot_panels()
 {
     static const QStringList panels = {"main", "chat",    "tokenizer", "stepper", "attention",
-                                       "kv",   "context", "timeline",  "library"};
+                                       "kv",   "context", "timeline",  "library", "lab"};
     return panels;
 }
 
@@ -278,6 +303,8 @@ void script_screenshot(QApplication& app, EngineController& engine, MainWindow& 
         script_attention(app, engine, window, o);
     else if (panel == "library")
         script_library(app, window, o);
+    else if (panel == "lab")
+        script_lab(app, engine, window, o);
     else if (panel == "context")
         script_context(app, engine, window, o);
     else if (panel == "kv" || panel == "timeline")

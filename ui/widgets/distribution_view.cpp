@@ -114,7 +114,11 @@ void DistributionView::paintEvent(QPaintEvent*)
 void DistributionView::mousePressEvent(QMouseEvent* event)
 {
     const int i = rowAt(int(event->position().y()));
-    if (i >= 0)
+    if (i < 0)
+        return;
+    if (event->button() == Qt::RightButton)
+        emit tokenAttributionRequested(m_rows[std::size_t(i)].id);
+    else
         emit tokenClicked(m_rows[std::size_t(i)].id);
 }
 
@@ -125,17 +129,17 @@ bool DistributionView::event(QEvent* event)
         const int i = rowAt(help->pos().y());
         if (i >= 0) {
             const Row& r = m_rows[std::size_t(i)];
-            QToolTip::showText(
-                help->globalPos(),
-                tr("“%1” · id %2 · logit %3\n%4: %5%   →   %6: %7%\nClick to force this token as the next one.")
-                    .arg(r.text)
-                    .arg(r.id)
-                    .arg(double(r.logit), 0, 'f', 3)
-                    .arg(m_before)
-                    .arg(double(r.before) * 100.0, 0, 'f', 2)
-                    .arg(m_after)
-                    .arg(double(r.after) * 100.0, 0, 'f', 2),
-                this);
+            QToolTip::showText(help->globalPos(),
+                               tr("“%1” · id %2 · logit %3\n%4: %5%   →   %6: %7%\nClick to force this token as the "
+                                  "next one; right-click to split its logit (Lab).")
+                                   .arg(r.text)
+                                   .arg(r.id)
+                                   .arg(double(r.logit), 0, 'f', 3)
+                                   .arg(m_before)
+                                   .arg(double(r.before) * 100.0, 0, 'f', 2)
+                                   .arg(m_after)
+                                   .arg(double(r.after) * 100.0, 0, 'f', 2),
+                               this);
         } else {
             QToolTip::hideText();
         }

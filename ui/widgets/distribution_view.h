@@ -9,7 +9,8 @@ namespace tokenscope::ui {
 // Next-token candidates as horizontal probability bars: one stage of the sampling chain drawn
 // solid over the stage before it drawn as an outline, so a user sees what a stage reshaped (the
 // temperature) or cut away (top-k, top-p, min-p: greyed, struck out). The token a step would take
-// is drawn in the accent colour. Clicking a row asks to force that token.
+// is drawn in the accent colour. Clicking a row asks to force that token; a right-click asks for its
+// logit to be attributed (the lab).
 class DistributionView : public QWidget {
     Q_OBJECT
 public:
@@ -33,6 +34,7 @@ public:
 
 signals:
     void tokenClicked(int id);
+    void tokenAttributionRequested(int id);
 
 protected:
     void paintEvent(QPaintEvent* event) override;

@@ -1,0 +1,329 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The lab panel driven offscreen on the real models (small random-weight twins under the
+// sanitizers): its patching grid and its attribution waterfall hold exactly what the engine's lab
+// computes for the same input on an independent backend; Stop leaves the cells not run empty and
+// says so; prompts of different lengths are refused with both counts; every export format is
+// written and reads back; the stepper's Attribute sends its sequence and the token Step would take.
+#include "bridge/engine_controller.h"
+#include "bridge/token_selection.h"
+#include "lab/attribution.h"
+#include "lab/patching.h"
+#include "model/model.h"
+#include "panels/lab_panel.h"
+#include "panels/stepper_panel.h"
+#include "signal_wait.h"
+#include "test_paths.h"
+#include "widgets/attribution_waterfall.h"
+#include "widgets/effect_grid.h"
+
+#include <QFile>
+#include <QImage>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+#include <cmath>
+
+using namespace tokenscope::ui;
+
+namespace {
+
+const QString kClean = "The Eiffel Tower is in the city of";
+const QString kCorrupt = "The Colosseum is in the city of";
+
+// The engine's own patching of the same settings, on a backend of its own.
+engine::PatchingResult engine_patching(const std::shared_ptr<const engine::Model>& model, const PatchingSettings& s)
+{
+    auto backend = engine::make_cpu_backend(model, {.threads = 2, .n_ctx = 257});
+    engine::PatchingRequest req;
+    req.clean = model->tokenizer().encode_ids(s.clean.toStdString());
+    req.corrupted = model->tokenizer().encode_ids(s.corrupted.toStdString());
+    req.metric = {engine::PatchMetric::Kind(s.metric),
+                  engine::single_token(model->tokenizer(), s.token_a.toStdString()),
+                  engine::single_token(model->tokenizer(), s.token_b.toStdString())};
+    req.over = engine::PatchOver(s.over);
+    return engine::run_patching(*backend, req);
+}
+
+bool same(double a, double b)
+{
+    return (std::isnan(a) && std::isnan(b)) || a == b;
+}
+
+} // namespace
+
+class TestLabPanel : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase();
+    void patchingGridIsTheEngines_data();
+    void patchingGridIsTheEngines();
+    void stopLeavesTheCellsNotRunEmpty();
+    void promptsOfDifferentLengthsAreRefused();
+    void everyExportFormatReadsBack();
+    void attributionWaterfallIsTheEngines();
+    void stepperAttributeSendsItsSequence();
+    void chatModel();
+
+private:
+    std::shared_ptr<const PatchingSnapshot> patch(LabPanel& lab, const PatchingSettings& s);
+    PatchingSettings settings(int over) const;
+
+    std::shared_ptr<const engine::Model> m_model;
+    std::unique_ptr<EngineController> m_engine;
+    std::unique_ptr<LabPanel> m_lab;
+};
+
+void TestLabPanel::initTestCase()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    m_model = engine::Model::load(path);
+    m_engine = std::make_unique<EngineController>();
+    m_lab = std::make_unique<LabPanel>(m_engine.get());
+    m_lab->resize(1000, 760);
+    m_lab->show();
+    QSignalSpy loaded(m_engine.get(), &EngineController::modelLoaded);
+    m_engine->loadModel(QString::fromStdString(path), 2, 512);
+    QVERIFY(loaded.wait(120000));
+    const auto a = m_model->tokenizer().encode_ids(kClean.toStdString());
+    const auto b = m_model->tokenizer().encode_ids(kCorrupt.toStdString());
+    QCOMPARE(a.size(), b.size()); // the test's prompts pair up on this tokenizer
+}
+
+PatchingSettings TestLabPanel::settings(int over) const
+{
+    PatchingSettings s;
+    s.clean = kClean;
+    s.corrupted = kCorrupt;
+    s.metric = 0;
+    s.token_a = " Paris";
+    s.token_b = " Rome";
+    s.over = over;
+    return s;
+}
+
+std::shared_ptr<const PatchingSnapshot> TestLabPanel::patch(LabPanel& lab, const PatchingSettings& s)
+{
+    QSignalSpy done(&lab, &LabPanel::patchingFinished);
+    lab.runPatching(s);
+    if (!testsupport::seen(done, 1, 300000))
+        return nullptr;
+    return lab.patching();
+}
+
+void TestLabPanel::patchingGridIsTheEngines_data()
+{
+    QTest::addColumn<int>("over");
+    QTest::newRow("residual") << 0;
+    QTest::newRow("heads") << 3;
+}
+
+void TestLabPanel::patchingGridIsTheEngines()
+{
+    QFETCH(int, over);
+    const PatchingSettings s = settings(over);
+    const auto snap = patch(*m_lab, s);
+    QVERIFY(snap);
+    QVERIFY2(snap->error.isEmpty(), qPrintable(snap->error));
+    const engine::PatchingResult want = engine_patching(m_model, s);
+    QCOMPARE(snap->n_layers, int(want.n_layers));
+    QCOMPARE(snap->n_columns, int(want.n_columns));
+    QCOMPARE(snap->runs, int(want.runs));
+    QCOMPARE(snap->clean_metric, want.clean_metric);
+    QCOMPARE(snap->corrupted_metric, want.corrupted_metric);
+    for (uint32_t l = 0; l < want.n_layers; ++l)
+        for (uint32_t c = 0; c < want.n_columns; ++c)
+            QVERIFY2(same(snap->effect[l][c], want.effect[l][c]),
+                     qPrintable(
+                         QString("cell %1,%2: %3 vs %4").arg(l).arg(c).arg(snap->effect[l][c]).arg(want.effect[l][c])));
+    QVERIFY(!m_lab->grid()->empty());
+    if (over == 0) {
+        // the last layer's residual at the last position is the clean run: exactly 1
+        const QString last = m_lab->grid()->cellText(snap->n_layers - 1, snap->n_columns - 1);
+        QVERIFY2(last.contains("effect 1.0000"), qPrintable(last));
+        QCOMPARE(snap->corrupted_pieces.size(), snap->n_columns);
+    } else {
+        QCOMPARE(snap->n_columns, int(m_model->config().n_head[0]));
+    }
+    QVERIFY2(m_lab->patchingStatus().contains(QString("%1 runs").arg(snap->runs)), qPrintable(m_lab->patchingStatus()));
+}
+
+void TestLabPanel::stopLeavesTheCellsNotRunEmpty()
+{
+    QSignalSpy done(m_lab.get(), &LabPanel::patchingFinished);
+    auto* stop = m_lab->findChild<QPushButton*>("labStopPatching");
+    QVERIFY(stop);
+    auto clicked = std::make_shared<bool>(false);
+    const auto c = connect(m_engine.get(), &EngineController::labProgress, this, [&, clicked](quint64, int d, int) {
+        if (d >= 3 && !*clicked) {
+            *clicked = true;
+            QVERIFY(stop->isEnabled());
+            QTest::mouseClick(stop, Qt::LeftButton);
+        }
+    });
+    m_lab->runPatching(settings(0));
+    QVERIFY(testsupport::seen(done, 1, 300000));
+    disconnect(c);
+    const auto snap = m_lab->patching();
+    QVERIFY(snap);
+    QVERIFY(snap->cancelled);
+    const int total = snap->n_layers * snap->n_columns;
+    QVERIFY2(snap->runs >= 3 && snap->runs < total, qPrintable(QString("%1 of %2").arg(snap->runs).arg(total)));
+    int nan = 0;
+    for (const auto& row : snap->effect)
+        for (double v : row)
+            nan += std::isnan(v) ? 1 : 0;
+    QCOMPARE(nan, total - snap->runs);
+    QVERIFY(m_lab->patchingStatus().startsWith("Stopped"));
+    QVERIFY(!m_lab->patchingRunning());
+    QVERIFY(!stop->isEnabled());
+}
+
+void TestLabPanel::promptsOfDifferentLengthsAreRefused()
+{
+    PatchingSettings s = settings(0);
+    s.corrupted = "Rome";
+    QSignalSpy done(m_lab.get(), &LabPanel::patchingFinished);
+    m_lab->runPatching(s);
+    QVERIFY(testsupport::seen(done));
+    const auto clean = m_model->tokenizer().encode_ids(s.clean.toStdString());
+    const auto corrupt = m_model->tokenizer().encode_ids(s.corrupted.toStdString());
+    const QString status = m_lab->patchingStatus();
+    QVERIFY2(status.contains(QString("%1 tokens").arg(clean.size())) &&
+                 status.contains(QString::number(corrupt.size())) && status.contains("same number of tokens"),
+             qPrintable(status));
+    QVERIFY(!m_lab->grid()->empty()); // the last good result stays on screen
+}
+
+void TestLabPanel::everyExportFormatReadsBack()
+{
+    const auto snap = patch(*m_lab, settings(3));
+    QVERIFY(snap && snap->error.isEmpty());
+    QTemporaryDir dir;
+    QString error;
+    const QString csv = dir.filePath("p.csv"), json = dir.filePath("p.json"), png = dir.filePath("p.png"),
+                  svg = dir.filePath("p.svg");
+    QVERIFY2(m_lab->exportCsv(csv, &error), qPrintable(error));
+    QVERIFY2(m_lab->exportJson(json, &error), qPrintable(error));
+    QVERIFY2(m_lab->exportImage(png, &error), qPrintable(error));
+    QVERIFY2(m_lab->exportImage(svg, &error), qPrintable(error));
+    QFile f(csv);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QList<QByteArray> lines = f.readAll().trimmed().split('\n');
+    QCOMPARE(lines.size(), snap->n_layers + 1);
+    QCOMPARE(lines[1].trimmed().split(',').size(), snap->n_columns + 1);
+    QCOMPARE(lines[1].split(',')[1].toDouble(), snap->effect[0][0]);
+    QFile j(json);
+    QVERIFY(j.open(QIODevice::ReadOnly));
+    const auto doc = QJsonDocument::fromJson(j.readAll()).object();
+    QCOMPARE(doc["layers"].toInt(), snap->n_layers);
+    QCOMPARE(doc["heads"].toInt(), snap->n_columns);
+    QCOMPARE(doc["effect"].toArray()[2].toArray()[1].toDouble(), snap->effect[2][1]);
+    QImage image(png);
+    QVERIFY(!image.isNull());
+    QVERIFY(image.width() >= 1440);
+    QFile s(svg);
+    QVERIFY(s.open(QIODevice::ReadOnly));
+    const QByteArray svg_text = s.readAll();
+    QVERIFY(svg_text.contains("<svg"));
+    // empty: nothing to export yet on a new panel
+    LabPanel fresh(m_engine.get());
+    QVERIFY(!fresh.exportCsv(dir.filePath("none.csv"), &error));
+    QVERIFY(error.contains("Nothing to export"));
+}
+
+void TestLabPanel::attributionWaterfallIsTheEngines()
+{
+    QSignalSpy done(m_lab.get(), &LabPanel::attributionFinished);
+    m_lab->attribute(kClean);
+    QVERIFY(testsupport::seen(done, 1, 120000));
+    const auto snap = m_lab->attribution();
+    QVERIFY(snap);
+    QVERIFY2(snap->error.isEmpty(), qPrintable(snap->error));
+    auto backend = engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = 257});
+    const auto ids = m_model->tokenizer().encode_ids(kClean.toStdString());
+    const auto logits = engine::run_fresh(*backend, ids).logits;
+    const int best = int(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    QCOMPARE(snap->token_id, best);
+    const engine::Attribution want = engine::attribute_logit(*backend, ids, best);
+    QCOMPARE(snap->logit, want.logit);
+    QCOMPARE(snap->parts.size(), want.parts.size());
+    for (std::size_t i = 0; i < want.parts.size(); ++i) {
+        QCOMPARE(snap->parts[i].value, want.parts[i].value);
+        QCOMPARE(snap->parts[i].name, QString::fromStdString(want.parts[i].name));
+    }
+    // the waterfall's bars add up to its last bar, the logit
+    const auto& bars = m_lab->waterfall()->bars();
+    QVERIFY(bars.size() >= 3);
+    double sum = 0.0;
+    for (std::size_t i = 0; i + 1 < bars.size(); ++i)
+        sum += bars[i].value;
+    QCOMPARE(bars.back().value, snap->logit);
+    QVERIFY2(std::abs(sum - snap->logit) <= 1e-4 * std::max(1.0, std::abs(snap->logit)),
+             qPrintable(QString("%1 vs %2").arg(sum).arg(snap->logit)));
+    QVERIFY(m_lab->attributionStatus().contains(QString("sum of %1 parts").arg(snap->parts.size())));
+}
+
+void TestLabPanel::stepperAttributeSendsItsSequence()
+{
+    TokenSelection selection;
+    StepperPanel stepper(m_engine.get(), &selection);
+    stepper.resize(1000, 700);
+    stepper.show();
+    connect(&stepper, &StepperPanel::attributeRequested, m_lab.get(),
+            [this](const std::vector<int32_t>& ids, int token) { m_lab->attribute(QString(), ids, token); });
+    QSignalSpy state(&stepper, &StepperPanel::stateChanged);
+    stepper.setPrompt("The capital of France is");
+    stepper.prefill();
+    QVERIFY(testsupport::seen(state, 1, 120000));
+    auto* button = stepper.findChild<QPushButton*>("stepperAttribute");
+    QVERIFY(button && button->isEnabled());
+    QSignalSpy done(m_lab.get(), &LabPanel::attributionFinished);
+    QTest::mouseClick(button, Qt::LeftButton);
+    QVERIFY(testsupport::seen(done, 1, 120000));
+    const auto snap = m_lab->attribution();
+    QVERIFY(snap && snap->error.isEmpty());
+    QCOMPARE(snap->token_id, stepper.preview().token);
+    QCOMPARE(snap->position, stepper.state()->prompt_length - 1);
+}
+
+void TestLabPanel::chatModel()
+{
+    REQUIRE_CHAT_MODEL(path);
+    const auto model = engine::Model::load(path);
+    EngineController engine;
+    LabPanel lab(&engine);
+    lab.resize(1000, 760);
+    lab.show();
+    QSignalSpy loaded(&engine, &EngineController::modelLoaded);
+    engine.loadModel(QString::fromStdString(path), 2, 512);
+    QVERIFY(loaded.wait(120000));
+    PatchingSettings s;
+    s.clean = "total = price +";
+    s.corrupted = "total = price -";
+    s.token_a = " tax";
+    s.token_b = " discount";
+    QCOMPARE(model->tokenizer().encode_ids(s.clean.toStdString()).size(),
+             model->tokenizer().encode_ids(s.corrupted.toStdString()).size());
+    const auto snap = patch(lab, s);
+    QVERIFY(snap);
+    QVERIFY2(snap->error.isEmpty(), qPrintable(snap->error));
+    const engine::PatchingResult want = engine_patching(model, s);
+    QCOMPARE(snap->n_layers, int(model->config().n_layer));
+    for (uint32_t l = 0; l < want.n_layers; ++l)
+        for (uint32_t c = 0; c < want.n_columns; ++c)
+            QVERIFY(same(snap->effect[l][c], want.effect[l][c]));
+    QCOMPARE(snap->effect[want.n_layers - 1][want.n_columns - 1], 1.0);
+    QSignalSpy attributed(&lab, &LabPanel::attributionFinished);
+    lab.attribute("def add(a, b):\n    return a +");
+    QVERIFY(testsupport::seen(attributed, 1, 120000));
+    QVERIFY(lab.attribution() && lab.attribution()->error.isEmpty());
+    QCOMPARE(int(lab.attribution()->parts.size()),
+             int(1 + model->config().n_layer * (model->config().n_head[0] + 2) + 1));
+}
+
+QTEST_MAIN(TestLabPanel)
+#include "test_lab_panel.moc"

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+// The interpretability lab's requests and results as they cross between the UI and the engine
+// thread (results as immutable snapshots).
+
+#include <QMetaType>
+#include <QString>
+#include <QStringList>
+#include <memory>
+#include <vector>
+
+namespace tokenscope::ui {
+
+struct PatchingSettings {
+    QString clean, corrupted;
+    int metric = 0;           // engine::PatchMetric::Kind: 0 logit difference, 1 log-probability, 2 KL to clean
+    QString token_a, token_b; // as typed: " Paris", "#123"
+    int over = 0;             // engine::PatchOver: 0 residual, 1 attention, 2 MLP, 3 heads
+};
+
+struct PatchingSnapshot {
+    quint64 request_id = 0;
+    QString error;
+    PatchingSettings settings;
+    QStringList clean_pieces, corrupted_pieces; // the prompts' tokens, for the column labels
+    QString token_a, token_b;                   // the metric's tokens as the model's pieces
+    QString metric_name, over_name, backend;
+    int n_layers = 0, n_columns = 0;
+    std::vector<std::vector<double>> effect; // [layer][column] normalised, NaN where not run
+    std::vector<std::vector<double>> raw;
+    double clean_metric = 0.0, corrupted_metric = 0.0;
+    int runs = 0;
+    bool cancelled = false;
+    double ms = 0.0;
+};
+
+struct AttributionSettings {
+    QString prompt;                  // used when `ids` is empty
+    std::vector<int32_t> ids;        // a sequence (the stepper's) instead of a prompt
+    int token = -1;                  // the token whose logit is split; -1: the most likely
+    QString token_text, versus_text; // as typed (override `token` when set)
+};
+
+struct AttributionPartUi {
+    int kind = 0; // engine::AttributionPart::Kind
+    QString name;
+    int layer = -1, head = -1;
+    double value = 0.0;
+};
+
+struct AttributionSnapshot {
+    quint64 request_id = 0;
+    QString error;
+    QString token, versus; // pieces
+    int token_id = -1, position = 0;
+    double logit = 0.0, final_norm_scale = 0.0;
+    std::vector<AttributionPartUi> parts;
+    QString backend;
+    double ms = 0.0;
+};
+
+} // namespace tokenscope::ui
+
+Q_DECLARE_METATYPE(tokenscope::ui::PatchingSettings)
+Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::PatchingSnapshot>)
+Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::AttributionSnapshot>)
