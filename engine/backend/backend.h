@@ -79,6 +79,13 @@ struct ForwardRequest {
     // Changes to the pass (the lab's patching, ablation and steering); empty: none, every bit as
     // without. Positions are absolute (n_cached …).
     std::span<const Intervention> interventions;
+    // Resume the pass at this layer from a residual stream computed before — [tokens][n_embd], the
+    // residual after layer start_layer − 1 — instead of evaluating the layers below again (the
+    // lab's patching: below a patch, a run computes what the unpatched run computed, bit for bit).
+    // The skipped layers' cache is not written and no captures may be asked for: for one-off runs
+    // on a cache cleared afterwards. start_layer = n_layer applies only the output head.
+    uint32_t start_layer = 0;
+    std::span<const float> start_residual;
 };
 
 struct ForwardResult {

@@ -178,6 +178,14 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
     const uint32_t pos0 = kv.n_cached();
     const uint32_t chunk = max_chunk_tokens(request, pos0);
     check_interventions(c, request.interventions, pos0, n);
+    if (request.start_layer > c.n_layer)
+        throw Error(fmt::format("cannot resume at layer {}: the model has {} layers", request.start_layer, c.n_layer));
+    if (request.start_layer > 0 && request.start_residual.size() != std::size_t(n) * c.n_embd)
+        throw Error(fmt::format("resuming at layer {} needs {} residual values ({} tokens × {}); {} were given",
+                                request.start_layer, std::size_t(n) * c.n_embd, n, c.n_embd,
+                                request.start_residual.size()));
+    if (request.start_layer > 0 && request.capture && !request.capture->empty())
+        throw Error("a pass resumed at a later layer cannot capture: the layers below it are not computed");
     kv.reserve_until(pos0 + n); // throws when the context is full; the cache is unchanged then
 
     const CaptureRequest* capture = request.capture && !request.capture->empty() ? request.capture : nullptr;
@@ -217,10 +225,16 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
     }
     Assembly assembly(*m_model, capture, captures.get(), result, first_out, n, pos0);
     m_interventions = request.interventions;
-    struct Forget { // the span points into the caller's request
-        std::span<const Intervention>& s;
-        ~Forget() { s = {}; }
-    } forget{m_interventions};
+    m_start_layer = request.start_layer;
+    struct Forget { // the spans point into the caller's request
+        LayeredBackend& b;
+        ~Forget()
+        {
+            b.m_interventions = {};
+            b.m_start_layer = 0;
+            b.m_start_rows = {};
+        }
+    } forget{*this};
     for (uint32_t b0 = 0; b0 < n; b0 += chunk) {
         const uint32_t b1 = std::min(n, b0 + chunk);
         plan.n_tokens = b1 - b0;
@@ -228,6 +242,8 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
         plan.logit_row0 = std::max(first_out, b0) - b0;
         plan.n_logit_rows = b1 > std::max(first_out, b0) ? b1 - std::max(first_out, b0) : 0;
         assembly.start(plan, b0);
+        if (m_start_layer > 0)
+            m_start_rows = request.start_residual.subspan(std::size_t(b0) * c.n_embd, std::size_t(b1 - b0) * c.n_embd);
         begin_chunk(plan, assembly);
         run_layers(request.tokens.subspan(b0, b1 - b0), plan);
         finish_chunk();
@@ -268,11 +284,20 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
     const float eps = c.norm_eps;
 
     // ---- embeddings: X [n][E] (gemma scales them by sqrt(E))
-    embed(tokens, arch.embedding_scale ? std::sqrt(static_cast<float>(E)) : 1.0f);
-    at_site(Site::Embedding, 0, Act::X, plan);
+    if (m_start_layer == 0) {
+        embed(tokens, arch.embedding_scale ? std::sqrt(static_cast<float>(E)) : 1.0f);
+        at_site(Site::Embedding, 0, Act::X, plan);
+    } else { // resumed: X is the residual stream after layer m_start_layer − 1
+        RowEdit e;
+        e.row_width = E;
+        e.n_rows = n;
+        e.cols = E;
+        e.values = m_start_rows.data();
+        edit_rows(Act::X, e);
+    }
 
     std::size_t next_capture = 0;
-    for (uint32_t il = 0; il < c.n_layer; ++il) {
+    for (uint32_t il = m_start_layer; il < c.n_layer; ++il) {
         const LayerWeights& L = w.layers[il];
         const uint32_t H = c.n_head[il], Hkv = c.n_head_kv[il], F = c.n_ff[il];
 

@@ -174,6 +174,8 @@ private:
     // The request's interventions at one site, then its delivery when the plan asks for it.
     void at_site(Site site, uint32_t layer, Act a, const ChunkPlan& plan);
     std::span<const Intervention> m_interventions; // of the request being run
+    uint32_t m_start_layer = 0;                    // of the request being run
+    std::span<const float> m_start_rows;           // its start residual's rows of the chunk
     std::vector<float> m_rope_factors;
 };
 

@@ -101,7 +101,11 @@ PatchingResult run_patching(Backend& backend, const PatchingRequest& req, const 
     CaptureRequest capture;
     capture.sites = {site};
     const LabRun clean = run_fresh(backend, req.clean, &capture);
-    const LabRun corrupted = run_fresh(backend, req.corrupted);
+    // The corrupted run's residual stream after every layer: each patched run resumes from it at
+    // the patched layer (the layers below compute exactly this again), which halves a grid's cost.
+    CaptureRequest residuals;
+    residuals.residuals = true;
+    const LabRun corrupted = run_fresh(backend, req.corrupted, &residuals);
 
     PatchingResult out;
     out.over = req.over;
@@ -138,7 +142,20 @@ PatchingResult run_patching(Backend& backend, const PatchingRequest& req, const 
             Intervention iv;
             iv.site = site;
             iv.layer = il;
-            if (req.over == PatchOver::Heads) {
+            ForwardRequest run;
+            run.tokens = req.corrupted;
+            run.start_layer = il;
+            std::vector<float> start;
+            if (il > 0)
+                run.start_residual = corrupted.captures->residuals[il - 1];
+            if (req.over == PatchOver::Residual) {
+                // the patched residual after layer il is where the run resumes
+                start = corrupted.captures->residuals[il];
+                std::copy_n(rows.begin() + std::ptrdiff_t(std::size_t(col) * width), width,
+                            start.begin() + std::ptrdiff_t(std::size_t(col) * width));
+                run.start_layer = il + 1;
+                run.start_residual = start;
+            } else if (req.over == PatchOver::Heads) {
                 // this head's columns of every position
                 const uint32_t D = c.head_dim_k;
                 iv.head = int32_t(col);
@@ -154,7 +171,11 @@ PatchingResult run_patching(Backend& backend, const PatchingRequest& req, const 
                 iv.values.assign(rows.begin() + std::ptrdiff_t(std::size_t(col) * width),
                                  rows.begin() + std::ptrdiff_t(std::size_t(col + 1) * width));
             }
-            const LabRun patched = run_fresh(backend, req.corrupted, nullptr, std::span(&iv, 1));
+            if (req.over != PatchOver::Residual)
+                run.interventions = std::span(&iv, 1);
+            backend.kv_cache().clear();
+            const ForwardResult patched = backend.forward(run);
+            backend.kv_cache().clear();
             const double m = patch_metric(req.metric, patched.logits, clean.logits);
             out.raw[il][col] = m;
             out.effect[il][col] = (m - out.corrupted_metric) / span;

@@ -107,6 +107,18 @@ void check_patching_properties(Backend& b, std::span<const TokenId> A, std::span
         }
     }
 
+    // Resuming at any layer from the residual after the layer below gives the whole run's bits.
+    for (uint32_t il = 1; il <= c.n_layer; ++il) {
+        b.kv_cache().clear();
+        ForwardRequest r;
+        r.tokens = A;
+        r.all_logits = true;
+        r.start_layer = il;
+        r.start_residual = cap_a->residuals[il - 1];
+        QVERIFY2(same_bits(b.forward(r).logits, plain), qPrintable(QString("resumed at layer %1").arg(il)));
+        b.kv_cache().clear();
+    }
+
     // One position from B: the rows before it keep A's bits, its own row and later ones move.
     const uint32_t p = n / 2, mid = c.n_layer / 2, V = c.n_vocab;
     const Intervention one = replace_rows(Site::Residual, mid, p, 1, cap_b->at(Site::Residual, mid), c.n_embd);
@@ -160,7 +172,9 @@ void check_patching_properties(Backend& b, std::span<const TokenId> A, std::span
 }
 
 // The residual effect of the last layer: exactly 1 at the last position, 0 elsewhere.
-void check_last_layer_effect(Backend& b, std::vector<TokenId> clean, std::vector<TokenId> corrupt)
+// `every_site`: also each kind of grid's cells against whole runs (random models: fast).
+void check_last_layer_effect(Backend& b, std::vector<TokenId> clean, std::vector<TokenId> corrupt,
+                             bool every_site = true)
 {
     PatchingRequest req;
     req.clean = clean;
@@ -178,6 +192,34 @@ void check_last_layer_effect(Backend& b, std::vector<TokenId> clean, std::vector
     QCOMPARE(r.effect[last_layer][n - 1], 1.0);
     for (uint32_t p = 0; p + 1 < n; ++p)
         QCOMPARE(r.effect[last_layer][p], 0.0);
+    // Each cell is the metric of the corrupted prompt run whole with that one patch (the grid
+    // resumes each run at its layer; the bits must not change).
+    CaptureRequest all;
+    all.sites = {Site::Residual, Site::AttentionOut, Site::MlpOut, Site::HeadOut};
+    const LabRun c_run = run_fresh(b, clean, &all);
+    const uint32_t mid = last_layer / 2;
+    for (PatchOver over : {PatchOver::Residual, PatchOver::AttentionOut, PatchOver::MlpOut, PatchOver::Heads}) {
+        if (!every_site && over != PatchOver::Residual)
+            continue;
+        PatchingRequest r2 = req;
+        r2.over = over;
+        const PatchingResult grid = over == PatchOver::Residual ? r : run_patching(b, r2);
+        const Site site = patch_site(over);
+        const uint32_t width = site_width(b.model().config(), site, mid), col = over == PatchOver::Heads ? 1 : n / 2;
+        Intervention iv = replace_rows(site, mid, over == PatchOver::Heads ? 0 : col, over == PatchOver::Heads ? n : 1,
+                                       c_run.captures->at(site, mid), width);
+        if (over == PatchOver::Heads) {
+            const uint32_t D = b.model().config().head_dim_k;
+            iv.head = int32_t(col);
+            std::vector<float> cols;
+            for (uint32_t t = 0; t < n; ++t)
+                cols.insert(cols.end(), iv.values.begin() + std::ptrdiff_t(std::size_t(t) * width + col * D),
+                            iv.values.begin() + std::ptrdiff_t(std::size_t(t) * width + (col + 1) * D));
+            iv.values = cols;
+        }
+        const LabRun whole = run_fresh(b, corrupt, nullptr, std::span(&iv, 1));
+        QCOMPARE(grid.raw[mid][col], patch_metric(req.metric, whole.logits, lc));
+    }
     // at the first layer, patching the last position alone is a different run from the corrupted
     // one (its own residual), so the effect is not 0 there
     QVERIFY(r.effect[0][n - 1] != 0.0);
@@ -290,7 +332,7 @@ void TestInterventions::defaultModel()
     check_patching_properties(*cpu, A, B);
     if (QTest::currentTestFailed())
         return;
-    check_last_layer_effect(*cpu, A, B);
+    check_last_layer_effect(*cpu, A, B, false);
     if (QTest::currentTestFailed())
         return;
     check_attribution(*cpu, A, single_token(tok, " Paris"), 0.0);
@@ -306,7 +348,7 @@ void TestInterventions::chatModel()
     const auto A = tok.encode_ids("total = price +");
     const auto B = tok.encode_ids("total = price -");
     QCOMPARE(A.size(), B.size());
-    check_last_layer_effect(*cpu, A, B);
+    check_last_layer_effect(*cpu, A, B, false);
     if (QTest::currentTestFailed())
         return;
     check_attribution(*cpu, A, single_token(tok, " tax"), 0.0);
@@ -437,6 +479,23 @@ void TestInterventions::badInterventionsAreRefusedByName()
     iv.head = 0;
     iv.op = Intervention::Op::Add;
     refused(iv, "whole rows");
+
+    // A resumed pass: a layer the model has, the right number of residual values, no captures.
+    ForwardRequest r;
+    r.tokens = A;
+    std::vector<float> rows(std::size_t(A.size()) * c.n_embd, 0.0f);
+    r.start_residual = rows;
+    r.start_layer = c.n_layer + 1;
+    QVERIFY_EXCEPTION_THROWN(cpu->forward(r), Error);
+    r.start_layer = 1;
+    r.start_residual = std::span(rows).first(5);
+    QVERIFY_EXCEPTION_THROWN(cpu->forward(r), Error);
+    r.start_residual = rows;
+    CaptureRequest cap;
+    cap.residuals = true;
+    r.capture = &cap;
+    QVERIFY_EXCEPTION_THROWN(cpu->forward(r), Error);
+    QCOMPARE(cpu->kv_cache().n_cached(), 0u);
 }
 
 void TestInterventions::patchingRefusesPromptsOfDifferentLengths()
