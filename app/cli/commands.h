@@ -17,3 +17,6 @@ CommandRunner add_bench_command(CLI::App& app);
 CommandRunner add_devices_command(CLI::App& app);
 CommandRunner add_patch_command(CLI::App& app);
 CommandRunner add_attribute_command(CLI::App& app);
+CommandRunner add_ablate_command(CLI::App& app);
+CommandRunner add_heads_command(CLI::App& app);
+CommandRunner add_steer_command(CLI::App& app);

@@ -20,8 +20,11 @@ bool Session::evaluate(std::span<const TokenId> tokens, const CaptureRequest* ca
 {
     for (std::size_t i = 0; i < tokens.size(); i += m_n_batch) {
         const auto batch = tokens.subspan(i, std::min<std::size_t>(m_n_batch, tokens.size() - i));
-        ForwardResult r = m_backend->forward(
-            {.tokens = batch, .all_logits = false, .capture = capture, .order_as_batch = order_as_batch});
+        ForwardResult r = m_backend->forward({.tokens = batch,
+                                              .all_logits = false,
+                                              .capture = capture,
+                                              .order_as_batch = order_as_batch,
+                                              .interventions = m_interventions});
         m_tokens.insert(m_tokens.end(), batch.begin(), batch.end());
         m_batch_of.insert(m_batch_of.end(), batch.size(), std::max<uint32_t>(uint32_t(batch.size()), order_as_batch));
         m_logits = std::move(r.logits);
@@ -37,6 +40,22 @@ bool Session::evaluate(std::span<const TokenId> tokens, const CaptureRequest* ca
             return false;
     }
     return true;
+}
+
+void Session::set_interventions(std::vector<Intervention> interventions)
+{
+    for (const Intervention& iv : interventions) {
+        const uint32_t cols = intervention_columns(m_model->config(), iv).cols;
+        if (iv.values.size() != cols)
+            throw Error("a session's interventions apply to every position: give one row of values each");
+    }
+    check_interventions(m_model->config(), interventions, 0, 1);
+    m_interventions = std::move(interventions);
+    m_tokens.clear();
+    m_batch_of.clear();
+    m_logits.clear();
+    m_captures.reset();
+    m_backend->kv_cache().clear();
 }
 
 PrefillReport Session::prefill(std::span<const TokenId> tokens, const CaptureRequest* capture,

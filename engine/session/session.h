@@ -46,6 +46,11 @@ public:
     // Back to the first n tokens (undo, what-if); their last token's logits are recomputed (one
     // position), or everything when a sliding-window layer no longer holds what it needs.
     PrefillReport truncate(uint32_t n, const CaptureRequest* capture = nullptr);
+    // Interventions applied to every pass from now on (steering: a one-row addition from position 0
+    // on; ablation: a one-row replacement). The cache was computed without them, so the sequence is
+    // dropped (the next prefill evaluates everything). Throws Error for one the model cannot take.
+    void set_interventions(std::vector<Intervention> interventions);
+    const std::vector<Intervention>& interventions() const { return m_interventions; }
 
 private:
     // Returns false when progress stopped it.
@@ -59,6 +64,7 @@ private:
     std::vector<uint32_t> m_batch_of; // per position: size of the batch it was evaluated in
     std::vector<float> m_logits;
     std::shared_ptr<ForwardCaptures> m_captures;
+    std::vector<Intervention> m_interventions;
 };
 
 } // namespace engine

@@ -27,7 +27,12 @@
 //   f32      gap[n_predict]
 //   u32      text_len, then the detokenized greedy continuation (raw bytes,
 //            llama_detokenize(remove_special=false, unparse_special=true))
+//
+// --control-vector FILE:SCALE applies a control-vector GGUF (F32 direction.N tensors, N >= 1) the
+// way llama.cpp's --control-vector-scaled does: each direction times SCALE, added to the output of
+// layer N at every position (layers 1 … n_layer, llama.cpp's default range).
 
+#include "gguf.h"
 #include "llama.h"
 
 #include <algorithm>
@@ -65,8 +70,9 @@ struct Options {
     int n_predict = 64;
     int threads = 2;
     int n_ctx = 4096;
-    int n_batch = 0;     // 0: max(2048, n_prompt)
-    bool repack = false; // use_extra_bufts (CPU repack / AMX weight layouts)
+    int n_batch = 0;            // 0: max(2048, n_prompt)
+    bool repack = false;        // use_extra_bufts (CPU repack / AMX weight layouts)
+    std::string control_vector; // FILE:SCALE
     bool verbose = false;
 };
 
@@ -80,7 +86,8 @@ void usage(const char* argv0)
                  "  --tokens IDS   token ids, comma or space separated (no BOS is added)\n"
                  "  --batch N      n_batch = n_ubatch (default max(2048, n_prompt))\n"
                  "  --ctx N        n_ctx (default 4096; raised to n_prompt + n_predict if needed)\n"
-                 "  --repack       allow the CPU extra buffer types (repack/AMX); default off\n",
+                 "  --repack       allow the CPU extra buffer types (repack/AMX); default off\n"
+                 "  --control-vector FILE:SCALE  apply a control vector as --control-vector-scaled does\n",
                  argv0);
 }
 
@@ -224,6 +231,8 @@ int main(int argc, char** argv)
             o.n_ctx = std::atoi(need().c_str());
         else if (a == "-b" || a == "--batch")
             o.n_batch = std::atoi(need().c_str());
+        else if (a == "--control-vector")
+            o.control_vector = need();
         else if (a == "--repack")
             o.repack = true;
         else if (a == "-v" || a == "--verbose")
@@ -322,6 +331,46 @@ int main(int argc, char** argv)
         return 1;
     }
 
+    // ---- control vector: data[n_embd * (N - 1)] holds direction.N × scale (layer 1 first)
+    if (!o.control_vector.empty()) {
+        const auto colon = o.control_vector.rfind(':');
+        if (colon == std::string::npos) {
+            std::fprintf(stderr, "error: --control-vector FILE:SCALE\n");
+            return 2;
+        }
+        const std::string file = o.control_vector.substr(0, colon);
+        const float scale = std::strtof(o.control_vector.c_str() + colon + 1, nullptr);
+        ggml_context* gctx = nullptr;
+        gguf_init_params gp = {/*no_alloc=*/false, /*ctx=*/&gctx};
+        gguf_context* g = gguf_init_from_file(file.c_str(), gp);
+        if (!g) {
+            std::fprintf(stderr, "error: cannot read control vector %s\n", file.c_str());
+            return 1;
+        }
+        const int n_embd = llama_model_n_embd(model), n_layer = llama_model_n_layer(model);
+        std::vector<float> data(static_cast<size_t>(n_embd) * n_layer, 0.0f);
+        for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) {
+            const std::string name = gguf_get_tensor_name(g, i);
+            const int layer = std::atoi(name.c_str() + std::strlen("direction."));
+            ggml_tensor* t = ggml_get_tensor(gctx, name.c_str());
+            if (name.rfind("direction.", 0) != 0 || layer < 1 || layer > n_layer || t->type != GGML_TYPE_F32 ||
+                ggml_nelements(t) != n_embd) {
+                std::fprintf(stderr, "error: bad control-vector tensor %s\n", name.c_str());
+                return 1;
+            }
+            const float* src = static_cast<const float*>(t->data);
+            float* dst = data.data() + static_cast<size_t>(n_embd) * (layer - 1);
+            for (int j = 0; j < n_embd; ++j)
+                dst[j] += src[j] * scale;
+        }
+        gguf_free(g);
+        ggml_free(gctx);
+        if (llama_set_adapter_cvec(ctx, data.data(), data.size(), n_embd, 1, n_layer) != 0) {
+            std::fprintf(stderr, "error: llama_set_adapter_cvec failed\n");
+            return 1;
+        }
+    }
+
     // ---- prompt: one decode call, logits for the last position only
     llama_batch batch = llama_batch_init(std::max(n_prompt, 1), 0, 1);
     batch.n_tokens = n_prompt;
@@ -415,6 +464,7 @@ int main(int argc, char** argv)
        << "\"use_extra_bufts\":" << (mp.use_extra_bufts ? "true" : "false") << ","
        << "\"prompt_decode_calls\":1,\"greedy_decode_calls\":" << (o.n_predict - 1) << ","
        << "\"logits_nonfinite\":" << n_nonfinite << ","
+       << "\"control_vector\":\"" << json_escape(o.control_vector) << "\","
        << "\"system_info\":\"" << json_escape(llama_print_system_info()) << "\""
        << "}";
     const std::string header = js.str();

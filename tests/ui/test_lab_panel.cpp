@@ -6,15 +6,23 @@
 // written and reads back; the stepper's Attribute sends its sequence and the token Step would take.
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
+#include "lab/ablation_scan.h"
 #include "lab/attribution.h"
+#include "lab/head_classes.h"
 #include "lab/patching.h"
+#include "lab/steering.h"
 #include "model/model.h"
+#include "panels/lab_heads_tab.h"
 #include "panels/lab_panel.h"
+#include "panels/lab_steering_tab.h"
 #include "panels/stepper_panel.h"
+#include "session/generator.h"
+#include "session/session.h"
 #include "signal_wait.h"
 #include "test_paths.h"
 #include "widgets/attribution_waterfall.h"
 #include "widgets/effect_grid.h"
+#include "widgets/model_head_map.h"
 
 #include <QFile>
 #include <QImage>
@@ -23,6 +31,7 @@
 #include <QJsonObject>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
 #include <cmath>
@@ -66,6 +75,10 @@ private slots:
     void everyExportFormatReadsBack();
     void attributionWaterfallIsTheEngines();
     void stepperAttributeSendsItsSequence();
+    void headClassesAreTheEngines();
+    void ablationScanAndSelectionAreTheEngines();
+    void steeringSideBySideAndExport();
+    void steeringAppliesToTheStepper();
     void chatModel();
 
 private:
@@ -288,6 +301,165 @@ void TestLabPanel::stepperAttributeSendsItsSequence()
     QVERIFY(snap && snap->error.isEmpty());
     QCOMPARE(snap->token_id, stepper.preview().token);
     QCOMPARE(snap->position, stepper.state()->prompt_length - 1);
+}
+
+void TestLabPanel::headClassesAreTheEngines()
+{
+    LabHeadsTab* tab = m_lab->headsTab();
+    QSignalSpy done(tab, &LabHeadsTab::classified);
+    tab->classify(24, 1);
+    QVERIFY(testsupport::seen(done, 1, 120000));
+    const auto snap = tab->classes();
+    QVERIFY(snap && snap->error.isEmpty());
+    auto backend = engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = 257});
+    const auto want = engine::classify_heads(*backend, engine::make_head_probe(m_model->tokenizer(), 24, 1));
+    QCOMPARE(snap->heads.size(), want.size());
+    for (const auto& w : want) {
+        const HeadInfo& got = snap->heads[std::size_t(w.layer) * std::size_t(snap->n_heads) + w.head];
+        QCOMPARE(got.cls, int(w.cls));
+        for (std::size_t k = 0; k < engine::kHeadScoreCount; ++k)
+            QCOMPARE(got.scores[k], w.score[k]);
+        QCOMPARE(got.entropy, w.entropy);
+    }
+    QCOMPARE(tab->table()->rowCount(), int(want.size()));
+    QVERIFY2(tab->status().contains(QString("%1 heads classified").arg(want.size())), qPrintable(tab->status()));
+    const QString tip = tab->grid()->headText(int(want[0].layer), int(want[0].head));
+    QVERIFY2(tip.contains("class:"), qPrintable(tip));
+}
+
+void TestLabPanel::ablationScanAndSelectionAreTheEngines()
+{
+    LabHeadsTab* tab = m_lab->headsTab();
+    AblationSettings s;
+    s.prompt = kClean;
+    QSignalSpy scanned(tab, &LabHeadsTab::scanFinished);
+    tab->scan(s);
+    QVERIFY(testsupport::seen(scanned, 1, 300000));
+    const auto snap = tab->scanned();
+    QVERIFY(snap && snap->error.isEmpty());
+    auto backend = engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = 257});
+    const auto ids = m_model->tokenizer().encode_ids(kClean.toStdString());
+    const engine::AblationScan want = engine::scan_head_ablations(*backend, ids, engine::AblationMode::Zero);
+    QCOMPARE(snap->runs, int(want.runs));
+    for (const auto& e : want.heads) {
+        const HeadInfo& got = snap->heads[std::size_t(e.layer) * std::size_t(snap->n_heads) + e.head];
+        QCOMPARE(got.kl, e.kl);
+        QCOMPARE(got.logit_change, e.logit_change);
+    }
+    // two heads clicked in the grid, ablated together
+    ModelHeadMap* grid = tab->grid();
+    grid->setSelected({});
+    const QRectF area(40, 22, grid->width() - 190, grid->height() - 30);
+    const int heads = int(m_model->config().n_head[0]), layers = int(m_model->config().n_layer);
+    const auto centre = [&](int l, int h) {
+        return QPoint(int(area.left() + (h + 0.5) * area.width() / heads),
+                      int(area.top() + (l + 0.5) * area.height() / layers));
+    };
+    QTest::mouseClick(grid, Qt::LeftButton, {}, centre(1, 0));
+    QTest::mouseClick(grid, Qt::LeftButton, {}, centre(layers - 2, heads - 1));
+    QCOMPARE(grid->selected(), (std::set<std::pair<int, int>>{{1, 0}, {layers - 2, heads - 1}}));
+    QSignalSpy ablated(tab, &LabHeadsTab::ablated);
+    auto* button = tab->findChild<QPushButton*>("labAblate");
+    QVERIFY(button && button->isEnabled());
+    QTest::mouseClick(button, Qt::LeftButton);
+    QVERIFY(testsupport::seen(ablated, 1, 120000));
+    const auto a = tab->ablation();
+    QVERIFY(a && a->error.isEmpty());
+    const std::vector<engine::HeadRef> refs = {{1, 0}, {uint32_t(layers - 2), uint32_t(heads - 1)}};
+    const auto ivs = engine::head_ablations(*backend, refs, engine::AblationMode::Zero, uint32_t(ids.size()));
+    const auto base = engine::run_fresh(*backend, ids).logits;
+    const auto off = engine::run_fresh(*backend, ids, nullptr, ivs).logits;
+    QCOMPARE(a->kl, engine::kl_divergence(base, off));
+    QCOMPARE(int(a->before.size()), 10);
+    QCOMPARE(a->logit, double(base[std::size_t(a->before[0].id)]));
+    QCOMPARE(a->ablated_logit, double(off[std::size_t(a->before[0].id)]));
+    // the CSV holds every head
+    QTemporaryDir dir;
+    QString error;
+    QVERIFY2(tab->exportCsv(dir.filePath("h.csv"), &error), qPrintable(error));
+    QFile f(dir.filePath("h.csv"));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QCOMPARE(f.readAll().trimmed().split('\n').size(), layers * heads + 1);
+}
+
+void TestLabPanel::steeringSideBySideAndExport()
+{
+    LabSteeringTab* tab = m_lab->steeringTab();
+    SteeringSettings s = tab->settings();
+    s.layer = std::min(6, int(m_model->config().n_layer) - 1); // the small models under the sanitizers have fewer
+    s.strength = 2.0;
+    s.tokens = 12;
+    QSignalSpy done(tab, &LabSteeringTab::finished);
+    tab->run(s);
+    QVERIFY(testsupport::seen(done, 1, 120000));
+    const auto r = tab->result();
+    QVERIFY(r);
+    QVERIFY2(r->error.isEmpty(), qPrintable(r->error));
+    // the engine's own greedy continuations with and without the same steering
+    auto lab = engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = 257});
+    const engine::Tokenizer& tok = m_model->tokenizer();
+    const engine::SteeringVector v = engine::steering_vector(*lab, tok.encode_ids(s.plus.toStdString()),
+                                                             tok.encode_ids(s.minus.toStdString()), uint32_t(s.layer));
+    QCOMPARE(r->direction, v.direction);
+    const auto continuation = [&](bool steered) {
+        engine::Session session(m_model, engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = 64}));
+        if (steered)
+            session.set_interventions({engine::steering_intervention(v, 2.0f)});
+        engine::SamplerConfig greedy;
+        greedy.temperature = 0.0f;
+        engine::Sampler sampler(greedy);
+        engine::GenerationOptions o;
+        o.max_tokens = 12;
+        return QString::fromStdString(engine::generate(session, sampler, s.prompt.toStdString(), o).text);
+    };
+    QCOMPARE(r->default_text, continuation(false));
+    QCOMPARE(r->steered_text, continuation(true));
+    QVERIFY(r->kl > 0.0);
+    QTemporaryDir dir;
+    QString error;
+    QVERIFY2(tab->exportControlVector(dir.filePath("cv.gguf"), &error), qPrintable(error));
+    const auto file = engine::gguf::GgufFile::open(dir.filePath("cv.gguf").toStdString());
+    QCOMPARE(QString::fromStdString(file->tensors().at(0).name), QString("direction.%1").arg(s.layer));
+    const auto bytes = file->tensor_data(file->tensors()[0]);
+    QVERIFY(std::memcmp(bytes.data(), v.direction.data(), bytes.size()) == 0);
+}
+
+void TestLabPanel::steeringAppliesToTheStepper()
+{
+    LabSteeringTab* tab = m_lab->steeringTab();
+    TokenSelection selection;
+    StepperPanel stepper(m_engine.get(), &selection);
+    const auto prefill = [&] {
+        QSignalSpy state(&stepper, &StepperPanel::stateChanged);
+        stepper.setPrompt("The weather today is");
+        stepper.prefill();
+        if (!testsupport::seen(state, 1, 120000))
+            return std::vector<float>{};
+        return *stepper.state()->logits;
+    };
+    const std::vector<float> plain = prefill();
+    QVERIFY(!plain.empty());
+    QSignalSpy applied(tab, &LabSteeringTab::appliedChanged);
+    SteeringSettings s = tab->settings();
+    tab->applyToSessions(true);
+    QVERIFY(testsupport::seen(applied, 1, 60000));
+    QVERIFY(tab->applied());
+    const std::vector<float> steered = prefill();
+    QVERIFY(!steered.empty());
+    // the stepper's prefill is the engine's steered prefill (batches of 128, as the app's sessions)
+    auto lab = engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = 257});
+    const engine::Tokenizer& tok = m_model->tokenizer();
+    const engine::SteeringVector v = engine::steering_vector(*lab, tok.encode_ids(s.plus.toStdString()),
+                                                             tok.encode_ids(s.minus.toStdString()), uint32_t(s.layer));
+    engine::Session session(m_model, engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = 512}), 128);
+    session.set_interventions({engine::steering_intervention(v, float(s.strength))});
+    session.prefill(tok.encode_ids("The weather today is"));
+    QVERIFY(std::equal(steered.begin(), steered.end(), session.logits().begin(), session.logits().end()));
+    QVERIFY(steered != plain);
+    tab->applyToSessions(false);
+    QVERIFY(testsupport::seen(applied, 2, 60000));
+    QVERIFY(!tab->applied());
+    QCOMPARE(prefill(), plain); // off again: the unsteered bits
 }
 
 void TestLabPanel::chatModel()

@@ -21,6 +21,9 @@ EngineController::EngineController(QObject* parent) : QObject(parent)
     qRegisterMetaType<PatchingSettings>();
     qRegisterMetaType<std::shared_ptr<const PatchingSnapshot>>();
     qRegisterMetaType<std::shared_ptr<const AttributionSnapshot>>();
+    qRegisterMetaType<std::shared_ptr<const HeadsSnapshot>>();
+    qRegisterMetaType<std::shared_ptr<const AblationSnapshot>>();
+    qRegisterMetaType<std::shared_ptr<const SteeringSnapshot>>();
     m_thread.setObjectName("engine");
     m_worker = new EngineWorker();
     m_worker->moveToThread(&m_thread);
@@ -64,6 +67,16 @@ EngineController::EngineController(QObject* parent) : QObject(parent)
         finished(s->request_id);
         emit attributionReady(std::move(s));
     });
+    connect(m_worker, &EngineWorker::headsReady, this, [this](std::shared_ptr<const HeadsSnapshot> s) {
+        finished(s->request_id);
+        emit headsReady(std::move(s));
+    });
+    connect(m_worker, &EngineWorker::ablationReady, this, &EngineController::ablationReady);
+    connect(m_worker, &EngineWorker::steeringReady, this, [this](std::shared_ptr<const SteeringSnapshot> s) {
+        finished(s->request_id);
+        emit steeringReady(std::move(s));
+    });
+    connect(m_worker, &EngineWorker::steeringApplied, this, &EngineController::steeringApplied);
     connect(m_worker, &EngineWorker::replyFinished, this, [this](std::shared_ptr<const ReplyStats> s) {
         finished(s->request_id);
         setBusy(false);
@@ -217,6 +230,39 @@ quint64 EngineController::runAttribution(const AttributionSettings& settings)
     const quint64 id = nextId();
     post([id, settings, cancel = track(id)](EngineWorker& w) { w.runAttribution(id, settings, cancel); });
     return id;
+}
+
+quint64 EngineController::classifyHeads(int repeat, quint64 seed)
+{
+    const quint64 id = nextId();
+    post([id, repeat, seed](EngineWorker& w) { w.classifyHeads(id, repeat, seed); });
+    return id;
+}
+
+quint64 EngineController::scanAblations(const AblationSettings& settings)
+{
+    const quint64 id = nextId();
+    post([id, settings, cancel = track(id)](EngineWorker& w) { w.scanAblations(id, settings, cancel); });
+    return id;
+}
+
+quint64 EngineController::ablateHeads(const AblationSettings& settings)
+{
+    const quint64 id = nextId();
+    post([id, settings](EngineWorker& w) { w.ablateHeads(id, settings); });
+    return id;
+}
+
+quint64 EngineController::steer(const SteeringSettings& settings)
+{
+    const quint64 id = nextId();
+    post([id, settings, cancel = track(id)](EngineWorker& w) { w.steer(id, settings, cancel); });
+    return id;
+}
+
+void EngineController::setSteering(bool on, const SteeringSettings& settings)
+{
+    post([on, settings](EngineWorker& w) { w.setSteering(on, settings); });
 }
 
 void EngineController::setAttentionWatched(bool watched)

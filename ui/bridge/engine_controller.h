@@ -47,6 +47,11 @@ public:
     // The interpretability lab (cancellable; patching reports labProgress).
     quint64 runPatching(const PatchingSettings& settings);
     quint64 runAttribution(const AttributionSettings& settings);
+    quint64 classifyHeads(int repeat = 24, quint64 seed = 1);
+    quint64 scanAblations(const AblationSettings& settings);
+    quint64 ablateHeads(const AblationSettings& settings);
+    quint64 steer(const SteeringSettings& settings);
+    void setSteering(bool on, const SteeringSettings& settings);
     bool busy() const { return m_busy; }
     std::shared_ptr<const ModelSummary> model() const { return m_model; }
     // Requests that can still be cancelled (tests).
@@ -74,6 +79,10 @@ signals:
     void labProgress(quint64 request_id, int done, int total);
     void patchingReady(std::shared_ptr<const tokenscope::ui::PatchingSnapshot> snapshot);
     void attributionReady(std::shared_ptr<const tokenscope::ui::AttributionSnapshot> snapshot);
+    void headsReady(std::shared_ptr<const tokenscope::ui::HeadsSnapshot> snapshot);
+    void ablationReady(std::shared_ptr<const tokenscope::ui::AblationSnapshot> snapshot);
+    void steeringReady(std::shared_ptr<const tokenscope::ui::SteeringSnapshot> snapshot);
+    void steeringApplied(bool on, const QString& error);
 
 private:
     // Runs `call(worker)` on the engine thread, after the requests posted before it.

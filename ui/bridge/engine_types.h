@@ -31,6 +31,7 @@ struct ModelSummary {
     int threads = 0;
     QString chat_format;            // "Gemma", "ChatML", …
     bool instruction_tuned = false; // engine::model_kind: an instruct/chat model, not a base model
+    int n_layers = 0;
 };
 
 struct SamplingSettings {

@@ -141,6 +141,7 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx, co
             summary->backend += " " + QString::fromUtf8(engine::simd_level_name(engine::simd_level()).data());
         summary->backend_note = QString::fromStdString(fallback);
         summary->threads = threads;
+        summary->n_layers = int(c.n_layer);
         const auto format = engine::detect_chat_format(model->tokenizer().vocab().chat_template, c.architecture);
         summary->chat_format = QString::fromUtf8(engine::chat_format_name(format).data());
         summary->instruction_tuned = engine::model_kind(model->file()) == engine::ModelKind::Instruct;
@@ -150,6 +151,7 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx, co
         m_stepper_session.reset();
         m_attention_session.reset();
         m_lab_backend.reset();
+        m_steering = false; // the new sessions are not steered
         m_recorder.clear();
         m_session = std::make_unique<engine::Session>(model, std::move(backend), 128);
         m_active = m_session.get();

@@ -61,6 +61,14 @@ public:
     // run) and attributionReady.
     void runPatching(quint64 request_id, const tokenscope::ui::PatchingSettings& settings, CancelToken cancel);
     void runAttribution(quint64 request_id, const tokenscope::ui::AttributionSettings& settings, CancelToken cancel);
+    // Head classes on the probe, an ablation scan of every head (labProgress), one ablation's
+    // before/after distribution, and steering: side-by-side continuations, or applied to the chat's
+    // and the stepper's sessions (their sequences start again) until turned off.
+    void classifyHeads(quint64 request_id, int repeat, quint64 seed);
+    void scanAblations(quint64 request_id, const tokenscope::ui::AblationSettings& settings, CancelToken cancel);
+    void ablateHeads(quint64 request_id, const tokenscope::ui::AblationSettings& settings);
+    void steer(quint64 request_id, const tokenscope::ui::SteeringSettings& settings, CancelToken cancel);
+    void setSteering(bool on, const tokenscope::ui::SteeringSettings& settings);
 
 signals:
     void loadProgress(int percent, const QString& what);
@@ -83,6 +91,10 @@ signals:
     void labProgress(quint64 request_id, int done, int total);
     void patchingReady(std::shared_ptr<const tokenscope::ui::PatchingSnapshot> snapshot);
     void attributionReady(std::shared_ptr<const tokenscope::ui::AttributionSnapshot> snapshot);
+    void headsReady(std::shared_ptr<const tokenscope::ui::HeadsSnapshot> snapshot);
+    void ablationReady(std::shared_ptr<const tokenscope::ui::AblationSnapshot> snapshot);
+    void steeringReady(std::shared_ptr<const tokenscope::ui::SteeringSnapshot> snapshot);
+    void steeringApplied(bool on, const QString& error);
 
 private:
     void emitStepperState(quint64 request_id, const QString& action, const StepperSettings& settings);
@@ -113,6 +125,7 @@ private:
     engine::Session* m_active = nullptr;
     std::unique_ptr<engine::Stepper> m_stepper;
     std::unique_ptr<engine::Session> m_attention_session; // the attention explorer's own, one pass per request
+    bool m_steering = false;                              // the chat and stepper sessions are steered
     std::unique_ptr<engine::Backend> m_lab_backend;       // the lab's, every run from an empty cache
     engine::AttentionRecorder m_recorder;                 // attention of the session's real passes
     bool m_attention_watched = false;

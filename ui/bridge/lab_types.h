@@ -59,8 +59,75 @@ struct AttributionSnapshot {
     double ms = 0.0;
 };
 
+// Head classification on the repeated-random-tokens probe, and an ablation scan of every head.
+struct HeadInfo {
+    int layer = 0, head = 0;
+    int cls = 5;                // engine::HeadClass (5: mixed)
+    std::vector<double> scores; // previous-token, induction, duplicate-token, first-token, self
+    double entropy = 0.0;
+    double kl = -1.0; // ablation scan: KL(base ‖ ablated); −1 when not scanned
+    double logit_change = 0.0;
+};
+
+struct HeadsSnapshot {
+    quint64 request_id = 0;
+    QString error;
+    QString kind; // "classes" or "scan"
+    int n_layers = 0, n_heads = 0;
+    std::vector<HeadInfo> heads; // [layer * n_heads + head]
+    QString token;               // scan: whose logit change is reported
+    int runs = 0;
+    bool cancelled = false;
+    double ms = 0.0;
+};
+
+struct AblationSettings {
+    QString prompt;
+    std::vector<std::pair<int, int>> heads; // (layer, head)
+    int mode = 0;                           // engine::AblationMode: zero, mean, resample
+    QString reference;                      // mean / resample
+};
+
+struct CandidateUi {
+    int id = 0;
+    QString text;
+    double p = 0.0;
+};
+
+// The next-token distribution of a prompt before and after ablating heads.
+struct AblationSnapshot {
+    quint64 request_id = 0;
+    QString error;
+    std::vector<CandidateUi> before, after; // top 10 each
+    double kl = 0.0;
+    QString token; // the base run's most likely token
+    double logit = 0.0, ablated_logit = 0.0;
+};
+
+struct SteeringSettings {
+    QString plus, minus, prompt;
+    int layer = 6;
+    double strength = 4.0;
+    int tokens = 24;
+};
+
+struct SteeringSnapshot {
+    quint64 request_id = 0;
+    QString error;
+    SteeringSettings settings;
+    QString default_text, steered_text;
+    double kl = 0.0; // of the first generated position
+    double norm = 0.0;
+    std::vector<float> direction; // for the control-vector export
+    QString architecture;
+    int n_layers = 0;
+};
+
 } // namespace tokenscope::ui
 
 Q_DECLARE_METATYPE(tokenscope::ui::PatchingSettings)
+Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::HeadsSnapshot>)
+Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::AblationSnapshot>)
+Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::SteeringSnapshot>)
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::PatchingSnapshot>)
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::AttributionSnapshot>)

@@ -2,6 +2,8 @@
 #include "panels/lab_panel.h"
 
 #include "bridge/engine_controller.h"
+#include "panels/lab_heads_tab.h"
+#include "panels/lab_steering_tab.h"
 #include "storage/atomic_save.h"
 #include "widgets/attribution_waterfall.h"
 #include "widgets/effect_grid.h"
@@ -35,6 +37,10 @@ LabPanel::LabPanel(EngineController* engine, QWidget* parent) : QWidget(parent),
     m_tabs = new QTabWidget;
     m_tabs->addTab(buildPatchingTab(), tr("Activation patching"));
     m_tabs->addTab(buildAttributionTab(), tr("Logit attribution"));
+    m_heads = new LabHeadsTab(engine);
+    m_tabs->addTab(m_heads, tr("Heads"));
+    m_steering = new LabSteeringTab(engine);
+    m_tabs->addTab(m_steering, tr("Steering"));
     layout->addWidget(m_tabs);
     connect(engine, &EngineController::patchingReady, this, &LabPanel::onPatching);
     connect(engine, &EngineController::attributionReady, this, &LabPanel::onAttribution);
@@ -45,7 +51,10 @@ LabPanel::LabPanel(EngineController* engine, QWidget* parent) : QWidget(parent),
         m_progress->setValue(done);
         m_patch_status->setText(tr("Patching: run %1 of %2…").arg(done).arg(total));
     });
-    connect(engine, &EngineController::modelLoaded, this, [this] {
+    connect(engine, &EngineController::modelLoaded, this, [this](std::shared_ptr<const ModelSummary> m) {
+        m_heads->reset();
+        m_steering->reset();
+        m_steering->setLayers(m->n_layers);
         m_patching.reset();
         m_attribution.reset();
         m_grid->clear();

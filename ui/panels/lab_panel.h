@@ -17,6 +17,8 @@ class QTabWidget;
 namespace tokenscope::ui {
 
 class AttributionWaterfall;
+class LabHeadsTab;
+class LabSteeringTab;
 class EffectGrid;
 class EngineController;
 
@@ -36,7 +38,9 @@ public:
     void stopPatching();
     // Attribution of `token` (-1: the most likely) after `ids`, or after the prompt when ids is empty.
     void attribute(const QString& prompt, const std::vector<int32_t>& ids = {}, int token = -1);
-    void showTab(int index);
+    void showTab(int index); // 0 patching, 1 attribution, 2 heads, 3 steering
+    LabHeadsTab* headsTab() const { return m_heads; }
+    LabSteeringTab* steeringTab() const { return m_steering; }
 
     const std::shared_ptr<const PatchingSnapshot>& patching() const { return m_patching; }
     const std::shared_ptr<const AttributionSnapshot>& attribution() const { return m_attribution; }
@@ -68,6 +72,8 @@ private:
 
     EngineController* m_engine;
     QTabWidget* m_tabs = nullptr;
+    LabHeadsTab* m_heads = nullptr;
+    LabSteeringTab* m_steering = nullptr;
     // patching
     QLineEdit *m_clean = nullptr, *m_corrupt = nullptr, *m_token_a = nullptr, *m_token_b = nullptr;
     QComboBox *m_metric = nullptr, *m_over = nullptr;

@@ -8,12 +8,15 @@
 #include "panels/chat_panel.h"
 #include "panels/context_panel.h"
 #include "panels/kv_panel.h"
+#include "panels/lab_heads_tab.h"
 #include "panels/lab_panel.h"
+#include "panels/lab_steering_tab.h"
 #include "panels/stepper_panel.h"
 #include "panels/timeline_panel.h"
 #include "panels/tokenizer_comparison.h"
 #include "panels/tokenizer_panel.h"
 #include "storage/atomic_save.h"
+#include "widgets/model_head_map.h"
 #include "widgets/model_library_dialog.h"
 
 #include <QApplication>
@@ -190,6 +193,16 @@ void script_lab(QApplication& app, EngineController& engine, MainWindow& window,
             lab->attribute("The Eiffel Tower is in the city of");
             return;
         }
+        if (o->tab == "classes" || o->tab == "scan") {
+            lab->showTab(2);
+            lab->headsTab()->classify();
+            return;
+        }
+        if (o->tab == "steering") {
+            lab->showTab(3);
+            lab->steeringTab()->run(lab->steeringTab()->settings());
+            return;
+        }
         PatchingSettings s;
         s.clean = "The Eiffel Tower is in the city of";
         s.corrupted = "The Colosseum is in the city of";
@@ -200,6 +213,18 @@ void script_lab(QApplication& app, EngineController& engine, MainWindow& window,
     });
     QObject::connect(lab, &LabPanel::patchingFinished, &window, grab);
     QObject::connect(lab, &LabPanel::attributionFinished, &window, grab);
+    QObject::connect(lab->steeringTab(), &LabSteeringTab::finished, &window, grab);
+    QObject::connect(lab->headsTab(), &LabHeadsTab::classified, &window, [lab, o, grab] {
+        if (o->tab != "scan")
+            return grab();
+        AblationSettings s;
+        s.prompt = "The Eiffel Tower is in the city of";
+        lab->headsTab()->grid()->setSelected({{12, 2}, {15, 3}});
+        lab->headsTab()->scan(s);
+    });
+    QObject::connect(lab->headsTab(), &LabHeadsTab::scanFinished, &window,
+                     [lab] { lab->headsTab()->ablateSelected(); });
+    QObject::connect(lab->headsTab(), &LabHeadsTab::ablated, &window, grab);
 }
 
 // The Model library dialog once its scan is done (every model found, its kind and type).

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "lab/ablation_scan.h"
+
+#include "model/model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace engine {
+
+double kl_divergence(std::span<const float> p, std::span<const float> q)
+{
+    const double lp = log_sum_exp(p), lq = log_sum_exp(q);
+    double kl = 0.0;
+    for (std::size_t i = 0; i < p.size(); ++i) {
+        const double log_p = double(p[i]) - lp;
+        kl += std::exp(log_p) * (log_p - (double(q[i]) - lq));
+    }
+    return std::max(0.0, kl);
+}
+
+AblationScan scan_head_ablations(Backend& backend, std::span<const TokenId> tokens, AblationMode mode,
+                                 std::span<const TokenId> reference, std::optional<TokenId> token,
+                                 const LabProgress& progress)
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    const ModelConfig& c = backend.model().config();
+    const LabRun base = run_fresh(backend, tokens);
+    AblationScan out;
+    out.token = token.value_or(TokenId(std::max_element(base.logits.begin(), base.logits.end()) - base.logits.begin()));
+    out.base_logit = base.logits[std::size_t(out.token)];
+    std::vector<HeadRef> all;
+    for (uint32_t il = 0; il < c.n_layer; ++il)
+        for (uint32_t h = 0; h < c.n_head[il]; ++h)
+            all.push_back({il, h});
+    // every head's ablation values at once (one reference pass)
+    const std::vector<Intervention> ivs = head_ablations(backend, all, mode, uint32_t(tokens.size()), reference);
+    const auto total = uint32_t(all.size());
+    for (uint32_t i = 0; i < total; ++i) {
+        if (progress && !progress(i, total)) {
+            out.cancelled = true;
+            break;
+        }
+        const LabRun r = run_fresh(backend, tokens, nullptr, std::span(&ivs[i], 1));
+        out.heads.push_back({all[i].layer, all[i].head, kl_divergence(base.logits, r.logits),
+                             double(r.logits[std::size_t(out.token)]) - out.base_logit});
+        ++out.runs;
+    }
+    if (progress && !out.cancelled)
+        progress(total, total);
+    out.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+}
+
+} // namespace engine

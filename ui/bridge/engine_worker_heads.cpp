@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The lab's head tools on the engine thread: classification on the repeated-tokens probe, an
+// ablation scan of every head (progress, Stop), one ablation's before/after distribution, and
+// steering (side-by-side continuations on sessions of their own; applied to the chat's and the
+// stepper's sessions on request).
+#include "bridge/engine_worker.h"
+
+#include "bridge/token_text.h"
+#include "lab/ablation_scan.h"
+#include "lab/head_classes.h"
+#include "lab/steering.h"
+#include "model/model.h"
+#include "session/generator.h"
+#include "session/session.h"
+#include "session/stepper.h"
+#include "util/error.h"
+
+#include <QElapsedTimer>
+#include <algorithm>
+#include <cmath>
+
+namespace tokenscope::ui {
+
+namespace {
+
+std::vector<CandidateUi> top_candidates(const engine::Tokenizer& tok, std::span<const float> logits, std::size_t n)
+{
+    std::vector<int32_t> ids(logits.size());
+    for (std::size_t i = 0; i < ids.size(); ++i)
+        ids[i] = int32_t(i);
+    n = std::min(n, ids.size());
+    std::partial_sort(ids.begin(), ids.begin() + std::ptrdiff_t(n), ids.end(),
+                      [&](int32_t a, int32_t b) { return logits[std::size_t(a)] > logits[std::size_t(b)]; });
+    const double lse = engine::log_sum_exp(logits);
+    std::vector<CandidateUi> out;
+    for (std::size_t i = 0; i < n; ++i)
+        out.push_back({ids[i], token_display_text(tok, ids[i]), std::exp(double(logits[std::size_t(ids[i])]) - lse)});
+    return out;
+}
+
+} // namespace
+
+void EngineWorker::classifyHeads(quint64 request_id, int repeat, quint64 seed)
+{
+    auto s = std::make_shared<HeadsSnapshot>();
+    s->request_id = request_id;
+    s->kind = "classes";
+    try {
+        if (!m_model)
+            throw engine::Error(tr("No model is loaded: open a GGUF file first.").toStdString());
+        QElapsedTimer timer;
+        timer.start();
+        const engine::HeadProbe probe = engine::make_head_probe(m_model->tokenizer(), uint32_t(repeat), seed);
+        const auto scores = engine::classify_heads(labBackend(), probe);
+        const engine::ModelConfig& c = m_model->config();
+        s->n_layers = int(c.n_layer);
+        s->n_heads = int(*std::max_element(c.n_head.begin(), c.n_head.end()));
+        s->heads.resize(std::size_t(s->n_layers * s->n_heads));
+        for (const auto& h : scores) {
+            HeadInfo& info = s->heads[std::size_t(h.layer) * std::size_t(s->n_heads) + h.head];
+            info.layer = int(h.layer);
+            info.head = int(h.head);
+            info.cls = int(h.cls);
+            info.scores.assign(h.score.begin(), h.score.end());
+            info.entropy = h.entropy;
+        }
+        s->runs = 1;
+        s->ms = double(timer.nsecsElapsed()) / 1e6;
+    } catch (const std::exception& e) {
+        s->error = QString::fromUtf8(e.what());
+    }
+    emit headsReady(std::move(s));
+}
+
+void EngineWorker::scanAblations(quint64 request_id, const AblationSettings& settings, CancelToken cancel)
+{
+    auto s = std::make_shared<HeadsSnapshot>();
+    s->request_id = request_id;
+    s->kind = "scan";
+    try {
+        if (!m_model)
+            throw engine::Error(tr("No model is loaded: open a GGUF file first.").toStdString());
+        const auto ids = labTokens(settings.prompt, "");
+        std::vector<int32_t> reference;
+        if (!settings.reference.trimmed().isEmpty())
+            reference = labTokens(settings.reference, "reference");
+        const engine::AblationScan scan =
+            engine::scan_head_ablations(labBackend(), ids, engine::AblationMode(std::clamp(settings.mode, 0, 2)),
+                                        reference, {}, [&](uint32_t done, uint32_t total) {
+                                            emit labProgress(request_id, int(done), int(total));
+                                            return !cancel->load();
+                                        });
+        const engine::ModelConfig& c = m_model->config();
+        s->n_layers = int(c.n_layer);
+        s->n_heads = int(*std::max_element(c.n_head.begin(), c.n_head.end()));
+        s->heads.resize(std::size_t(s->n_layers * s->n_heads));
+        for (int l = 0; l < s->n_layers; ++l)
+            for (int h = 0; h < s->n_heads; ++h) {
+                s->heads[std::size_t(l * s->n_heads + h)].layer = l;
+                s->heads[std::size_t(l * s->n_heads + h)].head = h;
+            }
+        for (const engine::HeadEffect& e : scan.heads) {
+            HeadInfo& info = s->heads[std::size_t(e.layer) * std::size_t(s->n_heads) + e.head];
+            info.kl = e.kl;
+            info.logit_change = e.logit_change;
+        }
+        s->token = token_display_text(m_model->tokenizer(), scan.token);
+        s->runs = int(scan.runs);
+        s->cancelled = scan.cancelled;
+        s->ms = scan.ms;
+    } catch (const std::exception& e) {
+        s->error = QString::fromUtf8(e.what());
+    }
+    emit headsReady(std::move(s));
+}
+
+void EngineWorker::ablateHeads(quint64 request_id, const AblationSettings& settings)
+{
+    auto s = std::make_shared<AblationSnapshot>();
+    s->request_id = request_id;
+    try {
+        if (!m_model)
+            throw engine::Error(tr("No model is loaded: open a GGUF file first.").toStdString());
+        const auto ids = labTokens(settings.prompt, "");
+        std::vector<int32_t> reference;
+        if (!settings.reference.trimmed().isEmpty())
+            reference = labTokens(settings.reference, "reference");
+        std::vector<engine::HeadRef> heads;
+        for (const auto& [l, h] : settings.heads)
+            heads.push_back({uint32_t(l), uint32_t(h)});
+        engine::Backend& backend = labBackend();
+        const auto ivs = engine::head_ablations(backend, heads, engine::AblationMode(std::clamp(settings.mode, 0, 2)),
+                                                uint32_t(ids.size()), reference);
+        const auto base = engine::run_fresh(backend, ids).logits;
+        const auto ablated = engine::run_fresh(backend, ids, nullptr, ivs).logits;
+        const engine::Tokenizer& tok = m_model->tokenizer();
+        s->before = top_candidates(tok, base, 10);
+        s->after = top_candidates(tok, ablated, 10);
+        s->kl = engine::kl_divergence(base, ablated);
+        const int best = s->before.front().id;
+        s->token = s->before.front().text;
+        s->logit = base[std::size_t(best)];
+        s->ablated_logit = ablated[std::size_t(best)];
+    } catch (const std::exception& e) {
+        s->error = QString::fromUtf8(e.what());
+    }
+    emit ablationReady(std::move(s));
+}
+
+void EngineWorker::steer(quint64 request_id, const SteeringSettings& settings, CancelToken cancel)
+{
+    auto s = std::make_shared<SteeringSnapshot>();
+    s->request_id = request_id;
+    s->settings = settings;
+    try {
+        if (!m_model)
+            throw engine::Error(tr("No model is loaded: open a GGUF file first.").toStdString());
+        const auto plus = labTokens(settings.plus, "positive");
+        const auto minus = labTokens(settings.minus, "negative");
+        const engine::SteeringVector v = engine::steering_vector(labBackend(), plus, minus, uint32_t(settings.layer));
+        s->direction = v.direction;
+        double norm = 0;
+        for (float x : v.direction)
+            norm += double(x) * x;
+        s->norm = std::sqrt(norm);
+        s->architecture = QString::fromStdString(m_model->config().architecture);
+        s->n_layers = int(m_model->config().n_layer);
+        const auto prompt = labTokens(settings.prompt, "");
+        const uint32_t n_ctx = uint32_t(prompt.size()) + uint32_t(std::max(1, settings.tokens)) + 2;
+        engine::SamplerConfig greedy;
+        greedy.temperature = 0.0f; // the same (greedy) draw on both sides
+        std::vector<float> first[2];
+        QString texts[2];
+        for (int side = 0; side < 2; ++side) {
+            engine::Session session(m_model, engine::make_cpu_backend(m_model, {.threads = m_threads, .n_ctx = n_ctx}));
+            if (side == 1)
+                session.set_interventions({engine::steering_intervention(v, float(settings.strength))});
+            engine::Sampler sampler(greedy);
+            engine::GenerationOptions options;
+            options.max_tokens = uint32_t(std::max(1, settings.tokens));
+            options.cancel = cancel.get();
+            const auto trace = engine::generate(session, sampler, settings.prompt.toStdString(), options);
+            texts[side] = QString::fromStdString(trace.text);
+            session.truncate(uint32_t(trace.prompt_ids.size()));
+            first[side].assign(session.logits().begin(), session.logits().end());
+        }
+        s->default_text = texts[0];
+        s->steered_text = texts[1];
+        s->kl = engine::kl_divergence(first[0], first[1]);
+    } catch (const std::exception& e) {
+        s->error = QString::fromUtf8(e.what());
+    }
+    emit steeringReady(std::move(s));
+}
+
+void EngineWorker::setSteering(bool on, const SteeringSettings& settings)
+{
+    try {
+        std::vector<engine::Intervention> ivs;
+        if (on && m_model) {
+            const auto plus = labTokens(settings.plus, "positive");
+            const auto minus = labTokens(settings.minus, "negative");
+            const engine::SteeringVector v =
+                engine::steering_vector(labBackend(), plus, minus, uint32_t(settings.layer));
+            ivs.push_back(engine::steering_intervention(v, float(settings.strength)));
+        }
+        // The cache was computed without (or with other) steering: both sequences start again.
+        if (m_session)
+            m_session->set_interventions(ivs);
+        if (m_stepper_session) {
+            m_stepper.reset();
+            m_stepper_session->set_interventions(ivs);
+        }
+        m_recorder.clear();
+        m_steering = !ivs.empty();
+        emit steeringApplied(m_steering, QString());
+    } catch (const std::exception& e) {
+        emit steeringApplied(m_steering, QString::fromUtf8(e.what()));
+    }
+}
+
+} // namespace tokenscope::ui
