@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # What the interpretability lab costs on this machine: a patching grid of each kind (residual,
 # attention, MLP: layers × positions; heads: layers × heads) and one logit attribution, on the
-# default model (or MODEL) with the Eiffel Tower / Colosseum pair, through tokenscope-cli.
+# default model (or MODEL) with the Eiffel Tower / Colosseum pair, through tokenscope-cli; then an
+# ablation scan of every head and the head-classification probe.
 # Prints runs, seconds and forward passes per second for each grid.
 #   bench/lab_cost.sh [MODEL] [BUILD_DIR]
 set -euo pipefail
@@ -23,3 +24,12 @@ start=$(date +%s.%N)
 "$CLI" attribute ${MODEL:+-m "$MODEL"} -p "$CLEAN" --json > /dev/null
 end=$(date +%s.%N)
 python3 -c "import sys; print('attribute: %.2f s (process start to exit, model load included)' % (float(sys.argv[2]) - float(sys.argv[1])))" "$start" "$end"
+# part 2: every head ablated in turn, and the classification probe
+start=$(date +%s.%N)
+"$CLI" ablate ${MODEL:+-m "$MODEL"} -p "$CLEAN" --scan --json > /tmp/tokenscope-lab-scan.json
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); s=j["ms"]/1000; print("ablation scan: %d heads in %.2f s (%.1f runs/s)" % (j["runs"], s, j["runs"]/s))' /tmp/tokenscope-lab-scan.json
+rm -f /tmp/tokenscope-lab-scan.json
+start=$(date +%s.%N)
+"$CLI" heads ${MODEL:+-m "$MODEL"} --json > /dev/null
+end=$(date +%s.%N)
+python3 -c "import sys; print('heads (classification probe, 49 tokens): %.2f s with the process start' % (float(sys.argv[2]) - float(sys.argv[1])))" "$start" "$end"

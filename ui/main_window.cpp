@@ -10,6 +10,7 @@
 #include "panels/chat_panel.h"
 #include "panels/context_panel.h"
 #include "panels/kv_panel.h"
+#include "panels/lab_heads_tab.h"
 #include "panels/lab_panel.h"
 #include "panels/stepper_panel.h"
 #include "panels/timeline_panel.h"
@@ -125,6 +126,21 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
             dock->raise();
         }
         m_lab->attribute(QString(), ids, token);
+    });
+    connect(m_attention, &AttentionPanel::headAblationToggled, this, [this](int layer, int head) {
+        if (auto* dock = findChild<QDockWidget*>("dock-lab")) {
+            dock->show();
+            dock->raise();
+        }
+        m_lab->showTab(2);
+        m_lab->headsTab()->toggleHead(layer, head);
+    });
+    connect(m_stepper, &StepperPanel::stateChanged, this, [this] {
+        std::vector<int32_t> ids;
+        if (const auto& s = m_stepper->state(); s && s->error.isEmpty())
+            for (const StepperToken& t : s->tokens)
+                ids.push_back(t.id);
+        m_lab->headsTab()->setStepperSequence(std::move(ids), m_stepper->preview().token);
     });
     auto docks = findChildren<QDockWidget*>();
     for (int i = 2; i < docks.size(); ++i)

@@ -26,7 +26,11 @@ AblationScan scan_head_ablations(Backend& backend, std::span<const TokenId> toke
 {
     const auto t0 = std::chrono::steady_clock::now();
     const ModelConfig& c = backend.model().config();
-    const LabRun base = run_fresh(backend, tokens);
+    // The base run's residual stream: each ablated run resumes at its head's layer from it (the
+    // layers below compute those bits again).
+    CaptureRequest residuals;
+    residuals.residuals = true;
+    const LabRun base = run_fresh(backend, tokens, &residuals);
     AblationScan out;
     out.token = token.value_or(TokenId(std::max_element(base.logits.begin(), base.logits.end()) - base.logits.begin()));
     out.base_logit = base.logits[std::size_t(out.token)];
@@ -42,7 +46,15 @@ AblationScan scan_head_ablations(Backend& backend, std::span<const TokenId> toke
             out.cancelled = true;
             break;
         }
-        const LabRun r = run_fresh(backend, tokens, nullptr, std::span(&ivs[i], 1));
+        ForwardRequest run;
+        run.tokens = tokens;
+        run.interventions = std::span(&ivs[i], 1);
+        run.start_layer = all[i].layer;
+        if (all[i].layer > 0)
+            run.start_residual = base.captures->residuals[all[i].layer - 1];
+        backend.kv_cache().clear();
+        const ForwardResult r = backend.forward(run);
+        backend.kv_cache().clear();
         out.heads.push_back({all[i].layer, all[i].head, kl_divergence(base.logits, r.logits),
                              double(r.logits[std::size_t(out.token)]) - out.base_logit});
         ++out.runs;

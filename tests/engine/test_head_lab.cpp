@@ -317,8 +317,8 @@ void TestHeadLab::steeringWithNothingChangesNoBit()
     QVERIFY(same_bits(logits_of(*cpu, A, std::span(&none, 1)), plain));
     const Intervention some = steering_intervention(v, 4.0f);
     QVERIFY(!same_bits(logits_of(*cpu, A, std::span(&some, 1)), plain));
-    QVERIFY_EXCEPTION_THROWN(steering_vector(*cpu, P, M, 0), Error); // llama.cpp never steers layer 0
-    QVERIFY_EXCEPTION_THROWN(steering_vector(*cpu, P, M, c.n_layer), Error);
+    QVERIFY_THROWS_EXCEPTION(Error, steering_vector(*cpu, P, M, 0)); // llama.cpp never steers layer 0
+    QVERIFY_THROWS_EXCEPTION(Error, steering_vector(*cpu, P, M, c.n_layer));
 }
 
 void TestHeadLab::steeringDirectionAndControlVector()
@@ -402,7 +402,7 @@ void TestHeadLab::sessionSteeringAppliesToEveryPass()
     Intervention rows = steer;
     rows.op = Intervention::Op::Replace;
     rows.values.resize(rows.values.size() * 2);
-    QVERIFY_EXCEPTION_THROWN(session.set_interventions({rows}), Error);
+    QVERIFY_THROWS_EXCEPTION(Error, session.set_interventions({rows}));
 }
 
 // tests/data/steering (tests/reference/make_steering_fixtures.py): llama.cpp 0c1e57098 (AVX2)

@@ -430,10 +430,10 @@ void TestInterventions::headAblationModes()
                 QCOMPARE(out[std::size_t(t) * HD + 2 * D + i], float(want));
             }
     }
-    QVERIFY_EXCEPTION_THROWN(head_ablations(*cpu, std::span(&h, 1), AblationMode::Mean, 6), Error);
-    QVERIFY_EXCEPTION_THROWN(head_ablations(*cpu, std::span(&h, 1), AblationMode::Resample, 12, R), Error);
+    QVERIFY_THROWS_EXCEPTION(Error, head_ablations(*cpu, std::span(&h, 1), AblationMode::Mean, 6));
+    QVERIFY_THROWS_EXCEPTION(Error, head_ablations(*cpu, std::span(&h, 1), AblationMode::Resample, 12, R));
     const HeadRef bad{1, c.n_head[1]};
-    QVERIFY_EXCEPTION_THROWN(head_ablations(*cpu, std::span(&bad, 1), AblationMode::Zero, 6), Error);
+    QVERIFY_THROWS_EXCEPTION(Error, head_ablations(*cpu, std::span(&bad, 1), AblationMode::Zero, 6));
 }
 
 void TestInterventions::badInterventionsAreRefusedByName()
@@ -486,15 +486,15 @@ void TestInterventions::badInterventionsAreRefusedByName()
     std::vector<float> rows(std::size_t(A.size()) * c.n_embd, 0.0f);
     r.start_residual = rows;
     r.start_layer = c.n_layer + 1;
-    QVERIFY_EXCEPTION_THROWN(cpu->forward(r), Error);
+    QVERIFY_THROWS_EXCEPTION(Error, cpu->forward(r));
     r.start_layer = 1;
     r.start_residual = std::span(rows).first(5);
-    QVERIFY_EXCEPTION_THROWN(cpu->forward(r), Error);
+    QVERIFY_THROWS_EXCEPTION(Error, cpu->forward(r));
     r.start_residual = rows;
     CaptureRequest cap;
     cap.residuals = true;
     r.capture = &cap;
-    QVERIFY_EXCEPTION_THROWN(cpu->forward(r), Error);
+    QVERIFY_THROWS_EXCEPTION(Error, cpu->forward(r));
     QCOMPARE(cpu->kv_cache().n_cached(), 0u);
 }
 
@@ -544,7 +544,7 @@ void TestInterventions::singleTokenNamesThePieces()
     } catch (const Error& e) {
         QVERIFY2(QString(e.what()).contains("tokens") && QString(e.what()).contains("not one"), e.what());
     }
-    QVERIFY_EXCEPTION_THROWN(single_token(tok, "#999999999"), Error);
+    QVERIFY_THROWS_EXCEPTION(Error, single_token(tok, "#999999999"));
 }
 
 QTEST_GUILESS_MAIN(TestInterventions)

@@ -495,6 +495,24 @@ void TestLabPanel::chatModel()
     QVERIFY(lab.attribution() && lab.attribution()->error.isEmpty());
     QCOMPARE(int(lab.attribution()->parts.size()),
              int(1 + model->config().n_layer * (model->config().n_head[0] + 2) + 1));
+    // the heads tab on 24 layers of 14 heads, and steering
+    QSignalSpy classified(lab.headsTab(), &LabHeadsTab::classified);
+    lab.headsTab()->classify(24, 1);
+    QVERIFY(testsupport::seen(classified, 1, 120000));
+    const auto classes = lab.headsTab()->classes();
+    QVERIFY(classes && classes->error.isEmpty());
+    QCOMPARE(classes->n_heads, int(model->config().n_head[0]));
+    auto backend = engine::make_cpu_backend(model, {.threads = 2, .n_ctx = 257});
+    const auto scores = engine::classify_heads(*backend, engine::make_head_probe(model->tokenizer(), 24, 1));
+    for (const auto& w : scores)
+        QCOMPARE(classes->heads[std::size_t(w.layer) * std::size_t(classes->n_heads) + w.head].scores[1], w.score[1]);
+    QSignalSpy steered(lab.steeringTab(), &LabSteeringTab::finished);
+    SteeringSettings st = lab.steeringTab()->settings();
+    st.tokens = 8;
+    lab.steeringTab()->run(st);
+    QVERIFY(testsupport::seen(steered, 1, 120000));
+    QVERIFY(lab.steeringTab()->result() && lab.steeringTab()->result()->error.isEmpty());
+    QCOMPARE(lab.steeringTab()->result()->settings.layer, int(model->config().n_layer) / 3);
 }
 
 QTEST_MAIN(TestLabPanel)

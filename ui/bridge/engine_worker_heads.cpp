@@ -121,7 +121,10 @@ void EngineWorker::ablateHeads(quint64 request_id, const AblationSettings& setti
     try {
         if (!m_model)
             throw engine::Error(tr("No model is loaded: open a GGUF file first.").toStdString());
-        const auto ids = labTokens(settings.prompt, "");
+        auto ids = settings.ids.empty() ? labTokens(settings.prompt, "") : settings.ids;
+        if (ids.size() > 256)
+            ids.erase(ids.begin(), ids.end() - 256); // the lab's limit: the sequence's last tokens
+        s->positions = int(ids.size());
         std::vector<int32_t> reference;
         if (!settings.reference.trimmed().isEmpty())
             reference = labTokens(settings.reference, "reference");
@@ -137,8 +140,8 @@ void EngineWorker::ablateHeads(quint64 request_id, const AblationSettings& setti
         s->before = top_candidates(tok, base, 10);
         s->after = top_candidates(tok, ablated, 10);
         s->kl = engine::kl_divergence(base, ablated);
-        const int best = s->before.front().id;
-        s->token = s->before.front().text;
+        const int best = settings.token >= 0 ? settings.token : s->before.front().id;
+        s->token = token_display_text(tok, best);
         s->logit = base[std::size_t(best)];
         s->ablated_logit = ablated[std::size_t(best)];
     } catch (const std::exception& e) {

@@ -86,6 +86,8 @@ struct AblationSettings {
     std::vector<std::pair<int, int>> heads; // (layer, head)
     int mode = 0;                           // engine::AblationMode: zero, mean, resample
     QString reference;                      // mean / resample
+    std::vector<int32_t> ids;               // a sequence (the stepper's) instead of the prompt
+    int token = -1;                         // whose logit change is reported; -1: the base run's top
 };
 
 struct CandidateUi {
@@ -100,8 +102,9 @@ struct AblationSnapshot {
     QString error;
     std::vector<CandidateUi> before, after; // top 10 each
     double kl = 0.0;
-    QString token; // the base run's most likely token
+    QString token; // whose logit is reported (the settings' token, else the base run's most likely)
     double logit = 0.0, ablated_logit = 0.0;
+    int positions = 0;
 };
 
 struct SteeringSettings {

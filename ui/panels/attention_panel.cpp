@@ -191,6 +191,7 @@ AttentionPanel::AttentionPanel(EngineController* engine, TokenSelection* selecti
         showHead(l, h);
         showTab(0);
     });
+    connect(m_grid, &HeadGrid::headAblationToggled, this, &AttentionPanel::headAblationToggled);
     connect(m_lines, &AttentionLines::rowClicked, m_selection, &TokenSelection::select);
     connect(m_selection, &TokenSelection::changed, this, [this](int position) {
         if (position != m_row)

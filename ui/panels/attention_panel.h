@@ -69,6 +69,8 @@ public:
 signals:
     void captured();
     void compared();
+    // A head right-clicked in the grid: toggle it in the lab's ablation set.
+    void headAblationToggled(int layer, int head);
 
 protected:
     // On screen: the chat's and the stepper's passes record attention for this panel; off

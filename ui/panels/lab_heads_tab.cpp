@@ -87,12 +87,17 @@ LabHeadsTab::LabHeadsTab(EngineController* engine, QWidget* parent) : QWidget(pa
     m_export = new QPushButton(tr("CSV"));
     m_export->setToolTip(tr("Export every head's scores and scan effects as CSV"));
     m_export->setEnabled(false);
+    m_on_stepper = new QCheckBox(tr("on the stepper's sequence"));
+    m_on_stepper->setObjectName("labOnStepper");
+    m_on_stepper->setToolTip(tr("Ablate on the stepper's current sequence and follow the token Step would take"));
+    m_on_stepper->setEnabled(false);
     m_by_scan = new QCheckBox(tr("Colour by scan"));
     m_by_scan->setEnabled(false);
     run->addWidget(m_scan_button);
     run->addWidget(m_stop);
     run->addWidget(m_progress, 1);
     run->addWidget(m_ablate);
+    run->addWidget(m_on_stepper);
     run->addWidget(m_by_scan);
     run->addWidget(m_export);
     v->addLayout(run);
@@ -171,7 +176,27 @@ AblationSettings LabHeadsTab::formSettings() const
     s.reference = m_reference->text();
     for (const auto& h : m_grid->selected())
         s.heads.push_back(h);
+    if (m_on_stepper->isChecked() && !m_stepper_ids.empty()) {
+        s.ids = m_stepper_ids;
+        s.token = m_stepper_token;
+    }
     return s;
+}
+
+void LabHeadsTab::toggleHead(int layer, int head)
+{
+    auto heads = m_grid->selected();
+    if (!heads.erase({layer, head}))
+        heads.insert({layer, head});
+    m_grid->setSelected(std::move(heads));
+    m_status->setText(tr("Ablation set: %n head(s); press Ablate", nullptr, int(m_grid->selected().size())));
+}
+
+void LabHeadsTab::setStepperSequence(std::vector<int32_t> ids, int token)
+{
+    m_stepper_ids = std::move(ids);
+    m_stepper_token = token;
+    m_on_stepper->setEnabled(!m_stepper_ids.empty());
 }
 
 void LabHeadsTab::classify(int repeat, quint64 seed)

@@ -33,6 +33,11 @@ public:
     void scan(const AblationSettings& settings);
     void stopScan();
     void ablateSelected();
+    // Adds the head to the ablation set, or takes it out (the attention grid's right-click).
+    void toggleHead(int layer, int head);
+    // The stepper's current sequence and the token Step would take: "on the stepper's sequence"
+    // ablates there and reports that token's logit.
+    void setStepperSequence(std::vector<int32_t> ids, int token);
     ModelHeadMap* grid() const { return m_grid; }
     QTableWidget* table() const { return m_table; }
     const std::shared_ptr<const HeadsSnapshot>& classes() const { return m_classes; }
@@ -60,6 +65,9 @@ private:
     QPushButton *m_classify = nullptr, *m_scan_button = nullptr, *m_stop = nullptr, *m_ablate = nullptr,
                 *m_export = nullptr;
     QCheckBox* m_by_scan = nullptr;
+    QCheckBox* m_on_stepper = nullptr;
+    std::vector<int32_t> m_stepper_ids;
+    int m_stepper_token = -1;
     QProgressBar* m_progress = nullptr;
     QLabel* m_status = nullptr;
     ModelHeadMap* m_grid = nullptr;

@@ -305,11 +305,8 @@ void LabPanel::onAttribution(std::shared_ptr<const AttributionSnapshot> s)
     }
     m_attribution = s;
     std::vector<AttributionWaterfall::Bar> bars;
-    double sum = 0.0;
-    for (const auto& p : s->parts) {
+    for (const auto& p : s->parts)
         bars.push_back({p.name, p.value});
-        sum += p.value;
-    }
     const QString what =
         s->versus.isEmpty() ? tr("logit of %1").arg(s->token) : tr("logit(%1) − logit(%2)").arg(s->token, s->versus);
     m_waterfall->setParts(std::move(bars), s->logit, tr("%1 at position %2").arg(what).arg(s->position));

@@ -85,6 +85,13 @@ LabSteeringTab::LabSteeringTab(EngineController* engine, QWidget* parent) : QWid
     show_strength();
     connect(m_strength, &QSlider::valueChanged, this, show_strength);
     connect(m_run, &QPushButton::clicked, this, [this] { run(settings()); });
+    // While the chat and the stepper are steered, a new strength or layer applies at once.
+    const auto reapply = [this] {
+        if (m_applied)
+            m_engine->setSteering(true, settings());
+    };
+    connect(m_strength, &QSlider::sliderReleased, this, reapply);
+    connect(m_layer, &QSpinBox::editingFinished, this, reapply);
     connect(m_apply, &QCheckBox::toggled, this, &LabSteeringTab::applyToSessions);
     connect(m_export, &QPushButton::clicked, this, [this] {
         const QString path = QFileDialog::getSaveFileName(this, tr("Export control vector"), "steering.gguf", "*.gguf");

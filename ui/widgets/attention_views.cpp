@@ -114,7 +114,11 @@ void HeadGrid::mousePressEvent(QMouseEvent* event)
 {
     for (int i = 0; i < int(m_thumbs.size()); ++i)
         if (thumbRect(i).contains(event->position().toPoint())) {
-            emit headClicked(m_thumbs[std::size_t(i)].layer, m_thumbs[std::size_t(i)].head);
+            const Thumb& t = m_thumbs[std::size_t(i)];
+            if (event->button() == Qt::RightButton)
+                emit headAblationToggled(t.layer, t.head);
+            else
+                emit headClicked(t.layer, t.head);
             return;
         }
 }

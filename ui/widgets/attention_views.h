@@ -11,7 +11,7 @@
 namespace tokenscope::ui {
 
 // Small pictures of many heads (a layer, or layers × heads), grouped by the KV head they share;
-// click one to open it.
+// click one to open it; right-click toggles it in the lab's ablation set.
 class HeadGrid : public QWidget {
     Q_OBJECT
 public:
@@ -28,6 +28,7 @@ public:
 
 signals:
     void headClicked(int layer, int head);
+    void headAblationToggled(int layer, int head);
 
 protected:
     void paintEvent(QPaintEvent* event) override;
