@@ -12,6 +12,7 @@
 #include "lab/ablation_scan.h"
 #include "lab/head_classes.h"
 #include "lab/steering.h"
+#include "lab_test_support.h"
 #include "model/model.h"
 #include "model/test_model.h"
 #include "session/session.h"
@@ -34,35 +35,14 @@ using namespace engine;
 
 namespace {
 
+using testsupport::random_tokens;
+using testsupport::same_bits;
+
+// The logits of every position with `ivs` (the argument order these tests read best in).
 std::vector<float> logits_of(Backend& b, std::span<const TokenId> tokens, std::span<const Intervention> ivs = {},
                              const CaptureRequest* capture = nullptr, std::shared_ptr<ForwardCaptures>* out = nullptr)
 {
-    b.kv_cache().clear();
-    ForwardRequest r;
-    r.tokens = tokens;
-    r.all_logits = true;
-    r.interventions = ivs;
-    r.capture = capture;
-    ForwardResult f = b.forward(r);
-    b.kv_cache().clear();
-    if (out)
-        *out = f.captures;
-    return std::move(f.logits);
-}
-
-bool same_bits(std::span<const float> a, std::span<const float> b)
-{
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
-}
-
-std::vector<TokenId> random_tokens(uint32_t n_vocab, std::size_t n, uint32_t seed)
-{
-    std::mt19937 rng(seed);
-    std::uniform_int_distribution<int32_t> pick(0, int32_t(n_vocab) - 1);
-    std::vector<TokenId> t(n);
-    for (auto& x : t)
-        x = pick(rng);
-    return t;
+    return testsupport::all_logits(b, tokens, capture, ivs, out);
 }
 
 // Zeroes rows [row0, row0 + n_rows) of a tensor in a GGUF file on disk (every type's all-zero

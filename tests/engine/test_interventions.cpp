@@ -12,6 +12,7 @@
 #include "lab/ablation.h"
 #include "lab/attribution.h"
 #include "lab/patching.h"
+#include "lab_test_support.h"
 #include "model/model.h"
 #include "model/test_model.h"
 #include "test_paths.h"
@@ -29,37 +30,9 @@ using namespace engine;
 
 namespace {
 
-std::vector<float> all_logits(Backend& b, std::span<const TokenId> tokens, const CaptureRequest* capture = nullptr,
-                              std::span<const Intervention> ivs = {},
-                              std::shared_ptr<ForwardCaptures>* captures = nullptr)
-{
-    b.kv_cache().clear();
-    ForwardRequest r;
-    r.tokens = tokens;
-    r.all_logits = true;
-    r.capture = capture;
-    r.interventions = ivs;
-    ForwardResult out = b.forward(r);
-    b.kv_cache().clear();
-    if (captures)
-        *captures = out.captures;
-    return std::move(out.logits);
-}
-
-bool same_bits(std::span<const float> a, std::span<const float> b)
-{
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
-}
-
-std::vector<TokenId> random_tokens(uint32_t n_vocab, std::size_t n, uint32_t seed)
-{
-    std::mt19937 rng(seed);
-    std::uniform_int_distribution<int32_t> pick(0, int32_t(n_vocab) - 1);
-    std::vector<TokenId> t(n);
-    for (auto& x : t)
-        x = pick(rng);
-    return t;
-}
+using testsupport::all_logits;
+using testsupport::random_tokens;
+using testsupport::same_bits;
 
 Intervention replace_rows(Site site, uint32_t layer, uint32_t first, uint32_t count, std::span<const float> rows,
                           uint32_t width)
