@@ -29,6 +29,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLineEdit>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTableWidget>
@@ -301,6 +302,11 @@ void TestLabPanel::stepperAttributeSendsItsSequence()
     QVERIFY(snap && snap->error.isEmpty());
     QCOMPARE(snap->token_id, stepper.preview().token);
     QCOMPARE(snap->position, stepper.state()->prompt_length - 1);
+    QVERIFY2(m_lab->attributionStatus().startsWith("The stepper's sequence"), qPrintable(m_lab->attributionStatus()));
+    // the prompt field is still the user's: Attribute runs it, not a description of the sequence
+    auto* prompt = m_lab->findChild<QLineEdit*>("labPrompt");
+    QVERIFY(prompt);
+    QCOMPARE(prompt->text(), kClean);
 }
 
 void TestLabPanel::headClassesAreTheEngines()

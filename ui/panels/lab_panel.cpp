@@ -277,18 +277,21 @@ void LabPanel::attribute(const QString& prompt, const std::vector<int32_t>& ids,
     s.prompt = prompt;
     s.ids = ids;
     s.token = token;
+    // A sequence from the stepper leaves the prompt field as the user typed it (Attribute then runs
+    // that prompt again); the status line says which was attributed.
+    m_attr_sequence_tokens = int(ids.size());
     if (ids.empty()) {
         m_prompt->setText(prompt);
         s.token_text = m_token->text();
-    } else {
-        m_prompt->setText(tr("(the stepper's sequence, %n tokens)", nullptr, int(ids.size())));
     }
     s.versus_text = m_versus->text();
     if (m_attr_request)
         m_engine->cancel(m_attr_request);
     m_attr_request = m_engine->runAttribution(s);
     m_attribute->setEnabled(false);
-    m_attr_status->setText(tr("Attributing…"));
+    m_attr_status->setText(ids.empty()
+                               ? tr("Attributing…")
+                               : tr("Attributing the stepper's sequence (%n tokens)…", nullptr, int(ids.size())));
     m_tabs->setCurrentIndex(1);
 }
 
@@ -325,14 +328,17 @@ QString LabPanel::describeAttribution() const
     double sum = 0.0;
     for (const auto& p : s.parts)
         sum += p.value;
-    return tr("%1 = %2, the sum of %3 parts (%4) · final norm's scale frozen at %5 · %6 ms on %7")
-        .arg(s.versus.isEmpty() ? tr("logit") : tr("difference"))
-        .arg(s.logit, 0, 'f', 4)
-        .arg(s.parts.size())
-        .arg(sum, 0, 'f', 4)
-        .arg(s.final_norm_scale, 0, 'g', 4)
-        .arg(s.ms, 0, 'f', 0)
-        .arg(s.backend);
+    const QString source = m_attr_sequence_tokens
+                               ? tr("The stepper's sequence (%n tokens): ", nullptr, m_attr_sequence_tokens)
+                               : QString();
+    return source + tr("%1 = %2, the sum of %3 parts (%4) · final norm's scale frozen at %5 · %6 ms on %7")
+                        .arg(s.versus.isEmpty() ? tr("logit") : tr("difference"))
+                        .arg(s.logit, 0, 'f', 4)
+                        .arg(s.parts.size())
+                        .arg(sum, 0, 'f', 4)
+                        .arg(s.final_norm_scale, 0, 'g', 4)
+                        .arg(s.ms, 0, 'f', 0)
+                        .arg(s.backend);
 }
 
 // ---- export ---------------------------------------------------------------------------------------

@@ -91,6 +91,7 @@ private:
     QLabel* m_attr_status = nullptr;
     AttributionWaterfall* m_waterfall = nullptr;
     quint64 m_attr_request = 0;
+    int m_attr_sequence_tokens = 0; // the last attribution was of the stepper's sequence (its length)
     std::shared_ptr<const AttributionSnapshot> m_attribution;
 };
 
