@@ -9,17 +9,6 @@
 
 namespace engine {
 
-double kl_divergence(std::span<const float> p, std::span<const float> q)
-{
-    const double lp = log_sum_exp(p), lq = log_sum_exp(q);
-    double kl = 0.0;
-    for (std::size_t i = 0; i < p.size(); ++i) {
-        const double log_p = double(p[i]) - lp;
-        kl += std::exp(log_p) * (log_p - (double(q[i]) - lq));
-    }
-    return std::max(0.0, kl);
-}
-
 AblationScan scan_head_ablations(Backend& backend, std::span<const TokenId> tokens, AblationMode mode,
                                  std::span<const TokenId> reference, std::optional<TokenId> token,
                                  const LabProgress& progress)

@@ -23,9 +23,6 @@ struct AblationScan {
     double ms = 0.0;
 };
 
-// KL(p ‖ q) of two logit rows, in nats (≥ 0).
-double kl_divergence(std::span<const float> p_logits, std::span<const float> q_logits);
-
 AblationScan scan_head_ablations(Backend& backend, std::span<const TokenId> tokens, AblationMode mode,
                                  std::span<const TokenId> reference = {}, std::optional<TokenId> token = {},
                                  const LabProgress& progress = {});

@@ -32,5 +32,7 @@ TokenId single_token(const Tokenizer& tokenizer, std::string_view text);
 
 // log Σ exp(logits), in double.
 double log_sum_exp(std::span<const float> logits);
+// KL(p ‖ q) of the softmaxes of two logit rows, in nats (≥ 0).
+double kl_divergence(std::span<const float> p_logits, std::span<const float> q_logits);
 
 } // namespace engine

@@ -18,15 +18,8 @@ double patch_metric(const PatchMetric& m, std::span<const float> logits, std::sp
         return double(logits[std::size_t(m.a)]) - double(logits[std::size_t(m.b)]);
     case PatchMetric::Kind::LogProb:
         return double(logits[std::size_t(m.a)]) - log_sum_exp(logits);
-    case PatchMetric::Kind::KlToClean: {
-        const double lp = log_sum_exp(logits), lc = log_sum_exp(clean);
-        double kl = 0.0;
-        for (std::size_t i = 0; i < logits.size(); ++i) {
-            const double log_pc = double(clean[i]) - lc, log_pp = double(logits[i]) - lp;
-            kl += std::exp(log_pc) * (log_pc - log_pp);
-        }
-        return -std::max(0.0, kl);
-    }
+    case PatchMetric::Kind::KlToClean:
+        return -kl_divergence(clean, logits);
     }
     return 0.0;
 }

@@ -2,6 +2,7 @@
 #include "panels/lab_heads_tab.h"
 
 #include "bridge/engine_controller.h"
+#include "lab/head_classes.h"
 #include "storage/atomic_save.h"
 #include "widgets/model_head_map.h"
 
@@ -25,7 +26,11 @@ namespace tokenscope::ui {
 
 namespace {
 
-const char* const kClassNames[] = {"previous-token", "induction", "duplicate-token", "first-token", "self", "mixed"};
+// The class's name as the engine gives it (cls clamped to the known classes).
+QString class_name(int cls)
+{
+    return QString::fromUtf8(engine::head_class_name(engine::HeadClass(std::clamp(cls, 0, 5))).data());
+}
 
 // A number cell that sorts by value.
 QTableWidgetItem* number(double v, int decimals = 3)
@@ -252,7 +257,7 @@ void LabHeadsTab::onHeads(std::shared_ptr<const HeadsSnapshot> s)
             QStringList parts;
             for (int k = 0; k < 6; ++k)
                 if (counts[k])
-                    parts << QString("%1 %2").arg(counts[k]).arg(kClassNames[k]);
+                    parts << QString("%1 %2").arg(counts[k]).arg(class_name(k));
             m_status->setText(tr("%1 heads classified in %2 ms: %3 (a class needs a score of at least 0.4)")
                                   .arg(s->heads.size())
                                   .arg(s->ms, 0, 'f', 0)
@@ -330,7 +335,7 @@ void LabHeadsTab::fillTable()
         m_table->setItem(int(r), 1, number(head, 0));
         if (m_classes && !m_classes->heads[r].scores.empty()) {
             const HeadInfo& c = m_classes->heads[r];
-            m_table->setItem(int(r), 2, new QTableWidgetItem(kClassNames[std::clamp(c.cls, 0, 5)]));
+            m_table->setItem(int(r), 2, new QTableWidgetItem(class_name(c.cls)));
             for (int k = 0; k < 5; ++k)
                 m_table->setItem(int(r), 3 + k, number(c.scores[std::size_t(k)]));
             m_table->setItem(int(r), 8, number(c.entropy));
@@ -364,7 +369,7 @@ bool LabHeadsTab::exportCsv(const QString& path, QString* error) const
         const HeadInfo* c = m_classes ? &m_classes->heads[r] : nullptr;
         const HeadInfo* s = m_scan ? &m_scan->heads[r] : nullptr;
         out += QByteArray::number(base->heads[r].layer) + "," + QByteArray::number(base->heads[r].head) + ",";
-        out += c && !c->scores.empty() ? QByteArray(kClassNames[std::clamp(c->cls, 0, 5)]) : QByteArray();
+        out += c && !c->scores.empty() ? class_name(c->cls).toUtf8() : QByteArray();
         for (int k = 0; k < 5; ++k)
             out +=
                 "," + (c && !c->scores.empty() ? QByteArray::number(c->scores[std::size_t(k)], 'g', 17) : QByteArray());

@@ -3,6 +3,8 @@
 
 #include "widgets/colormap.h"
 
+#include "lab/head_classes.h"
+
 #include <QHelpEvent>
 #include <QMouseEvent>
 #include <QPainter>
@@ -14,7 +16,11 @@ namespace tokenscope::ui {
 
 namespace {
 constexpr double kLeft = 40, kTop = 22, kRight = 150, kBottom = 8;
-const char* const kClassNames[] = {"previous-token", "induction", "duplicate-token", "first-token", "self", "mixed"};
+// The class's name as the engine gives it (cls clamped to the known classes).
+QString class_name(int cls)
+{
+    return QString::fromUtf8(engine::head_class_name(engine::HeadClass(std::clamp(cls, 0, 5))).data());
+}
 } // namespace
 
 ModelHeadMap::ModelHeadMap(QWidget* parent) : QWidget(parent)
@@ -93,7 +99,7 @@ QString ModelHeadMap::headText(int layer, int head) const
         if (!i.scores.empty())
             text += tr("\nclass: %1\nprevious-token %2 · induction %3 · duplicate %4\nfirst-token %5 · self %6 · "
                        "entropy %7")
-                        .arg(kClassNames[std::clamp(i.cls, 0, 5)])
+                        .arg(class_name(i.cls))
                         .arg(i.scores[0], 0, 'f', 3)
                         .arg(i.scores[1], 0, 'f', 3)
                         .arg(i.scores[2], 0, 'f', 3)
@@ -171,7 +177,7 @@ void ModelHeadMap::paintEvent(QPaintEvent*)
         for (int k = 0; k < 6; ++k) {
             const QRectF sw(g.right() + 14, g.top() + k * 20, 12, 12);
             p.fillRect(sw, classColour(k));
-            p.drawText(QPointF(sw.right() + 6, sw.bottom()), kClassNames[k]);
+            p.drawText(QPointF(sw.right() + 6, sw.bottom()), class_name(k));
         }
 }
 
