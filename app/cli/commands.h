@@ -20,3 +20,6 @@ CommandRunner add_attribute_command(CLI::App& app);
 CommandRunner add_ablate_command(CLI::App& app);
 CommandRunner add_heads_command(CLI::App& app);
 CommandRunner add_steer_command(CLI::App& app);
+CommandRunner add_perplexity_command(CLI::App& app);
+CommandRunner add_compare_command(CLI::App& app);
+CommandRunner add_requantize_command(CLI::App& app);

@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "analysis/text_analysis.h"
+
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <spdlog/fmt/fmt.h>
+
+namespace engine {
+
+namespace {
+
+constexpr uint32_t kRowsPerPass = 64; // logits rows held at once: 64 × n_vocab floats
+
+double log_sum_exp_row(std::span<const float> row)
+{
+    const double m = *std::max_element(row.begin(), row.end());
+    double s = 0.0;
+    for (float l : row)
+        s += std::exp(double(l) - m);
+    return m + std::log(s);
+}
+
+// Evaluates `tokens` window by window (the backend's context) in passes of kRowsPerPass rows and
+// calls `row(position, logits)` for every position that predicts a next token.
+bool for_each_prediction_row(std::vector<Backend*> backends, std::span<const TokenId> tokens,
+                             const AnalysisProgress& progress,
+                             const std::function<void(uint32_t, std::vector<std::span<const float>>)>& row)
+{
+    uint32_t window = UINT32_MAX;
+    for (Backend* b : backends)
+        window = std::min(window, b->kv_cache().config().n_ctx);
+    const auto n = uint32_t(tokens.size());
+    for (uint32_t w0 = 0; w0 + 1 < n; w0 += window) {
+        const uint32_t w1 = std::min(n, w0 + window);
+        for (Backend* b : backends)
+            b->kv_cache().clear();
+        for (uint32_t c0 = w0; c0 < w1; c0 += kRowsPerPass) {
+            const uint32_t c1 = std::min(w1, c0 + kRowsPerPass);
+            std::vector<ForwardResult> results;
+            for (Backend* b : backends) {
+                ForwardRequest r;
+                r.tokens = tokens.subspan(c0, c1 - c0);
+                r.all_logits = true;
+                // every pass of the window sums in one order, so positions are comparable
+                r.order_as_batch = kRowsPerPass;
+                results.push_back(b->forward(r));
+            }
+            for (uint32_t p = c0; p < c1; ++p) {
+                if (p + 1 >= w1)
+                    continue; // the window's last token predicts nothing inside it
+                std::vector<std::span<const float>> rows;
+                for (const ForwardResult& res : results)
+                    rows.emplace_back(res.logits.data() + std::size_t(p - c0) * res.n_vocab, res.n_vocab);
+                row(p, rows);
+            }
+            if (progress && !progress(c1, n))
+                return false;
+        }
+    }
+    for (Backend* b : backends)
+        b->kv_cache().clear();
+    return true;
+}
+
+} // namespace
+
+double perplexity_of(std::span<const TokenPrediction> predictions)
+{
+    if (predictions.empty())
+        return 0.0;
+    double nats = 0.0;
+    for (const TokenPrediction& p : predictions)
+        nats += p.surprisal_bits * std::log(2.0);
+    return std::exp(nats / double(predictions.size()));
+}
+
+TextAnalysis analyze_text(Backend& backend, std::span<const TokenId> tokens, uint32_t top_k,
+                          const AnalysisProgress& progress)
+{
+    if (tokens.size() < 2)
+        throw Error("the text is too short: it needs at least two tokens (one predicts the next)");
+    TextAnalysis out;
+    out.cancelled = !for_each_prediction_row({&backend}, tokens, progress, [&](uint32_t p, auto rows) {
+        const std::span<const float> l = rows[0];
+        const TokenId next = tokens[p + 1];
+        const double lse = log_sum_exp_row(l);
+        TokenPrediction t;
+        t.position = p + 1;
+        t.id = next;
+        const double logp = double(l[std::size_t(next)]) - lse;
+        t.p = std::exp(logp);
+        t.surprisal_bits = -logp / std::log(2.0);
+        uint32_t rank = 1;
+        double h = 0.0;
+        for (std::size_t i = 0; i < l.size(); ++i) {
+            if (l[i] > l[std::size_t(next)])
+                ++rank;
+            const double lp = double(l[i]) - lse;
+            h -= std::exp(lp) * lp;
+        }
+        t.rank = rank;
+        t.entropy_bits = h / std::log(2.0);
+        std::vector<int32_t> ids(l.size());
+        std::iota(ids.begin(), ids.end(), 0);
+        const std::size_t k = std::min<std::size_t>(top_k, ids.size());
+        std::partial_sort(ids.begin(), ids.begin() + std::ptrdiff_t(k), ids.end(),
+                          [&](int32_t a, int32_t b) { return l[std::size_t(a)] > l[std::size_t(b)]; });
+        for (std::size_t i = 0; i < k; ++i)
+            t.top.emplace_back(ids[i], float(std::exp(double(l[std::size_t(ids[i])]) - lse)));
+        out.predictions.push_back(std::move(t));
+    });
+    out.perplexity = perplexity_of(out.predictions);
+    return out;
+}
+
+void check_same_vocabulary(const Tokenizer& a, const Tokenizer& b)
+{
+    const auto& ta = a.vocab().tokens;
+    const auto& tb = b.vocab().tokens;
+    for (std::size_t i = 0; i < std::min(ta.size(), tb.size()); ++i)
+        if (ta[i] != tb[i])
+            throw Error(fmt::format("the vocabularies differ from token {} on ('{}' against '{}'): a comparison needs "
+                                    "the same vocabulary",
+                                    i, ta[i], tb[i]));
+    if (ta.size() != tb.size())
+        throw Error(fmt::format("the vocabularies have {} and {} tokens: a comparison needs the same vocabulary",
+                                ta.size(), tb.size()));
+}
+
+ModelComparison compare_models(Backend& a, Backend& b, std::span<const TokenId> tokens,
+                               const AnalysisProgress& progress)
+{
+    check_same_vocabulary(a.model().tokenizer(), b.model().tokenizer());
+    if (tokens.size() < 2)
+        throw Error("the text is too short: it needs at least two tokens (one predicts the next)");
+    ModelComparison out;
+    out.cancelled = !for_each_prediction_row({&a, &b}, tokens, progress, [&](uint32_t p, auto rows) {
+        const std::span<const float> la = rows[0], lb = rows[1];
+        const double za = log_sum_exp_row(la), zb = log_sum_exp_row(lb);
+        PositionComparison c;
+        c.position = p + 1;
+        c.id = tokens[p + 1];
+        double kl = 0.0, rkl = 0.0;
+        for (std::size_t i = 0; i < la.size(); ++i) {
+            const double lpa = double(la[i]) - za, lpb = double(lb[i]) - zb;
+            kl += std::exp(lpa) * (lpa - lpb);
+            rkl += std::exp(lpb) * (lpb - lpa);
+        }
+        c.kl = std::max(0.0, kl);
+        c.reverse_kl = std::max(0.0, rkl);
+        c.p_a = std::exp(double(la[std::size_t(c.id)]) - za);
+        c.p_b = std::exp(double(lb[std::size_t(c.id)]) - zb);
+        c.top_a = TokenId(std::max_element(la.begin(), la.end()) - la.begin());
+        c.top_b = TokenId(std::max_element(lb.begin(), lb.end()) - lb.begin());
+        c.same_top = c.top_a == c.top_b;
+        out.positions.push_back(c);
+    });
+    double dp2 = 0.0, same = 0.0;
+    for (const PositionComparison& c : out.positions) {
+        out.mean_kl += c.kl;
+        out.mean_reverse_kl += c.reverse_kl;
+        dp2 += (c.p_b - c.p_a) * (c.p_b - c.p_a);
+        same += c.same_top ? 1.0 : 0.0;
+    }
+    if (!out.positions.empty()) {
+        const auto n = double(out.positions.size());
+        out.mean_kl /= n;
+        out.mean_reverse_kl /= n;
+        out.same_top = same / n;
+        out.rms_dp = std::sqrt(dp2 / n);
+    }
+    return out;
+}
+
+} // namespace engine
