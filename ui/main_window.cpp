@@ -13,6 +13,7 @@
 #include "panels/lab_heads_tab.h"
 #include "panels/lab_panel.h"
 #include "panels/stepper_panel.h"
+#include "panels/text_panel.h"
 #include "panels/timeline_panel.h"
 #include "panels/tokenizer_panel.h"
 #include "storage/conversation_store.h"
@@ -118,6 +119,8 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
     addPanel("context", tr("Context window"), m_context, Qt::RightDockWidgetArea);
     m_timeline = new TimelinePanel(engine, m_selection);
     addPanel("timeline", tr("Timeline"), m_timeline, Qt::RightDockWidgetArea);
+    m_text = new TextPanel(engine);
+    addPanel("text", tr("Text analysis"), m_text, Qt::RightDockWidgetArea);
     m_lab = new LabPanel(engine);
     addPanel("lab", tr("Lab"), m_lab, Qt::RightDockWidgetArea);
     connect(m_stepper, &StepperPanel::attributeRequested, this, [this](const std::vector<int32_t>& ids, int token) {

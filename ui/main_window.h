@@ -24,6 +24,7 @@ class ChatPanel;
 class ContextPanel;
 class KvPanel;
 class LabPanel;
+class TextPanel;
 class StepperPanel;
 class TimelinePanel;
 class TokenizerPanel;
@@ -55,6 +56,7 @@ public:
     ContextPanel* contextPanel() const { return m_context; }
     TimelinePanel* timelinePanel() const { return m_timeline; }
     LabPanel* labPanel() const { return m_lab; }
+    TextPanel* textPanel() const { return m_text; }
     TokenSelection* selection() const { return m_selection; }
     QWidget* panel(const QString& name) const;
     // The Vulkan devices are listed in the background; true once they are in the backend picker.
@@ -81,6 +83,7 @@ private:
     bool m_dialogs = true;
     ChatPanel* m_chat = nullptr;
     LabPanel* m_lab = nullptr;
+    TextPanel* m_text = nullptr;
     TokenizerPanel* m_tokenizer = nullptr;
     StepperPanel* m_stepper = nullptr;
     KvPanel* m_kv = nullptr;

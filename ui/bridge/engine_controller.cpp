@@ -24,6 +24,7 @@ EngineController::EngineController(QObject* parent) : QObject(parent)
     qRegisterMetaType<std::shared_ptr<const HeadsSnapshot>>();
     qRegisterMetaType<std::shared_ptr<const AblationSnapshot>>();
     qRegisterMetaType<std::shared_ptr<const SteeringSnapshot>>();
+    qRegisterMetaType<std::shared_ptr<const TextAnalysisSnapshot>>();
     m_thread.setObjectName("engine");
     m_worker = new EngineWorker();
     m_worker->moveToThread(&m_thread);
@@ -77,6 +78,10 @@ EngineController::EngineController(QObject* parent) : QObject(parent)
         emit steeringReady(std::move(s));
     });
     connect(m_worker, &EngineWorker::steeringApplied, this, &EngineController::steeringApplied);
+    connect(m_worker, &EngineWorker::textAnalyzed, this, [this](std::shared_ptr<const TextAnalysisSnapshot> s) {
+        finished(s->request_id);
+        emit textAnalyzed(std::move(s));
+    });
     connect(m_worker, &EngineWorker::replyFinished, this, [this](std::shared_ptr<const ReplyStats> s) {
         finished(s->request_id);
         setBusy(false);
@@ -257,6 +262,15 @@ quint64 EngineController::steer(const SteeringSettings& settings)
 {
     const quint64 id = nextId();
     post([id, settings, cancel = track(id)](EngineWorker& w) { w.steer(id, settings, cancel); });
+    return id;
+}
+
+quint64 EngineController::analyzeText(const QString& text, const QString& compare_with)
+{
+    const quint64 id = nextId();
+    post([id, text, compare_with, cancel = track(id)](EngineWorker& w) {
+        w.analyzeText(id, text, compare_with, cancel);
+    });
     return id;
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #pragma once
 
+#include "bridge/analysis_types.h"
 #include "bridge/engine_types.h"
 #include "bridge/lab_types.h"
 
@@ -52,6 +53,7 @@ public:
     quint64 ablateHeads(const AblationSettings& settings);
     quint64 steer(const SteeringSettings& settings);
     void setSteering(bool on, const SteeringSettings& settings);
+    quint64 analyzeText(const QString& text, const QString& compare_with = {});
     bool busy() const { return m_busy; }
     std::shared_ptr<const ModelSummary> model() const { return m_model; }
     // Requests that can still be cancelled (tests).
@@ -83,6 +85,7 @@ signals:
     void ablationReady(std::shared_ptr<const tokenscope::ui::AblationSnapshot> snapshot);
     void steeringReady(std::shared_ptr<const tokenscope::ui::SteeringSnapshot> snapshot);
     void steeringApplied(bool on, const QString& error);
+    void textAnalyzed(std::shared_ptr<const tokenscope::ui::TextAnalysisSnapshot> snapshot);
 
 private:
     // Runs `call(worker)` on the engine thread, after the requests posted before it.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #pragma once
 
+#include "bridge/analysis_types.h"
 #include "bridge/engine_types.h"
 #include "bridge/lab_types.h"
 
@@ -69,6 +70,9 @@ public:
     void ablateHeads(quint64 request_id, const tokenscope::ui::AblationSettings& settings);
     void steer(quint64 request_id, const tokenscope::ui::SteeringSettings& settings, CancelToken cancel);
     void setSteering(bool on, const tokenscope::ui::SteeringSettings& settings);
+    // Every token of a text through the model (surprisal, rank, entropy); with `compare_with` (a
+    // GGUF of the same vocabulary) the two position by position: textAnalyzed, labProgress.
+    void analyzeText(quint64 request_id, const QString& text, const QString& compare_with, CancelToken cancel);
 
 signals:
     void loadProgress(int percent, const QString& what);
@@ -95,6 +99,7 @@ signals:
     void ablationReady(std::shared_ptr<const tokenscope::ui::AblationSnapshot> snapshot);
     void steeringReady(std::shared_ptr<const tokenscope::ui::SteeringSnapshot> snapshot);
     void steeringApplied(bool on, const QString& error);
+    void textAnalyzed(std::shared_ptr<const tokenscope::ui::TextAnalysisSnapshot> snapshot);
 
 private:
     void emitStepperState(quint64 request_id, const QString& action, const StepperSettings& settings);

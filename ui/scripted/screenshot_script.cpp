@@ -12,6 +12,7 @@
 #include "panels/lab_panel.h"
 #include "panels/lab_steering_tab.h"
 #include "panels/stepper_panel.h"
+#include "panels/text_panel.h"
 #include "panels/timeline_panel.h"
 #include "panels/tokenizer_comparison.h"
 #include "panels/tokenizer_panel.h"
@@ -227,6 +228,17 @@ void script_lab(QApplication& app, EngineController& engine, MainWindow& window,
     QObject::connect(lab->headsTab(), &LabHeadsTab::ablated, &window, grab);
 }
 
+// The text analysis panel on the fixture text (--prompt: another text; --compare-model: a second GGUF).
+void script_text(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
+{
+    QDockWidget* dock = float_dock(window, "text", 1100, 820);
+    TextPanel* text = window.textPanel();
+    QObject::connect(&engine, &EngineController::modelLoaded, &window,
+                     [text, o] { text->analyze(o->prompt, o->tab == "compare" ? o->follow_ups.value(0) : QString()); });
+    QObject::connect(text, &TextPanel::analyzed, &window,
+                     [&app, &window, dock, o] { grab_later(app, &window, dock, o->file, 300); });
+}
+
 // The Model library dialog once its scan is done (every model found, its kind and type).
 void script_library(QApplication& app, MainWindow& window, const Options& o)
 {
@@ -310,8 +322,8 @@ void script_chat(QApplication& app, EngineController& engine, MainWindow& window
 
 const QStringList& screenshot_panels()
 {
-    static const QStringList panels = {"main", "chat",    "tokenizer", "stepper", "attention",
-                                       "kv",   "context", "timeline",  "library", "lab"};
+    static const QStringList panels = {"main",    "chat",     "tokenizer", "stepper", "attention", "kv",
+                                       "context", "timeline", "library",   "lab",     "text"};
     return panels;
 }
 
@@ -330,6 +342,8 @@ void script_screenshot(QApplication& app, EngineController& engine, MainWindow& 
         script_library(app, window, o);
     else if (panel == "lab")
         script_lab(app, engine, window, o);
+    else if (panel == "text")
+        script_text(app, engine, window, o);
     else if (panel == "context")
         script_context(app, engine, window, o);
     else if (panel == "kv" || panel == "timeline")

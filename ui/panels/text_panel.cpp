@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "panels/text_panel.h"
+
+#include "bridge/engine_controller.h"
+#include "widgets/colormap.h"
+
+#include <QComboBox>
+#include <QFileDialog>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSplitter>
+#include <QTextBrowser>
+#include <QVBoxLayout>
+#include <cmath>
+
+namespace tokenscope::ui {
+
+TextPanel::TextPanel(EngineController* engine, QWidget* parent) : QWidget(parent), m_engine(engine)
+{
+    auto* v = new QVBoxLayout(this);
+    m_input = new QPlainTextEdit;
+    m_input->setPlaceholderText(tr("Paste any text, or open a file"));
+    auto* row = new QHBoxLayout;
+    auto* open = new QPushButton(tr("Open…"));
+    m_compare = new QLineEdit;
+    m_compare->setPlaceholderText(tr("optional: a second GGUF (same vocabulary) to compare with"));
+    auto* pick = new QPushButton(tr("…"));
+    m_colour = new QComboBox;
+    m_colour->addItems({tr("surprisal (bits)"), tr("rank bucket"), tr("entropy"), tr("KL to the second model")});
+    m_run = new QPushButton(tr("Analyze"));
+    m_run->setObjectName("textAnalyze");
+    m_stop = new QPushButton(tr("Stop"));
+    m_stop->setEnabled(false);
+    m_progress = new QProgressBar;
+    row->addWidget(open);
+    row->addWidget(m_compare, 1);
+    row->addWidget(pick);
+    row->addWidget(m_colour);
+    row->addWidget(m_run);
+    row->addWidget(m_stop);
+    row->addWidget(m_progress);
+    m_status = new QLabel;
+    m_status->setWordWrap(true);
+    m_view = new QTextBrowser;
+    m_view->setOpenLinks(false);
+    m_view->setMouseTracking(true);
+    auto* split = new QSplitter(Qt::Vertical);
+    split->addWidget(m_input);
+    split->addWidget(m_view);
+    split->setStretchFactor(1, 3);
+    v->addLayout(row);
+    v->addWidget(m_status);
+    v->addWidget(split, 1);
+
+    connect(open, &QPushButton::clicked, this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Open a text"));
+        if (path.isEmpty())
+            return;
+        QFile f(path);
+        if (f.open(QIODevice::ReadOnly))
+            m_input->setPlainText(QString::fromUtf8(f.readAll()));
+    });
+    connect(pick, &QPushButton::clicked, this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Model to compare with"), {}, "*.gguf");
+        if (!path.isEmpty())
+            m_compare->setText(path);
+    });
+    connect(m_run, &QPushButton::clicked, this, [this] { analyze(m_input->toPlainText(), m_compare->text()); });
+    connect(m_stop, &QPushButton::clicked, this, [this] {
+        if (m_request)
+            m_engine->cancel(m_request);
+    });
+    connect(m_colour, &QComboBox::currentIndexChanged, this, &TextPanel::render);
+    connect(m_view, &QTextBrowser::highlighted, this, [this](const QUrl& url) {
+        const int i = url.path().toInt();
+        if (url.scheme() == "token" && m_result && i >= 0 && i < int(m_result->tokens.size()))
+            m_view->setToolTip(tokenTip(i));
+    });
+    connect(m_view, &QTextBrowser::selectionChanged, this, [this] {
+        if (!m_result)
+            return;
+        // the selection's tokens: the anchors it covers
+        const QTextCursor c = m_view->textCursor();
+        if (!c.hasSelection()) {
+            m_status->setText(status());
+            return;
+        }
+        int first = -1, last = -1;
+        QTextCursor probe(m_view->document());
+        for (int pos = c.selectionStart(); pos < c.selectionEnd(); ++pos) {
+            probe.setPosition(pos + 1);
+            const QString href = probe.charFormat().anchorHref();
+            if (href.startsWith("token:")) {
+                const int i = href.mid(6).toInt();
+                first = first < 0 ? i : std::min(first, i);
+                last = std::max(last, i + 1);
+            }
+        }
+        if (first >= 0)
+            m_status->setText(tr("Selection: %1 tokens, perplexity %2 · whole text %3")
+                                  .arg(last - first)
+                                  .arg(selectionPerplexity(first, last), 0, 'f', 3)
+                                  .arg(m_result->perplexity, 0, 'f', 3));
+    });
+    connect(engine, &EngineController::textAnalyzed, this, &TextPanel::onResult);
+    connect(engine, &EngineController::labProgress, this, [this](quint64 id, int done, int total) {
+        if (id != m_request)
+            return;
+        m_progress->setMaximum(std::max(1, total));
+        m_progress->setValue(done);
+    });
+}
+
+void TextPanel::analyze(const QString& text, const QString& compare_with)
+{
+    m_input->setPlainText(text);
+    m_compare->setText(compare_with);
+    if (m_request)
+        m_engine->cancel(m_request);
+    m_request = m_engine->analyzeText(text, compare_with);
+    m_run->setEnabled(false);
+    m_stop->setEnabled(true);
+    m_progress->setValue(0);
+    m_status->setText(tr("Reading the text through the model…"));
+}
+
+void TextPanel::setColouring(int mode)
+{
+    m_colour->setCurrentIndex(mode);
+    render();
+}
+
+void TextPanel::onResult(std::shared_ptr<const TextAnalysisSnapshot> s)
+{
+    if (s->request_id != m_request)
+        return;
+    m_request = 0;
+    m_run->setEnabled(true);
+    m_stop->setEnabled(false);
+    if (!s->error.isEmpty()) {
+        m_status->setText(s->error);
+        emit analyzed();
+        return;
+    }
+    m_result = s;
+    if (s->compared)
+        m_colour->setCurrentIndex(3);
+    render();
+    m_status->setText(status());
+    emit analyzed();
+}
+
+QString TextPanel::status() const
+{
+    if (!m_result)
+        return m_status->text();
+    const auto& s = *m_result;
+    QString text = tr("%1%2 tokens · perplexity %3 · %4 ms")
+                       .arg(s.cancelled ? tr("Stopped: ") : QString())
+                       .arg(s.tokens.size())
+                       .arg(s.perplexity, 0, 'f', 3)
+                       .arg(s.ms, 0, 'f', 0);
+    if (s.compared)
+        text += tr(" · against %1: mean KLD %2, same top %3%, RMS Δp %4%")
+                    .arg(s.model_b)
+                    .arg(s.mean_kl, 0, 'f', 5)
+                    .arg(100 * s.same_top, 0, 'f', 2)
+                    .arg(100 * s.rms_dp, 0, 'f', 3);
+    return text;
+}
+
+double TextPanel::selectionPerplexity(int first, int last) const
+{
+    double nats = 0;
+    int n = 0;
+    for (int i = std::max(0, first); i < std::min(last, int(m_result->tokens.size())); ++i)
+        if (m_result->tokens[std::size_t(i)].predicted) {
+            nats += m_result->tokens[std::size_t(i)].surprisal_bits * std::log(2.0);
+            ++n;
+        }
+    return n ? std::exp(nats / n) : 0.0;
+}
+
+QString TextPanel::tokenTip(int index) const
+{
+    const AnalyzedToken& t = m_result->tokens[std::size_t(index)];
+    if (!t.predicted)
+        return tr("“%1”: the first token of a window — nothing before it to predict it from").arg(t.text);
+    QString tip = tr("“%1”: p %2 · %3 bits · rank %4 · entropy %5 bits")
+                      .arg(t.text)
+                      .arg(t.p, 0, 'g', 4)
+                      .arg(t.surprisal_bits, 0, 'f', 2)
+                      .arg(t.rank)
+                      .arg(t.entropy_bits, 0, 'f', 2);
+    for (const auto& [text, p] : t.top)
+        tip += QString("\n  %1  %2%").arg(text).arg(100 * p, 0, 'f', 2);
+    if (m_result->compared)
+        tip += tr("\nsecond model: p %1 · KL %2 · %3")
+                   .arg(t.p_b, 0, 'g', 4)
+                   .arg(t.kl, 0, 'g', 4)
+                   .arg(t.same_top ? tr("same top token") : tr("a different top token"));
+    return tip;
+}
+
+void TextPanel::render()
+{
+    if (!m_result) {
+        m_view->clear();
+        return;
+    }
+    const int mode = m_colour->currentIndex();
+    double max_kl = 1e-9;
+    for (const AnalyzedToken& t : m_result->tokens)
+        max_kl = std::max(max_kl, t.kl);
+    QString html = "<div style='line-height:150%'>";
+    for (std::size_t i = 0; i < m_result->tokens.size(); ++i) {
+        const AnalyzedToken& t = m_result->tokens[i];
+        double x = 0; // 0 … 1, higher = more remarkable
+        if (t.predicted) {
+            if (mode == 0)
+                x = std::min(1.0, t.surprisal_bits / 16.0);
+            else if (mode == 1)
+                x = t.rank <= 1 ? 0.0 : t.rank <= 10 ? 0.33 : t.rank <= 100 ? 0.66 : 1.0;
+            else if (mode == 2)
+                x = std::min(1.0, t.entropy_bits / 10.0);
+            else
+                x = m_result->compared ? std::sqrt(t.kl / max_kl) : 0.0;
+        }
+        const QColor c = QColor::fromRgb(sequential_colour(float(1.0 - 0.85 * x)));
+        html += QString("<a href='token:%1' style='text-decoration:none;color:%2;background:%3'>%4</a>")
+                    .arg(i)
+                    .arg(x > 0.55 ? "#ffffff" : "#000000")
+                    .arg(c.name())
+                    .arg(t.text.toHtmlEscaped());
+    }
+    html += "</div>";
+    m_view->setHtml(html);
+}
+
+} // namespace tokenscope::ui
