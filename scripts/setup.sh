@@ -156,6 +156,17 @@ write_small_models() {
   "$SANITIZE_BUILD/app/tokenscope-cli" make-test-model --arch qwen2 --vocab "$CHAT_MODEL" -o "$dir/qwen2-small.gguf"
 }
 
+# llama.cpp's tools that suites run side by side with ours (built once per run, outside the repository,
+# by tests/reference/build_llama_cpp.sh); their paths reach the suites through the environment, and
+# TOKENSCOPE_REQUIRE_REFERENCE makes a suite fail, not skip, when one is missing.
+build_reference_tools() {
+  local kv
+  kv="$(LLAMA_CPP_TARGETS="llama-perplexity" PYTHON="$VENV/bin/python" JOBS="$JOBS" bash "$ROOT/tests/reference/build_llama_cpp.sh")"
+  TOKENSCOPE_LLAMA_PERPLEXITY="$(printf '%s\n' "$kv" | sed -n 's/^LLAMA_PERPLEXITY=//p')"
+  export TOKENSCOPE_LLAMA_PERPLEXITY TOKENSCOPE_REQUIRE_REFERENCE=1
+  echo "llama-perplexity: $TOKENSCOPE_LLAMA_PERPLEXITY"
+}
+
 # tests/scripts/test_setup_recovery.sh sources the functions above without running anything.
 if [ "${TOKENSCOPE_SETUP_FUNCTIONS_ONLY:-0}" = 1 ]; then return 0 2>/dev/null || exit 0; fi
 
@@ -183,6 +194,8 @@ case "$MODE" in
     ;;
   test)
     LOG_DIR="$ROOT/build/logs"; mkdir -p "$LOG_DIR"
+    stage "llama.cpp reference tools the suites compare with (llama-perplexity; out of tree, from the llama-cpp-python sdist)"
+    build_reference_tools
     stage "Release build"; build_release
     stage "Tests (Release)"
     ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" 2>&1 | tee "$LOG_DIR/ctest-release.log"

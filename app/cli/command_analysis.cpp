@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "model_path.h"
 
+#include "analysis/chunked_scores.h"
 #include "analysis/text_analysis.h"
 #include "model/model.h"
 #include "model/requantize.h"
@@ -24,6 +25,7 @@ struct AnalysisArgs {
     std::vector<std::string> models;
     std::string file, type = "q8_0", out;
     uint32_t n_ctx = 2048;
+    uint32_t chunks = 0; // > 0: llama-perplexity's conventions, chunks of this many tokens
     bool json = false;
     int threads = 0;
     BackendArgs backend;
@@ -48,6 +50,17 @@ int run_perplexity(const AnalysisArgs& a)
 {
     const auto model = engine::Model::load(resolve_model_path(a.models.empty() ? "" : a.models[0]));
     const auto ids = model->tokenizer().encode_ids(read_text(a.file));
+    if (a.chunks > 0) {
+        auto backend = make_cli_backend(a.backend, model, a.chunks, a.threads);
+        const engine::ChunkedScores r = engine::perplexity_in_chunks(*backend, ids, a.chunks);
+        if (a.json) {
+            print_json({{"perplexity", r.perplexity}, {"n_ctx", r.n_ctx}, {"chunks", r.chunks}, {"scored", r.count}});
+            return 0;
+        }
+        fmt::print("{} tokens, {} chunks of {}, {} scored (llama-perplexity's conventions); perplexity {:.4f}\n",
+                   ids.size(), r.chunks, r.n_ctx, r.count, r.perplexity);
+        return 0;
+    }
     auto backend = make_cli_backend(a.backend, model, a.n_ctx, a.threads);
     const engine::TextAnalysis r = engine::analyze_text(*backend, ids);
     const auto& vocab = model->tokenizer().vocab();
@@ -78,6 +91,27 @@ int run_compare(const AnalysisArgs& a)
     const auto mb = engine::Model::load(resolve_model_path(a.models[1]));
     engine::check_same_vocabulary(ma->tokenizer(), mb->tokenizer());
     const auto ids = ma->tokenizer().encode_ids(read_text(a.file));
+    if (a.chunks > 0) {
+        auto ba = make_cli_backend(a.backend, ma, a.chunks, a.threads);
+        auto bb = make_cli_backend(a.backend, mb, a.chunks, a.threads);
+        const engine::ChunkedScores r = engine::compare_in_chunks(*ba, *bb, ids, a.chunks);
+        if (a.json) {
+            print_json({{"mean_kl", r.mean_kl},
+                        {"same_top", r.same_top},
+                        {"rms_dp", r.rms_dp},
+                        {"perplexity_a", r.base_perplexity},
+                        {"perplexity_b", r.perplexity},
+                        {"n_ctx", r.n_ctx},
+                        {"chunks", r.chunks},
+                        {"scored", r.count}});
+            return 0;
+        }
+        fmt::print("{} chunks of {}, {} positions scored (llama-perplexity's conventions, A's log-probabilities in 16 "
+                   "bits): mean KLD {:.6f}, same top {:.3f}%, RMS Δp {:.3f}%; PPL(A) {:.4f}, PPL(B) {:.4f}\n",
+                   r.chunks, r.n_ctx, r.count, r.mean_kl, 100.0 * r.same_top, 100.0 * r.rms_dp, r.base_perplexity,
+                   r.perplexity);
+        return 0;
+    }
     auto ba = make_cli_backend(a.backend, ma, a.n_ctx, a.threads);
     auto bb = make_cli_backend(a.backend, mb, a.n_ctx, a.threads);
     const engine::ModelComparison r = engine::compare_models(*ba, *bb, ids);
@@ -126,6 +160,9 @@ CommandRunner add_perplexity_command(CLI::App& app)
     cmd->add_option("model", a->models, "MODEL (default: the installed default model)")->expected(0, 1);
     cmd->add_option("-f,--file", a->file, "The text")->required();
     cmd->add_option("-c,--ctx", a->n_ctx, "Context: longer texts are read in windows of this many tokens");
+    cmd->add_option("--chunks", a->chunks,
+                    "N: score as llama-perplexity does (chunks of N tokens from an empty cache, BOS first, the "
+                    "second half of each scored) instead of every token");
     cmd->add_flag("--json", a->json, "Print JSON");
     cmd->add_option("-t,--threads", a->threads, "CPU threads (0: all)");
     add_backend_options(cmd, a->backend);
@@ -140,6 +177,9 @@ CommandRunner add_compare_command(CLI::App& app)
     cmd->add_option("models", a->models, "MODEL_A MODEL_B")->expected(2);
     cmd->add_option("-f,--file", a->file, "The text")->required();
     cmd->add_option("-c,--ctx", a->n_ctx, "Context: longer texts are read in windows of this many tokens");
+    cmd->add_option("--chunks", a->chunks,
+                    "N: score as llama-perplexity does (chunks of N tokens from an empty cache, BOS first, the "
+                    "second half of each scored) instead of every token");
     cmd->add_flag("--json", a->json, "Print JSON");
     cmd->add_option("-t,--threads", a->threads, "CPU threads (0: all)");
     add_backend_options(cmd, a->backend);

@@ -15,6 +15,10 @@ namespace engine {
 namespace {
 
 constexpr uint32_t kRowsPerPass = 64; // logits rows held at once: 64 × n_vocab floats
+// The kernels sum k-quant products in another order for batches under this many rows (as
+// llama.cpp's do; see vec_dot_for_batch), which moves a short prompt's logits visibly. A
+// prefix this short is evaluated on its own, as the stepper's prefill of it does.
+constexpr uint32_t kShortPrefix = 8;
 
 double log_sum_exp_row(std::span<const float> row)
 {
@@ -37,6 +41,23 @@ bool for_each_prediction_row(std::vector<Backend*> backends, std::span<const Tok
     const auto n = uint32_t(tokens.size());
     for (uint32_t w0 = 0; w0 + 1 < n; w0 += window) {
         const uint32_t w1 = std::min(n, w0 + window);
+        // positions whose prefix in the window is under kShortPrefix tokens: a pass of their own
+        const uint32_t long_from = std::min(w1 - 1, w0 + kShortPrefix - 1);
+        for (uint32_t p = w0; p < long_from; ++p) {
+            std::vector<ForwardResult> results;
+            for (Backend* b : backends) {
+                b->kv_cache().clear();
+                ForwardRequest r;
+                r.tokens = tokens.subspan(w0, p + 1 - w0);
+                results.push_back(b->forward(r));
+            }
+            std::vector<std::span<const float>> rows;
+            for (const ForwardResult& res : results)
+                rows.emplace_back(res.logits.data(), res.n_vocab);
+            row(p, rows);
+            if (progress && !progress(p + 1, n))
+                return false;
+        }
         for (Backend* b : backends)
             b->kv_cache().clear();
         for (uint32_t c0 = w0; c0 < w1; c0 += kRowsPerPass) {
@@ -51,8 +72,8 @@ bool for_each_prediction_row(std::vector<Backend*> backends, std::span<const Tok
                 results.push_back(b->forward(r));
             }
             for (uint32_t p = c0; p < c1; ++p) {
-                if (p + 1 >= w1)
-                    continue; // the window's last token predicts nothing inside it
+                if (p + 1 >= w1 || p < long_from)
+                    continue; // the window's last token predicts nothing inside it; short prefixes are done
                 std::vector<std::span<const float>> rows;
                 for (const ForwardResult& res : results)
                     rows.emplace_back(res.logits.data() + std::size_t(p - c0) * res.n_vocab, res.n_vocab);
@@ -145,14 +166,17 @@ ModelComparison compare_models(Backend& a, Backend& b, std::span<const TokenId> 
         PositionComparison c;
         c.position = p + 1;
         c.id = tokens[p + 1];
+        // KL(A‖B) = Σ pa·(e^x − 1 − x) with x = log pb − log pa: the same sum as Σ pa·(log pa − log pb)
+        // (Σ pa·(e^x − 1) = Σ pb − Σ pa = 0), written so that each term is ≥ 0 in floating point
+        // too, where the textbook form could round a tiny divergence below zero.
         double kl = 0.0, rkl = 0.0;
         for (std::size_t i = 0; i < la.size(); ++i) {
-            const double lpa = double(la[i]) - za, lpb = double(lb[i]) - zb;
-            kl += std::exp(lpa) * (lpa - lpb);
-            rkl += std::exp(lpb) * (lpb - lpa);
+            const double lpa = double(la[i]) - za, lpb = double(lb[i]) - zb, x = lpb - lpa;
+            kl += std::exp(lpa) * (std::expm1(x) - x);
+            rkl += std::exp(lpb) * (std::expm1(-x) + x);
         }
-        c.kl = std::max(0.0, kl);
-        c.reverse_kl = std::max(0.0, rkl);
+        c.kl = kl;
+        c.reverse_kl = rkl;
         c.p_a = std::exp(double(la[std::size_t(c.id)]) - za);
         c.p_b = std::exp(double(lb[std::size_t(c.id)]) - zb);
         c.top_a = TokenId(std::max_element(la.begin(), la.end()) - la.begin());

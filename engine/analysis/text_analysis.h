@@ -5,7 +5,10 @@
 // entropy of the distribution it was drawn from; and two models (or two quantizations) on the
 // same text, position by position: KL divergence both ways, top-1 agreement, the real token's
 // probability under each. Texts longer than the context are read in windows of the context,
-// each from an empty cache; the first token of each window has no prediction.
+// each from an empty cache; the first token of each window has no prediction. Each position's
+// distribution is the one a prefill of its prefix gives (what the stepper shows there): the
+// kernels' summation order depends on the batch size below 8 rows, so prefixes that short are
+// evaluated on their own.
 
 #include "backend/backend.h"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
-# Build the llama.cpp reference tools (llama-tokenize, llama-bench, llama-simple,
+# Build the llama.cpp reference tools (llama-tokenize, llama-bench, llama-simple, llama-perplexity,
 # llama-completion) OUT OF TREE from the llama.cpp copy vendored in the PyPI sdist
 # of llama-cpp-python. Nothing from llama.cpp is ever copied into this repository.
 #
@@ -8,6 +8,7 @@
 # build directory (ninja only rebuilds what changed).
 #
 # Environment:
+#   LLAMA_CPP_TARGETS   the tools to build (default: all of the above)
 #   TOKENSCOPE_REF_DIR  cache dir (default: $HOME/.cache/tokenscope/reference)
 #   PYTHON              python with pip (default: <repo>/.venv/bin/python, else python3)
 #   JOBS                parallel build jobs (default: 2)
@@ -125,8 +126,9 @@ if [[ "$CPU_VARIANT" == avx2 ]] && grep -Eq -- '-march=native|-mavx512|-mamx|-ma
     exit 1
 fi
 
-# 4. build only the targets we use
-TARGETS=(llama-tokenize llama-bench llama-simple llama-completion llama-server)
+# 4. build only the targets we use (LLAMA_CPP_TARGETS: a space-separated subset, e.g. only what the
+#    test suite needs; the KEY=VALUE lines below name only the tools that were built)
+read -r -a TARGETS <<< "${LLAMA_CPP_TARGETS:-llama-tokenize llama-bench llama-simple llama-completion llama-server llama-perplexity}"
 cmake --build "$BUILD_DIR" --parallel "$JOBS" --target "${TARGETS[@]}" >&2
 
 BIN_DIR="$BUILD_DIR/bin"
@@ -134,7 +136,7 @@ for t in "${TARGETS[@]}"; do
     [[ -x "$BIN_DIR/$t" ]] || { echo "error: $BIN_DIR/$t was not built" >&2; exit 1; }
 done
 
-version_line="$("$BIN_DIR/llama-tokenize" --version 2>&1 | grep -m1 '^version' || true)"
+version_line="$("$BIN_DIR/${TARGETS[0]}" --version 2>&1 | grep -m1 '^version' || true)"
 echo "LLAMA_CPP_PYTHON_VERSION=$LLAMA_CPP_PYTHON_VERSION"
 echo "LLAMA_CPP_COMMIT=$LLAMA_CPP_COMMIT"
 echo "LLAMA_CPP_CPU_VARIANT=$CPU_VARIANT"
@@ -142,8 +144,7 @@ echo "LLAMA_CPP_LLAMAFILE=$(cache_val GGML_LLAMAFILE)"
 echo "LLAMA_CPP_VERSION_LINE=$version_line"
 echo "LLAMA_CPP_SRC=$LLAMA_SRC"
 echo "LLAMA_CPP_BIN_DIR=$BIN_DIR"
-echo "LLAMA_TOKENIZE=$BIN_DIR/llama-tokenize"
-echo "LLAMA_BENCH=$BIN_DIR/llama-bench"
-echo "LLAMA_SIMPLE=$BIN_DIR/llama-simple"
-echo "LLAMA_COMPLETION=$BIN_DIR/llama-completion"
-echo "LLAMA_SERVER=$BIN_DIR/llama-server"
+for t in "${TARGETS[@]}"; do
+    key="$(printf '%s' "${t#llama-}" | tr 'a-z-' 'A-Z_')"
+    echo "LLAMA_$key=$BIN_DIR/$t"
+done

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "test_paths.h"
 
+#include <unistd.h>
+
 #include "model/model_locator.h"
 
 #include <cstdlib>
@@ -32,6 +34,20 @@ std::string chat_model_path()
 bool model_may_be_missing()
 {
     const char* v = std::getenv("TOKENSCOPE_ALLOW_NO_MODEL");
+    return v && std::string(v) == "1";
+}
+
+std::string reference_tool(const char* env)
+{
+    const char* v = std::getenv(env);
+    if (!v || !*v || access(v, X_OK) != 0)
+        return {};
+    return v;
+}
+
+bool reference_required()
+{
+    const char* v = std::getenv("TOKENSCOPE_REQUIRE_REFERENCE");
     return v && std::string(v) == "1";
 }
 

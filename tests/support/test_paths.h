@@ -16,6 +16,11 @@ std::string default_model_path();
 // same rule (TOKENSCOPE_ALLOW_NO_MODEL=1 lets its tests skip). TOKENSCOPE_CHAT_MODEL overrides it.
 std::string chat_model_path();
 bool model_may_be_missing();
+// A llama.cpp tool that scripts/setup.sh test builds once per run (tests/reference/build_llama_cpp.sh)
+// and names in the environment variable `env` (e.g. TOKENSCOPE_LLAMA_PERPLEXITY); empty when unset
+// or not executable. Suites skip without it, unless TOKENSCOPE_REQUIRE_REFERENCE=1 (CI), where they fail.
+std::string reference_tool(const char* env);
+bool reference_required();
 
 } // namespace testsupport
 
@@ -35,4 +40,13 @@ bool model_may_be_missing();
         if (testsupport::model_may_be_missing())                                                                       \
             QSKIP("chat model not installed (TOKENSCOPE_ALLOW_NO_MODEL=1)");                                           \
         QFAIL("chat model not installed: run scripts/setup.sh (or set TOKENSCOPE_CHAT_MODEL)");                        \
+    }
+
+// QSKIP or QFAIL (TOKENSCOPE_REQUIRE_REFERENCE=1) when the llama.cpp tool named by `env` is absent.
+#define REQUIRE_REFERENCE_TOOL(path_var, env)                                                                          \
+    const std::string path_var = testsupport::reference_tool(env);                                                     \
+    if (path_var.empty()) {                                                                                            \
+        if (!testsupport::reference_required())                                                                        \
+            QSKIP(env " is not set: run scripts/setup.sh test, which builds llama.cpp's tools for the comparison");    \
+        QFAIL(env " is not set or not executable, and TOKENSCOPE_REQUIRE_REFERENCE=1");                                \
     }
