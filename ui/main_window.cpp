@@ -130,6 +130,13 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
         }
         m_lab->attribute(QString(), ids, token);
     });
+    connect(m_text, &TextPanel::stepperRequested, this, [this](const std::vector<int32_t>& ids, const QString& text) {
+        if (auto* dock = findChild<QDockWidget*>("dock-stepper")) {
+            dock->show();
+            dock->raise();
+        }
+        m_stepper->prefillTokens(ids, text);
+    });
     connect(m_attention, &AttentionPanel::headAblationToggled, this, [this](int layer, int head) {
         if (auto* dock = findChild<QDockWidget*>("dock-lab")) {
             dock->show();

@@ -29,6 +29,18 @@ double log_sum_exp_row(std::span<const float> row)
     return m + std::log(s);
 }
 
+// The ids of the k largest logits, largest first.
+std::vector<TokenId> top_ids(std::span<const float> l, uint32_t k)
+{
+    std::vector<TokenId> ids(l.size());
+    std::iota(ids.begin(), ids.end(), 0);
+    const auto n = std::ptrdiff_t(std::min<std::size_t>(k, ids.size()));
+    std::partial_sort(ids.begin(), ids.begin() + n, ids.end(),
+                      [&](TokenId a, TokenId b) { return l[std::size_t(a)] > l[std::size_t(b)]; });
+    ids.resize(std::size_t(n));
+    return ids;
+}
+
 // Evaluates `tokens` window by window (the backend's context) in passes of kRowsPerPass rows and
 // calls `row(position, logits)` for every position that predicts a next token.
 bool for_each_prediction_row(std::vector<Backend*> backends, std::span<const TokenId> tokens,
@@ -126,13 +138,8 @@ TextAnalysis analyze_text(Backend& backend, std::span<const TokenId> tokens, uin
         }
         t.rank = rank;
         t.entropy_bits = h / std::log(2.0);
-        std::vector<int32_t> ids(l.size());
-        std::iota(ids.begin(), ids.end(), 0);
-        const std::size_t k = std::min<std::size_t>(top_k, ids.size());
-        std::partial_sort(ids.begin(), ids.begin() + std::ptrdiff_t(k), ids.end(),
-                          [&](int32_t a, int32_t b) { return l[std::size_t(a)] > l[std::size_t(b)]; });
-        for (std::size_t i = 0; i < k; ++i)
-            t.top.emplace_back(ids[i], float(std::exp(double(l[std::size_t(ids[i])]) - lse)));
+        for (TokenId id : top_ids(l, top_k))
+            t.top.emplace_back(id, float(std::exp(double(l[std::size_t(id)]) - lse)));
         out.predictions.push_back(std::move(t));
     });
     out.perplexity = perplexity_of(out.predictions);
@@ -154,7 +161,7 @@ void check_same_vocabulary(const Tokenizer& a, const Tokenizer& b)
 }
 
 ModelComparison compare_models(Backend& a, Backend& b, std::span<const TokenId> tokens,
-                               const AnalysisProgress& progress)
+                               const AnalysisProgress& progress, uint32_t top_k)
 {
     check_same_vocabulary(a.model().tokenizer(), b.model().tokenizer());
     if (tokens.size() < 2)
@@ -182,7 +189,12 @@ ModelComparison compare_models(Backend& a, Backend& b, std::span<const TokenId> 
         c.top_a = TokenId(std::max_element(la.begin(), la.end()) - la.begin());
         c.top_b = TokenId(std::max_element(lb.begin(), lb.end()) - lb.begin());
         c.same_top = c.top_a == c.top_b;
-        out.positions.push_back(c);
+        for (const std::span<const float> l : {la, lb})
+            for (TokenId id : top_ids(l, top_k))
+                if (std::none_of(c.candidates.begin(), c.candidates.end(), [&](const auto& x) { return x.id == id; }))
+                    c.candidates.push_back(
+                        {id, std::exp(double(la[std::size_t(id)]) - za), std::exp(double(lb[std::size_t(id)]) - zb)});
+        out.positions.push_back(std::move(c));
     });
     double dp2 = 0.0, same = 0.0;
     for (const PositionComparison& c : out.positions) {

@@ -52,6 +52,13 @@ struct PositionComparison {
     double p_a = 0.0, p_b = 0.0;       // the real token's probability under each
     bool same_top = false;
     TokenId top_a = 0, top_b = 0;
+    // Both models' most likely tokens (each one's top `top_k`, merged, A's order first) with their
+    // probability under each: the two distributions side by side.
+    struct Candidate {
+        TokenId id = 0;
+        double p_a = 0.0, p_b = 0.0;
+    };
+    std::vector<Candidate> candidates;
 };
 
 struct ModelComparison {
@@ -66,6 +73,6 @@ struct ModelComparison {
 void check_same_vocabulary(const Tokenizer& a, const Tokenizer& b);
 
 ModelComparison compare_models(Backend& a, Backend& b, std::span<const TokenId> tokens,
-                               const AnalysisProgress& progress = {});
+                               const AnalysisProgress& progress = {}, uint32_t top_k = 5);
 
 } // namespace engine

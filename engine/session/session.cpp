@@ -18,8 +18,18 @@ Session::Session(std::shared_ptr<const Model> model, std::unique_ptr<Backend> ba
 bool Session::evaluate(std::span<const TokenId> tokens, const CaptureRequest* capture, uint32_t order_as_batch,
                        const PrefillProgress& progress)
 {
-    for (std::size_t i = 0; i < tokens.size(); i += m_n_batch) {
-        const auto batch = tokens.subspan(i, std::min<std::size_t>(m_n_batch, tokens.size() - i));
+    // Batches of m_n_batch, except that none after the first is left under kEvenOrderRows rows: the
+    // kernels sum in another order below that (as llama.cpp's do), so a short trailing batch would
+    // make a prompt's last logits depend on where the batch boundary fell; the batch before it
+    // gives up rows instead. The text analysis relies on this (each prefix's distribution is one
+    // summation order, whatever its length beyond 8).
+    constexpr std::size_t kEvenOrderRows = 8;
+    for (std::size_t i = 0, size = 0; i < tokens.size(); i += size) {
+        const std::size_t left = tokens.size() - i;
+        size = std::min<std::size_t>(m_n_batch, left);
+        if (left > size && left - size < kEvenOrderRows && size > 2 * kEvenOrderRows)
+            size -= kEvenOrderRows - (left - size);
+        const auto batch = tokens.subspan(i, size);
         ForwardResult r = m_backend->forward({.tokens = batch,
                                               .all_logits = false,
                                               .capture = capture,

@@ -38,7 +38,8 @@ public:
     const std::shared_ptr<ForwardCaptures>& last_captures() const { return m_captures; }
 
     // Makes the sequence exactly `tokens`, evaluating only what is not cached already (the shared
-    // prefix is reused), in batches of n_batch positions. Leaves the logits of the last token.
+    // prefix is reused), in batches of n_batch positions (a trailing batch under 8 takes rows from the
+    // one before: see evaluate). Leaves the logits of the last token.
     PrefillReport prefill(std::span<const TokenId> tokens, const CaptureRequest* capture = nullptr,
                           const PrefillProgress& progress = {});
     // Appends one token and evaluates it: one decode step.

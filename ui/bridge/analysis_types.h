@@ -8,6 +8,10 @@
 #include <memory>
 #include <vector>
 
+namespace engine {
+class Tokenizer;
+}
+
 namespace tokenscope::ui {
 
 struct AnalyzedToken {
@@ -20,17 +24,27 @@ struct AnalyzedToken {
     // comparison (when a second model was given)
     double kl = 0.0, reverse_kl = 0.0, p_b = 0.0;
     bool same_top = true;
+    struct Candidate {
+        int id = 0;
+        QString text;
+        double p_a = 0.0, p_b = 0.0;
+    };
+    std::vector<Candidate> candidates; // both models' top tokens with each one's probability
 };
 
 struct TextAnalysisSnapshot {
     quint64 request_id = 0;
     QString error;
+    QString model_a; // the loaded model's file name
     QString model_b; // the second model's file name when compared
+    int window = 0;  // tokens per window: each window is read from an empty cache
     std::vector<AnalyzedToken> tokens;
     double perplexity = 0.0;
     double mean_kl = 0.0, same_top = 0.0, rms_dp = 0.0; // comparison only
     bool compared = false, cancelled = false;
     double ms = 0.0;
+    // The model's tokenizer (immutable, safe on any thread), for the prompt text of a linked stepper.
+    std::shared_ptr<const engine::Tokenizer> tokenizer;
 };
 
 } // namespace tokenscope::ui

@@ -171,6 +171,16 @@ quint64 EngineController::stepperStart(const QString& prompt, const StepperSetti
     return id;
 }
 
+quint64 EngineController::stepperStartTokens(const std::vector<int32_t>& ids, const QString& text,
+                                             const StepperSettings& settings)
+{
+    const quint64 id = nextId();
+    post([id, ids, text, settings, cancel = track(id)](EngineWorker& w) {
+        w.stepperStart(id, text, settings, cancel, ids);
+    });
+    return id;
+}
+
 quint64 EngineController::stepperStep(const StepperSettings& settings, int forced_token)
 {
     const quint64 id = nextId();

@@ -36,6 +36,8 @@ public:
     quint64 checkFit(std::vector<ChatTurn> turns, const SamplingSettings& sampling);
     quint64 tokenize(const QString& text);
     quint64 stepperStart(const QString& prompt, const StepperSettings& settings);
+    // The stepper on these tokens exactly (`text` names them in the prompt field), from an empty cache.
+    quint64 stepperStartTokens(const std::vector<int32_t>& ids, const QString& text, const StepperSettings& settings);
     quint64 stepperStep(const StepperSettings& settings, int forced_token = -1);
     quint64 stepperBack(const StepperSettings& settings);
     quint64 readKv(int layer, int kv_head);

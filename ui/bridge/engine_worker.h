@@ -40,8 +40,9 @@ public:
     void checkFit(const tokenscope::ui::ChatRequest& request);
     void tokenize(quint64 request_id, const QString& text);
     // The decode stepper: each answers with one stepperState.
+    // With `ids`, those tokens are the prompt (the text only names it), prefilled from an empty cache.
     void stepperStart(quint64 request_id, const QString& prompt, const tokenscope::ui::StepperSettings& settings,
-                      CancelToken cancel);
+                      CancelToken cancel, const std::vector<int32_t>& ids = {});
     void stepperStep(quint64 request_id, const tokenscope::ui::StepperSettings& settings, int forced_token);
     void stepperBack(quint64 request_id, const tokenscope::ui::StepperSettings& settings);
     // The KV cache's contents for one layer and KV head: answers with kvContents.

@@ -25,6 +25,12 @@ void EngineWorker::analyzeText(quint64 request_id, const QString& text, const QS
         timer.start();
         const engine::Tokenizer& tok = m_model->tokenizer();
         const auto ids = tok.encode_ids(text.toStdString());
+        // the second model first: a missing file or another vocabulary is said before any compute
+        std::shared_ptr<const engine::Model> other;
+        if (!compare_with.isEmpty()) {
+            other = engine::Model::load(compare_with.toStdString());
+            engine::check_same_vocabulary(tok, other->tokenizer());
+        }
         constexpr uint32_t kWindow = 512;
         auto backend = engine::make_cpu_backend(m_model, {.threads = m_threads, .n_ctx = kWindow});
         const auto progress = [&](uint32_t done, uint32_t total) {
@@ -32,6 +38,10 @@ void EngineWorker::analyzeText(quint64 request_id, const QString& text, const QS
             return !cancel->load();
         };
         const engine::TextAnalysis a = engine::analyze_text(*backend, ids, 5, progress);
+        s->window = int(kWindow);
+        s->model_a =
+            QString::fromStdString(m_model->config().name.empty() ? "the loaded model" : m_model->config().name);
+        s->tokenizer = std::shared_ptr<const engine::Tokenizer>(m_model, &m_model->tokenizer());
         s->cancelled = a.cancelled;
         s->perplexity = a.perplexity;
         s->tokens.resize(ids.size());
@@ -49,8 +59,7 @@ void EngineWorker::analyzeText(quint64 request_id, const QString& text, const QS
             for (const auto& [id, prob] : p.top)
                 t.top.emplace_back(token_display_text(tok, id), double(prob));
         }
-        if (!compare_with.isEmpty() && !a.cancelled) {
-            const auto other = engine::Model::load(compare_with.toStdString());
+        if (other && !a.cancelled) {
             auto b = engine::make_cpu_backend(other, {.threads = m_threads, .n_ctx = kWindow});
             backend->kv_cache().clear();
             const engine::ModelComparison c = engine::compare_models(*backend, *b, ids, progress);
@@ -66,6 +75,8 @@ void EngineWorker::analyzeText(quint64 request_id, const QString& text, const QS
                 t.reverse_kl = p.reverse_kl;
                 t.p_b = p.p_b;
                 t.same_top = p.same_top;
+                for (const auto& cand : p.candidates)
+                    t.candidates.push_back({int(cand.id), token_display_text(tok, cand.id), cand.p_a, cand.p_b});
             }
         }
         s->ms = double(timer.nsecsElapsed()) / 1e6;

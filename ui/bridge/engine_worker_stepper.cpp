@@ -54,7 +54,7 @@ bool EngineWorker::stepperIsCurrent(quint64 request_id)
 }
 
 void EngineWorker::stepperStart(quint64 request_id, const QString& prompt, const StepperSettings& settings,
-                                CancelToken cancel)
+                                CancelToken cancel, const std::vector<int32_t>& given)
 {
     if (cancel->load()) { // stopped while it waited in the queue: nothing runs
         emitStepperError(request_id, tr("Prefill cancelled before it started."));
@@ -67,14 +67,16 @@ void EngineWorker::stepperStart(quint64 request_id, const QString& prompt, const
     try {
         QElapsedTimer tokenize_timer;
         tokenize_timer.start();
-        const auto ids = m_model->tokenizer().encode_ids(prompt.toStdString());
+        const auto ids = given.empty() ? m_model->tokenizer().encode_ids(prompt.toStdString()) : given;
         m_stepper_tokenize_ms = double(tokenize_timer.nsecsElapsed()) / 1e6;
-        if (prompt.trimmed().isEmpty() || ids.empty()) {
+        if ((given.empty() && prompt.trimmed().isEmpty()) || ids.empty()) {
             emitStepperError(request_id, tr("The prompt is empty: type some text to prefill."));
             return;
         }
         engine::Session& session = stepperSession();
         activate(session);
+        if (!given.empty()) // a position of an analysed text: its probabilities as the analysis computed them
+            session.truncate(0);
         if (!m_stepper)
             m_stepper = std::make_unique<engine::Stepper>(session);
         m_stepper->set_attention_capture(

@@ -382,6 +382,20 @@ void StepperPanel::prefill()
     updateButtons();
 }
 
+void StepperPanel::prefillTokens(const std::vector<int32_t>& ids, const QString& text)
+{
+    if (!m_engine->model()) {
+        m_status->setText(tr("No model is loaded: open a GGUF file first."));
+        return;
+    }
+    setPlaying(false);
+    m_drawn_from.clear();
+    m_prompt->setPlainText(text);
+    m_pending = m_engine->stepperStartTokens(ids, text, settings());
+    m_status->setText(tr("Prefilling %n token(s) from the text analysis…", nullptr, int(ids.size())));
+    updateButtons();
+}
+
 void StepperPanel::step(int forced_token)
 {
     if (!m_state || m_pending)

@@ -44,6 +44,8 @@ public:
 
     void setPrompt(const QString& text);
     void prefill();
+    // Prefill exactly these tokens (a position of an analysed text), `text` shown as the prompt.
+    void prefillTokens(const std::vector<int32_t>& ids, const QString& text);
     void step(int forced_token = -1);
     void back();
     void setPlaying(bool playing);

@@ -2,7 +2,9 @@
 #include "panels/text_panel.h"
 
 #include "bridge/engine_controller.h"
+#include "tokenizer/tokenizer.h"
 #include "widgets/colormap.h"
+#include "widgets/distribution_overlay.h"
 
 #include <QComboBox>
 #include <QFileDialog>
@@ -15,6 +17,7 @@
 #include <QSplitter>
 #include <QTextBrowser>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 
 namespace tokenscope::ui {
@@ -34,6 +37,7 @@ TextPanel::TextPanel(EngineController* engine, QWidget* parent) : QWidget(parent
     m_run = new QPushButton(tr("Analyze"));
     m_run->setObjectName("textAnalyze");
     m_stop = new QPushButton(tr("Stop"));
+    m_stop->setObjectName("textStop");
     m_stop->setEnabled(false);
     m_progress = new QProgressBar;
     row->addWidget(open);
@@ -45,15 +49,24 @@ TextPanel::TextPanel(EngineController* engine, QWidget* parent) : QWidget(parent
     row->addWidget(m_progress);
     m_status = new QLabel;
     m_status->setWordWrap(true);
+    m_legend = new QLabel;
+    m_legend->setObjectName("textLegend");
+    m_legend->setEnabled(false); // secondary text
     m_view = new QTextBrowser;
     m_view->setOpenLinks(false);
     m_view->setMouseTracking(true);
+    m_overlay = new DistributionOverlay;
+    m_overlay->setObjectName("textOverlay");
+    m_overlay->hide();
     auto* split = new QSplitter(Qt::Vertical);
     split->addWidget(m_input);
     split->addWidget(m_view);
+    split->addWidget(m_overlay);
     split->setStretchFactor(1, 3);
+    split->setStretchFactor(2, 1);
     v->addLayout(row);
     v->addWidget(m_status);
+    v->addWidget(m_legend);
     v->addWidget(split, 1);
 
     connect(open, &QPushButton::clicked, this, [this] {
@@ -79,6 +92,10 @@ TextPanel::TextPanel(EngineController* engine, QWidget* parent) : QWidget(parent
         const int i = url.path().toInt();
         if (url.scheme() == "token" && m_result && i >= 0 && i < int(m_result->tokens.size()))
             m_view->setToolTip(tokenTip(i));
+    });
+    connect(m_view, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
+        if (url.scheme() == "token")
+            selectToken(url.path().toInt());
     });
     connect(m_view, &QTextBrowser::selectionChanged, this, [this] {
         if (!m_result)
@@ -141,12 +158,17 @@ void TextPanel::onResult(std::shared_ptr<const TextAnalysisSnapshot> s)
     m_request = 0;
     m_run->setEnabled(true);
     m_stop->setEnabled(false);
-    if (!s->error.isEmpty()) {
-        m_status->setText(s->error);
+    if (!s->error.isEmpty()) { // the previous result stays on screen; the status says what failed
+        m_error = s->error;
+        m_status->setText(m_error);
         emit analyzed();
         return;
     }
+    m_error.clear();
     m_result = s;
+    m_selected = -1;
+    m_overlay->clear();
+    m_overlay->setVisible(s->compared);
     if (s->compared)
         m_colour->setCurrentIndex(3);
     render();
@@ -156,6 +178,8 @@ void TextPanel::onResult(std::shared_ptr<const TextAnalysisSnapshot> s)
 
 QString TextPanel::status() const
 {
+    if (!m_error.isEmpty())
+        return m_error;
     if (!m_result)
         return m_status->text();
     const auto& s = *m_result;
@@ -206,6 +230,40 @@ QString TextPanel::tokenTip(int index) const
     return tip;
 }
 
+void TextPanel::selectToken(int index)
+{
+    if (!m_result || index < 0 || index >= int(m_result->tokens.size()))
+        return;
+    m_selected = index;
+    const AnalyzedToken& t = m_result->tokens[std::size_t(index)];
+    if (m_result->compared && t.predicted) {
+        std::vector<DistributionOverlay::Row> rows;
+        bool real_listed = false;
+        for (const auto& c : t.candidates) {
+            rows.push_back({c.text, c.p_a, c.p_b, c.id == t.id});
+            real_listed |= c.id == t.id;
+        }
+        if (!real_listed)
+            rows.push_back({t.text, t.p, t.p_b, true});
+        m_overlay->setDistributions(tr("Before “%1” (position %2): KL %3 nats · %4")
+                                        .arg(t.text)
+                                        .arg(index)
+                                        .arg(t.kl, 0, 'g', 4)
+                                        .arg(t.same_top ? tr("same top token") : tr("different top tokens")),
+                                    m_result->model_a, m_result->model_b, std::move(rows));
+        m_overlay->show();
+    }
+    // the stepper at this position: the tokens of its window before it, as the analysis read them
+    if (!t.predicted || !m_result->tokenizer || m_result->window <= 0)
+        return;
+    const int w0 = index / m_result->window * m_result->window;
+    std::vector<int32_t> ids;
+    for (int i = w0; i < index; ++i)
+        ids.push_back(m_result->tokens[std::size_t(i)].id);
+    const QString text = QString::fromStdString(m_result->tokenizer->decode(ids, {.remove_special = true}));
+    emit stepperRequested(ids, text);
+}
+
 void TextPanel::render()
 {
     if (!m_result) {
@@ -227,8 +285,8 @@ void TextPanel::render()
                 x = t.rank <= 1 ? 0.0 : t.rank <= 10 ? 0.33 : t.rank <= 100 ? 0.66 : 1.0;
             else if (mode == 2)
                 x = std::min(1.0, t.entropy_bits / 10.0);
-            else
-                x = m_result->compared ? std::sqrt(t.kl / max_kl) : 0.0;
+            else if (m_result->compared) // linear up to the largest: the places the models part stand out
+                x = t.kl / max_kl;
         }
         const QColor c = QColor::fromRgb(sequential_colour(float(1.0 - 0.85 * x)));
         html += QString("<a href='token:%1' style='text-decoration:none;color:%2;background:%3'>%4</a>")
@@ -239,6 +297,13 @@ void TextPanel::render()
     }
     html += "</div>";
     m_view->setHtml(html);
+    static const char* const scales[] = {
+        QT_TR_NOOP("light: expected (0 bits) → dark: surprising (16 bits or more)"),
+        QT_TR_NOOP("light: the model's first choice → dark: ranked below 100"),
+        QT_TR_NOOP("light: a confident prediction (0 bits of entropy) → dark: 10 bits or more"),
+        QT_TR_NOOP("light: the models agree (KL 0) → dark: the largest KL in the text (%1 nats)")};
+    const QString scale = tr(scales[std::clamp(mode, 0, 3)]);
+    m_legend->setText(mode == 3 ? scale.arg(max_kl, 0, 'g', 3) : scale);
 }
 
 } // namespace tokenscope::ui

@@ -5,6 +5,7 @@
 
 #include <QWidget>
 #include <memory>
+#include <vector>
 
 class QComboBox;
 class QLabel;
@@ -16,6 +17,7 @@ class QTextBrowser;
 
 namespace tokenscope::ui {
 
+class DistributionOverlay;
 class EngineController;
 
 // Any text through the model: paste or open a text, one pass with every position's logits (progress,
@@ -35,9 +37,15 @@ public:
     // Perplexity of the tokens [first, last) of the result (a selection).
     double selectionPerplexity(int first, int last) const;
     QString tokenTip(int index) const;
+    // A click on token `index`: both models' distributions for it (when compared), and the stepper
+    // asked to open at that position (its window's tokens before it).
+    void selectToken(int index);
+    int selectedToken() const { return m_selected; }
+    DistributionOverlay* overlay() const { return m_overlay; }
 
 signals:
     void analyzed();
+    void stepperRequested(const std::vector<int32_t>& ids, const QString& text);
 
 private:
     void onResult(std::shared_ptr<const TextAnalysisSnapshot> s);
@@ -50,8 +58,12 @@ private:
     QPushButton *m_run = nullptr, *m_stop = nullptr;
     QProgressBar* m_progress = nullptr;
     QLabel* m_status = nullptr;
+    QLabel* m_legend = nullptr;
     QTextBrowser* m_view = nullptr;
+    DistributionOverlay* m_overlay = nullptr;
+    int m_selected = -1;
     quint64 m_request = 0;
+    QString m_error; // of the last request, when it failed
     std::shared_ptr<const TextAnalysisSnapshot> m_result;
 };
 

@@ -228,15 +228,25 @@ void script_lab(QApplication& app, EngineController& engine, MainWindow& window,
     QObject::connect(lab->headsTab(), &LabHeadsTab::ablated, &window, grab);
 }
 
-// The text analysis panel on the fixture text (--prompt: another text; --compare-model: a second GGUF).
+// The text analysis panel on --prompt; --tab compare --follow-up MODEL.gguf: against a second GGUF, the
+// two distributions shown for the token where they disagree most.
 void script_text(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
 {
     QDockWidget* dock = float_dock(window, "text", 1100, 820);
     TextPanel* text = window.textPanel();
     QObject::connect(&engine, &EngineController::modelLoaded, &window,
                      [text, o] { text->analyze(o->prompt, o->tab == "compare" ? o->follow_ups.value(0) : QString()); });
-    QObject::connect(text, &TextPanel::analyzed, &window,
-                     [&app, &window, dock, o] { grab_later(app, &window, dock, o->file, 300); });
+    QObject::connect(text, &TextPanel::analyzed, &window, [&app, &window, dock, text, o] {
+        // a comparison shows the two distributions where the models disagree most
+        if (const auto& r = text->result(); r && r->compared) {
+            int worst = -1;
+            for (std::size_t i = 0; i < r->tokens.size(); ++i)
+                if (r->tokens[i].predicted && (worst < 0 || r->tokens[i].kl > r->tokens[std::size_t(worst)].kl))
+                    worst = int(i);
+            text->selectToken(worst);
+        }
+        grab_later(app, &window, dock, o->file, 300);
+    });
 }
 
 // The Model library dialog once its scan is done (every model found, its kind and type).
