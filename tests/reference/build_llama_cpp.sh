@@ -78,11 +78,31 @@ EXPECT_CACHE+=(GGML_CPU_ALL_VARIANTS=OFF GGML_BACKEND_DL=OFF)
 
 mkdir -p "$SDIST_DIR" "$REF_DIR/src"
 
-# 1. download the sdist (source only, no dependencies)
+# 1. download the sdist (source only, no dependencies): the file straight from the package index
+#    ($PIP_INDEX_URL, else PyPI), since `pip download` first prepares the package's metadata, which
+#    installs its build tools (minutes); pip as the fallback. The sha256 below checks either.
+fetch_sdist() {
+    "$PYTHON" - "$LLAMA_CPP_PYTHON_VERSION" "$SDIST_DIR" <<'PY'
+import os, re, sys, urllib.parse, urllib.request
+version, dest = sys.argv[1], sys.argv[2]
+page = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/") + "/llama-cpp-python/"
+html = urllib.request.urlopen(page, timeout=120).read().decode("utf-8", "replace")
+name = f"llama_cpp_python-{version}.tar.gz"
+m = re.search(r'href="([^"#]*' + re.escape(name) + r')(#[^"]*)?"', html)
+if not m:
+    sys.exit(f"{name} is not listed at {page}")
+part = os.path.join(dest, name + ".part")
+urllib.request.urlretrieve(urllib.parse.urljoin(page, m.group(1).replace("&amp;", "&")), part)
+os.replace(part, os.path.join(dest, name))
+PY
+}
 if [[ ! -f "$SDIST" ]]; then
     echo "downloading llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION sdist ..." >&2
-    "$PYTHON" -m pip download --quiet --no-deps --no-binary :all: \
-        "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" -d "$SDIST_DIR" >&2
+    if ! fetch_sdist >&2; then
+        echo "(from the index page failed; asking pip)" >&2
+        "$PYTHON" -m pip download --quiet --no-deps --no-binary :all: \
+            "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" -d "$SDIST_DIR" >&2
+    fi
 fi
 actual_sha="$(sha256sum "$SDIST" | cut -d' ' -f1)"
 if [[ "$actual_sha" != "$SDIST_SHA256" ]]; then
