@@ -150,6 +150,19 @@ int run_requantize(const AnalysisArgs& a)
     return 0;
 }
 
+// The options perplexity and compare share: the text, how it is read, the output and the backend.
+void add_text_options(CLI::App* cmd, AnalysisArgs& a)
+{
+    cmd->add_option("-f,--file", a.file, "The text")->required();
+    cmd->add_option("-c,--ctx", a.n_ctx, "Context: longer texts are read in windows of this many tokens");
+    cmd->add_option("--chunks", a.chunks,
+                    "N: score as llama-perplexity does (chunks of N tokens from an empty cache, BOS first, the "
+                    "second half of each scored) instead of every token");
+    cmd->add_flag("--json", a.json, "Print JSON");
+    cmd->add_option("-t,--threads", a.threads, "CPU threads (0: all)");
+    add_backend_options(cmd, a.backend);
+}
+
 } // namespace
 
 CommandRunner add_perplexity_command(CLI::App& app)
@@ -158,14 +171,7 @@ CommandRunner add_perplexity_command(CLI::App& app)
         app.add_subcommand("perplexity", "Each token of a text's surprisal (bits) and rank, and its perplexity");
     auto a = std::make_shared<AnalysisArgs>();
     cmd->add_option("model", a->models, "MODEL (default: the installed default model)")->expected(0, 1);
-    cmd->add_option("-f,--file", a->file, "The text")->required();
-    cmd->add_option("-c,--ctx", a->n_ctx, "Context: longer texts are read in windows of this many tokens");
-    cmd->add_option("--chunks", a->chunks,
-                    "N: score as llama-perplexity does (chunks of N tokens from an empty cache, BOS first, the "
-                    "second half of each scored) instead of every token");
-    cmd->add_flag("--json", a->json, "Print JSON");
-    cmd->add_option("-t,--threads", a->threads, "CPU threads (0: all)");
-    add_backend_options(cmd, a->backend);
+    add_text_options(cmd, *a);
     return [a] { return run_perplexity(*a); };
 }
 
@@ -175,14 +181,7 @@ CommandRunner add_compare_command(CLI::App& app)
                                               "top-1 agreement and the real token's probability, position by position");
     auto a = std::make_shared<AnalysisArgs>();
     cmd->add_option("models", a->models, "MODEL_A MODEL_B")->expected(2);
-    cmd->add_option("-f,--file", a->file, "The text")->required();
-    cmd->add_option("-c,--ctx", a->n_ctx, "Context: longer texts are read in windows of this many tokens");
-    cmd->add_option("--chunks", a->chunks,
-                    "N: score as llama-perplexity does (chunks of N tokens from an empty cache, BOS first, the "
-                    "second half of each scored) instead of every token");
-    cmd->add_flag("--json", a->json, "Print JSON");
-    cmd->add_option("-t,--threads", a->threads, "CPU threads (0: all)");
-    add_backend_options(cmd, a->backend);
+    add_text_options(cmd, *a);
     return [a] { return run_compare(*a); };
 }
 

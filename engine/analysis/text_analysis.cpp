@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "analysis/text_analysis.h"
 
+#include "lab/lab_run.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -20,15 +21,6 @@ constexpr uint32_t kRowsPerPass = 64; // logits rows held at once: 64 × n_vocab
 // prefix this short is evaluated on its own, as the stepper's prefill of it does.
 constexpr uint32_t kShortPrefix = 8;
 
-double log_sum_exp_row(std::span<const float> row)
-{
-    const double m = *std::max_element(row.begin(), row.end());
-    double s = 0.0;
-    for (float l : row)
-        s += std::exp(double(l) - m);
-    return m + std::log(s);
-}
-
 // The ids of the k largest logits, largest first.
 std::vector<TokenId> top_ids(std::span<const float> l, uint32_t k)
 {
@@ -39,6 +31,32 @@ std::vector<TokenId> top_ids(std::span<const float> l, uint32_t k)
                       [&](TokenId a, TokenId b) { return l[std::size_t(a)] > l[std::size_t(b)]; });
     ids.resize(std::size_t(n));
     return ids;
+}
+
+// What position p's logits `l` say of the token after it: probability, surprisal, rank, entropy, top.
+TokenPrediction predict(std::span<const float> l, std::span<const TokenId> tokens, uint32_t p, uint32_t top_k)
+{
+    const TokenId next = tokens[p + 1];
+    const double lse = log_sum_exp(l);
+    TokenPrediction t;
+    t.position = p + 1;
+    t.id = next;
+    const double logp = double(l[std::size_t(next)]) - lse;
+    t.p = std::exp(logp);
+    t.surprisal_bits = -logp / std::log(2.0);
+    uint32_t rank = 1;
+    double h = 0.0;
+    for (std::size_t i = 0; i < l.size(); ++i) {
+        if (l[i] > l[std::size_t(next)])
+            ++rank;
+        const double lp = double(l[i]) - lse;
+        h -= std::exp(lp) * lp;
+    }
+    t.rank = rank;
+    t.entropy_bits = h / std::log(2.0);
+    for (TokenId id : top_ids(l, top_k))
+        t.top.emplace_back(id, float(std::exp(double(l[std::size_t(id)]) - lse)));
+    return t;
 }
 
 // Evaluates `tokens` window by window (the backend's context) in passes of kRowsPerPass rows and
@@ -119,28 +137,7 @@ TextAnalysis analyze_text(Backend& backend, std::span<const TokenId> tokens, uin
         throw Error("the text is too short: it needs at least two tokens (one predicts the next)");
     TextAnalysis out;
     out.cancelled = !for_each_prediction_row({&backend}, tokens, progress, [&](uint32_t p, auto rows) {
-        const std::span<const float> l = rows[0];
-        const TokenId next = tokens[p + 1];
-        const double lse = log_sum_exp_row(l);
-        TokenPrediction t;
-        t.position = p + 1;
-        t.id = next;
-        const double logp = double(l[std::size_t(next)]) - lse;
-        t.p = std::exp(logp);
-        t.surprisal_bits = -logp / std::log(2.0);
-        uint32_t rank = 1;
-        double h = 0.0;
-        for (std::size_t i = 0; i < l.size(); ++i) {
-            if (l[i] > l[std::size_t(next)])
-                ++rank;
-            const double lp = double(l[i]) - lse;
-            h -= std::exp(lp) * lp;
-        }
-        t.rank = rank;
-        t.entropy_bits = h / std::log(2.0);
-        for (TokenId id : top_ids(l, top_k))
-            t.top.emplace_back(id, float(std::exp(double(l[std::size_t(id)]) - lse)));
-        out.predictions.push_back(std::move(t));
+        out.predictions.push_back(predict(rows[0], tokens, p, top_k));
     });
     out.perplexity = perplexity_of(out.predictions);
     return out;
@@ -161,7 +158,7 @@ void check_same_vocabulary(const Tokenizer& a, const Tokenizer& b)
 }
 
 ModelComparison compare_models(Backend& a, Backend& b, std::span<const TokenId> tokens,
-                               const AnalysisProgress& progress, uint32_t top_k)
+                               const AnalysisProgress& progress, uint32_t top_k, TextAnalysis* analysis_a)
 {
     check_same_vocabulary(a.model().tokenizer(), b.model().tokenizer());
     if (tokens.size() < 2)
@@ -169,7 +166,9 @@ ModelComparison compare_models(Backend& a, Backend& b, std::span<const TokenId> 
     ModelComparison out;
     out.cancelled = !for_each_prediction_row({&a, &b}, tokens, progress, [&](uint32_t p, auto rows) {
         const std::span<const float> la = rows[0], lb = rows[1];
-        const double za = log_sum_exp_row(la), zb = log_sum_exp_row(lb);
+        if (analysis_a)
+            analysis_a->predictions.push_back(predict(la, tokens, p, top_k));
+        const double za = log_sum_exp(la), zb = log_sum_exp(lb);
         PositionComparison c;
         c.position = p + 1;
         c.id = tokens[p + 1];
@@ -196,6 +195,10 @@ ModelComparison compare_models(Backend& a, Backend& b, std::span<const TokenId> 
                         {id, std::exp(double(la[std::size_t(id)]) - za), std::exp(double(lb[std::size_t(id)]) - zb)});
         out.positions.push_back(std::move(c));
     });
+    if (analysis_a) {
+        analysis_a->cancelled = out.cancelled;
+        analysis_a->perplexity = perplexity_of(analysis_a->predictions);
+    }
     double dp2 = 0.0, same = 0.0;
     for (const PositionComparison& c : out.positions) {
         out.mean_kl += c.kl;

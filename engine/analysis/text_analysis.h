@@ -72,7 +72,9 @@ struct ModelComparison {
 // Throws Error naming the first token that differs when the two vocabularies are not the same.
 void check_same_vocabulary(const Tokenizer& a, const Tokenizer& b);
 
+// With `analysis_a`, A's own analysis (analyze_text's) is read from the same pass instead of another.
 ModelComparison compare_models(Backend& a, Backend& b, std::span<const TokenId> tokens,
-                               const AnalysisProgress& progress = {}, uint32_t top_k = 5);
+                               const AnalysisProgress& progress = {}, uint32_t top_k = 5,
+                               TextAnalysis* analysis_a = nullptr);
 
 } // namespace engine

@@ -70,6 +70,19 @@ double figure(const QString& log, const QString& label)
     return m.hasMatch() ? m.captured(1).toDouble() : std::nan("");
 }
 
+// Two computations of the same bits: nothing between them at any position.
+void verify_no_difference(const ModelComparison& c)
+{
+    for (const PositionComparison& p : c.positions) {
+        QCOMPARE(p.kl, 0.0);
+        QCOMPARE(p.reverse_kl, 0.0);
+        QVERIFY(p.same_top);
+        QCOMPARE(p.p_a, p.p_b);
+    }
+    QCOMPARE(c.mean_kl, 0.0);
+    QCOMPARE(c.same_top, 1.0);
+}
+
 bool close(double ours, double theirs, double rel)
 {
     return std::isfinite(theirs) && std::abs(ours - theirs) <= rel * std::abs(theirs);
@@ -101,14 +114,7 @@ void TestTextAnalysis::selfComparisonIsExactlyZero()
     ids.resize(std::min<std::size_t>(ids.size(), 300)); // two windows of 256
     const ModelComparison c = compare_models(*a, *b, ids);
     QCOMPARE(c.positions.size(), ids.size() - 2); // each window's last token predicts nothing inside it
-    for (const PositionComparison& p : c.positions) {
-        QCOMPARE(p.kl, 0.0);
-        QCOMPARE(p.reverse_kl, 0.0);
-        QVERIFY(p.same_top);
-        QCOMPARE(p.p_a, p.p_b);
-    }
-    QCOMPARE(c.mean_kl, 0.0);
-    QCOMPARE(c.same_top, 1.0);
+    verify_no_difference(c);
 }
 
 // The CPU's AVX2 kernels and Vulkan's exact shaders (lavapipe in CI) compute the same bits, so a
@@ -132,13 +138,7 @@ void TestTextAnalysis::cpuAgainstVulkanExactPathIsExactlyZero()
         ids.push_back(TokenId((i * 2654435761u) % model->config().n_vocab));
     const ModelComparison c = compare_models(*cpu, *vulkan, ids);
     QCOMPARE(c.positions.size(), ids.size() - 3); // windows 0–31, 32–63, 64–79
-    for (const PositionComparison& p : c.positions) {
-        QCOMPARE(p.kl, 0.0);
-        QCOMPARE(p.reverse_kl, 0.0);
-        QVERIFY(p.same_top);
-        QCOMPARE(p.p_a, p.p_b);
-    }
-    QCOMPARE(c.same_top, 1.0);
+    verify_no_difference(c);
 #endif
 }
 
@@ -249,7 +249,17 @@ void TestTextAnalysis::q8CopyOfTheDefaultModelStaysClose()
     auto a = make_cpu_backend(original, {.threads = 0, .n_ctx = 512});
     auto b = make_cpu_backend(copy, {.threads = 0, .n_ctx = 512});
     const auto ids = original->tokenizer().encode_ids(fixture_text());
-    const ModelComparison c = compare_models(*a, *b, ids);
+    TextAnalysis from_the_pass;
+    const ModelComparison c = compare_models(*a, *b, ids, {}, 5, &from_the_pass);
+    // A's analysis read from the comparison's pass is analyze_text's
+    const TextAnalysis alone = analyze_text(*a, ids);
+    QCOMPARE(from_the_pass.predictions.size(), alone.predictions.size());
+    for (std::size_t i = 0; i < alone.predictions.size(); ++i) {
+        QCOMPARE(from_the_pass.predictions[i].p, alone.predictions[i].p);
+        QCOMPARE(from_the_pass.predictions[i].rank, alone.predictions[i].rank);
+        QCOMPARE(from_the_pass.predictions[i].entropy_bits, alone.predictions[i].entropy_bits);
+    }
+    QCOMPARE(from_the_pass.perplexity, alone.perplexity);
     qInfo("Q8_0 copy against Q4_K_M, every position (%zu): mean KLD %.5f, same top %.2f%%, RMS Δp %.3f%% (%.1f → "
           "%.1f MiB)",
           c.positions.size(), c.mean_kl, 100 * c.same_top, 100 * c.rms_dp, double(rep.bytes_before) / 1048576.0,

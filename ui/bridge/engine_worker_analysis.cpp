@@ -11,6 +11,7 @@
 
 #include <QElapsedTimer>
 #include <QFileInfo>
+#include <optional>
 
 namespace tokenscope::ui {
 
@@ -37,7 +38,15 @@ void EngineWorker::analyzeText(quint64 request_id, const QString& text, const QS
             emit labProgress(request_id, int(done), int(total));
             return !cancel->load();
         };
-        const engine::TextAnalysis a = engine::analyze_text(*backend, ids, 5, progress);
+        // with a second model, one pass through both gives the comparison and this model's analysis
+        engine::TextAnalysis a;
+        std::optional<engine::ModelComparison> c;
+        if (other) {
+            auto b = engine::make_cpu_backend(other, {.threads = m_threads, .n_ctx = kWindow});
+            c = engine::compare_models(*backend, *b, ids, progress, 5, &a);
+        } else {
+            a = engine::analyze_text(*backend, ids, 5, progress);
+        }
         s->window = int(kWindow);
         s->model_a =
             QString::fromStdString(m_model->config().name.empty() ? "the loaded model" : m_model->config().name);
@@ -59,17 +68,13 @@ void EngineWorker::analyzeText(quint64 request_id, const QString& text, const QS
             for (const auto& [id, prob] : p.top)
                 t.top.emplace_back(token_display_text(tok, id), double(prob));
         }
-        if (other && !a.cancelled) {
-            auto b = engine::make_cpu_backend(other, {.threads = m_threads, .n_ctx = kWindow});
-            backend->kv_cache().clear();
-            const engine::ModelComparison c = engine::compare_models(*backend, *b, ids, progress);
-            s->compared = !c.cancelled;
-            s->cancelled = c.cancelled;
+        if (c) {
+            s->compared = !c->cancelled;
             s->model_b = QFileInfo(compare_with).fileName();
-            s->mean_kl = c.mean_kl;
-            s->same_top = c.same_top;
-            s->rms_dp = c.rms_dp;
-            for (const engine::PositionComparison& p : c.positions) {
+            s->mean_kl = c->mean_kl;
+            s->same_top = c->same_top;
+            s->rms_dp = c->rms_dp;
+            for (const engine::PositionComparison& p : c->positions) {
                 AnalyzedToken& t = s->tokens[p.position];
                 t.kl = p.kl;
                 t.reverse_kl = p.reverse_kl;
