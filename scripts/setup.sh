@@ -36,7 +36,7 @@ stage() { # prints the time the previous stage took, then the new stage's name
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   qt6-base-dev libqt6opengl6-dev qt6-charts-dev qt6-svg-dev qt6-tools-dev libqt6sql6-sqlite
-  libspdlog-dev libpcre2-dev nlohmann-json3-dev libcli11-dev
+  libspdlog-dev libpcre2-dev nlohmann-json3-dev libcli11-dev libssl-dev
   libvulkan-dev glslc vulkan-validationlayers mesa-vulkan-drivers
   clang libclang-rt-14-dev python3-venv valgrind
   xvfb xauth appstream desktop-file-utils fonts-noto-core fonts-noto-cjk fonts-noto-color-emoji

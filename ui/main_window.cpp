@@ -189,6 +189,16 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
             box.exec();
         }
     });
+    // A live result replaces what an opened run showed: a run saved from then on is the live one.
+    const auto live = [this] { m_showing_run = false; };
+    connect(engine, &EngineController::stepperState, this, live);
+    connect(engine, &EngineController::attentionReady, this, live);
+    connect(engine, &EngineController::textAnalyzed, this, live);
+    connect(engine, &EngineController::patchingReady, this, live);
+    connect(engine, &EngineController::attributionReady, this, live);
+    connect(engine, &EngineController::headsReady, this, live);
+    connect(engine, &EngineController::ablationReady, this, live);
+    connect(engine, &EngineController::steeringReady, this, live);
 }
 
 MainWindow::~MainWindow() = default;
@@ -281,6 +291,25 @@ void MainWindow::buildMenus()
     file->addAction(tr("Model &library…"), QKeySequence("Ctrl+L"), this, &MainWindow::openModelLibrary);
     m_recent = file->addMenu(tr("Open &recent"));
     rebuildRecentMenu();
+    file->addSeparator();
+    file->addAction(tr("Open r&un…"), QKeySequence("Ctrl+Shift+O"), this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Open a saved run"), {},
+                                                          tr("Tokenscope runs (*.tsrun);;All files (*)"));
+        if (!path.isEmpty())
+            openRun(path);
+    });
+    file->addAction(tr("&Save run…"), QKeySequence("Ctrl+Shift+S"), this, [this] {
+        const QString summary = runSummary();
+        if (QMessageBox::question(this, tr("Save run"), summary + tr("\n\nChoose where to save it?")) !=
+            QMessageBox::Yes)
+            return;
+        QString path = QFileDialog::getSaveFileName(this, tr("Save run"), {}, tr("Tokenscope runs (*.tsrun)"));
+        if (path.isEmpty())
+            return;
+        if (!path.endsWith(".tsrun"))
+            path += ".tsrun";
+        saveRun(path);
+    });
     file->addSeparator();
     file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
@@ -397,7 +426,11 @@ void MainWindow::dropEvent(QDropEvent* event)
 {
     for (const QUrl& url : event->mimeData()->urls())
         if (url.isLocalFile()) {
-            openModel(url.toLocalFile());
+            const QString path = url.toLocalFile();
+            if (path.endsWith(".tsrun"))
+                openRun(path);
+            else
+                openModel(path);
             return;
         }
 }

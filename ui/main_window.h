@@ -4,6 +4,7 @@
 #include "bridge/engine_types.h"
 
 #include <QMainWindow>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -31,6 +32,7 @@ class TokenizerPanel;
 class TokenSelection;
 class ConversationStore;
 class EngineController;
+struct RunDocument;
 
 enum class Theme { System, Light, Dark };
 void apply_theme(Theme theme);
@@ -62,6 +64,23 @@ public:
     // The Vulkan devices are listed in the background; true once they are in the backend picker.
     bool devicesListed() const { return m_devices_listed; }
 
+    // Runs as documents (main_window_runs.cpp). What the panels show now, as a saved run would hold it.
+    RunDocument currentRun() const;
+    // What the run holds and the exact size its file will take (shown before saving).
+    QString runSummary() const;
+    quint64 runFileSize() const; // exactly what saveRun() will write now
+    // Writes the run in the background (the model's SHA-256 is computed once per model); runSaved
+    // reports the end. File → Save run… asks for the path after showing runSummary().
+    void saveRun(const QString& path);
+    // Reads a run in the background and shows it in every panel, with or without a model loaded;
+    // runOpened reports the end (error empty when it worked).
+    void openRun(const QString& path);
+    const std::shared_ptr<const RunDocument>& openedRun() const { return m_run; }
+
+signals:
+    void runSaved(const QString& path, const QString& error);
+    void runOpened(const QString& path, const QString& error);
+
 protected:
     void closeEvent(QCloseEvent* event) override;
     void dragEnterEvent(QDragEnterEvent* event) override;
@@ -76,6 +95,8 @@ private:
     void rebuildRecentMenu();
     void addVulkanDevices(const std::vector<engine::VulkanDeviceInfo>& devices);
     void selectSavedBackend();
+    void showRun(std::shared_ptr<const RunDocument> run);
+    void reportRunError(const QString& what, const QString& error);
     static QStringList savedBackend(); // the backend the next load uses ({kind, device})
 
     EngineController* m_engine;
@@ -101,6 +122,9 @@ private:
     QMenu* m_recent = nullptr;
     QMenu* m_view = nullptr;
     std::map<QString, QWidget*> m_panels;
+    std::shared_ptr<const RunDocument> m_run;  // the run last opened
+    bool m_showing_run = false;                // no live result has replaced it since
+    std::map<QString, QString> m_model_sha256; // model path → SHA-256, computed when a run is first saved
 };
 
 } // namespace tokenscope::ui

@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "model_path.h"
 #include "sampling_option.h"
+#include "trace_run.h"
 
 #include "backend/backend.h"
 #include "model/model.h"
@@ -30,6 +31,7 @@ struct GenerateArgs {
     std::vector<std::string> stop;
     // trace only
     std::string json_out;
+    std::string run_out;   // a saved run (.tsrun) the app opens
     std::string attention; // "all" or "L:H,L:H"
     BackendArgs backend;
 };
@@ -79,7 +81,26 @@ engine::CaptureRequest parse_attention(const std::string& spec, const engine::Mo
 int run_generate(const GenerateArgs& a, bool trace_mode)
 {
     const std::string prompt = read_prompt(a);
-    const auto model = engine::Model::load(resolve_model_path(a.model));
+    if (trace_mode && a.json_out.empty() && a.run_out.empty())
+        throw engine::Error("trace writes --json FILE, --run FILE.tsrun or both: give at least one");
+    const std::filesystem::path model_path = resolve_model_path(a.model);
+    const auto model = engine::Model::load(model_path);
+    if (trace_mode && !a.run_out.empty()) {
+        TraceRunRequest r;
+        r.model_path = model_path;
+        r.prompt = prompt;
+        r.sampling = sampler_config(a.sampling);
+        r.n_predict = a.n_predict;
+        r.stop = a.stop;
+        r.attention = parse_attention(a.attention, model->config());
+        r.out = a.run_out;
+        engine::Session stepper(model, make_cli_backend(a.backend, model, a.n_ctx, a.threads));
+        engine::Session attention(model, make_cli_backend(a.backend, model, a.n_ctx, a.threads));
+        const std::size_t steps = write_trace_run(model, stepper, attention, r);
+        fmt::print("wrote {} ({} steps, a saved run: File → Open run in the app)\n", a.run_out, steps);
+        if (a.json_out.empty())
+            return 0;
+    }
     engine::Session session(model, make_cli_backend(a.backend, model, a.n_ctx, a.threads));
     engine::Sampler sampler(sampler_config(a.sampling));
     engine::GenerationOptions options;
@@ -201,10 +222,13 @@ CommandRunner add_generate_command(CLI::App& app)
 CommandRunner add_trace_command(CLI::App& app)
 {
     auto* cmd = app.add_subcommand("trace", "Generate and write tokens, top-k per step, timings, KV accounting "
-                                            "and attention weights as JSON");
+                                            "and attention weights as JSON and/or as a saved run the app opens");
     auto a = std::make_shared<GenerateArgs>();
     add_common(cmd, *a);
-    cmd->add_option("--json", a->json_out, "Output file")->required();
+    cmd->add_option("--json", a->json_out, "Write the trace as JSON to this file");
+    cmd->add_option("--run", a->run_out,
+                    "Write a saved run (.tsrun: the stepper's every step with its sampling stages, KV, timeline, "
+                    "attention) that the app opens without the model");
     cmd->add_option("--attention", a->attention, "Attention to record: LAYER:HEAD,... or 'all'");
     return [a] { return run_generate(*a, true); };
 }

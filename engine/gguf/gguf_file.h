@@ -53,6 +53,8 @@ public:
     uint64_t file_size() const { return m_bytes.size(); }
     uint32_t alignment() const { return m_alignment; }
     uint64_t data_offset() const { return m_data_offset; }
+    // Every byte of the file (the mapping); string values and tensor data are views into it.
+    std::span<const std::byte> bytes() const { return m_bytes; }
 
     const std::vector<MetaEntry>& metadata() const { return m_metadata; }
     const MetaValue* find(std::string_view key) const;

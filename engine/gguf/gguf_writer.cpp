@@ -440,10 +440,9 @@ void GgufWriter::add_tensor(std::string_view name, GgmlType type, std::span<cons
 
 // ---- file ----------------------------------------------------------------------------------
 
-void GgufWriter::write(const std::filesystem::path& path) const
+std::vector<std::byte> GgufWriter::head(std::vector<uint64_t>& offsets, uint64_t& data_bytes) const
 {
     const uint64_t align = alignment();
-
     // Header, metadata and tensor records are small: build them in memory.
     std::vector<std::byte> head;
     put<uint32_t>(head, kMagic);
@@ -455,7 +454,7 @@ void GgufWriter::write(const std::filesystem::path& path) const
         head.insert(head.end(), kv.encoded.begin(), kv.encoded.end());
     }
     uint64_t offset = 0;
-    std::vector<uint64_t> offsets;
+    offsets.clear();
     for (const auto& t : m_tensors) {
         put_string(head, t.name);
         put<uint32_t>(head, static_cast<uint32_t>(t.dims.size()));
@@ -470,13 +469,27 @@ void GgufWriter::write(const std::filesystem::path& path) const
     // file is harmless either way, but keep it minimal.
     if (!m_tensors.empty())
         head.resize(align_up(head.size(), align), std::byte{0});
+    data_bytes = offset;
+    return head;
+}
 
-    TempFile tmp(path);
-    write_all(tmp.fd(), head.data(), head.size(), tmp.path());
+uint64_t GgufWriter::byte_size() const
+{
+    std::vector<uint64_t> offsets;
+    uint64_t data_bytes = 0;
+    return head(offsets, data_bytes).size() + data_bytes;
+}
+
+namespace {
+
+// Calls `sink` with the tensors' bytes and padding in file order.
+template <typename Tensors, typename Sink>
+void emit_data(const Tensors& tensors, const std::vector<uint64_t>& offsets, uint64_t end, Sink sink)
+{
     std::vector<std::byte> buffer;
     const std::byte zeros[256] = {};
-    for (std::size_t i = 0; i < m_tensors.size(); ++i) {
-        const Tensor& t = m_tensors[i];
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        const auto& t = tensors[i];
         std::span<const std::byte> bytes;
         if (t.fill) {
             buffer.assign(t.n_bytes, std::byte{0});
@@ -485,17 +498,41 @@ void GgufWriter::write(const std::filesystem::path& path) const
         } else {
             bytes = t.data;
         }
-        write_all(tmp.fd(), bytes.data(), bytes.size(), tmp.path());
+        sink(bytes.data(), bytes.size());
         // Pad up to the next tensor's offset; the last one too, as ggml and gguf-py do (ggml's
         // reader, when it loads the data section, expects every tensor padded).
-        const uint64_t next = i + 1 < m_tensors.size() ? offsets[i + 1] : offset;
+        const uint64_t next = i + 1 < tensors.size() ? offsets[i + 1] : end;
         for (uint64_t pad = next - offsets[i] - t.n_bytes; pad > 0;) {
             const auto n = std::min<uint64_t>(pad, sizeof(zeros));
-            write_all(tmp.fd(), zeros, n, tmp.path());
+            sink(zeros, n);
             pad -= n;
         }
     }
+}
+
+} // namespace
+
+void GgufWriter::write(const std::filesystem::path& path) const
+{
+    std::vector<uint64_t> offsets;
+    uint64_t data_bytes = 0;
+    const std::vector<std::byte> header = head(offsets, data_bytes);
+    TempFile tmp(path);
+    write_all(tmp.fd(), header.data(), header.size(), tmp.path());
+    emit_data(m_tensors, offsets, data_bytes,
+              [&](const std::byte* p, std::size_t n) { write_all(tmp.fd(), p, n, tmp.path()); });
     tmp.commit(path);
+}
+
+std::vector<std::byte> GgufWriter::serialize() const
+{
+    std::vector<uint64_t> offsets;
+    uint64_t data_bytes = 0;
+    std::vector<std::byte> out = head(offsets, data_bytes);
+    out.reserve(out.size() + data_bytes);
+    emit_data(m_tensors, offsets, data_bytes,
+              [&](const std::byte* p, std::size_t n) { out.insert(out.end(), p, p + n); });
+    return out;
 }
 
 } // namespace engine::gguf

@@ -73,6 +73,11 @@ public:
     // over `path`, so that readers never see a half-written model. Throws IoError (the temporary
     // is removed) or Error for an invalid general.alignment.
     void write(const std::filesystem::path& path) const;
+    // The whole file in memory, byte for byte what write() puts on disk (for small files that are
+    // patched or hashed before they are written).
+    std::vector<std::byte> serialize() const;
+    // The size write() and serialize() produce.
+    uint64_t byte_size() const;
 
 private:
     struct Kv {
@@ -89,6 +94,9 @@ private:
     };
 
     void set_encoded(std::string_view key, std::vector<std::byte> encoded);
+    // Header, metadata and tensor records, padded to the data section; `offsets` gets each
+    // tensor's data offset and `data_bytes` the data section's size.
+    std::vector<std::byte> head(std::vector<uint64_t>& offsets, uint64_t& data_bytes) const;
     Tensor& new_tensor(std::string_view name, GgmlType type, std::span<const uint64_t> dims);
 
     std::vector<Kv> m_kvs;

@@ -125,6 +125,7 @@ void EngineWorker::ablateHeads(quint64 request_id, const AblationSettings& setti
         if (ids.size() > 256)
             ids.erase(ids.begin(), ids.end() - 256); // the lab's limit: the sequence's last tokens
         s->positions = int(ids.size());
+        s->heads = settings.heads;
         std::vector<int32_t> reference;
         if (!settings.reference.trimmed().isEmpty())
             reference = labTokens(settings.reference, "reference");

@@ -105,6 +105,7 @@ struct AblationSnapshot {
     QString token; // whose logit is reported (the settings' token, else the base run's most likely)
     double logit = 0.0, ablated_logit = 0.0;
     int positions = 0;
+    std::vector<std::pair<int, int>> heads; // those ablated: (layer, head)
 };
 
 struct SteeringSettings {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "bridge/token_text.h"
 
+#include "tokenizer/token_display.h"
 #include "tokenizer/tokenizer.h"
 
 #include <QByteArray>
@@ -25,22 +26,7 @@ QString visible_whitespace(const QString& text)
 
 QString token_display_text(const engine::Tokenizer& tokenizer, int32_t id)
 {
-    const engine::Vocab& vocab = tokenizer.vocab();
-    if (id < 0 || std::size_t(id) >= vocab.size())
-        return QStringLiteral("<%1?>").arg(id);
-    const engine::TokenType type = vocab.type_of(id);
-    if (type == engine::TokenType::Control || type == engine::TokenType::Byte || type == engine::TokenType::Unknown)
-        return QString::fromStdString(vocab.tokens[std::size_t(id)]);
-    const std::string piece = tokenizer.token_to_piece(id);
-    const QByteArray bytes(piece.data(), qsizetype(piece.size()));
-    const QString text = QString::fromUtf8(bytes);
-    if (text.toUtf8() != bytes) { // part of a multi-byte character: show its bytes
-        QString chips;
-        for (unsigned char b : bytes)
-            chips += QStringLiteral("<0x%1>").arg(b, 2, 16, QChar('0')).toUpper().replace("0X", "0x");
-        return chips;
-    }
-    return visible_whitespace(text);
+    return QString::fromStdString(engine::token_display_text(tokenizer, id));
 }
 
 } // namespace tokenscope::ui

@@ -253,6 +253,16 @@ void AttentionPanel::captureAllLayers()
     request(m_snapshot ? m_snapshot->text : m_prompt->text(), m_source->currentIndex() == 1, true);
 }
 
+void AttentionPanel::showSaved(std::shared_ptr<const AttentionSnapshot> snapshot)
+{
+    if (m_request)
+        m_engine->cancel(m_request);
+    m_request = snapshot->request_id;
+    m_request_a = m_request_b = ~quint64(0);
+    onSnapshot(std::move(snapshot));
+    m_request_a = m_request_b = 0;
+}
+
 void AttentionPanel::onSnapshot(std::shared_ptr<const AttentionSnapshot> snapshot)
 {
     if (snapshot->request_id == m_request_a || snapshot->request_id == m_request_b) {

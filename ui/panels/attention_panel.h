@@ -48,6 +48,7 @@ public:
     void compareBankExample();
 
     const std::shared_ptr<const AttentionSnapshot>& snapshot() const { return m_snapshot; }
+    void showSaved(std::shared_ptr<const AttentionSnapshot> snapshot); // a saved run's captures
     const AttentionHead* currentHead() const;
     int layer() const;
     int head() const;

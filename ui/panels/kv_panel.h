@@ -34,6 +34,7 @@ public:
     KvPanel(EngineController* engine, TokenSelection* selection, QWidget* parent = nullptr);
 
     const std::shared_ptr<const KvSnapshot>& snapshot() const { return m_snapshot; }
+    void showSaved(std::shared_ptr<const KvSnapshot> snapshot) { onSnapshot(std::move(snapshot)); }
     QString formulaText() const;
     QString summaryText() const;
     KvLayerView* layerView() const { return m_layers; }

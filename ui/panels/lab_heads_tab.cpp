@@ -240,6 +240,31 @@ void LabHeadsTab::ablateSelected()
     m_status->setText(tr("Ablating the selected heads…"));
 }
 
+void LabHeadsTab::showSaved(std::shared_ptr<const HeadsSnapshot> classes, std::shared_ptr<const HeadsSnapshot> scan,
+                            std::shared_ptr<const AblationSnapshot> ablation)
+{
+    // Each one is taken as the answer to its own kind of request (their ids are 0: no request).
+    constexpr quint64 kNone = ~quint64(0);
+    for (quint64 id : {m_classes_request, m_scan_request, m_ablate_request})
+        if (id)
+            m_engine->cancel(id);
+    if (classes) {
+        m_classes_request = classes->request_id;
+        onHeads(std::move(classes));
+    }
+    if (scan) {
+        m_classes_request = kNone;
+        m_scan_request = scan->request_id;
+        onHeads(std::move(scan));
+    }
+    if (ablation) {
+        m_grid->setSelected({ablation->heads.begin(), ablation->heads.end()});
+        m_ablate_request = ablation->request_id;
+        onAblation(std::move(ablation));
+    }
+    m_classes_request = m_scan_request = m_ablate_request = 0;
+}
+
 void LabHeadsTab::onHeads(std::shared_ptr<const HeadsSnapshot> s)
 {
     if (s->request_id == m_classes_request) {
@@ -312,12 +337,12 @@ void LabHeadsTab::onAblation(std::shared_ptr<const AblationSnapshot> s)
         m_before_after->setItem(
             int(i), 1,
             new QTableWidgetItem(QString("%1  %2%").arg(s->after[i].text).arg(100 * s->after[i].p, 0, 'f', 2)));
-    m_status->setText(tr("%n head(s) ablated: KL(before ‖ after) = %1 nats; logit of %2 %3 → %4", nullptr,
-                         int(m_grid->selected().size()))
-                          .arg(s->kl, 0, 'g', 4)
-                          .arg(s->token)
-                          .arg(s->logit, 0, 'f', 3)
-                          .arg(s->ablated_logit, 0, 'f', 3));
+    m_status->setText(
+        tr("%n head(s) ablated: KL(before ‖ after) = %1 nats; logit of %2 %3 → %4", nullptr, int(s->heads.size()))
+            .arg(s->kl, 0, 'g', 4)
+            .arg(s->token)
+            .arg(s->logit, 0, 'f', 3)
+            .arg(s->ablated_logit, 0, 'f', 3));
     emit ablated();
 }
 

@@ -44,6 +44,9 @@ public:
     const std::shared_ptr<const HeadsSnapshot>& scanned() const { return m_scan; }
     const std::shared_ptr<const AblationSnapshot>& ablation() const { return m_ablation; }
     QString status() const;
+    // A saved run's classification, scan and ablation (any may be null: that part is left as it is).
+    void showSaved(std::shared_ptr<const HeadsSnapshot> classes, std::shared_ptr<const HeadsSnapshot> scan,
+                   std::shared_ptr<const AblationSnapshot> ablation);
     bool exportCsv(const QString& path, QString* error = nullptr) const;
     void reset();
 

@@ -218,6 +218,22 @@ void LabPanel::stopPatching()
         m_engine->cancel(m_patch_request);
 }
 
+void LabPanel::showSaved(std::shared_ptr<const PatchingSnapshot> patching,
+                         std::shared_ptr<const AttributionSnapshot> attribution)
+{
+    if (patching) {
+        stopPatching();
+        m_patch_request = patching->request_id;
+        onPatching(std::move(patching));
+    }
+    if (attribution) {
+        if (m_attr_request)
+            m_engine->cancel(m_attr_request);
+        m_attr_request = attribution->request_id;
+        onAttribution(std::move(attribution));
+    }
+}
+
 void LabPanel::onPatching(std::shared_ptr<const PatchingSnapshot> s)
 {
     if (s->request_id != m_patch_request)

@@ -44,6 +44,9 @@ public:
 
     const std::shared_ptr<const PatchingSnapshot>& patching() const { return m_patching; }
     const std::shared_ptr<const AttributionSnapshot>& attribution() const { return m_attribution; }
+    // A saved run's experiments (either may be null: that part is left as it is).
+    void showSaved(std::shared_ptr<const PatchingSnapshot> patching,
+                   std::shared_ptr<const AttributionSnapshot> attribution);
     EffectGrid* grid() const { return m_grid; }
     AttributionWaterfall* waterfall() const { return m_waterfall; }
     // The status lines as shown: the last result's summary, or why it could not run.

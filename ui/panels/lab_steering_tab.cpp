@@ -158,6 +158,14 @@ void LabSteeringTab::run(const SteeringSettings& s)
     m_status->setText(tr("Generating both continuations…"));
 }
 
+void LabSteeringTab::showSaved(std::shared_ptr<const SteeringSnapshot> result)
+{
+    if (m_request)
+        m_engine->cancel(m_request);
+    m_request = result->request_id;
+    onResult(std::move(result));
+}
+
 void LabSteeringTab::onResult(std::shared_ptr<const SteeringSnapshot> s)
 {
     if (s->request_id != m_request)

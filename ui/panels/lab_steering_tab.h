@@ -32,6 +32,7 @@ public:
     void setLayers(int n_layers);
     const std::shared_ptr<const SteeringSnapshot>& result() const { return m_result; }
     QString status() const;
+    void showSaved(std::shared_ptr<const SteeringSnapshot> result); // a saved run's steering experiment
     bool exportControlVector(const QString& path, QString* error = nullptr) const;
     void applyToSessions(bool on);
     bool applied() const { return m_applied; }

@@ -693,11 +693,26 @@ QStringList StepperPanel::branches() const
     return m_state ? m_state->branches : QStringList();
 }
 
+void StepperPanel::showSaved(std::shared_ptr<const StepperState> state, std::map<int, engine::SampleResult> drawn_from,
+                             const StepperSettings& settings)
+{
+    if (m_pending)
+        m_engine->cancel(m_pending);
+    setPlaying(false);
+    setSettings(settings);
+    m_pending = state->request_id;
+    onState(std::move(state));
+    m_drawn_from = std::move(drawn_from);
+    renderDistribution();
+    updateButtons();
+}
+
 void StepperPanel::updateButtons()
 {
     const bool ready = m_engine->model() != nullptr;
     const bool idle = m_pending == 0;
-    const bool running = m_state != nullptr;
+    // A saved run has no cache behind it: it can be looked at, not continued.
+    const bool running = m_state != nullptr && m_state->action != "replay";
     const bool stopped = running && !m_state->stop_reason.isEmpty();
     m_prefill->setEnabled(ready && idle && !m_playing);
     m_example->setEnabled(ready && idle && !m_playing);

@@ -64,6 +64,11 @@ public:
     DistributionView* distribution() const { return m_distribution; }
     QTableWidget* lensTable() const { return m_lens; }
     QStringList branches() const;
+    // A saved run: its sequence, the distributions its tokens were drawn from and the settings it
+    // was shown with. Step, Back and Play stay off until Prefill starts a live run.
+    void showSaved(std::shared_ptr<const StepperState> state, std::map<int, engine::SampleResult> drawn_from,
+                   const StepperSettings& settings);
+    const std::map<int, engine::SampleResult>& drawnFrom() const { return m_drawn_from; }
 
 signals:
     void stateChanged();

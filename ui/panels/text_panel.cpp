@@ -151,6 +151,14 @@ void TextPanel::setColouring(int mode)
     render();
 }
 
+void TextPanel::showSaved(std::shared_ptr<const TextAnalysisSnapshot> result)
+{
+    if (m_request)
+        m_engine->cancel(m_request);
+    m_request = result->request_id;
+    onResult(std::move(result));
+}
+
 void TextPanel::onResult(std::shared_ptr<const TextAnalysisSnapshot> s)
 {
     if (s->request_id != m_request)

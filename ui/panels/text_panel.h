@@ -33,6 +33,7 @@ public:
     void analyze(const QString& text, const QString& compare_with = {});
     void setColouring(int mode); // 0 surprisal, 1 rank, 2 entropy, 3 KL
     const std::shared_ptr<const TextAnalysisSnapshot>& result() const { return m_result; }
+    void showSaved(std::shared_ptr<const TextAnalysisSnapshot> result); // a saved run's analysis
     QString status() const;
     // Perplexity of the tokens [first, last) of the result (a selection).
     double selectionPerplexity(int first, int last) const;

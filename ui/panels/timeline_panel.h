@@ -27,6 +27,7 @@ public:
     TimelinePanel(EngineController* engine, TokenSelection* selection, QWidget* parent = nullptr);
 
     const std::shared_ptr<const TimelineSnapshot>& timeline() const { return m_timeline; }
+    void showSaved(std::shared_ptr<const TimelineSnapshot> timeline) { onTimeline(std::move(timeline)); }
     TimelineView* view() const { return m_view; }
     QString statsText() const;
     void setPeaks(const MachinePeaksUi& peaks);

@@ -1,0 +1,463 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Runs as documents, offscreen on the default model (a small random-weight twin under the
+// sanitizers): a run made in one window — the stepper (sampled and forced steps, the logit lens),
+// its KV accounting and timeline, attention captured for a prompt, a text analysis, and the lab's
+// patching grid, attribution, head classes, ablation and steering — is saved, then opened in a
+// second window whose engine has no model loaded, and every panel's data there equals the first
+// window's: the same snapshots field for field (attention weights as their F16 roundings, q/k/v
+// exactly, which were F16 already) and the same texts the panels render (status lines, the
+// stepper's sequence, cache sentence, bars and preview, the text panel's tooltips). The size
+// announced before saving is the file's. A truncated or edited file is refused with a message and
+// the window keeps what it showed. A run written by `tokenscope-cli trace --run` opens in the app
+// and holds the tokens and distributions the app's own stepper computes for the same prompt.
+#include "bridge/engine_controller.h"
+#include "main_window.h"
+#include "panels/attention_panel.h"
+#include "panels/kv_panel.h"
+#include "panels/lab_heads_tab.h"
+#include "panels/lab_panel.h"
+#include "panels/lab_steering_tab.h"
+#include "panels/stepper_panel.h"
+#include "panels/text_panel.h"
+#include "panels/timeline_panel.h"
+#include "signal_wait.h"
+#include "storage/conversation_store.h"
+#include "storage/run_document.h"
+#include "test_paths.h"
+#include "util/fp16.h"
+#include "widgets/distribution_view.h"
+#include "widgets/model_head_map.h"
+
+#include <QFile>
+#include <QFileInfo>
+#include <QProcess>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTest>
+#include <cmath>
+
+using namespace tokenscope::ui;
+
+namespace {
+
+bool same_number(double a, double b)
+{
+    return (std::isnan(a) && std::isnan(b)) || a == b;
+}
+
+void compare_samples(const engine::SampleResult& a, const engine::SampleResult& b)
+{
+    QCOMPARE(b.token, a.token);
+    QCOMPARE(b.probability, a.probability);
+    QCOMPARE(b.stages.size(), a.stages.size());
+    for (std::size_t s = 0; s < a.stages.size(); ++s) {
+        QCOMPARE(b.stages[s].name, a.stages[s].name);
+        QCOMPARE(b.stages[s].applied, a.stages[s].applied);
+        QCOMPARE(b.stages[s].survivors, a.stages[s].survivors);
+        QCOMPARE(b.stages[s].top.size(), a.stages[s].top.size());
+        for (std::size_t i = 0; i < a.stages[s].top.size(); ++i) {
+            QCOMPARE(b.stages[s].top[i].id, a.stages[s].top[i].id);
+            QCOMPARE(b.stages[s].top[i].logit, a.stages[s].top[i].logit);
+            QCOMPARE(b.stages[s].top[i].probability, a.stages[s].top[i].probability);
+        }
+    }
+}
+
+void compare_tokens(const std::vector<StepperToken>& a, const std::vector<StepperToken>& b)
+{
+    QCOMPARE(b.size(), a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        QCOMPARE(b[i].id, a[i].id);
+        QCOMPARE(b[i].text, a[i].text);
+        QCOMPARE(b[i].type, a[i].type);
+        QCOMPARE(b[i].prompt, a[i].prompt);
+        QCOMPARE(b[i].forced, a[i].forced);
+        QCOMPARE(b[i].probability, a[i].probability);
+    }
+}
+
+void compare_rows(const DistributionView* a, const DistributionView* b)
+{
+    QCOMPARE(b->rows().size(), a->rows().size());
+    for (std::size_t i = 0; i < a->rows().size(); ++i) {
+        const auto &x = a->rows()[i], &y = b->rows()[i];
+        QCOMPARE(y.id, x.id);
+        QCOMPARE(y.text, x.text);
+        QCOMPARE(y.before, x.before);
+        QCOMPARE(y.after, x.after);
+        QCOMPARE(y.logit, x.logit);
+        QCOMPARE(y.survives, x.survives);
+        QCOMPARE(y.chosen, x.chosen);
+    }
+}
+
+} // namespace
+
+class TestSavedRuns : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase();
+    void cleanupTestCase();
+    void aRunReopensInEveryPanelWithoutTheModel();
+    void damagedFilesAreRefused();
+    void aCliTraceOpensInTheApp();
+
+private:
+    std::unique_ptr<MainWindow> window(EngineController* engine, const QString& name);
+    bool stepperDoes(const std::function<void()>& action);
+
+    QTemporaryDir m_dir;
+    std::string m_path;
+    std::unique_ptr<ConversationStore> m_store_a, m_store_b;
+    std::unique_ptr<EngineController> m_engine_a, m_engine_b; // b never loads a model
+    std::unique_ptr<MainWindow> m_a, m_b;
+    QString m_saved;
+};
+
+std::unique_ptr<MainWindow> TestSavedRuns::window(EngineController* engine, const QString& name)
+{
+    auto store = std::make_unique<ConversationStore>(m_dir.filePath(name + ".sqlite"), name);
+    auto w = std::make_unique<MainWindow>(engine, store.get());
+    (name == "a" ? m_store_a : m_store_b) = std::move(store);
+    w->setDialogsEnabled(false);
+    w->resize(1400, 900);
+    w->show();
+    return w;
+}
+
+void TestSavedRuns::initTestCase()
+{
+    QStandardPaths::setTestModeEnabled(true);
+    REQUIRE_DEFAULT_MODEL(path);
+    m_path = path;
+    QVERIFY(m_dir.isValid());
+    m_engine_a = std::make_unique<EngineController>();
+    m_engine_b = std::make_unique<EngineController>();
+    m_a = window(m_engine_a.get(), "a");
+    m_b = window(m_engine_b.get(), "b");
+    QSignalSpy loaded(m_engine_a.get(), &EngineController::modelLoaded);
+    m_engine_a->loadModel(QString::fromStdString(path), 2, 1024);
+    QVERIFY(loaded.wait(120000));
+}
+
+void TestSavedRuns::cleanupTestCase()
+{
+    m_a.reset();
+    m_b.reset();
+    m_engine_a.reset();
+    m_engine_b.reset();
+}
+
+bool TestSavedRuns::stepperDoes(const std::function<void()>& action)
+{
+    QSignalSpy changed(m_a->stepperPanel(), &StepperPanel::stateChanged);
+    action();
+    return testsupport::seen(changed, 1, 120000) && m_a->stepperPanel()->lastError().isEmpty();
+}
+
+void TestSavedRuns::aRunReopensInEveryPanelWithoutTheModel()
+{
+    StepperPanel* stepper = m_a->stepperPanel();
+    StepperSettings settings = stepper->settings();
+    settings.greedy = false;
+    settings.sampling.temperature = 0.9f;
+    settings.sampling.seed = 42;
+    settings.logit_lens = true;
+    stepper->setSettings(settings);
+    stepper->setPrompt("The old lighthouse keeper climbed");
+    QVERIFY(stepperDoes([&] { stepper->prefill(); }));
+    QVERIFY(stepperDoes([&] { stepper->step(); }));
+    QVERIFY(stepperDoes([&] { stepper->step(); }));
+    const int forced = stepper->preview().stages.front().top.at(3).id; // not the likeliest: a forced step
+    QVERIFY(stepperDoes([&] { stepper->step(forced); }));
+    QVERIFY(stepperDoes([&] { stepper->step(); }));
+    QCOMPARE(stepper->state()->steps, 4);
+    QVERIFY(stepper->drawnFrom().size() >= 3);
+
+    AttentionPanel* attention = m_a->attentionPanel();
+    QSignalSpy captured(attention, &AttentionPanel::captured);
+    attention->setPrompt("The cat sat on the mat because it was warm");
+    attention->run();
+    QVERIFY(testsupport::seen(captured));
+    QVERIFY(attention->snapshot() && !attention->snapshot()->heads.empty());
+
+    TextPanel* text = m_a->textPanel();
+    QSignalSpy analyzed(text, &TextPanel::analyzed);
+    text->analyze("A saved run keeps every token's surprisal, so a class can look at it later without the model.");
+    QVERIFY(testsupport::seen(analyzed, 1, 300000));
+    QVERIFY(text->result());
+
+    LabPanel* lab = m_a->labPanel();
+    QSignalSpy patched(lab, &LabPanel::patchingFinished);
+    PatchingSettings patching;
+    patching.clean = "Paris is the capital of";
+    patching.corrupted = "Rome is the capital of";
+    patching.token_a = " France";
+    patching.token_b = " Italy";
+    lab->runPatching(patching);
+    QVERIFY(testsupport::seen(patched, 1, 300000));
+    QVERIFY2(lab->patching(), qPrintable(lab->patchingStatus()));
+    QSignalSpy attributed(lab, &LabPanel::attributionFinished);
+    lab->attribute("The Eiffel Tower is in the city of");
+    QVERIFY(testsupport::seen(attributed, 1, 300000));
+    QVERIFY2(lab->attribution(), qPrintable(lab->attributionStatus()));
+    LabHeadsTab* heads = lab->headsTab();
+    QSignalSpy classified(heads, &LabHeadsTab::classified);
+    heads->classify();
+    QVERIFY(testsupport::seen(classified, 1, 300000));
+    QVERIFY2(heads->classes(), qPrintable(heads->status()));
+    QSignalSpy ablated(heads, &LabHeadsTab::ablated);
+    heads->toggleHead(1, 0);
+    heads->ablateSelected();
+    QVERIFY(testsupport::seen(ablated, 1, 300000));
+    QVERIFY2(heads->ablation(), qPrintable(heads->status()));
+    LabSteeringTab* steering = lab->steeringTab();
+    QSignalSpy steered(steering, &LabSteeringTab::finished);
+    steering->run({"I love this", "I hate this", "The film was", 1, 4.0, 6});
+    QVERIFY(testsupport::seen(steered, 1, 300000));
+    QVERIFY2(steering->result(), qPrintable(steering->status()));
+
+    // Saved: the size said before saving is the file's.
+    const QString summary = m_a->runSummary();
+    QVERIFY2(summary.contains("stepper (") && summary.contains("attention (") && summary.contains("text analysis") &&
+                 summary.contains("patching") && summary.contains("steering"),
+             qPrintable(summary));
+    const quint64 announced = m_a->runFileSize();
+    m_saved = m_dir.filePath("lesson.tsrun");
+    QSignalSpy saved(m_a.get(), &MainWindow::runSaved);
+    m_a->saveRun(m_saved);
+    QVERIFY(testsupport::seen(saved, 1, 120000));
+    QVERIFY2(saved.at(0).at(1).toString().isEmpty(), qPrintable(saved.at(0).at(1).toString()));
+    QCOMPARE(quint64(QFileInfo(m_saved).size()), announced);
+
+    // Opened where no model is loaded.
+    QVERIFY(!m_engine_b->model());
+    QSignalSpy opened(m_b.get(), &MainWindow::runOpened);
+    m_b->openRun(m_saved);
+    QVERIFY(testsupport::seen(opened, 1, 120000));
+    QVERIFY2(opened.at(0).at(1).toString().isEmpty(), qPrintable(opened.at(0).at(1).toString()));
+    QVERIFY(m_b->openedRun() && m_b->openedRun()->model_sha256.size() == 64);
+    QVERIFY(!m_engine_b->model());
+
+    // The stepper.
+    StepperPanel* b_stepper = m_b->stepperPanel();
+    const StepperState &sa = *stepper->state(), &sb = *b_stepper->state();
+    compare_tokens(sa.tokens, sb.tokens);
+    QCOMPARE(sb.prompt_length, sa.prompt_length);
+    QCOMPARE(sb.steps, sa.steps);
+    QCOMPARE(sb.kv_tokens, sa.kv_tokens);
+    QCOMPARE(sb.kv_bytes_in_use, sa.kv_bytes_in_use);
+    QCOMPARE(sb.kv_layer_tokens, sa.kv_layer_tokens);
+    QCOMPARE(sb.layer_window, sa.layer_window);
+    QCOMPARE(sb.history, sa.history);
+    QCOMPARE(sb.generated_text, sa.generated_text);
+    QCOMPARE(sb.branches, sa.branches);
+    QVERIFY(sb.logits && *sb.logits == *sa.logits);
+    QCOMPARE(sb.lens.size(), sa.lens.size());
+    QVERIFY(!sa.lens.empty());
+    for (std::size_t l = 0; l < sa.lens.size(); ++l)
+        for (std::size_t i = 0; i < sa.lens[l].size(); ++i) {
+            QCOMPARE(sb.lens[l][i].id, sa.lens[l][i].id);
+            QCOMPARE(sb.lens[l][i].text, sa.lens[l][i].text);
+            QCOMPARE(sb.lens[l][i].probability, sa.lens[l][i].probability);
+        }
+    QCOMPARE(b_stepper->drawnFrom().size(), stepper->drawnFrom().size());
+    for (const auto& [position, r] : stepper->drawnFrom())
+        compare_samples(r, b_stepper->drawnFrom().at(position));
+    compare_samples(stepper->preview(), b_stepper->preview()); // recomputed from the saved logits
+    QCOMPARE(b_stepper->statusText(), stepper->statusText());
+    QCOMPARE(b_stepper->cacheSentence(), stepper->cacheSentence());
+    QCOMPARE(b_stepper->sequenceHtml(), stepper->sequenceHtml());
+    compare_rows(stepper->distribution(), b_stepper->distribution());
+    QVERIFY(!b_stepper->distribution()->rows().empty());
+
+    // KV and the timeline.
+    const KvSnapshot &ka = *m_a->kvPanel()->snapshot(), &kb = *m_b->kvPanel()->snapshot();
+    QCOMPARE(kb.tokens_cached, ka.tokens_cached);
+    QCOMPARE(kb.bytes_in_use, ka.bytes_in_use);
+    QCOMPARE(kb.bytes_allocated, ka.bytes_allocated);
+    QCOMPARE(kb.layers.size(), ka.layers.size());
+    for (std::size_t l = 0; l < ka.layers.size(); ++l) {
+        QCOMPARE(kb.layers[l].tokens_in_use, ka.layers[l].tokens_in_use);
+        QCOMPARE(kb.layers[l].blocks, ka.layers[l].blocks);
+        QCOMPARE(kb.layers[l].bytes_allocated, ka.layers[l].bytes_allocated);
+    }
+    QCOMPARE(m_b->kvPanel()->summaryText(), m_a->kvPanel()->summaryText());
+    QCOMPARE(m_b->kvPanel()->formulaText(), m_a->kvPanel()->formulaText());
+    const TimelineSnapshot &ta = *m_a->timelinePanel()->timeline(), &tb = *m_b->timelinePanel()->timeline();
+    QCOMPARE(tb.events.size(), ta.events.size());
+    for (std::size_t i = 0; i < ta.events.size(); ++i) {
+        QCOMPARE(tb.events[i].stage, ta.events[i].stage);
+        QCOMPARE(tb.events[i].begin_ns, ta.events[i].begin_ns);
+        QCOMPARE(tb.events[i].end_ns, ta.events[i].end_ns);
+    }
+    QCOMPARE(tb.steps.size(), ta.steps.size());
+    QCOMPARE(m_b->timelinePanel()->statsText(), m_a->timelinePanel()->statsText());
+
+    // Attention: weights as their F16 roundings, q/k/v (F16 already) exactly.
+    const AttentionSnapshot &aa = *attention->snapshot(), &ab = *m_b->attentionPanel()->snapshot();
+    compare_tokens(aa.tokens, ab.tokens);
+    QCOMPARE(ab.heads.size(), aa.heads.size());
+    for (std::size_t h = 0; h < aa.heads.size(); ++h) {
+        const AttentionHead &x = aa.heads[h], &y = ab.heads[h];
+        QCOMPARE(y.layer, x.layer);
+        QCOMPARE(y.head, x.head);
+        QCOMPARE(y.n, x.n);
+        QCOMPARE(y.scale, x.scale);
+        QCOMPARE(y.weights.size(), x.weights.size());
+        for (std::size_t i = 0; i < x.weights.size(); ++i)
+            QCOMPARE(y.weights[i], engine::fp16_to_f32(engine::f32_to_fp16(x.weights[i])));
+        QVERIFY(y.q == x.q && y.k == x.k && y.v == x.v);
+    }
+    QCOMPARE(m_b->attentionPanel()->statusText(), attention->statusText());
+    QCOMPARE(m_b->attentionPanel()->layer(), attention->layer());
+
+    // The text analysis, with what its tooltips say.
+    const TextAnalysisSnapshot &xa = *text->result(), &xb = *m_b->textPanel()->result();
+    QCOMPARE(xb.tokens.size(), xa.tokens.size());
+    for (std::size_t i = 0; i < xa.tokens.size(); ++i) {
+        QCOMPARE(xb.tokens[i].id, xa.tokens[i].id);
+        QCOMPARE(xb.tokens[i].p, xa.tokens[i].p);
+        QCOMPARE(xb.tokens[i].surprisal_bits, xa.tokens[i].surprisal_bits);
+        QCOMPARE(xb.tokens[i].entropy_bits, xa.tokens[i].entropy_bits);
+        QCOMPARE(xb.tokens[i].rank, xa.tokens[i].rank);
+        QCOMPARE(xb.tokens[i].top, xa.tokens[i].top);
+        QCOMPARE(m_b->textPanel()->tokenTip(int(i)), text->tokenTip(int(i)));
+    }
+    QCOMPARE(xb.perplexity, xa.perplexity);
+    QCOMPARE(m_b->textPanel()->status(), text->status());
+
+    // The lab.
+    const PatchingSnapshot &pa = *lab->patching(), &pb = *m_b->labPanel()->patching();
+    QCOMPARE(pb.effect.size(), pa.effect.size());
+    for (std::size_t l = 0; l < pa.effect.size(); ++l)
+        for (std::size_t c = 0; c < pa.effect[l].size(); ++c) {
+            QVERIFY(same_number(pb.effect[l][c], pa.effect[l][c]));
+            QVERIFY(same_number(pb.raw[l][c], pa.raw[l][c]));
+        }
+    QCOMPARE(pb.clean_pieces, pa.clean_pieces);
+    QCOMPARE(m_b->labPanel()->patchingStatus(), lab->patchingStatus());
+    const AttributionSnapshot &ra = *lab->attribution(), &rb = *m_b->labPanel()->attribution();
+    QCOMPARE(rb.logit, ra.logit);
+    QCOMPARE(rb.parts.size(), ra.parts.size());
+    for (std::size_t i = 0; i < ra.parts.size(); ++i) {
+        QCOMPARE(rb.parts[i].name, ra.parts[i].name);
+        QCOMPARE(rb.parts[i].value, ra.parts[i].value);
+    }
+    QCOMPARE(m_b->labPanel()->attributionStatus(), lab->attributionStatus());
+    const HeadsSnapshot &ha = *heads->classes(), &hb = *m_b->labPanel()->headsTab()->classes();
+    QCOMPARE(hb.heads.size(), ha.heads.size());
+    for (std::size_t i = 0; i < ha.heads.size(); ++i) {
+        QCOMPARE(hb.heads[i].cls, ha.heads[i].cls);
+        QCOMPARE(hb.heads[i].scores, ha.heads[i].scores);
+    }
+    const AblationSnapshot &ba = *heads->ablation(), &bb = *m_b->labPanel()->headsTab()->ablation();
+    QCOMPARE(bb.kl, ba.kl);
+    QCOMPARE(bb.heads, ba.heads);
+    QCOMPARE(m_b->labPanel()->headsTab()->grid()->selected(), heads->grid()->selected());
+    QCOMPARE(bb.after.size(), ba.after.size());
+    for (std::size_t i = 0; i < ba.after.size(); ++i)
+        QCOMPARE(bb.after[i].p, ba.after[i].p);
+    QCOMPARE(m_b->labPanel()->headsTab()->status(), heads->status());
+    const SteeringSnapshot &ga = *steering->result(), &gb = *m_b->labPanel()->steeringTab()->result();
+    QCOMPARE(gb.default_text, ga.default_text);
+    QCOMPARE(gb.steered_text, ga.steered_text);
+    QCOMPARE(gb.direction, ga.direction);
+    QCOMPARE(m_b->labPanel()->steeringTab()->status(), steering->status());
+
+    // Saved again from the window that has no model: the same document (the vocabulary comes from
+    // the run itself).
+    const QString again = m_dir.filePath("again.tsrun");
+    QSignalSpy resaved(m_b.get(), &MainWindow::runSaved);
+    m_b->saveRun(again);
+    QVERIFY(testsupport::seen(resaved, 1, 120000));
+    QVERIFY2(resaved.at(0).at(1).toString().isEmpty(), qPrintable(resaved.at(0).at(1).toString()));
+    const auto first = engine::run::read_run_file(m_saved.toStdString());
+    const auto second = engine::run::read_run_file(again.toStdString());
+    QVERIFY(second.tokenizer);
+    QCOMPARE(second.contents.model.sha256, first.contents.model.sha256);
+    QCOMPARE(second.contents.arrays.size(), first.contents.arrays.size());
+}
+
+void TestSavedRuns::damagedFilesAreRefused()
+{
+    QVERIFY(!m_saved.isEmpty());
+    QFile f(m_saved);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QByteArray good = f.readAll();
+    const auto shown = m_b->stepperPanel()->state();
+    const QString cut = m_dir.filePath("cut.tsrun"), edited = m_dir.filePath("edited.tsrun");
+    {
+        QFile out(cut);
+        QVERIFY(out.open(QIODevice::WriteOnly));
+        out.write(good.left(good.size() / 2));
+    }
+    QByteArray changed = good;
+    const qsizetype at = changed.indexOf("lighthouse");
+    QVERIFY(at > 0);
+    changed[at] = 'L'; // an edit inside the document
+    {
+        QFile out(edited);
+        QVERIFY(out.open(QIODevice::WriteOnly));
+        out.write(changed);
+    }
+    for (const QString& path : {cut, edited, m_dir.filePath("missing.tsrun")}) {
+        QSignalSpy opened(m_b.get(), &MainWindow::runOpened);
+        m_b->openRun(path);
+        QVERIFY(testsupport::seen(opened, 1, 60000));
+        const QString error = opened.at(0).at(1).toString();
+        QVERIFY2(error.contains(QFileInfo(path).fileName()), qPrintable(error));
+        QVERIFY2(path.contains("missing") || error.contains("damaged"), qPrintable(error));
+        QCOMPARE(m_b->stepperPanel()->state(), shown); // what the window showed stays
+    }
+}
+
+void TestSavedRuns::aCliTraceOpensInTheApp()
+{
+    const QString trace = m_dir.filePath("trace.tsrun");
+    QProcess cli;
+    cli.start(TOKENSCOPE_CLI_PATH, {"trace", QString::fromStdString(m_path), "-p", "The river bank was", "-n", "4",
+                                    "--temp", "0", "-c", "1024", "--attention", "1:0,1:1", "--run", trace});
+    QVERIFY(cli.waitForFinished(300000));
+    QVERIFY2(cli.exitCode() == 0, cli.readAllStandardError().constData());
+
+    // The app's own stepper on the same prompt, greedy.
+    StepperPanel* stepper = m_a->stepperPanel();
+    StepperSettings settings = stepper->settings();
+    settings.greedy = true;
+    settings.logit_lens = false;
+    stepper->setSettings(settings);
+    stepper->setPrompt("The river bank was");
+    QVERIFY(stepperDoes([&] { stepper->prefill(); }));
+    for (int i = 0; i < 4; ++i)
+        QVERIFY(stepperDoes([&] { stepper->step(); }));
+
+    QSignalSpy opened(m_b.get(), &MainWindow::runOpened);
+    m_b->openRun(trace);
+    QVERIFY(testsupport::seen(opened, 1, 60000));
+    QVERIFY2(opened.at(0).at(1).toString().isEmpty(), qPrintable(opened.at(0).at(1).toString()));
+    const StepperState &a = *stepper->state(), &b = *m_b->stepperPanel()->state();
+    QCOMPARE(b.steps, 4);
+    compare_tokens(a.tokens, b.tokens);
+    QCOMPARE(b.generated_text, a.generated_text);
+    QCOMPARE(m_b->stepperPanel()->drawnFrom().size(), stepper->drawnFrom().size());
+    for (const auto& [position, r] : stepper->drawnFrom()) {
+        const engine::SampleResult& c = m_b->stepperPanel()->drawnFrom().at(position);
+        QCOMPARE(c.token, r.token);
+        QCOMPARE(c.stages.front().top.size(), r.stages.front().top.size());
+        for (std::size_t i = 0; i < r.stages.front().top.size(); ++i) {
+            QCOMPARE(c.stages.front().top[i].id, r.stages.front().top[i].id);
+            const double p = r.stages.front().top[i].probability, q = c.stages.front().top[i].probability;
+            QVERIFY2(std::fabs(p - q) <= 1e-6 * std::max(p, 1e-12), qPrintable(QString("%1 vs %2").arg(p).arg(q)));
+        }
+    }
+    QCOMPARE(m_b->stepperPanel()->sequenceHtml(), stepper->sequenceHtml());
+    const auto& attention = m_b->attentionPanel()->snapshot();
+    QVERIFY(attention && attention->heads.size() == 2);
+    QCOMPARE(attention->heads[0].n, int(a.tokens.size()) - 1);
+    QCOMPARE(m_b->timelinePanel()->timeline()->steps.size(), std::size_t(4));
+    QCOMPARE(m_b->kvPanel()->snapshot()->tokens_cached, m_a->kvPanel()->snapshot()->tokens_cached);
+}
+
+QTEST_MAIN(TestSavedRuns)
+#include "test_saved_runs.moc"
