@@ -125,6 +125,8 @@ int run_app(int argc, char** argv)
                                        "text");
     const QCommandLineOption latency(
         "latency-probe", "Generate 128 tokens and print the worst event-loop delay seen meanwhile (a benchmark).");
+    parser.addPositionalArgument("file", "A model (.gguf) to open, or a saved run (.tsrun) to show (File → Open run).",
+                                 "[file]");
     parser.addOptions({verbose, model, screenshot, panel, prompt, scale, max_tokens, steps, compare, edit, tab,
                        bench_attention, auto_send, quit_after, latency, follow_up, latency_paste});
     parser.process(app);
@@ -167,8 +169,14 @@ int run_app(int argc, char** argv)
 
     // Which model opens: the one named; for pictures and probes the default model (reproducible);
     // otherwise the user's last choice, else the chat model when installed, else the default model.
+    const QString given = parser.positionalArguments().value(0);
+    const QString run_path = given.endsWith(".tsrun") ? given : QString();
     QString path = parser.value(model);
-    if (path.isEmpty()) {
+    if (path.isEmpty() && run_path.isEmpty())
+        path = given;
+    // A saved run is shown as it was saved: no model is loaded behind it (File → Open model loads one,
+    // which starts the panels afresh).
+    if (path.isEmpty() && run_path.isEmpty()) {
         const bool scripted = !shot.isEmpty() || parser.isSet(latency) || parser.isSet(latency_paste);
         const QString last = QSettings().value("models/recent").toStringList().value(0);
         const auto found =
@@ -202,8 +210,11 @@ int run_app(int argc, char** argv)
         probe_reply_latency(app, engine, window);
     }
 
+    if (!run_path.isEmpty() && shot.isEmpty())
+        window.openRun(run_path);
+
     if (!shot.isEmpty()) {
-        if (path.isEmpty()) {
+        if (path.isEmpty() && run_path.isEmpty()) {
             std::fprintf(stderr, "no model for the screenshot: pass --model or install the default model\n");
             return 2;
         }
@@ -221,6 +232,7 @@ int run_app(int argc, char** argv)
         o.follow_ups = parser.values(follow_up);
         o.steps = parser.value(steps).toInt();
         o.model_path = path;
+        o.run_path = run_path;
         script_screenshot(app, engine, window, o);
     }
     return app.exec();

@@ -45,6 +45,7 @@
 #include <QStyleFactory>
 #include <QThreadPool>
 #include <QToolBar>
+#include <memory>
 
 namespace tokenscope::ui {
 
@@ -299,9 +300,8 @@ void MainWindow::buildMenus()
             openRun(path);
     });
     file->addAction(tr("&Save run…"), QKeySequence("Ctrl+Shift+S"), this, [this] {
-        const QString summary = runSummary();
-        if (QMessageBox::question(this, tr("Save run"), summary + tr("\n\nChoose where to save it?")) !=
-            QMessageBox::Yes)
+        const std::unique_ptr<QDialog> question(saveRunQuestion());
+        if (question->exec() != QDialog::Accepted)
             return;
         QString path = QFileDialog::getSaveFileName(this, tr("Save run"), {}, tr("Tokenscope runs (*.tsrun)"));
         if (path.isEmpty())

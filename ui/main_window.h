@@ -12,6 +12,7 @@ class QLabel;
 class QProgressBar;
 class QPushButton;
 class QMenu;
+class QDialog;
 class QComboBox;
 
 namespace engine {
@@ -69,6 +70,8 @@ public:
     // What the run holds and the exact size its file will take (shown before saving).
     QString runSummary() const;
     quint64 runFileSize() const; // exactly what saveRun() will write now
+    // File → Save run…'s question: runSummary() and Save… / Cancel (the caller owns the dialog).
+    QDialog* saveRunQuestion();
     // Writes the run in the background (the model's SHA-256 is computed once per model); runSaved
     // reports the end. File → Save run… asks for the path after showing runSummary().
     void saveRun(const QString& path);

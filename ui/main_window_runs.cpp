@@ -19,11 +19,16 @@
 #include "util/sha256.h"
 
 #include <QDateTime>
+#include <QDialog>
+#include <QDialogButtonBox>
 #include <QDockWidget>
 #include <QFileInfo>
+#include <QLabel>
 #include <QLocale>
 #include <QMessageBox>
+#include <QPushButton>
 #include <QStatusBar>
+#include <QVBoxLayout>
 #include <cstdio>
 
 namespace tokenscope::ui {
@@ -115,8 +120,29 @@ QString MainWindow::runSummary() const
     const RunSize s = run_size(d);
     return tr("The run holds: %1.\nThe file will take %2 (the model's vocabulary %3, recorded attention %4 as F16); "
               "the model itself (%5) is not included.")
-        .arg(d.parts(), size_text(s.total), size_text(s.vocabulary), size_text(s.attention),
-             d.model ? d.model->name : tr("unknown"));
+        .arg(d.parts(), tr("%1 (%2 bytes)").arg(size_text(s.total), QLocale().toString(qulonglong(s.total))),
+             size_text(s.vocabulary), size_text(s.attention), d.model ? d.model->name : tr("unknown"));
+}
+
+QDialog* MainWindow::saveRunQuestion()
+{
+    const bool empty = currentRun().empty();
+    auto* dialog = new QDialog(this);
+    dialog->setWindowTitle(tr("Save run"));
+    auto* layout = new QVBoxLayout(dialog);
+    auto* text = new QLabel(runSummary());
+    text->setWordWrap(true);
+    text->setFixedWidth(text->fontMetrics().averageCharWidth() * 70); // a paragraph, not a column of words
+    layout->addWidget(text);
+    auto* buttons =
+        new QDialogButtonBox(empty ? QDialogButtonBox::Ok : QDialogButtonBox::Save | QDialogButtonBox::Cancel);
+    if (!empty)
+        buttons->button(QDialogButtonBox::Save)->setText(tr("Save…"));
+    layout->addWidget(buttons);
+    connect(buttons, &QDialogButtonBox::accepted, dialog,
+            [dialog, empty] { empty ? dialog->reject() : dialog->accept(); });
+    connect(buttons, &QDialogButtonBox::rejected, dialog, &QDialog::reject);
+    return dialog;
 }
 
 void MainWindow::reportRunError(const QString& what, const QString& error)
@@ -229,11 +255,20 @@ void MainWindow::showRun(std::shared_ptr<const RunDocument> run)
         m_lab->steeringTab()->showSaved(d.steering);
     m_showing_run = true; // until a live result replaces part of it
     const QString model = d.model ? d.model->name : tr("unknown model");
-    setWindowTitle(tr("%1 (%2) — Tokenscope").arg(QFileInfo(d.path).fileName(), model));
+    const QString file = QFileInfo(d.path).fileName();
+    setWindowTitle(tr("%1 (%2) — Tokenscope").arg(file, model));
+    if (!m_engine->model() && d.model) {
+        // The model bar says whose run this is and that nothing runs live behind it.
+        const ModelSummary& m = *d.model;
+        m_model_label->setText(tr("  Saved run <b>%1</b> · recorded with <b>%2</b> · %3 · %4 M parameters · %5 · "
+                                  "SHA-256 %6… · no model loaded: open one to run live")
+                                   .arg(file.toHtmlEscaped(), model.toHtmlEscaped(), m.architecture.toHtmlEscaped())
+                                   .arg(double(m.parameters) / 1e6, 0, 'f', 0)
+                                   .arg(m.quant_types.toHtmlEscaped(), d.model_sha256.left(12)));
+    }
     statusBar()->showMessage(
-        tr("Opened %1: %2 — saved %3 from %4%5")
-            .arg(QFileInfo(d.path).fileName(), d.parts(), d.saved_at, model,
-                 m_engine->model() ? QString() : tr(" (no model loaded: the run is shown as it was saved)")),
+        tr("Opened %1: %2%3")
+            .arg(file, d.parts(), d.saved_at.isEmpty() ? QString() : tr(" — saved %1").arg(d.saved_at)),
         15000);
     if (d.stepper)
         if (auto* dock = findChild<QDockWidget*>("dock-stepper")) {

@@ -17,6 +17,7 @@
 #include "util/sha256.h"
 
 #include <chrono>
+#include <ctime>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -112,7 +113,14 @@ std::size_t write_trace_run(const std::shared_ptr<const engine::Model>& model, e
     const bool greedy = sampling.greedy || sampling.temperature <= 0.0f;
     json doc;
     doc["format"] = engine::run::kFormatVersion;
-    doc["saved_at"] = "";
+    {
+        const std::time_t now = std::time(nullptr);
+        std::tm utc{};
+        gmtime_r(&now, &utc);
+        char stamp[32];
+        std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &utc);
+        doc["saved_at"] = stamp;
+    }
     const std::string name = config.name.empty() ? r.model_path.stem().string() : config.name;
     engine::run::RunContents contents;
     contents.model = {r.model_path.filename().string(), config.architecture, engine::sha256_file(r.model_path),

@@ -398,7 +398,8 @@ void StepperPanel::prefillTokens(const std::vector<int32_t>& ids, const QString&
 
 void StepperPanel::step(int forced_token)
 {
-    if (!m_state || m_pending)
+    // A saved run has no cache behind it in the engine: it is looked at, not continued.
+    if (!m_state || m_pending || m_state->action == "replay")
         return;
     m_sent_preview = m_preview;
     m_pending = m_engine->stepperStep(settings(), forced_token);
@@ -407,7 +408,7 @@ void StepperPanel::step(int forced_token)
 
 void StepperPanel::back()
 {
-    if (!m_state || m_pending)
+    if (!m_state || m_pending || m_state->action == "replay")
         return;
     setPlaying(false);
     m_pending = m_engine->stepperBack(settings());
@@ -452,7 +453,9 @@ void StepperPanel::onState(std::shared_ptr<const StepperState> state)
     m_cache->setText(cacheSentence());
     QString generated = tr("<b>Generated so far:</b> %1").arg(m_state->generated_text.toHtmlEscaped());
     if (!m_state->stop_reason.isEmpty())
-        generated += tr("<br><b>Stopped:</b> %1 — press Back or Prefill to go on.").arg(m_state->stop_reason);
+        generated += m_state->action == "replay"
+                         ? tr("<br><b>Stopped:</b> %1.").arg(m_state->stop_reason)
+                         : tr("<br><b>Stopped:</b> %1 — press Back or Prefill to go on.").arg(m_state->stop_reason);
     m_generated->setText(generated);
     m_branches->clear();
     m_branches->addItems(m_state->branches);
@@ -471,6 +474,12 @@ QString StepperPanel::statusText() const
 {
     if (!m_state)
         return m_status->text();
+    if (m_state->action == "replay")
+        return tr("Saved run · %1 tokens (%2 prompt + %3 generated) · the distributions are those recorded; Prefill "
+                  "runs the prompt live on the loaded model")
+            .arg(m_state->tokens.size())
+            .arg(m_state->prompt_length)
+            .arg(m_state->steps);
     if (m_state->steps == 0)
         return tr("Prompt prefilled: %1 tokens. The bars show the distribution of token %2.")
             .arg(m_state->prompt_length)
@@ -603,7 +612,11 @@ void StepperPanel::renderDistribution()
                    .arg(m_state->tokens[std::size_t(selected)].forced ? tr(", forced") : QString());
     note += after.applied ? tr("%1 candidates survive this stage.").arg(QLocale().toString(qulonglong(after.survivors)))
                           : tr("This stage is switched off by the settings.");
-    if (!historic)
+    if (!historic && m_state->action == "replay")
+        note += tr(" Step would take “%1” (%2%) with these settings.")
+                    .arg(tokenText(result.token))
+                    .arg(double(result.probability) * 100.0, 0, 'f', 1);
+    else if (!historic)
         note += tr(" Step would take “%1” (%2%). Click any bar to force that token instead.")
                     .arg(tokenText(result.token))
                     .arg(double(result.probability) * 100.0, 0, 'f', 1);
@@ -700,6 +713,14 @@ void StepperPanel::showSaved(std::shared_ptr<const StepperState> state, std::map
         m_engine->cancel(m_pending);
     setPlaying(false);
     setSettings(settings);
+    // The prompt field shows the saved prompt (Prefill runs it live on a loaded model).
+    if (state->tokenizer) {
+        std::vector<int32_t> prompt;
+        for (const StepperToken& t : state->tokens)
+            if (t.prompt)
+                prompt.push_back(t.id);
+        m_prompt->setPlainText(QString::fromStdString(state->tokenizer->decode(prompt, {.remove_special = true})));
+    }
     m_pending = state->request_id;
     onState(std::move(state));
     m_drawn_from = std::move(drawn_from);

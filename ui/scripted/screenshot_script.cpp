@@ -22,6 +22,7 @@
 
 #include <QApplication>
 #include <QBuffer>
+#include <QDialog>
 #include <QDockWidget>
 #include <QSettings>
 #include <QTimer>
@@ -328,6 +329,38 @@ void script_chat(QApplication& app, EngineController& engine, MainWindow& window
     });
 }
 
+// A saved run opened with no model loaded, shown in the panel asked for (--tab for the lab's tab or
+// the attention/KV views; --tab summary: the Save run question with the file's size).
+void script_saved_run(QApplication& app, MainWindow& window, const Options& o)
+{
+    QObject::connect(&window, &MainWindow::runOpened, &window,
+                     [&app, &window, o](const QString&, const QString& error) {
+                         if (!error.isEmpty()) {
+                             std::fprintf(stderr, "%s\n", qPrintable(error));
+                             app.exit(1);
+                             return;
+                         }
+                         if (o->panel == "main") {
+                             if (o->tab == "summary") {
+                                 QDialog* box = window.saveRunQuestion();
+                                 box->show();
+                                 return grab_later(app, &window, box, o->file, 300);
+                             }
+                             return grab_later(app, &window, &window, o->file, 300);
+                         }
+                         QDockWidget* dock = float_dock(window, o->panel, 1100, 820);
+                         if (o->panel == "lab")
+                             window.labPanel()->showTab(o->tab == "attribution" ? 1
+                                                        : o->tab == "classes"   ? 2
+                                                        : o->tab == "steering"  ? 3
+                                                                                : 0);
+                         else if (o->panel == "attention" && o->tab == "grid")
+                             window.attentionPanel()->showTab(1);
+                         grab_later(app, &window, dock, o->file, 300);
+                     });
+    window.openRun(o->run_path);
+}
+
 } // namespace
 
 const QStringList& screenshot_panels()
@@ -342,7 +375,9 @@ void script_screenshot(QApplication& app, EngineController& engine, MainWindow& 
 {
     const Options o = std::make_shared<const ScreenshotOptions>(options);
     const QString& panel = o->panel;
-    if (panel == "tokenizer")
+    if (!o->run_path.isEmpty())
+        script_saved_run(app, window, o);
+    else if (panel == "tokenizer")
         script_tokenizer(app, engine, window, o);
     else if (panel == "stepper")
         script_stepper(app, engine, window, o);

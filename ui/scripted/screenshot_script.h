@@ -23,6 +23,7 @@ struct ScreenshotOptions {
     QStringList follow_ups; // chat, main: messages after the first reply
     int steps = 6;          // stepper: steps after Prefill
     QString model_path;     // the model the window opens (the memory planner reads it)
+    QString run_path;       // a saved run shown instead of a live run (no model is loaded)
 };
 
 // The panels a screenshot can show.
