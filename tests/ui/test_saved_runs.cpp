@@ -466,6 +466,27 @@ void TestSavedRuns::aCliTraceOpensInTheApp()
     QCOMPARE(attention->heads[0].n, int(a.tokens.size()) - 1);
     QCOMPARE(m_b->timelinePanel()->timeline()->steps.size(), std::size_t(4));
     QCOMPARE(m_b->kvPanel()->snapshot()->tokens_cached, m_a->kvPanel()->snapshot()->tokens_cached);
+
+    // A fresh app on a machine with no model installed (empty data folders, no TOKENSCOPE_MODEL)
+    // opens it and shows it.
+    QTemporaryDir home;
+    QVERIFY(home.isValid());
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.remove("TOKENSCOPE_MODEL");
+    env.remove("TOKENSCOPE_CHAT_MODEL");
+    env.insert("HOME", home.path());
+    env.insert("XDG_DATA_HOME", home.filePath("data"));
+    env.insert("XDG_CONFIG_HOME", home.filePath("config"));
+    env.insert("XDG_CACHE_HOME", home.filePath("cache"));
+    QProcess app;
+    app.setProcessEnvironment(env);
+    const QString picture = home.filePath("stepper.png");
+    app.start(TOKENSCOPE_GUI_PATH, {"--verbose", "--screenshot", picture, "--panel", "stepper", trace});
+    QVERIFY(app.waitForFinished(120000));
+    const QString log = QString::fromUtf8(app.readAllStandardError());
+    QVERIFY2(app.exitStatus() == QProcess::NormalExit && app.exitCode() == 0, qPrintable(log));
+    QVERIFY2(log.contains("saved " + picture) && QFileInfo(picture).size() > 10000, qPrintable(log));
+    QVERIFY2(!log.contains("loaded "), qPrintable(log)); // no model was found, none loaded
 }
 
 QTEST_MAIN(TestSavedRuns)
