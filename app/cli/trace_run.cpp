@@ -126,7 +126,7 @@ std::size_t write_trace_run(const std::shared_ptr<const engine::Model>& model, e
     contents.model = {r.model_path.filename().string(), config.architecture, engine::sha256_file(r.model_path),
                       model->file().file_size()};
     const auto format = engine::detect_chat_format(tok.vocab().chat_template, config.architecture);
-    doc["model"] = {{"path", r.model_path.string()},
+    doc["model"] = {{"path", r.model_path.filename().string()}, // not the folders of this machine
                     {"name", name},
                     {"architecture", config.architecture},
                     {"parameters", model->parameter_count()},

@@ -33,6 +33,10 @@ gguf::GgufWriter build(const RunContents& run, const gguf::GgufFile* model_file)
 {
     if (!nlohmann::json::accept(run.document))
         throw Error("the run's document is not valid JSON");
+    if (run.document.size() > kMaxDocumentBytes)
+        throw Error(fmt::format("the run's document takes {:.1f} MiB, more than the {} MiB a saved run holds (a "
+                                "shorter text analysis or fewer steps fit)",
+                                double(run.document.size()) / 1048576.0, kMaxDocumentBytes >> 20));
     gguf::GgufWriter w;
     w.set_string("general.type", kFileType);
     w.set_u32("tokenscope.run.format", kFormatVersion);

@@ -15,6 +15,7 @@
 
 #include "tokenizer/tokenizer.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -32,6 +33,8 @@ inline constexpr uint32_t kFormatVersion = 1;        // written by this version
 inline constexpr uint32_t kOldestReadableFormat = 1; // the oldest this version opens
 inline constexpr std::string_view kFileType = "tokenscope-run";
 inline constexpr std::string_view kExtension = ".tsrun";
+// The longest document a run holds: the GGUF reader's limit on one string value.
+inline constexpr std::size_t kMaxDocumentBytes = std::size_t(16) << 20;
 
 struct ModelIdentity {
     std::string name; // the model file's name

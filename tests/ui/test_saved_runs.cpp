@@ -386,6 +386,11 @@ void TestSavedRuns::aRunReopensInEveryPanelWithoutTheModel()
     QVERIFY(second.tokenizer);
     QCOMPARE(second.contents.model.sha256, first.contents.model.sha256);
     QCOMPARE(second.contents.arrays.size(), first.contents.arrays.size());
+    // A run is made to be sent: it names the model's file, not the folders of this machine.
+    QVERIFY(!QString::fromStdString(first.contents.document)
+                 .contains(QFileInfo(QString::fromStdString(m_path)).absolutePath()));
+    QVERIFY(
+        QString::fromStdString(first.contents.document).contains(QFileInfo(QString::fromStdString(m_path)).fileName()));
 }
 
 void TestSavedRuns::damagedFilesAreRefused()

@@ -3,6 +3,7 @@
 
 #include "util/error.h"
 
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -122,7 +123,8 @@ struct Arrays {
 // ---- model ------------------------------------------------------------------------------------------
 QJsonObject model_json(const ModelSummary& m, const QString& sha256)
 {
-    return {{"path", m.path},
+    // The file's name only: a run is sent to others, the folders of the machine it was made on are not.
+    return {{"path", QFileInfo(m.path).fileName()},
             {"name", m.name},
             {"architecture", m.architecture},
             {"parameters", double(m.parameters)},
