@@ -184,7 +184,9 @@ void TestSavedRuns::aRunReopensInEveryPanelWithoutTheModel()
 
     TextPanel* text = m_a->textPanel();
     QSignalSpy analyzed(text, &TextPanel::analyzed);
-    text->analyze("A saved run keeps every token's surprisal, so a class can look at it later without the model.");
+    const QString analysed =
+        "A saved run keeps every token's surprisal, so a class can look at it later without the model.";
+    text->analyze(analysed);
     QVERIFY(testsupport::seen(analyzed, 1, 300000));
     QVERIFY(text->result());
 
@@ -230,6 +232,11 @@ void TestSavedRuns::aRunReopensInEveryPanelWithoutTheModel()
     QVERIFY(testsupport::seen(saved, 1, 120000));
     QVERIFY2(saved.at(0).at(1).toString().isEmpty(), qPrintable(saved.at(0).at(1).toString()));
     QCOMPARE(quint64(QFileInfo(m_saved).size()), announced);
+    // A copy for the README's pictures of the text and lab panels, when asked for.
+    if (const QString keep = qEnvironmentVariable("TOKENSCOPE_TEST_KEEP_RUN"); !keep.isEmpty()) {
+        QFile::remove(keep);
+        QVERIFY(QFile::copy(m_saved, keep));
+    }
 
     // Opened where no model is loaded.
     QVERIFY(!m_engine_b->model());
@@ -335,6 +342,7 @@ void TestSavedRuns::aRunReopensInEveryPanelWithoutTheModel()
     }
     QCOMPARE(xb.perplexity, xa.perplexity);
     QCOMPARE(m_b->textPanel()->status(), text->status());
+    QCOMPARE(m_b->textPanel()->findChild<QPlainTextEdit*>()->toPlainText(), analysed); // read back from its tokens
 
     // The lab.
     const PatchingSnapshot &pa = *lab->patching(), &pb = *m_b->labPanel()->patching();
@@ -373,6 +381,10 @@ void TestSavedRuns::aRunReopensInEveryPanelWithoutTheModel()
     QCOMPARE(gb.steered_text, ga.steered_text);
     QCOMPARE(gb.direction, ga.direction);
     QCOMPARE(m_b->labPanel()->steeringTab()->status(), steering->status());
+    const SteeringSettings shown = m_b->labPanel()->steeringTab()->settings(); // the form says what it is of
+    QCOMPARE(shown.plus, ga.settings.plus);
+    QCOMPARE(shown.prompt, ga.settings.prompt);
+    QCOMPARE(shown.layer, ga.settings.layer);
 
     // Saved again from the window that has no model: the same document (the vocabulary comes from
     // the run itself).

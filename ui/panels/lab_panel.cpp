@@ -195,7 +195,7 @@ PatchingSettings LabPanel::formSettings() const
     return s;
 }
 
-void LabPanel::runPatching(const PatchingSettings& s)
+void LabPanel::setForm(const PatchingSettings& s)
 {
     m_clean->setText(s.clean);
     m_corrupt->setText(s.corrupted);
@@ -203,6 +203,11 @@ void LabPanel::runPatching(const PatchingSettings& s)
     m_token_a->setText(s.token_a);
     m_token_b->setText(s.token_b);
     m_over->setCurrentIndex(s.over);
+}
+
+void LabPanel::runPatching(const PatchingSettings& s)
+{
+    setForm(s);
     if (m_patch_request)
         m_engine->cancel(m_patch_request);
     m_patch_request = m_engine->runPatching(s);
@@ -223,6 +228,7 @@ void LabPanel::showSaved(std::shared_ptr<const PatchingSnapshot> patching,
 {
     if (patching) {
         stopPatching();
+        setForm(patching->settings); // the form says what the grid is of
         m_patch_request = patching->request_id;
         onPatching(std::move(patching));
     }

@@ -66,6 +66,7 @@ private:
     QWidget* buildPatchingTab();
     QWidget* buildAttributionTab();
     void onPatching(std::shared_ptr<const PatchingSnapshot> s);
+    void setForm(const PatchingSettings& s);
     void onAttribution(std::shared_ptr<const AttributionSnapshot> s);
     void updateMetricFields();
     void exportWithDialog(const QString& ext);

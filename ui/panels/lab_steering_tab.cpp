@@ -143,7 +143,7 @@ SteeringSettings LabSteeringTab::settings() const
     return s;
 }
 
-void LabSteeringTab::run(const SteeringSettings& s)
+void LabSteeringTab::setForm(const SteeringSettings& s)
 {
     m_plus->setText(s.plus);
     m_minus->setText(s.minus);
@@ -151,6 +151,11 @@ void LabSteeringTab::run(const SteeringSettings& s)
     m_layer->setValue(s.layer);
     m_strength->setValue(int(std::lround(s.strength * 10)));
     m_tokens->setValue(s.tokens);
+}
+
+void LabSteeringTab::run(const SteeringSettings& s)
+{
+    setForm(s);
     if (m_request)
         m_engine->cancel(m_request);
     m_request = m_engine->steer(settings());
@@ -163,6 +168,9 @@ void LabSteeringTab::showSaved(std::shared_ptr<const SteeringSnapshot> result)
     if (m_request)
         m_engine->cancel(m_request);
     m_request = result->request_id;
+    if (result->n_layers > 0)
+        setLayers(result->n_layers);
+    setForm(result->settings); // the form says what the two continuations are of
     onResult(std::move(result));
 }
 

@@ -44,6 +44,7 @@ signals:
 
 private:
     void onResult(std::shared_ptr<const SteeringSnapshot> s);
+    void setForm(const SteeringSettings& s);
 
     EngineController* m_engine;
     QLineEdit *m_plus = nullptr, *m_minus = nullptr, *m_prompt = nullptr;

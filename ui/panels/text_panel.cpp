@@ -156,6 +156,13 @@ void TextPanel::showSaved(std::shared_ptr<const TextAnalysisSnapshot> result)
     if (m_request)
         m_engine->cancel(m_request);
     m_request = result->request_id;
+    // The text field holds the analysed text (read back from its tokens with the saved vocabulary).
+    if (result->tokenizer) {
+        std::vector<int32_t> ids;
+        for (const AnalyzedToken& t : result->tokens)
+            ids.push_back(t.id);
+        m_input->setPlainText(QString::fromStdString(result->tokenizer->decode(ids, {.remove_special = true})));
+    }
     onResult(std::move(result));
 }
 
