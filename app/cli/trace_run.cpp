@@ -8,6 +8,7 @@
 #include "model/memory_plan.h"
 #include "model/model.h"
 #include "model/model_kind.h"
+#include "model/quant_mix.h"
 #include "run/run_file.h"
 #include "sampling/stop_condition.h"
 #include "session/generator.h"
@@ -18,7 +19,6 @@
 
 #include <chrono>
 #include <ctime>
-#include <map>
 #include <nlohmann/json.hpp>
 
 namespace {
@@ -48,21 +48,6 @@ json sample_json(const engine::SampleResult& r)
         stages.push_back({{"name", s.name}, {"applied", s.applied}, {"survivors", s.survivors}, {"top", top}});
     }
     return {{"token", r.token}, {"probability", r.probability}, {"stages", stages}};
-}
-
-std::string quant_mix(const engine::Model& model)
-{
-    std::map<std::string, uint64_t> bytes;
-    for (const auto& t : model.file().tensors())
-        bytes[std::string(t.type.name)] += t.n_bytes;
-    std::vector<std::pair<uint64_t, std::string>> sorted;
-    for (const auto& [name, b] : bytes)
-        sorted.emplace_back(b, name);
-    std::sort(sorted.rbegin(), sorted.rend());
-    std::string out;
-    for (const auto& [b, name] : sorted)
-        out += (out.empty() ? "" : ", ") + name;
-    return out;
 }
 
 } // namespace
@@ -131,7 +116,7 @@ std::size_t write_trace_run(const std::shared_ptr<const engine::Model>& model, e
                     {"architecture", config.architecture},
                     {"parameters", model->parameter_count()},
                     {"file_size", model->file().file_size()},
-                    {"quant_types", quant_mix(*model)},
+                    {"quant_types", engine::quant_mix(*model)},
                     {"context_length", config.n_ctx_train},
                     {"n_ctx", cache.config().n_ctx},
                     {"backend", session.backend().name()},

@@ -12,6 +12,7 @@
 #include "model/memory_plan.h"
 #include "model/model.h"
 #include "model/model_kind.h"
+#include "model/quant_mix.h"
 #include "quant/vec_dot.h"
 #include "session/generator.h"
 #include "session/stepper.h"
@@ -25,21 +26,6 @@
 namespace tokenscope::ui {
 
 namespace {
-
-QString quant_mix(const engine::Model& model)
-{
-    std::map<std::string, uint64_t> bytes;
-    for (const auto& t : model.file().tensors())
-        bytes[std::string(t.type.name)] += t.n_bytes;
-    std::vector<std::pair<uint64_t, std::string>> sorted;
-    for (const auto& [name, b] : bytes)
-        sorted.emplace_back(b, name);
-    std::sort(sorted.rbegin(), sorted.rend());
-    QStringList names;
-    for (const auto& [b, name] : sorted)
-        names << QString::fromStdString(name);
-    return names.join(", ");
-}
 
 // The chat reply's timeline as the panel draws it, with each forward pass's work (for achieved
 // FLOP/s and bytes/s).
@@ -133,7 +119,7 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx, co
         summary->architecture = QString::fromStdString(c.architecture);
         summary->parameters = model->parameter_count();
         summary->file_size = model->file().file_size();
-        summary->quant_types = quant_mix(*model);
+        summary->quant_types = QString::fromStdString(engine::quant_mix(*model));
         summary->context_length = c.n_ctx_train;
         summary->n_ctx = backend->kv_cache().config().n_ctx;
         summary->backend = QString::fromStdString(backend->name());
