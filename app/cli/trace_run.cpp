@@ -4,7 +4,6 @@
 #include "trace_run.h"
 
 #include "chat/chat_template.h"
-#include "model/forward_cost.h"
 #include "model/memory_plan.h"
 #include "model/model.h"
 #include "model/model_kind.h"
@@ -13,6 +12,7 @@
 #include "sampling/stop_condition.h"
 #include "session/generator.h"
 #include "session/stepper.h"
+#include "session/stepper_timeline.h"
 #include "tokenizer/token_display.h"
 #include "util/error.h"
 #include "util/sha256.h"
@@ -202,38 +202,20 @@ std::size_t write_trace_run(const std::shared_ptr<const engine::Model>& model, e
                  {"device", memory.device},
                  {"layers", layers}};
 
-    // The timeline as the app's stepper draws it: measured stages end to end.
+    // The timeline as the app's stepper draws it.
+    const engine::StepperTimeline timeline = engine::stepper_timeline(*model, stepper, tokenize_ms);
     json events = json::array(), timeline_steps = json::array();
-    int64_t clock = 0;
-    const auto add = [&](engine::TimelineStage stage, int step, double ms) {
-        const auto ns = int64_t(ms * 1e6);
-        events.push_back({int(stage), step, clock, clock + ns});
-        clock += ns;
-    };
-    add(engine::TimelineStage::Tokenize, -1, tokenize_ms);
-    add(engine::TimelineStage::Prefill, -1, p.ms);
-    const engine::ForwardCost prefill_cost = engine::forward_cost(*model, p.computed, p.reused);
-    const auto& records = stepper.steps();
-    double ttft = 0.0;
-    for (std::size_t i = 0; i < records.size(); ++i) {
-        const engine::StepRecord& s = records[i];
-        const double forward_ms = i == 0 ? 0.0 : records[i - 1].ms;
-        if (i > 0)
-            add(engine::TimelineStage::Decode, int(i), forward_ms);
-        add(engine::TimelineStage::Sample, int(i), s.sample_ms);
-        const engine::ForwardCost c = engine::forward_cost(*model, 1, s.position > 0 ? s.position - 1 : 0);
-        const double latency = i == 0 ? tokenize_ms + p.ms + s.sample_ms : forward_ms + s.sample_ms;
-        if (i == 0)
-            ttft = latency;
+    for (const engine::TimelineEvent& e : timeline.events)
+        events.push_back({int(e.stage), e.step, e.begin_ns, e.end_ns});
+    for (const engine::StepperTimelineStep& s : timeline.steps)
         timeline_steps.push_back({{"token", s.token},
                                   {"text", engine::token_display_text(tok, s.token)},
-                                  {"forward_ms", forward_ms},
+                                  {"forward_ms", s.forward_ms},
                                   {"sample_ms", s.sample_ms},
                                   {"detokenize_ms", 0.0},
-                                  {"latency_ms", latency},
-                                  {"flops", i == 0 ? 0.0 : c.flops},
-                                  {"bytes_read", i == 0 ? 0.0 : c.weight_bytes + c.kv_bytes_read}});
-    }
+                                  {"latency_ms", s.latency_ms},
+                                  {"flops", s.flops},
+                                  {"bytes_read", s.bytes_read}});
     doc["timeline"] = {{"source", "stepper"},
                        {"events", events},
                        {"steps", timeline_steps},
@@ -241,9 +223,9 @@ std::size_t write_trace_run(const std::shared_ptr<const engine::Model>& model, e
                        {"prefill_ms", p.ms},
                        {"prompt_tokens", prompt_length},
                        {"prefill_computed", p.computed},
-                       {"prefill_flops", prefill_cost.flops},
-                       {"prefill_bytes", prefill_cost.weight_bytes + prefill_cost.kv_bytes_read},
-                       {"ttft_ms", ttft},
+                       {"prefill_flops", timeline.prefill_flops},
+                       {"prefill_bytes", timeline.prefill_bytes},
+                       {"ttft_ms", timeline.ttft_ms},
                        {"note", "tokenscope-cli trace: one step after another, as the stepper takes them."}};
 
     if (!r.attention.empty() && ids.size() > 1) {

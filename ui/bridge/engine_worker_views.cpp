@@ -7,11 +7,11 @@
 #include "bridge/token_text.h"
 #include "chat/chat_template.h"
 #include "chat/context_simulator.h"
-#include "model/forward_cost.h"
 #include "model/memory_plan.h"
 #include "model/model.h"
 #include "session/generator.h"
 #include "session/stepper.h"
+#include "session/stepper_timeline.h"
 #include "util/machine_probe.h"
 
 #include <spdlog/spdlog.h>
@@ -141,37 +141,15 @@ void EngineWorker::emitStepperTimeline()
     t->prefill_ms = p.ms;
     t->prompt_tokens = int(m_stepper->prompt_length());
     t->prefill_computed = int(p.computed);
-    const engine::ForwardCost prefill_cost = engine::forward_cost(*m_model, p.computed, p.reused);
-    t->prefill_flops = prefill_cost.flops;
-    t->prefill_bytes = prefill_cost.weight_bytes + prefill_cost.kv_bytes_read;
-    qint64 clock = 0;
-    const auto add = [&](engine::TimelineStage stage, int step, double ms) {
-        const qint64 ns = qint64(ms * 1e6);
-        t->events.push_back({int(stage), step, clock, clock + ns});
-        clock += ns;
-    };
-    add(engine::TimelineStage::Tokenize, -1, t->tokenize_ms);
-    add(engine::TimelineStage::Prefill, -1, t->prefill_ms);
-    const auto& steps = m_stepper->steps();
-    for (std::size_t i = 0; i < steps.size(); ++i) {
-        const engine::StepRecord& r = steps[i];
-        TimelineStepUi s;
-        s.token = r.token;
-        s.text = token_display_text(m_model->tokenizer(), r.token);
-        s.sample_ms = r.sample_ms;
-        // Token i was drawn from the logits of the pass before it: the prefill for token 0, else
-        // the previous step's forward pass.
-        s.forward_ms = i == 0 ? 0.0 : steps[i - 1].ms;
-        if (i > 0)
-            add(engine::TimelineStage::Decode, int(i), s.forward_ms);
-        add(engine::TimelineStage::Sample, int(i), s.sample_ms);
-        const engine::ForwardCost c = engine::forward_cost(*m_model, 1, r.position > 0 ? r.position - 1 : 0);
-        s.flops = i == 0 ? 0.0 : c.flops;
-        s.bytes_read = i == 0 ? 0.0 : c.weight_bytes + c.kv_bytes_read;
-        s.latency_ms = i == 0 ? t->tokenize_ms + t->prefill_ms + s.sample_ms : s.forward_ms + s.sample_ms;
-        t->steps.push_back(std::move(s));
-    }
-    t->ttft_ms = t->steps.empty() ? 0.0 : t->steps.front().latency_ms;
+    const engine::StepperTimeline timeline = engine::stepper_timeline(*m_model, *m_stepper, m_stepper_tokenize_ms);
+    t->prefill_flops = timeline.prefill_flops;
+    t->prefill_bytes = timeline.prefill_bytes;
+    for (const engine::TimelineEvent& e : timeline.events)
+        t->events.push_back({int(e.stage), e.step, e.begin_ns, e.end_ns});
+    for (const engine::StepperTimelineStep& s : timeline.steps)
+        t->steps.push_back({s.token, token_display_text(m_model->tokenizer(), s.token), s.forward_ms, s.sample_ms, 0.0,
+                            s.latency_ms, s.flops, s.bytes_read});
+    t->ttft_ms = timeline.ttft_ms;
     emit timelineChanged(std::move(t));
 }
 
