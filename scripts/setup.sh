@@ -161,10 +161,12 @@ write_small_models() {
 # TOKENSCOPE_REQUIRE_REFERENCE makes a suite fail, not skip, when one is missing.
 build_reference_tools() {
   local kv
-  kv="$(LLAMA_CPP_TARGETS="llama-perplexity" PYTHON="$VENV/bin/python" JOBS="$JOBS" bash "$ROOT/tests/reference/build_llama_cpp.sh")"
+  kv="$(LLAMA_CPP_TARGETS="llama-perplexity llama-server" PYTHON="$VENV/bin/python" JOBS="$JOBS" bash "$ROOT/tests/reference/build_llama_cpp.sh")"
   TOKENSCOPE_LLAMA_PERPLEXITY="$(printf '%s\n' "$kv" | sed -n 's/^LLAMA_PERPLEXITY=//p')"
-  export TOKENSCOPE_LLAMA_PERPLEXITY TOKENSCOPE_REQUIRE_REFERENCE=1
+  TOKENSCOPE_LLAMA_SERVER="$(printf '%s\n' "$kv" | sed -n 's/^LLAMA_SERVER=//p')"
+  export TOKENSCOPE_LLAMA_PERPLEXITY TOKENSCOPE_LLAMA_SERVER TOKENSCOPE_REQUIRE_REFERENCE=1
   echo "llama-perplexity: $TOKENSCOPE_LLAMA_PERPLEXITY"
+  echo "llama-server: $TOKENSCOPE_LLAMA_SERVER"
 }
 
 # tests/scripts/test_setup_recovery.sh sources the functions above without running anything.
@@ -194,7 +196,7 @@ case "$MODE" in
     ;;
   test)
     LOG_DIR="$ROOT/build/logs"; mkdir -p "$LOG_DIR"
-    stage "llama.cpp reference tools the suites compare with (llama-perplexity; out of tree, from the llama-cpp-python sdist)"
+    stage "llama.cpp reference tools the suites compare with (llama-perplexity, llama-server; one build, out of tree, from the llama-cpp-python sdist)"
     build_reference_tools
     stage "Release build"; build_release
     stage "Tests (Release)"
@@ -208,14 +210,14 @@ case "$MODE" in
     # Leaks are reported for our code; the suppression file names third-party libraries only.
     export ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/lsan.supp:print_suppressions=0"
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-    ctest --test-dir "$SANITIZE_BUILD" --output-on-failure -L "engine|cli|fuzz" -LE model 2>&1 | tee "$LOG_DIR/ctest-sanitize.log"
+    ctest --test-dir "$SANITIZE_BUILD" --output-on-failure -j "$JOBS" -L "engine|cli|fuzz|remote" -LE model 2>&1 | tee "$LOG_DIR/ctest-sanitize.log"
     # How many inputs each fuzzer ran (libFuzzer's final stats, from this ctest run's full log).
     awk '/^[0-9]+\/[0-9]+ Test: fuzz_/ { name = $3 } /stat::number_of_executed_units/ { print "  " name ": " $2 " executions" }' \
       "$SANITIZE_BUILD/Testing/Temporary/LastTest.log" || true
     stage "Desktop-app tests under ASan/UBSan, on small models with the real tokenizers"
     write_small_models
     TOKENSCOPE_MODEL="$SANITIZE_BUILD/small-models/gemma3-small.gguf" TOKENSCOPE_CHAT_MODEL="$SANITIZE_BUILD/small-models/qwen2-small.gguf" \
-      ctest --test-dir "$SANITIZE_BUILD" --output-on-failure -L ui -LE model 2>&1 | tee "$LOG_DIR/ctest-sanitize-ui.log"
+      ctest --test-dir "$SANITIZE_BUILD" --output-on-failure -j "$JOBS" -L ui -LE model 2>&1 | tee "$LOG_DIR/ctest-sanitize-ui.log"
     stage
     if [ "$package_rc" != 0 ]; then echo "package checks failed ($LOG_DIR/package.log)"; fi
     # One closing line over every ctest run (their own summaries are above).

@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "model_path.h"
 #include "sampling_option.h"
+#include "server_option.h"
 #include "trace_run.h"
 
 #include "backend/backend.h"
@@ -34,6 +35,7 @@ struct GenerateArgs {
     std::string run_out;   // a saved run (.tsrun) the app opens
     std::string attention; // "all" or "L:H,L:H"
     BackendArgs backend;
+    ServerArgs server; // generate only
 };
 
 std::string read_prompt(const GenerateArgs& a)
@@ -81,6 +83,11 @@ engine::CaptureRequest parse_attention(const std::string& spec, const engine::Mo
 int run_generate(const GenerateArgs& a, bool trace_mode)
 {
     const std::string prompt = read_prompt(a);
+    if (a.server.used()) {
+        if (!a.model.empty())
+            throw engine::Error("give either a MODEL or --server, not both");
+        return run_generate_on_server(a.server, prompt, a.n_predict, a.sampling);
+    }
     if (trace_mode && a.json_out.empty() && a.run_out.empty())
         throw engine::Error("trace writes --json FILE, --run FILE.tsrun or both: give at least one");
     const std::filesystem::path model_path = resolve_model_path(a.model);
@@ -216,6 +223,7 @@ CommandRunner add_generate_command(CLI::App& app)
     auto* cmd = app.add_subcommand("generate", "Generate text from a prompt, streaming, with TTFT and tokens/s");
     auto a = std::make_shared<GenerateArgs>();
     add_common(cmd, *a);
+    add_server_options(cmd, a->server);
     return [a] { return run_generate(*a, false); };
 }
 

@@ -2,6 +2,7 @@
 // `tokenize [MODEL] TEXT | --file F`: the pieces, ids and byte spans of a text.
 #include "commands.h"
 #include "model_path.h"
+#include "server_option.h"
 
 #include "gguf/gguf_file.h"
 #include "tokenizer/tokenizer.h"
@@ -22,6 +23,7 @@ struct TokenizeArgs {
     bool ids_only = false;
     bool no_special = false;
     bool no_parse_special = false;
+    ServerArgs server;
 };
 
 // Escapes control characters so that a piece prints on one line.
@@ -67,6 +69,11 @@ int run_tokenize(const TokenizeArgs& a)
         throw engine::Error("nothing to tokenize: give a TEXT argument or --file F");
     }
 
+    if (a.server.used()) {
+        if (!model.empty())
+            throw engine::Error("give either a MODEL or --server, not both");
+        return run_tokenize_on_server(a.server, text, !a.no_special, a.json, a.ids_only);
+    }
     const auto path = resolve_model_path(model);
     const auto file = engine::gguf::GgufFile::open(path);
     const engine::Tokenizer tokenizer(engine::Vocab::from_gguf(*file));
@@ -120,5 +127,6 @@ CommandRunner add_tokenize_command(CLI::App& app)
     cmd->add_flag("--ids", a->ids_only, "Print only the ids, as [1, 2, 3] (the form llama-tokenize --ids prints)");
     cmd->add_flag("--no-special", a->no_special, "Do not add BOS/EOS");
     cmd->add_flag("--no-parse-special", a->no_parse_special, "Treat control-token strings in the text as plain text");
+    add_server_options(cmd, a->server);
     return [a] { return run_tokenize(*a); };
 }

@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// tokenize and generate on a served model (--server URL): the remote client (ui/remote/) driven by a
+// local event loop until the answer arrives.
+#include "server_option.h"
+
+#include "util/error.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <spdlog/fmt/fmt.h>
+
+#ifdef TOKENSCOPE_HAVE_REMOTE
+#include "remote/remote_client.h"
+
+#include <QCoreApplication>
+#include <QEventLoop>
+#include <memory>
+#include <optional>
+#endif
+
+void add_server_options(CLI::App* cmd, ServerArgs& a)
+{
+    cmd->add_option("--server", a.url,
+                    "Run on a model served elsewhere: the base URL of an OpenAI-compatible server "
+                    "(llama-server, vLLM, SGLang, Ollama, LM Studio), e.g. http://127.0.0.1:8080");
+    cmd->add_option("--api-key", a.api_key, "The server's API key (or set TOKENSCOPE_API_KEY)");
+    cmd->add_option("--server-model", a.model, "The served model to use (default: the server's first)");
+    cmd->add_option("--timeout", a.timeout_s, "Seconds without a byte from the server before giving up")
+        ->capture_default_str();
+}
+
+#ifndef TOKENSCOPE_HAVE_REMOTE
+
+int run_tokenize_on_server(const ServerArgs&, const std::string&, bool, bool, bool)
+{
+    throw engine::Error("this tokenscope-cli was built without the remote client (TOKENSCOPE_ENGINE_ONLY)");
+}
+int run_generate_on_server(const ServerArgs&, const std::string&, uint32_t, const SamplingArgs&)
+{
+    throw engine::Error("this tokenscope-cli was built without the remote client (TOKENSCOPE_ENGINE_ONLY)");
+}
+
+#else
+
+namespace {
+
+namespace rm = tokenscope::remote;
+
+// The event loop the client needs: the CLI has no Qt application of its own.
+QCoreApplication& qt_app()
+{
+    static int argc = 1;
+    static char name[] = "tokenscope-cli";
+    static char* argv[] = {name, nullptr};
+    static QCoreApplication* app = QCoreApplication::instance() ? nullptr : new QCoreApplication(argc, argv);
+    return app ? *app : *QCoreApplication::instance();
+}
+
+// Runs the loop until `done` is set by a signal handler.
+void wait_until(QEventLoop& loop, const bool& done)
+{
+    if (!done)
+        loop.exec();
+}
+
+// Connects and probes; throws the probe's message.
+std::unique_ptr<rm::Client> connect_client(const ServerArgs& a)
+{
+    qt_app();
+    auto client = std::make_unique<rm::Client>();
+    rm::Endpoint e;
+    e.base = QUrl(QString::fromStdString(a.url));
+    if (!e.base.isValid() || (e.base.scheme() != "http" && e.base.scheme() != "https"))
+        throw engine::Error("--server " + a.url + ": not an http:// or https:// URL");
+    std::string key = a.api_key;
+    if (key.empty())
+        if (const char* env = std::getenv("TOKENSCOPE_API_KEY"))
+            key = env;
+    e.api_key = QString::fromStdString(key);
+    e.model = QString::fromStdString(a.model);
+    e.timeout_ms = static_cast<int>(a.timeout_s * 1000.0);
+    client->setEndpoint(e);
+    QEventLoop loop;
+    bool done = false;
+    QString error;
+    QObject::connect(client.get(), &rm::Client::probed, &loop, [&] {
+        done = true;
+        loop.quit();
+    });
+    QObject::connect(client.get(), &rm::Client::failed, &loop, [&](quint64, const QString& m) {
+        error = m;
+        done = true;
+        loop.quit();
+    });
+    client->probe();
+    wait_until(loop, done);
+    if (!error.isEmpty())
+        throw engine::Error(error.toStdString());
+    return client;
+}
+
+std::string visible(const std::string& s)
+{
+    std::string out;
+    for (unsigned char c : s) {
+        if (c == '\n')
+            out += "\\n";
+        else if (c == '\t')
+            out += "\\t";
+        else if (c < 0x20 || c == 0x7F)
+            out += fmt::format("\\x{:02x}", c);
+        else
+            out += static_cast<char>(c);
+    }
+    return out;
+}
+
+} // namespace
+
+int run_tokenize_on_server(const ServerArgs& a, const std::string& text, bool add_special, bool json, bool ids_only)
+{
+    const auto client = connect_client(a);
+    QEventLoop loop;
+    bool done = false;
+    QString error;
+    std::shared_ptr<const std::vector<engine::remote::RemoteToken>> tokens;
+    QObject::connect(client.get(), &rm::Client::tokenized, &loop, [&](quint64, auto t) {
+        tokens = std::move(t);
+        done = true;
+        loop.quit();
+    });
+    QObject::connect(client.get(), &rm::Client::failed, &loop, [&](quint64, const QString& m) {
+        error = m;
+        done = true;
+        loop.quit();
+    });
+    client->tokenize(QString::fromStdString(text), add_special);
+    wait_until(loop, done);
+    if (!error.isEmpty())
+        throw engine::Error(error.toStdString());
+    if (ids_only) {
+        std::string out = "[";
+        for (std::size_t i = 0; i < tokens->size(); ++i)
+            out += (i ? ", " : "") + std::to_string((*tokens)[i].id);
+        fmt::print("{}]\n", out);
+        return 0;
+    }
+    const auto& server = *client->server();
+    if (json) {
+        nlohmann::ordered_json j;
+        j["server"] = server.base.toString().toStdString();
+        j["server_kind"] = server.kind_name.toStdString();
+        j["model"] = server.model.toStdString();
+        j["count"] = tokens->size();
+        auto& arr = j["tokens"] = nlohmann::ordered_json::array();
+        for (const auto& t : *tokens) {
+            nlohmann::ordered_json row{{"id", t.id}};
+            if (t.has_piece)
+                row["piece"] = t.piece;
+            arr.push_back(std::move(row));
+        }
+        fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+        return 0;
+    }
+    fmt::print("{} tokens from {} ({}, model {})\n", tokens->size(), server.base.toString().toStdString(),
+               server.kind_name.toStdString(), server.model.toStdString());
+    fmt::print("{:>5} {:>8}  {}\n", "#", "id", "piece");
+    for (std::size_t i = 0; i < tokens->size(); ++i) {
+        const auto& t = (*tokens)[i];
+        fmt::print("{:>5} {:>8}  {}\n", i, t.id, t.has_piece ? visible(t.piece) : "(the server names ids only)");
+    }
+    return 0;
+}
+
+int run_generate_on_server(const ServerArgs& a, const std::string& prompt, uint32_t n_predict,
+                           const SamplingArgs& sampling)
+{
+    const auto client = connect_client(a);
+    engine::remote::SamplingRequest s;
+    s.temperature = sampling.temperature;
+    s.top_k = sampling.top_k;
+    s.top_p = sampling.top_p;
+    s.min_p = sampling.min_p;
+    s.repeat_penalty = sampling.repeat_penalty;
+    s.seed = static_cast<int64_t>(sampling.seed);
+    s.max_tokens = static_cast<int>(n_predict);
+    QEventLoop loop;
+    bool done = false;
+    QString error;
+    std::shared_ptr<const rm::StreamedReply> reply;
+    fmt::print("{}", prompt);
+    std::fflush(stdout);
+    QObject::connect(client.get(), &rm::Client::delta, &loop, [](quint64, const QString& text) {
+        fmt::print("{}", text.toStdString());
+        std::fflush(stdout);
+    });
+    QObject::connect(client.get(), &rm::Client::replyFinished, &loop, [&](auto r) {
+        reply = std::move(r);
+        done = true;
+        loop.quit();
+    });
+    QObject::connect(client.get(), &rm::Client::failed, &loop, [&](quint64, const QString& m) {
+        error = m;
+        done = true;
+        loop.quit();
+    });
+    client->complete(QString::fromStdString(prompt), s);
+    wait_until(loop, done);
+    fmt::print("\n");
+    if (!error.isEmpty())
+        throw engine::Error(error.toStdString());
+    const int n = reply->usage ? reply->usage->completion_tokens : static_cast<int>(reply->arrival_ms.size());
+    const double gen_ms = reply->arrival_ms.size() > 1 ? reply->arrival_ms.back() - reply->arrival_ms.front() : 0.0;
+    std::string line =
+        fmt::format("[{} on {}: {} tokens, TTFT {:.1f} ms, {:.1f} tokens/s measured here", //
+                    client->server()->model.toStdString(), client->server()->kind_name.toStdString(), n, reply->ttft_ms,
+                    gen_ms > 0 ? static_cast<double>(reply->arrival_ms.size() - 1) * 1000.0 / gen_ms : 0.0);
+    if (reply->timings && reply->timings->server_ms() >= 0)
+        line += fmt::format("; the server: prompt {:.1f} ms, generation {:.1f} ms", reply->timings->prompt_ms,
+                            reply->timings->predicted_ms);
+    if (!reply->finish_reason.isEmpty())
+        line += ", stop: " + reply->finish_reason.toStdString();
+    std::fprintf(stderr, "%s]\n", line.c_str());
+    if (reply->cut_off)
+        throw engine::Error("the reply was cut off: " + reply->error.toStdString());
+    return 0;
+}
+
+#endif
