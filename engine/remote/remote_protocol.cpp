@@ -470,8 +470,8 @@ std::string next_token_request_body(const std::vector<int32_t>& ids, int n_probs
     body["prompt"] = ids;
     body["n_predict"] = 1;
     body["n_probs"] = n_probs;
-    body["temperature"] = 0.0; // the token drawn does not matter; the probabilities are before sampling
-    body["cache_prompt"] = true;
+    body["temperature"] = 0.0;    // the token drawn does not matter; the probabilities are before sampling
+    body["cache_prompt"] = false; // evaluated whole: a reused prefix changes the batches, and with them the last bits
     body["stream"] = false;
     return body.dump();
 }

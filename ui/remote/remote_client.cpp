@@ -156,6 +156,15 @@ quint64 Client::probe()
     return p->id;
 }
 
+bool Client::refusedKey(const std::shared_ptr<Probe>& p, QNetworkReply* r)
+{
+    const int status = r->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
+    if (status != 401 && status != 403)
+        return false;
+    emit failed(p->id, failure(r, "Connecting to " + m_endpoint.base.toString()));
+    return true;
+}
+
 // The probe's steps, one request each: 0 /v1/models, 1 /api/version, 2 /api/v0/models, 3 /props,
 // 4 /metrics, then done. A step that does not apply is skipped.
 void Client::probeStep(const std::shared_ptr<Probe>& p)
@@ -235,8 +244,11 @@ void Client::probeStep(const std::shared_ptr<Probe>& p)
             return next();
         {
             QNetworkReply* r = get("/props");
-            connect(r, &QNetworkReply::finished, this, [r, p, next] {
+            connect(r, &QNetworkReply::finished, this, [this, r, p, next] {
                 r->deleteLater();
+                // llama-server lists its models without a key; /props is where a wrong one shows.
+                if (refusedKey(p, r))
+                    return;
                 if (r->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt() == 200) {
                     try {
                         p->info->context_length = er::parse_props_context(r->readAll().toStdString());
@@ -252,8 +264,10 @@ void Client::probeStep(const std::shared_ptr<Probe>& p)
             return next();
         {
             QNetworkReply* r = get("/metrics");
-            connect(r, &QNetworkReply::finished, this, [r, p, next] {
+            connect(r, &QNetworkReply::finished, this, [this, r, p, next] {
                 r->deleteLater();
+                if (refusedKey(p, r))
+                    return;
                 p->info->metrics = r->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt() == 200;
                 next();
             });

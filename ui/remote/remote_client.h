@@ -121,6 +121,8 @@ private:
     void consume(quint64 id, Stream& stream); // reads and parses what has arrived
     void onStreamFinished(quint64 id);
     void probeStep(const std::shared_ptr<Probe>& probe);
+    // A probe step answered 401/403: the probe fails with that (true).
+    bool refusedKey(const std::shared_ptr<Probe>& probe, QNetworkReply* reply);
     // Sends a one-shot request and calls done(body) on success, failed() otherwise.
     template <typename Done> void oneShot(quint64 id, QNetworkReply* reply, const QString& what, Done done);
 
