@@ -125,10 +125,16 @@ int run_app(int argc, char** argv)
                                        "text");
     const QCommandLineOption latency(
         "latency-probe", "Generate 128 tokens and print the worst event-loop delay seen meanwhile (a benchmark).");
+    const QCommandLineOption server("server",
+                                    "Connect to a model served elsewhere (llama-server, vLLM, SGLang, Ollama, LM "
+                                    "Studio) instead of opening one; the API key, if any, from $TOKENSCOPE_API_KEY.",
+                                    "url");
+    const QCommandLineOption server_model("server-model", "With --server: the served model to use.", "id");
     parser.addPositionalArgument("file", "A model (.gguf) to open, or a saved run (.tsrun) to show (File → Open run).",
                                  "[file]");
     parser.addOptions({verbose, model, screenshot, panel, prompt, scale, max_tokens, steps, compare, edit, tab,
-                       bench_attention, auto_send, quit_after, latency, follow_up, latency_paste});
+                       bench_attention, auto_send, quit_after, latency, follow_up, latency_paste, server,
+                       server_model});
     parser.process(app);
 
     setup_logging(parser.isSet(verbose));
@@ -176,7 +182,13 @@ int run_app(int argc, char** argv)
         path = given;
     // A saved run is shown as it was saved: no model is loaded behind it (File → Open model loads one,
     // which starts the panels afresh).
-    if (path.isEmpty() && run_path.isEmpty()) {
+    if (parser.isSet(server)) {
+        remote::Endpoint endpoint;
+        endpoint.base = QUrl::fromUserInput(parser.value(server));
+        endpoint.api_key = qEnvironmentVariable("TOKENSCOPE_API_KEY");
+        endpoint.model = parser.value(server_model);
+        window.connectServer(endpoint);
+    } else if (path.isEmpty() && run_path.isEmpty()) {
         const bool scripted = !shot.isEmpty() || parser.isSet(latency) || parser.isSet(latency_paste);
         const QString last = QSettings().value("models/recent").toStringList().value(0);
         const auto found =
@@ -186,7 +198,7 @@ int run_app(int argc, char** argv)
         if (found)
             path = QString::fromStdString(found->string());
     }
-    if (!path.isEmpty())
+    if (!path.isEmpty() && !parser.isSet(server))
         window.openModel(path);
 
     if (shot.isEmpty() && parser.isSet(auto_send)) {
@@ -214,7 +226,7 @@ int run_app(int argc, char** argv)
         window.openRun(run_path);
 
     if (!shot.isEmpty()) {
-        if (path.isEmpty() && run_path.isEmpty()) {
+        if (path.isEmpty() && run_path.isEmpty() && !parser.isSet(server)) {
             std::fprintf(stderr, "no model for the screenshot: pass --model or install the default model\n");
             return 2;
         }

@@ -173,12 +173,14 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
         m_progress->hide();
         m_cancel->hide();
         showModel(m);
-        rememberRecent(m->path);
+        if (!m->remote)
+            rememberRecent(m->path);
         statusBar()->showMessage(m->backend_note.isEmpty()
                                      ? tr("Loaded %1 on %2").arg(m->name, m->backend)
                                      : tr("Loaded %1 on %2 — %3").arg(m->name, m->backend, m->backend_note),
                                  m->backend_note.isEmpty() ? 5000 : 15000);
     });
+    connectServerSignals();
     connect(engine, &EngineController::loadFailed, this, [this](const QString& message) {
         m_progress->hide();
         m_cancel->hide();
@@ -290,6 +292,7 @@ void MainWindow::buildMenus()
             openModel(path);
     });
     file->addAction(tr("Model &library…"), QKeySequence("Ctrl+L"), this, &MainWindow::openModelLibrary);
+    file->addAction(tr("Connect to &server…"), QKeySequence("Ctrl+Shift+K"), this, &MainWindow::openConnectDialog);
     m_recent = file->addMenu(tr("Open &recent"));
     rebuildRecentMenu();
     file->addSeparator();
@@ -373,6 +376,18 @@ void MainWindow::openModel(const QString& path)
 
 void MainWindow::showModel(const std::shared_ptr<const ModelSummary>& m)
 {
+    if (m->remote) {
+        m_model_label->setText(
+            tr("  <b>%1</b> · served by %2 at %3 · context %4%5 · chat: %6 · attention, KV "
+               "contents and the lab need a model on this machine")
+                .arg(m->name.toHtmlEscaped(), m->server_kind.toHtmlEscaped(), m->server_url.toHtmlEscaped())
+                .arg(m->n_ctx ? QString::number(m->n_ctx) : tr("unknown"))
+                .arg(m->context_length && m->context_length != m->n_ctx ? tr(" (model %1)").arg(m->context_length)
+                                                                        : QString())
+                .arg(m->chat_format.toHtmlEscaped()));
+        setWindowTitle(tr("%1 on %2 — Tokenscope").arg(m->name, m->server_url));
+        return;
+    }
     m_model_label->setText(tr("  <b>%1</b> · %2 · %3 M parameters · %4 · %5 · context %6 (model %7) · %8 · chat: %9")
                                .arg(m->name.toHtmlEscaped(), m->architecture.toHtmlEscaped())
                                .arg(double(m->parameters) / 1e6, 0, 'f', 0)

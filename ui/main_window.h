@@ -2,6 +2,7 @@
 #pragma once
 
 #include "bridge/engine_types.h"
+#include "remote/remote_client.h"
 
 #include <QMainWindow>
 #include <map>
@@ -49,6 +50,9 @@ public:
     void openModel(const QString& path);
     // File → Model library…: pick any GGUF found on this machine.
     void openModelLibrary();
+    // File → Connect to server…, and the same without the dialog (--server, tests).
+    void openConnectDialog();
+    void connectServer(const remote::Endpoint& endpoint);
     // Scripted runs (screenshots, probes) report failures on stderr and must never wait on a dialog.
     void setDialogsEnabled(bool enabled) { m_dialogs = enabled; }
     ChatPanel* chatPanel() const { return m_chat; }
@@ -91,6 +95,7 @@ protected:
 
 private:
     void buildMenus();
+    void connectServerSignals(); // main_window_server.cpp
     void buildModelBar();
     void addPanel(const QString& name, const QString& title, QWidget* widget, Qt::DockWidgetArea area);
     void showModel(const std::shared_ptr<const ModelSummary>& m);

@@ -125,18 +125,30 @@ void EngineController::setBusy(bool busy)
 
 void EngineController::stop()
 {
+    if (m_client) { // a cancelled stream answers at once, which edits the map: walk a copy
+        const auto requests = m_server_requests;
+        for (const auto& [client_id, id] : requests)
+            m_client->cancel(client_id);
+    }
     for (auto& [id, token] : m_cancellable)
         token->store(true);
 }
 
 void EngineController::cancel(quint64 request_id)
 {
+    if (m_client)
+        for (const auto& [client_id, id] : m_server_requests)
+            if (id == request_id) {
+                m_client->cancel(client_id);
+                break;
+            }
     if (auto it = m_cancellable.find(request_id); it != m_cancellable.end())
         it->second->store(true);
 }
 
 quint64 EngineController::loadModel(const QString& path, int threads, quint32 n_ctx, const QString& backend, int device)
 {
+    disconnectServer(); // a model here replaces the served one
     const quint64 id = nextId();
     m_load_request = id;
     setBusy(true);
@@ -148,6 +160,8 @@ quint64 EngineController::loadModel(const QString& path, int threads, quint32 n_
 
 quint64 EngineController::sendChat(std::vector<ChatTurn> turns, const SamplingSettings& sampling)
 {
+    if (m_server)
+        return sendChatToServer(std::move(turns), sampling);
     ChatRequest request;
     request.id = nextId();
     request.turns = std::move(turns);
@@ -159,6 +173,8 @@ quint64 EngineController::sendChat(std::vector<ChatTurn> turns, const SamplingSe
 
 quint64 EngineController::tokenize(const QString& text)
 {
+    if (m_server)
+        return tokenizeOnServer(text);
     const quint64 id = nextId();
     post([id, text](EngineWorker& w) { w.tokenize(id, text); });
     return id;
@@ -166,6 +182,8 @@ quint64 EngineController::tokenize(const QString& text)
 
 quint64 EngineController::stepperStart(const QString& prompt, const StepperSettings& settings)
 {
+    if (m_server)
+        return refuseOnServer<StepperState>(&EngineController::stepperState, tr("The decode stepper"));
     const quint64 id = nextId();
     post([id, prompt, settings, cancel = track(id)](EngineWorker& w) { w.stepperStart(id, prompt, settings, cancel); });
     return id;
@@ -174,6 +192,8 @@ quint64 EngineController::stepperStart(const QString& prompt, const StepperSetti
 quint64 EngineController::stepperStartTokens(const std::vector<int32_t>& ids, const QString& text,
                                              const StepperSettings& settings)
 {
+    if (m_server)
+        return refuseOnServer<StepperState>(&EngineController::stepperState, tr("The decode stepper"));
     const quint64 id = nextId();
     post([id, ids, text, settings, cancel = track(id)](EngineWorker& w) {
         w.stepperStart(id, text, settings, cancel, ids);
@@ -183,6 +203,8 @@ quint64 EngineController::stepperStartTokens(const std::vector<int32_t>& ids, co
 
 quint64 EngineController::stepperStep(const StepperSettings& settings, int forced_token)
 {
+    if (m_server)
+        return refuseOnServer<StepperState>(&EngineController::stepperState, tr("The decode stepper"));
     const quint64 id = nextId();
     post([id, settings, forced_token](EngineWorker& w) { w.stepperStep(id, settings, forced_token); });
     return id;
@@ -190,6 +212,8 @@ quint64 EngineController::stepperStep(const StepperSettings& settings, int force
 
 quint64 EngineController::stepperBack(const StepperSettings& settings)
 {
+    if (m_server)
+        return refuseOnServer<StepperState>(&EngineController::stepperState, tr("The decode stepper"));
     const quint64 id = nextId();
     post([id, settings](EngineWorker& w) { w.stepperBack(id, settings); });
     return id;
@@ -197,6 +221,8 @@ quint64 EngineController::stepperBack(const StepperSettings& settings)
 
 quint64 EngineController::readKv(int layer, int kv_head)
 {
+    if (m_server)
+        return refuseOnServer<KvContents>(&EngineController::kvContents, tr("The KV cache contents"));
     const quint64 id = nextId();
     post([id, layer, kv_head](EngineWorker& w) { w.readKv(id, layer, kv_head); });
     return id;
@@ -209,6 +235,13 @@ void EngineController::probeMachine()
 
 quint64 EngineController::countTurns(const QStringList& roles, const QStringList& texts)
 {
+    if (m_server) { // counted with the server's template, not here: the panel keeps its estimates
+        const quint64 id = nextId();
+        const int window = int(m_server->context_length);
+        QMetaObject::invokeMethod(
+            this, [this, id, window] { emit turnsCounted(id, {}, window); }, Qt::QueuedConnection);
+        return id;
+    }
     const quint64 id = nextId();
     post([id, roles, texts](EngineWorker& w) { w.countTurns(id, roles, texts); });
     return id;
@@ -216,6 +249,8 @@ quint64 EngineController::countTurns(const QStringList& roles, const QStringList
 
 quint64 EngineController::captureAttention(const QString& text, bool current_sequence, const QList<int>& layers)
 {
+    if (m_server)
+        return refuseOnServer<AttentionSnapshot>(&EngineController::attentionReady, tr("Attention"));
     const quint64 id = nextId();
     post([id, text, current_sequence, layers, cancel = track(id)](EngineWorker& w) {
         w.captureAttention(id, text, current_sequence, layers, cancel);
@@ -225,6 +260,12 @@ quint64 EngineController::captureAttention(const QString& text, bool current_seq
 
 quint64 EngineController::checkFit(std::vector<ChatTurn> turns, const SamplingSettings& sampling)
 {
+    if (m_server) { // the server applies its template and its own context policy
+        const quint64 id = nextId();
+        QMetaObject::invokeMethod(
+            this, [this, id] { emit fitChecked(id, QString()); }, Qt::QueuedConnection);
+        return id;
+    }
     ChatRequest request;
     request.id = nextId();
     request.turns = std::move(turns);
@@ -235,6 +276,8 @@ quint64 EngineController::checkFit(std::vector<ChatTurn> turns, const SamplingSe
 
 quint64 EngineController::runPatching(const PatchingSettings& settings)
 {
+    if (m_server)
+        return refuseOnServer<PatchingSnapshot>(&EngineController::patchingReady, tr("Activation patching"));
     const quint64 id = nextId();
     post([id, settings, cancel = track(id)](EngineWorker& w) { w.runPatching(id, settings, cancel); });
     return id;
@@ -242,6 +285,8 @@ quint64 EngineController::runPatching(const PatchingSettings& settings)
 
 quint64 EngineController::runAttribution(const AttributionSettings& settings)
 {
+    if (m_server)
+        return refuseOnServer<AttributionSnapshot>(&EngineController::attributionReady, tr("Attribution"));
     const quint64 id = nextId();
     post([id, settings, cancel = track(id)](EngineWorker& w) { w.runAttribution(id, settings, cancel); });
     return id;
@@ -249,6 +294,8 @@ quint64 EngineController::runAttribution(const AttributionSettings& settings)
 
 quint64 EngineController::classifyHeads(int repeat, quint64 seed)
 {
+    if (m_server)
+        return refuseOnServer<HeadsSnapshot>(&EngineController::headsReady, tr("Head classification"));
     const quint64 id = nextId();
     post([id, repeat, seed](EngineWorker& w) { w.classifyHeads(id, repeat, seed); });
     return id;
@@ -256,6 +303,8 @@ quint64 EngineController::classifyHeads(int repeat, quint64 seed)
 
 quint64 EngineController::scanAblations(const AblationSettings& settings)
 {
+    if (m_server)
+        return refuseOnServer<AblationSnapshot>(&EngineController::ablationReady, tr("Ablation"));
     const quint64 id = nextId();
     post([id, settings, cancel = track(id)](EngineWorker& w) { w.scanAblations(id, settings, cancel); });
     return id;
@@ -263,6 +312,8 @@ quint64 EngineController::scanAblations(const AblationSettings& settings)
 
 quint64 EngineController::ablateHeads(const AblationSettings& settings)
 {
+    if (m_server)
+        return refuseOnServer<AblationSnapshot>(&EngineController::ablationReady, tr("Ablation"));
     const quint64 id = nextId();
     post([id, settings](EngineWorker& w) { w.ablateHeads(id, settings); });
     return id;
@@ -270,6 +321,8 @@ quint64 EngineController::ablateHeads(const AblationSettings& settings)
 
 quint64 EngineController::steer(const SteeringSettings& settings)
 {
+    if (m_server)
+        return refuseOnServer<SteeringSnapshot>(&EngineController::steeringReady, tr("Steering"));
     const quint64 id = nextId();
     post([id, settings, cancel = track(id)](EngineWorker& w) { w.steer(id, settings, cancel); });
     return id;
@@ -277,6 +330,9 @@ quint64 EngineController::steer(const SteeringSettings& settings)
 
 quint64 EngineController::analyzeText(const QString& text, const QString& compare_with)
 {
+    if (m_server)
+        return refuseOnServer<TextAnalysisSnapshot>(&EngineController::textAnalyzed,
+                                                    tr("The text analysis (every position's logits)"));
     const quint64 id = nextId();
     post([id, text, compare_with, cancel = track(id)](EngineWorker& w) {
         w.analyzeText(id, text, compare_with, cancel);
@@ -286,6 +342,12 @@ quint64 EngineController::analyzeText(const QString& text, const QString& compar
 
 void EngineController::setSteering(bool on, const SteeringSettings& settings)
 {
+    if (m_server) {
+        const QString why = unavailableOnServer(tr("Steering"));
+        QMetaObject::invokeMethod(
+            this, [this, why] { emit steeringApplied(false, why); }, Qt::QueuedConnection);
+        return;
+    }
     post([on, settings](EngineWorker& w) { w.setSteering(on, settings); });
 }
 

@@ -5,6 +5,9 @@
 #include "bridge/engine_types.h"
 #include "bridge/lab_types.h"
 
+#include "remote/remote_client.h"
+
+#include <QElapsedTimer>
 #include <QObject>
 #include <QThread>
 #include <map>
@@ -56,6 +59,14 @@ public:
     quint64 steer(const SteeringSettings& settings);
     void setSteering(bool on, const SteeringSettings& settings);
     quint64 analyzeText(const QString& text, const QString& compare_with = {});
+    // A model served elsewhere: from a successful probe on, chat and tokenizer requests go to the
+    // server and the requests that need the model's internals (attention, KV contents, the lab, the
+    // text analysis) are answered with the reason they cannot be; loadModel() or disconnectServer()
+    // return to the local engine. → serverConnected (then modelLoaded with a remote summary) or
+    // serverFailed.
+    quint64 connectServer(const remote::Endpoint& endpoint);
+    void disconnectServer();
+    std::shared_ptr<const remote::ServerInfo> server() const { return m_server; }
     bool busy() const { return m_busy; }
     std::shared_ptr<const ModelSummary> model() const { return m_model; }
     // Requests that can still be cancelled (tests).
@@ -88,6 +99,9 @@ signals:
     void steeringReady(std::shared_ptr<const tokenscope::ui::SteeringSnapshot> snapshot);
     void steeringApplied(bool on, const QString& error);
     void textAnalyzed(std::shared_ptr<const tokenscope::ui::TextAnalysisSnapshot> snapshot);
+    void serverConnected(std::shared_ptr<const tokenscope::remote::ServerInfo> server);
+    void serverFailed(const QString& message);
+    void serverDisconnected();
 
 private:
     // Runs `call(worker)` on the engine thread, after the requests posted before it.
@@ -97,6 +111,14 @@ private:
     CancelToken track(quint64 request_id);
     void finished(quint64 request_id) { m_cancellable.erase(request_id); }
     void setBusy(bool busy);
+    // The served-model side (engine_controller_remote.cpp).
+    quint64 sendChatToServer(std::vector<ChatTurn> turns, const SamplingSettings& sampling);
+    quint64 tokenizeOnServer(const QString& text);
+    void onServerReply(std::shared_ptr<const remote::StreamedReply> reply);
+    // Answers a request that needs the model's internals with the reason a server cannot (queued, as
+    // the engine would answer).
+    template <typename Snapshot, typename Signal> quint64 refuseOnServer(Signal signal, const QString& what);
+    static QString unavailableOnServer(const QString& what);
 
     QThread m_thread;
     EngineWorker* m_worker = nullptr; // lives on m_thread, deleted when it finishes
@@ -105,6 +127,15 @@ private:
     quint64 m_load_request = 0; // the load in progress, whose end the load signals report
     std::shared_ptr<const ModelSummary> m_model;
     quint64 m_next_request = 1;
+    remote::Client* m_client = nullptr; // lives on the UI thread: the network is asynchronous
+    std::shared_ptr<const remote::ServerInfo> m_server;
+    quint64 m_server_probe = 0;
+    std::map<quint64, quint64> m_server_requests; // client request → controller request id
+    struct ServerTokenize {
+        QString text;
+        QElapsedTimer clock;
+    };
+    std::map<quint64, ServerTokenize> m_server_texts; // client tokenize request → its text and clock
     bool m_busy = false;
 };
 

@@ -32,6 +32,10 @@ struct ModelSummary {
     QString chat_format;            // "Gemma", "ChatML", …
     bool instruction_tuned = false; // engine::model_kind: an instruct/chat model, not a base model
     int n_layers = 0;
+    // A model served elsewhere (File → Connect to server…): no weights here, only what the server exposes.
+    bool remote = false;
+    QString server_url;
+    QString server_kind; // "llama.cpp (llama-server)", "vLLM", …
 };
 
 struct SamplingSettings {
@@ -69,6 +73,7 @@ struct ReplyStats {
     QString notice;            // e.g. the context policy's message
     bool cancelled = false;
     quint64 attention_bytes = 0; // what the attention recording holds after the reply (0: no view watched)
+    QString server;              // the server that answered ("llama.cpp (llama-server)"), empty: this machine
 };
 
 struct TokenSpan {
@@ -85,6 +90,8 @@ struct Tokenization {
     QByteArray utf8;
     std::vector<TokenSpan> tokens;
     double ms = 0.0;
+    QString source; // who tokenized, when not this machine: "the server (llama.cpp (llama-server))"
+    QString error;  // the server could not tokenize (no tokens then)
 };
 
 // The decode stepper's settings: how the next token is drawn, when the run stops, and whether the
@@ -224,6 +231,14 @@ struct TimelineSnapshot {
     double prefill_bytes = 0.0;
     double ttft_ms = 0.0;
     QString note; // e.g. "waiting between your clicks left out"
+    // A reply from a server: the times are measured here, on the stream's arrivals; the server's own
+    // account beside them where it reports one (negative: not reported).
+    bool remote = false;
+    QString server;
+    double server_prompt_ms = -1.0;
+    double server_generation_ms = -1.0;
+    int server_generated = -1;
+    double total_ms = 0.0;
 };
 
 struct MachinePeaksUi {

@@ -39,6 +39,10 @@ QString stats_line(const ReplyStats& s)
                        .arg(s.computed_tokens);
     if (s.cancelled)
         line += QObject::tr(" · stopped");
+    else if (s.stop_reason == "cut off")
+        line += QObject::tr(" · cut off");
+    if (!s.server.isEmpty())
+        line += QObject::tr(" · served by %1 (TTFT and speed measured here)").arg(s.server);
     return line;
 }
 

@@ -143,6 +143,10 @@ void TimelinePanel::renderStats()
         return;
     }
     const TimelineSnapshot& t = *m_timeline;
+    if (t.remote) {
+        renderServerStats(t);
+        return;
+    }
     double forward_ms = 0, bytes = 0, flops = 0, itl = 0;
     int n = 0;
     for (std::size_t i = 1; i < t.steps.size(); ++i) {
@@ -185,6 +189,46 @@ void TimelinePanel::renderStats()
                 .arg(pct(decode_flops, m_peaks.flops_per_second));
     if (m_peaks.read_bytes_per_second <= 0)
         text += tr("<br>Press <i>Measure this machine</i> to compare with its peaks.");
+    if (!t.note.isEmpty())
+        text += "<br><i>" + t.note.toHtmlEscaped() + "</i>";
+    m_stats->setText(text);
+}
+
+// A reply from a server: what was measured here (the stream's arrivals) beside what the server says
+// it spent; the difference is the network, the server's queue and the stream's own overhead.
+void TimelinePanel::renderServerStats(const TimelineSnapshot& t)
+{
+    double itl = 0.0;
+    const int n = t.steps.size() > 1 ? int(t.steps.size()) - 1 : 0;
+    for (std::size_t i = 1; i < t.steps.size(); ++i)
+        itl += t.steps[i].latency_ms;
+    QString text = tr("<b>TTFT %1 ms</b>, measured here: from sending the request to the first token's arrival · ")
+                       .arg(t.ttft_ms, 0, 'f', 1);
+    text += n ? tr("mean inter-token latency <b>%1 ms</b> over %2 tokens, measured here").arg(itl / n, 0, 'f', 1).arg(n)
+              : tr("one token");
+    text += tr("<br><b>The server's account</b> (%1): ").arg(t.server.toHtmlEscaped());
+    if (t.server_prompt_ms >= 0 || t.server_generation_ms >= 0) {
+        QStringList parts;
+        if (t.server_prompt_ms >= 0)
+            parts << tr("prompt %1 ms for %2 new tokens (%3 reused from its cache)")
+                         .arg(t.server_prompt_ms, 0, 'f', 1)
+                         .arg(t.prefill_computed)
+                         .arg(t.prompt_tokens - t.prefill_computed);
+        if (t.server_generation_ms >= 0 && t.server_generated > 0)
+            parts << tr("generation %1 ms for %2 tokens = %3 tokens/s")
+                         .arg(t.server_generation_ms, 0, 'f', 1)
+                         .arg(t.server_generated)
+                         .arg(1000.0 * t.server_generated / std::max(1e-9, t.server_generation_ms), 0, 'f', 1);
+        text += parts.join(" · ");
+        if (t.server_prompt_ms >= 0)
+            text += tr("<br><b>Network, queue and streaming</b>: TTFT − the server's prompt time = %1 ms · the "
+                       "whole reply took %2 ms here")
+                        .arg(t.ttft_ms - t.server_prompt_ms, 0, 'f', 1)
+                        .arg(t.total_ms, 0, 'f', 1);
+    } else {
+        text += tr("it reports no timings (only what was measured here is shown)");
+    }
+    text += tr("<br><i>The server's weights, FLOPs and memory traffic are not visible from here.</i>");
     if (!t.note.isEmpty())
         text += "<br><i>" + t.note.toHtmlEscaped() + "</i>";
     m_stats->setText(text);

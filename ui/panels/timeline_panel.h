@@ -41,6 +41,7 @@ signals:
 private:
     void onTimeline(std::shared_ptr<const TimelineSnapshot> timeline);
     void renderStats();
+    void renderServerStats(const TimelineSnapshot& t);
     void drawChart();
 
     EngineController* m_engine;

@@ -120,7 +120,15 @@ TokenizerPanel::TokenizerPanel(EngineController* engine, TokenSelection* selecti
     });
     connect(m_engine, &EngineController::tokenized, this, [this](std::shared_ptr<const Tokenization> t) {
         if (t->request_id != m_request)
-            return; // a newer request is on its way
+            return;                // a newer request is on its way
+        if (!t->error.isEmpty()) { // a server that does not tokenize, or failed to
+            m_current.reset();
+            m_view->setHtml(QString("<p>%1</p>").arg(t->error.toHtmlEscaped()));
+            m_counts->setText(tr("no tokens: %1").arg(t->error));
+            m_detail->setText(t->error);
+            emit updated();
+            return;
+        }
         if (m_current)
             describeChanges(*m_current, *t);
         m_current = std::move(t);
@@ -344,7 +352,8 @@ void TokenizerPanel::render()
                           .arg(QLocale().toString(chars))
                           .arg(QLocale().toString(int(t.utf8.size())))
                           .arg(n ? double(chars) / n : 0.0, 0, 'f', 2)
-                          .arg(t.ms, 0, 'f', 1));
+                          .arg(t.ms, 0, 'f', 1) +
+                      (t.source.isEmpty() ? QString() : tr(" · tokenized by %1").arg(t.source)));
 }
 
 void TokenizerPanel::renderMore(quint64 generation)

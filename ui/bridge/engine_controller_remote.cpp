@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// EngineController on a model served elsewhere: the chat and the tokenizer through the remote
+// client, the same signals the local engine sends, and an honest "not available on a server" for
+// everything that needs the model's weights or activations.
+#include "bridge/engine_controller.h"
+
+#include "session/generator.h"
+
+#include <QMetaObject>
+#include <algorithm>
+
+namespace tokenscope::ui {
+
+namespace er = engine::remote;
+
+namespace {
+
+// A served model's id is often a path on the server; the file or repository name reads better.
+QString model_display_name(const QString& id)
+{
+    const QString last = id.section('/', -1);
+    return last.isEmpty() ? id : last;
+}
+
+std::shared_ptr<const ModelSummary> summary_of(const remote::ServerInfo& s)
+{
+    auto m = std::make_shared<ModelSummary>();
+    m->remote = true;
+    m->server_url = s.base.toString();
+    m->server_kind = s.kind_name;
+    m->path = s.base.toString() + " · " + s.model;
+    m->name = model_display_name(s.model);
+    m->architecture = s.kind_name;
+    m->context_length = s.trained_context ? s.trained_context : s.context_length;
+    m->n_ctx = s.context_length;
+    m->backend = QObject::tr("Server: %1 at %2").arg(s.kind_name, s.base.toString());
+    m->chat_format = QObject::tr("the server's own template");
+    // The server applies its template and answers as a chat model; whether the model was
+    // instruction-tuned is not something these APIs say.
+    m->instruction_tuned = true;
+    return m;
+}
+
+} // namespace
+
+QString EngineController::unavailableOnServer(const QString& what)
+{
+    return tr("%1 needs the model's weights and activations, which a server does not expose: not available "
+              "on a server connection (File → Open model… to run a model here)")
+        .arg(what);
+}
+
+template <typename Snapshot, typename Signal>
+quint64 EngineController::refuseOnServer(Signal signal, const QString& what)
+{
+    const quint64 id = nextId();
+    auto s = std::make_shared<Snapshot>();
+    s->request_id = id;
+    s->error = unavailableOnServer(what);
+    if constexpr (requires { s->action; })
+        s->action = "error";
+    std::shared_ptr<const Snapshot> out = s;
+    QMetaObject::invokeMethod(
+        this, [this, out, signal] { emit(this->*signal)(out); }, Qt::QueuedConnection);
+    return id;
+}
+
+// The instantiations the controller uses.
+template quint64
+EngineController::refuseOnServer<StepperState>(void (EngineController::*)(std::shared_ptr<const StepperState>),
+                                               const QString&);
+template quint64
+EngineController::refuseOnServer<KvContents>(void (EngineController::*)(std::shared_ptr<const KvContents>),
+                                             const QString&);
+template quint64 EngineController::refuseOnServer<AttentionSnapshot>(
+    void (EngineController::*)(std::shared_ptr<const AttentionSnapshot>), const QString&);
+template quint64
+EngineController::refuseOnServer<PatchingSnapshot>(void (EngineController::*)(std::shared_ptr<const PatchingSnapshot>),
+                                                   const QString&);
+template quint64 EngineController::refuseOnServer<AttributionSnapshot>(
+    void (EngineController::*)(std::shared_ptr<const AttributionSnapshot>), const QString&);
+template quint64
+EngineController::refuseOnServer<HeadsSnapshot>(void (EngineController::*)(std::shared_ptr<const HeadsSnapshot>),
+                                                const QString&);
+template quint64
+EngineController::refuseOnServer<AblationSnapshot>(void (EngineController::*)(std::shared_ptr<const AblationSnapshot>),
+                                                   const QString&);
+template quint64
+EngineController::refuseOnServer<SteeringSnapshot>(void (EngineController::*)(std::shared_ptr<const SteeringSnapshot>),
+                                                   const QString&);
+template quint64 EngineController::refuseOnServer<TextAnalysisSnapshot>(
+    void (EngineController::*)(std::shared_ptr<const TextAnalysisSnapshot>), const QString&);
+
+quint64 EngineController::connectServer(const remote::Endpoint& endpoint)
+{
+    if (!m_client) {
+        m_client = new remote::Client(this);
+        connect(m_client, &remote::Client::probed, this,
+                [this](quint64 id, std::shared_ptr<const remote::ServerInfo> s) {
+                    if (id != m_server_probe)
+                        return;
+                    finished(id);
+                    m_server = s;
+                    m_model = summary_of(*s);
+                    setBusy(false);
+                    emit serverConnected(s);
+                    emit modelLoaded(m_model);
+                });
+        connect(m_client, &remote::Client::delta, this, [this](quint64 client_id, const QString& text) {
+            if (const auto it = m_server_requests.find(client_id); it != m_server_requests.end())
+                emit replyDelta(it->second, text);
+        });
+        connect(m_client, &remote::Client::replyFinished, this, &EngineController::onServerReply);
+        connect(m_client, &remote::Client::tokenized, this,
+                [this](quint64 client_id, std::shared_ptr<const std::vector<er::RemoteToken>> tokens) {
+                    const auto it = m_server_requests.find(client_id);
+                    if (it == m_server_requests.end())
+                        return;
+                    auto t = std::make_shared<Tokenization>();
+                    t->request_id = it->second;
+                    const QString text = m_server_texts[client_id].text;
+                    t->ms = double(m_server_texts[client_id].clock.nsecsElapsed()) / 1e6;
+                    t->source = tr("the server (%1)").arg(m_server ? m_server->kind_name : QString());
+                    m_server_texts.erase(client_id);
+                    t->text = text;
+                    t->utf8 = text.toUtf8();
+                    m_server_requests.erase(it);
+                    // Byte spans: each piece found where the text continues; a piece that is not there
+                    // (a control token the server added, such as BOS) gets an empty span.
+                    int at = 0;
+                    for (const auto& rt : *tokens) {
+                        TokenSpan span;
+                        span.id = rt.id;
+                        const QByteArray piece = QByteArray::fromStdString(rt.piece);
+                        span.piece = QString::fromUtf8(piece);
+                        span.begin = span.end = at;
+                        span.type = "normal";
+                        if (!piece.isEmpty() && t->utf8.mid(at, piece.size()) == piece) {
+                            span.end = at + int(piece.size());
+                            at = span.end;
+                        } else {
+                            span.type = "control";
+                        }
+                        t->tokens.push_back(std::move(span));
+                    }
+                    emit tokenized(t);
+                });
+        connect(m_client, &remote::Client::failed, this, [this](quint64 client_id, const QString& message) {
+            if (client_id == m_server_probe) {
+                finished(client_id);
+                setBusy(false);
+                emit serverFailed(message);
+                return;
+            }
+            const auto it = m_server_requests.find(client_id);
+            if (it == m_server_requests.end())
+                return;
+            const quint64 id = it->second;
+            m_server_requests.erase(it);
+            if (const auto t = m_server_texts.find(client_id); t != m_server_texts.end()) {
+                auto failed_tokenization = std::make_shared<Tokenization>();
+                failed_tokenization->request_id = id;
+                failed_tokenization->text = t->second.text;
+                failed_tokenization->utf8 = t->second.text.toUtf8();
+                failed_tokenization->error = message;
+                m_server_texts.erase(t);
+                emit tokenized(failed_tokenization);
+                return;
+            }
+            finished(id);
+            setBusy(false);
+            emit replyFailed(id, message);
+        });
+    }
+    m_client->setEndpoint(endpoint);
+    setBusy(true);
+    m_server_probe = m_client->probe();
+    return m_server_probe;
+}
+
+void EngineController::disconnectServer()
+{
+    if (!m_server)
+        return;
+    const auto requests = m_server_requests; // a cancelled stream answers at once, editing the map
+    for (const auto& [client_id, id] : requests)
+        m_client->cancel(client_id);
+    m_server_requests.clear();
+    m_server.reset();
+    m_model.reset();
+    emit serverDisconnected();
+}
+
+quint64 EngineController::sendChatToServer(std::vector<ChatTurn> turns, const SamplingSettings& sampling)
+{
+    const quint64 id = nextId();
+    std::vector<er::ChatMessage> messages;
+    for (const auto& t : turns)
+        messages.push_back({t.role.toStdString(), t.content.toStdString()});
+    er::SamplingRequest s;
+    s.temperature = sampling.temperature;
+    s.top_k = sampling.top_k;
+    s.top_p = sampling.top_p;
+    s.min_p = sampling.min_p;
+    s.repeat_penalty = sampling.repeat_penalty;
+    s.seed = static_cast<int64_t>(sampling.seed);
+    s.max_tokens = sampling.max_tokens;
+    setBusy(true);
+    const quint64 client_id = m_client->chat(messages, s);
+    m_server_requests[client_id] = id;
+    m_cancellable[id] = std::make_shared<std::atomic<bool>>(false); // cancel(id) finds it (see cancel)
+    emit replyStarted(id);
+    return id;
+}
+
+quint64 EngineController::tokenizeOnServer(const QString& text)
+{
+    const quint64 id = nextId();
+    const quint64 client_id = m_client->tokenize(text, true);
+    m_server_requests[client_id] = id;
+    m_server_texts[client_id].text = text; // for the byte spans of the answer
+    m_server_texts[client_id].clock.start();
+    return id;
+}
+
+void EngineController::onServerReply(std::shared_ptr<const remote::StreamedReply> reply)
+{
+    const auto it = m_server_requests.find(reply->id);
+    if (it == m_server_requests.end())
+        return;
+    const quint64 id = it->second;
+    m_server_requests.erase(it);
+    finished(id);
+    setBusy(false);
+
+    auto stats = std::make_shared<ReplyStats>();
+    stats->request_id = id;
+    const auto& usage = reply->usage;
+    const auto& timings = reply->timings;
+    stats->prompt_tokens = usage ? usage->prompt_tokens : 0;
+    int reused = usage && usage->cached_tokens >= 0 ? usage->cached_tokens : -1;
+    if (reused < 0 && timings && timings->cache_n >= 0)
+        reused = timings->cache_n;
+    stats->reused_tokens = std::max(0, reused);
+    stats->computed_tokens = std::max(0, stats->prompt_tokens - stats->reused_tokens);
+    stats->generated_tokens = usage ? usage->completion_tokens : int(reply->arrival_ms.size());
+    stats->ttft_ms = std::max(0.0, reply->ttft_ms);
+    const auto& a = reply->arrival_ms;
+    stats->tokens_per_second =
+        a.size() > 1 && a.back() > a.front() ? 1000.0 * double(a.size() - 1) / (a.back() - a.front()) : 0.0;
+    stats->stop_reason = reply->cancelled ? "cancelled" : reply->cut_off ? "cut off" : reply->finish_reason;
+    stats->cancelled = reply->cancelled;
+    stats->server = m_server ? m_server->kind_name : tr("the server");
+    stats->prompt_text =
+        tr("(the chat template was applied by the server: %1)").arg(m_server ? m_server->kind_name : QString());
+    QStringList notes;
+    if (reply->cut_off)
+        notes << tr("The reply was cut off — what arrived is kept: %1").arg(reply->error);
+    if (reused < 0)
+        notes << tr("The server did not say how much of the history it reused from its cache.");
+    stats->notice = notes.join("\n");
+
+    // The timeline: measured here, on the stream's arrivals, with the server's account beside it.
+    auto tl = std::make_shared<TimelineSnapshot>();
+    tl->source = "chat";
+    tl->remote = true;
+    tl->server = m_server ? m_server->kind_name + " at " + m_server->base.toString() : QString();
+    tl->prompt_tokens = stats->prompt_tokens;
+    tl->prefill_computed = stats->computed_tokens;
+    tl->ttft_ms = stats->ttft_ms;
+    tl->prefill_ms = stats->ttft_ms;
+    tl->total_ms = reply->total_ms;
+    if (timings) {
+        tl->server_prompt_ms = timings->prompt_ms >= 0 ? timings->prompt_ms : timings->ttft_ms;
+        tl->server_generation_ms = timings->predicted_ms;
+        tl->server_generated = timings->predicted_n;
+    }
+    const auto ns = [](double ms) { return static_cast<qint64>(ms * 1e6); };
+    if (!a.empty()) {
+        tl->events.push_back({int(engine::TimelineStage::Prefill), -1, 0, ns(a.front())});
+        for (std::size_t i = 0; i < a.size(); ++i) {
+            TimelineStepUi step;
+            step.latency_ms = i == 0 ? a.front() : a[i] - a[i - 1];
+            tl->steps.push_back(step);
+            if (i > 0)
+                tl->events.push_back({int(engine::TimelineStage::Decode), int(i), ns(a[i - 1]), ns(a[i])});
+        }
+    }
+    if (reply->cut_off)
+        tl->note = tr("cut off: %1").arg(reply->error);
+    emit timelineChanged(tl);
+    emit replyFinished(stats);
+}
+
+} // namespace tokenscope::ui
