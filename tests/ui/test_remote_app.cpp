@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The desktop app on a model served by a real llama-server (built by scripts/setup.sh test): the
+// window connects, the chat streams and is stored, the tokenizer panel shows the server's tokens,
+// what needs the model's internals says why it is not available, a wrong key and a server killed
+// mid-reply are said clearly and lose nothing. The chat model is the one the suites are given
+// ($TOKENSCOPE_CHAT_MODEL: the real one in the Release tree, a small random-weight model with the
+// real tokenizer under the sanitizers), so nothing here depends on what the model answers.
+#include "llama_server_process.h"
+#include "signal_wait.h"
+#include "test_paths.h"
+
+#include "bridge/engine_controller.h"
+#include "main_window.h"
+#include "model/model.h"
+#include "panels/chat_panel.h"
+#include "panels/timeline_panel.h"
+#include "panels/tokenizer_panel.h"
+#include "storage/conversation_store.h"
+#include "tokenizer/tokenizer.h"
+#include "widgets/connect_server_dialog.h"
+
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace tokenscope::ui;
+using tokenscope::remote::Endpoint;
+
+namespace {
+const QString kKey = "tokenscope-app-key";
+}
+
+class TestRemoteApp : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase();
+    void wrongKeyIsSaidAndNothingChanges();
+    void chatTokenizerAndTimelineFromTheServer();
+    void internalsAreUnavailableWithTheReason();
+    void killedServerKeepsThePartialReply();
+    void connectDialogProbesBeforeAccepting();
+
+private:
+    Endpoint endpoint(const QString& url, const QString& key) const;
+    QString m_binary;
+    std::string m_model;
+    testsupport::LlamaServerProcess m_server;
+    QTemporaryDir m_dir;
+};
+
+Endpoint TestRemoteApp::endpoint(const QString& url, const QString& key) const
+{
+    Endpoint e;
+    e.base = QUrl(url);
+    e.api_key = key;
+    e.timeout_ms = 120000;
+    return e;
+}
+
+void TestRemoteApp::initTestCase()
+{
+    m_binary = QString::fromStdString(testsupport::reference_tool("TOKENSCOPE_LLAMA_SERVER"));
+    if (m_binary.isEmpty()) {
+        if (testsupport::reference_required())
+            QFAIL("TOKENSCOPE_LLAMA_SERVER is not set or not executable (CI builds it)");
+        QSKIP("no llama-server: set TOKENSCOPE_LLAMA_SERVER (scripts/setup.sh test builds it)");
+    }
+    REQUIRE_CHAT_MODEL(chat);
+    m_model = chat;
+    QVERIFY2(m_server.start(m_binary, QString::fromStdString(chat), {"--api-key", kKey}), qPrintable(m_server.error()));
+}
+
+void TestRemoteApp::wrongKeyIsSaidAndNothingChanges()
+{
+    ConversationStore store(m_dir.filePath("key.sqlite"), "remote-key");
+    EngineController engine;
+    MainWindow window(&engine, &store);
+    window.setDialogsEnabled(false);
+    QSignalSpy failed(&engine, &EngineController::serverFailed), loaded(&engine, &EngineController::modelLoaded);
+    window.connectServer(endpoint(m_server.url(), "wrong"));
+    QVERIFY(testsupport::seen(failed));
+    QVERIFY2(failed.first().at(0).toString().contains("HTTP 401"), qPrintable(failed.first().at(0).toString()));
+    QVERIFY(!engine.server());
+    QVERIFY(!engine.model());
+    QCOMPARE(loaded.count(), 0);
+    QVERIFY(!engine.busy());
+}
+
+void TestRemoteApp::chatTokenizerAndTimelineFromTheServer()
+{
+    const QString db = m_dir.filePath("chat.sqlite");
+    ConversationStore store(db, "remote-chat");
+    EngineController engine;
+    MainWindow window(&engine, &store);
+    window.setDialogsEnabled(false);
+    window.show();
+    QSignalSpy connected(&engine, &EngineController::serverConnected), loaded(&engine, &EngineController::modelLoaded);
+    window.connectServer(endpoint(m_server.url(), kKey));
+    QVERIFY(testsupport::seen(loaded));
+    QCOMPARE(connected.count(), 1);
+    QVERIFY(engine.model()->remote);
+    QCOMPARE(engine.model()->server_kind, QString("llama.cpp (llama-server)"));
+    QCOMPARE(engine.model()->n_ctx, 4096u);
+    QVERIFY(window.windowTitle().contains(m_server.url()));
+
+    // The chat: streamed, shown, stored, with the server's statistics.
+    ChatPanel* chat = window.chatPanel();
+    auto s = chat->sampling();
+    s.temperature = 0.0f;
+    s.max_tokens = 12;
+    chat->setSampling(s);
+    QSignalSpy deltas(&engine, &EngineController::replyDelta);
+    QSignalSpy finished(chat, &ChatPanel::replyFinished);
+    QSignalSpy timeline(&engine, &EngineController::timelineChanged);
+    chat->send("Say hello.");
+    QVERIFY(testsupport::seen(finished));
+    const auto stats = chat->lastStats();
+    QVERIFY(!stats->cancelled);
+    QCOMPARE(stats->server, QString("llama.cpp (llama-server)"));
+    QVERIFY(stats->generated_tokens > 0 && stats->generated_tokens <= 12);
+    QVERIFY(stats->prompt_tokens > 0);
+    QVERIFY(stats->ttft_ms > 0);
+    QCOMPARE(chat->messageCount(), 2);
+    QString streamed;
+    for (const auto& d : deltas)
+        streamed += d.at(1).toString();
+    QVERIFY(!streamed.trimmed().isEmpty());
+    QVERIFY(chat->transcriptText().contains(streamed.trimmed()));
+    const auto saved = store.latest();
+    QVERIFY(saved);
+    QCOMPARE(saved->messages.size(), 2);
+    QCOMPARE(saved->messages[1].content, streamed.trimmed());
+    QVERIFY(saved->messages[1].stats.contains("served by llama.cpp"));
+    // The second turn re-sends the history; the server reuses its cache for it.
+    chat->send("Again.");
+    QVERIFY(testsupport::seen(finished, 2));
+    QVERIFY2(
+        chat->lastStats()->reused_tokens >= stats->prompt_tokens,
+        qPrintable(
+            QString("%1 reused, first prompt %2").arg(chat->lastStats()->reused_tokens).arg(stats->prompt_tokens)));
+
+    // The timeline of the last reply: measured here, the server's account beside it.
+    QVERIFY(timeline.count() >= 2);
+    const auto t = window.timelinePanel()->timeline();
+    QVERIFY(t && t->remote);
+    QVERIFY(!t->steps.empty());
+    QCOMPARE(t->ttft_ms, chat->lastStats()->ttft_ms);
+    QVERIFY(t->server_prompt_ms >= 0 && t->server_generation_ms >= 0);
+    QVERIFY(window.timelinePanel()->statsText().contains("The server's account"));
+
+    // The tokenizer panel: the server's ids, equal to this machine's tokenizer of the same file.
+    QSignalSpy updated(window.tokenizerPanel(), &TokenizerPanel::updated);
+    const QString text = "Tokens, as the server counts them: déjà vu 12345";
+    window.tokenizerPanel()->setText(text);
+    QTRY_VERIFY_WITH_TIMEOUT(window.tokenizerPanel()->current() && window.tokenizerPanel()->current()->text == text,
+                             60000);
+    const auto got = window.tokenizerPanel()->current();
+    QVERIFY(got->source.contains("llama.cpp"));
+    const auto model = engine::Model::load(m_model);
+    const auto ours = model->tokenizer().encode(text.toStdString());
+    QCOMPARE(got->tokens.size(), ours.size());
+    for (std::size_t i = 0; i < ours.size(); ++i) {
+        QCOMPARE(got->tokens[i].id, ours[i].id);
+        if (ours[i].byte_end > ours[i].byte_begin) { // the spans too, where the token covers text
+            QCOMPARE(got->tokens[i].begin, int(ours[i].byte_begin));
+            QCOMPARE(got->tokens[i].end, int(ours[i].byte_end));
+        }
+    }
+}
+
+void TestRemoteApp::internalsAreUnavailableWithTheReason()
+{
+    ConversationStore store(m_dir.filePath("internals.sqlite"), "remote-internals");
+    EngineController engine;
+    MainWindow window(&engine, &store);
+    window.setDialogsEnabled(false);
+    QSignalSpy loaded(&engine, &EngineController::modelLoaded);
+    window.connectServer(endpoint(m_server.url(), kKey));
+    QVERIFY(testsupport::seen(loaded));
+    QSignalSpy attention(&engine, &EngineController::attentionReady), stepper(&engine, &EngineController::stepperState),
+        lab(&engine, &EngineController::patchingReady), text(&engine, &EngineController::textAnalyzed),
+        steering(&engine, &EngineController::steeringApplied);
+    const quint64 a = engine.captureAttention("hello", false, {});
+    const quint64 st = engine.stepperStart("hello", StepperSettings{});
+    engine.runPatching(PatchingSettings{});
+    engine.analyzeText("hello");
+    engine.setSteering(true, SteeringSettings{});
+    QVERIFY(testsupport::seen(attention) && testsupport::seen(stepper) && testsupport::seen(lab) &&
+            testsupport::seen(text) && testsupport::seen(steering));
+    const auto as = attention.first().at(0).value<std::shared_ptr<const AttentionSnapshot>>();
+    QCOMPARE(as->request_id, a);
+    QVERIFY2(as->error.contains("not available on a server"), qPrintable(as->error));
+    const auto ss = stepper.first().at(0).value<std::shared_ptr<const StepperState>>();
+    QCOMPARE(ss->request_id, st);
+    QCOMPARE(ss->action, QString("error"));
+    QVERIFY(ss->error.contains("not available on a server"));
+    QVERIFY(lab.first().at(0).value<std::shared_ptr<const PatchingSnapshot>>()->error.contains("a server"));
+    QVERIFY(text.first().at(0).value<std::shared_ptr<const TextAnalysisSnapshot>>()->error.contains("a server"));
+    QCOMPARE(steering.first().at(0).toBool(), false);
+}
+
+void TestRemoteApp::killedServerKeepsThePartialReply()
+{
+    testsupport::LlamaServerProcess doomed;
+    QVERIFY2(doomed.start(m_binary, QString::fromStdString(m_model)), qPrintable(doomed.error()));
+    ConversationStore store(m_dir.filePath("cut.sqlite"), "remote-cut");
+    EngineController engine;
+    MainWindow window(&engine, &store);
+    window.setDialogsEnabled(false);
+    QSignalSpy loaded(&engine, &EngineController::modelLoaded);
+    window.connectServer(endpoint(doomed.url(), {}));
+    QVERIFY(testsupport::seen(loaded));
+    ChatPanel* chat = window.chatPanel();
+    auto s = chat->sampling();
+    s.temperature = 0.0f;
+    s.max_tokens = 300;
+    chat->setSampling(s);
+    QString streamed;
+    int pieces = 0;
+    connect(&engine, &EngineController::replyDelta, this, [&](quint64, const QString& d) {
+        streamed += d;
+        if (++pieces == 4)
+            doomed.kill();
+    });
+    QSignalSpy finished(chat, &ChatPanel::replyFinished), failed(&engine, &EngineController::replyFailed);
+    chat->send("Write a long story about a lighthouse keeper.");
+    QVERIFY(QTest::qWaitFor([&] { return finished.count() + failed.count() > 0; }, 120000));
+    QCOMPARE(failed.count(), 0);
+    const auto stats = chat->lastStats();
+    QCOMPARE(stats->stop_reason, QString("cut off"));
+    QVERIFY2(stats->notice.contains("cut off"), qPrintable(stats->notice));
+    QCOMPARE(chat->messageCount(), 2);
+    const auto saved = store.latest();
+    QVERIFY(saved && saved->messages.size() == 2);
+    QCOMPARE(saved->messages[1].content, streamed.trimmed()); // nothing that arrived is lost
+    QVERIFY(!saved->messages[1].content.isEmpty());
+    QVERIFY(saved->messages[1].stats.contains("cut off"));
+    QVERIFY(!engine.busy());
+
+    // The next message to a server that is gone: a clear failure, and the message stays typed.
+    QSignalSpy failed2(&engine, &EngineController::replyFailed);
+    chat->send("Are you there?");
+    QVERIFY(testsupport::seen(failed2));
+    QVERIFY2(failed2.first().at(1).toString().contains("refused the connection"),
+             qPrintable(failed2.first().at(1).toString()));
+    QCOMPARE(chat->messageCount(), 2);
+}
+
+void TestRemoteApp::connectDialogProbesBeforeAccepting()
+{
+    ConnectServerDialog dialog;
+    dialog.setUrl(m_server.url());
+    dialog.setApiKey("wrong");
+    dialog.show();
+    dialog.check();
+    QTRY_VERIFY_WITH_TIMEOUT(dialog.status().contains("HTTP 401"), 30000);
+    QVERIFY(dialog.isVisible()); // still open: nothing was accepted
+    dialog.setApiKey(kKey);
+    QSignalSpy accepted(&dialog, &QDialog::accepted);
+    dialog.check();
+    QVERIFY(testsupport::seen(accepted));
+    QCOMPARE(dialog.endpoint().api_key, kKey);
+    QVERIFY(ConnectServerDialog::recentServers().contains(m_server.url()));
+}
+
+QTEST_MAIN(TestRemoteApp)
+#include "test_remote_app.moc"
