@@ -212,7 +212,7 @@ void Client::probeStep(const std::shared_ptr<Probe>& p)
         {
             const bool ollama = p->step == 1;
             QNetworkReply* r = get(ollama ? "/api/version" : "/api/v0/models");
-            connect(r, &QNetworkReply::finished, this, [this, r, p, next, ollama] {
+            connect(r, &QNetworkReply::finished, this, [r, p, next, ollama] {
                 r->deleteLater();
                 if (r->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt() == 200) {
                     const std::string body = r->readAll().toStdString();
