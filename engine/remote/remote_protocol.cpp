@@ -464,15 +464,28 @@ std::string completion_request_body(std::string_view prompt, const SamplingReque
     return body.dump();
 }
 
-std::string next_token_request_body(const std::vector<int32_t>& ids, int n_probs)
+std::string next_token_request_body(const std::vector<int32_t>& ids, int n_probs, const SamplingRequest* sampling)
 {
     json body;
     body["prompt"] = ids;
     body["n_predict"] = 1;
     body["n_probs"] = n_probs;
-    body["temperature"] = 0.0;    // the token drawn does not matter; the probabilities are before sampling
-    body["cache_prompt"] = false; // evaluated whole: a reused prefix changes the batches, and with them the last bits
     body["stream"] = false;
+    if (sampling) {
+        body["temperature"] = sampling->temperature;
+        body["top_k"] = sampling->top_k;
+        body["top_p"] = sampling->top_p;
+        body["min_p"] = sampling->min_p;
+        body["repeat_penalty"] = sampling->repeat_penalty;
+        if (sampling->seed >= 0)
+            body["seed"] = sampling->seed;
+        body["cache_prompt"] = true;
+    } else {
+        // The token drawn does not matter, the probabilities are before sampling; evaluated whole: a
+        // reused prefix changes the batches, and with them the last bits.
+        body["temperature"] = 0.0;
+        body["cache_prompt"] = false;
+    }
     return body.dump();
 }
 

@@ -141,7 +141,11 @@ std::string completion_request_body(std::string_view prompt, const SamplingReque
 
 // llama-server's POST /completion with the prompt as token ids, for the distribution of the next
 // token (n_probs candidates, before sampling), and what it returns.
-std::string next_token_request_body(const std::vector<int32_t>& ids, int n_probs);
+// With `sampling`, the server also draws the token with those settings (the decode stepper over a
+// server: the token Step takes is drawn by the server) and reuses its cache of the shared prefix, as
+// a decode step does; without, the whole prompt is evaluated afresh.
+std::string next_token_request_body(const std::vector<int32_t>& ids, int n_probs,
+                                    const SamplingRequest* sampling = nullptr);
 std::vector<TokenLogprob> parse_completion_probabilities(std::string_view body);
 
 struct RemoteToken {

@@ -22,6 +22,7 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <cmath>
 
 using namespace tokenscope::ui;
 using tokenscope::remote::Endpoint;
@@ -37,6 +38,7 @@ private slots:
     void wrongKeyIsSaidAndNothingChanges();
     void chatTokenizerAndTimelineFromTheServer();
     void internalsAreUnavailableWithTheReason();
+    void stepperFromTheServersDistribution();
     void killedServerKeepsThePartialReply();
     void connectDialogProbesBeforeAccepting();
 
@@ -181,7 +183,8 @@ void TestRemoteApp::internalsAreUnavailableWithTheReason()
         lab(&engine, &EngineController::patchingReady), text(&engine, &EngineController::textAnalyzed),
         steering(&engine, &EngineController::steeringApplied);
     const quint64 a = engine.captureAttention("hello", false, {});
-    const quint64 st = engine.stepperStart("hello", StepperSettings{});
+    // The stepper from the text panel starts on given ids, which the server does not take as a stepper.
+    const quint64 st = engine.stepperStartTokens({1, 2, 3}, "x", StepperSettings{});
     engine.runPatching(PatchingSettings{});
     engine.analyzeText("hello");
     engine.setSteering(true, SteeringSettings{});
@@ -197,6 +200,69 @@ void TestRemoteApp::internalsAreUnavailableWithTheReason()
     QVERIFY(lab.first().at(0).value<std::shared_ptr<const PatchingSnapshot>>()->error.contains("a server"));
     QVERIFY(text.first().at(0).value<std::shared_ptr<const TextAnalysisSnapshot>>()->error.contains("a server"));
     QCOMPARE(steering.first().at(0).toBool(), false);
+}
+
+void TestRemoteApp::stepperFromTheServersDistribution()
+{
+    ConversationStore store(m_dir.filePath("stepper.sqlite"), "remote-stepper");
+    EngineController engine;
+    MainWindow window(&engine, &store);
+    window.setDialogsEnabled(false);
+    QSignalSpy loaded(&engine, &EngineController::modelLoaded);
+    window.connectServer(endpoint(m_server.url(), kKey));
+    QVERIFY(testsupport::seen(loaded));
+    QSignalSpy states(&engine, &EngineController::stepperState);
+    const auto next_state = [&](int n) {
+        return testsupport::seen(states, n) ? states.at(n - 1).at(0).value<std::shared_ptr<const StepperState>>()
+                                            : nullptr;
+    };
+    StepperSettings settings;
+    settings.greedy = true;
+    const QString prompt = "The capital of France is";
+    engine.stepperStart(prompt, settings);
+    const auto prefill = next_state(1);
+    QVERIFY(prefill);
+    QVERIFY2(prefill->error.isEmpty(), qPrintable(prefill->error));
+    QCOMPARE(prefill->action, QString("prefill"));
+    // The prompt as the server tokenized it, which is this machine's tokenizer's answer too.
+    const auto model = engine::Model::load(m_model);
+    const auto ids = model->tokenizer().encode_ids(prompt.toStdString());
+    QCOMPARE(prefill->prompt_length, int(ids.size()));
+    for (std::size_t i = 0; i < ids.size(); ++i)
+        QCOMPARE(prefill->tokens[i].id, ids[i]);
+    // The server's top 20 before sampling: a distribution's head, most likely first.
+    QCOMPARE(prefill->server_top.size(), std::size_t(20));
+    float sum = 0.0f;
+    for (std::size_t i = 0; i < prefill->server_top.size(); ++i) {
+        sum += prefill->server_top[i].probability;
+        if (i > 0)
+            QVERIFY(prefill->server_top[i].probability <= prefill->server_top[i - 1].probability);
+    }
+    QVERIFY(sum > 0.0f && sum <= 1.0001f);
+    QCOMPARE(prefill->server_drawn, prefill->server_top[0].id); // greedy: the server drew the most likely
+    QVERIFY(!prefill->tokenizer && !prefill->logits);           // no vocabulary or logits are invented
+
+    // Step takes what the server drew; a forced step takes the runner-up; Back undoes it.
+    engine.stepperStep(settings);
+    const auto stepped = next_state(2);
+    QVERIFY(stepped && stepped->error.isEmpty());
+    QCOMPARE(stepped->steps, 1);
+    QCOMPARE(stepped->tokens.back().id, prefill->server_drawn);
+    QCOMPARE(stepped->tokens.back().probability, prefill->server_top[0].probability);
+    const int runner_up = stepped->server_top[1].id;
+    engine.stepperStep(settings, runner_up);
+    const auto forced = next_state(3);
+    QVERIFY(forced && forced->error.isEmpty());
+    QCOMPARE(forced->tokens.back().id, runner_up);
+    QVERIFY(forced->tokens.back().forced);
+    engine.stepperBack(settings);
+    const auto back = next_state(4);
+    QVERIFY(back && back->error.isEmpty());
+    QCOMPARE(back->steps, 1);
+    QCOMPARE(back->tokens.size(), stepped->tokens.size());
+    // The same sequence gives the same distribution again.
+    QCOMPARE(back->server_top[0].id, stepped->server_top[0].id);
+    QVERIFY(std::abs(back->server_top[0].probability - stepped->server_top[0].probability) < 1e-3f);
 }
 
 void TestRemoteApp::killedServerKeepsThePartialReply()

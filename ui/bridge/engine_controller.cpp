@@ -183,7 +183,7 @@ quint64 EngineController::tokenize(const QString& text)
 quint64 EngineController::stepperStart(const QString& prompt, const StepperSettings& settings)
 {
     if (m_server)
-        return refuseOnServer<StepperState>(&EngineController::stepperState, tr("The decode stepper"));
+        return stepperOnServer("prefill", prompt, settings, -1);
     const quint64 id = nextId();
     post([id, prompt, settings, cancel = track(id)](EngineWorker& w) { w.stepperStart(id, prompt, settings, cancel); });
     return id;
@@ -204,7 +204,7 @@ quint64 EngineController::stepperStartTokens(const std::vector<int32_t>& ids, co
 quint64 EngineController::stepperStep(const StepperSettings& settings, int forced_token)
 {
     if (m_server)
-        return refuseOnServer<StepperState>(&EngineController::stepperState, tr("The decode stepper"));
+        return stepperOnServer("step", {}, settings, forced_token);
     const quint64 id = nextId();
     post([id, settings, forced_token](EngineWorker& w) { w.stepperStep(id, settings, forced_token); });
     return id;
@@ -213,7 +213,7 @@ quint64 EngineController::stepperStep(const StepperSettings& settings, int force
 quint64 EngineController::stepperBack(const StepperSettings& settings)
 {
     if (m_server)
-        return refuseOnServer<StepperState>(&EngineController::stepperState, tr("The decode stepper"));
+        return stepperOnServer("back", {}, settings, -1);
     const quint64 id = nextId();
     post([id, settings](EngineWorker& w) { w.stepperBack(id, settings); });
     return id;

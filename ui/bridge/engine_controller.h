@@ -114,6 +114,12 @@ private:
     // The served-model side (engine_controller_remote.cpp).
     quint64 sendChatToServer(std::vector<ChatTurn> turns, const SamplingSettings& sampling);
     quint64 tokenizeOnServer(const QString& text);
+    // The decode stepper over a server that gives next-token probabilities (llama-server).
+    quint64 stepperOnServer(const QString& action, const QString& prompt, const StepperSettings& settings,
+                            int forced_token);
+    void askServerForNextToken();
+    void onServerStepperTokens(const std::vector<engine::remote::RemoteToken>& tokens);
+    void onServerNextToken(const engine::remote::TokenLogprob& next);
     void onServerReply(std::shared_ptr<const remote::StreamedReply> reply);
     // Answers a request that needs the model's internals with the reason a server cannot (queued, as
     // the engine would answer).
@@ -136,6 +142,20 @@ private:
         QElapsedTimer clock;
     };
     std::map<quint64, ServerTokenize> m_server_texts; // client tokenize request → its text and clock
+    struct ServerStepper {
+        std::vector<StepperToken> tokens;
+        int prompt_length = 0;
+        int steps = 0;
+        std::vector<ServerCandidate> top; // for the next token
+        int drawn = -1;
+        QString drawn_text;
+        quint64 request = 0; // the controller request being answered
+        QString action;      // prefill | step | back
+        quint64 tokenize_client = 0;
+        quint64 next_client = 0;
+        StepperSettings settings;
+    };
+    ServerStepper m_server_stepper;
     bool m_busy = false;
 };
 

@@ -4,7 +4,10 @@
 // everything that needs the model's weights or activations.
 #include "bridge/engine_controller.h"
 
+#include "bridge/token_text.h"
 #include "session/generator.h"
+
+#include <cmath>
 
 #include <QMetaObject>
 #include <algorithm>
@@ -40,6 +43,26 @@ std::shared_ptr<const ModelSummary> summary_of(const remote::ServerInfo& s)
     m->instruction_tuned = true;
     return m;
 }
+
+er::SamplingRequest sampling_request(const SamplingSettings& sampling, bool greedy = false)
+{
+    er::SamplingRequest s;
+    s.temperature = greedy ? 0.0 : sampling.temperature;
+    s.top_k = sampling.top_k;
+    s.top_p = sampling.top_p;
+    s.min_p = sampling.min_p;
+    s.repeat_penalty = sampling.repeat_penalty;
+    s.seed = static_cast<int64_t>(sampling.seed);
+    s.max_tokens = sampling.max_tokens;
+    return s;
+}
+
+QString piece_display(const std::string& piece)
+{
+    return visible_whitespace(QString::fromUtf8(piece.data(), qsizetype(piece.size())));
+}
+
+constexpr int kServerTopN = 20; // what OpenAI-style servers allow; llama-server takes more
 
 } // namespace
 
@@ -113,6 +136,10 @@ quint64 EngineController::connectServer(const remote::Endpoint& endpoint)
         connect(m_client, &remote::Client::replyFinished, this, &EngineController::onServerReply);
         connect(m_client, &remote::Client::tokenized, this,
                 [this](quint64 client_id, std::shared_ptr<const std::vector<er::RemoteToken>> tokens) {
+                    if (client_id == m_server_stepper.tokenize_client) {
+                        onServerStepperTokens(*tokens);
+                        return;
+                    }
                     const auto it = m_server_requests.find(client_id);
                     if (it == m_server_requests.end())
                         return;
@@ -145,7 +172,22 @@ quint64 EngineController::connectServer(const remote::Endpoint& endpoint)
                     }
                     emit tokenized(t);
                 });
+        connect(m_client, &remote::Client::nextTokenReady, this,
+                [this](quint64 client_id, std::shared_ptr<const er::TokenLogprob> next) {
+                    if (client_id == m_server_stepper.next_client)
+                        onServerNextToken(*next);
+                });
         connect(m_client, &remote::Client::failed, this, [this](quint64 client_id, const QString& message) {
+            if (client_id == m_server_stepper.tokenize_client || client_id == m_server_stepper.next_client) {
+                auto st = std::make_shared<StepperState>();
+                st->request_id = m_server_stepper.request;
+                st->action = "error";
+                st->error = message;
+                m_server_stepper.tokenize_client = m_server_stepper.next_client = 0;
+                finished(st->request_id);
+                emit stepperState(st);
+                return;
+            }
             if (client_id == m_server_probe) {
                 finished(client_id);
                 setBusy(false);
@@ -197,20 +239,118 @@ quint64 EngineController::sendChatToServer(std::vector<ChatTurn> turns, const Sa
     std::vector<er::ChatMessage> messages;
     for (const auto& t : turns)
         messages.push_back({t.role.toStdString(), t.content.toStdString()});
-    er::SamplingRequest s;
-    s.temperature = sampling.temperature;
-    s.top_k = sampling.top_k;
-    s.top_p = sampling.top_p;
-    s.min_p = sampling.min_p;
-    s.repeat_penalty = sampling.repeat_penalty;
-    s.seed = static_cast<int64_t>(sampling.seed);
-    s.max_tokens = sampling.max_tokens;
+    const er::SamplingRequest s = sampling_request(sampling);
     setBusy(true);
     const quint64 client_id = m_client->chat(messages, s);
     m_server_requests[client_id] = id;
     m_cancellable[id] = std::make_shared<std::atomic<bool>>(false); // cancel(id) finds it (see cancel)
     emit replyStarted(id);
     return id;
+}
+
+quint64 EngineController::stepperOnServer(const QString& action, const QString& prompt, const StepperSettings& settings,
+                                          int forced_token)
+{
+    const quint64 id = nextId();
+    const auto refuse = [this, id](const QString& message) {
+        auto e = std::make_shared<StepperState>();
+        e->request_id = id;
+        e->action = "error";
+        e->error = message;
+        std::shared_ptr<const StepperState> out = e;
+        QMetaObject::invokeMethod(
+            this, [this, out] { emit stepperState(out); }, Qt::QueuedConnection);
+        return id;
+    };
+    if (!m_server->next_token_probs)
+        return refuse(remote::Client::noNextTokenReason(*m_server));
+    ServerStepper& st = m_server_stepper;
+    st.request = id;
+    st.action = action;
+    st.settings = settings;
+    if (action == "prefill") {
+        st.tokens.clear();
+        st.steps = 0;
+        st.top.clear();
+        st.drawn = -1;
+        st.tokenize_client = m_client->tokenize(prompt, true);
+        return id;
+    }
+    if (st.tokens.empty())
+        return refuse(tr("Prefill a prompt first."));
+    if (action == "step") {
+        StepperToken t;
+        t.prompt = false;
+        t.forced = forced_token >= 0;
+        t.id = t.forced ? forced_token : st.drawn;
+        t.text = st.drawn_text;
+        t.probability = 0.0f;
+        for (const auto& c : st.top)
+            if (c.id == t.id) {
+                t.probability = c.probability;
+                if (t.forced)
+                    t.text = c.text;
+            }
+        if (t.forced && t.probability == 0.0f)
+            t.text = QString("#%1").arg(forced_token);
+        st.tokens.push_back(t);
+        ++st.steps;
+    } else if (action == "back" && st.steps > 0) {
+        st.tokens.pop_back();
+        --st.steps;
+    }
+    askServerForNextToken();
+    return id;
+}
+
+void EngineController::onServerStepperTokens(const std::vector<er::RemoteToken>& tokens)
+{
+    ServerStepper& st = m_server_stepper;
+    st.tokenize_client = 0;
+    for (const auto& rt : tokens) {
+        StepperToken t;
+        t.id = rt.id;
+        t.text = piece_display(rt.piece);
+        t.prompt = true;
+        st.tokens.push_back(t);
+    }
+    st.prompt_length = int(st.tokens.size());
+    askServerForNextToken();
+}
+
+void EngineController::askServerForNextToken()
+{
+    ServerStepper& st = m_server_stepper;
+    std::vector<int32_t> ids;
+    for (const auto& t : st.tokens)
+        ids.push_back(t.id);
+    const er::SamplingRequest s = sampling_request(st.settings.sampling, st.settings.greedy);
+    st.next_client = m_client->nextToken(ids, kServerTopN, &s);
+}
+
+void EngineController::onServerNextToken(const er::TokenLogprob& next)
+{
+    ServerStepper& st = m_server_stepper;
+    st.next_client = 0;
+    st.top.clear();
+    for (const auto& c : next.top)
+        st.top.push_back({c.id, piece_display(c.token), float(std::exp(c.logprob))});
+    st.drawn = next.id;
+    st.drawn_text = piece_display(next.token);
+    auto state = std::make_shared<StepperState>();
+    state->request_id = st.request;
+    state->action = st.action;
+    state->tokens = st.tokens;
+    state->prompt_length = st.prompt_length;
+    state->steps = st.steps;
+    state->server = m_server ? m_server->kind_name : QString();
+    state->server_top = st.top;
+    state->server_drawn = st.drawn;
+    state->server_drawn_text = st.drawn_text;
+    for (std::size_t i = std::size_t(st.prompt_length); i < st.tokens.size(); ++i)
+        state->generated_text += st.tokens[i].text;
+    finished(st.request);
+    emit stepperState(state);
 }
 
 quint64 EngineController::tokenizeOnServer(const QString& text)

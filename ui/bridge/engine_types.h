@@ -119,6 +119,13 @@ struct LensCandidate {
     float probability = 0.0f;
 };
 
+// One candidate of a server's top-N for the next token (probability before sampling).
+struct ServerCandidate {
+    int id = 0;
+    QString text;
+    float probability = 0.0f;
+};
+
 struct StepperState {
     quint64 request_id = 0;
     QString action;                   // prefill | step | back | error
@@ -151,6 +158,12 @@ struct StepperState {
     std::shared_ptr<const engine::Tokenizer> tokenizer;
     QString stop_reason; // empty while the run can go on
     QString generated_text;
+    // On a served model: the server's top-N for the next token instead of the whole vocabulary's
+    // logits, and the token the server drew with the settings (what Step takes).
+    QString server;
+    std::vector<ServerCandidate> server_top;
+    int server_drawn = -1;
+    QString server_drawn_text;
 };
 
 // The KV cache as the engine accounts for it, after a forward pass (chat or stepper).

@@ -443,14 +443,26 @@ void StepperPanel::onState(std::shared_ptr<const StepperState> state)
         emit stateChanged();
         return;
     }
-    if (state->action == "step" && state->steps > 0)
-        m_drawn_from[int(state->tokens.size()) - 1] = m_sent_preview;
+    if (state->action == "step" && state->steps > 0) {
+        if (!state->server.isEmpty() && m_state)
+            m_server_drawn_from[int(state->tokens.size()) - 1] = m_state->server_top;
+        else
+            m_drawn_from[int(state->tokens.size()) - 1] = m_sent_preview;
+    }
+    if (state->action == "prefill")
+        m_server_drawn_from.clear();
+    std::erase_if(m_server_drawn_from, [n = int(state->tokens.size())](const auto& entry) { return entry.first >= n; });
     std::erase_if(m_drawn_from, [n = int(state->tokens.size())](const auto& entry) { return entry.first >= n; });
     if (m_selection->position() >= int(state->tokens.size()))
         m_selection->clear();
     m_state = std::move(state);
     m_status->setText(statusText());
-    m_cache->setText(cacheSentence());
+    m_cache->setText(m_state->server.isEmpty()
+                         ? cacheSentence()
+                         : tr("The KV cache is the server's (%1): each step sends the whole sequence and the server "
+                              "reuses what it cached of it; its contents are not visible from here.")
+                               .arg(m_state->server));
+    m_stage_box->setEnabled(m_state->server.isEmpty()); // a server sends one distribution, not the stages
     QString generated = tr("<b>Generated so far:</b> %1").arg(m_state->generated_text.toHtmlEscaped());
     if (!m_state->stop_reason.isEmpty())
         generated += m_state->action == "replay"
@@ -561,8 +573,50 @@ QString StepperPanel::tokenText(int id) const
     return m_state && m_state->tokenizer ? token_display_text(*m_state->tokenizer, id) : QString("#%1").arg(id);
 }
 
+void StepperPanel::renderServerDistribution()
+{
+    const int selected = m_selection->position();
+    const bool historic = m_server_drawn_from.count(selected) > 0;
+    const std::vector<ServerCandidate>& top = historic ? m_server_drawn_from.at(selected) : m_state->server_top;
+    const int chosen = historic ? m_state->tokens[std::size_t(selected)].id : m_state->server_drawn;
+    std::vector<DistributionView::Row> rows;
+    double shown = 0.0;
+    for (const auto& c : top) {
+        shown += double(c.probability);
+        if (int(rows.size()) >= kRowsShown)
+            continue;
+        DistributionView::Row r;
+        r.id = c.id;
+        r.text = c.text;
+        r.before = r.after = c.probability;
+        r.logit = c.probability > 0.0f ? std::log(c.probability) : -INFINITY; // a log-probability, not a logit
+        r.chosen = c.id == chosen;
+        rows.push_back(r);
+    }
+    m_distribution->setRows(std::move(rows), QString(), tr("the server's top %1, before sampling").arg(top.size()));
+    QString note = tr("%1 sends its %2 most likely tokens, not the whole vocabulary: together they hold %3% of the "
+                      "probability. ")
+                       .arg(m_state->server)
+                       .arg(top.size())
+                       .arg(100.0 * shown, 0, 'f', 1);
+    if (historic)
+        note += tr("Position %1 (“%2”%3) came from this distribution; Esc shows the next token's.")
+                    .arg(selected)
+                    .arg(m_state->tokens[std::size_t(selected)].text)
+                    .arg(m_state->tokens[std::size_t(selected)].forced ? tr(", forced") : QString());
+    else
+        note += tr("The server drew “%1” with the settings of the last request: Step takes it. Click any bar to force "
+                   "that token instead.")
+                    .arg(m_state->server_drawn_text);
+    m_stage_note->setText(note);
+}
+
 void StepperPanel::renderDistribution()
 {
+    if (m_state && !m_state->server.isEmpty()) {
+        renderServerDistribution();
+        return;
+    }
     const int selected = m_selection->position();
     const bool historic = m_state && m_drawn_from.count(selected);
     const engine::SampleResult& result = historic ? m_drawn_from.at(selected) : m_preview;
@@ -664,6 +718,17 @@ QString StepperPanel::sequenceHtml() const
 void StepperPanel::renderLens()
 {
     m_lens->setVisible(m_lens_on->isChecked());
+    if (m_state && !m_state->server.isEmpty()) { // say why, rather than show an empty table
+        m_lens->clear();
+        m_lens->setRowCount(1);
+        m_lens->setColumnCount(1);
+        m_lens->setHorizontalHeaderLabels({tr("logit lens")});
+        m_lens->setItem(0, 0,
+                        new QTableWidgetItem(tr("The logit lens reads every layer's residual stream, which a server "
+                                                "does not expose: not available on a server connection.")));
+        m_lens->resizeColumnsToContents();
+        return;
+    }
     if (!m_state || m_state->lens.empty()) {
         m_lens->clear();
         m_lens->setRowCount(0);

@@ -86,6 +86,8 @@ private:
     void onState(std::shared_ptr<const StepperState> state);
     void updatePreview();
     void renderDistribution();
+    // A served model: the server's top-N (before sampling) and the token it drew.
+    void renderServerDistribution();
     void renderSequence();
     void renderLens();
     void updateButtons();
@@ -97,7 +99,8 @@ private:
     std::shared_ptr<const StepperState> m_state;
     engine::SampleResult m_preview;                   // what Step would draw now
     std::map<int, engine::SampleResult> m_drawn_from; // position → the distribution its token came from
-    engine::SampleResult m_sent_preview;              // the preview when the pending step was sent
+    std::map<int, std::vector<ServerCandidate>> m_server_drawn_from; // the same on a served model
+    engine::SampleResult m_sent_preview;                             // the preview when the pending step was sent
     quint64 m_pending = 0;
     QString m_error;
     bool m_playing = false;

@@ -480,7 +480,7 @@ quint64 Client::tokenize(const QString& text, bool add_special)
     return id;
 }
 
-quint64 Client::nextToken(const std::vector<int32_t>& ids, int n)
+quint64 Client::nextToken(const std::vector<int32_t>& ids, int n, const er::SamplingRequest* sampling)
 {
     const quint64 id = m_next++;
     if (!m_server || !m_server->next_token_probs) {
@@ -489,7 +489,7 @@ quint64 Client::nextToken(const std::vector<int32_t>& ids, int n)
             this, [this, id, why] { emit failed(id, why); }, Qt::QueuedConnection);
         return id;
     }
-    oneShot(id, post("/completion", er::next_token_request_body(ids, n)), "POST /completion",
+    oneShot(id, post("/completion", er::next_token_request_body(ids, n, sampling)), "POST /completion",
             [this, id](const std::string& answer) {
                 auto probs = er::parse_completion_probabilities(answer);
                 emit nextTokenReady(id, std::make_shared<const er::TokenLogprob>(std::move(probs.front())));

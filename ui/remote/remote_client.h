@@ -90,7 +90,9 @@ public:
     // → tokenized or failed (a server that does not tokenize fails with that sentence).
     quint64 tokenize(const QString& text, bool add_special);
     // The distribution of the token after `ids` (n candidates). → nextToken or failed.
-    quint64 nextToken(const std::vector<int32_t>& ids, int n);
+    // With `sampling`, the answer's id is the token the server drew with those settings.
+    quint64 nextToken(const std::vector<int32_t>& ids, int n,
+                      const engine::remote::SamplingRequest* sampling = nullptr);
     // GET /metrics → metricsRead or failed.
     quint64 metrics();
     void cancel(quint64 id);

@@ -137,8 +137,15 @@ void script_stepper(QApplication& app, EngineController& engine, MainWindow& win
         } else if (i == n) {
             stepper->back();
         } else if (i == n + 1) {
-            const auto& top = stepper->preview().stages.front().top;
-            stepper->step(top.size() > 1 ? top[1].id : -1);
+            // Force the runner-up: from the preview's first stage, or a server's top-N.
+            const auto& server_top = stepper->state()->server_top;
+            const auto& stages = stepper->preview().stages;
+            int runner_up = -1;
+            if (server_top.size() > 1)
+                runner_up = server_top[1].id;
+            else if (!stages.empty() && stages.front().top.size() > 1)
+                runner_up = stages.front().top[1].id;
+            stepper->step(runner_up);
         } else if (i == n + 2) {
             stepper->step();
         } else if (i == n + 3) {
