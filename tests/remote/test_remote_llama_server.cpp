@@ -251,10 +251,11 @@ void TestRemoteLlamaServer::tokenizeEqualsOurTokenizer()
 
 // The distribution of the next token as llama-server gives it (/completion with the ids, n_probs 5,
 // before sampling) against the CPU engine's log-softmax for the same ids. Prompts under 8 tokens:
-// within 1e-3. From 8 rows on, llama.cpp multiplies a batch with other kernels (its tiled
-// matrix-matrix path) whose summation order the engine does not follow yet (the CPU parity issue),
-// so for longer prompts the differences are reported and only the candidates checked: the server's
-// top 5 are among the engine's top 20 (the same model, the same ids).
+// within 1e-3. From 8 tokens on, llama-server's numbers part from the engine's (by up to ~0.3), although
+// the engine equals llama.cpp's own single llama_decode of such prompts bit for bit
+// (test_forward_reference): the server evaluates a prompt its own way (not yet pinned down; the CPU
+// parity issue), so for longer prompts the differences are reported and only the candidates
+// checked: the server's top 5 are among the engine's top 20 (the same model, the same ids).
 void TestRemoteLlamaServer::nextTokenLogprobsEqualTheEngine()
 {
     QString why;
