@@ -3,6 +3,7 @@
 #include "commands.h"
 #include "model_path.h"
 #include "server_option.h"
+#include "token_print.h"
 
 #include "gguf/gguf_file.h"
 #include "tokenizer/tokenizer.h"
@@ -25,25 +26,6 @@ struct TokenizeArgs {
     bool no_parse_special = false;
     ServerArgs server;
 };
-
-// Escapes control characters so that a piece prints on one line.
-std::string visible(const std::string& s)
-{
-    std::string out;
-    for (unsigned char c : s) {
-        if (c == '\n')
-            out += "\\n";
-        else if (c == '\t')
-            out += "\\t";
-        else if (c == '\r')
-            out += "\\r";
-        else if (c < 0x20 || c == 0x7F)
-            out += fmt::format("\\x{:02x}", c);
-        else
-            out += static_cast<char>(c);
-    }
-    return out;
-}
 
 int run_tokenize(const TokenizeArgs& a)
 {
@@ -80,10 +62,7 @@ int run_tokenize(const TokenizeArgs& a)
     const auto tokens = tokenizer.encode(text, {.add_special = !a.no_special, .parse_special = !a.no_parse_special});
 
     if (a.ids_only) {
-        std::string out = "[";
-        for (std::size_t i = 0; i < tokens.size(); ++i)
-            out += (i ? ", " : "") + std::to_string(tokens[i].id);
-        fmt::print("{}]\n", out);
+        fmt::print("{}\n", ids_list(tokens, [](const auto& t) { return t.id; }));
         return 0;
     }
     if (a.json) {
@@ -107,8 +86,8 @@ int run_tokenize(const TokenizeArgs& a)
     for (std::size_t i = 0; i < tokens.size(); ++i) {
         const auto& t = tokens[i];
         fmt::print("{:>5} {:>8}  {:<24} [{}, {})  {}\n", i, t.id,
-                   visible(tokenizer.vocab().tokens[static_cast<std::size_t>(t.id)]), t.byte_begin, t.byte_end,
-                   visible(text.substr(t.byte_begin, t.byte_end - t.byte_begin)));
+                   escape_controls(tokenizer.vocab().tokens[static_cast<std::size_t>(t.id)]), t.byte_begin, t.byte_end,
+                   escape_controls(text.substr(t.byte_begin, t.byte_end - t.byte_begin)));
     }
     return 0;
 }

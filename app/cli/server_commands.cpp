@@ -2,6 +2,7 @@
 // tokenize and generate on a served model (--server URL): the remote client (ui/remote/) driven by a
 // local event loop until the answer arrives.
 #include "server_option.h"
+#include "token_print.h"
 
 #include "util/error.h"
 
@@ -15,6 +16,7 @@
 
 #include <QCoreApplication>
 #include <QEventLoop>
+#include <functional>
 #include <memory>
 #include <optional>
 #endif
@@ -57,11 +59,29 @@ QCoreApplication& qt_app()
     return app ? *app : *QCoreApplication::instance();
 }
 
-// Runs the loop until `done` is set by a signal handler.
-void wait_until(QEventLoop& loop, const bool& done)
+// Sends a request (`start`) and runs the event loop until its answer (`answer`, whose arguments go
+// to `keep`) or its failure arrives; a failure is thrown with the client's message.
+template <typename Signal, typename Keep>
+void await_answer(rm::Client& client, Signal answer, Keep keep, const std::function<void()>& start)
 {
+    QEventLoop loop;
+    bool done = false;
+    QString error;
+    QObject::connect(&client, answer, &loop, [&](auto... args) {
+        keep(args...);
+        done = true;
+        loop.quit();
+    });
+    QObject::connect(&client, &rm::Client::failed, &loop, [&](quint64, const QString& m) {
+        error = m;
+        done = true;
+        loop.quit();
+    });
+    start();
     if (!done)
         loop.exec();
+    if (!error.isEmpty())
+        throw engine::Error(error.toStdString());
 }
 
 // Connects and probes; throws the probe's message.
@@ -81,39 +101,9 @@ std::unique_ptr<rm::Client> connect_client(const ServerArgs& a)
     e.model = QString::fromStdString(a.model);
     e.timeout_ms = static_cast<int>(a.timeout_s * 1000.0);
     client->setEndpoint(e);
-    QEventLoop loop;
-    bool done = false;
-    QString error;
-    QObject::connect(client.get(), &rm::Client::probed, &loop, [&] {
-        done = true;
-        loop.quit();
-    });
-    QObject::connect(client.get(), &rm::Client::failed, &loop, [&](quint64, const QString& m) {
-        error = m;
-        done = true;
-        loop.quit();
-    });
-    client->probe();
-    wait_until(loop, done);
-    if (!error.isEmpty())
-        throw engine::Error(error.toStdString());
+    await_answer(
+        *client, &rm::Client::probed, [](auto&&...) {}, [&] { client->probe(); });
     return client;
-}
-
-std::string visible(const std::string& s)
-{
-    std::string out;
-    for (unsigned char c : s) {
-        if (c == '\n')
-            out += "\\n";
-        else if (c == '\t')
-            out += "\\t";
-        else if (c < 0x20 || c == 0x7F)
-            out += fmt::format("\\x{:02x}", c);
-        else
-            out += static_cast<char>(c);
-    }
-    return out;
 }
 
 } // namespace
@@ -121,29 +111,12 @@ std::string visible(const std::string& s)
 int run_tokenize_on_server(const ServerArgs& a, const std::string& text, bool add_special, bool json, bool ids_only)
 {
     const auto client = connect_client(a);
-    QEventLoop loop;
-    bool done = false;
-    QString error;
     std::shared_ptr<const std::vector<engine::remote::RemoteToken>> tokens;
-    QObject::connect(client.get(), &rm::Client::tokenized, &loop, [&](quint64, auto t) {
-        tokens = std::move(t);
-        done = true;
-        loop.quit();
-    });
-    QObject::connect(client.get(), &rm::Client::failed, &loop, [&](quint64, const QString& m) {
-        error = m;
-        done = true;
-        loop.quit();
-    });
-    client->tokenize(QString::fromStdString(text), add_special);
-    wait_until(loop, done);
-    if (!error.isEmpty())
-        throw engine::Error(error.toStdString());
+    await_answer(
+        *client, &rm::Client::tokenized, [&](quint64, auto t) { tokens = std::move(t); },
+        [&] { client->tokenize(QString::fromStdString(text), add_special); });
     if (ids_only) {
-        std::string out = "[";
-        for (std::size_t i = 0; i < tokens->size(); ++i)
-            out += (i ? ", " : "") + std::to_string((*tokens)[i].id);
-        fmt::print("{}]\n", out);
+        fmt::print("{}\n", ids_list(*tokens, [](const auto& t) { return t.id; }));
         return 0;
     }
     const auto& server = *client->server();
@@ -168,7 +141,8 @@ int run_tokenize_on_server(const ServerArgs& a, const std::string& text, bool ad
     fmt::print("{:>5} {:>8}  {}\n", "#", "id", "piece");
     for (std::size_t i = 0; i < tokens->size(); ++i) {
         const auto& t = (*tokens)[i];
-        fmt::print("{:>5} {:>8}  {}\n", i, t.id, t.has_piece ? visible(t.piece) : "(the server names ids only)");
+        fmt::print("{:>5} {:>8}  {}\n", i, t.id,
+                   t.has_piece ? escape_controls(t.piece) : "(the server names ids only)");
     }
     return 0;
 }
@@ -185,31 +159,22 @@ int run_generate_on_server(const ServerArgs& a, const std::string& prompt, uint3
     s.repeat_penalty = sampling.repeat_penalty;
     s.seed = static_cast<int64_t>(sampling.seed);
     s.max_tokens = static_cast<int>(n_predict);
-    QEventLoop loop;
-    bool done = false;
-    QString error;
     std::shared_ptr<const rm::StreamedReply> reply;
     fmt::print("{}", prompt);
     std::fflush(stdout);
-    QObject::connect(client.get(), &rm::Client::delta, &loop, [](quint64, const QString& text) {
+    QObject::connect(client.get(), &rm::Client::delta, client.get(), [](quint64, const QString& text) {
         fmt::print("{}", text.toStdString());
         std::fflush(stdout);
     });
-    QObject::connect(client.get(), &rm::Client::replyFinished, &loop, [&](auto r) {
-        reply = std::move(r);
-        done = true;
-        loop.quit();
-    });
-    QObject::connect(client.get(), &rm::Client::failed, &loop, [&](quint64, const QString& m) {
-        error = m;
-        done = true;
-        loop.quit();
-    });
-    client->complete(QString::fromStdString(prompt), s);
-    wait_until(loop, done);
+    try {
+        await_answer(
+            *client, &rm::Client::replyFinished, [&](auto r) { reply = std::move(r); },
+            [&] { client->complete(QString::fromStdString(prompt), s); });
+    } catch (const engine::Error&) {
+        fmt::print("\n"); // the failure starts on a line of its own
+        throw;
+    }
     fmt::print("\n");
-    if (!error.isEmpty())
-        throw engine::Error(error.toStdString());
     const int n = reply->usage ? reply->usage->completion_tokens : static_cast<int>(reply->arrival_ms.size());
     const double gen_ms = reply->arrival_ms.size() > 1 ? reply->arrival_ms.back() - reply->arrival_ms.front() : 0.0;
     std::string line =

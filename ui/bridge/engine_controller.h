@@ -124,6 +124,9 @@ private:
     // Answers a request that needs the model's internals with the reason a server cannot (queued, as
     // the engine would answer).
     template <typename Snapshot, typename Signal> quint64 refuseOnServer(Signal signal, const QString& what);
+    // Answers request `id` with an error snapshot carrying `message` (queued, as the engine answers).
+    template <typename Snapshot, typename Signal>
+    quint64 answerWithError(Signal signal, quint64 id, const QString& message);
     static QString unavailableOnServer(const QString& what);
 
     QThread m_thread;

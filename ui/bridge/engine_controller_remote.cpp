@@ -74,18 +74,23 @@ QString EngineController::unavailableOnServer(const QString& what)
 }
 
 template <typename Snapshot, typename Signal>
-quint64 EngineController::refuseOnServer(Signal signal, const QString& what)
+quint64 EngineController::answerWithError(Signal signal, quint64 id, const QString& message)
 {
-    const quint64 id = nextId();
     auto s = std::make_shared<Snapshot>();
     s->request_id = id;
-    s->error = unavailableOnServer(what);
+    s->error = message;
     if constexpr (requires { s->action; })
         s->action = "error";
     std::shared_ptr<const Snapshot> out = s;
     QMetaObject::invokeMethod(
         this, [this, out, signal] { emit(this->*signal)(out); }, Qt::QueuedConnection);
     return id;
+}
+
+template <typename Snapshot, typename Signal>
+quint64 EngineController::refuseOnServer(Signal signal, const QString& what)
+{
+    return answerWithError<Snapshot>(signal, nextId(), unavailableOnServer(what));
 }
 
 // The instantiations the controller uses.
@@ -179,13 +184,9 @@ quint64 EngineController::connectServer(const remote::Endpoint& endpoint)
                 });
         connect(m_client, &remote::Client::failed, this, [this](quint64 client_id, const QString& message) {
             if (client_id == m_server_stepper.tokenize_client || client_id == m_server_stepper.next_client) {
-                auto st = std::make_shared<StepperState>();
-                st->request_id = m_server_stepper.request;
-                st->action = "error";
-                st->error = message;
                 m_server_stepper.tokenize_client = m_server_stepper.next_client = 0;
-                finished(st->request_id);
-                emit stepperState(st);
+                finished(m_server_stepper.request);
+                answerWithError<StepperState>(&EngineController::stepperState, m_server_stepper.request, message);
                 return;
             }
             if (client_id == m_server_probe) {
@@ -253,14 +254,7 @@ quint64 EngineController::stepperOnServer(const QString& action, const QString& 
 {
     const quint64 id = nextId();
     const auto refuse = [this, id](const QString& message) {
-        auto e = std::make_shared<StepperState>();
-        e->request_id = id;
-        e->action = "error";
-        e->error = message;
-        std::shared_ptr<const StepperState> out = e;
-        QMetaObject::invokeMethod(
-            this, [this, out] { emit stepperState(out); }, Qt::QueuedConnection);
-        return id;
+        return answerWithError<StepperState>(&EngineController::stepperState, id, message);
     };
     if (!m_server->next_token_probs)
         return refuse(remote::Client::noNextTokenReason(*m_server));
