@@ -93,6 +93,9 @@ std::unique_ptr<rm::Client> connect_client(const ServerArgs& a)
     e.base = QUrl(QString::fromStdString(a.url));
     if (!e.base.isValid() || (e.base.scheme() != "http" && e.base.scheme() != "https"))
         throw engine::Error("--server " + a.url + ": not an http:// or https:// URL");
+    if (!(a.timeout_s > 0.0) || a.timeout_s > 86400.0) // 0 would mean no time-out at all: a hang
+        throw engine::Error(
+            fmt::format("--timeout {}: give the seconds to wait, more than 0 and at most 86400", a.timeout_s));
     std::string key = a.api_key;
     if (key.empty())
         if (const char* env = std::getenv("TOKENSCOPE_API_KEY"))
