@@ -13,12 +13,16 @@
 #include "main_window.h"
 #include "model/model.h"
 #include "panels/chat_panel.h"
+#include "panels/kv_panel.h"
 #include "panels/timeline_panel.h"
 #include "panels/tokenizer_panel.h"
 #include "storage/conversation_store.h"
 #include "tokenizer/tokenizer.h"
 #include "widgets/connect_server_dialog.h"
 
+#include <QFile>
+#include <QLocale>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -152,6 +156,28 @@ void TestRemoteApp::chatTokenizerAndTimelineFromTheServer()
     QCOMPARE(t->ttft_ms, chat->lastStats()->ttft_ms);
     QVERIFY(t->server_prompt_ms >= 0 && t->server_generation_ms >= 0);
     QVERIFY(window.timelinePanel()->statsText().contains("The server's account"));
+
+    // The KV panel: the server's cache after that reply — what the request held against what a request
+    // may hold, the reuse, and the queue from /metrics (the test server runs with --metrics; llama-server
+    // no longer reports its cache's fill there, so none is shown).
+    const auto last = chat->lastStats();
+    QTRY_VERIFY_WITH_TIMEOUT(window.kvPanel()->serverCache() && window.kvPanel()->serverCache()->tokens_held ==
+                                                                    last->prompt_tokens + last->generated_tokens,
+                             30000);
+    const auto cache = window.kvPanel()->serverCache();
+    QVERIFY2(cache->metrics_note.contains("from the server's /metrics"), qPrintable(cache->metrics_note));
+    QCOMPARE(cache->prompt_tokens, last->prompt_tokens);
+    QCOMPARE(cache->reused_tokens, last->reused_tokens);
+    QCOMPARE(cache->context_length, engine.model()->n_ctx);
+    QVERIFY2(cache->running && cache->waiting, qPrintable(cache->metrics_note));
+    QCOMPARE(*cache->waiting, 0.0);
+    QVERIFY(!cache->kv_usage);
+    const QString cache_text = window.kvPanel()->serverCacheText();
+    QVERIFY2(
+        cache_text.contains(QString("reused <b>%1</b> cached tokens").arg(QLocale().toString(last->reused_tokens))),
+        qPrintable(cache_text));
+    QVERIFY(cache_text.contains("whole cache: not reported"));
+    QVERIFY(cache_text.contains("requests on the server"));
 
     // The tokenizer panel: the server's ids, equal to this machine's tokenizer of the same file.
     QSignalSpy updated(window.tokenizerPanel(), &TokenizerPanel::updated);
@@ -330,6 +356,16 @@ void TestRemoteApp::connectDialogProbesBeforeAccepting()
     QVERIFY(testsupport::seen(accepted));
     QCOMPARE(dialog.endpoint().api_key, kKey);
     QVERIFY(ConnectServerDialog::recentServers().contains(m_server.url()));
+    // The key the server accepted is kept for its URL (the keyring, or this session's memory where no
+    // keyring answers: test_server_keys covers both) and offered by the next dialog; never in settings.
+    ConnectServerDialog again;
+    again.setUrl(m_server.url());
+    QTRY_COMPARE_WITH_TIMEOUT(again.apiKey(), kKey, 30000);
+    QSettings settings;
+    settings.sync();
+    QFile file(settings.fileName());
+    if (file.open(QIODevice::ReadOnly))
+        QVERIFY(!file.readAll().contains(kKey.toUtf8()));
 }
 
 QTEST_MAIN(TestRemoteApp)

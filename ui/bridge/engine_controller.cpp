@@ -9,6 +9,7 @@ EngineController::EngineController(QObject* parent) : QObject(parent)
 {
     qRegisterMetaType<std::shared_ptr<const ModelSummary>>();
     qRegisterMetaType<std::shared_ptr<const ReplyStats>>();
+    qRegisterMetaType<std::shared_ptr<const ServerCacheSnapshot>>();
     qRegisterMetaType<ChatRequest>();
     qRegisterMetaType<std::shared_ptr<const Tokenization>>();
     qRegisterMetaType<StepperSettings>();

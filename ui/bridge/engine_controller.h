@@ -88,6 +88,8 @@ signals:
     void kvChanged(std::shared_ptr<const tokenscope::ui::KvSnapshot> snapshot);
     void kvContents(std::shared_ptr<const tokenscope::ui::KvContents> contents);
     void timelineChanged(std::shared_ptr<const tokenscope::ui::TimelineSnapshot> timeline);
+    // After each reply from a server: its cache as far as it says (the KV panel's server gauge).
+    void serverCacheChanged(std::shared_ptr<const tokenscope::ui::ServerCacheSnapshot> cache);
     void machineProbed(const tokenscope::ui::MachinePeaksUi& peaks);
     void turnsCounted(quint64 request_id, const QList<int>& counts, int n_ctx_train);
     void attentionReady(std::shared_ptr<const tokenscope::ui::AttentionSnapshot> snapshot);
@@ -121,6 +123,8 @@ private:
     void onServerStepperTokens(const std::vector<engine::remote::RemoteToken>& tokens);
     void onServerNextToken(const engine::remote::TokenLogprob& next);
     void onServerReply(std::shared_ptr<const remote::StreamedReply> reply);
+    // The server's cache after a reply (reused: of the prompt, -1 not said); asks /metrics when served.
+    void reportServerCache(const ReplyStats& stats, int reused);
     // Answers a request that needs the model's internals with the reason a server cannot (queued, as
     // the engine would answer).
     template <typename Snapshot, typename Signal> quint64 refuseOnServer(Signal signal, const QString& what);
@@ -159,6 +163,9 @@ private:
         StepperSettings settings;
     };
     ServerStepper m_server_stepper;
+    // The /metrics request after a reply and the cache snapshot it completes.
+    quint64 m_server_metrics = 0;
+    std::shared_ptr<ServerCacheSnapshot> m_server_cache;
     bool m_busy = false;
 };
 

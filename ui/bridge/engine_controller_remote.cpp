@@ -182,7 +182,26 @@ quint64 EngineController::connectServer(const remote::Endpoint& endpoint)
                     if (client_id == m_server_stepper.next_client)
                         onServerNextToken(*next);
                 });
+        connect(m_client, &remote::Client::metricsRead, this,
+                [this](quint64 client_id, const engine::remote::ServerMetrics& metrics) {
+                    if (client_id != m_server_metrics || !m_server_cache)
+                        return;
+                    m_server_metrics = 0;
+                    m_server_cache->kv_usage = metrics.kv_cache_usage;
+                    m_server_cache->running = metrics.running;
+                    m_server_cache->waiting = metrics.waiting;
+                    m_server_cache->metrics_note = metrics.kv_cache_usage || metrics.running || metrics.waiting
+                                                       ? tr("from the server's /metrics after this reply")
+                                                       : tr("the server's /metrics names no cache or queue figures");
+                    emit serverCacheChanged(std::exchange(m_server_cache, nullptr));
+                });
         connect(m_client, &remote::Client::failed, this, [this](quint64 client_id, const QString& message) {
+            if (client_id == m_server_metrics && m_server_cache) {
+                m_server_metrics = 0;
+                m_server_cache->metrics_note = tr("/metrics did not answer: %1").arg(message);
+                emit serverCacheChanged(std::exchange(m_server_cache, nullptr));
+                return;
+            }
             if (client_id == m_server_stepper.tokenize_client || client_id == m_server_stepper.next_client) {
                 m_server_stepper.tokenize_client = m_server_stepper.next_client = 0;
                 finished(m_server_stepper.request);
@@ -424,6 +443,29 @@ void EngineController::onServerReply(std::shared_ptr<const remote::StreamedReply
         tl->note = tr("cut off: %1").arg(reply->error);
     emit timelineChanged(tl);
     emit replyFinished(stats);
+    reportServerCache(*stats, reused);
+}
+
+void EngineController::reportServerCache(const ReplyStats& stats, int reused)
+{
+    auto cache = std::make_shared<ServerCacheSnapshot>();
+    cache->server = m_server ? m_server->kind_name + " at " + m_server->base.toString() : tr("the server");
+    cache->context_length = m_server ? int(m_server->context_length) : 0;
+    cache->prompt_tokens = stats.prompt_tokens;
+    cache->tokens_held = stats.prompt_tokens + stats.generated_tokens;
+    cache->reused_tokens = reused;
+    if (!m_server || !m_server->metrics || !m_client) {
+        cache->metrics_note = m_server && m_server->kind == engine::remote::ServerKind::LlamaCpp
+                                  ? tr("the server does not expose /metrics (llama-server: start it with --metrics)")
+                                  : tr("the server does not expose /metrics");
+        emit serverCacheChanged(cache);
+        return;
+    }
+    // One /metrics request at a time: a newer reply's replaces an older one still on its way.
+    if (m_server_metrics)
+        m_client->cancel(m_server_metrics);
+    m_server_cache = cache;
+    m_server_metrics = m_client->metrics();
 }
 
 } // namespace tokenscope::ui

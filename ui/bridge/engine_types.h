@@ -7,6 +7,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace engine {
@@ -198,6 +199,21 @@ struct KvSnapshot {
     std::vector<KvLayerState> layers;
 };
 
+// A served model's cache as far as its server says, after each reply (remote connections): the
+// context one request may hold, what the last request held and reused, and the server's whole
+// cache and queue from /metrics where it reports them. Nothing here is estimated.
+struct ServerCacheSnapshot {
+    QString server;                 // "llama-server at http://…"
+    int context_length = 0;         // tokens one request may hold (llama-server: per slot); 0 unknown
+    int tokens_held = 0;            // the last request: its prompt and reply (the server's usage)
+    int prompt_tokens = 0;          // of those, the prompt
+    int reused_tokens = -1;         // of the prompt, taken from the server's cache; -1 not said
+    std::optional<double> kv_usage; // the server's whole KV cache in use, 0..1 (/metrics)
+    std::optional<double> running;  // requests being served (/metrics)
+    std::optional<double> waiting;  // requests queued (/metrics)
+    QString metrics_note;           // where the /metrics figures came from, or why there are none
+};
+
 // The cached keys and values of one layer and KV head, for the contents view.
 struct KvContents {
     quint64 request_id = 0;
@@ -312,6 +328,7 @@ struct LoadGate {
 
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::ModelSummary>)
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::ReplyStats>)
+Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::ServerCacheSnapshot>)
 Q_DECLARE_METATYPE(tokenscope::ui::ChatRequest)
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::Tokenization>)
 Q_DECLARE_METATYPE(tokenscope::ui::StepperSettings)

@@ -26,6 +26,7 @@
 #include <QLineSeries>
 #include <QLocale>
 #include <QPointer>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QRadioButton>
 #include <QScrollArea>
@@ -123,21 +124,127 @@ QWidget* KvPanel::buildLive()
     auto* layout = new QVBoxLayout(page);
     m_formula = teaching_label();
     m_formula->setObjectName("kvFormula");
-    m_formula->setText(
-        tr("Every token a model has read leaves one key and one value vector per layer and KV head in the "
-           "KV cache, so attention never recomputes them. Load a model and chat or step: the cache fills "
-           "here, layer by layer.<br><b>bytes = 2 (K and V) × layers × KV heads × head dim × tokens × bytes "
-           "per value</b>"));
+    m_formula->setText(liveIntro());
     layout->addWidget(m_formula);
     m_summary = teaching_label();
     layout->addWidget(m_summary);
     m_layers = new KvLayerView;
-    auto* scroll = new QScrollArea;
-    scroll->setWidget(m_layers);
-    scroll->setWidgetResizable(true);
-    scroll->setFrameShape(QFrame::NoFrame);
-    layout->addWidget(scroll, 1);
+    m_layers_scroll = new QScrollArea;
+    m_layers_scroll->setWidget(m_layers);
+    m_layers_scroll->setWidgetResizable(true);
+    m_layers_scroll->setFrameShape(QFrame::NoFrame);
+    layout->addWidget(m_layers_scroll, 1);
+    layout->addWidget(buildServerCache());
     return page;
+}
+
+QString KvPanel::liveIntro() const
+{
+    return tr("Every token a model has read leaves one key and one value vector per layer and KV head in the "
+              "KV cache, so attention never recomputes them. Load a model and chat or step: the cache fills "
+              "here, layer by layer.<br><b>bytes = 2 (K and V) × layers × KV heads × head dim × tokens × bytes "
+              "per value</b>");
+}
+
+// ---- On a server connection ----------------------------------------------------------------------
+
+QWidget* KvPanel::buildServerCache()
+{
+    m_server_box = new QGroupBox(tr("The server's cache"));
+    auto* box = new QVBoxLayout(m_server_box);
+    m_server_text = teaching_label();
+    m_server_text->setObjectName("kvServerCache");
+    box->addWidget(m_server_text);
+    const auto gauge = [box](const QString& name) {
+        auto* bar = new QProgressBar;
+        bar->setObjectName(name);
+        bar->setRange(0, 1000);
+        bar->setTextVisible(true);
+        box->addWidget(bar);
+        return bar;
+    };
+    m_server_request = gauge("kvServerRequest");
+    m_server_whole = gauge("kvServerWhole");
+    box->addStretch(1);
+    m_server_box->hide();
+
+    connect(m_engine, &EngineController::serverConnected, this, [this](std::shared_ptr<const remote::ServerInfo> s) {
+        m_formula->setText(
+            tr("The KV cache of a served model lives on the server: its layers, blocks and contents are not visible "
+               "from here. What the server says is below: how much of the context a request may hold its "
+               "conversation took, how much of the re-sent history it reused from its cache, and — where the "
+               "server reports them on <tt>/metrics</tt> (vLLM, SGLang) — how full its whole cache is and how "
+               "many requests run and wait."));
+        m_summary->clear();
+        m_layers_scroll->hide();
+        m_server_box->show();
+        m_server_text->setText(tr("%1 at %2: a request may hold %3 tokens. Send a chat message: after each reply "
+                                  "the server's own figures appear here.")
+                                   .arg(s->kind_name, s->base.toString())
+                                   .arg(s->context_length ? grouped(s->context_length) : tr("an unknown number of")));
+        m_server_request->hide();
+        m_server_whole->hide();
+    });
+    connect(m_engine, &EngineController::serverDisconnected, this, [this] {
+        m_formula->setText(liveIntro());
+        m_server_cache.reset();
+        m_server_box->hide();
+        m_layers_scroll->show();
+    });
+    connect(m_engine, &EngineController::serverCacheChanged, this, &KvPanel::onServerCache);
+    return m_server_box;
+}
+
+void KvPanel::onServerCache(std::shared_ptr<const ServerCacheSnapshot> cache)
+{
+    m_server_cache = std::move(cache);
+    const ServerCacheSnapshot& c = *m_server_cache;
+    QStringList lines;
+    lines << tr("<b>%1</b>: the last request held <b>%2</b> tokens (%3 of prompt — the whole conversation, "
+                "re-sent — and %4 of reply)")
+                 .arg(c.server.toHtmlEscaped(), grouped(quint64(c.tokens_held)), grouped(quint64(c.prompt_tokens)),
+                      grouped(quint64(c.tokens_held - c.prompt_tokens)));
+    if (c.reused_tokens >= 0)
+        lines << tr("reused <b>%1</b> cached tokens of the prompt and computed %2 new")
+                     .arg(grouped(quint64(c.reused_tokens)))
+                     .arg(grouped(quint64(std::max(0, c.prompt_tokens - c.reused_tokens))));
+    else
+        lines << tr("the server did not say how much of the prompt it reused from its cache");
+    if (c.context_length > 0) {
+        const double share = double(c.tokens_held) / double(c.context_length);
+        m_server_request->setValue(int(std::lround(std::min(1.0, share) * 1000)));
+        m_server_request->setFormat(tr("this conversation: %1 of %2 tokens a request may hold (%3%)")
+                                        .arg(grouped(quint64(c.tokens_held)), grouped(quint64(c.context_length)))
+                                        .arg(100.0 * share, 0, 'f', 1));
+        m_server_request->show();
+    } else {
+        m_server_request->hide();
+        lines << tr("the server did not say how many tokens a request may hold");
+    }
+    if (c.kv_usage) {
+        m_server_whole->setValue(int(std::lround(std::clamp(*c.kv_usage, 0.0, 1.0) * 1000)));
+        m_server_whole->setFormat(tr("the server's whole KV cache: %1% in use").arg(100.0 * *c.kv_usage, 0, 'f', 1));
+        m_server_whole->show();
+    } else {
+        m_server_whole->hide();
+    }
+    QStringList queue;
+    if (c.running)
+        queue << tr("%1 running").arg(*c.running);
+    if (c.waiting)
+        queue << tr("%1 waiting").arg(*c.waiting);
+    if (!queue.isEmpty())
+        lines << tr("requests on the server: %1").arg(queue.join(", "));
+    if (!c.kv_usage)
+        lines << tr("the server's whole cache: not reported");
+    lines << QString("<span style='color:gray'>%1</span>").arg(c.metrics_note.toHtmlEscaped());
+    m_server_text->setText(lines.join("<br>"));
+    emit serverCacheShown();
+}
+
+QString KvPanel::serverCacheText() const
+{
+    return m_server_text->text();
 }
 
 void KvPanel::onSnapshot(std::shared_ptr<const KvSnapshot> snapshot)

@@ -9,6 +9,9 @@
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QGroupBox;
+class QProgressBar;
+class QScrollArea;
 class QLabel;
 class QRadioButton;
 class QSlider;
@@ -50,15 +53,22 @@ public:
     QString calculatorText() const;
     void planFile(const QString& path);
     QString planText() const;
+    // On a server connection: the server's cache as its last reply and /metrics told it.
+    QString serverCacheText() const;
+    const std::shared_ptr<const ServerCacheSnapshot>& serverCache() const { return m_server_cache; }
 
 signals:
     void contentsShown();
     void planned();
+    void serverCacheShown();
 
 private:
     QWidget* buildLive();
     QWidget* buildContents();
     QWidget* buildCalculator();
+    QWidget* buildServerCache();
+    QString liveIntro() const;
+    void onServerCache(std::shared_ptr<const ServerCacheSnapshot> cache);
     void onSnapshot(std::shared_ptr<const KvSnapshot> snapshot);
     void requestContents();
     void recalculate();
@@ -76,6 +86,13 @@ private:
     QLabel* m_formula = nullptr;
     QLabel* m_summary = nullptr;
     KvLayerView* m_layers = nullptr;
+    QScrollArea* m_layers_scroll = nullptr;
+    // on a server connection
+    QGroupBox* m_server_box = nullptr;
+    QLabel* m_server_text = nullptr;
+    QProgressBar* m_server_request = nullptr;
+    QProgressBar* m_server_whole = nullptr;
+    std::shared_ptr<const ServerCacheSnapshot> m_server_cache;
     // contents
     QSpinBox* m_layer = nullptr;
     QSpinBox* m_kv_head = nullptr;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "widgets/connect_server_dialog.h"
 
+#include "storage/server_keys.h"
+
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QFormLayout>
@@ -34,9 +36,10 @@ ConnectServerDialog::ConnectServerDialog(QWidget* parent) : QDialog(parent), m_c
     m_key->setEchoMode(QLineEdit::Password);
     m_key->setPlaceholderText(tr("none"));
     form->addRow(tr("API key"), m_key);
-    auto* key_note = new QLabel(tr("Kept in memory for this session only, never in settings or logs."));
-    key_note->setEnabled(false);
-    form->addRow(QString(), key_note);
+    m_key_note = new QLabel(ServerKeys::instance().keyringNote());
+    m_key_note->setWordWrap(true);
+    m_key_note->setEnabled(false);
+    form->addRow(QString(), m_key_note);
     m_model = new QComboBox;
     m_model->setEditable(true);
     m_model->setPlaceholderText(tr("the server's first"));
@@ -70,6 +73,38 @@ ConnectServerDialog::ConnectServerDialog(QWidget* parent) : QDialog(parent), m_c
         if (id == m_probe)
             onFailed(m);
     });
+    // The key of a server chosen or typed comes from the keyring (or this session); asking on opening
+    // also finds out whether a keyring answers, which the note under the key says.
+    ServerKeys& keys = ServerKeys::instance();
+    connect(&keys, &ServerKeys::fetched, this, [this](const QString& url, const QString& key) {
+        m_key_note->setText(ServerKeys::instance().keyringNote());
+        // A key the user typed stays; one this dialog filled in follows the URL.
+        if (url != serverUrl() || !(m_key->text().isEmpty() || m_key_filled))
+            return;
+        m_key->setText(key);
+        m_key_filled = !key.isEmpty();
+        if (m_key_filled)
+            m_key_note->setText(tr("The key kept for this server. ") + m_key_note->text());
+    });
+    connect(m_key, &QLineEdit::textEdited, this, [this] { m_key_filled = false; });
+    connect(m_url, &QComboBox::activated, this, [this] { fetchKey(); });
+    connect(m_url->lineEdit(), &QLineEdit::editingFinished, this, [this] { fetchKey(); });
+    fetchKey();
+}
+
+QString ConnectServerDialog::serverUrl() const
+{
+    return QUrl::fromUserInput(m_url->currentText().trimmed()).toString();
+}
+
+void ConnectServerDialog::fetchKey()
+{
+    ServerKeys::instance().fetch(serverUrl());
+}
+
+QString ConnectServerDialog::keyNote() const
+{
+    return m_key_note->text();
 }
 
 remote::Endpoint ConnectServerDialog::endpoint() const
@@ -85,10 +120,12 @@ remote::Endpoint ConnectServerDialog::endpoint() const
 void ConnectServerDialog::setUrl(const QString& url)
 {
     m_url->setEditText(url);
+    fetchKey(); // as when a URL is typed and the field left
 }
 void ConnectServerDialog::setApiKey(const QString& key)
 {
     m_key->setText(key);
+    m_key_filled = false; // as typed
 }
 QString ConnectServerDialog::status() const
 {
@@ -121,7 +158,10 @@ void ConnectServerDialog::onProbed(std::shared_ptr<const remote::ServerInfo> s)
         m_status->setText(tr("%1 serves %2 models: choose one, then Connect.").arg(s->kind_name).arg(s->models.size()));
         return;
     }
-    rememberServer(endpoint().base.toString());
+    const remote::Endpoint e = endpoint();
+    rememberServer(e.base.toString());
+    if (!e.api_key.isEmpty())
+        ServerKeys::instance().store(serverUrl(), e.api_key);
     accept();
 }
 
