@@ -135,6 +135,7 @@ QWidget* KvPanel::buildLive()
     m_layers_scroll->setFrameShape(QFrame::NoFrame);
     layout->addWidget(m_layers_scroll, 1);
     layout->addWidget(buildServerCache());
+    layout->addStretch(0); // takes the room the hidden layer bars leave on a server connection
     return page;
 }
 
@@ -165,7 +166,7 @@ QWidget* KvPanel::buildServerCache()
     };
     m_server_request = gauge("kvServerRequest");
     m_server_whole = gauge("kvServerWhole");
-    box->addStretch(1);
+    m_server_box->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Maximum);
     m_server_box->hide();
 
     connect(m_engine, &EngineController::serverConnected, this, [this](std::shared_ptr<const remote::ServerInfo> s) {

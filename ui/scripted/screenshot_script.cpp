@@ -17,6 +17,8 @@
 #include "panels/tokenizer_comparison.h"
 #include "panels/tokenizer_panel.h"
 #include "storage/atomic_save.h"
+#include "storage/server_keys.h"
+#include "widgets/connect_server_dialog.h"
 #include "widgets/model_head_map.h"
 #include "widgets/model_library_dialog.h"
 
@@ -266,6 +268,21 @@ void script_library(QApplication& app, MainWindow& window, const Options& o)
     library->show();
 }
 
+// File → Connect to server… filled with --prompt as the URL and a key, once the keyring (or its
+// absence) has answered: the note under the key says where keys are kept.
+void script_connect(QApplication& app, MainWindow& window, const Options& o)
+{
+    auto* dialog = new ConnectServerDialog(&window);
+    dialog->setUrl(o->prompt.isEmpty() ? QString("http://127.0.0.1:8080") : o->prompt);
+    dialog->setApiKey("sk-example-key");
+    auto grabbed = std::make_shared<bool>(false);
+    QObject::connect(&ServerKeys::instance(), &ServerKeys::fetched, &window, [&app, &window, dialog, o, grabbed] {
+        if (!std::exchange(*grabbed, true))
+            grab_later(app, &window, dialog, o->file, 300);
+    });
+    dialog->show();
+}
+
 // The context simulator with a system prompt, a typed turn and synthetic ones.
 void script_context(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
 {
@@ -314,6 +331,9 @@ void script_after_reply(QApplication& app, EngineController& engine, MainWindow&
             // …and the memory planner on the loaded file.
             QObject::connect(window.kvPanel(), &KvPanel::planned, &window, grab);
             window.kvPanel()->planFile(o->model_path);
+        } else if (engine.server()) {
+            // On a server: the cache as the server tells it, once /metrics has answered.
+            QObject::connect(window.kvPanel(), &KvPanel::serverCacheShown, &window, grab);
         } else {
             grab();
         }
@@ -373,7 +393,7 @@ void script_saved_run(QApplication& app, MainWindow& window, const Options& o)
 const QStringList& screenshot_panels()
 {
     static const QStringList panels = {"main",    "chat",     "tokenizer", "stepper", "attention", "kv",
-                                       "context", "timeline", "library",   "lab",     "text"};
+                                       "context", "timeline", "library",   "lab",     "text",      "connect"};
     return panels;
 }
 
@@ -392,6 +412,8 @@ void script_screenshot(QApplication& app, EngineController& engine, MainWindow& 
         script_attention(app, engine, window, o);
     else if (panel == "library")
         script_library(app, window, o);
+    else if (panel == "connect")
+        script_connect(app, window, o);
     else if (panel == "lab")
         script_lab(app, engine, window, o);
     else if (panel == "text")

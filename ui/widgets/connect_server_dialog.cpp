@@ -36,9 +36,8 @@ ConnectServerDialog::ConnectServerDialog(QWidget* parent) : QDialog(parent), m_c
     m_key->setEchoMode(QLineEdit::Password);
     m_key->setPlaceholderText(tr("none"));
     form->addRow(tr("API key"), m_key);
-    m_key_note = new QLabel(ServerKeys::instance().keyringNote());
+    m_key_note = new QLabel;
     m_key_note->setWordWrap(true);
-    m_key_note->setEnabled(false);
     form->addRow(QString(), m_key_note);
     m_model = new QComboBox;
     m_model->setEditable(true);
@@ -77,18 +76,17 @@ ConnectServerDialog::ConnectServerDialog(QWidget* parent) : QDialog(parent), m_c
     // also finds out whether a keyring answers, which the note under the key says.
     ServerKeys& keys = ServerKeys::instance();
     connect(&keys, &ServerKeys::fetched, this, [this](const QString& url, const QString& key) {
-        m_key_note->setText(ServerKeys::instance().keyringNote());
         // A key the user typed stays; one this dialog filled in follows the URL.
-        if (url != serverUrl() || !(m_key->text().isEmpty() || m_key_filled))
-            return;
-        m_key->setText(key);
-        m_key_filled = !key.isEmpty();
-        if (m_key_filled)
-            m_key_note->setText(tr("The key kept for this server. ") + m_key_note->text());
+        if (url == serverUrl() && (m_key->text().isEmpty() || m_key_filled)) {
+            m_key->setText(key);
+            m_key_filled = !key.isEmpty();
+        }
+        showKeyNote();
     });
     connect(m_key, &QLineEdit::textEdited, this, [this] { m_key_filled = false; });
     connect(m_url, &QComboBox::activated, this, [this] { fetchKey(); });
     connect(m_url->lineEdit(), &QLineEdit::editingFinished, this, [this] { fetchKey(); });
+    showKeyNote();
     fetchKey();
 }
 
@@ -100,6 +98,17 @@ QString ConnectServerDialog::serverUrl() const
 void ConnectServerDialog::fetchKey()
 {
     ServerKeys::instance().fetch(serverUrl());
+}
+
+void ConnectServerDialog::showKeyNote()
+{
+    const ServerKeys& keys = ServerKeys::instance();
+    m_key_note->setText((m_key_filled ? tr("The key kept for this server. ") : QString()) + keys.keyringNote());
+    // Without a keyring the note is a warning, not a hint: drawn in the normal colour.
+    m_key_note->setEnabled(!keys.keyringAvailable());
+    // The note may now take more lines than when the dialog was laid out.
+    layout()->activate();
+    resize(width(), std::max(height(), sizeHint().height()));
 }
 
 QString ConnectServerDialog::keyNote() const

@@ -42,6 +42,7 @@ private:
     void onFailed(const QString& message);
     QString serverUrl() const; // the URL field as the key is filed under
     void fetchKey();
+    void showKeyNote();
 
     remote::Client* m_client;
     QComboBox* m_url = nullptr;
