@@ -197,6 +197,11 @@ case "$MODE" in
     ;;
   test)
     LOG_DIR="$ROOT/build/logs"; mkdir -p "$LOG_DIR"
+    # ctest runs $JOBS suites at once: each computes on one thread, so that the suites' workers never
+    # outnumber the cores (two suites of two threads each on two cores took three times as long as
+    # one alone, their workers waiting on each other at every step). Suites that name a thread count
+    # (the multi-threaded paths) keep it.
+    export TOKENSCOPE_THREADS=1
     stage "llama.cpp reference tools the suites compare with (llama-perplexity, llama-server; one build, out of tree, from the llama-cpp-python sdist)"
     build_reference_tools
     stage "Release build"; build_release

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "util/thread_pool.h"
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <spdlog/spdlog.h>
 #if defined(__x86_64__)
@@ -35,6 +37,15 @@ std::pair<std::size_t, std::size_t> chunk(std::size_t n, int parts, int index)
 
 int default_thread_count()
 {
+    // $TOKENSCOPE_THREADS: the default for this process (several processes sharing the cores, as
+    // the test runner's parallel suites do, each take a share instead of all of them: workers that
+    // outnumber the cores wait on each other at every parallel step). Capped at the cores.
+    if (const char* env = std::getenv("TOKENSCOPE_THREADS"); env && *env) {
+        char* end = nullptr;
+        const long v = std::strtol(env, &end, 10);
+        if (end && *end == '\0' && v > 0)
+            return static_cast<int>(std::min<long>(v, max_thread_count()));
+    }
     const unsigned n = std::thread::hardware_concurrency();
     return n == 0 ? 1 : static_cast<int>(std::min(n, 16u));
 }

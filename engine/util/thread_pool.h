@@ -46,6 +46,8 @@ private:
     std::atomic<bool> m_stop{false};
 };
 
+// The threads a request that names none (0) gets: $TOKENSCOPE_THREADS when it is a positive number
+// (at most max_thread_count()), else the cores, at most 16.
 int default_thread_count();
 
 } // namespace engine
