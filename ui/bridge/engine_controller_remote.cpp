@@ -248,6 +248,10 @@ void EngineController::disconnectServer()
     for (const auto& [client_id, id] : requests)
         m_client->cancel(client_id);
     m_server_requests.clear();
+    // A /metrics answer still on its way belongs to this server: it must not reach the next one's view.
+    if (m_server_metrics)
+        m_client->cancel(std::exchange(m_server_metrics, 0));
+    m_server_cache.reset();
     m_server.reset();
     m_model.reset();
     emit serverDisconnected();

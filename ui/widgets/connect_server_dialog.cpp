@@ -92,7 +92,7 @@ ConnectServerDialog::ConnectServerDialog(QWidget* parent) : QDialog(parent), m_c
 
 QString ConnectServerDialog::serverUrl() const
 {
-    return QUrl::fromUserInput(m_url->currentText().trimmed()).toString();
+    return endpoint().base.toString();
 }
 
 void ConnectServerDialog::fetchKey()
@@ -136,6 +136,10 @@ void ConnectServerDialog::setApiKey(const QString& key)
     m_key->setText(key);
     m_key_filled = false; // as typed
 }
+QString ConnectServerDialog::apiKey() const
+{
+    return m_key->text();
+}
 QString ConnectServerDialog::status() const
 {
     return m_status->text();
@@ -170,7 +174,7 @@ void ConnectServerDialog::onProbed(std::shared_ptr<const remote::ServerInfo> s)
     const remote::Endpoint e = endpoint();
     rememberServer(e.base.toString());
     if (!e.api_key.isEmpty())
-        ServerKeys::instance().store(serverUrl(), e.api_key);
+        ServerKeys::instance().store(e.base.toString(), e.api_key);
     accept();
 }
 

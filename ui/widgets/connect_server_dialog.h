@@ -4,10 +4,10 @@
 #include "remote/remote_client.h"
 
 #include <QDialog>
-#include <QLineEdit>
 
 class QComboBox;
 class QLabel;
+class QLineEdit;
 class QPushButton;
 class QSpinBox;
 
@@ -30,7 +30,7 @@ public:
     void setApiKey(const QString& key);
     QString status() const;
     QString keyNote() const; // where the key is kept (the keyring, or memory and why)
-    QString apiKey() const { return m_key->text(); }
+    QString apiKey() const;
     void check(); // what Connect does
 
     // Recent servers (the URL only; never the key).
