@@ -330,6 +330,22 @@ float dot_bf16(const void* w, const void* a, int64_t n)
     return sum;
 }
 
+} // namespace
+
+// Here, not in the AVX-512 file: this runs on every CPU, before any AVX-512 code may.
+bool simd::avx512_kernels_usable()
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#else
+    return false;
+#endif
+}
+
+namespace {
+
 SimdLevel detect_simd()
 {
     SimdLevel level = SimdLevel::Scalar;
@@ -340,8 +356,7 @@ SimdLevel detect_simd()
     const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c)
         level = SimdLevel::Avx2;
-    if (level == SimdLevel::Avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl"))
+    if (level == SimdLevel::Avx2 && simd::avx512_kernels_usable())
         level = SimdLevel::Avx512;
 #endif
     if (const char* cap = std::getenv("TOKENSCOPE_SIMD")) {
@@ -370,7 +385,7 @@ std::string_view simd_level_name(SimdLevel level)
     case SimdLevel::Avx2:
         return "AVX2";
     case SimdLevel::Avx512:
-        return "AVX2 (AVX-512 CPU)"; // the kernels are AVX2; AVX-512 ones are not written yet
+        return "AVX-512 VNNI";
     }
     return "?";
 }
@@ -436,6 +451,9 @@ VecDotFn vec_dot_for_batch(GgmlType type, int64_t n, int64_t n_tokens)
     if (type == GgmlType::F16 && n_tokens >= 2 && n % 8 == 0)
         return dot_f16_batched;
     if (n_tokens >= kTiledMinBatch) {
+        if (simd_level() == SimdLevel::Avx512)
+            if (VecDotFn f = simd::vec_dot_tiled_avx512(type))
+                return f;
         if (simd_level() != SimdLevel::Scalar)
             if (VecDotFn f = simd::vec_dot_tiled_avx2(type))
                 return f;
@@ -449,13 +467,26 @@ VecDotX4Fn vec_dot_x4_for_batch(GgmlType type, int64_t n_tokens)
 {
     if (simd_level() == SimdLevel::Scalar)
         return nullptr;
-    if (n_tokens >= kTiledMinBatch && vec_dot_tiled_scalar(type))
-        return simd::vec_dot_tiled_x4_avx2(type);
-    return simd::vec_dot_x4_avx2(type);
+    const bool tiled = n_tokens >= kTiledMinBatch && vec_dot_tiled_scalar(type);
+    if (simd_level() == SimdLevel::Avx512)
+        if (VecDotX4Fn f = tiled ? simd::vec_dot_tiled_x4_avx512(type) : simd::vec_dot_x4_avx512(type))
+            return f;
+    return tiled ? simd::vec_dot_tiled_x4_avx2(type) : simd::vec_dot_x4_avx2(type);
+}
+
+VecDotX8Fn vec_dot_x8_for_batch(GgmlType type, int64_t n_tokens)
+{
+    if (simd_level() != SimdLevel::Avx512)
+        return nullptr;
+    const bool tiled = n_tokens >= kTiledMinBatch && vec_dot_tiled_scalar(type);
+    return tiled ? simd::vec_dot_tiled_x8_avx512(type) : simd::vec_dot_x8_avx512(type);
 }
 
 VecDotFn vec_dot_for(GgmlType type)
 {
+    if (simd_level() == SimdLevel::Avx512)
+        if (VecDotFn f = simd::vec_dot_avx512(type))
+            return f;
     if (simd_level() != SimdLevel::Scalar)
         if (VecDotFn f = simd::vec_dot_avx2(type))
             return f;

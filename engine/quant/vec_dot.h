@@ -18,6 +18,9 @@ using VecDotFn = float (*)(const void* weight_row, const void* activations, int6
 // once for the four; each result is bit-identical to four vec_dot calls.
 using VecDotX4Fn = void (*)(const void* weight_row, const void* const activations[4], int64_t n, float out[4]);
 
+// Eight activation rows against one weight row (prefill, where the CPU has 32 vector registers).
+using VecDotX8Fn = void (*)(const void* weight_row, const void* const activations[8], int64_t n, float out[8]);
+
 // The implementation used for a weight type: the widest SIMD the CPU supports, else scalar.
 // nullptr when the type has no dot product (IQ*, TQ*).
 VecDotFn vec_dot_for(GgmlType type);
@@ -28,12 +31,16 @@ VecDotFn vec_dot_for(GgmlType type);
 // results here follow it, so prefill logits track llama.cpp's.
 VecDotFn vec_dot_for_batch(GgmlType type, int64_t n, int64_t n_tokens);
 VecDotX4Fn vec_dot_x4_for_batch(GgmlType type, int64_t n_tokens);
+// nullptr where the CPU (or $TOKENSCOPE_SIMD) gives no eight-row kernel for the type.
+VecDotX8Fn vec_dot_x8_for_batch(GgmlType type, int64_t n_tokens);
 // The k-quant tiled order, portable (tests compare the SIMD version with it).
 VecDotFn vec_dot_tiled_scalar(GgmlType type);
 
 // The portable scalar implementation (tests compare every SIMD path against it).
 VecDotFn vec_dot_scalar(GgmlType type);
 
+// Avx512: AVX-512 F/BW/VL with VNNI (its kernels give the AVX2 kernels' bits, in fewer
+// instructions); a CPU with AVX-512 but no VNNI runs the AVX2 kernels.
 enum class SimdLevel { Scalar, Avx2, Avx512 };
 // What the running CPU supports, capped by $TOKENSCOPE_SIMD (scalar | avx2 | avx512) when set.
 SimdLevel simd_level();

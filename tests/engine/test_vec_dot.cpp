@@ -5,6 +5,7 @@
 #include "gguf/gguf_file.h"
 #include "quant/activation_quant.h"
 #include "quant/dequant.h"
+#include "quant/simd/vec_dot_simd.h"
 #include "quant/vec_dot.h"
 #include "test_paths.h"
 #include "util/fp16.h"
@@ -45,12 +46,13 @@ std::vector<double> dequant_activations(ActivationFormat f, const void* q, const
     return out;
 }
 
-// Four rows of n normally distributed activations, quantized to the format a weight type takes.
-std::vector<std::vector<uint8_t>> random_activation_rows(ActivationFormat format, int64_t n, uint32_t seed)
+// Rows of n normally distributed activations, quantized to the format a weight type takes.
+std::vector<std::vector<uint8_t>> random_activation_rows(ActivationFormat format, int64_t n, uint32_t seed,
+                                                         std::size_t count = 4)
 {
     std::mt19937 rng(seed);
     std::normal_distribution<float> dist(0.0f, 1.0f);
-    std::vector<std::vector<uint8_t>> rows(4, std::vector<uint8_t>(activation_row_bytes(format, n)));
+    std::vector<std::vector<uint8_t>> rows(count, std::vector<uint8_t>(activation_row_bytes(format, n)));
     for (auto& row : rows) {
         std::vector<float> x(static_cast<std::size_t>(n));
         for (auto& v : x)
@@ -72,7 +74,55 @@ private slots:
     void fourRowKernelsMatchOneRow();
     void tiledOrderSimdMatchesScalar_data() { matchesDequantizedReference_data(); }
     void tiledOrderSimdMatchesScalar();
+    void avx512KernelsMatchAvx2_data() { matchesDequantizedReference_data(); }
+    void avx512KernelsMatchAvx2();
 };
+
+void TestVecDot::avx512KernelsMatchAvx2()
+{
+    // The AVX-512 VNNI kernels (one, four and eight rows; plain and tiled orders) give the AVX2
+    // kernels' bits: they are the same arithmetic in fewer instructions.
+    QFETCH(QString, type);
+    if (!simd::avx512_kernels_usable())
+        QSKIP("this CPU has no AVX-512 VNNI (F, BW, VL, VNNI): the AVX-512 kernels are not run here");
+    const auto f = gguf::GgufFile::open(testsupport::data_dir() + "/quant/blocks.gguf");
+    const auto* t = f->find_tensor((type + ".quant").toStdString());
+    const GgmlType gt = t->type.type;
+    if (!simd::vec_dot_avx512(gt) && !simd::vec_dot_x8_avx512(gt) && !simd::vec_dot_tiled_avx512(gt))
+        QSKIP("no AVX-512 kernel for this type (its AVX2 or scalar kernel runs)");
+    const int64_t n = 1024;
+    const auto xq = random_activation_rows(activation_format(gt), n, 23, 8);
+    const void* w = f->tensor_data(*t).data();
+    const void* a[8];
+    for (int i = 0; i < 8; ++i)
+        a[i] = xq[static_cast<std::size_t>(i)].data();
+    const auto bits = [](float v) { return std::bit_cast<uint32_t>(v); };
+    int compared = 0;
+    const auto same_as = [&](VecDotFn reference, VecDotFn one, VecDotX4Fn four, VecDotX8Fn eight) {
+        float out4[4] = {}, out8[8] = {};
+        if (four)
+            four(w, a, n, out4);
+        if (eight)
+            eight(w, a, n, out8);
+        for (int i = 0; i < 8; ++i) {
+            const uint32_t want = bits(reference(w, a[i], n));
+            if (one)
+                QCOMPARE(bits(one(w, a[i], n)), want);
+            if (four && i < 4)
+                QCOMPARE(bits(out4[i]), want);
+            if (eight)
+                QCOMPARE(bits(out8[i]), want);
+        }
+        compared += (one ? 8 : 0) + (four ? 4 : 0) + (eight ? 8 : 0);
+    };
+    if (simd::vec_dot_avx2(gt))
+        same_as(simd::vec_dot_avx2(gt), simd::vec_dot_avx512(gt), simd::vec_dot_x4_avx512(gt),
+                simd::vec_dot_x8_avx512(gt));
+    if (simd::vec_dot_tiled_avx2(gt))
+        same_as(simd::vec_dot_tiled_avx2(gt), simd::vec_dot_tiled_avx512(gt), simd::vec_dot_tiled_x4_avx512(gt),
+                simd::vec_dot_tiled_x8_avx512(gt));
+    QVERIFY(compared > 0);
+}
 
 void TestVecDot::tiledOrderSimdMatchesScalar()
 {

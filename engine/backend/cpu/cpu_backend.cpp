@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <spdlog/fmt/fmt.h>
 #include <stdexcept>
 #include <sys/sysinfo.h>
@@ -70,12 +71,17 @@ private:
     void deliver_residual(uint32_t layer) override;
     void deliver_activation(Site site, uint32_t layer, Act a, uint32_t) override
     {
+        m_matmul_input.reset();
         m_sink->activation(site, layer, buffer(a).data());
     }
     void edit_rows(Act a, const RowEdit& edit) override;
     void output_head(const TensorView& norm, const TensorView& output, uint32_t row0, uint32_t n_rows, uint32_t order,
                      float eps) override;
-    void finish_chunk() override { m_sink = nullptr; }
+    void finish_chunk() override
+    {
+        m_sink = nullptr;
+        m_matmul_input.reset();
+    }
     void read_cache(uint32_t layer, uint32_t kv_head, uint32_t n, std::vector<float>& keys,
                     std::vector<float>& values) const override;
 
@@ -87,6 +93,9 @@ private:
     KvCache m_kv;
     std::unordered_map<const gguf::TensorInfo*, std::vector<float>> m_vectors;
     cpu::MatMul m_matmul;
+    // The input of the last matmul while nothing has written any buffer since (every other
+    // operation clears it): the next matmul of the same input reuses its quantized rows.
+    std::optional<Act> m_matmul_input;
     ChunkPlan m_plan;
     ChunkSink* m_sink = nullptr;
     // activations, grown to the largest chunk seen (widths in forward_pass.h's Act)
@@ -145,6 +154,7 @@ std::vector<float>& CpuBackend::buffer(Act a)
 
 void CpuBackend::begin_chunk(const ChunkPlan& plan, ChunkSink& sink)
 {
+    m_matmul_input.reset();
     const ModelConfig& c = m_model->config();
     m_plan = plan;
     m_sink = &sink;
@@ -165,6 +175,7 @@ void CpuBackend::begin_chunk(const ChunkPlan& plan, ChunkSink& sink)
 
 void CpuBackend::embed(std::span<const TokenId> tokens, float scale)
 {
+    m_matmul_input.reset();
     const TensorView& embd = m_model->weights().token_embd;
     const int64_t E = m_model->config().n_embd;
     for (std::size_t t = 0; t < tokens.size(); ++t) {
@@ -178,11 +189,13 @@ void CpuBackend::embed(std::span<const TokenId> tokens, float scale)
 
 void CpuBackend::load_residual(std::span<const float> rows)
 {
+    m_matmul_input.reset();
     std::copy(rows.begin(), rows.end(), m_x.begin());
 }
 
 void CpuBackend::rmsnorm(Act in, Act out, const TensorView& weight, uint32_t width, uint32_t n_rows, float eps)
 {
+    m_matmul_input.reset();
     const float* x = buffer(in).data();
     float* y = buffer(out).data();
     const float* w = vector_of(weight).data();
@@ -192,11 +205,16 @@ void CpuBackend::rmsnorm(Act in, Act out, const TensorView& weight, uint32_t wid
 
 void CpuBackend::matmul(const TensorView& w, Act in, Act out, uint32_t n_rows, uint32_t order)
 {
-    m_matmul.run(m_pool, w, buffer(in).data(), n_rows, buffer(out).data(), order);
+    m_matmul.run(m_pool, w, buffer(in).data(), n_rows, buffer(out).data(), order, m_matmul_input == in);
+    if (in == out)
+        m_matmul_input.reset();
+    else
+        m_matmul_input = in;
 }
 
 void CpuBackend::add_bias(Act x, const TensorView& bias, uint32_t n_rows)
 {
+    m_matmul_input.reset();
     const std::vector<float>& b = vector_of(bias);
     float* y = buffer(x).data();
     for (std::size_t t = 0; t < n_rows; ++t)
@@ -206,6 +224,7 @@ void CpuBackend::add_bias(Act x, const TensorView& bias, uint32_t n_rows)
 
 void CpuBackend::rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShape& r, float scale)
 {
+    m_matmul_input.reset();
     float* base = buffer(x).data();
     for (uint32_t t = 0; t < m_plan.n_tokens; ++t) {
         const auto pos = static_cast<int32_t>(m_plan.pos0 + t);
@@ -221,6 +240,7 @@ void CpuBackend::rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShap
 
 void CpuBackend::store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim)
 {
+    m_matmul_input.reset();
     for (uint32_t t = 0; t < m_plan.n_tokens; ++t)
         for (uint32_t h = 0; h < n_kv_heads; ++h) {
             const uint32_t pos = m_plan.pos0 + t;
@@ -239,6 +259,7 @@ void CpuBackend::store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim
 // cache, as llama.cpp computes it without flash attention (see attention_kernels.h).
 void CpuBackend::attention(const AttentionShape& s, bool deliver)
 {
+    m_matmul_input.reset();
     const uint32_t il = s.layer, D = s.head_dim, H = s.n_heads, Hkv = s.n_kv_heads, pos0 = s.pos0;
     const uint32_t group = H / Hkv;
     const uint32_t n_keys = pos0 + s.n_tokens;
@@ -295,6 +316,7 @@ void CpuBackend::attention(const AttentionShape& s, bool deliver)
 
 void CpuBackend::glu(uint32_t width, uint32_t n_rows, bool gelu)
 {
+    m_matmul_input.reset();
     m_pool.parallel_for(n_rows, [&](std::size_t begin, std::size_t end) { // rows are independent
         for (std::size_t t = begin; t < end; ++t) {
             float* g = m_gate.data() + t * width;
@@ -308,6 +330,7 @@ void CpuBackend::glu(uint32_t width, uint32_t n_rows, bool gelu)
 
 void CpuBackend::add_residual(uint32_t n_rows)
 {
+    m_matmul_input.reset();
     const std::size_t n = std::size_t(n_rows) * m_model->config().n_embd;
     for (std::size_t i = 0; i < n; ++i)
         m_x[i] += m_o[i];
@@ -315,6 +338,7 @@ void CpuBackend::add_residual(uint32_t n_rows)
 
 void CpuBackend::check_finite(uint32_t layer, uint32_t pos0)
 {
+    m_matmul_input.reset();
     const std::size_t E = m_model->config().n_embd, n = std::size_t(m_plan.n_tokens) * E;
     for (std::size_t i = 0; i < n; ++i)
         if (!std::isfinite(m_x[i]))
@@ -325,11 +349,13 @@ void CpuBackend::check_finite(uint32_t layer, uint32_t pos0)
 
 void CpuBackend::deliver_residual(uint32_t layer)
 {
+    m_matmul_input.reset();
     m_sink->residual(layer, m_x.data());
 }
 
 void CpuBackend::edit_rows(Act a, const RowEdit& e)
 {
+    m_matmul_input.reset();
     float* base = buffer(a).data();
     for (std::size_t r = 0; r < e.n_rows; ++r) {
         float* row = base + (e.row0 + r) * e.row_width + e.col0;
@@ -345,6 +371,7 @@ void CpuBackend::edit_rows(Act a, const RowEdit& e)
 void CpuBackend::output_head(const TensorView& norm, const TensorView& output, uint32_t row0, uint32_t n_rows,
                              uint32_t order, float eps)
 {
+    m_matmul_input.reset();
     const std::size_t E = m_model->config().n_embd;
     const float* w = vector_of(norm).data();
     for (std::size_t t = 0; t < n_rows; ++t)

@@ -85,11 +85,22 @@ void kernel_swiglu(const float* gate, const float* up, float* y, int64_t n)
         y[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
-void MatMul::run(ThreadPool& pool, const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t order_batch)
+void MatMul::run(ThreadPool& pool, const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t order_batch,
+                 bool x_unchanged)
 {
-    const int64_t cols = w.cols(), rows = w.rows();
+    const int64_t cols = w.cols();
     const ActivationFormat format = activation_format(w.type());
+    const bool reuse = x_unchanged && m_holds.x == x && m_holds.n_tokens == n_tokens && m_holds.cols == cols &&
+                       m_holds.format == format;
+    if (!reuse)
+        quantize_rows(pool, x, n_tokens, cols, format);
+    multiply(pool, w, n_tokens, y, order_batch);
+}
+
+void MatMul::quantize_rows(ThreadPool& pool, const float* x, int64_t n_tokens, int64_t cols, ActivationFormat format)
+{
     const std::size_t row_bytes = activation_row_bytes(format, cols);
+    m_holds = {};
     m_quantized.resize(row_bytes * static_cast<std::size_t>(n_tokens));
     // Each token's row is quantized on its own, so splitting the tokens over threads changes no bit
     // (a prompt's activations are several MiB: a serial pass here left the other threads waiting).
@@ -102,11 +113,19 @@ void MatMul::run(ThreadPool& pool, const TensorView& w, const float* x, int64_t 
         pool.parallel_for(static_cast<std::size_t>(n_tokens), quantize);
     else
         quantize(0, static_cast<std::size_t>(n_tokens));
+    m_holds = {x, n_tokens, cols, format};
+}
+
+void MatMul::multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, float* y, int64_t order_batch)
+{
+    const int64_t cols = w.cols(), rows = w.rows();
+    const std::size_t row_bytes = activation_row_bytes(m_holds.format, cols);
     const int64_t order = std::max(n_tokens, order_batch);
     const VecDotFn dot = vec_dot_for_batch(w.type(), cols, order);
     if (!dot)
         throw UnsupportedError(fmt::format("no dot product for {} (tensor {})", w.info->type.name, w.info->name));
     const VecDotX4Fn dot4 = n_tokens >= 4 ? vec_dot_x4_for_batch(w.type(), order) : nullptr;
+    const VecDotX8Fn dot8 = n_tokens >= 8 ? vec_dot_x8_for_batch(w.type(), order) : nullptr;
     const uint8_t* xq = m_quantized.data();
     // Rows in chunks of 16, tokens in tiles of 32: a tile's quantized activations and the chunk's
     // weight rows stay in L1 while every pair is multiplied (streaming all of a long prompt's
@@ -123,7 +142,17 @@ void MatMul::run(ThreadPool& pool, const TensorView& w, const float* x, int64_t 
                 for (int64_t r = r0; r < r1; ++r) {
                     const std::byte* wr = w.row(r);
                     int64_t t = t0;
-                    if (dot4) // four tokens per pass over the weight row (same bits as one at a time)
+                    if (dot8) // eight tokens per pass over the weight row (same bits as one at a time)
+                        for (; t + 8 <= t1; t += 8) {
+                            const void* a[8];
+                            for (int i = 0; i < 8; ++i)
+                                a[i] = xq + static_cast<std::size_t>(t + i) * row_bytes;
+                            float out[8];
+                            dot8(wr, a, cols, out);
+                            for (int i = 0; i < 8; ++i)
+                                y[(t + i) * rows + r] = out[i];
+                        }
+                    if (dot4) // four tokens per pass
                         for (; t + 4 <= t1; t += 4) {
                             const void* a[4];
                             for (int i = 0; i < 4; ++i)

@@ -29,12 +29,24 @@ void kernel_swiglu(const float* gate, const float* up, float* y, int64_t n);
 // format, rows split across the pool.
 class MatMul {
 public:
-    // order_batch: the batch size whose summation order to use (≥ n_tokens).
-    void run(ThreadPool& pool, const TensorView& w, const float* x, int64_t n_tokens, float* y,
-             int64_t order_batch = 0);
+    // order_batch: the batch size whose summation order to use (≥ n_tokens). x_unchanged: the
+    // caller vouches that x holds what it held at the previous run; if that run quantized the same
+    // x (same address, rows, width and format) its quantized rows are used again — Q, K and V (and
+    // gate and up) read one input, which is then quantized once for the group.
+    void run(ThreadPool& pool, const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t order_batch = 0,
+             bool x_unchanged = false);
 
 private:
+    void quantize_rows(ThreadPool& pool, const float* x, int64_t n_tokens, int64_t cols, ActivationFormat format);
+    void multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, float* y, int64_t order_batch);
+
+    struct Quantized {
+        const float* x = nullptr;
+        int64_t n_tokens = 0, cols = 0;
+        ActivationFormat format{};
+    };
     std::vector<uint8_t> m_quantized;
+    Quantized m_holds; // what m_quantized holds
 };
 
 } // namespace engine::cpu

@@ -2,8 +2,7 @@
 // AVX2 versions of the hot dot products. Same integer sums per block as the scalar code; only the
 // order of the float accumulation differs (8 lanes, summed at the end).
 #include "quant/simd/vec_dot_simd.h"
-
-#include "util/fp16.h"
+#include "quant/simd/x86_block_helpers.h"
 
 #include <cmath>
 #include <cstring>
@@ -12,60 +11,6 @@
 namespace engine::simd {
 
 namespace {
-
-inline float hsum(__m256 v)
-{
-    __m128 lo = _mm256_castps256_ps128(v);
-    __m128 hi = _mm256_extractf128_ps(v, 1);
-    lo = _mm_add_ps(lo, hi);
-    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-    return _mm_cvtss_f32(lo);
-}
-
-inline float half(const uint8_t* p)
-{
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
-
-// Weight rows are streamed once per decode step, and the hardware prefetcher alone leaves the
-// loads stalled (measured: decode 30.6 → 17 ms per token on the default model with this); rows of a
-// task are contiguous, so reading ahead across the row end is useful. Distance tuned on the default
-// model (1, 2, 3, 4 and 8 KiB tried).
-constexpr int kPrefetchAhead = 2048;
-inline void prefetch_ahead(const uint8_t* x, int bytes)
-{
-    for (int at = 0; at < bytes; at += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(x) + kPrefetchAhead + at, _MM_HINT_T0);
-}
-
-// 32 signed bytes · 32 signed bytes → 8 int32 partial sums (|a| ≤ 128 and b ≠ −128 keep maddubs exact).
-inline __m256i dot_i8(__m256i a, __m256i b)
-{
-    const __m256i abs_a = _mm256_sign_epi8(a, a);
-    const __m256i b_signed = _mm256_sign_epi8(b, a);
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(abs_a, b_signed), _mm256_set1_epi16(1));
-}
-
-// Elements 0–15 from the low nibbles of 16 bytes, elements 16–31 from the high nibbles.
-inline __m256i nibbles_32(const uint8_t* qs)
-{
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-    const __m128i mask = _mm_set1_epi8(0x0F);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), mask), _mm_and_si128(b, mask));
-}
-
-// 32 bits → 32 bytes, 0xFF where the bit (bit i for byte i) is set.
-inline __m256i bits_to_bytes(uint32_t bits)
-{
-    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
-                                               _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
-                                                                2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201ll);
-    return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-}
 
 float dot_q8_0(const void* w, const void* a, int64_t n)
 {
@@ -115,19 +60,6 @@ float dot_q4_0(const void* w, const void* a, int64_t n)
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(q, qy)), acc);
     }
     return hsum(acc);
-}
-
-void scale_min_k4(const uint8_t* q, int* sc, int* m)
-{
-    for (int j = 0; j < 8; ++j) {
-        if (j < 4) {
-            sc[j] = q[j] & 63;
-            m[j] = q[j + 4] & 63;
-        } else {
-            sc[j] = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
-            m[j] = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-        }
-    }
 }
 
 float dot_q4_k(const void* w, const void* a, int64_t n)
@@ -426,30 +358,17 @@ void dot_q6_k_x4(const void* w, const void* const a[4], int64_t n, float out[4])
 // ---- k-quants in llama.cpp's tiled order ---------------------------------------------------------
 // The integer block sums are exact in any lane layout; only the float steps are ordered, scalar.
 
-inline int hsum_i32(__m256i v)
-{
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-    return _mm_cvtsi128_si32(s);
-}
-
-inline float tiled_step(float acc, float d, int s1, float dmin, int s2, float d8, bool has_min)
-{
-    float res = d * static_cast<float>(s1);
-    if (has_min)
-        res = std::fma(-dmin, static_cast<float>(s2), res);
-    return std::fma(res, d8, acc);
-}
-
 struct Q4kBlock {
     __m256i lo[4], hi[4];
-    int sc[8], m[8];
+    __m256i mins; // mins_pairs_epi16
+    int sc[8];
     float d, dmin;
     explicit Q4kBlock(const uint8_t* x)
     {
         const __m256i low_mask = _mm256_set1_epi8(0x0F);
+        int m[8];
         scale_min_k4(x + 4, sc, m);
+        mins = mins_pairs_epi16(m);
         for (int c = 0; c < 4; ++c) {
             const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 + 32 * c));
             lo[c] = _mm256_and_si256(bytes, low_mask);
@@ -469,17 +388,16 @@ struct Q4kBlock {
             isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], y_hi),
                                                             _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]))));
         }
-        int s2 = 0;
-        for (int sub = 0; sub < 8; ++sub)
-            s2 += m[sub] * (y.bsums[2 * sub] + y.bsums[2 * sub + 1]);
-        return tiled_step(acc, d, hsum_i32(isum), dmin, s2, y.d, true);
+        int s1 = 0, s2 = 0;
+        hsum2_i32(isum, _mm256_madd_epi16(load_bsums(y.bsums), mins), s1, s2);
+        return tiled_step(acc, d, s1, dmin, s2, y.d, true);
     }
 };
 
 struct Q6kBlock {
     __m256i quarter[2][4];
     __m256i scale[2][4];
-    const int8_t* scales;
+    __m256i scales16; // the 16 sub-block scales as int16
     float d;
     explicit Q6kBlock(const uint8_t* x)
     {
@@ -487,7 +405,8 @@ struct Q6kBlock {
         const __m256i two_bits = _mm256_set1_epi8(0x03);
         const uint8_t* ql = x;
         const uint8_t* qh = x + 128;
-        scales = reinterpret_cast<const int8_t*>(x + 192);
+        const auto* scales = reinterpret_cast<const int8_t*>(x + 192);
+        scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
         for (int h = 0; h < 2; ++h) {
             const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h));
             const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h + 32));
@@ -515,10 +434,10 @@ struct Q6kBlock {
                 const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 128 * h + 32 * q));
                 isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(quarter[h][q], qy), scale[h][q]));
             }
-        int offset = 0; // stored values are q + 32
-        for (int g = 0; g < 16; ++g)
-            offset += scales[g] * y.bsums[g];
-        return tiled_step(acc, d, hsum_i32(isum) - 32 * offset, 0.0f, 0, y.d, false);
+        // stored values are q + 32: subtract 32 · Σ scale · bsum, lane by lane (exact)
+        const __m256i offset = _mm256_madd_epi16(load_bsums(y.bsums), scales16);
+        isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(offset, 5));
+        return tiled_step(acc, d, hsum_i32(isum), 0.0f, 0, y.d, false);
     }
 };
 

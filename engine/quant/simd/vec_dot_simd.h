@@ -14,4 +14,15 @@ VecDotX4Fn vec_dot_x4_avx2(GgmlType type);
 VecDotFn vec_dot_tiled_avx2(GgmlType type);
 VecDotX4Fn vec_dot_tiled_x4_avx2(GgmlType type);
 
+// AVX-512 VNNI versions, bit-identical to the AVX2 ones (vec_dot_avx512.cpp, compiled with
+// -mavx512vnni; call only after avx512_kernels_usable(), defined in vec_dot.cpp). nullptr for types
+// that have none.
+bool avx512_kernels_usable();
+VecDotFn vec_dot_avx512(GgmlType type);
+VecDotX4Fn vec_dot_x4_avx512(GgmlType type);
+VecDotX8Fn vec_dot_x8_avx512(GgmlType type);
+VecDotFn vec_dot_tiled_avx512(GgmlType type);
+VecDotX4Fn vec_dot_tiled_x4_avx512(GgmlType type);
+VecDotX8Fn vec_dot_tiled_x8_avx512(GgmlType type);
+
 } // namespace engine::simd

@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// AVX-512 VNNI versions of the batch kernels (256-bit vectors, EVEX encodings). Bit-identical to the
+// AVX2 ones: every integer lane holds the same exact sum (VNNI adds the four byte products of a
+// lane in one instruction where AVX2 needs maddubs + madd, and maddubs never saturates on these
+// operands), and every float step — the per-block fused multiply-add into 8 lanes, or the tiled
+// order's scalar steps — is the same operation on the same values in the same order. What changes
+// is the instruction count: one VNNI instruction for three, a mask for vpsignb (which AVX-512 lacks),
+// and 32 vector registers, enough to keep eight tokens' accumulators beside one weight block.
+#include "quant/simd/vec_dot_simd.h"
+#include "quant/simd/x86_block_helpers.h"
+
+#include <cmath>
+#include <cstring>
+#include <immintrin.h>
+
+namespace engine::simd {
+
+namespace {
+
+// The signed-by-signed products of AVX2's dot_i8 as VNNI wants them: |w| (unsigned) against y with
+// w's sign moved onto it. Lanes are sums of four consecutive bytes in both.
+struct SignedWeights {
+    __m256i abs;
+    __mmask32 negative;
+    explicit SignedWeights(__m256i w) : abs(_mm256_abs_epi8(w)), negative(_mm256_movepi8_mask(w)) {}
+    // AVX2's _mm256_sign_epi8(y, w) also zeroes y where w is 0; |w| is 0 there, so the sums agree.
+    __m256i dot(__m256i y) const
+    {
+        const __m256i y_signed = _mm256_mask_sub_epi8(y, negative, _mm256_setzero_si256(), y);
+        return _mm256_dpbusd_epi32(_mm256_setzero_si256(), abs, y_signed);
+    }
+};
+
+inline __m256i load32(const void* p)
+{
+    return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+// Q5_0's 32 values (nibbles plus the fifth bit, minus 16) as signed bytes.
+inline __m256i unpack_q5_0(const uint8_t* x)
+{
+    uint32_t qh;
+    std::memcpy(&qh, x + 2, 4);
+    const __m256i nib = nibbles_32(x + 6);
+    // value = nibble + 16·bit − 16: subtract 16 where the bit is clear
+    return _mm256_mask_sub_epi8(nib, static_cast<__mmask32>(~qh), nib, _mm256_set1_epi8(16));
+}
+
+float dot_q8_0(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 32; ++b, x += 34) {
+        prefetch_ahead(x, 1);
+        const SignedWeights q(load32(x + 2));
+        const __m256 d = _mm256_set1_ps(half(x) * _cvtsh_ss(y[b].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q.dot(load32(y[b].qs))), acc);
+    }
+    return hsum(acc);
+}
+
+float dot_q5_0(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 32; ++b, x += 22) {
+        prefetch_ahead(x, 1);
+        const SignedWeights q(unpack_q5_0(x));
+        const __m256 d = _mm256_set1_ps(half(x) * _cvtsh_ss(y[b].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q.dot(load32(y[b].qs))), acc);
+    }
+    return hsum(acc);
+}
+
+// Eight tokens against one weight row of a 32-element type: the weight block is unpacked once for
+// the eight, each token keeps its own accumulator, so every result is the one-row kernel's.
+template <int kBlockBytes, __m256i (*Unpack)(const uint8_t*)>
+void dot_legacy_x8(const void* w, const void* const a[8], int64_t n, float out[8])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const BlockQ8_0* y[8];
+    __m256 acc[8];
+    for (int t = 0; t < 8; ++t) {
+        y[t] = static_cast<const BlockQ8_0*>(a[t]);
+        acc[t] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < n / 32; ++b, x += kBlockBytes) {
+        const SignedWeights q(Unpack(x));
+        const float dx = half(x);
+        for (int t = 0; t < 8; ++t)
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * _cvtsh_ss(y[t][b].d)),
+                                     _mm256_cvtepi32_ps(q.dot(load32(y[t][b].qs))), acc[t]);
+    }
+    for (int t = 0; t < 8; ++t)
+        out[t] = hsum(acc[t]);
+}
+
+inline __m256i unpack_q8_0(const uint8_t* x)
+{
+    return load32(x + 2);
+}
+
+template <int kBlockBytes, __m256i (*Unpack)(const uint8_t*)>
+void dot_legacy_x4(const void* w, const void* const a[4], int64_t n, float out[4])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const BlockQ8_0* y[4];
+    __m256 acc[4];
+    for (int t = 0; t < 4; ++t) {
+        y[t] = static_cast<const BlockQ8_0*>(a[t]);
+        acc[t] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < n / 32; ++b, x += kBlockBytes) {
+        const SignedWeights q(Unpack(x));
+        const float dx = half(x);
+        for (int t = 0; t < 4; ++t)
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * _cvtsh_ss(y[t][b].d)),
+                                     _mm256_cvtepi32_ps(q.dot(load32(y[t][b].qs))), acc[t]);
+    }
+    for (int t = 0; t < 4; ++t)
+        out[t] = hsum(acc[t]);
+}
+
+// ---- k-quants in llama.cpp's tiled order (see vec_dot_for_batch) --------------------------------
+// Integer block sums with VNNI's word form (madd + add in one), then the same scalar float step.
+
+struct Q4kBlock {
+    __m256i lo[4], hi[4];
+    __m256i sc_lo[4], sc_hi[4]; // each 32-value group's scale, as int16 lanes
+    __m256i mins;
+    float d, dmin;
+    explicit Q4kBlock(const uint8_t* x)
+    {
+        const __m256i low_mask = _mm256_set1_epi8(0x0F);
+        int sc[8], m[8];
+        scale_min_k4(x + 4, sc, m);
+        mins = mins_pairs_epi16(m);
+        for (int c = 0; c < 4; ++c) {
+            const __m256i bytes = load32(x + 16 + 32 * c);
+            lo[c] = _mm256_and_si256(bytes, low_mask);
+            hi[c] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_mask);
+            sc_lo[c] = _mm256_set1_epi16(static_cast<short>(sc[2 * c]));
+            sc_hi[c] = _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]));
+        }
+        d = half(x);
+        dmin = half(x + 2);
+    }
+    float step(float acc, const BlockQ8_K& y) const
+    {
+        __m256i isum = _mm256_setzero_si256();
+        for (int c = 0; c < 4; ++c) {
+            isum = _mm256_dpwssd_epi32(isum, _mm256_maddubs_epi16(lo[c], load32(y.qs + 64 * c)), sc_lo[c]);
+            isum = _mm256_dpwssd_epi32(isum, _mm256_maddubs_epi16(hi[c], load32(y.qs + 64 * c + 32)), sc_hi[c]);
+        }
+        int s1 = 0, s2 = 0;
+        hsum2_i32(isum, _mm256_madd_epi16(load_bsums(y.bsums), mins), s1, s2);
+        return tiled_step(acc, d, s1, dmin, s2, y.d, true);
+    }
+};
+
+struct Q6kBlock {
+    __m256i quarter[2][4];
+    __m256i scale[2][4];
+    __m256i scales16;
+    float d;
+    explicit Q6kBlock(const uint8_t* x)
+    {
+        const __m256i low_mask = _mm256_set1_epi8(0x0F);
+        const __m256i two_bits = _mm256_set1_epi8(0x03);
+        const uint8_t* ql = x;
+        const uint8_t* qh = x + 128;
+        const auto* scales = reinterpret_cast<const int8_t*>(x + 192);
+        scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
+        for (int h = 0; h < 2; ++h) {
+            const __m256i l0 = load32(ql + 64 * h);
+            const __m256i l1 = load32(ql + 64 * h + 32);
+            const __m256i hb = load32(qh + 32 * h);
+            quarter[h][0] =
+                _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_slli_epi16(_mm256_and_si256(hb, two_bits), 4));
+            quarter[h][1] = _mm256_or_si256(_mm256_and_si256(l1, low_mask),
+                                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), two_bits), 4));
+            quarter[h][2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low_mask),
+                                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), two_bits), 4));
+            quarter[h][3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low_mask),
+                                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), two_bits), 4));
+            for (int q = 0; q < 4; ++q) {
+                const int g = 8 * h + 2 * q;
+                scale[h][q] = _mm256_set_m128i(_mm_set1_epi16(scales[g + 1]), _mm_set1_epi16(scales[g]));
+            }
+        }
+        d = half(x + 208);
+    }
+    float step(float acc, const BlockQ8_K& y) const
+    {
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h)
+            for (int q = 0; q < 4; ++q)
+                isum = _mm256_dpwssd_epi32(isum, _mm256_maddubs_epi16(quarter[h][q], load32(y.qs + 128 * h + 32 * q)),
+                                           scale[h][q]);
+        const __m256i offset = _mm256_madd_epi16(load_bsums(y.bsums), scales16); // values are stored + 32
+        isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(offset, 5));
+        return tiled_step(acc, d, hsum_i32(isum), 0.0f, 0, y.d, false);
+    }
+};
+
+template <typename Block, int kBlockBytes> float dot_tiled(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b, x += kBlockBytes)
+        acc = Block(x).step(acc, y[b]);
+    return acc;
+}
+
+template <typename Block, int kBlockBytes, int kTokens>
+void dot_tiled_xn(const void* w, const void* const a[kTokens], int64_t n, float out[kTokens])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    float acc[kTokens] = {};
+    for (int64_t b = 0; b < n / 256; ++b, x += kBlockBytes) {
+        const Block blk(x);
+        for (int t = 0; t < kTokens; ++t)
+            acc[t] = blk.step(acc[t], static_cast<const BlockQ8_K*>(a[t])[b]);
+    }
+    for (int t = 0; t < kTokens; ++t)
+        out[t] = acc[t];
+}
+
+} // namespace
+
+VecDotFn vec_dot_avx512(GgmlType type)
+{
+    switch (type) {
+    case GgmlType::Q8_0:
+        return dot_q8_0;
+    case GgmlType::Q5_0:
+        return dot_q5_0;
+    default:
+        return nullptr;
+    }
+}
+
+VecDotX4Fn vec_dot_x4_avx512(GgmlType type)
+{
+    switch (type) {
+    case GgmlType::Q8_0:
+        return dot_legacy_x4<34, unpack_q8_0>;
+    case GgmlType::Q5_0:
+        return dot_legacy_x4<22, unpack_q5_0>;
+    default:
+        return nullptr;
+    }
+}
+
+VecDotX8Fn vec_dot_x8_avx512(GgmlType type)
+{
+    switch (type) {
+    case GgmlType::Q8_0:
+        return dot_legacy_x8<34, unpack_q8_0>;
+    case GgmlType::Q5_0:
+        return dot_legacy_x8<22, unpack_q5_0>;
+    default:
+        return nullptr;
+    }
+}
+
+VecDotFn vec_dot_tiled_avx512(GgmlType type)
+{
+    switch (type) {
+    case GgmlType::Q4_K:
+        return dot_tiled<Q4kBlock, 144>;
+    case GgmlType::Q6_K:
+        return dot_tiled<Q6kBlock, 210>;
+    default:
+        return nullptr;
+    }
+}
+
+VecDotX4Fn vec_dot_tiled_x4_avx512(GgmlType type)
+{
+    switch (type) {
+    case GgmlType::Q4_K:
+        return dot_tiled_xn<Q4kBlock, 144, 4>;
+    case GgmlType::Q6_K:
+        return dot_tiled_xn<Q6kBlock, 210, 4>;
+    default:
+        return nullptr;
+    }
+}
+
+VecDotX8Fn vec_dot_tiled_x8_avx512(GgmlType type)
+{
+    switch (type) {
+    case GgmlType::Q4_K:
+        return dot_tiled_xn<Q4kBlock, 144, 8>;
+    case GgmlType::Q6_K:
+        return dot_tiled_xn<Q6kBlock, 210, 8>;
+    default:
+        return nullptr;
+    }
+}
+
+} // namespace engine::simd
