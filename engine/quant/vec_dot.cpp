@@ -474,6 +474,38 @@ VecDotX4Fn vec_dot_x4_for_batch(GgmlType type, int64_t n_tokens)
     return tiled ? simd::vec_dot_tiled_x4_avx2(type) : simd::vec_dot_x4_avx2(type);
 }
 
+std::size_t packed8_bytes(ActivationFormat format, int64_t n)
+{
+    switch (format) {
+    case ActivationFormat::Q8_0:
+        return static_cast<std::size_t>(n / 32) * 8 * (sizeof(float) + 32);
+    case ActivationFormat::Q8_K:
+        return static_cast<std::size_t>(n / 256) * 8 * sizeof(BlockQ8_K);
+    default:
+        return 0;
+    }
+}
+
+void pack8_activations(ActivationFormat format, const uint8_t* rows, std::size_t row_bytes, int64_t n, void* out)
+{
+    auto* o = static_cast<uint8_t*>(out);
+    if (format == ActivationFormat::Q8_0) {
+        for (int64_t b = 0; b < n / 32; ++b) {
+            auto* scales = reinterpret_cast<float*>(o);
+            for (std::size_t t = 0; t < 8; ++t) {
+                const auto& block = reinterpret_cast<const BlockQ8_0*>(rows + t * row_bytes)[b];
+                scales[t] = fp16_to_f32(block.d);
+                std::memcpy(o + 8 * sizeof(float) + 32 * t, block.qs, 32);
+            }
+            o += 8 * (sizeof(float) + 32);
+        }
+    } else if (format == ActivationFormat::Q8_K) {
+        for (int64_t b = 0; b < n / 256; ++b)
+            for (std::size_t t = 0; t < 8; ++t, o += sizeof(BlockQ8_K))
+                std::memcpy(o, reinterpret_cast<const BlockQ8_K*>(rows + t * row_bytes) + b, sizeof(BlockQ8_K));
+    }
+}
+
 VecDotX8Fn vec_dot_x8_for_batch(GgmlType type, int64_t n_tokens)
 {
     if (simd_level() != SimdLevel::Avx512)

@@ -102,8 +102,12 @@ void TestVecDot::avx512KernelsMatchAvx2()
         float out4[4] = {}, out8[8] = {};
         if (four)
             four(w, a, n, out4);
+        std::vector<uint8_t> rows8, packed(packed8_bytes(activation_format(gt), n));
+        for (const auto& row : xq)
+            rows8.insert(rows8.end(), row.begin(), row.end());
+        pack8_activations(activation_format(gt), rows8.data(), xq[0].size(), n, packed.data());
         if (eight)
-            eight(w, a, n, out8);
+            eight(w, packed.data(), n, out8);
         for (int i = 0; i < 8; ++i) {
             const uint32_t want = bits(reference(w, a[i], n));
             if (one)

@@ -113,6 +113,16 @@ void MatMul::quantize_rows(ThreadPool& pool, const float* x, int64_t n_tokens, i
         pool.parallel_for(static_cast<std::size_t>(n_tokens), quantize);
     else
         quantize(0, static_cast<std::size_t>(n_tokens));
+    // Whole groups of eight tokens also packed for the eight-row kernels, where the CPU has them.
+    const std::size_t group_bytes = packed8_bytes(format, cols);
+    const auto groups = static_cast<std::size_t>(n_tokens / 8);
+    m_packed8.resize(simd_level() == SimdLevel::Avx512 ? groups * group_bytes : 0);
+    if (!m_packed8.empty())
+        pool.parallel_for(groups, [&](std::size_t begin, std::size_t end) {
+            for (std::size_t g = begin; g < end; ++g)
+                pack8_activations(format, m_quantized.data() + g * 8 * row_bytes, row_bytes, cols,
+                                  m_packed8.data() + g * group_bytes);
+        });
     m_holds = {x, n_tokens, cols, format};
 }
 
@@ -125,7 +135,8 @@ void MatMul::multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, f
     if (!dot)
         throw UnsupportedError(fmt::format("no dot product for {} (tensor {})", w.info->type.name, w.info->name));
     const VecDotX4Fn dot4 = n_tokens >= 4 ? vec_dot_x4_for_batch(w.type(), order) : nullptr;
-    const VecDotX8Fn dot8 = n_tokens >= 8 ? vec_dot_x8_for_batch(w.type(), order) : nullptr;
+    const VecDotX8Fn dot8 = m_packed8.empty() ? nullptr : vec_dot_x8_for_batch(w.type(), order);
+    const std::size_t group_bytes = packed8_bytes(m_holds.format, cols);
     const uint8_t* xq = m_quantized.data();
     // Rows in chunks of 16, tokens in tiles of 32: a tile's quantized activations and the chunk's
     // weight rows stay in L1 while every pair is multiplied (streaming all of a long prompt's
@@ -143,12 +154,9 @@ void MatMul::multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, f
                     const std::byte* wr = w.row(r);
                     int64_t t = t0;
                     if (dot8) // eight tokens per pass over the weight row (same bits as one at a time)
-                        for (; t + 8 <= t1; t += 8) {
-                            const void* a[8];
-                            for (int i = 0; i < 8; ++i)
-                                a[i] = xq + static_cast<std::size_t>(t + i) * row_bytes;
+                        for (; t + 8 <= t1 && t % 8 == 0; t += 8) {
                             float out[8];
-                            dot8(wr, a, cols, out);
+                            dot8(wr, m_packed8.data() + static_cast<std::size_t>(t / 8) * group_bytes, cols, out);
                             for (int i = 0; i < 8; ++i)
                                 y[(t + i) * rows + r] = out[i];
                         }

@@ -46,7 +46,8 @@ private:
         ActivationFormat format{};
     };
     std::vector<uint8_t> m_quantized;
-    Quantized m_holds; // what m_quantized holds
+    std::vector<uint8_t> m_packed8; // groups of eight tokens packed for the eight-row kernels (or empty)
+    Quantized m_holds;              // what m_quantized holds
 };
 
 } // namespace engine::cpu

@@ -74,29 +74,6 @@ float dot_q5_0(const void* w, const void* a, int64_t n)
     return hsum(acc);
 }
 
-// Eight tokens against one weight row of a 32-element type: the weight block is unpacked once for
-// the eight, each token keeps its own accumulator, so every result is the one-row kernel's.
-template <int kBlockBytes, __m256i (*Unpack)(const uint8_t*)>
-void dot_legacy_x8(const void* w, const void* const a[8], int64_t n, float out[8])
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const BlockQ8_0* y[8];
-    __m256 acc[8];
-    for (int t = 0; t < 8; ++t) {
-        y[t] = static_cast<const BlockQ8_0*>(a[t]);
-        acc[t] = _mm256_setzero_ps();
-    }
-    for (int64_t b = 0; b < n / 32; ++b, x += kBlockBytes) {
-        const SignedWeights q(Unpack(x));
-        const float dx = half(x);
-        for (int t = 0; t < 8; ++t)
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * _cvtsh_ss(y[t][b].d)),
-                                     _mm256_cvtepi32_ps(q.dot(load32(y[t][b].qs))), acc[t]);
-    }
-    for (int t = 0; t < 8; ++t)
-        out[t] = hsum(acc[t]);
-}
-
 inline __m256i unpack_q8_0(const uint8_t* x)
 {
     return load32(x + 2);
@@ -120,6 +97,30 @@ void dot_legacy_x4(const void* w, const void* const a[4], int64_t n, float out[4
                                      _mm256_cvtepi32_ps(q.dot(load32(y[t][b].qs))), acc[t]);
     }
     for (int t = 0; t < 4; ++t)
+        out[t] = hsum(acc[t]);
+}
+
+// Eight tokens against one weight row of a 32-element type, the tokens packed (pack8_activations):
+// the weight block is unpacked once for the eight, each token keeps its own accumulator, so every
+// result is the one-row kernel's.
+template <int kBlockBytes, __m256i (*Unpack)(const uint8_t*)>
+void dot_legacy_x8(const void* w, const void* packed, int64_t n, float out[8])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* p = static_cast<const uint8_t*>(packed);
+    __m256 acc[8];
+    for (auto& a : acc)
+        a = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 32; ++b, x += kBlockBytes, p += 8 * (sizeof(float) + 32)) {
+        const SignedWeights q(Unpack(x));
+        const __m256 dx = _mm256_set1_ps(half(x));
+        const auto* dy = reinterpret_cast<const float*>(p);
+        const uint8_t* qy = p + 8 * sizeof(float);
+        for (int t = 0; t < 8; ++t) // dx · dy rounded once, as the one-row kernel's scalar product
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, _mm256_broadcast_ss(dy + t)),
+                                     _mm256_cvtepi32_ps(q.dot(load32(qy + 32 * t))), acc[t]);
+    }
+    for (int t = 0; t < 8; ++t)
         out[t] = hsum(acc[t]);
 }
 
@@ -229,6 +230,20 @@ void dot_tiled_xn(const void* w, const void* const a[kTokens], int64_t n, float 
         out[t] = acc[t];
 }
 
+template <typename Block, int kBlockBytes> void dot_tiled_x8(const void* w, const void* packed, int64_t n, float out[8])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(packed);
+    float acc[8] = {};
+    for (int64_t b = 0; b < n / 256; ++b, x += kBlockBytes, y += 8) {
+        const Block blk(x);
+        for (int t = 0; t < 8; ++t)
+            acc[t] = blk.step(acc[t], y[t]);
+    }
+    for (int t = 0; t < 8; ++t)
+        out[t] = acc[t];
+}
+
 } // namespace
 
 VecDotFn vec_dot_avx512(GgmlType type)
@@ -295,9 +310,9 @@ VecDotX8Fn vec_dot_tiled_x8_avx512(GgmlType type)
 {
     switch (type) {
     case GgmlType::Q4_K:
-        return dot_tiled_xn<Q4kBlock, 144, 8>;
+        return dot_tiled_x8<Q4kBlock, 144>;
     case GgmlType::Q6_K:
-        return dot_tiled_xn<Q6kBlock, 210, 8>;
+        return dot_tiled_x8<Q6kBlock, 210>;
     default:
         return nullptr;
     }

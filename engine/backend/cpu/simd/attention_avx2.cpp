@@ -82,6 +82,82 @@ inline __m256 expf8(__m256 x)
     return _mm256_blendv_ps(_mm256_blendv_ps(normal, scaled, c), _mm256_mul_ps(s1, s1), d);
 }
 
+// Prefill's scores: each key's q·k is dot_k's batched chain (one 8-lane accumulator over D, then
+// hsum_halves), four keys at a time so that four independent chains hide the multiply-add latency
+// (one chain alone waits on each FMA). Same operations per key, same bits. Returns the maximum.
+float batched_scores(const AttentionRow& row, const float* q, float* scores, uint32_t n_pad)
+{
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    const uint32_t D = row.head_dim;
+    float max = kNegInf;
+    uint32_t live[4];
+    int n_live = 0;
+    const auto flush = [&] {
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        if (n_live == 4) {
+            const uint16_t *k0 = row.keys[live[0]], *k1 = row.keys[live[1]], *k2 = row.keys[live[2]],
+                           *k3 = row.keys[live[3]];
+            for (uint32_t i = 0; i < D; i += 8) {
+                const __m256 qv = _mm256_loadu_ps(q + i);
+                acc[0] = _mm256_fmadd_ps(load_f16(k0 + i), qv, acc[0]);
+                acc[1] = _mm256_fmadd_ps(load_f16(k1 + i), qv, acc[1]);
+                acc[2] = _mm256_fmadd_ps(load_f16(k2 + i), qv, acc[2]);
+                acc[3] = _mm256_fmadd_ps(load_f16(k3 + i), qv, acc[3]);
+            }
+        } else {
+            for (int k = 0; k < n_live; ++k)
+                for (uint32_t i = 0; i < D; i += 8)
+                    acc[k] = _mm256_fmadd_ps(load_f16(row.keys[live[k]] + i), _mm256_loadu_ps(q + i), acc[k]);
+        }
+        for (int k = 0; k < n_live; ++k) {
+            scores[live[k]] = hsum_halves(acc[k]) * row.scale;
+            max = std::max(max, scores[live[k]]);
+        }
+        n_live = 0;
+    };
+    for (uint32_t j = 0; j < n_pad; ++j) {
+        if (j >= row.n_slots || !row.keys[j]) {
+            scores[j] = kNegInf;
+            continue;
+        }
+        live[n_live++] = j;
+        if (n_live == 4)
+            flush();
+    }
+    flush();
+    return max;
+}
+
+// Prefill's weighted values: slot j adds p_j · v_j into lane j mod 8 of one accumulator per d,
+// slots in increasing order, then out[d] = ((l4+l0) + (l6+l2)) + ((l5+l1) + (l7+l3)) — the order
+// of the whole-row version, with the eight lanes of eight d's kept in registers while every slot
+// passes (instead of a load and a store of the accumulator row per slot). p is F16-rounded.
+void batched_values(const AttentionRow& row, const float* p, float* out)
+{
+    const uint32_t D = row.head_dim, n = row.n_slots;
+    for (uint32_t d = 0; d < D; d += 8) {
+        // eight named accumulators (an indexed array would live in memory)
+        __m256 l0 = _mm256_setzero_ps(), l1 = l0, l2 = l0, l3 = l0, l4 = l0, l5 = l0, l6 = l0, l7 = l0;
+        const auto add = [&](__m256& lane, uint32_t j) {
+            if (j < n && row.values[j] && p[j] != 0.0f) // a masked or zero weight adds an exact zero
+                lane = _mm256_fmadd_ps(load_f16(row.values[j] + d), _mm256_broadcast_ss(p + j), lane);
+        };
+        for (uint32_t j0 = 0; j0 < n; j0 += 8) {
+            add(l0, j0);
+            add(l1, j0 + 1);
+            add(l2, j0 + 2);
+            add(l3, j0 + 3);
+            add(l4, j0 + 4);
+            add(l5, j0 + 5);
+            add(l6, j0 + 6);
+            add(l7, j0 + 7);
+        }
+        const __m256 r0 = _mm256_add_ps(l4, l0), r1 = _mm256_add_ps(l5, l1);
+        const __m256 r2 = _mm256_add_ps(l6, l2), r3 = _mm256_add_ps(l7, l3);
+        _mm256_storeu_ps(out + d, _mm256_add_ps(_mm256_add_ps(r0, r2), _mm256_add_ps(r1, r3)));
+    }
+}
+
 } // namespace
 
 void attention_row_avx2(const AttentionRow& row, float* out, float* weights, AttentionScratch& s)
@@ -96,14 +172,17 @@ void attention_row_avx2(const AttentionRow& row, float* out, float* weights, Att
                          _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(row.q + i), _MM_FROUND_TO_NEAREST_INT)));
 
     float max = kNegInf;
-    for (uint32_t j = 0; j < n_pad; ++j) {
-        if (j >= row.n_slots || !row.keys[j]) {
-            s.scores[j] = kNegInf;
-            continue;
+    if (row.batched)
+        max = batched_scores(row, s.q16.data(), s.scores.data(), n_pad);
+    else
+        for (uint32_t j = 0; j < n_pad; ++j) {
+            if (j >= row.n_slots || !row.keys[j]) {
+                s.scores[j] = kNegInf;
+                continue;
+            }
+            s.scores[j] = dot_k(row.keys[j], s.q16.data(), D, row.batched) * row.scale;
+            max = std::max(max, s.scores[j]);
         }
-        s.scores[j] = dot_k(row.keys[j], s.q16.data(), D, row.batched) * row.scale;
-        max = std::max(max, s.scores[j]);
-    }
     double sum = 0.0;
     const __m256 vmax = _mm256_set1_ps(max);
     for (uint32_t c = 0; c < n_pad; c += 8) {
@@ -131,6 +210,10 @@ void attention_row_avx2(const AttentionRow& row, float* out, float* weights, Att
         _mm256_storeu_ps(s.scores.data() + c, _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT)));
     }
 
+    if (row.batched) {
+        batched_values(row, s.scores.data(), out);
+        return;
+    }
     // out[d]: per (accumulator, lane) partial sums vectorised across d; lanes follow the slot index.
     const uint32_t n_acc = row.batched ? 1 : 4;
     s.acc.assign(std::size_t(n_acc) * 8 * D, 0.0f);
