@@ -86,6 +86,20 @@ private:
                     std::vector<float>& values) const override;
 
     std::vector<float>& buffer(Act a);
+    // f(row) for every row of a chunk: split over the pool for a prompt, inline for a decode step
+    // (rows are independent, so the split changes no bit).
+    template <typename F> void rows_in_parallel(std::size_t n_rows, F&& f)
+    {
+        if (n_rows < 16) {
+            for (std::size_t r = 0; r < n_rows; ++r)
+                f(r);
+            return;
+        }
+        m_pool.parallel_for(n_rows, [&](std::size_t begin, std::size_t end) {
+            for (std::size_t r = begin; r < end; ++r)
+                f(r);
+        });
+    }
     // A norm weight or bias as f32 (decoded once at load).
     const std::vector<float>& vector_of(const TensorView& t) const { return m_vectors.at(t.info); }
 
@@ -199,8 +213,7 @@ void CpuBackend::rmsnorm(Act in, Act out, const TensorView& weight, uint32_t wid
     const float* x = buffer(in).data();
     float* y = buffer(out).data();
     const float* w = vector_of(weight).data();
-    for (std::size_t r = 0; r < n_rows; ++r)
-        cpu::kernel_rmsnorm(x + r * width, w, y + r * width, width, eps);
+    rows_in_parallel(n_rows, [&](std::size_t r) { cpu::kernel_rmsnorm(x + r * width, w, y + r * width, width, eps); });
 }
 
 void CpuBackend::matmul(const TensorView& w, Act in, Act out, uint32_t n_rows, uint32_t order)
@@ -226,22 +239,23 @@ void CpuBackend::rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShap
 {
     m_matmul_input.reset();
     float* base = buffer(x).data();
-    for (uint32_t t = 0; t < m_plan.n_tokens; ++t) {
+    rows_in_parallel(m_plan.n_tokens, [&](std::size_t t) {
         const auto pos = static_cast<int32_t>(m_plan.pos0 + t);
         for (uint32_t h = 0; h < n_heads; ++h) {
-            float* v = base + (std::size_t(t) * n_heads + h) * head_dim;
+            float* v = base + (t * n_heads + h) * head_dim;
             cpu::kernel_rope(v, static_cast<int32_t>(r.n_rot), pos, r.base, r.freq_scale, r.neox, r.factors);
             if (scale != 1.0f)
                 for (uint32_t i = 0; i < head_dim; ++i)
                     v[i] *= scale;
         }
-    }
+    });
 }
 
 void CpuBackend::store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim)
 {
     m_matmul_input.reset();
-    for (uint32_t t = 0; t < m_plan.n_tokens; ++t)
+    rows_in_parallel(m_plan.n_tokens, [&](std::size_t row) {
+        const auto t = static_cast<uint32_t>(row);
         for (uint32_t h = 0; h < n_kv_heads; ++h) {
             const uint32_t pos = m_plan.pos0 + t;
             uint16_t* kc = m_kv.key(layer, pos, h);
@@ -253,6 +267,7 @@ void CpuBackend::store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim
                 vc[i] = f32_to_fp16(v[i]);
             }
         }
+    });
 }
 
 // softmax(q·kᵀ · scale + mask) · v for every (token, head) of the chunk, keys and values from the

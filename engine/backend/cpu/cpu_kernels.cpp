@@ -2,6 +2,7 @@
 #include "backend/cpu/cpu_kernels.h"
 
 #include "backend/cpu/attention_kernels.h"
+#include "backend/cpu/simd/glu_simd.h"
 
 #include "quant/vec_dot.h"
 #include "util/error.h"
@@ -63,7 +64,8 @@ const std::array<uint16_t, 65536>& gelu_f16_table()
 void kernel_geglu(const float* gate, const float* up, float* y, int64_t n)
 {
     const auto& table = gelu_f16_table();
-    for (int64_t i = 0; i < n; ++i) {
+    const int64_t done = simd_level() != SimdLevel::Scalar ? simd::geglu_avx2(gate, up, y, n) : 0;
+    for (int64_t i = done; i < n; ++i) {
         const float x = gate[i];
         if (x <= -10.0f)
             y[i] = 0.0f;
@@ -79,7 +81,8 @@ void kernel_swiglu(const float* gate, const float* up, float* y, int64_t n)
     // silu(x) = x / (1 + e^-x) with the exponential ggml's vector code uses (whole 8-lane chunks);
     // a tail that does not fill a chunk uses libm's expf, as there.
     const int64_t vec_end = n & ~int64_t(7);
-    for (int64_t i = 0; i < vec_end; ++i)
+    const int64_t done = simd_level() != SimdLevel::Scalar ? simd::swiglu_avx2(gate, up, y, n) : 0;
+    for (int64_t i = done; i < vec_end; ++i)
         y[i] = (gate[i] / (1.0f + softmax_expf(-gate[i]))) * up[i];
     for (int64_t i = vec_end; i < n; ++i)
         y[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
