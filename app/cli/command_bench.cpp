@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// `bench MODEL [-p 512] [-n 128] [--threads T] [--reps R]`: prefill and decode speed the way
-// llama-bench measures them (pp: one batch of p prompt tokens into an empty cache; tg: n tokens
-// decoded one at a time from an empty cache), mean ± standard deviation over R repetitions.
+// `bench MODEL [-p 512] [-n 128] [-d 0] [--threads T] [--reps R]`: prefill and decode speed the way
+// llama-bench measures them (pp: one batch of p prompt tokens; tg: n tokens decoded one at a time;
+// both after d tokens already in the cache, untimed, as llama-bench -d), mean ± standard deviation
+// over R repetitions. Decode also reports the bytes it reads per token (the weights it streams —
+// the embedding table only one row unless it is the LM head too — and the KV cache attention reads)
+// and, with --probe-threads, that traffic as a share of this machine's measured read bandwidth.
 #include "backend_option.h"
 #include "commands.h"
 #include "model_path.h"
@@ -10,6 +13,7 @@
 #include "model/model.h"
 #include "quant/vec_dot.h"
 #include "session/session.h"
+#include "util/machine_probe.h"
 
 #include <chrono>
 #include <cmath>
@@ -25,6 +29,8 @@ struct BenchArgs {
     uint32_t n_gen = 128;
     int threads = 0;
     int reps = 3;
+    uint32_t depth = 0;
+    int probe_threads = 0;
     bool json = false;
     BackendArgs backend;
 };
@@ -49,45 +55,80 @@ int run_bench(const BenchArgs& a)
 {
     using Clock = std::chrono::steady_clock;
     const auto model = engine::Model::load(resolve_model_path(a.model));
-    const uint32_t n_ctx = std::max(a.n_prompt, a.n_gen) + 16;
+    const uint32_t n_ctx = a.depth + std::max(a.n_prompt, a.n_gen) + 16;
     auto backend = make_cli_backend(a.backend, model, n_ctx, a.threads);
     engine::Backend& be = *backend;
     // Random tokens, as llama-bench uses: content does not change the work.
     std::mt19937 rng(42);
     std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(model->config().n_vocab) - 1);
-    std::vector<engine::TokenId> prompt(a.n_prompt);
+    std::vector<engine::TokenId> prompt(a.n_prompt), context(a.depth);
     for (auto& t : prompt)
         t = pick(rng);
+    for (auto& t : context)
+        t = pick(rng);
+    // An empty cache, then the depth's tokens in it (not timed).
+    const auto reset = [&] {
+        be.kv_cache().clear();
+        if (!context.empty())
+            be.forward({.tokens = context});
+    };
+    // Decode's traffic per token: every weight matrix once; the embedding table one row, unless it
+    // is the LM head as well; plus the keys and values attention reads (KV bytes in use).
+    const engine::ModelWeights& w = model->weights();
+    const uint64_t embd_bytes = w.token_embd.info ? w.token_embd.info->n_bytes : 0;
+    const uint64_t weight_traffic =
+        model->weight_bytes() - (w.tied_output ? 0 : embd_bytes) + (w.tied_output ? 0 : w.token_embd.row_bytes);
+    double kv_traffic = 0.0;
 
     std::vector<double> pp, tg;
     const engine::TokenId warm[] = {prompt.empty() ? 0 : prompt[0]};
     be.forward({.tokens = warm});
     for (int r = 0; r < a.reps; ++r) {
         if (a.n_prompt) {
-            be.kv_cache().clear();
+            reset();
             const auto t0 = Clock::now();
             be.forward({.tokens = prompt});
             pp.push_back(a.n_prompt / std::chrono::duration<double>(Clock::now() - t0).count());
         }
         if (a.n_gen) {
-            be.kv_cache().clear();
-            const auto t0 = Clock::now();
+            reset();
+            double seconds = 0.0;
+            kv_traffic = 0.0;
             for (uint32_t i = 0; i < a.n_gen; ++i) {
                 const engine::TokenId one[] = {pick(rng)};
+                const auto t0 = Clock::now();
                 be.forward({.tokens = one});
+                seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+                kv_traffic += static_cast<double>(be.kv_cache().accounting().bytes_in_use); // outside the timing
             }
-            tg.push_back(a.n_gen / std::chrono::duration<double>(Clock::now() - t0).count());
+            kv_traffic /= a.n_gen;
+            tg.push_back(a.n_gen / seconds);
         }
     }
     const std::string backend_name =
         be.name().starts_with("CPU") ? fmt::format("{} {}", be.name(), engine::simd_level_name(engine::simd_level()))
                                      : be.name();
+    const double bytes_per_token = static_cast<double>(weight_traffic) + kv_traffic;
+    const double achieved = tg.empty() ? 0.0 : bytes_per_token * stats(tg).mean;
+    engine::MachinePeaks peaks;
+    if (a.probe_threads > 0)
+        peaks = engine::probe_machine(a.probe_threads, 2.0);
     if (a.json) {
-        nlohmann::ordered_json j{{"model", model->file().name()}, {"backend", backend_name}, {"reps", a.reps}};
+        nlohmann::ordered_json j{
+            {"model", model->file().name()}, {"backend", backend_name}, {"reps", a.reps}, {"depth", a.depth}};
         if (!pp.empty())
             j["pp"] = {{"n", a.n_prompt}, {"tokens_per_second", stats(pp).mean}, {"stddev", stats(pp).stddev}};
-        if (!tg.empty())
-            j["tg"] = {{"n", a.n_gen}, {"tokens_per_second", stats(tg).mean}, {"stddev", stats(tg).stddev}};
+        if (!tg.empty()) {
+            j["tg"] = {{"n", a.n_gen},
+                       {"tokens_per_second", stats(tg).mean},
+                       {"stddev", stats(tg).stddev},
+                       {"bytes_per_token", bytes_per_token},
+                       {"read_bytes_per_second", achieved}};
+            if (a.probe_threads > 0) {
+                j["tg"]["probe"] = {{"threads", peaks.threads}, {"read_bytes_per_second", peaks.read_bytes_per_second}};
+                j["tg"]["bandwidth_share"] = achieved / peaks.read_bytes_per_second;
+            }
+        }
         fmt::print("{}\n", j.dump(2));
         return 0;
     }
@@ -102,10 +143,19 @@ int run_bench(const BenchArgs& a)
                    name.substr(0, 24), gib, static_cast<double>(model->parameter_count()) / 1e6, backend_name, test,
                    s.mean, s.stddev);
     };
+    const std::string at = a.depth ? fmt::format(" @ d{}", a.depth) : "";
     if (!pp.empty())
-        row(fmt::format("pp{}", a.n_prompt), pp);
-    if (!tg.empty())
-        row(fmt::format("tg{}", a.n_gen), tg);
+        row(fmt::format("pp{}{}", a.n_prompt, at), pp);
+    if (!tg.empty()) {
+        row(fmt::format("tg{}{}", a.n_gen, at), tg);
+        fmt::print("decode reads {:.1f} MiB per token: {:.2f} GB/s", bytes_per_token / (1024.0 * 1024.0),
+                   achieved / 1e9);
+        if (a.probe_threads > 0)
+            fmt::print(", {:.0f}% of the {:.2f} GB/s this machine reads on {} threads",
+                       100.0 * achieved / peaks.read_bytes_per_second, peaks.read_bytes_per_second / 1e9,
+                       peaks.threads);
+        fmt::print("\n");
+    }
     return 0;
 }
 
@@ -122,6 +172,11 @@ CommandRunner add_bench_command(CLI::App& app)
     cmd->add_option("-n,--n-gen", a->n_gen, "Tokens for the decode test (0: skip)")->capture_default_str();
     cmd->add_option("-t,--threads", a->threads, "Threads (0: all cores)")->capture_default_str();
     cmd->add_option("-r,--reps", a->reps, "Repetitions")->capture_default_str()->check(CLI::PositiveNumber);
+    cmd->add_option("-d,--depth", a->depth,
+                    "Tokens already in the context before each test (untimed), as llama-bench -d")
+        ->capture_default_str();
+    cmd->add_option("--probe-threads", a->probe_threads,
+                    "Also measure this machine's read bandwidth on this many threads and report decode's share of it");
     add_backend_options(cmd, a->backend);
     cmd->add_flag("--json", a->json, "Print JSON");
     return [a] { return run_bench(*a); };
