@@ -495,7 +495,9 @@ void pack8_activations(ActivationFormat format, const uint8_t* rows, std::size_t
             for (std::size_t t = 0; t < 8; ++t) {
                 const auto& block = reinterpret_cast<const BlockQ8_0*>(rows + t * row_bytes)[b];
                 scales[t] = fp16_to_f32(block.d);
-                std::memcpy(o + 8 * sizeof(float) + 32 * t, block.qs, 32);
+                uint8_t* q = o + 8 * sizeof(float) + 32 * t;
+                for (int i = 0; i < 32; ++i) // stored + 128, unsigned (see vec_dot.h)
+                    q[i] = static_cast<uint8_t>(block.qs[i] + 128);
             }
             o += 8 * (sizeof(float) + 32);
         }

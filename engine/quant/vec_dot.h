@@ -25,8 +25,10 @@ using VecDotX4Fn = void (*)(const void* weight_row, const void* const activation
 using VecDotX8Fn = void (*)(const void* weight_row, const void* packed8, int64_t n, float out[8]);
 // Bytes of eight packed rows of n elements; 0 for a format with no packed layout (then no x8 kernel).
 std::size_t packed8_bytes(ActivationFormat format, int64_t n);
-// Q8_0: per block, the eight f16 scales widened to f32, then the eight rows' 32 quants. Q8_K: per
-// block, the eight rows' blocks. rows: eight quantized rows of n elements, row_bytes apart.
+// Q8_0: per block, the eight f16 scales widened to f32, then the eight rows' 32 quants plus 128 as
+// unsigned bytes (what VNNI's unsigned-by-signed product wants; the kernel takes 128 · Σ weights
+// back out, exactly). Q8_K: per block, the eight rows' blocks. rows: eight quantized rows of n elements, row_bytes
+// apart.
 void pack8_activations(ActivationFormat format, const uint8_t* rows, std::size_t row_bytes, int64_t n, void* out);
 
 // The implementation used for a weight type: the widest SIMD the CPU supports, else scalar.

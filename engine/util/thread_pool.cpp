@@ -88,6 +88,34 @@ ThreadPool::~ThreadPool()
 
 void ThreadPool::parallel_for(std::size_t n, const std::function<void(std::size_t, std::size_t)>& fn)
 {
+    dispatch(n, 0, fn);
+}
+
+void ThreadPool::parallel_for_dynamic(std::size_t n, std::size_t grain,
+                                      const std::function<void(std::size_t, std::size_t)>& fn)
+{
+    dispatch(n, std::max<std::size_t>(grain, 1), fn);
+}
+
+void ThreadPool::run_share(int index, const std::function<void(std::size_t, std::size_t)>& fn, std::size_t n,
+                           std::size_t grain)
+{
+    if (grain == 0) {
+        const auto [b, e] = chunk(n, size(), index);
+        if (b < e)
+            fn(b, e);
+        return;
+    }
+    for (;;) {
+        const std::size_t b = m_next.fetch_add(grain, std::memory_order_relaxed);
+        if (b >= n)
+            return;
+        fn(b, std::min(n, b + grain));
+    }
+}
+
+void ThreadPool::dispatch(std::size_t n, std::size_t grain, const std::function<void(std::size_t, std::size_t)>& fn)
+{
     if (n == 0)
         return;
     if (m_workers.empty() || n == 1) {
@@ -98,13 +126,13 @@ void ThreadPool::parallel_for(std::size_t n, const std::function<void(std::size_
         std::lock_guard lock(m_mutex);
         m_fn = &fn;
         m_n = n;
+        m_grain = grain;
+        m_next.store(0, std::memory_order_relaxed);
         m_pending.store(static_cast<int>(m_workers.size()));
         m_generation.fetch_add(1, std::memory_order_release);
     }
     m_wake.notify_all();
-    const auto [b, e] = chunk(n, size(), 0);
-    if (b < e)
-        fn(b, e);
+    run_share(0, fn, n, grain);
     // Spin briefly, then yield: when the machine is oversubscribed the worker we wait for may need
     // this core.
     for (int spins = 0; m_pending.load(std::memory_order_acquire) != 0; ++spins) {
@@ -131,16 +159,15 @@ void ThreadPool::worker_loop(int index)
         if (m_stop.load())
             return;
         const std::function<void(std::size_t, std::size_t)>* fn;
-        std::size_t n;
+        std::size_t n, grain;
         {
             std::lock_guard lock(m_mutex);
             seen = m_generation.load();
             fn = m_fn;
             n = m_n;
+            grain = m_grain;
         }
-        const auto [b, e] = chunk(n, size(), index);
-        if (b < e)
-            (*fn)(b, e);
+        run_share(index, *fn, n, grain);
         m_pending.fetch_sub(1, std::memory_order_acq_rel);
     }
 }

@@ -32,15 +32,27 @@ public:
 
     int size() const { return static_cast<int>(m_workers.size()) + 1; }
     void parallel_for(std::size_t n, const std::function<void(std::size_t begin, std::size_t end)>& fn);
+    // The same, but threads take ranges of `grain` indices from a shared counter until none is left:
+    // for work whose items differ in cost (attention rows: a row sees as many keys as its position)
+    // or whose threads may be slowed (a shared machine), where equal contiguous shares leave a thread
+    // waiting. Which thread runs an index differs from run to run: use it only where each index's
+    // result is computed on its own.
+    void parallel_for_dynamic(std::size_t n, std::size_t grain,
+                              const std::function<void(std::size_t begin, std::size_t end)>& fn);
 
 private:
     void worker_loop(int index);
+    void run_share(int index, const std::function<void(std::size_t, std::size_t)>& fn, std::size_t n,
+                   std::size_t grain);
+    void dispatch(std::size_t n, std::size_t grain, const std::function<void(std::size_t, std::size_t)>& fn);
 
     std::vector<std::thread> m_workers;
     std::mutex m_mutex;
     std::condition_variable m_wake;
     const std::function<void(std::size_t, std::size_t)>* m_fn = nullptr;
     std::size_t m_n = 0;
+    std::size_t m_grain = 0;            // 0: one contiguous chunk per thread
+    std::atomic<std::size_t> m_next{0}; // parallel_for_dynamic: the next index to hand out
     std::atomic<uint64_t> m_generation{0};
     std::atomic<int> m_pending{0};
     std::atomic<bool> m_stop{false};

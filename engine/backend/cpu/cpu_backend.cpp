@@ -293,36 +293,40 @@ void CpuBackend::attention(const AttentionShape& s, bool deliver)
 
     const float* q_all = m_q.data();
     float* out = m_attn.data();
-    m_pool.parallel_for(std::size_t(s.n_tokens) * H, [&](std::size_t begin, std::size_t end) {
-        cpu::AttentionScratch scratch;
-        std::vector<const uint16_t*> k_row, v_row;
-        std::vector<float> weights;
-        for (std::size_t task = begin; task < end; ++task) {
-            const std::size_t t = task / H, h = task % H;
-            const auto kvh = static_cast<uint32_t>(h / group);
-            const uint32_t pos = pos0 + static_cast<uint32_t>(t);
-            const uint32_t lo = (s.window && pos + 1 > s.window) ? pos + 1 - s.window : 0;
-            // Causal and sliding-window mask: slots outside [lo, pos] stay null.
-            k_row.assign(pos + 1, nullptr);
-            v_row.assign(pos + 1, nullptr);
-            for (uint32_t j = lo; j <= pos; ++j) {
-                k_row[j] = keys[std::size_t(kvh) * n_keys + j];
-                v_row[j] = values[std::size_t(kvh) * n_keys + j];
-            }
-            weights.resize(pos + 1);
-            cpu::AttentionRow row;
-            row.q = q_all + task * D;
-            row.keys = k_row.data();
-            row.values = v_row.data();
-            row.n_slots = pos + 1;
-            row.head_dim = D;
-            row.scale = s.scale;
-            row.batched = s.batched;
-            cpu::attention_row(row, out + task * D, weights.data(), scratch);
-            if (deliver)
-                std::copy(weights.begin(), weights.end(), m_weights.begin() + std::ptrdiff_t(task * n_keys));
-        }
-    });
+    // Rows differ in cost (row t sees t + 1 keys): handed out in small ranges, not halves.
+    const std::size_t n_rows = std::size_t(s.n_tokens) * H;
+    m_pool.parallel_for_dynamic(n_rows, std::max<std::size_t>(1, n_rows / (16 * std::size_t(m_pool.size()))),
+                                [&](std::size_t begin, std::size_t end) {
+                                    cpu::AttentionScratch scratch;
+                                    std::vector<const uint16_t*> k_row, v_row;
+                                    std::vector<float> weights;
+                                    for (std::size_t task = begin; task < end; ++task) {
+                                        const std::size_t t = task / H, h = task % H;
+                                        const auto kvh = static_cast<uint32_t>(h / group);
+                                        const uint32_t pos = pos0 + static_cast<uint32_t>(t);
+                                        const uint32_t lo = (s.window && pos + 1 > s.window) ? pos + 1 - s.window : 0;
+                                        // Causal and sliding-window mask: slots outside [lo, pos] stay null.
+                                        k_row.assign(pos + 1, nullptr);
+                                        v_row.assign(pos + 1, nullptr);
+                                        for (uint32_t j = lo; j <= pos; ++j) {
+                                            k_row[j] = keys[std::size_t(kvh) * n_keys + j];
+                                            v_row[j] = values[std::size_t(kvh) * n_keys + j];
+                                        }
+                                        weights.resize(pos + 1);
+                                        cpu::AttentionRow row;
+                                        row.q = q_all + task * D;
+                                        row.keys = k_row.data();
+                                        row.values = v_row.data();
+                                        row.n_slots = pos + 1;
+                                        row.head_dim = D;
+                                        row.scale = s.scale;
+                                        row.batched = s.batched;
+                                        cpu::attention_row(row, out + task * D, weights.data(), scratch);
+                                        if (deliver)
+                                            std::copy(weights.begin(), weights.end(),
+                                                      m_weights.begin() + std::ptrdiff_t(task * n_keys));
+                                    }
+                                });
     if (deliver) {
         m_sink->attention(il, m_q.data(), m_weights.data());
         m_weights = {};

@@ -108,20 +108,40 @@ void dot_legacy_x8(const void* w, const void* packed, int64_t n, float out[8])
 {
     const auto* x = static_cast<const uint8_t*>(w);
     const auto* p = static_cast<const uint8_t*>(packed);
-    __m256 acc[8];
-    for (auto& a : acc)
-        a = _mm256_setzero_ps();
+    // eight named accumulators: an array of them was kept in memory too, a store per token and block
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
     for (int64_t b = 0; b < n / 32; ++b, x += kBlockBytes, p += 8 * (sizeof(float) + 32)) {
-        const SignedWeights q(Unpack(x));
+        const __m256i q = Unpack(x);
+        // Activations arrive as y + 128 (unsigned): Σ (y + 128)·w − 128·Σ w = Σ y·w per lane of
+        // four, exactly; the −128·Σ w term starts each token's sum.
+        const __m256i start =
+            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, q));
         const __m256 dx = _mm256_set1_ps(half(x));
         const auto* dy = reinterpret_cast<const float*>(p);
         const uint8_t* qy = p + 8 * sizeof(float);
-        for (int t = 0; t < 8; ++t) // dx · dy rounded once, as the one-row kernel's scalar product
-            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, _mm256_broadcast_ss(dy + t)),
-                                     _mm256_cvtepi32_ps(q.dot(load32(qy + 32 * t))), acc[t]);
+        // dx · dy rounded once, as the one-row kernel's scalar product
+        const auto step = [&](__m256& acc, int t) {
+            acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, _mm256_broadcast_ss(dy + t)),
+                                  _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(start, load32(qy + 32 * t), q)), acc);
+        };
+        step(a0, 0);
+        step(a1, 1);
+        step(a2, 2);
+        step(a3, 3);
+        step(a4, 4);
+        step(a5, 5);
+        step(a6, 6);
+        step(a7, 7);
     }
-    for (int t = 0; t < 8; ++t)
-        out[t] = hsum(acc[t]);
+    out[0] = hsum(a0);
+    out[1] = hsum(a1);
+    out[2] = hsum(a2);
+    out[3] = hsum(a3);
+    out[4] = hsum(a4);
+    out[5] = hsum(a5);
+    out[6] = hsum(a6);
+    out[7] = hsum(a7);
 }
 
 // ---- k-quants in llama.cpp's tiled order (see vec_dot_for_batch) --------------------------------
