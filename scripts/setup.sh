@@ -41,7 +41,7 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev python3-venv valgrind
   xvfb xauth appstream desktop-file-utils fonts-noto-core fonts-noto-cjk fonts-noto-color-emoji
   dpkg-dev file librsvg2-bin ca-certificates sqlite3 clang-format-14
-  qtkeychain-qt6-dev dbus-daemon gnome-keyring
+  qtkeychain-qt6-dev dbus-daemon gnome-keyring hyperfine
 )
 install_packages() {
   local missing=()

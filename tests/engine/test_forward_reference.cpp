@@ -10,6 +10,7 @@
 #include "gguf/gguf_file.h"
 #include "logit_compare.h"
 #include "model/model.h"
+#include "quant/vec_dot.h"
 #include "session/session.h"
 #include "test_paths.h"
 
@@ -49,6 +50,7 @@ std::shared_ptr<const gguf::GgufFile> open_fixture(const ReferenceModel& m)
 class TestForwardReference : public QObject {
     Q_OBJECT
 private slots:
+    void initTestCase() { qInfo("kernels: %s", engine::simd_level_name(engine::simd_level()).data()); }
     // Each prompt is read once: its last logits are compared, then its greedy continuation followed
     // from the same cache (a second prefill of the 1,000-token prompts doubled the suite's time).
     void lastLogitsAndGreedyMatchLlamaCpp_data();
