@@ -348,11 +348,24 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
         at_site(Site::ResidualMid, il, Act::X, plan);
 
         // ---- feed-forward block: H = norm(X); Gate = act(gate·H) ⊙ up·H; O = down·Gate; X += O
+        // llama.cpp keeps only the rows whose logits are wanted after the last layer's attention, so
+        // its last MLP sums them in the order of a batch of that many rows (one, for a prompt). The
+        // rows with logits get that order here too (all rows are still computed: captures and
+        // interventions see every row, and the row with logits holds the same bits in both).
+        const uint32_t k = plan.n_logit_rows;
+        const bool last = il + 1 == c.n_layer && k > 0;
+        const uint32_t mlp_order = last && k == n ? k : order;
+        const bool reorder_logit_rows = last && k < n && k != order;
+        const auto ffn_matmul = [&](const TensorView& m, Act in, Act out) {
+            matmul(m, in, out, n, mlp_order);
+            if (reorder_logit_rows)
+                matmul_rows(m, in, out, plan.logit_row0, k, k);
+        };
         rmsnorm(Act::X, Act::H, L.ffn_norm, E, n, eps);
-        matmul(L.ffn_gate, Act::H, Act::Gate, n, order); // [n][F]
-        matmul(L.ffn_up, Act::H, Act::Up, n, order);     // [n][F]
+        ffn_matmul(L.ffn_gate, Act::H, Act::Gate); // [n][F]
+        ffn_matmul(L.ffn_up, Act::H, Act::Up);     // [n][F]
         glu(F, n, arch.gelu_ffn);
-        matmul(L.ffn_down, Act::Gate, Act::O, n, order); // [n][E]
+        ffn_matmul(L.ffn_down, Act::Gate, Act::O); // [n][E]
         if (arch.post_norms)
             rmsnorm(Act::O, Act::O, L.post_ffw_norm, E, n, eps);
         at_site(Site::MlpOut, il, Act::O, plan);

@@ -134,8 +134,13 @@ protected:
     virtual void load_residual(std::span<const float> rows) = 0;
     // out = rmsnorm(in) ⊙ weight over `n_rows` rows of `width` (out may be in).
     virtual void rmsnorm(Act in, Act out, const TensorView& weight, uint32_t width, uint32_t n_rows, float eps) = 0;
-    // out[t] = w · in[t] for the chunk's rows (in has w.cols() floats per row, out w.rows()).
-    virtual void matmul(const TensorView& w, Act in, Act out, uint32_t n_rows, uint32_t order) = 0;
+    // out[t] = w · in[t] for rows row0 … row0 + n_rows − 1 (in has w.cols() floats per row, out
+    // w.rows()), summed in the order of a batch of `order` rows.
+    virtual void matmul_rows(const TensorView& w, Act in, Act out, uint32_t row0, uint32_t n_rows, uint32_t order) = 0;
+    void matmul(const TensorView& w, Act in, Act out, uint32_t n_rows, uint32_t order)
+    {
+        matmul_rows(w, in, out, 0, n_rows, order);
+    }
     // x[t] += bias for every row (width = bias length).
     virtual void add_bias(Act x, const TensorView& bias, uint32_t n_rows) = 0;
     // Rotary embedding of every head of every row in place (row t at position pos0 + t), then × scale.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// Scalar dot products of quantized weight rows with quantized activations, in the shape of ggml's
-// reference vec_dot functions (integer sums per block, then d_weight · d_activation).
+// Portable dot products of quantized weight rows with quantized activations: the types that have
+// AVX2 kernels in those kernels' exact order (the bit-exact reference), the others in the shape of
+// ggml's reference vec_dot functions (integer sums per block, then d_weight · d_activation).
 #include "quant/vec_dot.h"
 
 #include "quant/simd/vec_dot_simd.h"
@@ -23,57 +24,80 @@ inline float half(const uint8_t* p)
     return fp16_to_f32(static_cast<uint16_t>(p[0] | (p[1] << 8)));
 }
 
-// ---- legacy 32-element blocks × Q8_0 / Q8_1 ------------------------------------------------------
+// ---- the AVX2 kernels' order ---------------------------------------------------------------------
+// The portable path computes what the AVX2 kernels compute, bit for bit: their integer partial sums
+// land in eight lanes (lane l holds elements 4l…4l+3 of each 32-element step, exact integers in
+// any order), each lane is scaled into its own float accumulator with a fused multiply-add per block,
+// and the lanes are summed in _mm256's horizontal order at the end. So a machine without AVX2 gives
+// the same logits as the bit-exact reference (test_vec_dot compares every kernel's bits).
+
+// The AVX2 horizontal sum: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
+inline float hsum8(const float* a)
+{
+    const float t0 = a[0] + a[4], t1 = a[1] + a[5], t2 = a[2] + a[6], t3 = a[3] + a[7];
+    return (t0 + t2) + (t1 + t3);
+}
+
+// One 32-element block of signed weights q (already decoded) × a Q8_0 block into the lanes.
+inline void q8_0_block_lanes(const int* q, const BlockQ8_0& y, float d, float* acc)
+{
+    for (int l = 0; l < 8; ++l) {
+        int s = 0;
+        for (int j = 4 * l; j < 4 * l + 4; ++j)
+            s += q[j] * y.qs[j];
+        acc[l] = std::fma(d, static_cast<float>(s), acc[l]);
+    }
+}
 
 float dot_q4_0(const void* w, const void* a, int64_t n)
 {
     const auto* x = static_cast<const uint8_t*>(w);
     const auto* y = static_cast<const BlockQ8_0*>(a);
-    float sum = 0.0f;
+    float acc[8] = {};
     for (int64_t b = 0; b < n / 32; ++b, x += 18) {
-        int isum = 0;
+        int q[32];
         for (int j = 0; j < 16; ++j) {
-            isum += ((x[2 + j] & 0x0F) - 8) * y[b].qs[j];
-            isum += ((x[2 + j] >> 4) - 8) * y[b].qs[j + 16];
+            q[j] = (x[2 + j] & 0x0F) - 8;
+            q[j + 16] = (x[2 + j] >> 4) - 8;
         }
-        sum += static_cast<float>(isum) * (half(x) * fp16_to_f32(y[b].d));
+        q8_0_block_lanes(q, y[b], half(x) * fp16_to_f32(y[b].d), acc);
     }
-    return sum;
+    return hsum8(acc);
 }
 
 float dot_q5_0(const void* w, const void* a, int64_t n)
 {
     const auto* x = static_cast<const uint8_t*>(w);
     const auto* y = static_cast<const BlockQ8_0*>(a);
-    float sum = 0.0f;
+    float acc[8] = {};
     for (int64_t b = 0; b < n / 32; ++b, x += 22) {
         uint32_t qh;
         std::memcpy(&qh, x + 2, 4);
-        int isum = 0;
+        int q[32];
         for (int j = 0; j < 16; ++j) {
-            const int lo = ((x[6 + j] & 0x0F) | static_cast<int>(((qh >> j) & 1u) << 4)) - 16;
-            const int hi = ((x[6 + j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4)) - 16;
-            isum += lo * y[b].qs[j] + hi * y[b].qs[j + 16];
+            q[j] = ((x[6 + j] & 0x0F) | static_cast<int>(((qh >> j) & 1u) << 4)) - 16;
+            q[j + 16] = ((x[6 + j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4)) - 16;
         }
-        sum += static_cast<float>(isum) * (half(x) * fp16_to_f32(y[b].d));
+        q8_0_block_lanes(q, y[b], half(x) * fp16_to_f32(y[b].d), acc);
     }
-    return sum;
+    return hsum8(acc);
 }
 
 float dot_q8_0(const void* w, const void* a, int64_t n)
 {
     const auto* x = static_cast<const uint8_t*>(w);
     const auto* y = static_cast<const BlockQ8_0*>(a);
-    float sum = 0.0f;
+    float acc[8] = {};
     for (int64_t b = 0; b < n / 32; ++b, x += 34) {
-        const auto* q = reinterpret_cast<const int8_t*>(x + 2);
-        int isum = 0;
+        int q[32];
         for (int j = 0; j < 32; ++j)
-            isum += q[j] * y[b].qs[j];
-        sum += static_cast<float>(isum) * (half(x) * fp16_to_f32(y[b].d));
+            q[j] = static_cast<int8_t>(x[2 + j]);
+        q8_0_block_lanes(q, y[b], half(x) * fp16_to_f32(y[b].d), acc);
     }
-    return sum;
+    return hsum8(acc);
 }
+
+// ---- legacy blocks with a minimum × Q8_1 (no AVX2 kernel: ggml's reference order) ---------------
 
 float dot_q4_1(const void* w, const void* a, int64_t n)
 {
@@ -269,14 +293,103 @@ template <const KQuantLayout& L> float dot_k_tiled(const void* w, const void* a,
     return acc;
 }
 
+// The AVX2 kernels' order for Q4_K and Q5_K (see "the AVX2 kernels' order" above): byte j of each
+// 32-byte chunk c feeds lane j/4 with its low nibble × y[64c + j] (scale of sub-block 2c) and its
+// high nibble × y[64c + 32 + j] (sub-block 2c + 1). Q4_K keeps the minimums in four lanes of their
+// own; Q5_K folds them into one float with a fused multiply-add per block.
+template <bool Five> float dot_q45_k_lanes(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float acc[8] = {}, acc_m[4] = {}, summs = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b, x += Five ? 176 : 144) {
+        int sc[8], m[8];
+        scale_min_k4(x + 4, sc, m);
+        const uint8_t* hbits = x + 16;
+        const uint8_t* qs = x + (Five ? 48 : 16);
+        int isum[8] = {};
+        for (int c = 0; c < 4; ++c)
+            for (int j = 0; j < 32; ++j) {
+                int lo = qs[32 * c + j] & 0x0F, hi = qs[32 * c + j] >> 4;
+                if constexpr (Five) {
+                    lo |= ((hbits[j] >> (2 * c)) & 1) << 4;
+                    hi |= ((hbits[j] >> (2 * c + 1)) & 1) << 4;
+                }
+                isum[j / 4] += sc[2 * c] * lo * y[b].qs[64 * c + j] + sc[2 * c + 1] * hi * y[b].qs[64 * c + 32 + j];
+            }
+        const float d = y[b].d * half(x);
+        const float neg_dmin = -y[b].d * half(x + 2);
+        if constexpr (Five) {
+            int s2 = 0;
+            for (int sub = 0; sub < 8; ++sub)
+                s2 += m[sub] * (y[b].bsums[2 * sub] + y[b].bsums[2 * sub + 1]);
+            summs = std::fma(neg_dmin, static_cast<float>(s2), summs);
+        } else {
+            for (int l = 0; l < 4; ++l) {
+                const int mins = m[2 * l] * (y[b].bsums[4 * l] + y[b].bsums[4 * l + 1]) +
+                                 m[2 * l + 1] * (y[b].bsums[4 * l + 2] + y[b].bsums[4 * l + 3]);
+                acc_m[l] = std::fma(neg_dmin, static_cast<float>(mins), acc_m[l]);
+            }
+        }
+        for (int l = 0; l < 8; ++l)
+            acc[l] = std::fma(d, static_cast<float>(isum[l]), acc[l]);
+    }
+    if constexpr (Five)
+        return hsum8(acc) + summs;
+    return hsum8(acc) + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]));
+}
+
+// Q6_K in the AVX2 kernel's order: for each half h and quarter q, byte j of the 32 decoded values
+// feeds lane j/4, with the scale of 16-group 8h + 2q for j < 16 and of the next group above; the
+// stored +32 comes off lane l as 32 · (scale · bsum) of groups 2l and 2l + 1.
+float dot_q6_k_lanes(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float acc[8] = {};
+    for (int64_t b = 0; b < n / 256; ++b, x += 210) {
+        const uint8_t* ql = x;
+        const uint8_t* qh = x + 128;
+        const auto* scales = reinterpret_cast<const int8_t*>(x + 192);
+        int isum[8] = {};
+        for (int h = 0; h < 2; ++h)
+            for (int q = 0; q < 4; ++q) {
+                const int g = 8 * h + 2 * q;
+                for (int j = 0; j < 32; ++j) {
+                    const uint8_t lbyte = ql[64 * h + 32 * (q % 2) + j];
+                    const int low = q < 2 ? (lbyte & 0x0F) : (lbyte >> 4);
+                    const int value = low | (((qh[32 * h + j] >> (2 * q)) & 3) << 4);
+                    isum[j / 4] += scales[j < 16 ? g : g + 1] * value * y[b].qs[128 * h + 32 * q + j];
+                }
+            }
+        const float d = half(x + 208) * y[b].d;
+        for (int l = 0; l < 8; ++l) {
+            isum[l] -= 32 * (scales[2 * l] * y[b].bsums[2 * l] + scales[2 * l + 1] * y[b].bsums[2 * l + 1]);
+            acc[l] = std::fma(d, static_cast<float>(isum[l]), acc[l]);
+        }
+    }
+    return hsum8(acc);
+}
+
 // ---- float weights × f32 activations -------------------------------------------------------------
 
+// The AVX2 kernel's order: two 8-lane accumulators over 16-element steps, added lane by lane and
+// summed horizontally, then the tail one product at a time.
 float dot_f32(const void* w, const void* a, int64_t n)
 {
     const auto* x = static_cast<const float*>(w);
     const auto* y = static_cast<const float*>(a);
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n; ++i)
+    float acc0[8] = {}, acc1[8] = {};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 8; ++l) {
+            acc0[l] = std::fma(x[i + l], y[i + l], acc0[l]);
+            acc1[l] = std::fma(x[i + 8 + l], y[i + 8 + l], acc1[l]);
+        }
+    for (int l = 0; l < 8; ++l)
+        acc0[l] += acc1[l];
+    float sum = hsum8(acc0);
+    for (; i < n; ++i)
         sum += x[i] * y[i];
     return sum;
 }
@@ -414,11 +527,11 @@ VecDotFn vec_dot_scalar(GgmlType type)
     case GgmlType::Q3_K:
         return dot_k<kQ3K>;
     case GgmlType::Q4_K:
-        return dot_k<kQ4K>;
+        return dot_q45_k_lanes<false>;
     case GgmlType::Q5_K:
-        return dot_k<kQ5K>;
+        return dot_q45_k_lanes<true>;
     case GgmlType::Q6_K:
-        return dot_k<kQ6K>;
+        return dot_q6_k_lanes;
     default:
         return nullptr;
     }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // Quantized dot products: for every supported weight type, the scalar path and the SIMD path the
 // CPU selects (AVX2 here; both run on every x86-64 CI machine) agree with a double-precision
-// reference computed from the dequantized weights and the dequantized activation blocks.
+// reference computed from the dequantized weights and the dequantized activation blocks; the
+// portable kernels give the AVX2 kernels' bits, and the AVX-512 ones too.
 #include "gguf/gguf_file.h"
 #include "quant/activation_quant.h"
 #include "quant/dequant.h"
@@ -76,6 +77,8 @@ private slots:
     void tiledOrderSimdMatchesScalar();
     void avx512KernelsMatchAvx2_data() { matchesDequantizedReference_data(); }
     void avx512KernelsMatchAvx2();
+    void scalarKernelsMatchAvx2_data() { matchesDequantizedReference_data(); }
+    void scalarKernelsMatchAvx2();
 };
 
 void TestVecDot::avx512KernelsMatchAvx2()
@@ -126,6 +129,47 @@ void TestVecDot::avx512KernelsMatchAvx2()
         same_as(simd::vec_dot_tiled_avx2(gt), simd::vec_dot_tiled_avx512(gt), simd::vec_dot_tiled_x4_avx512(gt),
                 simd::vec_dot_tiled_x8_avx512(gt));
     QVERIFY(compared > 0);
+}
+
+void TestVecDot::scalarKernelsMatchAvx2()
+{
+    // The portable kernels give the AVX2 kernels' bits for every type that has one (same lanes,
+    // same fused multiply-adds, same horizontal order), so a CPU without AVX2 computes the reference
+    // logits; over several lengths (the F32 kernel's 16-element steps and its tail included).
+    QFETCH(QString, type);
+    if (simd_level() == SimdLevel::Scalar)
+        QSKIP("this CPU (or TOKENSCOPE_SIMD) runs no AVX2 code: nothing to compare the portable kernels with");
+    const auto f = gguf::GgufFile::open(testsupport::data_dir() + "/quant/blocks.gguf");
+    const auto* t = f->find_tensor((type + ".quant").toStdString());
+    const GgmlType gt = t->type.type;
+    const VecDotFn avx2 = simd::vec_dot_avx2(gt);
+    if (!avx2)
+        QSKIP("no AVX2 kernel for this type: both paths run the portable one");
+    const void* w = f->tensor_data(*t).data();
+    int compared = 0;
+    for (const int64_t n : {int64_t(256), int64_t(512), int64_t(1024)}) {
+        const auto xq = random_activation_rows(activation_format(gt), n, 31 + uint32_t(n), 8);
+        for (const auto& a : xq) {
+            QCOMPARE(std::bit_cast<uint32_t>(vec_dot_scalar(gt)(w, a.data(), n)),
+                     std::bit_cast<uint32_t>(avx2(w, a.data(), n)));
+            ++compared;
+        }
+    }
+    if (gt == GgmlType::F32) { // lengths that leave a tail after the 16-element steps
+        std::mt19937 rng(3);
+        std::normal_distribution<float> dist(0.0f, 1.0f);
+        for (const int64_t n : {int64_t(7), int64_t(40), int64_t(1001)}) {
+            std::vector<float> x(static_cast<std::size_t>(n)), y(static_cast<std::size_t>(n));
+            for (std::size_t i = 0; i < x.size(); ++i) {
+                x[i] = dist(rng);
+                y[i] = dist(rng);
+            }
+            QCOMPARE(std::bit_cast<uint32_t>(vec_dot_scalar(gt)(x.data(), y.data(), n)),
+                     std::bit_cast<uint32_t>(avx2(x.data(), y.data(), n)));
+            ++compared;
+        }
+    }
+    QVERIFY(compared >= 24);
 }
 
 void TestVecDot::tiledOrderSimdMatchesScalar()

@@ -17,10 +17,16 @@ logits of the last prompt position and then a greedy continuation of N tokens
             p{i}.logits  F32 [n_vocab]    logits of the last prompt position
             p{i}.greedy  I32 [N]          greedy continuation ids (argmax, ties -> lowest id)
             p{i}.gap     F32 [N]          top1 - top2 logit at each greedy step
+  with --full-logits N, prompts from the N-th on keep instead of p{i}.logits
+            p{i}.top_ids I32 [40]  p{i}.top_logits F32 [40]   the leading logits, best first
+            p{i}.sample_logits F32 [4096]                      the logits at sample_ids (I32 [4096],
+                                                               a seeded sample of the vocabulary)
 
 Usage:
   .venv/bin/python tests/reference/make_logit_fixtures.py [--model PATH] [--prompts FILE]
         [--out FILE] [--dump-logits PATH] [--n-predict 64] [--threads 2] [--check]
+  .venv/bin/python tests/reference/make_logit_fixtures.py --prompts tests/data/logits/prompts-grown.json \
+        --full-logits 2 --chat-format gemma|chatml --out tests/data/logits/grown-MODEL.gguf [--model PATH]
   .venv/bin/python tests/reference/make_logit_fixtures.py --test-model ARCH [--seed 1] [--cli PATH] [--check]
 
 --test-model ARCH (llama, qwen2, qwen3, gemma3) generates the random-weight model with our
@@ -55,6 +61,9 @@ DEFAULT_MODEL = Path.home() / ".local/share/tokenscope/models/gemma-3-270m-Q4_K_
 DEFAULT_CLI = REPO_ROOT / "build" / "release" / "app" / "tokenscope-cli"
 MIN_LOGIT_STD = 0.1  # a degenerate (constant-ish) logit vector means a broken model or forward pass
 ARCH = "tokenscope-fixture"
+TOP_K = 40  # compact fixtures (--full-logits): leading logits kept per prompt
+SAMPLE_SIZE = 4096  # … and logits at this many vocabulary ids, the same for every prompt
+SAMPLE_SEED = 2026
 
 
 def default_model() -> Path:
@@ -115,6 +124,32 @@ def read_dump(path: Path) -> dict:
             "second": second, "gap": gap, "text": text}
 
 
+QWEN_DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+
+
+def format_chat(messages: list[dict], fmt: str) -> str:
+    """A conversation as the model's own chat template writes it, ending where the model answers.
+
+    gemma: Gemma 3's template (a system message joins the first user turn; BOS is not written, the
+    tokenizer adds it). chatml: Qwen2.5's (its default system message when none is given)."""
+    if fmt == "gemma":
+        out, system = [], ""
+        for m in messages:
+            if m["role"] == "system":
+                system = m["content"] + "\n\n"
+                continue
+            role = "model" if m["role"] == "assistant" else "user"
+            out.append(f"<start_of_turn>{role}\n{system}{m['content']}<end_of_turn>\n")
+            system = ""
+        return "".join(out) + "<start_of_turn>model\n"
+    if fmt == "chatml":
+        if not messages or messages[0]["role"] != "system":
+            messages = [{"role": "system", "content": QWEN_DEFAULT_SYSTEM}] + messages
+        return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages) + \
+            "<|im_start|>assistant\n"
+    raise ValueError(f"unknown chat format {fmt!r}")
+
+
 def run_dump(tool: str, model: Path, prompt: dict, n_predict: int, threads: int, tmp: Path) -> dict:
     """A prompt is {"name", "text"} (tokenized by llama.cpp) or {"name", "tokens": [ids]} (used as is)."""
     of = tmp / "out.bin"
@@ -169,6 +204,11 @@ def generate(args, tool: str, out: Path) -> None:
     import gguf
 
     prompts = json.loads(Path(args.prompts).read_text(encoding="utf-8"))["prompts"]
+    for p in prompts:
+        if "messages" in p:
+            if not args.chat_format:
+                sys.exit(f"error: prompt {p['name']} is a conversation: give --chat-format gemma|chatml")
+            p["text"] = format_chat(p["messages"], args.chat_format)
     model = Path(args.model)
     results = []
     with tempfile.TemporaryDirectory() as td:
@@ -243,15 +283,38 @@ def generate(args, tool: str, out: Path) -> None:
     w.add_uint32("tokenscope.n_vocab", h0["n_vocab"])
     w.add_uint32("tokenscope.n_predict", args.n_predict)
     w.add_uint32("tokenscope.n_prompts", len(prompts))
+    compact = args.full_logits is not None
+    if compact:
+        # Prompts from full_logits on keep the top_k leading logits (ids and values, best first, ties
+        # to the lower id) and the logits at sample_ids, a seeded sample of the vocabulary, instead of
+        # all n_vocab: enough for bit-equality, the top-10 rule and a correlation, at 1/60 the size.
+        w.add_uint32("tokenscope.full_logits", args.full_logits)
+        w.add_uint32("tokenscope.top_k", TOP_K)
+        w.add_uint32("tokenscope.sample_seed", SAMPLE_SEED)
+        w.add_string("tokenscope.prompts_generator", json.loads(Path(args.prompts).read_text(encoding="utf-8"))
+                     .get("generator", ""))
+        if args.chat_format:
+            w.add_string("tokenscope.chat_format", args.chat_format)
     for i, (p, r) in enumerate(zip(prompts, results)):
         w.add_string(f"p{i}.name", p["name"])
         w.add_string(f"p{i}.category", p.get("category", ""))
         w.add_string(f"p{i}.input", r["header"]["input"])
         w.add_string(f"p{i}.text", p.get("text", ""))
         w.add_string(f"p{i}.greedy_text", r["text"].decode("utf-8", errors="replace"))
+    if compact:
+        n_vocab = int(h0["n_vocab"])
+        sample_ids = np.sort(np.random.default_rng(SAMPLE_SEED).choice(n_vocab, size=SAMPLE_SIZE, replace=False))
+        w.add_tensor("sample_ids", sample_ids.astype(np.int32))
     for i, r in enumerate(results):
         w.add_tensor(f"p{i}.tokens", r["tokens"].astype(np.int32))
-        w.add_tensor(f"p{i}.logits", r["logits"].astype(np.float32))
+        if compact and i >= args.full_logits:
+            logits = r["logits"].astype(np.float32)
+            order = np.lexsort((np.arange(logits.size), -logits))[:TOP_K]  # by logit, then lower id
+            w.add_tensor(f"p{i}.top_ids", order.astype(np.int32))
+            w.add_tensor(f"p{i}.top_logits", logits[order])
+            w.add_tensor(f"p{i}.sample_logits", logits[sample_ids])
+        else:
+            w.add_tensor(f"p{i}.logits", r["logits"].astype(np.float32))
         w.add_tensor(f"p{i}.greedy", r["greedy"].astype(np.int32))
         w.add_tensor(f"p{i}.gap", r["gap"].astype(np.float32))
     w.write_header_to_file()
@@ -299,6 +362,10 @@ def main() -> int:
     ap.add_argument("--cli", default=str(DEFAULT_CLI), help="tokenscope-cli for --test-model")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--check", action="store_true", help="regenerate and compare with --out")
+    ap.add_argument("--chat-format", choices=["gemma", "chatml"],
+                    help="template for prompts given as messages (Gemma 3's or Qwen2.5's ChatML)")
+    ap.add_argument("--full-logits", type=int, metavar="N",
+                    help="compact file: all logits for the first N prompts, top-k and a sample for the rest")
     args = ap.parse_args()
     small = args.test_model is not None
     if small and args.model:

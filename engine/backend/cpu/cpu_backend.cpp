@@ -60,7 +60,7 @@ private:
     void embed(std::span<const TokenId> tokens, float scale) override;
     void load_residual(std::span<const float> rows) override;
     void rmsnorm(Act in, Act out, const TensorView& weight, uint32_t width, uint32_t n_rows, float eps) override;
-    void matmul(const TensorView& w, Act in, Act out, uint32_t n_rows, uint32_t order) override;
+    void matmul_rows(const TensorView& w, Act in, Act out, uint32_t row0, uint32_t n_rows, uint32_t order) override;
     void add_bias(Act x, const TensorView& bias, uint32_t n_rows) override;
     void rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShape& rope, float scale) override;
     void store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim) override;
@@ -216,9 +216,10 @@ void CpuBackend::rmsnorm(Act in, Act out, const TensorView& weight, uint32_t wid
     rows_in_parallel(n_rows, [&](std::size_t r) { cpu::kernel_rmsnorm(x + r * width, w, y + r * width, width, eps); });
 }
 
-void CpuBackend::matmul(const TensorView& w, Act in, Act out, uint32_t n_rows, uint32_t order)
+void CpuBackend::matmul_rows(const TensorView& w, Act in, Act out, uint32_t row0, uint32_t n_rows, uint32_t order)
 {
-    m_matmul.run(m_pool, w, buffer(in).data(), n_rows, buffer(out).data(), order, m_matmul_input == in);
+    m_matmul.run(m_pool, w, buffer(in).data() + std::size_t(row0) * std::size_t(w.cols()), n_rows,
+                 buffer(out).data() + std::size_t(row0) * std::size_t(w.rows()), order, m_matmul_input == in);
     if (in == out)
         m_matmul_input.reset();
     else

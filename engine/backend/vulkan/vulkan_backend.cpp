@@ -52,7 +52,7 @@ private:
     void embed(std::span<const TokenId> tokens, float scale) override;
     void load_residual(std::span<const float> rows) override;
     void rmsnorm(Act in, Act out, const TensorView& weight, uint32_t width, uint32_t n_rows, float eps) override;
-    void matmul(const TensorView& w, Act in, Act out, uint32_t n_rows, uint32_t order) override;
+    void matmul_rows(const TensorView& w, Act in, Act out, uint32_t row0, uint32_t n_rows, uint32_t order) override;
     void add_bias(Act x, const TensorView& bias, uint32_t n_rows) override;
     void rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShape& rope, float scale) override;
     void store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim) override;
@@ -399,10 +399,10 @@ void VulkanBackend::rmsnorm(Act in, Act out, const TensorView& weight, uint32_t 
     m_k->rmsnorm(*m_rec, buffer(in), 0, vector_of(weight), buffer(out), 0, width, n_rows, eps);
 }
 
-void VulkanBackend::matmul(const TensorView& w, Act in, Act out, uint32_t n_rows, uint32_t order)
+void VulkanBackend::matmul_rows(const TensorView& w, Act in, Act out, uint32_t row0, uint32_t n_rows, uint32_t order)
 {
     const DeviceMatrix& m = matrix_of(w);
-    m_k->matmul(*m_rec, m, buffer(in), 0, n_rows, buffer(out), 0, m.rows, m_act, order);
+    m_k->matmul(*m_rec, m, buffer(in), row0 * m.cols, n_rows, buffer(out), row0 * m.rows, m.rows, m_act, order);
 }
 
 void VulkanBackend::add_bias(Act x, const TensorView& bias, uint32_t n_rows)
