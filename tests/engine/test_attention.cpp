@@ -92,6 +92,29 @@ void TestAttention::simdMatchesScalarBitForBit()
         sum += w_v[std::size_t(j)];
     }
     QVERIFY(std::fabs(sum - 1.0) < 1e-5);
+
+    // Seven query heads over the same keys and values at once (a KV group of the chat model): each
+    // row gets the bits it gets alone, on the scalar reference.
+    constexpr int kGroup = 7;
+    std::vector<std::vector<float>> qs(kGroup, std::vector<float>(D)), outs(kGroup, std::vector<float>(D)),
+        ws(kGroup, std::vector<float>(count));
+    std::vector<cpu::AttentionRow> rows(kGroup, row);
+    std::vector<float*> out_ptrs, w_ptrs;
+    for (int g = 0; g < kGroup; ++g) {
+        for (auto& x : qs[std::size_t(g)])
+            x = dist(rng) * 0.3f;
+        rows[std::size_t(g)].q = qs[std::size_t(g)].data();
+        out_ptrs.push_back(outs[std::size_t(g)].data());
+        w_ptrs.push_back(ws[std::size_t(g)].data());
+    }
+    cpu::attention_rows(rows.data(), kGroup, out_ptrs.data(), w_ptrs.data(), b);
+    for (int g = 0; g < kGroup; ++g) {
+        cpu::attention_row_scalar(rows[std::size_t(g)], out_s.data(), w_s.data(), a);
+        for (uint32_t d = 0; d < D; ++d)
+            QCOMPARE(std::bit_cast<uint32_t>(outs[std::size_t(g)][d]), std::bit_cast<uint32_t>(out_s[d]));
+        for (std::size_t j = 0; j < count; ++j)
+            QCOMPARE(std::bit_cast<uint32_t>(ws[std::size_t(g)][j]), std::bit_cast<uint32_t>(w_s[j]));
+    }
 }
 
 void TestAttention::softmaxExpMatchesLibm()

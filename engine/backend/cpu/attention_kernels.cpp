@@ -147,4 +147,15 @@ void attention_row(const AttentionRow& row, float* out, float* weights, Attentio
     attention_row_scalar(row, out, weights, scratch);
 }
 
+void attention_rows(const AttentionRow* rows, uint32_t n_rows, float* const* outs, float* const* weights,
+                    AttentionScratch& scratch)
+{
+    if (simd_level() != SimdLevel::Scalar) {
+        simd::attention_rows_avx2(rows, n_rows, outs, weights, scratch);
+        return;
+    }
+    for (uint32_t r = 0; r < n_rows; ++r)
+        attention_row_scalar(rows[r], outs[r], weights[r], scratch);
+}
+
 } // namespace engine::cpu

@@ -30,6 +30,11 @@ struct AttentionScratch {
 
 // Writes out[D] and weights[n_slots] (softmax output, 0 where masked).
 void attention_row(const AttentionRow& row, float* out, float* weights, AttentionScratch& scratch);
+// Several rows that share keys, values, slots and batching (the query heads of one KV head at one
+// position): each gets attention_row's bits; the SIMD version reads each block of the cache once for
+// all of them.
+void attention_rows(const AttentionRow* rows, uint32_t n_rows, float* const* outs, float* const* weights,
+                    AttentionScratch& scratch);
 // The portable implementation (the SIMD one must give identical bits; tests check).
 void attention_row_scalar(const AttentionRow& row, float* out, float* weights, AttentionScratch& scratch);
 
