@@ -4,7 +4,8 @@
 # 96 generated prompts each, last logits and 64-token greedy continuations, bit-equality asserted) on
 # every CPU kernel path this machine has, one after the other: the run-time choice (AVX-512 VNNI
 # where present), then TOKENSCOPE_SIMD=avx2 and scalar. CI runs the suite once, on the run-time
-# choice; this is the long sweep (the scalar path alone takes about half an hour on 2 cores).
+# choice; this is the long sweep (the AVX2 path takes about 5 minutes on 2 cores; the portable
+# path runs the default model at about 3 tokens/s, so its sweep takes hours).
 #   bench/parity_every_path.sh [THREADS]     (default 2)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
