@@ -355,7 +355,7 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
         const uint32_t k = plan.n_logit_rows;
         const bool last = il + 1 == c.n_layer && k > 0;
         const uint32_t mlp_order = last && k == n ? k : order;
-        const bool reorder_logit_rows = last && k < n && k != order;
+        const bool reorder_logit_rows = last && k < n;
         const auto ffn_matmul = [&](const TensorView& m, Act in, Act out) {
             matmul(m, in, out, n, mlp_order);
             if (reorder_logit_rows)

@@ -429,8 +429,7 @@ float dot_f16_batched(const void* w, const void* a, int64_t n)
     for (int64_t i = 0; i < n; i += 8)
         for (int l = 0; l < 8; ++l)
             acc[l] = std::fma(fp16_to_f32(x[i + l]), fp16_to_f32(y[i + l]), acc[l]);
-    const float r0 = acc[4] + acc[0], r1 = acc[5] + acc[1], r2 = acc[6] + acc[2], r3 = acc[7] + acc[3];
-    return (r0 + r2) + (r1 + r3);
+    return hsum8(acc);
 }
 
 float dot_bf16(const void* w, const void* a, int64_t n)

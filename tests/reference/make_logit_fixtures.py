@@ -203,7 +203,8 @@ def check_cpu_variant(variant: str, system_info: str) -> None:
 def generate(args, tool: str, out: Path) -> None:
     import gguf
 
-    prompts = json.loads(Path(args.prompts).read_text(encoding="utf-8"))["prompts"]
+    prompts_doc = json.loads(Path(args.prompts).read_text(encoding="utf-8"))
+    prompts = prompts_doc["prompts"]
     for p in prompts:
         if "messages" in p:
             if not args.chat_format:
@@ -291,8 +292,7 @@ def generate(args, tool: str, out: Path) -> None:
         w.add_uint32("tokenscope.full_logits", args.full_logits)
         w.add_uint32("tokenscope.top_k", TOP_K)
         w.add_uint32("tokenscope.sample_seed", SAMPLE_SEED)
-        w.add_string("tokenscope.prompts_generator", json.loads(Path(args.prompts).read_text(encoding="utf-8"))
-                     .get("generator", ""))
+        w.add_string("tokenscope.prompts_generator", prompts_doc.get("generator", ""))
         if args.chat_format:
             w.add_string("tokenscope.chat_format", args.chat_format)
     for i, (p, r) in enumerate(zip(prompts, results)):

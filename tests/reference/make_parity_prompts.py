@@ -11,8 +11,7 @@ from word banks and templates, by kind, so that the set is varied and reproducib
   code          Python, C, JavaScript, Rust, SQL and shell, cut mid-function
   chat          conversations as messages (formatted with each model's own template by
                 make_logit_fixtures.py --chat-format), one to three turns, some with a system line
-  multilingual  ten of the banks' languages (the first ten by name: Chinese, French, German, Greek,
-                Hindi, Italian, Japanese, Korean, Portuguese, Russian)
+  multilingual  Chinese, French, German, Greek, Hindi, Italian, Japanese, Korean, Portuguese, Russian
   structured    JSON, CSV, YAML, HTML, Markdown tables
   numbers       arithmetic, sequences, dates, lists
   edge          one word, whitespace runs, repetition, emoji, punctuation, a long identifier
@@ -116,7 +115,6 @@ FOLLOW_UPS = ["Can you give an example?", "Thanks! And what about the edge cases
 
 MULTI = {
     "french": ["Le petit café au coin de la rue ouvre tous les jours à sept heures, et", "Quand j'étais enfant, ma grand-mère me racontait"],
-    "spanish": ["La biblioteca municipal organiza cada sábado un taller de escritura para", "El tren salió con veinte minutos de retraso porque"],
     "german": ["Die Wissenschaftler untersuchten das Verhalten von Bienen bei Regen und stellten fest, dass", "Am Wochenende fahren wir mit dem Fahrrad an den See, weil"],
     "italian": ["La ricetta tradizionale del risotto alla milanese richiede", "Ogni estate la piazza del paese si riempie di"],
     "portuguese": ["O navegador português chegou à costa depois de", "A feira de domingo vende frutas frescas, pão caseiro e"],
@@ -125,7 +123,6 @@ MULTI = {
     "korean": ["서울의 겨울은 춥지만 사람들은", "오늘 아침에 친구와 함께 시장에 가서"],
     "russian": ["Учёные обнаружили новый вид лягушек в лесах", "Когда поезд остановился на маленькой станции,"],
     "hindi": ["भारत में त्योहारों का मौसम आते ही", "मेरे गाँव में हर सुबह"],
-    "turkish": ["İstanbul'un tarihi sokaklarında yürürken", "Bu kitabı okumanızı tavsiye ederim çünkü"],
     "greek": ["Η Αθήνα είναι μια από τις αρχαιότερες πόλεις του κόσμου και", "Το καλοκαίρι στα νησιά"],
 }
 
@@ -285,7 +282,7 @@ def make(seed: int) -> list[dict]:
         add("code", code(r), n)
     for n in range(12):
         add("chat", chat(r), n)
-    for n, lang in enumerate(sorted(MULTI)[:10]):
+    for n, lang in enumerate(sorted(MULTI)):
         add("multilingual", multilingual(r, lang), n)
     for n in range(8):
         add("structured", structured(r), n)

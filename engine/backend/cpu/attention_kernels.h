@@ -24,7 +24,7 @@ struct AttentionRow {
 
 // Per-thread scratch, reused between rows.
 struct AttentionScratch {
-    std::vector<float> q16, scores, acc;
+    std::vector<float> q16, scores, acc, max;
     std::vector<double> sums;
 };
 

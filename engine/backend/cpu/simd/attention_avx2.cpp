@@ -110,7 +110,6 @@ float batched_scores(const AttentionRow& row, const float* q, float* scores, uin
 // whole cache again. A multiple of 8, so each slot keeps its lane. 32, 64, 128 and 256 tried: on
 // the default model's 2,048-token prefill 380, 420, 414 and 432 tokens/s (2 threads, one run each).
 constexpr uint32_t kSlotBlock = 256;
-constexpr uint32_t kMaxSlotBlock = kSlotBlock;
 
 // Prefill's weighted values over slots [j0, j1) (j0 a multiple of 8): slot j adds p_j · v_j into
 // lane j mod 8 of one accumulator per d, slots in increasing order; the eight lanes of eight d's
@@ -125,7 +124,7 @@ void batched_values(const AttentionRow& row, const float* p, float* lanes, uint3
     if (zero_row.size() < D)
         zero_row.assign(D, 0);
     const uint16_t* zeros = zero_row.data();
-    const uint16_t* v[kMaxSlotBlock];
+    const uint16_t* v[kSlotBlock];
     const uint32_t n_block = (j1 - j0 + 7) & ~7u;
     for (uint32_t i = 0; i < n_block; ++i) {
         const uint32_t j = j0 + i;
@@ -192,7 +191,8 @@ void attention_rows_avx2(const AttentionRow* rows, uint32_t n_rows, float* const
     constexpr float kNegInf = -std::numeric_limits<float>::infinity();
     s.q16.resize(std::size_t(n_rows) * D);
     s.scores.assign(std::size_t(n_rows) * stride, 0.0f);
-    std::vector<float> max(n_rows, kNegInf);
+    std::vector<float>& max = s.max;
+    max.assign(n_rows, kNegInf);
     for (uint32_t r = 0; r < n_rows; ++r)
         for (uint32_t i = 0; i < D; i += 8)
             _mm256_storeu_ps(
