@@ -5,7 +5,7 @@
 // backend's (attention_kernels.cpp, attention_row_scalar): q rounded to F16; each score an F16 dot
 // product in ggml's lane order (one 8-lane accumulator for batches, four over 32-element steps for a
 // single row); exponentials by ggml's expf; their sum in chunks of eight slots, each chunk summed by
-// halves and added in double; weights rounded to F16 before the weighted sum of the values, whose
+// halves and added in double (two floats without 64-bit ones); weights rounded to F16 before the weighted sum of the values, whose
 // lanes run over the slot index (padded to 256 slots for a single row). Three passes over the
 // keys (maximum, sum, output), so no score array has to fit in shared memory. When `capture` is set
 // the weights are written to Wt[t][h][j] (masked entries are left as they are: the caller clears
@@ -40,12 +40,6 @@ layout(push_constant) uniform Params {
 
 #include "cpu_math.glsl"
 
-#ifdef EXACT_F64
-#define WIDE double
-#else
-#define WIDE float
-#endif
-
 shared float qs[MAX_HEAD_DIM];
 shared float red_m[THREADS];
 shared WIDE red_s[THREADS];
@@ -77,12 +71,12 @@ float score(uint row)
         for (uint j = 0u; j < 4u; ++j)
             for (uint l = 0u; l < 8u; ++l)
                 acc[j][l] = fma_rn(k_at(row, i + 8u * j + l), qs[i + 8u * j + l], acc[j][l]);
-    precise WIDE sum = WIDE(hsum_4x8(acc));
+    WIDE sum = wide_add(WIDE_ZERO, hsum_4x8(acc));
     for (uint i = np; i < D; ++i) {
         precise float prod = k_at(row, i) * qs[i];
-        sum = sum + WIDE(prod);
+        sum = wide_add(sum, prod);
     }
-    precise float s = float(sum) * p.scale;
+    precise float s = wide_float(sum) * p.scale;
     return s;
 }
 
@@ -116,7 +110,7 @@ void main()
     const float mx = red_m[0];
 
     // pass 2: exponentials in chunks of eight slots, each chunk summed by halves, chunks in double
-    precise WIDE sum = WIDE(0.0);
+    WIDE sum = WIDE_ZERO;
     for (uint c = lo / 8u + lane; 8u * c < n_slots; c += THREADS) {
         float e[8];
         for (uint l = 0u; l < 8u; ++l) {
@@ -124,19 +118,23 @@ void main()
             precise float diff = j >= lo && j <= pos ? score(row0 + j) - mx : 0.0;
             e[l] = j >= lo && j <= pos ? cpu_expf(diff) : 0.0;
         }
-        sum = sum + WIDE(hsum8_halves(e));
+        sum = wide_add(sum, hsum8_halves(e));
     }
     red_s[lane] = sum;
     barrier();
     for (uint k = THREADS / 2u; k > 0u; k >>= 1) {
         if (lane < k)
-            red_s[lane] = red_s[lane] + red_s[lane + k];
+            red_s[lane] = wide_add2(red_s[lane], red_s[lane + k]);
         barrier();
     }
 #ifdef EXACT_F64
     const float inv = float(1.0lf / red_s[0]);
 #else
-    const float inv = div_rn(1.0, red_s[0]);
+    // 1 / (hi + lo) rounded once: 1/hi corrected by the exact remainder and lo
+    const vec2 total = red_s[0];
+    const float q0 = div_rn(1.0, total.x);
+    precise float rem = fma_rn(-q0, total.x, 1.0) - q0 * total.y;
+    const float inv = fma_rn(q0, rem, q0);
 #endif
 
     // pass 3: weights, rounded to F16, then out[d] = Σ_j f16(p_j) · v_j[d] with the slot's lane

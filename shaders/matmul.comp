@@ -7,7 +7,15 @@
 // for the type (or raw f32). `order` selects the CPU's batch orders: k-quants switch to llama.cpp's
 // tiled order for batches of 8+ rows, F16 to its batched order from 2 rows. One invocation per
 // row and NT tokens: NT CPU dot products sharing the weight decoding, each with its own accumulators.
+// LANE_SPLIT (the f32 path): eight invocations per row, one per SIMD lane, the lanes gathered into
+// the row's first invocation for the CPU's horizontal sum: the same arithmetic, in f32 with each
+// fused multiply-add rounded once (cpu_math.glsl), so the results are the CPU's bits wherever the
+// double sums' two-float stand-ins round alike.
 #version 450
+#ifdef SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint THREADS = 64;
@@ -36,10 +44,42 @@ layout(push_constant) uniform Params {
 #include "bytes.glsl"
 #include "cpu_math.glsl"
 
-#ifdef EXACT_F64
-#define WIDE double
+#ifdef LANE_SPLIT
+// Eight invocations share a row, invocation g_lane keeping the CPU's SIMD lane g_lane (the f32
+// path: the same arithmetic as one invocation per row, spread so that neighbouring invocations read
+// neighbouring bytes of a block, eight rows per workgroup). Orders with no lanes (scalar sums) run
+// whole in the row's first invocation (g_l0 … g_l1 = 0 … 8 there, empty in the others). The lanes
+// meet in the row's first invocation for the CPU's horizontal sum: by subgroup shuffles where the
+// device has them (SUBGROUP: a row's eight invocations are neighbours in one subgroup), else
+// through shared memory.
+uint g_l0 = 0u, g_l1 = 8u, g_lane = 0u, g_slot = 0u;
+#define LANES(l) for (uint l = g_l0; l < g_l1; ++l)
+#ifdef SUBGROUP
+// v[k] of lane l ← v[g_lane] of the row's invocation l (value k is the caller's; no barrier)
+void gather_lanes(inout float v[8], uint k)
+{
+    const float mine = v[g_lane];
+    const uint base = gl_SubgroupInvocationID & ~7u;
+    for (uint l = 0u; l < 8u; ++l)
+        v[l] = subgroupShuffle(mine, base + l);
+}
 #else
-#define WIDE float
+shared float g_lanes[8][8][8]; // [row slot][value][lane]
+// v[g_lane] of every invocation of the row into the first one's v (value k of up to eight)
+void gather_lanes(inout float v[8], uint k)
+{
+    g_lanes[g_slot][k][g_lane] = v[g_lane];
+    barrier();
+    if (g_lane == 0u)
+        for (uint l = 0u; l < 8u; ++l)
+            v[l] = g_lanes[g_slot][k][l];
+    barrier();
+}
+#endif
+#else
+const uint g_l0 = 0u, g_l1 = 8u;
+#define LANES(l) for (uint l = 0u; l < 8u; ++l)
+void gather_lanes(inout float v[8], uint k) {}
 #endif
 
 int a8(uint w, uint i) { return bitfieldExtract(int(act[w + (i >> 2)]), int((i & 3u) * 8u), 8); }
@@ -129,7 +169,7 @@ void rows_dot(uint row, uint ab0, uint nt, out float res[NT])
         const uint qh = 0u;
 #endif
         uint w[8];
-        for (uint l = 0u; l < 8u; ++l)
+        LANES(l)
             w[l] = w4(blk, qh, l);
         const float dw = ld_half(blk);
         for (uint t = 0u; t < NT; ++t) {
@@ -138,14 +178,14 @@ void rows_dot(uint row, uint ab0, uint nt, out float res[NT])
             const uint qb = ab0 + t * p.a_row_words + 10u * b;
 #if defined(TYPE_Q4_1) || defined(TYPE_Q5_1)
             int isum = 0;
-            for (uint l = 0u; l < 8u; ++l)
+            LANES(l)
                 isum += lane_dot(w[l], int(act[qb + 2u + l]));
             precise float t1 = (dw * af(qb)) * float(isum);
             precise float t2 = ld_half(blk + 2u) * af(qb + 1u);
             sum[t] = sum[t] + (t1 + t2);
 #else
             precise float d = dw * af(qb);
-            for (uint l = 0u; l < 8u; ++l)
+            LANES(l)
                 acc[t][l] = fma_rn(d, float(lane_dot(w[l], int(act[qb + 2u + l]))), acc[t][l]);
 #endif
         }
@@ -157,6 +197,7 @@ void rows_dot(uint row, uint ab0, uint nt, out float res[NT])
         float a[8];
         for (uint l = 0u; l < 8u; ++l)
             a[l] = acc[t][l];
+        gather_lanes(a, 0u);
         res[t] = hsum8_halves(a);
 #endif
     }
@@ -212,6 +253,8 @@ void block_lanes(uint blk, uint qb0, uint nt, out int lane[NT][8], out int s2[NT
         for (uint l = 0u; l < 8u; ++l)
             lane[t][l] = 0;
     }
+    if (g_l0 >= g_l1)
+        return; // another invocation of the row sums this block
 #if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
     int sc[8], m[8];
     scale_min_k4(blk + 4u, sc, m);
@@ -221,7 +264,7 @@ void block_lanes(uint blk, uint qb0, uint nt, out int lane[NT][8], out int s2[NT
     const uint qs = blk + 16u;
 #endif
     for (uint c = 0u; c < 4u; ++c)
-        for (uint l = 0u; l < 8u; ++l) {
+        LANES(l) {
             // bytes 4l…4l+3 of chunk c: low nibbles are elements 64c + 4l…, high ones 64c + 32 + 4l…
             const uint bytes = ld32(qs + 32u * c + 4u * l);
             uint lo = bytes & 0x0F0F0F0Fu, hi = (bytes >> 4) & 0x0F0F0F0Fu;
@@ -256,7 +299,7 @@ void block_lanes(uint blk, uint qb0, uint nt, out int lane[NT][8], out int s2[NT
         for (uint q = 0u; q < 4u; ++q) {
             const uint g = 8u * h + 2u * q;
             const int sc_lo = ld8s(blk + 192u + g), sc_hi = ld8s(blk + 192u + g + 1u);
-            for (uint l = 0u; l < 8u; ++l) {
+            LANES(l) {
                 const uint lw = ld32(blk + 64u * h + 32u * (q & 1u) + 4u * l);
                 const uint low = (q < 2u ? lw : lw >> 4) & 0x0F0F0F0Fu;
                 const uint high = (ld32(blk + 128u + 32u * h + 4u * l) >> (2u * q)) & 0x03030303u;
@@ -276,7 +319,7 @@ void block_lanes(uint blk, uint qb0, uint nt, out int lane[NT][8], out int s2[NT
         if (t >= nt)
             break;
         const uint qb = qb0 + t * p.a_row_words;
-        for (uint l = 0u; l < 8u; ++l)
+        LANES(l)
             lane[t][l] -= 32 * (ld8s(blk + 192u + 2u * l) * bsum(qb, 2u * l) + ld8s(blk + 192u + 2u * l + 1u) * bsum(qb, 2u * l + 1u));
     }
 #elif defined(TYPE_Q2_K)
@@ -409,7 +452,7 @@ void rows_dot(uint row, uint ab0, uint nt, out float res[NT])
             precise float neg_dmin = -af(qb) * ld_half(blk + DMIN_OFF);
             summs[t] = fma_rn(neg_dmin, float(s2[t]), summs[t]);
 #endif
-            for (uint l = 0u; l < 8u; ++l)
+            LANES(l)
                 acc[t][l] = fma_rn(d, float(lane[t][l]), acc[t][l]);
         }
     }
@@ -417,6 +460,7 @@ void rows_dot(uint row, uint ab0, uint nt, out float res[NT])
         float a[8];
         for (uint l = 0u; l < 8u; ++l)
             a[l] = acc[t][l];
+        gather_lanes(a, 0u);
         precise float total = hsum8_halves(a);
 #if defined(TYPE_Q4_K)
         precise float mins_total = (acc_m[t][0] + acc_m[t][2]) + (acc_m[t][1] + acc_m[t][3]);
@@ -439,8 +483,9 @@ float row_dot(uint row, uint ab)
         for (uint l = 0u; l < 8u; ++l)
             acc[l] = 0.0;
         for (uint i = 0u; i < n; i += 8u)
-            for (uint l = 0u; l < 8u; ++l)
+            LANES(l)
                 acc[l] = fma_rn(ld_half(row + 2u * (i + l)), af(ab + i + l), acc[l]);
+        gather_lanes(acc, 0u);
         return hsum8_halves(acc);
     }
     // four 8-lane accumulators over 32-element steps, reduced pairwise, the tail in double
@@ -451,16 +496,18 @@ float row_dot(uint row, uint ab)
     const uint np = n & ~31u;
     for (uint i = 0u; i < np; i += 32u)
         for (uint j = 0u; j < 4u; ++j)
-            for (uint l = 0u; l < 8u; ++l) {
+            LANES(l) {
                 const uint e = i + 8u * j + l;
                 acc[j][l] = fma_rn(ld_half(row + 2u * e), af(ab + e), acc[j][l]);
             }
-    precise WIDE sum = WIDE(hsum_4x8(acc));
+    for (uint j = 0u; j < 4u; ++j)
+        gather_lanes(acc[j], j);
+    WIDE sum = wide_add(WIDE_ZERO, hsum_4x8(acc));
     for (uint e = np; e < n; ++e) {
         precise float prod = ld_half(row + 2u * e) * af(ab + e);
-        sum = sum + WIDE(prod);
+        sum = wide_add(sum, prod);
     }
-    return float(sum);
+    return wide_float(sum);
 }
 
 #elif defined(TYPE_F32)
@@ -475,7 +522,7 @@ float row_dot(uint row, uint ab)
     }
     uint i = 0u;
     for (; i + 16u <= p.cols; i += 16u)
-        for (uint l = 0u; l < 8u; ++l) {
+        LANES(l) {
             acc0[l] = fma_rn(wf(row, i + l), af(ab + i + l), acc0[l]);
             acc1[l] = fma_rn(wf(row, i + 8u + l), af(ab + i + 8u + l), acc1[l]);
         }
@@ -484,6 +531,7 @@ float row_dot(uint row, uint ab)
         precise float s = acc0[l] + acc1[l];
         v[l] = s;
     }
+    gather_lanes(v, 0u);
     precise float sum = hsum8_halves(v);
     for (; i < p.cols; ++i) {
         precise float prod = wf(row, i) * af(ab + i);
@@ -497,6 +545,8 @@ float row_dot(uint row, uint ab)
 float row_dot(uint row, uint ab)
 {
     precise float sum = 0.0;
+    if (g_l0 >= g_l1)
+        return sum; // the row's first invocation sums it
     for (uint e = 0u; e < p.cols; ++e) {
         precise float prod = uintBitsToFloat(ld16(row + 2u * e) << 16) * af(ab + e);
         sum = sum + prod;
@@ -515,6 +565,39 @@ void rows_dot(uint row, uint ab0, uint nt, out float res[NT])
 }
 #endif
 
+#ifdef LANE_SPLIT
+void main()
+{
+#ifdef SUBGROUP
+    // rows by subgroup position (full subgroups of 8–64 invocations: the host checks)
+    const uint index = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+#else
+    const uint index = gl_LocalInvocationID.x;
+#endif
+    g_lane = index & 7u;
+    g_slot = index >> 3;
+    const uint r0 = (gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x) * (THREADS / 8u);
+    const uint t0 = gl_WorkGroupID.z * NT;
+    if (r0 >= p.rows || t0 >= p.n_tokens)
+        return; // whole workgroups: every invocation below reaches the barriers
+    const uint r = min(r0 + g_slot, p.rows - 1u);
+    const uint nt = min(NT, p.n_tokens - t0);
+#if defined(TYPE_Q4_1) || defined(TYPE_Q5_1) || defined(TYPE_Q2_K) || defined(TYPE_Q3_K) || defined(TYPE_BF16)
+    const bool scalar_order = true;
+#elif defined(SB)
+    const bool scalar_order = p.order != 0u; // the tiled order sums the lanes per block
+#else
+    const bool scalar_order = false;
+#endif
+    g_l0 = scalar_order ? 0u : g_lane;
+    g_l1 = scalar_order ? (g_lane == 0u ? 8u : 0u) : g_lane + 1u;
+    float res[NT];
+    rows_dot(r * p.row_bytes, p.a_offset + t0 * p.a_row_words, nt, res);
+    if (g_lane == 0u && r0 + g_slot < p.rows)
+        for (uint t = 0u; t < nt; ++t)
+            y[p.y_offset + (t0 + t) * p.out_stride + p.out_row0 + r0 + g_slot] = res[t];
+}
+#else
 void main()
 {
     const uint r = (gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x) * THREADS + gl_LocalInvocationID.x;
@@ -527,3 +610,4 @@ void main()
     for (uint t = 0u; t < nt; ++t)
         y[p.y_offset + (t0 + t) * p.out_stride + p.out_row0 + r] = res[t];
 }
+#endif

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // kernel_rmsnorm: y[r] = x[r] / sqrt(mean(x[r]²) + eps) ⊙ w for every row r (a token's residual, or
 // one head of Q or K for the q/k norms), as the CPU backend's kernel_rmsnorm rounds it: the squares
-// in f32 summed in double (EXACT_F64; f32 where the device has no 64-bit floats), the scale
+// in f32 summed in double (two floats without 64-bit ones: cpu_math.glsl's WIDE), the scale
 // 1 / sqrt(mean + eps) with correctly rounded square root and division. One workgroup per row; y
 // may alias x.
 #version 450
@@ -24,12 +24,6 @@ layout(push_constant) uniform Params {
 
 #include "cpu_math.glsl"
 
-#ifdef EXACT_F64
-#define WIDE double
-#else
-#define WIDE float
-#endif
-
 shared WIDE partial[THREADS];
 
 void main()
@@ -39,22 +33,27 @@ void main()
         return; // uniform across the workgroup
     const uint lane = gl_LocalInvocationID.x;
     const uint xb = p.x_offset + r * p.width, yb = p.y_offset + r * p.width;
-    precise WIDE s = WIDE(0.0);
+    WIDE s = WIDE_ZERO;
     for (uint i = lane; i < p.width; i += THREADS) {
         precise float sq = x[xb + i] * x[xb + i];
-        s = s + WIDE(sq);
+        s = wide_add(s, sq);
     }
     partial[lane] = s;
     barrier();
     for (uint k = THREADS / 2u; k > 0u; k >>= 1) {
         if (lane < k)
-            partial[lane] = partial[lane] + partial[lane + k];
+            partial[lane] = wide_add2(partial[lane], partial[lane + k]);
         barrier();
     }
 #ifdef EXACT_F64
     const float mean = float(partial[0] / double(p.width));
 #else
-    const float mean = div_rn(partial[0], float(p.width));
+    // (hi + lo) / width rounded once: the quotient of hi corrected by the remainder and lo
+    const vec2 total = partial[0];
+    const float n = float(p.width);
+    precise float q = total.x / n;
+    precise float rem = fma_rn(-q, n, total.x) + total.y;
+    precise float mean = q + rem / n;
 #endif
     precise float v = mean + p.eps;
     const float scale = div_rn(1.0, sqrt_rn(v));

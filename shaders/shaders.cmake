@@ -17,14 +17,22 @@ function(tokenscope_add_shaders target)
   set(variants "")
   foreach(t ${TOKENSCOPE_SHADER_WEIGHT_TYPES})
     string(TOLOWER ${t} tl)
-    list(APPEND variants "matmul_${tl}|matmul.comp|TYPE_${t}" "get_rows_${tl}|get_rows.comp|TYPE_${t}")
+    list(APPEND variants "matmul_${tl}|matmul.comp|TYPE_${t}|f64" "get_rows_${tl}|get_rows.comp|TYPE_${t}|both"
+         "matmul_lanes_${tl}|matmul.comp|TYPE_${t},LANE_SPLIT|f32"
+         "matmul_lanes_sg_${tl}|matmul.comp|TYPE_${t},LANE_SPLIT,SUBGROUP|sg")
+    if(t MATCHES "_K$")
+      list(APPEND variants "matmul_tile_kq_${tl}|matmul_tile_kq.comp|TYPE_${t}|f32")
+    endif()
   endforeach()
-  foreach(plain rmsnorm rope kv_store attention glu add quantize_act)
-    list(APPEND variants "${plain}|${plain}.comp|")
+  foreach(plain rmsnorm rope kv_store attention glu add)
+    list(APPEND variants "${plain}|${plain}.comp||both")
   endforeach()
-  # Every variant twice: "<name>_f64", for devices with 64-bit floats, rounds each fused
+  list(APPEND variants "quantize_act|quantize_act.comp||both" "probe_fma|probe_fma.comp||f32")
+  # "both": every such variant twice: "<name>_f64", for the exact arithmetic, rounds each fused
   # multiply-add once and sums in double where the CPU backend does (bit-equal results); "<name>"
-  # uses GLSL's fma and f32 sums.
+  # uses f32 with each fused multiply-add rounded once and two-float sums where the CPU sums in
+  # double. "f64": only the exact variant (the f32 path has a matmul of its own). "f32": the f32
+  # path's own shaders, once. "sg": as f32, built for Vulkan 1.1 (subgroup operations).
   set(incs "")
   set(decls "")
   set(table "")
@@ -32,12 +40,31 @@ function(tokenscope_add_shaders target)
     string(REPLACE "|" ";" parts "${v}")
     list(GET parts 0 base_name)
     list(GET parts 1 src)
-    list(GET parts 2 define)
-    foreach(suffix "" "_f64")
+    list(GET parts 2 define_list)
+    list(GET parts 3 mode)
+    # "<none>" stands for the empty suffix (foreach drops empty list elements)
+    if(mode STREQUAL "both")
+      set(suffixes "<none>;_f64")
+    elseif(mode STREQUAL "f64")
+      set(suffixes "_f64")
+    else()
+      set(suffixes "<none>")
+    endif()
+    set(target_env vulkan1.0)
+    if(mode STREQUAL "sg")
+      set(target_env vulkan1.1)
+    endif()
+    foreach(suffix ${suffixes})
+      if(suffix STREQUAL "<none>")
+        set(suffix "")
+      endif()
       set(name ${base_name}${suffix})
       set(defs "")
-      if(define)
-        list(APPEND defs "-D${define}=1")
+      if(define_list)
+        string(REPLACE "," ";" define_items "${define_list}")
+        foreach(define ${define_items})
+          list(APPEND defs "-D${define}=1")
+        endforeach()
       endif()
       if(suffix)
         list(APPEND defs "-DEXACT_F64=1")
@@ -45,9 +72,11 @@ function(tokenscope_add_shaders target)
       set(inc ${out_dir}/${name}.spv.inc)
       add_custom_command(
         OUTPUT ${inc}
-        COMMAND ${TOKENSCOPE_GLSLC} --target-env=vulkan1.0 -O -Werror -I ${TOKENSCOPE_SHADER_DIR}/include ${defs}
+        COMMAND ${TOKENSCOPE_GLSLC} --target-env=${target_env} -O -Werror -I ${TOKENSCOPE_SHADER_DIR}/include ${defs}
                 -mfmt=num -MD -MF ${inc}.d -o ${inc} ${TOKENSCOPE_SHADER_DIR}/${src}
         DEPENDS ${TOKENSCOPE_SHADER_DIR}/${src} ${TOKENSCOPE_SHADER_DIR}/include/cpu_math.glsl
+                ${TOKENSCOPE_SHADER_DIR}/include/dequant.glsl ${TOKENSCOPE_SHADER_DIR}/include/bytes.glsl
+                ${TOKENSCOPE_SHADER_DIR}/include/kquant_ints.glsl
         DEPFILE ${inc}.d
         COMMENT "glslc ${src} -> ${name}"
         VERBATIM)

@@ -253,19 +253,31 @@ void MainWindow::buildModelBar()
 
 void MainWindow::addVulkanDevices(const std::vector<engine::VulkanDeviceInfo>& devices)
 {
+    // Each device in the default f32 arithmetic, and where it has 64-bit floats once more in the exact
+    // arithmetic (bit-equal to the CPU backend, slow on GPUs).
     for (const engine::VulkanDeviceInfo& d : devices) {
-        m_backend->addItem(tr("Vulkan: %1 (%2)").arg(QString::fromStdString(d.name), QString::fromStdString(d.type)),
-                           QStringList{"vulkan", QString::number(d.index)});
-        const int i = m_backend->count() - 1;
-        m_backend->setItemData(i,
-                               d.usable ? tr("%1, driver %2, %3 MiB device memory")
-                                              .arg(QString::fromStdString(d.name), QString::fromStdString(d.driver))
-                                              .arg(d.device_local_bytes >> 20)
-                                        : QString::fromStdString(d.why_not),
-                               Qt::ToolTipRole);
-        if (!d.usable)
-            if (auto* model = qobject_cast<QStandardItemModel*>(m_backend->model()))
-                model->item(i)->setEnabled(false);
+        for (const bool exact : {false, true}) {
+            if (exact && (!d.usable || !d.float64))
+                continue;
+            const QString name = QString::fromStdString(d.name), type = QString::fromStdString(d.type);
+            m_backend->addItem(exact ? tr("Vulkan: %1 (%2), exact").arg(name, type)
+                                     : tr("Vulkan: %1 (%2)").arg(name, type),
+                               QStringList{exact ? "vulkan-exact" : "vulkan", QString::number(d.index)});
+            const int i = m_backend->count() - 1;
+            const QString arithmetic =
+                exact ? tr("exact arithmetic: 64-bit floats, results bit-equal to the CPU backend's (slow on GPUs)")
+                      : tr("f32 arithmetic: agrees with the CPU backend to rounding");
+            m_backend->setItemData(i,
+                                   d.usable ? tr("%1, driver %2, %3 MiB device memory; %4")
+                                                  .arg(name, QString::fromStdString(d.driver))
+                                                  .arg(d.device_local_bytes >> 20)
+                                                  .arg(arithmetic)
+                                            : QString::fromStdString(d.why_not),
+                                   Qt::ToolTipRole);
+            if (!d.usable)
+                if (auto* model = qobject_cast<QStandardItemModel*>(m_backend->model()))
+                    model->item(i)->setEnabled(false);
+        }
     }
     selectSavedBackend();
     m_devices_listed = true;

@@ -15,6 +15,9 @@ void add_backend_options(CLI::App* cmd, BackendArgs& a)
         ->capture_default_str();
     cmd->add_option("--device", a.device, "Vulkan device index (see `tokenscope-cli devices`; -1: the best one)")
         ->capture_default_str();
+    cmd->add_flag("--vulkan-exact", a.vulkan_exact,
+                  "Vulkan: 64-bit arithmetic, the CPU backend's results by construction (slow on GPUs). Default: "
+                  "f32 in the same order, equal to the CPU's in the test suites");
 }
 
 std::unique_ptr<engine::Backend> make_cli_backend(const BackendArgs& a, std::shared_ptr<const engine::Model> model,
@@ -29,7 +32,7 @@ std::unique_ptr<engine::Backend> make_cli_backend(const BackendArgs& a, std::sha
         throw engine::Error("--threads must be 0 (all cores) or a positive count, not " + std::to_string(threads));
     const auto kind = engine::parse_backend_kind(a.backend).value_or(engine::BackendKind::Cpu);
     std::string note;
-    auto backend = engine::make_backend(kind, std::move(model), n_ctx, threads, &note, a.device);
+    auto backend = engine::make_backend(kind, std::move(model), n_ctx, threads, &note, a.device, a.vulkan_exact);
     if (!note.empty() && kind == engine::BackendKind::Vulkan)
         std::fprintf(stderr, "note: %s\n", note.c_str());
     return backend;

@@ -7,10 +7,11 @@
 #include <memory>
 #include <string>
 
-// --backend cpu|vulkan|auto and --device N, shared by the commands that run a model.
+// --backend cpu|vulkan|auto, --device N and --vulkan-exact, shared by the commands that run a model.
 struct BackendArgs {
     std::string backend = "cpu";
     int device = -1;
+    bool vulkan_exact = false; // the 64-bit shaders, bit-equal to the CPU (default: the f32 path)
 };
 
 void add_backend_options(CLI::App* cmd, BackendArgs& a);

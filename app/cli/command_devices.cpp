@@ -25,6 +25,7 @@ CommandRunner add_devices_command(CLI::App& app)
                              {"device_local_bytes", d.device_local_bytes},
                              {"budget_bytes", d.budget_bytes},
                              {"usable", d.usable},
+                             {"exact_arithmetic", d.float64},
                              {"why_not", d.why_not}});
             fmt::print("{}\n", j.dump(1));
             return 0;
@@ -43,7 +44,9 @@ CommandRunner add_devices_command(CLI::App& app)
             fmt::print("{}  {} ({})\n   driver  {}\n   memory  {:.0f} MiB device-local, {:.0f} MiB available\n   {}\n",
                        d.index, d.name, d.type, d.driver, double(d.device_local_bytes) / 1048576.0,
                        double(d.budget_bytes) / 1048576.0,
-                       d.usable ? std::string("usable: --backend vulkan --device ") + std::to_string(d.index)
+                       d.usable ? std::string("usable: --backend vulkan --device ") + std::to_string(d.index) +
+                                      (d.float64 ? " (f32; --vulkan-exact for 64-bit arithmetic)"
+                                                 : " (f32; no 64-bit floats, so no --vulkan-exact)")
                                 : "not usable: " + d.why_not);
         }
         return 0;

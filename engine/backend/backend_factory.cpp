@@ -6,8 +6,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
+#include <string>
+#include <vector>
 
 namespace engine {
 
@@ -37,7 +40,23 @@ std::optional<BackendKind> parse_backend_kind(std::string_view text)
     return std::nullopt;
 }
 
+std::optional<BackendChoice> parse_backend_choice(std::string_view text)
+{
+    constexpr std::string_view exact = "-exact";
+    const bool is_exact = text.size() > exact.size() && text.substr(text.size() - exact.size()) == exact;
+    const auto kind = parse_backend_kind(is_exact ? text.substr(0, text.size() - exact.size()) : text);
+    if (!kind || (is_exact && *kind == BackendKind::Cpu))
+        return std::nullopt;
+    return BackendChoice{*kind, is_exact};
+}
+
 namespace {
+
+bool auto_accepts_software()
+{
+    const char* v = std::getenv("TOKENSCOPE_VULKAN_AUTO_SOFTWARE");
+    return v && std::string(v) == "1";
+}
 
 bool validation_wanted()
 {
@@ -52,7 +71,7 @@ bool validation_wanted()
 } // namespace
 
 std::unique_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<const Model> model, uint32_t n_ctx, int threads,
-                                      std::string* fallback_note, int device)
+                                      std::string* fallback_note, int device, bool vulkan_exact)
 {
     if (fallback_note)
         fallback_note->clear();
@@ -70,7 +89,10 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<const Mo
     if (kind == BackendKind::Auto && device < 0) {
         // A hardware GPU only: a software device (lavapipe) is slower than the CPU backend.
         const auto devices = list_vulkan_devices();
-        for (const auto& rank : {"discrete GPU", "integrated GPU"}) {
+        std::vector<const char*> ranks{"discrete GPU", "integrated GPU"};
+        if (auto_accepts_software())
+            ranks.insert(ranks.end(), {"virtual GPU", "CPU"});
+        for (const char* rank : ranks) {
             for (const auto& d : devices)
                 if (d.usable && d.type == rank) {
                     chosen = int(d.index);
@@ -89,7 +111,12 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<const Mo
         }
     }
     try {
-        return make_vulkan_backend(model, {.device = chosen, .n_ctx = n_ctx, .validation = validation_wanted()});
+        auto b = make_vulkan_backend(
+            model, {.device = chosen, .n_ctx = n_ctx, .validation = validation_wanted(), .exact = vulkan_exact});
+        spdlog::info("backend ({}): {} — {}", backend_kind_name(kind), b->name(),
+                     vulkan_exact ? "exact arithmetic, bit-equal to the CPU backend (asked for)"
+                                  : "f32 arithmetic, the default (exact arithmetic only when asked for)");
+        return b;
     } catch (const Error& e) {
         return cpu(fmt::format("Vulkan backend unavailable ({}); using the CPU", e.what()));
     }

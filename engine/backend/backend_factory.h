@@ -18,10 +18,20 @@ std::string_view backend_kind_name(BackendKind kind);
 // "cpu", "vulkan", "auto" (case-insensitive); nullopt otherwise.
 std::optional<BackendKind> parse_backend_kind(std::string_view text);
 
+// A backend as the app's picker and settings name it: a kind, and for Vulkan its arithmetic.
+struct BackendChoice {
+    BackendKind kind = BackendKind::Cpu;
+    bool vulkan_exact = false; // the 64-bit shaders, bit-equal to the CPU (default: the f32 path)
+};
+// parse_backend_kind's names, and "vulkan-exact" / "auto-exact" (the exact arithmetic).
+std::optional<BackendChoice> parse_backend_choice(std::string_view text);
+
 // Vulkan requested explicitly but unavailable falls back to the CPU too; `fallback_note` (when not
 // null) is set to the reason whenever the result is not the kind asked for, and cleared otherwise.
-// `device`: a Vulkan device index, -1 for the best one.
+// `device`: a Vulkan device index, -1 for the best one. `vulkan_exact`: VulkanBackendOptions::exact
+// (a device without 64-bit floats then falls back to the CPU, saying why).
+// Auto takes hardware GPUs only, unless TOKENSCOPE_VULKAN_AUTO_SOFTWARE=1 (tests on lavapipe).
 std::unique_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<const Model> model, uint32_t n_ctx, int threads,
-                                      std::string* fallback_note, int device = -1);
+                                      std::string* fallback_note, int device = -1, bool vulkan_exact = false);
 
 } // namespace engine

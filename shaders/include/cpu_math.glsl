@@ -7,9 +7,9 @@
 #define TOKENSCOPE_CPU_MATH_GLSL
 
 // fma(a, b, c) rounded once, as the CPU's fused multiply-add. GLSL's fma may be a multiply and an
-// add (on lavapipe the results showed two roundings); with 64-bit floats the product is exact and
-// only the sum rounds (to double, then to float: a double rounding that differs from one rounding
-// only when the double lands exactly on a float midpoint).
+// add (lavapipe's is); with 64-bit floats the product is exact and only the sum rounds (to double,
+// then to float: a double rounding that differs from one rounding only when the double lands
+// exactly on a float midpoint). In f32: the device's fma where it rounds once, else emulated.
 #ifdef EXACT_F64
 float fma_rn(float a, float b, float c)
 {
@@ -17,11 +17,67 @@ float fma_rn(float a, float b, float c)
     return float(r);
 }
 #else
+// a·b exactly as hi + lo (Dekker's product: Veltkamp splits, no fused operation needed)
+vec2 two_prod(float a, float b)
+{
+    precise float p = a * b;
+    precise float ac = 4097.0 * a;
+    precise float ah = ac - (ac - a);
+    precise float al = a - ah;
+    precise float bc = 4097.0 * b;
+    precise float bh = bc - (bc - b);
+    precise float bl = b - bh;
+    precise float e = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+    return vec2(p, e);
+}
+// a + b exactly as hi + lo (Knuth's two-sum)
+vec2 two_sum_f(float a, float b)
+{
+    precise float s = a + b;
+    precise float bb = s - a;
+    precise float e = (a - (s - bb)) + (b - bb);
+    return vec2(s, e);
+}
+// 1 where the device's fma rounds once (probe_fma.comp, run when the device is opened): then it is
+// used as it is; 0: the product split exactly (Dekker) and summed with one final rounding.
+layout(constant_id = 8) const uint FMA_ROUNDS_ONCE = 0u;
 float fma_rn(float a, float b, float c)
 {
-    precise float r = fma(a, b, c);
+    if (FMA_ROUNDS_ONCE != 0u) {
+        precise float f = fma(a, b, c);
+        return f;
+    }
+    const vec2 p = two_prod(a, b);
+    const vec2 s = two_sum_f(p.x, c);
+    precise float r = s.x + (s.y + p.y);
     return r;
 }
+#endif
+
+// Sums the CPU keeps in double, kept as two floats (hi + lo) where there are no 64-bit floats: 48
+// bits, so that the rounded result is the double sum's in all but rare cases (a one-float sum
+// drifts by ulps, and every ulp moves values across the F16 and Q8 roundings downstream).
+#ifdef EXACT_F64
+#define WIDE double
+#define WIDE_ZERO 0.0lf
+double wide_add(double a, float b) { precise double r = a + double(b); return r; }
+double wide_add2(double a, double b) { precise double r = a + b; return r; }
+float wide_float(double a) { return float(a); }
+#else
+#define WIDE vec2
+#define WIDE_ZERO vec2(0.0)
+vec2 wide_add(vec2 a, float b)
+{
+    const vec2 s = two_sum_f(a.x, b);
+    precise float lo = a.y + s.y;
+    return two_sum_f(s.x, lo);
+}
+vec2 wide_add2(vec2 a, vec2 b)
+{
+    const vec2 s = wide_add(a, b.x);
+    return wide_add(vec2(s.x, 0.0), s.y + b.y);
+}
+float wide_float(vec2 a) { precise float r = a.x + a.y; return r; }
 #endif
 
 // f32 → F16 bits, round to nearest even (util/fp16.h's f32_to_fp16; packHalf2x16 leaves the

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // tokenscope-cli as a user runs it: `info` and `tokenize` on the default model (found without
 // flags), `chat` on the chat model, JSON output, and clean errors with a non-zero exit on bad input.
+#include "backend/vulkan/vulkan_backend.h"
 #include "gguf_builder.h"
 #include "test_paths.h"
 
@@ -46,6 +47,7 @@ private slots:
     void chatJsonIsThePanelsPrompt();
     void absurdFlagsAreClampedOrRefused();
     void benchPrintsBothTests();
+    void vulkanArithmeticIsChosen();
     void gigabyteNameIsRefused();
     void patchJsonContract();
     void attributeJsonPartsAddUp();
@@ -307,6 +309,26 @@ void TestCli::benchPrintsBothTests()
     QVERIFY(j["pp"].toObject()["tokens_per_second"].toDouble() > 0);
     QVERIFY(j["tg"].toObject()["tokens_per_second"].toDouble() > 0);
     QCOMPARE(j["pp"].toObject()["n"].toInt(), 32);
+}
+
+// --backend vulkan runs the f32 arithmetic; --vulkan-exact the 64-bit one; both say so in the
+// backend's name (a small random-weight model: lavapipe is slow).
+void TestCli::vulkanArithmeticIsChosen()
+{
+    if (engine::list_vulkan_devices().empty())
+        QSKIP("no Vulkan device (install mesa-vulkan-drivers for lavapipe)");
+    QTemporaryDir dir;
+    const QString model = dir.filePath("llama.gguf");
+    QCOMPARE(cli({"make-test-model", "--arch", "llama", "--out", model}).exit_code, 0);
+    for (const bool exact : {false, true}) {
+        QStringList args{"bench", "-m", model, "-p", "8", "-n", "2", "-r", "1", "--backend", "vulkan", "--json"};
+        if (exact)
+            args << "--vulkan-exact";
+        const Run r = cli(args);
+        QCOMPARE(r.exit_code, 0);
+        const QString backend = QJsonDocument::fromJson(r.out.toUtf8()).object()["backend"].toString();
+        QVERIFY2(backend.startsWith("Vulkan") && backend.endsWith(exact ? ", exact)" : ", f32)"), qPrintable(backend));
+    }
 }
 
 void TestCli::gigabyteNameIsRefused()

@@ -335,7 +335,7 @@ void TestInterventions::vulkanExactPath()
     const QString path = dir.filePath("gemma3.gguf");
     make_test_model("gemma3", 3).write(path.toStdString());
     const auto model = Model::load(path.toStdString());
-    auto vulkan = make_vulkan_backend(model, {.device = -1, .n_ctx = 256, .validation = true});
+    auto vulkan = make_vulkan_backend(model, {.device = -1, .n_ctx = 256, .validation = true, .exact = true});
     qInfo("%s", vulkan->name().c_str());
     const auto A = random_tokens(model->config().n_vocab, 8, 1), B = random_tokens(model->config().n_vocab, 8, 2);
     check_patching_properties(*vulkan, A, B);

@@ -131,7 +131,7 @@ void TestTextAnalysis::cpuAgainstVulkanExactPathIsExactlyZero()
     make_test_model("gemma3", 3).write(path.toStdString());
     const auto model = Model::load(path.toStdString());
     auto cpu = make_cpu_backend(model, {.threads = 0, .n_ctx = 32});
-    auto vulkan = make_vulkan_backend(model, {.device = -1, .n_ctx = 32, .validation = true});
+    auto vulkan = make_vulkan_backend(model, {.device = -1, .n_ctx = 32, .validation = true, .exact = true});
     qInfo("%s against %s", cpu->name().c_str(), vulkan->name().c_str());
     std::vector<TokenId> ids;
     for (uint32_t i = 0; i < 80; ++i)

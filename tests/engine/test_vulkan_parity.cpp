@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The Vulkan backend against the CPU backend on the random-weight test models of every supported
-// architecture (backend_parity.h: logits, greedy continuations, captures, KV accounting and
-// read-back), with the validation layer on and a small binding limit so that the embedding and
-// output matrices are split into row ranges and batches into micro-batches. The default model runs
-// in test_vulkan_parity_model.
+// architecture, in both arithmetics (backend_parity.h: logits, greedy continuations, captures, KV
+// accounting and read-back; the f32 path within the tolerance criteria), with the validation layer on and a small
+// binding limit so that the embedding and output matrices are split into row ranges and batches into micro-batches. The
+// default model runs in test_vulkan_parity_model.
 #include "vulkan_test_support.h"
 
 #include "backend/backend_factory.h"
@@ -14,6 +14,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <random>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 using namespace engine;
 
@@ -55,24 +57,29 @@ void TestVulkanParity::testModels_data()
 {
     QTest::addColumn<QString>("arch");
     QTest::addColumn<int>("prompt");
-    for (const char* a : {"llama", "qwen2", "qwen3"})
-        QTest::newRow(a) << QString(a) << 40;
-    // gemma3's window is 64 tokens: 150 + 32 positions make the sliding-window layers free blocks
-    QTest::newRow("gemma3") << QString("gemma3") << 150;
+    QTest::addColumn<bool>("exact");
+    for (const bool exact : {true, false}) {
+        const char* arithmetic = exact ? "exact" : "f32";
+        for (const char* a : {"llama", "qwen2", "qwen3"})
+            QTest::addRow("%s %s", a, arithmetic) << QString(a) << 40 << exact;
+        // gemma3's window is 64 tokens: 150 + 32 positions make the sliding-window layers free blocks
+        QTest::addRow("gemma3 %s", arithmetic) << QString("gemma3") << 150 << exact;
+    }
 }
 
 void TestVulkanParity::testModels()
 {
     QFETCH(QString, arch);
     QFETCH(int, prompt);
+    QFETCH(bool, exact);
     QTemporaryDir dir;
     const QString path = dir.filePath(arch + ".gguf");
     make_test_model(arch.toStdString(), 1).write(path.toStdString());
     const auto model = Model::load(path.toStdString());
     auto cpu = make_cpu_backend(model, {.threads = 0, .n_ctx = 512});
     // 64 KiB bindings: every weight matrix of more than a few hundred rows is split
-    auto vulkan =
-        make_vulkan_backend(model, {.device = -1, .n_ctx = 512, .validation = true, .max_binding_bytes = 65536});
+    auto vulkan = make_vulkan_backend(
+        model, {.device = -1, .n_ctx = 512, .validation = true, .max_binding_bytes = 65536, .exact = exact});
     QCOMPARE(vulkan->kv_cache().config().n_ctx, cpu->kv_cache().config().n_ctx);
     qInfo("%s", vulkan->name().c_str());
 
@@ -82,7 +89,8 @@ void TestVulkanParity::testModels()
     for (auto& t : tokens)
         t = pick(rng);
     testsupport::ParityReport r;
-    testsupport::run_parity(*cpu, *vulkan, tokens, 32, r);
+    // the f32 path: the tolerance criteria for random-weight models (the exact one meets them too)
+    testsupport::run_parity(*cpu, *vulkan, tokens, 32, r, {.min_pearson = 0.9999, .attention = exact ? 1e-4 : 1e-3});
     if (QTest::currentTestFailed())
         return;
     qInfo("%s: logits Pearson ≥ %.7f, max |Δ| %.3g; greedy %d/%d steps identical%s; attention weights max |Δ| %.3g",
@@ -114,6 +122,30 @@ void TestVulkanParity::factory()
     QCOMPARE(QString::fromStdString(automatic->name()).startsWith("Vulkan"), gpu);
     if (!gpu)
         QVERIFY(!note.empty());
+    // auto allowed a software device (as a machine with a GPU would offer one): the f32 path, said
+    // in the log; vulkan-exact asks for the 64-bit shaders
+    {
+        auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+        spdlog::default_logger()->sinks().push_back(sink);
+        qputenv("TOKENSCOPE_VULKAN_AUTO_SOFTWARE", "1");
+        auto chosen = make_backend(BackendKind::Auto, model, 256, 1, &note);
+        qunsetenv("TOKENSCOPE_VULKAN_AUTO_SOFTWARE");
+        auto exact = make_backend(BackendKind::Vulkan, model, 256, 1, &note, -1, true);
+        spdlog::default_logger()->sinks().pop_back();
+        QVERIFY2(QString::fromStdString(chosen->name()).endsWith(", f32)"), chosen->name().c_str());
+        QVERIFY2(QString::fromStdString(exact->name()).endsWith(", exact)"), exact->name().c_str());
+        bool said_f32 = false, said_exact = false;
+        for (const std::string& line : sink->last_formatted()) {
+            said_f32 = said_f32 || (line.find("backend (auto): Vulkan") != std::string::npos &&
+                                    line.find("f32 arithmetic, the default") != std::string::npos);
+            said_exact = said_exact || line.find("Vulkan arithmetic: exact") != std::string::npos;
+        }
+        QVERIFY2(said_f32, "no log line saying auto chose the f32 path");
+        QVERIFY2(said_exact, "no log line saying the exact arithmetic was asked for");
+        QCOMPARE(parse_backend_choice("vulkan-exact")->vulkan_exact, true);
+        QCOMPARE(parse_backend_choice("vulkan")->vulkan_exact, false);
+        QVERIFY(!parse_backend_choice("cpu-exact"));
+    }
     // a device that does not exist: the CPU, with the reason
     auto fallback = make_backend(BackendKind::Vulkan, model, 256, 1, &note, 99);
     QVERIFY(QString::fromStdString(fallback->name()).startsWith("CPU"));

@@ -17,6 +17,14 @@
 
 namespace testsupport {
 
+// What "agrees" means: the exact arithmetic meets the defaults easily (it is bit-equal); the f32
+// path is held to the tolerance criteria (logits Pearson ≥ 0.999 on the real default model, ≥ 0.9999
+// on random-weight models; attention weights within 1e-3).
+struct ParityBounds {
+    double min_pearson = 0.9999; // logits, logit lens and residual stream
+    double attention = 1e-4;     // max |Δ| of captured attention weights
+};
+
 struct ParityReport {
     double min_pearson = 1.0;
     double max_abs_diff = 0.0;
@@ -56,19 +64,20 @@ inline void compare_accounting(const engine::KvAccounting& a, const engine::KvAc
     }
 }
 
-inline void compare_logits(std::span<const float> cpu, std::span<const float> other, ParityReport& r, const char* what)
+inline void compare_logits(std::span<const float> cpu, std::span<const float> other, ParityReport& r, const char* what,
+                           const ParityBounds& bounds = {})
 {
     QCOMPARE(other.size(), cpu.size());
     const double p = pearson(cpu, other);
     r.min_pearson = std::min(r.min_pearson, p);
     r.max_abs_diff = std::max(r.max_abs_diff, max_abs(cpu, other));
-    QVERIFY2(p >= 0.9999, qPrintable(QString("%1: Pearson %2").arg(what).arg(p, 0, 'f', 7)));
+    QVERIFY2(p >= bounds.min_pearson, qPrintable(QString("%1: Pearson %2").arg(what).arg(p, 0, 'f', 7)));
 }
 
 // prompt through both backends (with captures of every head and the residuals), then `steps` greedy
 // tokens, each backend following its own argmax.
 inline void run_parity(engine::Backend& cpu, engine::Backend& other, std::span<const engine::TokenId> prompt, int steps,
-                       ParityReport& r)
+                       ParityReport& r, const ParityBounds& bounds = {})
 {
     using namespace engine;
     CaptureRequest capture;
@@ -78,11 +87,11 @@ inline void run_parity(engine::Backend& cpu, engine::Backend& other, std::span<c
     const std::size_t split = prompt.size() / 2;
     ForwardResult c0 = cpu.forward({.tokens = prompt.first(split)});
     ForwardResult o0 = other.forward({.tokens = prompt.first(split)});
-    compare_logits(c0.logits, o0.logits, r, "first half of the prompt");
+    compare_logits(c0.logits, o0.logits, r, "first half of the prompt", bounds);
     compare_accounting(cpu.kv_cache().accounting(), other.kv_cache().accounting());
     ForwardResult c = cpu.forward({.tokens = prompt.subspan(split), .capture = &capture});
     ForwardResult o = other.forward({.tokens = prompt.subspan(split), .capture = &capture});
-    compare_logits(c.logits, o.logits, r, "prompt");
+    compare_logits(c.logits, o.logits, r, "prompt", bounds);
     compare_accounting(cpu.kv_cache().accounting(), other.kv_cache().accounting());
 
     // captures: the same heads in the same order; weights within 1e-4
@@ -107,7 +116,7 @@ inline void run_parity(engine::Backend& cpu, engine::Backend& other, std::span<c
             qInfo("layer %u head %u: attention weights max |Δ| %.3g, q %.3g", a.layer, a.head, dw, max_abs(a.q, b.q));
         r.max_attention_diff = std::max(r.max_attention_diff, dw);
         QVERIFY2(
-            dw <= 1e-4,
+            dw <= bounds.attention,
             qPrintable(QString("layer %1 head %2: attention weights differ by %3").arg(a.layer).arg(a.head).arg(dw)));
         // q, k, v are F16 values computed through different summation orders: a few F16 steps apart
         auto close16 = [](std::span<const float> x, std::span<const float> y) {
@@ -126,7 +135,7 @@ inline void run_parity(engine::Backend& cpu, engine::Backend& other, std::span<c
         if (std::getenv("TOKENSCOPE_PARITY_VERBOSE"))
             qInfo("residual %zu: Pearson %.9f, max |Δ| %.3g", l, p,
                   max_abs(c.captures->residuals[l], o.captures->residuals[l]));
-        QVERIFY2(p >= 0.9999, qPrintable(QString("residual of layer %1: Pearson %2").arg(l).arg(p)));
+        QVERIFY2(p >= bounds.min_pearson, qPrintable(QString("residual of layer %1: Pearson %2").arg(l).arg(p)));
     }
     // the logit lens on the last layer's residual gives the forward pass's logits
     {
@@ -136,7 +145,7 @@ inline void run_parity(engine::Backend& cpu, engine::Backend& other, std::span<c
         QCOMPARE(max_abs(lens, o.logits), 0.0);
         const auto& cpu_last = c.captures->residuals.back();
         compare_logits(cpu.project_to_vocab(std::span<const float>(cpu_last).subspan(cpu_last.size() - E)), lens, r,
-                       "logit lens");
+                       "logit lens", bounds);
     }
 
     // greedy continuation
@@ -157,7 +166,7 @@ inline void run_parity(engine::Backend& cpu, engine::Backend& other, std::span<c
         ++r.greedy_matched;
         lc = cpu.forward({.tokens = std::span(&tc, 1)}).logits;
         lo = other.forward({.tokens = std::span(&to, 1)}).logits;
-        compare_logits(lc, lo, r, "decode step");
+        compare_logits(lc, lo, r, "decode step", bounds);
         compare_accounting(cpu.kv_cache().accounting(), other.kv_cache().accounting());
     }
     if (!together)
@@ -187,7 +196,7 @@ inline void run_parity(engine::Backend& cpu, engine::Backend& other, std::span<c
     if (!tc.recompute) {
         const TokenId t = prompt[0];
         compare_logits(cpu.forward({.tokens = std::span(&t, 1)}).logits,
-                       other.forward({.tokens = std::span(&t, 1)}).logits, r, "after truncate");
+                       other.forward({.tokens = std::span(&t, 1)}).logits, r, "after truncate", bounds);
         compare_accounting(cpu.kv_cache().accounting(), other.kv_cache().accounting());
     }
 }

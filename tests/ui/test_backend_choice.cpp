@@ -24,6 +24,7 @@ private slots:
     void pickerListsTheDevices();
     void modelRunsOnVulkan();
     void autoFallsBackToTheCpuWithAReason();
+    void exactChoiceLoadsTheExactArithmetic();
 };
 
 void TestBackendChoice::pickerListsTheDevices()
@@ -36,10 +37,23 @@ void TestBackendChoice::pickerListsTheDevices()
     QVERIFY(picker);
     QTRY_VERIFY(window.devicesListed()); // listed off the UI thread
     const auto devices = engine::list_vulkan_devices();
-    QCOMPARE(picker->count(), 2 + int(devices.size()));
+    // each device in the default f32 arithmetic, and again in the exact one where it has 64-bit floats
+    int expected = 2;
+    for (const auto& d : devices)
+        expected += d.usable && d.float64 ? 2 : 1;
+    QCOMPARE(picker->count(), expected);
     QCOMPARE(picker->itemText(0), QString("CPU"));
-    for (std::size_t i = 0; i < devices.size(); ++i)
-        QVERIFY(picker->itemText(2 + int(i)).contains(QString::fromStdString(devices[i].name)));
+    int item = 2;
+    for (const auto& d : devices) {
+        QVERIFY(picker->itemText(item).contains(QString::fromStdString(d.name)));
+        QCOMPARE(picker->itemData(item).toStringList().value(0), QString("vulkan"));
+        ++item;
+        if (d.usable && d.float64) {
+            QVERIFY(picker->itemText(item).endsWith(", exact"));
+            QCOMPARE(picker->itemData(item).toStringList().value(0), QString("vulkan-exact"));
+            ++item;
+        }
+    }
 }
 
 void TestBackendChoice::modelRunsOnVulkan()
@@ -53,7 +67,8 @@ void TestBackendChoice::modelRunsOnVulkan()
     engine.loadModel(QString::fromStdString(path), 2, 64, "vulkan", -1);
     QVERIFY(loaded.wait(300000));
     const auto summary = loaded.first().first().value<std::shared_ptr<const ModelSummary>>();
-    QVERIFY2(summary->backend.startsWith("Vulkan"), qPrintable(summary->backend));
+    QVERIFY2(summary->backend.startsWith("Vulkan") && summary->backend.endsWith(", f32)"),
+             qPrintable(summary->backend)); // the default arithmetic
     QVERIFY(summary->backend_note.isEmpty());
     QSignalSpy kv(&engine, &EngineController::kvChanged);
     QSignalSpy state(&stepper, &StepperPanel::stateChanged);
@@ -92,6 +107,26 @@ void TestBackendChoice::autoFallsBackToTheCpuWithAReason()
         QVERIFY2(summary->backend.startsWith("CPU"), qPrintable(summary->backend));
         QVERIFY2(!summary->backend_note.isEmpty(), "auto without a GPU must say why it chose the CPU");
     }
+}
+
+// The picker's "…, exact" entry: the same device with the 64-bit shaders.
+void TestBackendChoice::exactChoiceLoadsTheExactArithmetic()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    REQUIRE_VULKAN();
+    bool float64 = false;
+    for (const auto& d : engine::list_vulkan_devices())
+        float64 |= d.usable && d.float64;
+    if (!float64)
+        QSKIP("no Vulkan device here has 64-bit floats: the exact arithmetic cannot be offered");
+    EngineController engine;
+    QSignalSpy loaded(&engine, &EngineController::modelLoaded);
+    engine.loadModel(QString::fromStdString(path), 2, 64, "vulkan-exact", -1);
+    QVERIFY(loaded.wait(300000));
+    const auto summary = loaded.first().first().value<std::shared_ptr<const ModelSummary>>();
+    QVERIFY2(summary->backend.startsWith("Vulkan") && summary->backend.endsWith(", exact)"),
+             qPrintable(summary->backend));
+    QVERIFY(summary->backend_note.isEmpty());
 }
 
 QTEST_MAIN(TestBackendChoice)

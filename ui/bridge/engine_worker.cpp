@@ -105,12 +105,13 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx, co
             emit loadFailed(tr("Loading was cancelled."));
             return; // the partly loaded model is released here
         }
-        const engine::BackendKind kind =
-            engine::parse_backend_kind(backend_name.toStdString()).value_or(engine::BackendKind::Cpu);
+        const engine::BackendChoice choice =
+            engine::parse_backend_choice(backend_name.toStdString()).value_or(engine::BackendChoice{});
+        const engine::BackendKind kind = choice.kind;
         emit loadProgress(60, kind == engine::BackendKind::Cpu ? tr("Preparing the CPU backend")
                                                                : tr("Preparing the %1 backend").arg(backend_name));
         std::string fallback;
-        auto backend = engine::make_backend(kind, model, n_ctx, threads, &fallback, device);
+        auto backend = engine::make_backend(kind, model, n_ctx, threads, &fallback, device, choice.vulkan_exact);
         auto summary = std::make_shared<ModelSummary>();
         const auto& c = model->config();
         summary->path = path;
@@ -211,10 +212,11 @@ void EngineWorker::activate(engine::Session& session)
 engine::Session& EngineWorker::stepperSession()
 {
     if (!m_stepper_session) {
-        const engine::BackendKind kind =
-            engine::parse_backend_kind(m_backend_name.toStdString()).value_or(engine::BackendKind::Cpu);
+        const engine::BackendChoice choice =
+            engine::parse_backend_choice(m_backend_name.toStdString()).value_or(engine::BackendChoice{});
         std::string fallback;
-        auto backend = engine::make_backend(kind, m_model, m_n_ctx, m_threads, &fallback, m_device);
+        auto backend =
+            engine::make_backend(choice.kind, m_model, m_n_ctx, m_threads, &fallback, m_device, choice.vulkan_exact);
         spdlog::info("stepper: a session of its own on {}", backend->name());
         m_stepper_session = std::make_unique<engine::Session>(m_model, std::move(backend), 128);
     }

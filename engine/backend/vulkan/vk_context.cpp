@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -305,6 +306,9 @@ PhysicalDeviceReport describe(VkPhysicalDevice dev, uint32_t index, uint32_t ins
                 r.budget_bytes +=
                     budget.heapBudget[h] > budget.heapUsage[h] ? budget.heapBudget[h] - budget.heapUsage[h] : 0;
     }
+    VkPhysicalDeviceFeatures features{};
+    vkGetPhysicalDeviceFeatures(dev, &features);
+    r.float64 = features.shaderFloat64 == VK_TRUE;
     r.why_not = why_unusable(dev);
     r.usable = r.why_not.empty();
     return r;
@@ -394,15 +398,18 @@ Context::Context(const ContextOptions& options)
         q.queueCount = 1;
         q.pQueuePriorities = &priority;
         // 64-bit floats let the shaders round each fused multiply-add once and sum in double where the
-        // CPU backend does: results bit-equal to the CPU's. TOKENSCOPE_VULKAN_EXACT=0 turns that off
-        // (f32 arithmetic, faster where 64-bit floats are slow; results then differ in the last bits).
+        // CPU backend does: results bit-equal to the CPU's, at the price of GPUs' slow 64-bit units.
+        // Only when asked for; the f32 path is the default on every device.
         VkPhysicalDeviceFeatures supported{};
         vkGetPhysicalDeviceFeatures(m_physical, &supported);
-        const char* exact_env = std::getenv("TOKENSCOPE_VULKAN_EXACT");
-        const bool want_exact = !(exact_env && std::string_view(exact_env) == "0");
+        if (options.exact && !supported.shaderFloat64)
+            throw UnsupportedError(
+                fmt::format("exact Vulkan arithmetic needs 64-bit floats (shaderFloat64), which {} lacks; without "
+                            "--vulkan-exact the f32 path runs on it",
+                            rep.name));
         VkPhysicalDeviceFeatures enabled{};
-        enabled.shaderFloat64 = want_exact ? supported.shaderFloat64 : VK_FALSE;
-        m_float64 = enabled.shaderFloat64 == VK_TRUE;
+        enabled.shaderFloat64 = options.exact ? VK_TRUE : VK_FALSE;
+        m_float64 = options.exact;
         VkDeviceCreateInfo dinfo{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
         dinfo.queueCreateInfoCount = 1;
         dinfo.pQueueCreateInfos = &q;
@@ -434,6 +441,14 @@ Context::Context(const ContextOptions& options)
             vkGetPhysicalDeviceProperties2(m_physical, &p2);
             m_limits.max_allocation = m3.maxMemoryAllocationSize;
             m_limits.subgroup_size = sg.subgroupSize;
+            // The f32 matmul's lanes meet by subgroup shuffles when a row's eight invocations fit
+            // in one subgroup of a 64-invocation workgroup. TOKENSCOPE_VULKAN_SUBGROUPS=0: through
+            // shared memory instead (tests of that path; a driver whose subgroups misbehave).
+            const char* sg_env = std::getenv("TOKENSCOPE_VULKAN_SUBGROUPS");
+            m_subgroup_shuffle = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
+                                 (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0 &&
+                                 sg.subgroupSize >= 8 && sg.subgroupSize <= 64 && 64 % sg.subgroupSize == 0 &&
+                                 !(sg_env && std::string_view(sg_env) == "0");
         }
         m_max_binding = std::min<uint64_t>(m_limits.max_storage_buffer_range, m_limits.max_allocation);
         if (options.max_binding_bytes)
@@ -452,10 +467,22 @@ Context::Context(const ContextOptions& options)
             m_limits.min_storage_offset_alignment, m_limits.max_shared_memory, m_limits.max_invocations,
             m_limits.max_group_size[0], m_limits.max_group_size[1], m_limits.max_group_size[2],
             m_limits.max_group_count[0], m_limits.max_group_count[1], m_limits.max_group_count[2],
-            m_limits.max_push_constants, m_limits.max_allocations, m_limits.subgroup_size,
-            m_float64 ? "the CPU backend's, bit for bit (shaderFloat64)"
-                      : (supported.shaderFloat64 ? "f32 (TOKENSCOPE_VULKAN_EXACT=0)"
-                                                 : "f32 (the device has no shaderFloat64)"));
+            m_limits.max_push_constants, m_limits.max_allocations, m_limits.subgroup_size, m_float64 ? "exact" : "f32");
+        if (!m_float64)
+            probe_fma();
+        if (m_float64)
+            spdlog::info("Vulkan arithmetic: exact (64-bit floats, results bit-equal to the CPU backend's; slow "
+                         "where 64-bit floats are)");
+        else
+            spdlog::info(
+                "Vulkan arithmetic: f32 (the default; fma {}; matmul lanes meet by {}; --vulkan-exact "
+                "for 64-bit arithmetic{})",
+                std::getenv("TOKENSCOPE_VULKAN_FMA")
+                    ? (m_fma_rounds_once ? "the device's (TOKENSCOPE_VULKAN_FMA=native)"
+                                         : "emulated (TOKENSCOPE_VULKAN_FMA=emulated)")
+                    : (m_fma_rounds_once ? "rounded once by the device" : "emulated (the device's rounds twice)"),
+                m_subgroup_shuffle ? "subgroup shuffles" : "shared memory",
+                supported.shaderFloat64 ? "" : ", which this device cannot do");
     } catch (...) {
         if (m_device)
             vkDestroyDevice(m_device, nullptr);
@@ -531,6 +558,41 @@ uint32_t Context::memory_type(uint32_t type_bits, Memory memory) const
     return uint32_t(t);
 }
 
+// Runs probe_fma.comp on triples whose fused and unfused results differ and sets m_fma_rounds_once
+// when every result equals std::fma's. TOKENSCOPE_VULKAN_FMA=native|emulated overrides it (tests).
+void Context::probe_fma()
+{
+    if (const char* env = std::getenv("TOKENSCOPE_VULKAN_FMA")) {
+        if (std::string_view(env) == "native" || std::string_view(env) == "emulated") {
+            m_fma_rounds_once = std::string_view(env) == "native";
+            return;
+        }
+    }
+    constexpr uint32_t n = 64;
+    std::vector<float> abc(3 * n), expected(n);
+    uint32_t state = 12345;
+    auto next = [&] {
+        state = state * 1664525u + 1013904223u;
+        return float(state >> 8) / float(1u << 24) + 0.5f; // [0.5, 1.5)
+    };
+    for (uint32_t i = 0; i < n; ++i) {
+        // a·b with bits below f32's precision, c cancelling its leading part
+        const float a = i == 0 ? 1.0f + 0x1p-12f : next(), b = i == 0 ? 1.0f + 0x1p-12f : next();
+        const float c = -(a * b);
+        abc[3 * i] = a;
+        abc[3 * i + 1] = b;
+        abc[3 * i + 2] = i % 2 ? c : -1.0f;
+        expected[i] = std::fma(a, b, abc[3 * i + 2]);
+    }
+    Buffer in(this, abc.size() * sizeof(float), Memory::Upload), out(this, n * sizeof(float), Memory::Download);
+    std::memcpy(in.mapped(), abc.data(), abc.size() * sizeof(float));
+    Recorder rec(*this);
+    rec.begin();
+    rec.dispatch(pipeline("probe_fma", 2, 0, {}), {whole(in), whole(out)}, nullptr, 0, 1);
+    rec.submit();
+    m_fma_rounds_once = std::memcmp(out.mapped(), expected.data(), n * sizeof(float)) == 0;
+}
+
 Pipeline& Context::pipeline(const std::string& name, uint32_t n_bindings, uint32_t push_bytes,
                             std::vector<uint32_t> spec)
 {
@@ -572,16 +634,20 @@ Pipeline& Context::pipeline(const std::string& name, uint32_t n_bindings, uint32
     sm.pCode = code.data();
     VkShaderModule module = VK_NULL_HANDLE;
     check(vkCreateShaderModule(m_device, &sm, nullptr, &module), "creating a shader module");
+    // constants 0, 1, … from `spec`; constant 8 is cpu_math.glsl's FMA_ROUNDS_ONCE in every shader
+    // that has it (an entry for a constant a shader lacks is ignored)
     std::vector<VkSpecializationMapEntry> entries(spec.size());
     for (uint32_t i = 0; i < spec.size(); ++i)
         entries[i] = {i, i * uint32_t(sizeof(uint32_t)), sizeof(uint32_t)};
+    entries.push_back({8, uint32_t(spec.size() * sizeof(uint32_t)), sizeof(uint32_t)});
+    spec.push_back(m_fma_rounds_once ? 1u : 0u);
     VkSpecializationInfo si{uint32_t(entries.size()), entries.data(), spec.size() * sizeof(uint32_t), spec.data()};
     VkComputePipelineCreateInfo cp{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
     cp.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
     cp.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
     cp.stage.module = module;
     cp.stage.pName = "main";
-    cp.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
+    cp.stage.pSpecializationInfo = &si;
     cp.layout = p->layout;
     const VkResult r = vkCreateComputePipelines(m_device, VK_NULL_HANDLE, 1, &cp, nullptr, &p->pipeline);
     vkDestroyShaderModule(m_device, module, nullptr);

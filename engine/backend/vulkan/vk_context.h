@@ -36,6 +36,9 @@ struct ContextOptions {
     int device = -1;                // index in vkEnumeratePhysicalDevices; -1: the best usable
     bool validation = false;        // VK_LAYER_KHRONOS_validation + a counting messenger
     uint64_t max_binding_bytes = 0; // 0: the device limit; smaller values force row-range splits (tests)
+    // The 64-bit "_f64" shader variants, bit-equal to the CPU backend (needs shaderFloat64; slow on
+    // GPUs, which run 64-bit floats at 1/32–1/64 of their f32 rate). Off: the f32 path.
+    bool exact = false;
 };
 
 // Errors and warnings the validation layer has reported in this process (all contexts together).
@@ -111,6 +114,13 @@ public:
     bool lost() const { return m_lost; }
     // shaderFloat64 is enabled: the "_f64" shader variants (bit-equal to the CPU backend) are used.
     bool has_float64() const { return m_float64; }
+    // Subgroup shuffles in compute shaders (Vulkan 1.1, subgroups of 8–64): the f32 matmul's lanes
+    // meet without shared memory or barriers.
+    bool has_subgroup_shuffle() const { return m_subgroup_shuffle; }
+    // The f32 shaders use the device's fma as it is (it rounds once); else they emulate it.
+    bool fma_rounds_once() const { return m_fma_rounds_once; }
+    // "exact" or "f32", as the log and the backend's name say it.
+    const char* arithmetic() const { return m_float64 ? "exact" : "f32"; }
     // The largest range one storage-buffer binding may cover (device limit or the option, whole words).
     uint64_t max_binding() const { return m_max_binding; }
     // The device's own limit for one binding (ignores ContextOptions::max_binding_bytes).
@@ -120,7 +130,7 @@ public:
     }
 
     // Builds a compute pipeline from an embedded shader; spec constants 0, 1, … get `spec` in order
-    // (constants 0 and 1 are the workgroup's x and y sizes).
+    // (constant 0 is the workgroup size where a shader takes it from a constant).
     Pipeline& pipeline(const std::string& name, uint32_t n_bindings, uint32_t push_bytes, std::vector<uint32_t> spec);
 
     // Throws engine::Error for a failed call; `what` completes "… while <what>".
@@ -133,6 +143,7 @@ public:
     void count_allocation(int delta) { m_allocations = uint64_t(int64_t(m_allocations) + delta); }
 
 private:
+    void probe_fma();
     VkInstance m_instance = VK_NULL_HANDLE;
     VkDebugUtilsMessengerEXT m_messenger = VK_NULL_HANDLE;
     VkPhysicalDevice m_physical = VK_NULL_HANDLE;
@@ -146,6 +157,8 @@ private:
     uint64_t m_allocations = 0;
     bool m_lost = false;
     bool m_float64 = false;
+    bool m_subgroup_shuffle = false;
+    bool m_fma_rounds_once = false;
     VkPhysicalDeviceMemoryProperties m_memory{};
     std::vector<std::pair<std::string, std::unique_ptr<Pipeline>>> m_pipelines;
 };
@@ -191,6 +204,7 @@ struct PhysicalDeviceReport {
     std::string name, type, driver;
     uint64_t device_local_bytes = 0, budget_bytes = 0;
     bool usable = false;
+    bool float64 = false; // shaderFloat64: the exact arithmetic is available
     std::string why_not;
     VkPhysicalDeviceType vk_type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
 };

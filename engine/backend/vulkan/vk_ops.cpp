@@ -33,6 +33,9 @@ std::string lower(std::string_view s)
 struct MatmulPush {
     uint32_t cols, rows, n_tokens, row_bytes, out_row0, out_stride, a_offset, a_row_words, y_offset, groups_x, order;
 };
+struct MatmulF32Push {
+    uint32_t cols, rows, n_tokens, row_bytes, out_row0, out_stride, x_offset, y_offset, groups_x;
+};
 struct GetRowsPush {
     uint32_t cols, row_bytes, row0, rows, n_tokens;
     float scale;
@@ -211,10 +214,13 @@ Pipeline& Kernels::simple(const char* name, uint32_t n_bindings, uint32_t push_b
 
 void Kernels::prepare(const std::vector<GgmlType>& matmul_types, GgmlType embedding_type)
 {
-    for (GgmlType t : matmul_types) {
-        matmul_pipeline(t, 1);
-        matmul_pipeline(t, kMatmulTokens);
-    }
+    if (m_ctx.has_float64()) {
+        for (GgmlType t : matmul_types) {
+            matmul_pipeline(t, 1);
+            matmul_pipeline(t, kMatmulTokens);
+        }
+    } // the f32 path's: built at first use
+    pipeline("quantize_act", 2, sizeof(QuantizeActPush), {});
     get_rows_pipeline(embedding_type);
     pipeline("rmsnorm", 3, sizeof(RmsnormPush), {kThreads});
     simple("rope", 2, sizeof(RopePush));
@@ -222,34 +228,45 @@ void Kernels::prepare(const std::vector<GgmlType>& matmul_types, GgmlType embedd
     pipeline("attention", 5, sizeof(AttentionPush), {});
     simple("glu", 3, sizeof(GluPush));
     simple("add", 2, sizeof(AddPush));
-    pipeline("quantize_act", 2, sizeof(QuantizeActPush), {});
 }
 
 // ---- operations ---------------------------------------------------------------------------------
 
+uint32_t Kernels::activation_words(GgmlType type, uint32_t cols)
+{
+    switch (activation_format(type)) {
+    case ActivationFormat::F32:
+        return 0;
+    case ActivationFormat::F16:
+        return cols;
+    case ActivationFormat::Q8_0:
+    case ActivationFormat::Q8_1:
+        return cols / 32 * 10;
+    case ActivationFormat::Q8_K:
+        return cols / 256 * 81;
+    }
+    return 0;
+}
+
 uint32_t Kernels::quantize_act(Recorder& rec, GgmlType type, const Buffer& x, uint32_t x_offset, uint32_t n_tokens,
                                uint32_t cols, const Buffer& act)
 {
-    uint32_t format = 0, block = 32, words = 0;
+    uint32_t format = 0, block = 32;
     switch (activation_format(type)) {
     case ActivationFormat::F32:
         return 0;
     case ActivationFormat::F16:
         format = 1;
-        words = 32;
         break;
     case ActivationFormat::Q8_0:
         format = 2;
-        words = 10;
         break;
     case ActivationFormat::Q8_1:
         format = 4;
-        words = 10;
         break;
     case ActivationFormat::Q8_K:
         format = 3;
         block = 256;
-        words = 81;
         break;
     }
     const uint64_t elements = uint64_t(n_tokens) * cols;
@@ -262,28 +279,58 @@ uint32_t Kernels::quantize_act(Recorder& rec, GgmlType type, const Buffer& x, ui
     const QuantizeActPush push{format == 1 ? checked_u32(elements, "an activation count") : cols,
                                checked_u32(blocks, "a block count"), format, x_offset, gx};
     rec.dispatch(pipeline("quantize_act", 2, sizeof(push), {}), {whole(x), whole(act)}, &push, sizeof(push), gx, gy);
-    return format == 1 ? cols : cols / block * words;
+    return activation_words(type, cols);
+}
+
+void Kernels::matmul_kq_tiled(Recorder& rec, const DeviceMatrix& w, const Buffer& act, uint32_t n_tokens,
+                              const Buffer& y, uint32_t y_offset, uint32_t out_stride)
+{
+    Pipeline& p = m_ctx.pipeline("matmul_tile_kq_" + lower(ggml_type_name(w.type)), 3, sizeof(MatmulF32Push), {});
+    const uint32_t token_groups = (n_tokens + 31) / 32;
+    if (token_groups > m_ctx.limits().max_group_count[2])
+        throw Error("internal error: a matmul's tokens exceed the device's workgroup count");
+    const uint32_t a_row_words = w.cols / 256 * 81; // quantize_act.comp's Q8_K blocks
+    for (const auto& part : w.parts) {
+        uint32_t gy = 1;
+        const uint32_t gx = rec.split_groups((part.rows + 63) / 64, &gy);
+        const MatmulF32Push push{w.cols,    part.rows,  n_tokens,    checked_u32(w.row_bytes, "a row's size"),
+                                 part.row0, out_stride, a_row_words, y_offset,
+                                 gx};
+        rec.dispatch(p, {whole(part.buffer), whole(act), whole(y)}, &push, sizeof(push), gx, gy, token_groups);
+    }
 }
 
 void Kernels::matmul(Recorder& rec, const DeviceMatrix& w, const Buffer& x, uint32_t x_offset, uint32_t n_tokens,
-                     const Buffer& y, uint32_t y_offset, uint32_t out_stride, const Buffer& act, uint32_t order_batch)
+                     const Buffer& y, uint32_t y_offset, uint32_t out_stride, const Buffer& act, uint32_t order_batch,
+                     bool act_ready)
 {
-    const uint32_t act_words = quantize_act(rec, w.type, x, x_offset, n_tokens, w.cols, act);
+    const uint32_t act_words =
+        act_ready ? activation_words(w.type, w.cols) : quantize_act(rec, w.type, x, x_offset, n_tokens, w.cols, act);
     const bool quantized = act_words != 0;
     const Buffer& input = quantized ? act : x;
     // The CPU's summation order for this batch size (vec_dot_for_batch): k-quants tiled from 8 rows,
     // F16 batched from 2.
     const uint32_t order = std::max(order_batch, n_tokens);
     const bool k_quant = activation_format(w.type) == ActivationFormat::Q8_K;
+    const bool exact = m_ctx.has_float64();
+    if (!exact && k_quant && order >= 8) {
+        matmul_kq_tiled(rec, w, act, n_tokens, y, y_offset, out_stride);
+        return;
+    }
     const uint32_t batch_order = (k_quant && order >= 8) || (w.type == GgmlType::F16 && order >= 2) ? 1u : 0u;
     const uint32_t per_invocation = n_tokens > 1 ? kMatmulTokens : 1;
     const uint32_t token_groups = (n_tokens + per_invocation - 1) / per_invocation;
     if (token_groups > m_ctx.limits().max_group_count[2])
         throw Error("internal error: a matmul's tokens exceed the device's workgroup count");
-    Pipeline& p = matmul_pipeline(w.type, per_invocation);
+    // exact: one invocation per row; f32: eight (one per SIMD lane of the CPU's sum)
+    const uint32_t rows_per_group = exact ? kThreads : kThreads / 8;
+    Pipeline& p = exact ? matmul_pipeline(w.type, per_invocation)
+                        : m_ctx.pipeline((m_ctx.has_subgroup_shuffle() ? "matmul_lanes_sg_" : "matmul_lanes_") +
+                                             lower(ggml_type_name(w.type)),
+                                         3, sizeof(MatmulPush), {kThreads, per_invocation});
     for (const auto& part : w.parts) {
         uint32_t gy = 1;
-        const uint32_t gx = rec.split_groups((part.rows + kThreads - 1) / kThreads, &gy);
+        const uint32_t gx = rec.split_groups((part.rows + rows_per_group - 1) / rows_per_group, &gy);
         const MatmulPush push{w.cols,
                               part.rows,
                               n_tokens,

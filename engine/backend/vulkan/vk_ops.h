@@ -69,13 +69,20 @@ public:
     // y[y_offset + t·out_stride + r] = w.row(r) · x[t] for t < n_tokens and every row, computed as the
     // CPU backend's dot product for w's type computes it for a batch of order_batch rows (its
     // summation order depends on the batch): x[x_offset + t·cols …] is first quantized into `act` in
-    // the CPU's activation format for the type (quantize_act.comp) unless that format is f32.
+    // the CPU's activation format for the type (quantize_act.comp) unless that format is f32, or
+    // not when `act_ready` says `act` holds this input already (the previous matmul read the same
+    // rows in the same format). Exact arithmetic: matmul.comp, one invocation per row. f32:
+    // matmul.comp's LANE_SPLIT build (eight invocations per row, one per SIMD lane) and, for
+    // K-quants in the tiled order of 8+ rows, matmul_tile_kq.comp (shared-memory tiles).
     void matmul(Recorder& rec, const DeviceMatrix& w, const Buffer& x, uint32_t x_offset, uint32_t n_tokens,
-                const Buffer& y, uint32_t y_offset, uint32_t out_stride, const Buffer& act, uint32_t order_batch);
+                const Buffer& y, uint32_t y_offset, uint32_t out_stride, const Buffer& act, uint32_t order_batch,
+                bool act_ready = false);
     // act[t] = x[t] in the CPU's activation format for weight type `type`; returns the 32-bit words
     // per token written, 0 (nothing recorded) when that format is f32.
     uint32_t quantize_act(Recorder& rec, GgmlType type, const Buffer& x, uint32_t x_offset, uint32_t n_tokens,
                           uint32_t cols, const Buffer& act);
+    // 32-bit words per token of quantize_act's output (0: the format is f32).
+    static uint32_t activation_words(GgmlType type, uint32_t cols);
     // out[t] = decode(w.row(ids[t])) · scale, [n_tokens][cols].
     void get_rows(Recorder& rec, const DeviceMatrix& w, const Buffer& ids, uint32_t n_tokens, const Buffer& out,
                   float scale);
@@ -107,6 +114,8 @@ public:
     static constexpr uint32_t kAttentionMaxHeadDim = 512;
 
 private:
+    void matmul_kq_tiled(Recorder& rec, const DeviceMatrix& w, const Buffer& act, uint32_t n_tokens, const Buffer& y,
+                         uint32_t y_offset, uint32_t out_stride);
     Pipeline& matmul_pipeline(GgmlType type, uint32_t tokens_per_invocation);
     Pipeline& get_rows_pipeline(GgmlType type);
     Pipeline& simple(const char* name, uint32_t n_bindings, uint32_t push_bytes);

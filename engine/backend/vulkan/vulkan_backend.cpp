@@ -14,6 +14,7 @@
 #include "backend/vulkan/vk_ops.h"
 #include "kv/kv_sizing.h"
 #include "model/model.h"
+#include "quant/activation_quant.h"
 #include "util/fp16.h"
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
@@ -40,7 +42,7 @@ public:
     VulkanBackend(std::shared_ptr<const Model> model, const VulkanBackendOptions& options);
     ~VulkanBackend() override;
 
-    std::string name() const override { return "Vulkan (" + m_ctx->device_name() + ")"; }
+    std::string name() const override { return "Vulkan (" + m_ctx->device_name() + ", " + m_ctx->arithmetic() + ")"; }
     KvCache& kv_cache() override { return m_kv; }
     const KvCache& kv_cache() const override { return m_kv; }
     BackendMemory memory() const override;
@@ -123,6 +125,17 @@ private:
     std::vector<SiteDelivery> m_site_deliveries;
     uint64_t m_next_site_offset = 0;
     std::vector<Buffer> m_edit_uploads; // the chunk's intervention values, alive until it is submitted
+
+    // The quantized matmul input in m_act: which rows of which buffer, in which format. Q, K and V
+    // read the same normed rows, as do gate and up: quantized once for each group, as the CPU
+    // quantizes once per input. Every other operation may write a buffer and forgets it.
+    struct ActHeld {
+        Act in;
+        uint32_t row0, n_rows;
+        ActivationFormat format;
+        bool operator==(const ActHeld&) const = default;
+    };
+    std::optional<ActHeld> m_act_held;
 };
 
 // ---- construction -----------------------------------------------------------------------------------
@@ -137,7 +150,7 @@ VulkanBackend::VulkanBackend(std::shared_ptr<const Model> model, const VulkanBac
     const ModelConfig& c = m_model->config();
     m_n_ctx = m_kv.config().n_ctx;
     m_ctx = std::make_unique<vk::Context>(
-        vk::ContextOptions{options.device, options.validation, options.max_binding_bytes});
+        vk::ContextOptions{options.device, options.validation, options.max_binding_bytes, options.exact});
     m_k = std::make_unique<vk::Kernels>(*m_ctx);
     m_rec = std::make_unique<vk::Recorder>(*m_ctx);
     if (c.head_dim_k != c.head_dim_v)
@@ -338,6 +351,7 @@ uint32_t VulkanBackend::max_chunk_tokens(const ForwardRequest& request, uint32_t
 
 void VulkanBackend::begin_chunk(const ChunkPlan& plan, ChunkSink& sink)
 {
+    m_act_held.reset();
     const ModelConfig& c = m_model->config();
     m_plan = plan;
     m_sink = &sink;
@@ -382,6 +396,7 @@ void VulkanBackend::begin_chunk(const ChunkPlan& plan, ChunkSink& sink)
 
 void VulkanBackend::embed(std::span<const TokenId> tokens, float scale)
 {
+    m_act_held.reset();
     auto* ids = static_cast<uint32_t*>(m_ids.mapped());
     for (std::size_t t = 0; t < tokens.size(); ++t)
         ids[t] = static_cast<uint32_t>(tokens[t]);
@@ -390,29 +405,39 @@ void VulkanBackend::embed(std::span<const TokenId> tokens, float scale)
 
 void VulkanBackend::load_residual(std::span<const float> rows)
 {
+    m_act_held.reset();
     std::memcpy(m_staging.mapped(), rows.data(), rows.size_bytes());
     m_rec->copy(m_staging.handle(), 0, m_x.handle(), 0, rows.size_bytes());
 }
 
 void VulkanBackend::rmsnorm(Act in, Act out, const TensorView& weight, uint32_t width, uint32_t n_rows, float eps)
 {
+    m_act_held.reset();
     m_k->rmsnorm(*m_rec, buffer(in), 0, vector_of(weight), buffer(out), 0, width, n_rows, eps);
 }
 
 void VulkanBackend::matmul_rows(const TensorView& w, Act in, Act out, uint32_t row0, uint32_t n_rows, uint32_t order)
 {
     const DeviceMatrix& m = matrix_of(w);
-    m_k->matmul(*m_rec, m, buffer(in), row0 * m.cols, n_rows, buffer(out), row0 * m.rows, m.rows, m_act, order);
+    const ActHeld wanted{in, row0, n_rows, activation_format(m.type)};
+    const bool ready = m_act_held == wanted && wanted.format != ActivationFormat::F32;
+    m_k->matmul(*m_rec, m, buffer(in), row0 * m.cols, n_rows, buffer(out), row0 * m.rows, m.rows, m_act, order, ready);
+    if (out == in)
+        m_act_held.reset();
+    else
+        m_act_held = wanted;
 }
 
 void VulkanBackend::add_bias(Act x, const TensorView& bias, uint32_t n_rows)
 {
+    m_act_held.reset();
     const auto width = uint32_t(bias.cols());
     m_k->add(*m_rec, buffer(x), 0, vector_of(bias), n_rows * width, width);
 }
 
 void VulkanBackend::rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShape& r, float scale)
 {
+    m_act_held.reset();
     const uint32_t cs_offset = rope_table_of(r) * m_batch * (r.n_rot / 2);
     m_k->rope(*m_rec, buffer(x), 0, m_cs, cs_offset, m_plan.n_tokens, n_heads, head_dim, r.n_rot, r.neox, scale);
 }
@@ -425,6 +450,7 @@ void VulkanBackend::store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_
 
 void VulkanBackend::attention(const AttentionShape& s, bool deliver)
 {
+    m_act_held.reset();
     vk::Kernels::AttentionShape shape;
     shape.n_tokens = s.n_tokens;
     shape.n_heads = s.n_heads;
@@ -453,11 +479,13 @@ void VulkanBackend::attention(const AttentionShape& s, bool deliver)
 
 void VulkanBackend::glu(uint32_t width, uint32_t n_rows, bool gelu)
 {
+    m_act_held.reset();
     m_k->glu(*m_rec, m_gate, m_up, n_rows * width, width, gelu);
 }
 
 void VulkanBackend::add_residual(uint32_t n_rows)
 {
+    m_act_held.reset();
     const uint32_t n = n_rows * m_model->config().n_embd;
     m_k->add(*m_rec, m_x, 0, m_o, n, n);
 }
@@ -482,6 +510,7 @@ void VulkanBackend::deliver_activation(Site site, uint32_t layer, Act a, uint32_
 // a replacement is copied row by row into the columns it names, an addition runs the add shader.
 void VulkanBackend::edit_rows(Act a, const RowEdit& e)
 {
+    m_act_held.reset();
     const uint64_t n_values = uint64_t(e.per_row ? e.n_rows : 1) * e.cols;
     Buffer& upload = m_edit_uploads.emplace_back(m_ctx.get(), n_values * sizeof(float), Memory::Upload);
     std::memcpy(upload.mapped(), e.values, n_values * sizeof(float));
@@ -504,6 +533,7 @@ void VulkanBackend::edit_rows(Act a, const RowEdit& e)
 void VulkanBackend::output_head(const TensorView& norm, const TensorView& output, uint32_t row0, uint32_t n_rows,
                                 uint32_t order, float eps)
 {
+    m_act_held.reset();
     const ModelConfig& c = m_model->config();
     const DeviceMatrix& head = matrix_of(output);
     // final norm of the wanted rows into H, then the LM head in groups that fit the logits buffer
@@ -518,6 +548,7 @@ void VulkanBackend::output_head(const TensorView& norm, const TensorView& output
 
 void VulkanBackend::finish_chunk()
 {
+    m_act_held.reset();
     m_rec->submit();
     const auto* down = static_cast<const std::byte*>(m_download.mapped());
     if (m_plan.n_logit_rows)
@@ -539,7 +570,8 @@ std::vector<VulkanDeviceInfo> list_vulkan_devices()
 {
     std::vector<VulkanDeviceInfo> out;
     for (const auto& d : vk::enumerate_devices())
-        out.push_back({d.index, d.name, d.type, d.driver, d.device_local_bytes, d.budget_bytes, d.usable, d.why_not});
+        out.push_back(
+            {d.index, d.name, d.type, d.driver, d.device_local_bytes, d.budget_bytes, d.usable, d.float64, d.why_not});
     return out;
 }
 

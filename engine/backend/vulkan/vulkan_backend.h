@@ -20,6 +20,7 @@ struct VulkanDeviceInfo {
     uint64_t device_local_bytes = 0;
     uint64_t budget_bytes = 0; // free device-local memory per VK_EXT_memory_budget, else the heap size
     bool usable = false;       // can run the shaders
+    bool float64 = false;      // has shaderFloat64: the exact arithmetic is available
     std::string why_not;       // when not usable
 };
 
@@ -31,6 +32,10 @@ struct VulkanBackendOptions {
     uint32_t n_ctx = 4096;          // positions the KV cache may hold (capped at the model's training context)
     bool validation = false;        // VK_LAYER_KHRONOS_validation with a counting messenger (debug builds, tests)
     uint64_t max_binding_bytes = 0; // 0: the device limit; smaller forces row-range splits (tests)
+    // false (the default): f32 arithmetic, agreeing with the CPU to rounding, fast on GPUs. true: the
+    // 64-bit shader variants, bit-equal to the CPU backend (needs shaderFloat64; throws
+    // UnsupportedError on a device without it). The CLI's --vulkan-exact, the app's backend picker.
+    bool exact = false;
 };
 
 // Throws UnsupportedError when there is no usable device or the model needs something the shaders
