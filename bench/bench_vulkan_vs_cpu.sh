@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
-# Prefill (pp) and decode (tg) tokens/s of the Vulkan backend and the CPU backend on the same model,
-# and their ratio. Usage: bench/bench_vulkan_vs_cpu.sh [MODEL] [-p N] [-n N] [-r R] [--device D]
+# Prefill (pp) and decode (tg) tokens/s of the Vulkan backend, in its f32 arithmetic (the default) and
+# its exact one (--vulkan-exact), and of the CPU backend on the same model, with the ratios to the CPU.
+# Usage: bench/bench_vulkan_vs_cpu.sh [MODEL] [-p N] [-n N] [-r R] [--device D]
 # (MODEL defaults to the installed default model; CLI defaults to build/release/app/tokenscope-cli,
 # override with TOKENSCOPE_CLI=…).
 set -euo pipefail
@@ -26,19 +27,22 @@ args=(bench -p "$pp" -n "$tg" -r "$reps" --json)
 [[ -n "$model" ]] && args+=(-m "$model")
 
 cpu_json="$("$cli" "${args[@]}" --backend cpu)"
-vk_json="$("$cli" "${args[@]}" --backend vulkan --device "$device")"
+f32_json="$("$cli" "${args[@]}" --backend vulkan --device "$device")"
+exact_json="$("$cli" "${args[@]}" --backend vulkan --device "$device" --vulkan-exact)"
 
-python3 - "$cpu_json" "$vk_json" <<'PY'
+python3 - "$cpu_json" "$f32_json" "$exact_json" <<'PY'
 import json, sys
-cpu, vk = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+cpu, f32, exact = (json.loads(a) for a in sys.argv[1:4])
 print(f"model: {cpu['model']}")
-print(f"{'test':<8} {'CPU t/s':>12} {'Vulkan t/s':>12} {'Vulkan/CPU':>11}")
+print(f"{'test':<8} {'CPU t/s':>10} {'Vulkan f32':>11} {'f32/CPU':>8} {'Vulkan exact':>13} {'exact/CPU':>10}")
 for test in ("pp", "tg"):
-    if test in cpu and test in vk:
-        c, v = cpu[test]["tokens_per_second"], vk[test]["tokens_per_second"]
-        print(f"{test}{cpu[test]['n']:<6} {c:>12.2f} {v:>12.2f} {v / c:>10.2f}x")
-print(f"CPU backend:    {cpu['backend']}")
-print(f"Vulkan backend: {vk['backend']}")
-if not vk["backend"].startswith("Vulkan"):
-    print("note: the Vulkan backend was not available; both rows ran on the CPU")
+    if test in cpu and test in f32 and test in exact:
+        c = cpu[test]["tokens_per_second"]
+        v, e = f32[test]["tokens_per_second"], exact[test]["tokens_per_second"]
+        print(f"{test}{cpu[test]['n']:<6} {c:>10.2f} {v:>11.2f} {v / c:>7.2f}x {e:>13.2f} {e / c:>9.2f}x")
+print(f"CPU backend:          {cpu['backend']}")
+print(f"Vulkan (f32) backend: {f32['backend']}")
+print(f"Vulkan (exact):       {exact['backend']}")
+if not f32["backend"].startswith("Vulkan"):
+    print("note: the Vulkan backend was not available; those rows ran on the CPU")
 PY

@@ -17,7 +17,7 @@ function(tokenscope_add_shaders target)
   set(variants "")
   foreach(t ${TOKENSCOPE_SHADER_WEIGHT_TYPES})
     string(TOLOWER ${t} tl)
-    list(APPEND variants "matmul_${tl}|matmul.comp|TYPE_${t}|f64" "get_rows_${tl}|get_rows.comp|TYPE_${t}|both"
+    list(APPEND variants "matmul_${tl}|matmul.comp|TYPE_${t}|both" "get_rows_${tl}|get_rows.comp|TYPE_${t}|both"
          "matmul_lanes_${tl}|matmul.comp|TYPE_${t},LANE_SPLIT|f32"
          "matmul_lanes_sg_${tl}|matmul.comp|TYPE_${t},LANE_SPLIT,SUBGROUP|sg")
     if(t MATCHES "_K$")
@@ -31,7 +31,7 @@ function(tokenscope_add_shaders target)
   # "both": every such variant twice: "<name>_f64", for the exact arithmetic, rounds each fused
   # multiply-add once and sums in double where the CPU backend does (bit-equal results); "<name>"
   # uses f32 with each fused multiply-add rounded once and two-float sums where the CPU sums in
-  # double. "f64": only the exact variant (the f32 path has a matmul of its own). "f32": the f32
+  # double. "f32": the f32
   # path's own shaders, once. "sg": as f32, built for Vulkan 1.1 (subgroup operations).
   set(incs "")
   set(decls "")
@@ -45,8 +45,6 @@ function(tokenscope_add_shaders target)
     # "<none>" stands for the empty suffix (foreach drops empty list elements)
     if(mode STREQUAL "both")
       set(suffixes "<none>;_f64")
-    elseif(mode STREQUAL "f64")
-      set(suffixes "_f64")
     else()
       set(suffixes "<none>")
     endif()

@@ -389,6 +389,15 @@ Context::Context(const ContextOptions& options)
         m_physical = devs[static_cast<std::size_t>(chosen)];
         const PhysicalDeviceReport rep = describe(m_physical, uint32_t(chosen), instance_api());
         m_name = rep.name;
+        // The f32 matmul's layout: eight invocations per row (one per SIMD lane: neighbouring
+        // invocations read neighbouring bytes, as a GPU's memory wants) on GPUs; one invocation per
+        // row on a CPU-type device (lavapipe), whose invocations are SIMD lanes of CPU threads.
+        // TOKENSCOPE_VULKAN_MATMUL=lanes|rows overrides it (tests run both on lavapipe).
+        m_matmul_lanes = rep.vk_type != VK_PHYSICAL_DEVICE_TYPE_CPU;
+        if (const char* env = std::getenv("TOKENSCOPE_VULKAN_MATMUL")) {
+            if (std::string_view(env) == "lanes" || std::string_view(env) == "rows")
+                m_matmul_lanes = std::string_view(env) == "lanes";
+        }
         m_device_local = rep.device_local_bytes;
         m_queue_family = *compute_queue_family(m_physical);
 

@@ -117,6 +117,8 @@ public:
     // Subgroup shuffles in compute shaders (Vulkan 1.1, subgroups of 8–64): the f32 matmul's lanes
     // meet without shared memory or barriers.
     bool has_subgroup_shuffle() const { return m_subgroup_shuffle; }
+    // The f32 matmul spreads a row over eight invocations (GPUs) rather than one (CPU-type devices).
+    bool matmul_lanes() const { return m_matmul_lanes; }
     // The f32 shaders use the device's fma as it is (it rounds once); else they emulate it.
     bool fma_rounds_once() const { return m_fma_rounds_once; }
     // "exact" or "f32", as the log and the backend's name say it.
@@ -159,6 +161,7 @@ private:
     bool m_float64 = false;
     bool m_subgroup_shuffle = false;
     bool m_fma_rounds_once = false;
+    bool m_matmul_lanes = true;
     VkPhysicalDeviceMemoryProperties m_memory{};
     std::vector<std::pair<std::string, std::unique_ptr<Pipeline>>> m_pipelines;
 };

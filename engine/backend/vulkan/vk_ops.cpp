@@ -214,12 +214,12 @@ Pipeline& Kernels::simple(const char* name, uint32_t n_bindings, uint32_t push_b
 
 void Kernels::prepare(const std::vector<GgmlType>& matmul_types, GgmlType embedding_type)
 {
-    if (m_ctx.has_float64()) {
+    if (m_ctx.has_float64() || !m_ctx.matmul_lanes()) {
         for (GgmlType t : matmul_types) {
             matmul_pipeline(t, 1);
             matmul_pipeline(t, kMatmulTokens);
         }
-    } // the f32 path's: built at first use
+    } // the others: built at first use
     pipeline("quantize_act", 2, sizeof(QuantizeActPush), {});
     get_rows_pipeline(embedding_type);
     pipeline("rmsnorm", 3, sizeof(RmsnormPush), {kThreads});
@@ -322,12 +322,14 @@ void Kernels::matmul(Recorder& rec, const DeviceMatrix& w, const Buffer& x, uint
     const uint32_t token_groups = (n_tokens + per_invocation - 1) / per_invocation;
     if (token_groups > m_ctx.limits().max_group_count[2])
         throw Error("internal error: a matmul's tokens exceed the device's workgroup count");
-    // exact: one invocation per row; f32: eight (one per SIMD lane of the CPU's sum)
-    const uint32_t rows_per_group = exact ? kThreads : kThreads / 8;
-    Pipeline& p = exact ? matmul_pipeline(w.type, per_invocation)
-                        : m_ctx.pipeline((m_ctx.has_subgroup_shuffle() ? "matmul_lanes_sg_" : "matmul_lanes_") +
-                                             lower(ggml_type_name(w.type)),
-                                         3, sizeof(MatmulPush), {kThreads, per_invocation});
+    // one invocation per row (the exact arithmetic; f32 on CPU-type devices), or eight (f32 on GPUs:
+    // one per SIMD lane of the CPU's sum)
+    const bool lanes = !exact && m_ctx.matmul_lanes();
+    const uint32_t rows_per_group = lanes ? kThreads / 8 : kThreads;
+    Pipeline& p = !lanes ? matmul_pipeline(w.type, per_invocation)
+                         : m_ctx.pipeline((m_ctx.has_subgroup_shuffle() ? "matmul_lanes_sg_" : "matmul_lanes_") +
+                                              lower(ggml_type_name(w.type)),
+                                          3, sizeof(MatmulPush), {kThreads, per_invocation});
     for (const auto& part : w.parts) {
         uint32_t gy = 1;
         const uint32_t gx = rec.split_groups((part.rows + rows_per_group - 1) / rows_per_group, &gy);
