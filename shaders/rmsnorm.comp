@@ -9,7 +9,13 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint THREADS = 64;
 
+#ifdef ADD_RESIDUAL
+// add_rmsnorm: x += o first (the residual add, add.comp's f32 sum), then the norm of the new rows
+layout(std430, binding = 0) buffer X { float x[]; };
+layout(std430, binding = 3) readonly buffer O { float o[]; }; // [n_rows][width] from x_offset
+#else
 layout(std430, binding = 0) readonly buffer X { float x[]; };
+#endif
 layout(std430, binding = 1) readonly buffer Wt { float w[]; };   // [width]
 layout(std430, binding = 2) buffer Y { float y[]; };
 
@@ -33,6 +39,12 @@ void main()
         return; // uniform across the workgroup
     const uint lane = gl_LocalInvocationID.x;
     const uint xb = p.x_offset + r * p.width, yb = p.y_offset + r * p.width;
+#ifdef ADD_RESIDUAL
+    for (uint i = lane; i < p.width; i += THREADS) { // each invocation reads back only its own elements
+        precise float v = x[xb + i] + o[xb + i];
+        x[xb + i] = v;
+    }
+#endif
     WIDE s = WIDE_ZERO;
     for (uint i = lane; i < p.width; i += THREADS) {
         precise float sq = x[xb + i] * x[xb + i];

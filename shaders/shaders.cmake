@@ -27,7 +27,8 @@ function(tokenscope_add_shaders target)
   foreach(plain rmsnorm rope kv_store attention glu add)
     list(APPEND variants "${plain}|${plain}.comp||both")
   endforeach()
-  list(APPEND variants "quantize_act|quantize_act.comp||both" "probe_fma|probe_fma.comp||f32")
+  list(APPEND variants "quantize_act|quantize_act.comp||both" "probe_fma|probe_fma.comp||f32"
+       "add_rmsnorm|rmsnorm.comp|ADD_RESIDUAL|both")
   # "both": every such variant twice: "<name>_f64", for the exact arithmetic, rounds each fused
   # multiply-add once and sums in double where the CPU backend does (bit-equal results); "<name>"
   # uses f32 with each fused multiply-add rounded once and two-float sums where the CPU sums in

@@ -297,12 +297,15 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
     }
 
     std::size_t next_capture = 0;
+    bool h_normed = false; // the previous layer's end already wrote H = norm(X) for this layer
     for (uint32_t il = m_start_layer; il < c.n_layer; ++il) {
         const LayerWeights& L = w.layers[il];
         const uint32_t H = c.n_head[il], Hkv = c.n_head_kv[il], F = c.n_ff[il];
 
         // ---- attention block: H = norm(X); Q, K, V projections (+ biases: qwen2)
-        rmsnorm(Act::X, Act::H, L.attn_norm, E, n, eps);
+        if (!h_normed)
+            rmsnorm(Act::X, Act::H, L.attn_norm, E, n, eps);
+        h_normed = false;
         matmul(L.attn_q, Act::H, Act::Q, n, order); // [n][H·D]
         matmul(L.attn_k, Act::H, Act::K, n, order); // [n][Hkv·D]
         matmul(L.attn_v, Act::H, Act::V, n, order); // [n][Hkv·D]
@@ -344,8 +347,13 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
         if (arch.post_norms)
             rmsnorm(Act::O, Act::O, L.post_attention_norm, E, n, eps);
         at_site(Site::AttentionOut, il, Act::O, plan);
-        add_residual(n);
-        at_site(Site::ResidualMid, il, Act::X, plan);
+        const bool mid_fused = site_idle(Site::ResidualMid, il, plan);
+        if (mid_fused) {
+            add_residual_rmsnorm(n, L.ffn_norm, Act::H, eps);
+        } else {
+            add_residual(n);
+            at_site(Site::ResidualMid, il, Act::X, plan);
+        }
 
         // ---- feed-forward block: H = norm(X); Gate = act(gate·H) ⊙ up·H; O = down·Gate; X += O
         // llama.cpp keeps only the rows whose logits are wanted after the last layer's attention, so
@@ -361,7 +369,8 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
             if (reorder_logit_rows)
                 matmul_rows(m, in, out, plan.logit_row0, k, k);
         };
-        rmsnorm(Act::X, Act::H, L.ffn_norm, E, n, eps);
+        if (!mid_fused)
+            rmsnorm(Act::X, Act::H, L.ffn_norm, E, n, eps);
         ffn_matmul(L.ffn_gate, Act::H, Act::Gate); // [n][F]
         ffn_matmul(L.ffn_up, Act::H, Act::Up);     // [n][F]
         glu(F, n, arch.gelu_ffn);
@@ -369,8 +378,13 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
         if (arch.post_norms)
             rmsnorm(Act::O, Act::O, L.post_ffw_norm, E, n, eps);
         at_site(Site::MlpOut, il, Act::O, plan);
-        add_residual(n);
-        at_site(Site::Residual, il, Act::X, plan);
+        if (il + 1 < c.n_layer && !plan.residuals && site_idle(Site::Residual, il, plan)) {
+            add_residual_rmsnorm(n, w.layers[il + 1].attn_norm, Act::H, eps); // the next layer's norm
+            h_normed = true;
+        } else {
+            add_residual(n);
+            at_site(Site::Residual, il, Act::X, plan);
+        }
 
         // A broken model is named where it breaks: the first layer whose output is NaN or infinite.
         check_finite(il, plan.pos0);
@@ -381,6 +395,21 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
     // ---- output: final norm and the LM head of the rows whose logits are wanted
     if (plan.n_logit_rows)
         output_head(w.output_norm, w.output, plan.logit_row0, plan.n_logit_rows, plan.logit_order, eps);
+}
+
+void LayeredBackend::add_residual_rmsnorm(uint32_t n_rows, const TensorView& weight, Act out, float eps)
+{
+    add_residual(n_rows);
+    rmsnorm(Act::X, out, weight, m_model->config().n_embd, n_rows, eps);
+}
+
+bool LayeredBackend::site_idle(Site site, uint32_t layer, const ChunkPlan& plan) const
+{
+    const uint64_t lo_chunk = plan.pos0, hi_chunk = uint64_t(plan.pos0) + plan.n_tokens;
+    for (const Intervention& iv : m_interventions)
+        if (iv.site == site && iv.layer == layer && iv.first < hi_chunk && uint64_t(iv.first) + iv.count > lo_chunk)
+            return false;
+    return std::find(plan.sites.begin(), plan.sites.end(), site) == plan.sites.end();
 }
 
 void LayeredBackend::at_site(Site site, uint32_t layer, Act a, const ChunkPlan& plan)

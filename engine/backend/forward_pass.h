@@ -155,6 +155,11 @@ protected:
     virtual void glu(uint32_t width, uint32_t n_rows, bool gelu) = 0;
     // X += O.
     virtual void add_residual(uint32_t n_rows) = 0;
+    // X += O, then `out` = rmsnorm(X) ⊙ weight over rows of E: the residual add and the next block's
+    // norm, which the pass asks for together where nothing (an intervention, a capture) looks at X in
+    // between. A backend may fuse them (the Vulkan backend: one dispatch, the same bits); the default
+    // runs the two operations.
+    virtual void add_residual_rmsnorm(uint32_t n_rows, const TensorView& weight, Act out, float eps);
     // Backends that hold the residual stream in host memory stop here with a message naming the
     // layer when it holds NaN or infinity; others leave it to the logits check of the session.
     virtual void check_finite(uint32_t layer, uint32_t pos0) = 0;
@@ -178,6 +183,8 @@ private:
     void run_layers(std::span<const TokenId> tokens, const ChunkPlan& plan);
     // The request's interventions at one site, then its delivery when the plan asks for it.
     void at_site(Site site, uint32_t layer, Act a, const ChunkPlan& plan);
+    // at_site would do nothing there: no intervention of the request and no delivery of the plan.
+    bool site_idle(Site site, uint32_t layer, const ChunkPlan& plan) const;
     std::span<const Intervention> m_interventions; // of the request being run
     uint32_t m_start_layer = 0;                    // of the request being run
     std::span<const float> m_start_rows;           // its start residual's rows of the chunk

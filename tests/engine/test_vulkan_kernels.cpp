@@ -2,8 +2,8 @@
 // Every Vulkan shader against the CPU implementation it replaces, with the validation layer on:
 // matmul and get_rows for every weight type the CPU backend reads (weights split into row ranges by a
 // tiny binding limit, so the splitting is exercised on any device) in the one-row and both batch
-// orders, rmsnorm, RoPE in both layouts, the F16 KV store, attention (causal, sliding window,
-// grouped-query heads, single-row and batch orders, weights capture), the GeGLU/SwiGLU gates and the
+// orders, rmsnorm (alone and fused with the residual add), RoPE in both layouts, the F16 KV store, attention (causal,
+// sliding window, grouped-query heads, single-row and batch orders, weights capture), the GeGLU/SwiGLU gates and the
 // residual/bias add. Both arithmetics, each against the CPU it mirrors: the exact one (64-bit floats)
 // and the f32 one (test_vulkan_kernels_f32: each fused multiply-add rounded once by the device or by
 // emulation, two-float sums where the CPU sums in double) must equal the CPU's results bit for bit;
@@ -330,6 +330,26 @@ void TestVulkanKernels::rmsnorm()
                 if (m_bit_exact)
                     QCOMPARE(y[std::size_t(r) * width + i], ref[i]);
                 QCOMPARE(y2[std::size_t(r) * width + i], y[std::size_t(r) * width + i]);
+            }
+        }
+        // the fused residual add and norm: x += o, then the norm of the sum, as the two kernels give
+        const auto o = random_floats(x.size(), width + 2, 3.0f);
+        const vk::Buffer fx = device(x), fo = device(o), fy = device_zeros(x.size());
+        m_rec->begin();
+        m_k->add_rmsnorm(*m_rec, fx, fo, dw, fy, width, rows, 1e-6f);
+        m_rec->submit();
+        const auto sum = host(fx, x.size()), normed = host(fy, x.size());
+        for (uint32_t r = 0; r < rows; ++r) {
+            std::vector<float> added(width);
+            for (uint32_t i = 0; i < width; ++i) {
+                added[i] = x[std::size_t(r) * width + i] + o[std::size_t(r) * width + i];
+                QCOMPARE(sum[std::size_t(r) * width + i], added[i]);
+            }
+            cpu::kernel_rmsnorm(added.data(), w.data(), ref.data(), width, 1e-6f);
+            for (uint32_t i = 0; i < width; ++i) {
+                QVERIFY(std::fabs(normed[std::size_t(r) * width + i] - ref[i]) <= 2e-6f * (std::fabs(ref[i]) + 1e-3f));
+                if (m_bit_exact)
+                    QCOMPARE(normed[std::size_t(r) * width + i], ref[i]);
             }
         }
     }

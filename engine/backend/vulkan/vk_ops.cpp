@@ -223,6 +223,7 @@ void Kernels::prepare(const std::vector<GgmlType>& matmul_types, GgmlType embedd
     pipeline("quantize_act", 2, sizeof(QuantizeActPush), {});
     get_rows_pipeline(embedding_type);
     pipeline("rmsnorm", 3, sizeof(RmsnormPush), {kThreads});
+    pipeline("add_rmsnorm", 4, sizeof(RmsnormPush), {kThreads});
     simple("rope", 2, sizeof(RopePush));
     simple("kv_store", 4, sizeof(KvStorePush));
     pipeline("attention", 5, sizeof(AttentionPush), {});
@@ -366,6 +367,16 @@ void Kernels::rmsnorm(Recorder& rec, const Buffer& x, uint32_t x_offset, const B
     const RmsnormPush push{width, n_rows, x_offset, y_offset, eps, gx};
     rec.dispatch(pipeline("rmsnorm", 3, sizeof(push), {kThreads}), {whole(x), whole(weight), whole(y)}, &push,
                  sizeof(push), gx, gy);
+}
+
+void Kernels::add_rmsnorm(Recorder& rec, const Buffer& x, const Buffer& o, const Buffer& weight, const Buffer& y,
+                          uint32_t width, uint32_t n_rows, float eps)
+{
+    uint32_t gy = 1;
+    const uint32_t gx = rec.split_groups(n_rows, &gy);
+    const RmsnormPush push{width, n_rows, 0, 0, eps, gx};
+    rec.dispatch(pipeline("add_rmsnorm", 4, sizeof(push), {kThreads}), {whole(x), whole(weight), whole(y), whole(o)},
+                 &push, sizeof(push), gx, gy);
 }
 
 void Kernels::rope(Recorder& rec, const Buffer& x, uint32_t x_offset, const Buffer& cs, uint32_t cs_offset,

@@ -89,6 +89,9 @@ public:
     // y rows = rmsnorm(x rows) ⊙ weight; y may be x.
     void rmsnorm(Recorder& rec, const Buffer& x, uint32_t x_offset, const Buffer& weight, const Buffer& y,
                  uint32_t y_offset, uint32_t width, uint32_t n_rows, float eps);
+    // x rows += o rows, then y rows = rmsnorm(x rows) ⊙ weight: add() and rmsnorm() in one dispatch.
+    void add_rmsnorm(Recorder& rec, const Buffer& x, const Buffer& o, const Buffer& weight, const Buffer& y,
+                     uint32_t width, uint32_t n_rows, float eps);
     // In place over x [n_tokens][n_heads][head_dim]; cs holds (cos, sin) [n_tokens][n_rot/2] from cs_offset (vec2
     // units).
     void rope(Recorder& rec, const Buffer& x, uint32_t x_offset, const Buffer& cs, uint32_t cs_offset,

@@ -61,6 +61,7 @@ private:
     void attention(const AttentionShape& shape, bool deliver) override;
     void glu(uint32_t width, uint32_t n_rows, bool gelu) override;
     void add_residual(uint32_t n_rows) override;
+    void add_residual_rmsnorm(uint32_t n_rows, const TensorView& weight, Act out, float eps) override;
     void check_finite(uint32_t, uint32_t) override {} // the residual stream stays on the device
     void deliver_residual(uint32_t layer) override;
     void deliver_activation(Site site, uint32_t layer, Act a, uint32_t row_width) override;
@@ -488,6 +489,12 @@ void VulkanBackend::add_residual(uint32_t n_rows)
     m_act_held.reset();
     const uint32_t n = n_rows * m_model->config().n_embd;
     m_k->add(*m_rec, m_x, 0, m_o, n, n);
+}
+
+void VulkanBackend::add_residual_rmsnorm(uint32_t n_rows, const TensorView& weight, Act out, float eps)
+{
+    m_act_held.reset();
+    m_k->add_rmsnorm(*m_rec, m_x, m_o, vector_of(weight), buffer(out), m_model->config().n_embd, n_rows, eps);
 }
 
 void VulkanBackend::deliver_residual(uint32_t layer)
