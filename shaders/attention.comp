@@ -23,6 +23,7 @@ layout(std430, binding = 1) readonly buffer KC { uint kc[]; };  // [n_kv_heads][
 layout(std430, binding = 2) readonly buffer VC { uint vc[]; };
 layout(std430, binding = 3) writeonly buffer O { float o[]; };  // [n_tokens][n_heads][head_dim]
 layout(std430, binding = 4) writeonly buffer Wt { float wt[]; }; // [n_tokens][n_heads][n_keys]
+layout(std430, binding = 5) readonly buffer Step { uint step_pos0; }; // pos0 when p.pos0 is ~0u
 
 layout(push_constant) uniform Params {
     uint n_tokens;
@@ -87,7 +88,8 @@ void main()
     const uint D = p.head_dim;
     const uint kvh = h / (p.n_heads / p.n_kv_heads);
     const uint row0 = kvh * p.n_ctx; // first cache row of this KV head
-    const uint pos = p.pos0 + t;
+    // a recording replayed for every decode step reads the position from a buffer the host rewrites
+    const uint pos = (p.pos0 == 0xFFFFFFFFu ? step_pos0 : p.pos0) + t;
     const uint lo = (p.window != 0u && pos + 1u > p.window) ? pos + 1u - p.window : 0u;
     const uint qb = (t * p.n_heads + h) * D;
     const uint n_slots = pos + 1u;

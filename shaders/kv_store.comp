@@ -11,6 +11,7 @@ layout(std430, binding = 0) readonly buffer K { float k[]; };   // [n_tokens][n_
 layout(std430, binding = 1) readonly buffer V { float v[]; };   // [n_tokens][n_kv_heads][head_dim]
 layout(std430, binding = 2) writeonly buffer KC { uint kc[]; };
 layout(std430, binding = 3) writeonly buffer VC { uint vc[]; };
+layout(std430, binding = 4) readonly buffer Step { uint step_pos0; }; // pos0 when p.pos0 is ~0u
 
 layout(push_constant) uniform Params {
     uint n_tokens;
@@ -32,7 +33,9 @@ void main()
     const uint i = id % pairs, th = id / pairs;
     const uint h = th % p.n_kv_heads, t = th / p.n_kv_heads;
     const uint src = th * p.head_dim + 2u * i;
-    const uint dst = (h * p.n_ctx + p.pos0 + t) * pairs + i;
+    // a recording replayed for every decode step reads the position from a buffer the host rewrites
+    const uint pos0 = p.pos0 == 0xFFFFFFFFu ? step_pos0 : p.pos0;
+    const uint dst = (h * p.n_ctx + pos0 + t) * pairs + i;
     kc[dst] = f16_bits(k[src]) | (f16_bits(k[src + 1u]) << 16);
     vc[dst] = f16_bits(v[src]) | (f16_bits(v[src + 1u]) << 16);
 }

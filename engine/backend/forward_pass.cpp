@@ -226,6 +226,7 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
     Assembly assembly(*m_model, capture, captures.get(), result, first_out, n, pos0);
     m_interventions = request.interventions;
     m_start_layer = request.start_layer;
+    plan.plain = m_interventions.empty() && m_start_layer == 0;
     struct Forget { // the spans point into the caller's request
         LayeredBackend& b;
         ~Forget()

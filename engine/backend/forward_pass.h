@@ -44,6 +44,9 @@ struct ChunkPlan {
     bool residuals = false;                 // deliver the residual stream after every layer
     std::vector<Site> sites;                // further sites delivered at every layer (not Residual)
     std::vector<uint32_t> attention_layers; // layers whose attention weights and queries are delivered
+    // Every layer runs from the chunk's tokens and no intervention edits anything: chunks of the same
+    // shape then issue the same operations, whatever their position (a backend may replay them).
+    bool plain = false;
 };
 
 // Where a backend delivers a chunk's results: synchronous backends as each operation runs, others

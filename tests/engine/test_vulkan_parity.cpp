@@ -13,6 +13,7 @@
 
 #include <QTemporaryDir>
 #include <QTest>
+#include <cstring>
 #include <random>
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
@@ -28,6 +29,8 @@ private slots:
     void testModels_data();
     void testModels();
     void factory();
+    void decodeReplay_data();
+    void decodeReplay();
 };
 
 void TestVulkanParity::initTestCase()
@@ -152,6 +155,63 @@ void TestVulkanParity::factory()
     QVERIFY2(note.find("no Vulkan device 99") != std::string::npos, note.c_str());
     QCOMPARE(parse_backend_kind("Vulkan"), std::optional(BackendKind::Vulkan));
     QVERIFY(!parse_backend_kind("metal"));
+}
+
+void TestVulkanParity::decodeReplay_data()
+{
+    QTest::addColumn<bool>("exact");
+    QTest::newRow("f32") << false;
+    QTest::newRow("exact") << true;
+}
+
+// Decode steps replayed from one recording give the bits of steps recorded afresh, across the
+// sliding window's edge (gemma3's 64 tokens), around a step with captures (recorded, not replayed)
+// and after the cache is cut back (the positions come from the step buffer).
+void TestVulkanParity::decodeReplay()
+{
+    QFETCH(bool, exact);
+    QTemporaryDir dir;
+    const QString path = dir.filePath("gemma3.gguf");
+    make_test_model("gemma3", 1).write(path.toStdString());
+    const auto model = Model::load(path.toStdString());
+    std::mt19937 rng(3);
+    std::uniform_int_distribution<int32_t> pick(0, int32_t(model->config().n_vocab) - 1);
+    std::vector<TokenId> prompt(50);
+    for (auto& t : prompt)
+        t = pick(rng);
+    CaptureRequest capture;
+    capture.all_heads = true;
+    // the logits of every step, each backend following its own greedy tokens
+    bool recompute = false;
+    const auto run = [&](bool replay) -> std::vector<std::vector<float>> {
+        qputenv("TOKENSCOPE_VULKAN_REPLAY", replay ? "1" : "0");
+        auto b = make_vulkan_backend(model, {.device = -1, .n_ctx = 256, .validation = true, .exact = exact});
+        std::vector<std::vector<float>> steps;
+        std::vector<float> logits = b->forward({.tokens = prompt}).logits;
+        for (int step = 0; step < 40; ++step) {
+            const TokenId t = testsupport::argmax(logits);
+            if (step == 20) { // back to 60 positions: the next steps rewrite positions 60 …
+                const uint32_t keep = uint32_t(prompt.size()) + 10;
+                recompute = recompute || b->kv_cache().truncate(keep).recompute;
+            }
+            const bool with_capture = step == 10;
+            logits = b->forward({.tokens = std::span(&t, 1), .capture = with_capture ? &capture : nullptr}).logits;
+            steps.push_back(logits);
+        }
+        qunsetenv("TOKENSCOPE_VULKAN_REPLAY");
+        return steps;
+    };
+    const uint64_t before = vulkan_decode_replays();
+    const auto replayed = run(true);
+    const uint64_t replays = vulkan_decode_replays() - before;
+    const auto recorded = run(false);
+    QVERIFY2(!recompute, "the cut must keep the cache (no sliding-window recompute)");
+    QCOMPARE(vulkan_decode_replays() - before, replays); // none without replay
+    QVERIFY2(replays >= 36, qPrintable(QString("%1 of 40 steps replayed").arg(replays)));
+    QCOMPARE(replayed.size(), recorded.size());
+    for (std::size_t i = 0; i < replayed.size(); ++i)
+        QVERIFY2(std::memcmp(replayed[i].data(), recorded[i].data(), replayed[i].size() * sizeof(float)) == 0,
+                 qPrintable(QString("step %1 differs").arg(i)));
 }
 
 QTEST_GUILESS_MAIN(TestVulkanParity)

@@ -14,6 +14,7 @@
 #include <optional>
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
+#include <stdexcept>
 #include <string_view>
 #include <utility>
 
@@ -773,16 +774,18 @@ Recorder::~Recorder()
     vkDestroyCommandPool(dev, m_pool, nullptr);
 }
 
-void Recorder::begin()
+void Recorder::begin(bool reusable)
 {
+    m_reusable = false;
     for (VkDescriptorPool p : m_descriptor_pools)
         vkResetDescriptorPool(m_ctx.device(), p, 0);
     m_pool_in_use = 0;
     m_ctx.check(vkResetCommandBuffer(m_cmd, 0), "resetting a command buffer");
     VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    bi.flags = reusable ? 0 : VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
     m_ctx.check(vkBeginCommandBuffer(m_cmd, &bi), "recording a command buffer");
     m_recording = true;
+    m_reusable = reusable;
 }
 
 VkDescriptorSet Recorder::allocate_set(const Pipeline& p)
@@ -902,6 +905,18 @@ void Recorder::submit()
         return;
     m_recording = false;
     m_ctx.check(vkEndCommandBuffer(m_cmd), "finishing a command buffer");
+    run();
+}
+
+void Recorder::resubmit()
+{
+    if (m_recording || !m_reusable)
+        throw std::logic_error("resubmitting a command buffer that is not a finished reusable recording");
+    run();
+}
+
+void Recorder::run()
+{
     VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
     si.commandBufferCount = 1;
     si.pCommandBuffers = &m_cmd;

@@ -175,7 +175,8 @@ public:
     Recorder(const Recorder&) = delete;
     Recorder& operator=(const Recorder&) = delete;
 
-    void begin();
+    // reusable: the recording may be submitted again with resubmit() (until the next begin())
+    void begin(bool reusable = false);
     // groups may exceed the device's per-dimension count: x is split over y, and the shader gets
     // the x count in its `groups_x` push constant (written at push_groups_x_at when given).
     void dispatch(const Pipeline& p, std::initializer_list<Range> bindings, const void* push, uint32_t push_bytes,
@@ -188,8 +189,11 @@ public:
     void copy_regions(VkBuffer src, VkBuffer dst, const std::vector<VkBufferCopy>& regions);
     void fill(VkBuffer dst, uint64_t offset, uint64_t bytes, uint32_t value);
     void submit();
+    // Submits the last reusable recording again and waits (the buffers it names must still live).
+    void resubmit();
 
 private:
+    void run(); // submit m_cmd and wait
     void barrier();
     VkDescriptorSet allocate_set(const Pipeline& p);
     Context& m_ctx;
@@ -199,6 +203,7 @@ private:
     std::vector<VkDescriptorPool> m_descriptor_pools;
     std::size_t m_pool_in_use = 0;
     bool m_recording = false;
+    bool m_reusable = false; // the ended recording may be resubmitted
 };
 
 // Physical devices as the loader lists them (used by list_vulkan_devices).

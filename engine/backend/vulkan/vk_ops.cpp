@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <spdlog/fmt/fmt.h>
+#include <stdexcept>
 
 namespace engine::vk {
 
@@ -225,8 +226,8 @@ void Kernels::prepare(const std::vector<GgmlType>& matmul_types, GgmlType embedd
     pipeline("rmsnorm", 3, sizeof(RmsnormPush), {kThreads});
     pipeline("add_rmsnorm", 4, sizeof(RmsnormPush), {kThreads});
     simple("rope", 2, sizeof(RopePush));
-    simple("kv_store", 4, sizeof(KvStorePush));
-    pipeline("attention", 5, sizeof(AttentionPush), {});
+    simple("kv_store", 5, sizeof(KvStorePush));
+    pipeline("attention", 6, sizeof(AttentionPush), {});
     simple("glu", 3, sizeof(GluPush));
     simple("add", 2, sizeof(AddPush));
 }
@@ -390,19 +391,25 @@ void Kernels::rope(Recorder& rec, const Buffer& x, uint32_t x_offset, const Buff
 }
 
 void Kernels::kv_store(Recorder& rec, const Buffer& k, const Buffer& v, const Buffer& k_cache, const Buffer& v_cache,
-                       uint32_t n_tokens, uint32_t n_kv_heads, uint32_t head_dim, uint32_t pos0, uint32_t n_ctx)
+                       uint32_t n_tokens, uint32_t n_kv_heads, uint32_t head_dim, uint32_t pos0, uint32_t n_ctx,
+                       const Buffer* step)
 {
+    if (!m_dummy)
+        m_dummy = Buffer(&m_ctx, 16, Memory::Device);
     const uint64_t items = uint64_t(n_tokens) * n_kv_heads * (head_dim / 2);
     uint32_t gy = 1;
     const uint32_t gx = rec.split_groups((items + kThreads - 1) / kThreads, &gy);
-    const KvStorePush push{n_tokens, n_kv_heads, head_dim, pos0, n_ctx, gx};
-    rec.dispatch(simple("kv_store", 4, sizeof(push)), {whole(k), whole(v), whole(k_cache), whole(v_cache)}, &push,
+    const KvStorePush push{n_tokens, n_kv_heads, head_dim, step ? 0xFFFFFFFFu : pos0, n_ctx, gx};
+    rec.dispatch(simple("kv_store", 5, sizeof(push)),
+                 {whole(k), whole(v), whole(k_cache), whole(v_cache), whole(step ? *step : m_dummy)}, &push,
                  sizeof(push), gx, gy);
 }
 
 void Kernels::attention(Recorder& rec, const AttentionShape& s, const Buffer& q, const Buffer& k_cache,
-                        const Buffer& v_cache, const Buffer& out, const Buffer* weights)
+                        const Buffer& v_cache, const Buffer& out, const Buffer* weights, const Buffer* step)
 {
+    if (step && weights)
+        throw std::logic_error("attention weights are captured from recordings that are not replayed");
     if (s.head_dim > kAttentionMaxHeadDim || s.head_dim % 2 != 0)
         throw UnsupportedError(
             fmt::format("the Vulkan attention shader handles even head dimensions up to {} (the model has {})",
@@ -412,11 +419,12 @@ void Kernels::attention(Recorder& rec, const AttentionShape& s, const Buffer& q,
     if (!m_dummy)
         m_dummy = Buffer(&m_ctx, 16, Memory::Device);
     const AttentionPush push{
-        s.n_tokens, s.n_heads,         s.n_kv_heads,        s.head_dim,         s.pos0, s.n_ctx, s.window,
-        s.scale,    weights ? 1u : 0u, s.pos0 + s.n_tokens, s.batched ? 1u : 0u};
-    rec.dispatch(pipeline("attention", 5, sizeof(push), {}),
-                 {whole(q), whole(k_cache), whole(v_cache), whole(out), whole(weights ? *weights : m_dummy)}, &push,
-                 sizeof(push), s.n_tokens, s.n_heads);
+        s.n_tokens, s.n_heads, s.n_kv_heads,      s.head_dim,          step ? 0xFFFFFFFFu : s.pos0, s.n_ctx,
+        s.window,   s.scale,   weights ? 1u : 0u, s.pos0 + s.n_tokens, s.batched ? 1u : 0u};
+    rec.dispatch(pipeline("attention", 6, sizeof(push), {}),
+                 {whole(q), whole(k_cache), whole(v_cache), whole(out), whole(weights ? *weights : m_dummy),
+                  whole(step ? *step : m_dummy)},
+                 &push, sizeof(push), s.n_tokens, s.n_heads);
 }
 
 void Kernels::glu(Recorder& rec, const Buffer& gate, const Buffer& up, uint32_t n, uint32_t width, bool gelu)

@@ -97,16 +97,20 @@ public:
     void rope(Recorder& rec, const Buffer& x, uint32_t x_offset, const Buffer& cs, uint32_t cs_offset,
               uint32_t n_tokens, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool neox, float scale);
     // Writes k, v [n_tokens][n_kv_heads][head_dim] as F16 into the caches [n_kv_heads][n_ctx][head_dim] at pos0.
+    // With `step` (a buffer whose first word the host sets to the position before each submission),
+    // pos0 is read from it when the commands run: a recording replayed at every decode step.
     void kv_store(Recorder& rec, const Buffer& k, const Buffer& v, const Buffer& k_cache, const Buffer& v_cache,
-                  uint32_t n_tokens, uint32_t n_kv_heads, uint32_t head_dim, uint32_t pos0, uint32_t n_ctx);
+                  uint32_t n_tokens, uint32_t n_kv_heads, uint32_t head_dim, uint32_t pos0, uint32_t n_ctx,
+                  const Buffer* step = nullptr);
     struct AttentionShape {
         uint32_t n_tokens = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, pos0 = 0, n_ctx = 0, window = 0;
         float scale = 1.0f;
         bool batched = false; // the CPU's order for a request of 2+ tokens
     };
     // out [n_tokens][n_heads][head_dim]; weights (when not null) [n_tokens][n_heads][pos0 + n_tokens].
+    // `step`: as for kv_store (no weights then).
     void attention(Recorder& rec, const AttentionShape& s, const Buffer& q, const Buffer& k_cache,
-                   const Buffer& v_cache, const Buffer& out, const Buffer* weights);
+                   const Buffer& v_cache, const Buffer& out, const Buffer* weights, const Buffer* step = nullptr);
     // gate[i] = act(gate[i]) · up[i] for i < n (rows of `width` elements).
     void glu(Recorder& rec, const Buffer& gate, const Buffer& up, uint32_t n, uint32_t width, bool gelu);
     // The CPU backend's F16 GELU table, which GeGLU looks its values up in (bit-equal results).

@@ -18,8 +18,10 @@
 #include "util/fp16.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -27,11 +29,21 @@
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 #include <stdexcept>
+#include <string_view>
 #include <unordered_map>
 
 namespace engine {
 
 namespace {
+
+std::atomic<uint64_t> g_decode_replays{0};
+
+// TOKENSCOPE_VULKAN_REPLAY=0 records every decode step afresh (tests compare the two).
+bool replay_allowed()
+{
+    const char* v = std::getenv("TOKENSCOPE_VULKAN_REPLAY");
+    return !(v && std::string_view(v) == "0");
+}
 
 using vk::Buffer;
 using vk::DeviceMatrix;
@@ -83,6 +95,15 @@ private:
     std::unique_ptr<vk::Context> m_ctx;
     std::unique_ptr<vk::Kernels> m_k;
     std::unique_ptr<vk::Recorder> m_rec;
+    // The decode step (one token, its logits, nothing captured or changed) is recorded once and
+    // resubmitted while the shape holds: the position it needs comes from m_step, the token from
+    // m_ids and the rotary angles from m_cs, all rewritten by the host before each submission.
+    std::unique_ptr<vk::Recorder> m_decode_rec;
+    bool m_decode_recorded = false;  // m_decode_rec holds a finished decode step
+    bool m_recording_decode = false; // this chunk is being recorded into m_decode_rec
+    bool m_replaying = false;        // this chunk resubmits m_decode_rec: operations record nothing
+    vk::Recorder* m_active = nullptr;
+    vk::Recorder& rec() { return *m_active; }
     KvCache m_kv;
     uint32_t m_n_ctx = 0;
 
@@ -96,6 +117,7 @@ private:
     // scratch for chunks of up to m_batch tokens
     uint32_t m_batch = 0, m_logit_rows = 0;
     Buffer m_ids, m_cs;   // host-visible: token ids, cos/sin tables
+    Buffer m_step;        // host-visible: the chunk's first position (for replayed recordings)
     Buffer m_x, m_h, m_o; // [n][E]
     Buffer m_q, m_attn;   // [n][H·D]
     Buffer m_kb, m_vb;    // [n][Hkv·D]
@@ -154,6 +176,8 @@ VulkanBackend::VulkanBackend(std::shared_ptr<const Model> model, const VulkanBac
         vk::ContextOptions{options.device, options.validation, options.max_binding_bytes, options.exact});
     m_k = std::make_unique<vk::Kernels>(*m_ctx);
     m_rec = std::make_unique<vk::Recorder>(*m_ctx);
+    m_decode_rec = std::make_unique<vk::Recorder>(*m_ctx);
+    m_active = m_rec.get();
     if (c.head_dim_k != c.head_dim_v)
         throw UnsupportedError("the Vulkan backend needs equal key and value head dimensions");
     if (c.head_dim_k > vk::Kernels::kAttentionMaxHeadDim || c.head_dim_k % 2 != 0 || c.n_rot > c.head_dim_k)
@@ -254,6 +278,7 @@ void VulkanBackend::allocate_scratch()
                   std::max<std::size_t>(1, m_rope_tables.size()) * m_batch * (c.n_rot / 2) * 2 * sizeof(float),
                   Memory::Upload);
     m_staging = Buffer(m_ctx.get(), E * sizeof(float), Memory::Upload);
+    m_step = Buffer(m_ctx.get(), 16, Memory::Upload);
 }
 
 Buffer& VulkanBackend::capture_buffer(std::size_t i, uint64_t bytes)
@@ -390,9 +415,19 @@ void VulkanBackend::begin_chunk(const ChunkPlan& plan, ChunkSink& sink)
         size += uint64_t(n) * c.n_head[il] * n_keys * sizeof(float);
         m_deliveries.push_back(d);
     }
-    if (m_download.size() < size)
+    if (m_download.size() < size) {
         m_download = Buffer(m_ctx.get(), std::max<uint64_t>(size, 4), Memory::Download);
-    m_rec->begin();
+        m_decode_recorded = false; // it copies its logits into the buffer just replaced
+    }
+    *static_cast<uint32_t*>(m_step.mapped()) = plan.pos0;
+    const bool decode_step = replay_allowed() && plan.plain && n == 1 && plan.n_logit_rows == 1 && plan.order == 1 &&
+                             plan.logit_order == 1 && !plan.residuals && plan.sites.empty() &&
+                             plan.attention_layers.empty();
+    m_replaying = decode_step && m_decode_recorded;
+    m_recording_decode = decode_step && !m_decode_recorded;
+    m_active = decode_step ? m_decode_rec.get() : m_rec.get();
+    if (!m_replaying)
+        m_active->begin(m_recording_decode);
 }
 
 void VulkanBackend::embed(std::span<const TokenId> tokens, float scale)
@@ -401,20 +436,24 @@ void VulkanBackend::embed(std::span<const TokenId> tokens, float scale)
     auto* ids = static_cast<uint32_t*>(m_ids.mapped());
     for (std::size_t t = 0; t < tokens.size(); ++t)
         ids[t] = static_cast<uint32_t>(tokens[t]);
-    m_k->get_rows(*m_rec, matrix_of(m_model->weights().token_embd), m_ids, uint32_t(tokens.size()), m_x, scale);
+    if (m_replaying)
+        return;
+    m_k->get_rows(rec(), matrix_of(m_model->weights().token_embd), m_ids, uint32_t(tokens.size()), m_x, scale);
 }
 
 void VulkanBackend::load_residual(std::span<const float> rows)
 {
     m_act_held.reset();
     std::memcpy(m_staging.mapped(), rows.data(), rows.size_bytes());
-    m_rec->copy(m_staging.handle(), 0, m_x.handle(), 0, rows.size_bytes());
+    rec().copy(m_staging.handle(), 0, m_x.handle(), 0, rows.size_bytes());
 }
 
 void VulkanBackend::rmsnorm(Act in, Act out, const TensorView& weight, uint32_t width, uint32_t n_rows, float eps)
 {
     m_act_held.reset();
-    m_k->rmsnorm(*m_rec, buffer(in), 0, vector_of(weight), buffer(out), 0, width, n_rows, eps);
+    if (m_replaying)
+        return;
+    m_k->rmsnorm(rec(), buffer(in), 0, vector_of(weight), buffer(out), 0, width, n_rows, eps);
 }
 
 void VulkanBackend::matmul_rows(const TensorView& w, Act in, Act out, uint32_t row0, uint32_t n_rows, uint32_t order)
@@ -422,36 +461,43 @@ void VulkanBackend::matmul_rows(const TensorView& w, Act in, Act out, uint32_t r
     const DeviceMatrix& m = matrix_of(w);
     const ActHeld wanted{in, row0, n_rows, activation_format(m.type)};
     const bool ready = m_act_held == wanted && wanted.format != ActivationFormat::F32;
-    m_k->matmul(*m_rec, m, buffer(in), row0 * m.cols, n_rows, buffer(out), row0 * m.rows, m.rows, m_act, order, ready);
-    if (out == in)
-        m_act_held.reset();
-    else
-        m_act_held = wanted;
+    m_act_held = out == in ? std::nullopt : std::optional(wanted);
+    if (m_replaying)
+        return;
+    m_k->matmul(rec(), m, buffer(in), row0 * m.cols, n_rows, buffer(out), row0 * m.rows, m.rows, m_act, order, ready);
 }
 
 void VulkanBackend::add_bias(Act x, const TensorView& bias, uint32_t n_rows)
 {
     m_act_held.reset();
+    if (m_replaying)
+        return;
     const auto width = uint32_t(bias.cols());
-    m_k->add(*m_rec, buffer(x), 0, vector_of(bias), n_rows * width, width);
+    m_k->add(rec(), buffer(x), 0, vector_of(bias), n_rows * width, width);
 }
 
 void VulkanBackend::rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShape& r, float scale)
 {
     m_act_held.reset();
+    if (m_replaying)
+        return;
     const uint32_t cs_offset = rope_table_of(r) * m_batch * (r.n_rot / 2);
-    m_k->rope(*m_rec, buffer(x), 0, m_cs, cs_offset, m_plan.n_tokens, n_heads, head_dim, r.n_rot, r.neox, scale);
+    m_k->rope(rec(), buffer(x), 0, m_cs, cs_offset, m_plan.n_tokens, n_heads, head_dim, r.n_rot, r.neox, scale);
 }
 
 void VulkanBackend::store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim)
 {
-    m_k->kv_store(*m_rec, m_kb, m_vb, m_caches[layer].first, m_caches[layer].second, m_plan.n_tokens, n_kv_heads,
-                  head_dim, m_plan.pos0, m_n_ctx);
+    if (m_replaying)
+        return;
+    m_k->kv_store(rec(), m_kb, m_vb, m_caches[layer].first, m_caches[layer].second, m_plan.n_tokens, n_kv_heads,
+                  head_dim, m_plan.pos0, m_n_ctx, m_recording_decode ? &m_step : nullptr);
 }
 
 void VulkanBackend::attention(const AttentionShape& s, bool deliver)
 {
     m_act_held.reset();
+    if (m_replaying)
+        return;
     vk::Kernels::AttentionShape shape;
     shape.n_tokens = s.n_tokens;
     shape.n_heads = s.n_heads;
@@ -468,47 +514,53 @@ void VulkanBackend::attention(const AttentionShape& s, bool deliver)
     if (deliver) {
         d = &m_deliveries.at(m_next_delivery);
         weights = &capture_buffer(m_next_delivery++, weight_bytes);
-        m_rec->fill(weights->handle(), 0, weight_bytes, 0);
-        m_rec->copy(m_q.handle(), 0, m_download.handle(), d->q_offset,
-                    uint64_t(s.n_tokens) * s.n_heads * s.head_dim * sizeof(float));
+        rec().fill(weights->handle(), 0, weight_bytes, 0);
+        rec().copy(m_q.handle(), 0, m_download.handle(), d->q_offset,
+                   uint64_t(s.n_tokens) * s.n_heads * s.head_dim * sizeof(float));
     }
     const auto& [k_cache, v_cache] = m_caches[s.layer];
-    m_k->attention(*m_rec, shape, m_q, k_cache, v_cache, m_attn, weights);
+    m_k->attention(rec(), shape, m_q, k_cache, v_cache, m_attn, weights, m_recording_decode ? &m_step : nullptr);
     if (d)
-        m_rec->copy(weights->handle(), 0, m_download.handle(), d->w_offset, weight_bytes);
+        rec().copy(weights->handle(), 0, m_download.handle(), d->w_offset, weight_bytes);
 }
 
 void VulkanBackend::glu(uint32_t width, uint32_t n_rows, bool gelu)
 {
     m_act_held.reset();
-    m_k->glu(*m_rec, m_gate, m_up, n_rows * width, width, gelu);
+    if (m_replaying)
+        return;
+    m_k->glu(rec(), m_gate, m_up, n_rows * width, width, gelu);
 }
 
 void VulkanBackend::add_residual(uint32_t n_rows)
 {
     m_act_held.reset();
+    if (m_replaying)
+        return;
     const uint32_t n = n_rows * m_model->config().n_embd;
-    m_k->add(*m_rec, m_x, 0, m_o, n, n);
+    m_k->add(rec(), m_x, 0, m_o, n, n);
 }
 
 void VulkanBackend::add_residual_rmsnorm(uint32_t n_rows, const TensorView& weight, Act out, float eps)
 {
     m_act_held.reset();
-    m_k->add_rmsnorm(*m_rec, m_x, m_o, vector_of(weight), buffer(out), m_model->config().n_embd, n_rows, eps);
+    if (m_replaying)
+        return;
+    m_k->add_rmsnorm(rec(), m_x, m_o, vector_of(weight), buffer(out), m_model->config().n_embd, n_rows, eps);
 }
 
 void VulkanBackend::deliver_residual(uint32_t layer)
 {
     const uint64_t bytes = uint64_t(m_plan.n_tokens) * m_model->config().n_embd * sizeof(float);
     const uint64_t offset = m_residual_offset + m_residuals.size() * bytes;
-    m_rec->copy(m_x.handle(), 0, m_download.handle(), offset, bytes);
+    rec().copy(m_x.handle(), 0, m_download.handle(), offset, bytes);
     m_residuals.emplace_back(layer, offset);
 }
 
 void VulkanBackend::deliver_activation(Site site, uint32_t layer, Act a, uint32_t row_width)
 {
     const uint64_t bytes = uint64_t(m_plan.n_tokens) * row_width * sizeof(float);
-    m_rec->copy(buffer(a).handle(), 0, m_download.handle(), m_next_site_offset, bytes);
+    rec().copy(buffer(a).handle(), 0, m_download.handle(), m_next_site_offset, bytes);
     m_site_deliveries.push_back({site, layer, m_next_site_offset});
     m_next_site_offset += bytes;
 }
@@ -518,6 +570,8 @@ void VulkanBackend::deliver_activation(Site site, uint32_t layer, Act a, uint32_
 void VulkanBackend::edit_rows(Act a, const RowEdit& e)
 {
     m_act_held.reset();
+    if (m_replaying)
+        return;
     const uint64_t n_values = uint64_t(e.per_row ? e.n_rows : 1) * e.cols;
     Buffer& upload = m_edit_uploads.emplace_back(m_ctx.get(), n_values * sizeof(float), Memory::Upload);
     std::memcpy(upload.mapped(), e.values, n_values * sizeof(float));
@@ -526,7 +580,7 @@ void VulkanBackend::edit_rows(Act a, const RowEdit& e)
         if (e.col0 != 0 || e.cols != e.row_width)
             throw std::logic_error("an addition to part of a row");
         const uint32_t n = e.n_rows * e.row_width;
-        m_k->add(*m_rec, target, e.row0 * e.row_width, upload, n, e.per_row ? n : e.row_width);
+        m_k->add(rec(), target, e.row0 * e.row_width, upload, n, e.per_row ? n : e.row_width);
         return;
     }
     std::vector<VkBufferCopy> regions;
@@ -534,29 +588,39 @@ void VulkanBackend::edit_rows(Act a, const RowEdit& e)
         regions.push_back({uint64_t(e.per_row ? r : 0) * e.cols * sizeof(float),
                            (uint64_t(e.row0 + r) * e.row_width + e.col0) * sizeof(float),
                            uint64_t(e.cols) * sizeof(float)});
-    m_rec->copy_regions(upload.handle(), target.handle(), regions);
+    rec().copy_regions(upload.handle(), target.handle(), regions);
 }
 
 void VulkanBackend::output_head(const TensorView& norm, const TensorView& output, uint32_t row0, uint32_t n_rows,
                                 uint32_t order, float eps)
 {
     m_act_held.reset();
+    if (m_replaying)
+        return;
     const ModelConfig& c = m_model->config();
     const DeviceMatrix& head = matrix_of(output);
     // final norm of the wanted rows into H, then the LM head in groups that fit the logits buffer
-    m_k->rmsnorm(*m_rec, m_x, row0 * c.n_embd, vector_of(norm), m_h, 0, c.n_embd, n_rows, eps);
+    m_k->rmsnorm(rec(), m_x, row0 * c.n_embd, vector_of(norm), m_h, 0, c.n_embd, n_rows, eps);
     for (uint32_t g = 0; g < n_rows; g += m_logit_rows) {
         const uint32_t rows = std::min(m_logit_rows, n_rows - g);
-        m_k->matmul(*m_rec, head, m_h, g * c.n_embd, rows, m_logits, 0, c.n_vocab, m_act, order);
-        m_rec->copy(m_logits.handle(), 0, m_download.handle(), uint64_t(g) * c.n_vocab * sizeof(float),
-                    uint64_t(rows) * c.n_vocab * sizeof(float));
+        m_k->matmul(rec(), head, m_h, g * c.n_embd, rows, m_logits, 0, c.n_vocab, m_act, order);
+        rec().copy(m_logits.handle(), 0, m_download.handle(), uint64_t(g) * c.n_vocab * sizeof(float),
+                   uint64_t(rows) * c.n_vocab * sizeof(float));
     }
 }
 
 void VulkanBackend::finish_chunk()
 {
     m_act_held.reset();
-    m_rec->submit();
+    if (m_replaying) {
+        m_decode_rec->resubmit();
+        g_decode_replays.fetch_add(1, std::memory_order_relaxed);
+    } else {
+        m_active->submit();
+        m_decode_recorded = m_decode_recorded || m_recording_decode;
+    }
+    m_replaying = m_recording_decode = false;
+    m_active = m_rec.get();
     const auto* down = static_cast<const std::byte*>(m_download.mapped());
     if (m_plan.n_logit_rows)
         std::memcpy(m_sink->logits(), down,
@@ -593,6 +657,11 @@ VulkanValidationReport vulkan_validation_report()
     return {c.errors, c.warnings};
 }
 
+uint64_t vulkan_decode_replays()
+{
+    return g_decode_replays.load(std::memory_order_relaxed);
+}
+
 } // namespace engine
 
 #else // !TOKENSCOPE_HAVE_VULKAN
@@ -612,6 +681,11 @@ std::unique_ptr<Backend> make_vulkan_backend(std::shared_ptr<const Model>, const
 VulkanValidationReport vulkan_validation_report()
 {
     return {};
+}
+
+uint64_t vulkan_decode_replays()
+{
+    return 0;
 }
 
 } // namespace engine

@@ -49,4 +49,7 @@ struct VulkanValidationReport {
 };
 VulkanValidationReport vulkan_validation_report();
 
+// Decode steps run by resubmitting a recorded command buffer, so far in this process (tests, bench).
+uint64_t vulkan_decode_replays();
+
 } // namespace engine
