@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// `make-test-model (--like MODEL | --arch NAME) --out FILE [--seed S] [--vocab FILE]`: writes a
-// random-weight GGUF, either a shape twin of an existing model or a small model from scratch.
+// `make-test-model (--like MODEL | --arch NAME | --preset NAME) --out FILE [--seed S] [--vocab FILE]`:
+// writes a random-weight GGUF: a shape twin of an existing model, a small model from scratch, or a
+// full-size twin of a published model's configuration.
 #include "commands.h"
 
 #include "gguf/gguf_file.h"
@@ -15,6 +16,7 @@ namespace {
 struct MakeTestModelArgs {
     std::string like;
     std::string arch;
+    std::string preset;
     std::string out;
     std::string vocab;
     uint64_t seed = 1;
@@ -22,8 +24,10 @@ struct MakeTestModelArgs {
 
 int run_make_test_model(const MakeTestModelArgs& a)
 {
-    if (a.like.empty() == a.arch.empty())
-        throw engine::Error("give exactly one of --like MODEL or --arch NAME");
+    if (int(!a.like.empty()) + int(!a.arch.empty()) + int(!a.preset.empty()) != 1)
+        throw engine::Error("give exactly one of --like MODEL, --arch NAME or --preset NAME");
+    if (!a.preset.empty() && !a.vocab.empty())
+        throw engine::Error("--vocab only applies to --arch");
     if (!a.like.empty() && !a.vocab.empty())
         throw engine::Error("--vocab only applies to --arch; --like copies the model's own tokenizer");
     if (a.out.empty())
@@ -33,6 +37,8 @@ int run_make_test_model(const MakeTestModelArgs& a)
     if (!a.like.empty()) {
         const auto like = engine::gguf::GgufFile::open(a.like);
         writer = engine::make_test_model_like(*like, a.seed);
+    } else if (!a.preset.empty()) {
+        writer = engine::make_test_model_preset(a.preset, a.seed);
     } else {
         std::shared_ptr<const engine::gguf::GgufFile> vocab;
         if (!a.vocab.empty())
@@ -52,14 +58,20 @@ int run_make_test_model(const MakeTestModelArgs& a)
 CommandRunner add_make_test_model_command(CLI::App& app)
 {
     auto* cmd = app.add_subcommand("make-test-model",
-                                   "Write a GGUF with random weights: a shape twin of a model (--like) or a small "
-                                   "model of an architecture (--arch)");
+                                   "Write a GGUF with random weights: a shape twin of a model (--like), a small "
+                                   "model of an architecture (--arch) or a full-size twin of a published "
+                                   "configuration (--preset)");
     auto a = std::make_shared<MakeTestModelArgs>();
     std::string archs;
     for (const auto& name : engine::test_model_architectures())
         archs += (archs.empty() ? "" : "|") + name;
     cmd->add_option("--like", a->like, "Copy this model's metadata, tensor names, shapes and types");
     cmd->add_option("--arch", a->arch, "Build a small model of this architecture (" + archs + ")");
+    std::string presets;
+    for (const auto& name : engine::test_model_presets())
+        presets += (presets.empty() ? "" : "|") + name;
+    cmd->add_option("--preset", a->preset,
+                    "Build a full-size twin of a published model's configuration (" + presets + ")");
     cmd->add_option("-o,--out", a->out, "Output GGUF file (written atomically)")->required();
     cmd->add_option("--seed", a->seed, "Random seed; the same seed gives a byte-identical file (default 1)");
     cmd->add_option("--vocab", a->vocab,

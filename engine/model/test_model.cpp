@@ -363,7 +363,9 @@ std::vector<std::string> bpe(std::vector<std::string> pieces,
 // merges that build a few hundred common English words and pieces (with and without a leading
 // space), and three control tokens. Enough for llama.cpp and Tokenscope to tokenize any text.
 // Returns the number of tokens.
-uint32_t set_builtin_vocab(gguf::GgufWriter& w)
+// The built-in vocabulary, padded with unused tokens to `pad_to` entries when that is larger (the
+// presets' embedding matrices have the real models' row counts).
+uint32_t set_builtin_vocab(gguf::GgufWriter& w, uint32_t pad_to = 0)
 {
     static constexpr std::string_view kWords[] = {
         "the",    "of",     "and",   "to",    "in",     "is",    "that",     "for",   "it",        "as",      "was",
@@ -417,6 +419,10 @@ uint32_t set_builtin_vocab(gguf::GgufWriter& w)
         tokens.emplace_back(special);
         types.push_back(3); // CONTROL
     }
+    for (std::size_t i = tokens.size(); i < pad_to; ++i) {
+        tokens.push_back(fmt::format("<unused{}>", i));
+        types.push_back(5); // UNUSED
+    }
     w.set_string("tokenizer.ggml.model", "gpt2");
     w.set_string("tokenizer.ggml.pre", "gpt-2");
     w.set_string_array("tokenizer.ggml.tokens", tokens);
@@ -454,6 +460,47 @@ constexpr ArchSpec kArchs[] = {
     {"qwen3", 4, 256, 4, 2, 64, 512, 2048, 1000000.0f, 1e-6f, 0, false, true, false, GgmlType::F16},
     {"gemma3", 6, 256, 4, 2, 128, 512, 2048, 1000000.0f, 1e-6f, 64, false, true, true, std::nullopt},
 };
+
+// Full-size shape twins of published models (their configuration files: hidden size, layers,
+// heads, KV heads, head size, FFN size, context, RoPE base, norm epsilon, sliding window), with the
+// built-in vocabulary padded to the real vocabulary size: benchmarks of real-sized work where the
+// model files cannot travel (bench/gpu_check.sh).
+struct PresetSpec {
+    std::string_view name;
+    ArchSpec spec;
+    uint32_t n_vocab;
+};
+constexpr PresetSpec kPresets[] = {
+    // Gemma 3 270M: 18 layers, 640 wide, 4 query heads and 1 KV head of 256, FFN 2048, window 512
+    {"gemma3-270m",
+     {"gemma3", 18, 640, 4, 1, 256, 2048, 32768, 1000000.0f, 1e-6f, 512, false, true, true, std::nullopt},
+     262144},
+    // Qwen2.5 0.5B: 24 layers, 896 wide, 14 query heads and 2 KV heads of 64, FFN 4864, Q/K/V biases
+    {"qwen2.5-0.5b",
+     {"qwen2", 24, 896, 14, 2, 64, 4864, 32768, 1000000.0f, 1e-6f, 0, true, false, false, std::nullopt},
+     151936},
+    // Llama 3.1 8B: 32 layers, 4096 wide, 32 query heads and 8 KV heads of 128, FFN 14336, untied head
+    {"llama-3.1-8b",
+     {"llama", 32, 4096, 32, 8, 128, 14336, 131072, 500000.0f, 1e-5f, 0, false, false, false, GgmlType::Q6_K},
+     128256},
+};
+
+// llama.cpp's fallback for rows that are not whole K-quant super-blocks (Gemma's 640, Qwen's 896).
+GgmlType fit_row(GgmlType type, uint64_t row)
+{
+    if (row % 256 == 0)
+        return type;
+    switch (type) {
+    case GgmlType::Q4_K:
+        return GgmlType::Q5_0;
+    case GgmlType::Q5_K:
+        return GgmlType::Q5_1;
+    case GgmlType::Q6_K:
+        return GgmlType::Q8_0;
+    default:
+        return type;
+    }
+}
 
 // A Q4_K_M-like mix that varies with the layer so that every common kernel is exercised.
 struct LayerTypes {
@@ -549,7 +596,7 @@ gguf::GgufWriter make_test_model_like(const gguf::GgufFile& like, uint64_t seed)
 
 namespace {
 gguf::GgufWriter make_test_model_impl(std::string_view arch, uint64_t seed, const gguf::GgufFile* vocab,
-                                      const TestModelShape* shape);
+                                      const TestModelShape* shape, const PresetSpec* preset = nullptr);
 } // namespace
 
 gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const gguf::GgufFile* vocab)
@@ -562,13 +609,35 @@ gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const Tes
     return make_test_model_impl(arch, seed, nullptr, &shape);
 }
 
+const std::vector<std::string>& test_model_presets()
+{
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> v;
+        for (const auto& p : kPresets)
+            v.emplace_back(p.name);
+        return v;
+    }();
+    return names;
+}
+
+gguf::GgufWriter make_test_model_preset(std::string_view name, uint64_t seed)
+{
+    for (const auto& p : kPresets)
+        if (p.name == name)
+            return make_test_model_impl(p.spec.arch, seed, nullptr, nullptr, &p);
+    std::string known;
+    for (const auto& n : test_model_presets())
+        known += (known.empty() ? "" : ", ") + n;
+    throw UnsupportedError(fmt::format("no test-model preset named '{}' (presets: {})", name, known));
+}
+
 namespace {
 gguf::GgufWriter make_test_model_impl(std::string_view arch, uint64_t seed, const gguf::GgufFile* vocab,
-                                      const TestModelShape* shape)
+                                      const TestModelShape* shape, const PresetSpec* preset)
 {
-    const ArchSpec* spec = nullptr;
+    const ArchSpec* spec = preset ? &preset->spec : nullptr;
     for (const auto& a : kArchs)
-        if (a.arch == arch)
+        if (!spec && a.arch == arch)
             spec = &a;
     if (!spec) {
         std::string known;
@@ -593,7 +662,8 @@ gguf::GgufWriter make_test_model_impl(std::string_view arch, uint64_t seed, cons
     gguf::GgufWriter w;
     w.set_string("general.architecture", s.arch);
     w.set_string("general.type", "model");
-    w.set_string("general.name", fmt::format("tokenscope-test-{}", s.arch));
+    w.set_string("general.name",
+                 preset ? fmt::format("tokenscope-twin-{}", preset->name) : fmt::format("tokenscope-test-{}", s.arch));
     w.set_string(
         "general.description",
         fmt::format("Random weights for tests and benchmarks, generated by tokenscope make-test-model (seed {})",
@@ -625,12 +695,13 @@ gguf::GgufWriter make_test_model_impl(std::string_view arch, uint64_t seed, cons
                 fmt::format("{}: has no tokenizer.ggml.tokens to take the vocabulary from", vocab->name()));
         n_vocab = tokens->count;
     } else {
-        n_vocab = set_builtin_vocab(w);
+        n_vocab = set_builtin_vocab(w, preset ? preset->n_vocab : 0);
     }
 
     const auto add = [&](const std::string& name, GgmlType type, std::vector<uint64_t> dims) {
         if (shape)
             type = GgmlType::F32; // any width is a valid F32 row
+        type = fit_row(type, dims[0]);
         const bool unit = wants_unit_values(name, static_cast<uint32_t>(dims.size()));
         w.add_tensor(name, type, dims, random_fill(type, unit, seed, name));
     };

@@ -44,6 +44,13 @@ struct TestModelShape {
 };
 gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const TestModelShape& shape);
 
+// Full-size shape twins of published models: gemma3-270m, qwen2.5-0.5b, llama-3.1-8b (their
+// configurations, the built-in vocabulary padded to the real vocabulary's size, the Q4_K_M-like mix
+// with llama.cpp's fallbacks for rows that are not whole K-quant super-blocks).
+const std::vector<std::string>& test_model_presets();
+// Throws UnsupportedError for a name not in test_model_presets().
+gguf::GgufWriter make_test_model_preset(std::string_view name, uint64_t seed);
+
 // Fills one tensor's bytes with random data of its type (used by both generators; exposed for
 // tests). `unit` asks for values near 1 (norm weights) instead of small ones around 0.
 // `stream` picks an independent random stream, e.g. a hash of the tensor's name.

@@ -99,6 +99,8 @@ private slots:
     void vocabFromAnotherFile();
     void unknownArchIsRefused();
     void likeDefaultModel();
+    void presetsTwinTheRealModels_data();
+    void presetsTwinTheRealModels();
 
 private:
     QTemporaryDir m_dir;
@@ -328,6 +330,48 @@ void TestTestModel::likeDefaultModel()
     const engine::Tokenizer tok(engine::Vocab::from_gguf(*twin));
     QCOMPARE(tok.encode_ids("Hello world").size(), std::size_t(3)); // <bos> Hello ▁world
     check_tensor_values(*twin);
+}
+
+void TestTestModel::presetsTwinTheRealModels_data()
+{
+    QTest::addColumn<QString>("preset");
+    QTest::addColumn<bool>("chat"); // the installed model it twins: the chat model, else the default one
+    QTest::newRow("gemma3-270m") << QString("gemma3-270m") << false;
+    QTest::newRow("qwen2.5-0.5b") << QString("qwen2.5-0.5b") << true;
+}
+
+// A preset's hyperparameters are the real model's (its shapes: the benchmarks of bench/gpu_check.sh
+// stand for it), its file within a quarter of the real one's size (the type mix is Q4_K_M-like, not
+// the file's own), every tensor a valid row of its type.
+void TestTestModel::presetsTwinTheRealModels()
+{
+    QFETCH(QString, preset);
+    QFETCH(bool, chat);
+    std::string real_path;
+    if (chat) {
+        REQUIRE_CHAT_MODEL(p);
+        real_path = p;
+    } else {
+        REQUIRE_DEFAULT_MODEL(p);
+        real_path = p;
+    }
+    engine::make_test_model_preset(preset.toStdString(), 1).write(path("preset.gguf"));
+    const auto twin = GgufFile::open(path("preset.gguf"));
+    const auto real = GgufFile::open(real_path);
+    engine::require_supported_tensor_types(*twin);
+    const auto a = engine::ModelConfig::from_gguf(*twin), b = engine::ModelConfig::from_gguf(*real);
+    QCOMPARE(a.architecture, b.architecture);
+    QCOMPARE(a.n_layer, b.n_layer);
+    QCOMPARE(a.n_embd, b.n_embd);
+    QCOMPARE(a.n_head, b.n_head);
+    QCOMPARE(a.n_head_kv, b.n_head_kv);
+    QCOMPARE(a.head_dim_k, b.head_dim_k);
+    QCOMPARE(a.n_ff, b.n_ff);
+    QCOMPARE(a.n_vocab, b.n_vocab);
+    QCOMPARE(a.n_rot, b.n_rot);
+    const double ratio = double(twin->file_size()) / double(real->file_size());
+    QVERIFY2(ratio > 0.75 && ratio < 1.25, qPrintable(QString("twin / real file size %1").arg(ratio)));
+    QVERIFY_THROWS_EXCEPTION(engine::UnsupportedError, engine::make_test_model_preset("gpt-5", 1));
 }
 
 QTEST_GUILESS_MAIN(TestTestModel)

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# The GPU check: Tokenscope's Vulkan backend on a machine with a GPU, given the source tree and a
+# bundle of build outputs (no model files), in a few minutes.
+#
+#   bench/gpu_check.sh --pack     (here, after building build/release) writes .gpu/tokenscope-gpu.tar.xz:
+#                                 tokenscope-cli, test_vulkan_parity and the shared libraries they need
+#                                 beyond glibc, libstdc++ and the Vulkan loader (about 16 MB; add
+#                                 /.gpu/ to .git/info/exclude and carry .gpu)
+#   bench/gpu_check.sh [--quick]  (there) unpacks the bundle, finds a Vulkan loader and driver, runs
+#                                 the Vulkan parity suite on the random-weight models of every
+#                                 architecture, writes full-size random-weight twins of the default
+#                                 model, the chat model and Llama 3.1 8B (make-test-model --preset),
+#                                 and benchmarks pp512, tg128 and tg128 at 4,096 tokens of context in
+#                                 the f32 arithmetic (and the exact one on the small twins), printing
+#                                 one table with tokens/s and decode's read bandwidth as a share of
+#                                 the device's (GPU_BANDWIDTH_GBS, else a table of known GPUs).
+#
+# A missing loader: carry .gl/*.deb (libvulkan1 …, see the device notes) and they are unpacked; the
+# NVIDIA driver's ICD file is used from /usr/local/nvidia when the loader finds none. --quick skips
+# the 8B twin and the depth test. Every stage prints its time.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+bundle="$here/.gpu/tokenscope-gpu.tar.xz"
+t0=$(date +%s)
+stage() { echo "== $1 ($(($(date +%s) - t0)) s)"; }
+
+if [[ "${1:-}" == "--pack" ]]; then
+  build="${TOKENSCOPE_BUILD:-$here/build/release}"
+  stage "packing $build"
+  work="$(mktemp -d)"
+  trap 'rm -rf "$work"' EXIT
+  mkdir -p "$work/bin" "$work/lib" "$here/.gpu"
+  cp "$build/app/tokenscope-cli" "$build/tests/test_vulkan_parity" "$work/bin/"
+  strip "$work"/bin/* || true
+  for b in "$work"/bin/*; do ldd "$b" | awk '/=>/ {print $3}'; done | sort -u |
+    grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libdl|libpthread|librt|libresolv|libvulkan)\.so' |
+    xargs -I{} cp -L {} "$work/lib/"
+  tar -C "$work" -cJf "$bundle" bin lib
+  stage "wrote $bundle ($(du -h "$bundle" | cut -f1))"
+  exit 0
+fi
+quick=0
+[[ "${1:-}" == "--quick" ]] && quick=1
+pp="${GPU_CHECK_PP:-512}" # smaller values: a smoke test on a slow device (lavapipe)
+tg="${GPU_CHECK_TG:-128}"
+
+# ---- binaries ------------------------------------------------------------------------------------
+if [[ -f "$bundle" ]]; then
+  stage "unpacking $bundle"
+  dest="$(mktemp -d)"
+  tar -C "$dest" -xJf "$bundle"
+  export LD_LIBRARY_PATH="$dest/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  cli="$dest/bin/tokenscope-cli"
+  parity="$dest/bin/test_vulkan_parity"
+else
+  cli="${TOKENSCOPE_CLI:-$here/build/release/app/tokenscope-cli}"
+  parity="${TOKENSCOPE_PARITY:-$here/build/release/tests/test_vulkan_parity}"
+fi
+[[ -x "$cli" ]] || { echo "no tokenscope-cli: run bench/gpu_check.sh --pack where it was built and carry .gpu" >&2; exit 1; }
+
+# ---- Vulkan loader and driver ----------------------------------------------------------------------
+if ! ldconfig -p | grep -q 'libvulkan\.so\.1'; then
+  if compgen -G "$here/.gl/*.deb" >/dev/null; then
+    stage "unpacking the carried Vulkan loader"
+    for f in "$here"/.gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+  else
+    echo "no Vulkan loader (libvulkan.so.1) and no carried .gl/*.deb" >&2
+  fi
+fi
+nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+if [[ -z "${VK_DRIVER_FILES:-}${VK_ICD_FILENAMES:-}" && -f "$nvidia_icd" ]]; then
+  export VK_DRIVER_FILES="$nvidia_icd"
+fi
+stage "devices"
+"$cli" devices
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+
+# ---- parity on the GPU: the random-weight models of every architecture, both arithmetics ----------
+if [[ -x "$parity" ]]; then
+  stage "test_vulkan_parity (random-weight models, f32 and exact; decode replay)"
+  "$parity" testModels decodeReplay 2>&1 | grep -E "^(PASS|FAIL|QINFO|SKIP|Totals)|Loc:" || true
+fi
+
+# ---- twins and benchmarks -------------------------------------------------------------------------
+twins="$(mktemp -d)"
+presets=(gemma3-270m qwen2.5-0.5b)
+[[ $quick == 0 ]] && presets+=(llama-3.1-8b)
+gpu="$(command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name --format=csv,noheader | head -1 || echo unknown)"
+rows="$twins/rows.tsv"
+: >"$rows"
+for p in "${presets[@]}"; do
+  stage "make-test-model --preset $p"
+  "$cli" make-test-model --preset "$p" --out "$twins/$p.gguf" >/dev/null
+  arithmetics=(f32)
+  [[ "$p" != llama-3.1-8b ]] && arithmetics+=(exact)
+  for a in "${arithmetics[@]}"; do
+    flags=(--backend vulkan)
+    [[ "$a" == exact ]] && flags+=(--vulkan-exact)
+    stage "bench $p ($a): pp$pp tg$tg"
+    "$cli" bench -m "$twins/$p.gguf" "${flags[@]}" -p "$pp" -n "$tg" -r 1 --json >"$twins/$p-$a.json"
+    printf '%s\t%s\t%s\n' "$p" "$a" "$twins/$p-$a.json" >>"$rows"
+    if [[ $quick == 0 && "$a" == f32 ]]; then
+      stage "bench $p ($a): tg$tg at depth 4096"
+      "$cli" bench -m "$twins/$p.gguf" "${flags[@]}" -p 0 -n "$tg" -d 4096 -r 1 --json >"$twins/$p-$a-d4096.json"
+      printf '%s\t%s@d4096\t%s\n' "$p" "$a" "$twins/$p-$a-d4096.json" >>"$rows"
+    fi
+  done
+  rm -f "$twins/$p.gguf"
+done
+
+stage "table"
+python3 - "$rows" "$gpu" "${GPU_BANDWIDTH_GBS:-}" <<'PY'
+import json, sys
+rows_file, gpu, given = sys.argv[1], sys.argv[2], sys.argv[3]
+known = {"H200": 4800, "H100 80GB HBM3": 3350, "H100 PCIe": 2000, "A100-SXM4-80GB": 2039, "A100-SXM4-40GB": 1555,
+         "L40S": 864, "L4": 300, "RTX 4090": 1008, "RTX 3090": 936}
+peak = float(given) if given else next((v for k, v in known.items() if k in gpu), 0.0)
+print(f"GPU: {gpu}; peak memory bandwidth {peak:.0f} GB/s" + ("" if peak else " (unknown: set GPU_BANDWIDTH_GBS)"))
+print(f"{'twin':<14} {'arith':<11} {'pp t/s':>10} {'tg t/s':>10} {'decode GB/s':>12} {'share':>7}  backend")
+for line in open(rows_file):
+    name, arith, path = line.rstrip("\n").split("\t")
+    j = json.load(open(path))
+    pp = j.get("pp", {}).get("tokens_per_second")
+    tg = j.get("tg", {})
+    gbs = tg.get("read_bytes_per_second", 0) / 1e9
+    share = f"{100 * gbs / peak:.0f}%" if peak and gbs else "-"
+    pp_s = f"{pp:.1f}" if pp else "-"
+    print(f"{name:<14} {arith:<11} {pp_s:>10} {tg.get('tokens_per_second', 0):>10.1f} {gbs:>12.1f} {share:>7}  "
+          f"{j['backend']}")
+PY
+stage "done"
