@@ -223,6 +223,9 @@ void MainWindow::buildModelBar()
     // there is one). Changing it reloads the model there.
     m_backend = new QComboBox;
     m_backend->setObjectName("backendPicker");
+    // Device entries arrive after the first show (listed in the background): the picker grows to
+    // them, so that "…, exact" stays readable.
+    m_backend->setSizeAdjustPolicy(QComboBox::AdjustToContents);
     m_backend->addItem(tr("CPU"), QStringList{"cpu", "-1"});
     m_backend->addItem(tr("Auto"), QStringList{"auto", "-1"});
     m_backend->setItemData(1, tr("A Vulkan GPU when one is usable, else the CPU"), Qt::ToolTipRole);
@@ -260,16 +263,16 @@ void MainWindow::addVulkanDevices(const std::vector<engine::VulkanDeviceInfo>& d
             if (exact && (!d.usable || !d.float64))
                 continue;
             const QString name = QString::fromStdString(d.name), type = QString::fromStdString(d.type);
-            m_backend->addItem(exact ? tr("Vulkan: %1 (%2), exact").arg(name, type)
-                                     : tr("Vulkan: %1 (%2)").arg(name, type),
+            // the arithmetic first: a long device name may be cut at the toolbar's end
+            m_backend->addItem(exact ? tr("Vulkan exact: %1").arg(name) : tr("Vulkan: %1").arg(name),
                                QStringList{exact ? "vulkan-exact" : "vulkan", QString::number(d.index)});
             const int i = m_backend->count() - 1;
             const QString arithmetic =
                 exact ? tr("exact arithmetic: 64-bit floats, results bit-equal to the CPU backend's (slow on GPUs)")
-                      : tr("f32 arithmetic: agrees with the CPU backend to rounding");
+                      : tr("f32 arithmetic (the default): the CPU backend's operations in f32, fast on GPUs");
             m_backend->setItemData(i,
-                                   d.usable ? tr("%1, driver %2, %3 MiB device memory; %4")
-                                                  .arg(name, QString::fromStdString(d.driver))
+                                   d.usable ? tr("%1 (%2), driver %3, %4 MiB device memory; %5")
+                                                  .arg(name, type, QString::fromStdString(d.driver))
                                                   .arg(d.device_local_bytes >> 20)
                                                   .arg(arithmetic)
                                             : QString::fromStdString(d.why_not),
