@@ -26,7 +26,7 @@ layout(push_constant) uniform Params {
 } p;
 
 #include "cpu_math.glsl"
-#include "kquant_ints.glsl"
+#include "dequant.glsl" // and kquant_ints.glsl
 
 const uint BM = 64u, BN = 32u, TM = 8u, TN = 4u;
 shared int wq[BM][33];

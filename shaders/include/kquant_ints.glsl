@@ -8,8 +8,7 @@
 #ifndef TOKENSCOPE_KQUANT_INTS_GLSL
 #define TOKENSCOPE_KQUANT_INTS_GLSL
 
-#include "dequant.glsl"
-
+// Included by dequant.glsl (block_of, sub_of, bytes4, ld8…).
 #ifdef SUPER_BYTES
 #define KQUANT 1
 
