@@ -570,14 +570,22 @@ void fill_random_tensor(std::span<std::byte> out, GgmlType type, bool unit, uint
         fill_block(type, rng, p + at, traits.block_bytes);
 }
 
+namespace {
+// The names of a table's entries, in its order.
+template <typename Entry, std::size_t N>
+std::vector<std::string> names_of(const Entry (&table)[N], std::string_view (*name)(const Entry&))
+{
+    std::vector<std::string> v;
+    for (const Entry& e : table)
+        v.emplace_back(name(e));
+    return v;
+}
+} // namespace
+
 const std::vector<std::string>& test_model_architectures()
 {
-    static const std::vector<std::string> names = [] {
-        std::vector<std::string> v;
-        for (const auto& a : kArchs)
-            v.emplace_back(a.arch);
-        return v;
-    }();
+    static const auto names = names_of(
+        kArchs, +[](const ArchSpec& a) { return a.arch; });
     return names;
 }
 
@@ -611,12 +619,8 @@ gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const Tes
 
 const std::vector<std::string>& test_model_presets()
 {
-    static const std::vector<std::string> names = [] {
-        std::vector<std::string> v;
-        for (const auto& p : kPresets)
-            v.emplace_back(p.name);
-        return v;
-    }();
+    static const auto names = names_of(
+        kPresets, +[](const PresetSpec& p) { return p.name; });
     return names;
 }
 
