@@ -24,6 +24,7 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 bundle="$here/.gpu/tokenscope-gpu.tar.xz"
 t0=$(date +%s)
 stage() { echo "== $1 ($(($(date +%s) - t0)) s)"; }
+status=0 # 1 once a check failed: reported at the end, after the benchmarks
 
 if [[ "${1:-}" == "--pack" ]]; then
   build="${TOKENSCOPE_BUILD:-$here/build/release}"
@@ -49,6 +50,7 @@ tg="${GPU_CHECK_TG:-128}"
 if [[ -f "$bundle" ]]; then
   stage "unpacking $bundle"
   dest="$(mktemp -d)"
+  trap 'rm -rf "$dest" "${twins:-}"' EXIT
   tar -C "$dest" -xJf "$bundle"
   export LD_LIBRARY_PATH="$dest/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   cli="$dest/bin/tokenscope-cli"
@@ -60,7 +62,7 @@ fi
 [[ -x "$cli" ]] || { echo "no tokenscope-cli: run bench/gpu_check.sh --pack where it was built and carry .gpu" >&2; exit 1; }
 
 # ---- Vulkan loader and driver ----------------------------------------------------------------------
-if ! ldconfig -p | grep -q 'libvulkan\.so\.1'; then
+if ! ldconfig -p | grep 'libvulkan\.so\.1' >/dev/null; then
   if compgen -G "$here/.gl/*.deb" >/dev/null; then
     stage "unpacking the carried Vulkan loader"
     for f in "$here"/.gl/*.deb; do dpkg -x "$f" /; done
@@ -80,11 +82,16 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,dri
 # ---- parity on the GPU: the random-weight models of every architecture, both arithmetics ----------
 if [[ -x "$parity" ]]; then
   stage "test_vulkan_parity (random-weight models, f32 and exact; decode replay)"
-  "$parity" testModels decodeReplay 2>&1 | grep -E "^(PASS|FAIL|QINFO|SKIP|Totals)|Loc:" || true
+  parity_log="$(mktemp)"
+  "$parity" testModels decodeReplay >"$parity_log" 2>&1 || status=1
+  grep -E "^(PASS|FAIL|QINFO|SKIP|Totals)|Loc:" "$parity_log" || true
+  grep -q '^FAIL' "$parity_log" && status=1
+  rm -f "$parity_log"
 fi
 
 # ---- twins and benchmarks -------------------------------------------------------------------------
 twins="$(mktemp -d)"
+trap 'rm -rf "${dest:-}" "$twins"' EXIT
 presets=(gemma3-270m qwen2.5-0.5b)
 [[ $quick == 0 ]] && presets+=(llama-3.1-8b)
 gpu="$(command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name --format=csv,noheader | head -1 || echo unknown)"
@@ -115,8 +122,10 @@ python3 - "$rows" "$gpu" "${GPU_BANDWIDTH_GBS:-}" <<'PY'
 import json, sys
 rows_file, gpu, given = sys.argv[1], sys.argv[2], sys.argv[3]
 known = {"H200": 4800, "H100 80GB HBM3": 3350, "H100 PCIe": 2000, "A100-SXM4-80GB": 2039, "A100-SXM4-40GB": 1555,
-         "L40S": 864, "L4": 300, "RTX 4090": 1008, "RTX 3090": 936}
-peak = float(given) if given else next((v for k, v in known.items() if k in gpu), 0.0)
+         "L40S": 864, "L40": 864, "L4": 300, "RTX 4090": 1008, "RTX 3090": 936}
+# the longest known name the GPU's name contains ("L40S" before "L40" before "L4")
+match = max((k for k in known if k in gpu), key=len, default=None)
+peak = float(given) if given else (known[match] if match else 0.0)
 print(f"GPU: {gpu}; peak memory bandwidth {peak:.0f} GB/s" + ("" if peak else " (unknown: set GPU_BANDWIDTH_GBS)"))
 print(f"{'twin':<14} {'arith':<11} {'pp t/s':>10} {'tg t/s':>10} {'decode GB/s':>12} {'share':>7}  backend")
 for line in open(rows_file):
@@ -130,4 +139,8 @@ for line in open(rows_file):
     print(f"{name:<14} {arith:<11} {pp_s:>10} {tg.get('tokens_per_second', 0):>10.1f} {gbs:>12.1f} {share:>7}  "
           f"{j['backend']}")
 PY
+if [[ $status != 0 ]]; then
+  stage "done: the parity suite FAILED on this device (see above)"
+  exit 1
+fi
 stage "done"

@@ -569,7 +569,8 @@ void rows_dot(uint row, uint ab0, uint nt, out float res[NT])
 void main()
 {
 #ifdef SUBGROUP
-    // rows by subgroup position (full subgroups of 8–64 invocations: the host checks)
+    // rows by subgroup position (the host takes this build only where the subgroup size is 8–64 and
+    // divides the 64-invocation workgroup, so a row's eight invocations share a subgroup)
     const uint index = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
 #else
     const uint index = gl_LocalInvocationID.x;

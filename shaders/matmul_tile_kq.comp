@@ -2,9 +2,9 @@
 // The f32 path's K-quant matrix product in the order the CPU (and llama.cpp) sums batches of 8+
 // tokens: per super-block the exact integer sums s1 = Σ scale·Σ q·q8 and s2 = Σ min·bsum, then
 // res = d·s1, res = fma(−dmin, s2, res), acc = fma(res, d8, acc) (vec_dot.cpp's dot_k_tiled), each
-// fused multiply-add rounded once (cpu_math.glsl's fma_rn): the CPU's bits. Tiles
-// as matmul_tile.comp: 64 rows × 32 tokens per workgroup, each invocation an 8 × 4 block, one
-// 32-element chunk of integers in shared memory at a time. The input is quantize_act.comp's Q8_K.
+// fused multiply-add rounded once (cpu_math.glsl's fma_rn): the CPU's bits. Tiles of 64 rows × 32
+// tokens per workgroup, each invocation an 8 × 4 block of them, one 32-element chunk of integers in
+// shared memory at a time. The input is quantize_act.comp's Q8_K.
 #version 450
 
 layout(local_size_x = 64) in;

@@ -63,9 +63,9 @@ void main()
     // (hi + lo) / width rounded once: the quotient of hi corrected by the remainder and lo
     const vec2 total = partial[0];
     const float n = float(p.width);
-    precise float q = total.x / n;
+    const float q = div_rn(total.x, n);
     precise float rem = fma_rn(-q, n, total.x) + total.y;
-    precise float mean = q + rem / n;
+    precise float mean = q + div_rn(rem, n);
 #endif
     precise float v = mean + p.eps;
     const float scale = div_rn(1.0, sqrt_rn(v));

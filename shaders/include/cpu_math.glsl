@@ -39,7 +39,8 @@ vec2 two_sum_f(float a, float b)
     return vec2(s, e);
 }
 // 1 where the device's fma rounds once (probe_fma.comp, run when the device is opened): then it is
-// used as it is; 0: the product split exactly (Dekker) and summed with one final rounding.
+// used as it is; 0: the product split exactly (Dekker) and added with an error-free sum, the low
+// parts rounded before the final sum: a single rounding in all but near-tie cases.
 layout(constant_id = 8) const uint FMA_ROUNDS_ONCE = 0u;
 float fma_rn(float a, float b, float c)
 {

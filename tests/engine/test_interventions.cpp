@@ -260,6 +260,7 @@ private slots:
     void defaultModel();
     void chatModel();
     void vulkanExactPath();
+    void vulkanF32Path();
     void attributionOnAnF32ModelLeavesNoHeadPart();
     void headAblationModes();
     void badInterventionsAreRefusedByName();
@@ -351,6 +352,28 @@ void TestInterventions::vulkanExactPath()
         replace_rows(Site::Residual, 1, 3, 2, b_run.captures->at(Site::Residual, 1), model->config().n_embd);
     QVERIFY(
         same_bits(all_logits(*vulkan, A, nullptr, std::span(&iv, 1)), all_logits(*cpu, A, nullptr, std::span(&iv, 1))));
+    REQUIRE_NO_VALIDATION_MESSAGES();
+#endif
+}
+
+// The default arithmetic: the same properties on the device's own runs (a capture-everything run
+// equals a plain one, which on Vulkan takes the fused residual-add-and-norm and the replayed
+// decode; patches with a run's own activations keep every bit; resuming at a layer matches).
+void TestInterventions::vulkanF32Path()
+{
+    REQUIRE_VULKAN();
+#ifdef TOKENSCOPE_HAVE_VULKAN
+    QTemporaryDir dir;
+    const QString path = dir.filePath("gemma3.gguf");
+    make_test_model("gemma3", 3).write(path.toStdString());
+    const auto model = Model::load(path.toStdString());
+    auto vulkan = make_vulkan_backend(model, {.device = -1, .n_ctx = 256, .validation = true});
+    QVERIFY(QString::fromStdString(vulkan->name()).endsWith(", f32)"));
+    const auto A = random_tokens(model->config().n_vocab, 8, 1), B = random_tokens(model->config().n_vocab, 8, 2);
+    check_patching_properties(*vulkan, A, B);
+    if (QTest::currentTestFailed())
+        return;
+    check_last_layer_effect(*vulkan, A, B);
     REQUIRE_NO_VALIDATION_MESSAGES();
 #endif
 }

@@ -28,7 +28,8 @@ public:
     explicit EngineController(QObject* parent = nullptr);
     ~EngineController() override;
 
-    // backend: "cpu", "vulkan" or "auto"; device: a Vulkan device index, -1 for the best.
+    // backend: "cpu", "vulkan" or "auto", or "vulkan-exact" / "auto-exact" for the Vulkan backend's
+    // exact arithmetic (parse_backend_choice); device: a Vulkan device index, -1 for the best.
     quint64 loadModel(const QString& path, int threads = 0, quint32 n_ctx = 4096, const QString& backend = "cpu",
                       int device = -1);
     quint64 sendChat(std::vector<ChatTurn> turns, const SamplingSettings& sampling);

@@ -34,8 +34,8 @@ std::string lower(std::string_view s)
 struct MatmulPush {
     uint32_t cols, rows, n_tokens, row_bytes, out_row0, out_stride, a_offset, a_row_words, y_offset, groups_x, order;
 };
-struct MatmulF32Push {
-    uint32_t cols, rows, n_tokens, row_bytes, out_row0, out_stride, x_offset, y_offset, groups_x;
+struct MatmulTileKqPush {
+    uint32_t cols, rows, n_tokens, row_bytes, out_row0, out_stride, a_row_words, y_offset, groups_x;
 };
 struct GetRowsPush {
     uint32_t cols, row_bytes, row0, rows, n_tokens;
@@ -287,7 +287,7 @@ uint32_t Kernels::quantize_act(Recorder& rec, GgmlType type, const Buffer& x, ui
 void Kernels::matmul_kq_tiled(Recorder& rec, const DeviceMatrix& w, const Buffer& act, uint32_t n_tokens,
                               const Buffer& y, uint32_t y_offset, uint32_t out_stride)
 {
-    Pipeline& p = m_ctx.pipeline("matmul_tile_kq_" + lower(ggml_type_name(w.type)), 3, sizeof(MatmulF32Push), {});
+    Pipeline& p = m_ctx.pipeline("matmul_tile_kq_" + lower(ggml_type_name(w.type)), 3, sizeof(MatmulTileKqPush), {});
     const uint32_t token_groups = (n_tokens + 31) / 32;
     if (token_groups > m_ctx.limits().max_group_count[2])
         throw Error("internal error: a matmul's tokens exceed the device's workgroup count");
@@ -295,9 +295,9 @@ void Kernels::matmul_kq_tiled(Recorder& rec, const DeviceMatrix& w, const Buffer
     for (const auto& part : w.parts) {
         uint32_t gy = 1;
         const uint32_t gx = rec.split_groups((part.rows + 63) / 64, &gy);
-        const MatmulF32Push push{w.cols,    part.rows,  n_tokens,    checked_u32(w.row_bytes, "a row's size"),
-                                 part.row0, out_stride, a_row_words, y_offset,
-                                 gx};
+        const MatmulTileKqPush push{w.cols,    part.rows,  n_tokens,    checked_u32(w.row_bytes, "a row's size"),
+                                    part.row0, out_stride, a_row_words, y_offset,
+                                    gx};
         rec.dispatch(p, {whole(part.buffer), whole(act), whole(y)}, &push, sizeof(push), gx, gy, token_groups);
     }
 }

@@ -154,7 +154,7 @@ private:
     // quantizes once per input. Every other operation may write a buffer and forgets it.
     struct ActHeld {
         Act in;
-        uint32_t row0, n_rows;
+        uint32_t row0, n_rows, cols;
         ActivationFormat format;
         bool operator==(const ActHeld&) const = default;
     };
@@ -459,7 +459,7 @@ void VulkanBackend::rmsnorm(Act in, Act out, const TensorView& weight, uint32_t 
 void VulkanBackend::matmul_rows(const TensorView& w, Act in, Act out, uint32_t row0, uint32_t n_rows, uint32_t order)
 {
     const DeviceMatrix& m = matrix_of(w);
-    const ActHeld wanted{in, row0, n_rows, activation_format(m.type)};
+    const ActHeld wanted{in, row0, n_rows, m.cols, activation_format(m.type)};
     const bool ready = m_act_held == wanted && wanted.format != ActivationFormat::F32;
     m_act_held = out == in ? std::nullopt : std::optional(wanted);
     if (m_replaying)
