@@ -259,8 +259,8 @@ private slots:
     void testModels();
     void defaultModel();
     void chatModel();
-    void vulkanExactPath();
-    void vulkanF32Path();
+    void vulkanPaths_data();
+    void vulkanPaths();
     void attributionOnAnF32ModelLeavesNoHeadPart();
     void headAblationModes();
     void badInterventionsAreRefusedByName();
@@ -328,52 +328,44 @@ void TestInterventions::chatModel()
     check_attribution(*cpu, A, single_token(tok, " tax"), 0.0);
 }
 
-void TestInterventions::vulkanExactPath()
+void TestInterventions::vulkanPaths_data()
 {
-    REQUIRE_VULKAN();
-#ifdef TOKENSCOPE_HAVE_VULKAN
-    QTemporaryDir dir;
-    const QString path = dir.filePath("gemma3.gguf");
-    make_test_model("gemma3", 3).write(path.toStdString());
-    const auto model = Model::load(path.toStdString());
-    auto vulkan = make_vulkan_backend(model, {.device = -1, .n_ctx = 256, .validation = true, .exact = true});
-    qInfo("%s", vulkan->name().c_str());
-    const auto A = random_tokens(model->config().n_vocab, 8, 1), B = random_tokens(model->config().n_vocab, 8, 2);
-    check_patching_properties(*vulkan, A, B);
-    if (QTest::currentTestFailed())
-        return;
-    check_last_layer_effect(*vulkan, A, B);
-    // the exact path reproduces the CPU: so do the patched runs
-    auto cpu = make_cpu_backend(model, {.threads = 0, .n_ctx = 256});
-    CaptureRequest cap;
-    cap.sites = {Site::Residual};
-    const LabRun b_run = run_fresh(*cpu, B, &cap);
-    const Intervention iv =
-        replace_rows(Site::Residual, 1, 3, 2, b_run.captures->at(Site::Residual, 1), model->config().n_embd);
-    QVERIFY(
-        same_bits(all_logits(*vulkan, A, nullptr, std::span(&iv, 1)), all_logits(*cpu, A, nullptr, std::span(&iv, 1))));
-    REQUIRE_NO_VALIDATION_MESSAGES();
-#endif
+    QTest::addColumn<bool>("exact");
+    QTest::newRow("f32") << false;
+    QTest::newRow("exact") << true;
 }
 
-// The default arithmetic: the same properties on the device's own runs (a capture-everything run
-// equals a plain one, which on Vulkan takes the fused residual-add-and-norm and the replayed
-// decode; patches with a run's own activations keep every bit; resuming at a layer matches).
-void TestInterventions::vulkanF32Path()
+// Both Vulkan arithmetics keep the patching properties on the device's own runs (a capture-everything
+// run equals a plain one, which takes the fused residual add and norm; patches with a run's own
+// activations keep every bit; resuming at a layer matches). The exact one reproduces the CPU, so
+// its patched runs do too.
+void TestInterventions::vulkanPaths()
 {
+    QFETCH(bool, exact);
     REQUIRE_VULKAN();
 #ifdef TOKENSCOPE_HAVE_VULKAN
     QTemporaryDir dir;
     const QString path = dir.filePath("gemma3.gguf");
     make_test_model("gemma3", 3).write(path.toStdString());
     const auto model = Model::load(path.toStdString());
-    auto vulkan = make_vulkan_backend(model, {.device = -1, .n_ctx = 256, .validation = true});
-    QVERIFY(QString::fromStdString(vulkan->name()).endsWith(", f32)"));
+    auto vulkan = make_vulkan_backend(model, {.device = -1, .n_ctx = 256, .validation = true, .exact = exact});
+    qInfo("%s", vulkan->name().c_str());
+    QVERIFY(QString::fromStdString(vulkan->name()).endsWith(exact ? ", exact)" : ", f32)"));
     const auto A = random_tokens(model->config().n_vocab, 8, 1), B = random_tokens(model->config().n_vocab, 8, 2);
     check_patching_properties(*vulkan, A, B);
     if (QTest::currentTestFailed())
         return;
     check_last_layer_effect(*vulkan, A, B);
+    if (exact) {
+        auto cpu = make_cpu_backend(model, {.threads = 0, .n_ctx = 256});
+        CaptureRequest cap;
+        cap.sites = {Site::Residual};
+        const LabRun b_run = run_fresh(*cpu, B, &cap);
+        const Intervention iv =
+            replace_rows(Site::Residual, 1, 3, 2, b_run.captures->at(Site::Residual, 1), model->config().n_embd);
+        QVERIFY(same_bits(all_logits(*vulkan, A, nullptr, std::span(&iv, 1)),
+                          all_logits(*cpu, A, nullptr, std::span(&iv, 1))));
+    }
     REQUIRE_NO_VALIDATION_MESSAGES();
 #endif
 }

@@ -71,9 +71,10 @@ public:
     // summation order depends on the batch): x[x_offset + t·cols …] is first quantized into `act` in
     // the CPU's activation format for the type (quantize_act.comp) unless that format is f32, or
     // not when `act_ready` says `act` holds this input already (the previous matmul read the same
-    // rows in the same format). Exact arithmetic: matmul.comp, one invocation per row. f32:
-    // matmul.comp's LANE_SPLIT build (eight invocations per row, one per SIMD lane) and, for
-    // K-quants in the tiled order of 8+ rows, matmul_tile_kq.comp (shared-memory tiles).
+    // rows in the same format). Exact arithmetic: matmul.comp, one invocation per row. f32: on GPUs
+    // matmul.comp's LANE_SPLIT build (eight invocations per row, one per SIMD lane), on CPU-type
+    // devices its f32 build (one per row); for K-quants in the tiled order of 8+ rows,
+    // matmul_tile_kq.comp (shared-memory tiles).
     void matmul(Recorder& rec, const DeviceMatrix& w, const Buffer& x, uint32_t x_offset, uint32_t n_tokens,
                 const Buffer& y, uint32_t y_offset, uint32_t out_stride, const Buffer& act, uint32_t order_batch,
                 bool act_ready = false);
