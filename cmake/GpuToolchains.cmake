@@ -10,6 +10,16 @@ if(TOKENSCOPE_VULKAN)
 endif()
 
 if(TOKENSCOPE_CUDA)
+  # Named before CUDA is enabled: CMake 3.25's `native`/`all` lists fail with CUDA 13 (and `native`
+  # needs a GPU). Hopper code plus PTX that any Turing-or-newer driver compiles; release builds may add
+  # more with -DCMAKE_CUDA_ARCHITECTURES=….
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES "90;75-virtual" CACHE STRING "CUDA targets")
+  endif()
+  # The toolkit is not a Debian package: it lives in /usr/local/cuda on the development and CI machines.
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)

@@ -11,7 +11,7 @@ if [ -z "$FORMAT" ]; then
   echo "error: clang-format-14 is not installed (scripts/setup.sh deps installs it)" >&2
   exit 2
 fi
-mapfile -t files < <(cd "$ROOT" && find app engine ui tests bench -type f \( -name '*.cpp' -o -name '*.h' \) | sort)
+mapfile -t files < <(cd "$ROOT" && find app engine ui tests bench -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' \) | sort)
 cd "$ROOT"
 if [ "${1:-}" = "--check" ]; then
   bad=()

@@ -10,10 +10,13 @@
 
 void add_backend_options(CLI::App* cmd, BackendArgs& a)
 {
-    cmd->add_option("--backend", a.backend, "Compute backend: cpu, vulkan or auto (a Vulkan GPU if there is one)")
-        ->check(CLI::IsMember({"cpu", "vulkan", "auto"}, CLI::ignore_case))
+    cmd->add_option("--backend", a.backend,
+                    "Compute backend: cpu, cuda, vulkan or auto (a CUDA device if there is one, else a Vulkan GPU, "
+                    "else the CPU)")
+        ->check(CLI::IsMember({"cpu", "cuda", "vulkan", "auto"}, CLI::ignore_case))
         ->capture_default_str();
-    cmd->add_option("--device", a.device, "Vulkan device index (see `tokenscope-cli devices`; -1: the best one)")
+    cmd->add_option("--device", a.device,
+                    "Vulkan or CUDA device index (see `tokenscope-cli devices`; -1: the best one)")
         ->capture_default_str();
     cmd->add_flag("--vulkan-exact", a.vulkan_exact,
                   "Vulkan: 64-bit arithmetic, the CPU backend's results by construction (slow on GPUs). Default: "
@@ -33,6 +36,10 @@ std::unique_ptr<engine::Backend> make_cli_backend(const BackendArgs& a, std::sha
     const auto kind = engine::parse_backend_kind(a.backend).value_or(engine::BackendKind::Cpu);
     std::string note;
     auto backend = engine::make_backend(kind, std::move(model), n_ctx, threads, &note, a.device, a.vulkan_exact);
+    // Asked for CUDA by name and not given it: an error, not a quiet run on the CPU (a benchmark or a
+    // script that wants the GPU must not measure the CPU instead).
+    if (!note.empty() && kind == engine::BackendKind::Cuda)
+        throw engine::UnsupportedError("--backend cuda: " + note.substr(0, note.rfind("; using the CPU")));
     if (!note.empty() && kind == engine::BackendKind::Vulkan)
         std::fprintf(stderr, "note: %s\n", note.c_str());
     return backend;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "backend/backend_factory.h"
 
+#include "backend/cuda/cuda_backend.h"
 #include "backend/vulkan/vulkan_backend.h"
 #include "util/error.h"
 
@@ -21,6 +22,8 @@ std::string_view backend_kind_name(BackendKind kind)
         return "cpu";
     case BackendKind::Vulkan:
         return "vulkan";
+    case BackendKind::Cuda:
+        return "cuda";
     case BackendKind::Auto:
         return "auto";
     }
@@ -35,6 +38,8 @@ std::optional<BackendKind> parse_backend_kind(std::string_view text)
         return BackendKind::Cpu;
     if (t == "vulkan")
         return BackendKind::Vulkan;
+    if (t == "cuda")
+        return BackendKind::Cuda;
     if (t == "auto")
         return BackendKind::Auto;
     return std::nullopt;
@@ -45,7 +50,7 @@ std::optional<BackendChoice> parse_backend_choice(std::string_view text)
     constexpr std::string_view exact = "-exact";
     const bool is_exact = text.size() > exact.size() && text.substr(text.size() - exact.size()) == exact;
     const auto kind = parse_backend_kind(is_exact ? text.substr(0, text.size() - exact.size()) : text);
-    if (!kind || (is_exact && *kind == BackendKind::Cpu))
+    if (!kind || (is_exact && (*kind == BackendKind::Cpu || *kind == BackendKind::Cuda)))
         return std::nullopt;
     return BackendChoice{*kind, is_exact};
 }
@@ -85,6 +90,26 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<const Mo
     if (kind == BackendKind::Cpu)
         return cpu({});
 
+    std::string no_cuda; // why auto did not take CUDA
+    if (kind == BackendKind::Cuda || (kind == BackendKind::Auto && device < 0)) {
+        const CudaDeviceListing cuda = list_cuda_devices();
+        if (!cuda.devices.empty()) {
+            try {
+                auto b = make_cuda_backend(model, {.device = kind == BackendKind::Cuda ? device : -1, .n_ctx = n_ctx});
+                spdlog::info("backend ({}): {}{}", backend_kind_name(kind), b->name(),
+                             kind == BackendKind::Auto ? " — CUDA first: an NVIDIA GPU is usable" : "");
+                return b;
+            } catch (const Error& e) {
+                no_cuda = e.what();
+            }
+        } else {
+            no_cuda = cuda.why_unavailable;
+        }
+        if (kind == BackendKind::Cuda)
+            return cpu(fmt::format("CUDA backend unavailable ({}); using the CPU", no_cuda));
+        spdlog::info("backend (auto): no CUDA ({}); trying Vulkan", no_cuda);
+    }
+
     int chosen = device;
     if (kind == BackendKind::Auto && device < 0) {
         // A hardware GPU only: a software device (lavapipe) is slower than the CPU backend.
@@ -102,7 +127,8 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<const Mo
                 break;
         }
         if (chosen < 0) {
-            std::string why = devices.empty() ? "no Vulkan device found" : "no usable Vulkan GPU found";
+            std::string why =
+                no_cuda + "; " + (devices.empty() ? "no Vulkan device found" : "no usable Vulkan GPU found");
             // Auto choosing the CPU is not a fallback the user needs to hear about, but say why.
             auto b = make_cpu_backend(model, {.threads = threads, .n_ctx = n_ctx});
             if (fallback_note)

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #pragma once
-// Choosing a backend: the CPU, a Vulkan device, or "auto" (a Vulkan GPU when one is usable, else the
-// CPU; a software Vulkan device such as lavapipe is only used when asked for explicitly).
+// Choosing a backend: the CPU, a CUDA device, a Vulkan device, or "auto" (a CUDA device when one is
+// usable, else a Vulkan GPU, else the CPU; a software Vulkan device such as lavapipe is only used when
+// asked for explicitly).
 
 #include "backend/backend.h"
 
@@ -12,10 +13,10 @@
 
 namespace engine {
 
-enum class BackendKind { Cpu, Vulkan, Auto };
+enum class BackendKind { Cpu, Vulkan, Cuda, Auto };
 
 std::string_view backend_kind_name(BackendKind kind);
-// "cpu", "vulkan", "auto" (case-insensitive); nullopt otherwise.
+// "cpu", "vulkan", "cuda", "auto" (case-insensitive); nullopt otherwise.
 std::optional<BackendKind> parse_backend_kind(std::string_view text);
 
 // A backend as the app's picker and settings name it: a kind, and for Vulkan its arithmetic.
@@ -26,9 +27,9 @@ struct BackendChoice {
 // parse_backend_kind's names, and "vulkan-exact" / "auto-exact" (the exact arithmetic).
 std::optional<BackendChoice> parse_backend_choice(std::string_view text);
 
-// Vulkan requested explicitly but unavailable falls back to the CPU too; `fallback_note` (when not
+// Vulkan or CUDA requested explicitly but unavailable falls back to the CPU too; `fallback_note` (when not
 // null) is set to the reason whenever the result is not the kind asked for, and cleared otherwise.
-// `device`: a Vulkan device index, -1 for the best one. `vulkan_exact`: VulkanBackendOptions::exact
+// `device`: a Vulkan (or CUDA) device index, -1 for the best one. `vulkan_exact`: VulkanBackendOptions::exact
 // (a device without 64-bit floats then falls back to the CPU, saying why).
 // Auto takes hardware GPUs only, unless TOKENSCOPE_VULKAN_AUTO_SOFTWARE=1 (tests on lavapipe).
 std::unique_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<const Model> model, uint32_t n_ctx, int threads,

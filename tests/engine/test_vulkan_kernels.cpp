@@ -8,11 +8,13 @@
 // and the f32 one (test_vulkan_kernels_f32: each fused multiply-add rounded once by the device or by
 // emulation, two-float sums where the CPU sums in double) must equal the CPU's results bit for bit;
 // with lavapipe's own fma forced into the f32 shaders (TOKENSCOPE_VULKAN_FMA=native), within rounding.
+#include "kernel_test_support.h"
 #include "vulkan_test_support.h"
 
 #ifdef TOKENSCOPE_HAVE_VULKAN
 #include "backend/cpu/attention_kernels.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/rope_table.h"
 #include "backend/vulkan/vk_context.h"
 #include "backend/vulkan/vk_ops.h"
 #include "model/model.h"
@@ -33,6 +35,7 @@
 #include <vector>
 
 using namespace engine;
+using namespace testsupport;
 
 class TestVulkanKernels : public QObject {
     Q_OBJECT
@@ -76,45 +79,6 @@ constexpr uint64_t kTinyBinding = 8192;
 const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
                            GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
-
-std::vector<float> random_floats(std::size_t n, uint32_t seed, float scale = 1.0f)
-{
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> dist(0.0f, scale);
-    std::vector<float> v(n);
-    for (float& x : v)
-        x = dist(rng);
-    return v;
-}
-
-// A weight matrix of random blocks (the test-model generator's distributions) and its f32 decoding.
-struct HostMatrix {
-    GgmlType type;
-    uint32_t cols, rows;
-    uint64_t row_bytes;
-    std::vector<std::byte> bytes;
-    std::vector<float> f32; // [rows][cols]
-};
-
-// Index of the first element where two float arrays differ in their bits, or −1.
-long first_difference(const float* a, const float* b, std::size_t n)
-{
-    for (std::size_t i = 0; i < n; ++i)
-        if (std::memcmp(a + i, b + i, sizeof(float)) != 0)
-            return long(i);
-    return -1;
-}
-
-HostMatrix random_matrix(GgmlType type, uint32_t cols, uint32_t rows, uint64_t seed)
-{
-    HostMatrix m{type, cols, rows, ggml_row_bytes(ggml_type_traits(type), cols), {}, {}};
-    m.bytes.resize(m.row_bytes * rows);
-    fill_random_tensor(m.bytes, type, false, seed, 7);
-    m.f32.resize(std::size_t(cols) * rows);
-    for (uint32_t r = 0; r < rows; ++r)
-        dequantize_row(type, m.bytes.data() + r * m.row_bytes, m.f32.data() + std::size_t(r) * cols, cols);
-    return m;
-}
 
 } // namespace
 
@@ -383,7 +347,7 @@ void TestVulkanKernels::rope()
         for (int i = 0; i < n_rot / 2; ++i)
             ff.push_back(1.0f + 0.25f * float(i % 5));
     std::vector<float> cs(std::size_t(n) * uint32_t(n_rot));
-    vk::rope_cos_sin(cs.data(), pos, n, uint32_t(n_rot), base, freq_scale, factors ? ff.data() : nullptr);
+    rope_cos_sin(cs.data(), pos, n, uint32_t(n_rot), base, freq_scale, factors ? ff.data() : nullptr);
     const vk::Buffer dx = device(x), dcs = device(cs);
     m_rec->begin();
     m_k->rope(*m_rec, dx, 0, dcs, 0, n, heads, D, uint32_t(n_rot), neox, scale);

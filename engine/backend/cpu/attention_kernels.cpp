@@ -6,6 +6,7 @@
 #include "backend/cpu/simd/attention_simd.h"
 #include "quant/vec_dot.h"
 #include "util/fp16.h"
+#include "util/ggml_expf.h"
 
 #include <bit>
 #include <cmath>
@@ -64,26 +65,7 @@ float dot_f16_order(const float* x, const float* y, uint32_t n, bool batched)
 
 float softmax_expf(float x)
 {
-    // exp(x) = 2^n · (1 + poly(b)), n = round(x / ln 2), b = x − n·ln 2 in two parts; large |n|
-    // goes through two scale factors so that results near over/underflow stay exact.
-    const float r = 0x1.8p23f;
-    const float z = std::fma(x, 0x1.715476p+0f, r);
-    const float n = z - r;
-    const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
-    const uint32_t e = std::bit_cast<uint32_t>(z) << 23;
-    const float k = std::bit_cast<float>(e + std::bit_cast<uint32_t>(1.0f));
-    const float u = b * b;
-    const float j =
-        std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-                 u, 0x1.ffffecp-1f * b);
-    if (!(std::fabs(n) > 126.0f))
-        return std::fma(k, j, k);
-    const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
-    const float s1 = std::bit_cast<float>(g + 0x7f000000u);
-    const float s2 = std::bit_cast<float>(e - g);
-    if (std::fabs(n) > 192.0f)
-        return s1 * s1;
-    return std::fma(s2, j, s2) * s1;
+    return ggml_expf(x);
 }
 
 void attention_row_scalar(const AttentionRow& row, float* out, float* weights, AttentionScratch& s)

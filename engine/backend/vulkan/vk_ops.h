@@ -50,11 +50,6 @@ Buffer upload_buffer(Context& ctx, Uploader& up, const void* data, uint64_t byte
 // Device → host: `bytes` from `src` at `offset`.
 void download(Context& ctx, const Buffer& src, uint64_t offset, void* out, uint64_t bytes);
 
-// The (cos, sin) pairs rope.comp reads for positions pos … pos + n_tokens − 1: out[t][i] for the
-// pair i < n_rot/2, computed exactly as the CPU backend's kernel_rope computes its angles.
-void rope_cos_sin(float* out, uint32_t pos, uint32_t n_tokens, uint32_t n_rot, float base, float freq_scale,
-                  const float* factors);
-
 // True when the shaders decode this weight type.
 bool shader_reads(GgmlType type);
 

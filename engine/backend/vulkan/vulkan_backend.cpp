@@ -10,6 +10,7 @@
 #ifdef TOKENSCOPE_HAVE_VULKAN
 
 #include "backend/forward_pass.h"
+#include "backend/rope_table.h"
 #include "backend/vulkan/vk_context.h"
 #include "backend/vulkan/vk_ops.h"
 #include "kv/kv_sizing.h"
@@ -387,8 +388,8 @@ void VulkanBackend::begin_chunk(const ChunkPlan& plan, ChunkSink& sink)
     auto* cs = static_cast<float*>(m_cs.mapped());
     const RopeShape r = rope_shape(0);
     for (std::size_t table = 0; table < m_rope_tables.size(); ++table)
-        vk::rope_cos_sin(cs + 2 * table * m_batch * half_rot, plan.pos0, n, c.n_rot, m_rope_tables[table].first,
-                         m_rope_tables[table].second, r.factors);
+        rope_cos_sin(cs + 2 * table * m_batch * half_rot, plan.pos0, n, c.n_rot, m_rope_tables[table].first,
+                     m_rope_tables[table].second, r.factors);
 
     // Where results land in the download buffer: logits, residuals, then per delivered layer its
     // queries and weights.

@@ -1,0 +1,503 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+// The portable dot products of quantized weight rows with quantized activations (vec_dot.h): the
+// types that have AVX2 kernels in those kernels' exact order (the bit-exact reference), the others
+// in the shape of ggml's reference vec_dot functions (integer sums per block, then d_weight ·
+// d_activation). Written once for the CPU backend's portable path and the CUDA kernels (one thread
+// computes one row's dot, so it follows the same order): both give the AVX2 kernels' bits.
+//
+// The AVX2 kernels' order: their integer partial sums land in eight lanes (lane l holds elements
+// 4l…4l+3 of each 32-element step, exact integers in any order), each lane is scaled into its own
+// float accumulator with a fused multiply-add per block, and the lanes are summed in _mm256's
+// horizontal order at the end. Loops that index a lane are unrolled (TS_UNROLL): on the device the
+// lanes then stay in registers.
+#include "quant/activation_quant.h"
+#include "util/hd.h"
+
+namespace engine::portable {
+
+using cuda::bits_float;
+using cuda::fma_rn;
+using cuda::load_u32;
+
+TS_HD inline float half(const uint8_t* p)
+{
+    return cuda::half_to_f32(cuda::load_u16(p));
+}
+
+// The AVX2 horizontal sum: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
+TS_HD inline float hsum8(const float* a)
+{
+    const float t0 = a[0] + a[4], t1 = a[1] + a[5], t2 = a[2] + a[6], t3 = a[3] + a[7];
+    return (t0 + t2) + (t1 + t3);
+}
+
+// One 32-element block of signed weights q (already decoded) × a Q8_0 block into the lanes.
+TS_HD inline void q8_0_block_lanes(const int* q, const BlockQ8_0& y, float d, float* acc)
+{
+    TS_UNROLL
+    for (int l = 0; l < 8; ++l) {
+        int s = 0;
+        TS_UNROLL
+        for (int j = 4 * l; j < 4 * l + 4; ++j)
+            s += q[j] * y.qs[j];
+        acc[l] = fma_rn(d, static_cast<float>(s), acc[l]);
+    }
+}
+
+TS_HD inline float dot_q4_0(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    float acc[8] = {};
+    for (int64_t b = 0; b < n / 32; ++b, x += 18) {
+        int q[32];
+        TS_UNROLL
+        for (int j = 0; j < 16; ++j) {
+            q[j] = (x[2 + j] & 0x0F) - 8;
+            q[j + 16] = (x[2 + j] >> 4) - 8;
+        }
+        q8_0_block_lanes(q, y[b], half(x) * cuda::half_to_f32(y[b].d), acc);
+    }
+    return hsum8(acc);
+}
+
+TS_HD inline float dot_q5_0(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    float acc[8] = {};
+    for (int64_t b = 0; b < n / 32; ++b, x += 22) {
+        const uint32_t qh = load_u32(x + 2);
+        int q[32];
+        TS_UNROLL
+        for (int j = 0; j < 16; ++j) {
+            q[j] = ((x[6 + j] & 0x0F) | static_cast<int>(((qh >> j) & 1u) << 4)) - 16;
+            q[j + 16] = ((x[6 + j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4)) - 16;
+        }
+        q8_0_block_lanes(q, y[b], half(x) * cuda::half_to_f32(y[b].d), acc);
+    }
+    return hsum8(acc);
+}
+
+TS_HD inline float dot_q8_0(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    float acc[8] = {};
+    for (int64_t b = 0; b < n / 32; ++b, x += 34) {
+        int q[32];
+        TS_UNROLL
+        for (int j = 0; j < 32; ++j)
+            q[j] = static_cast<int8_t>(x[2 + j]);
+        q8_0_block_lanes(q, y[b], half(x) * cuda::half_to_f32(y[b].d), acc);
+    }
+    return hsum8(acc);
+}
+
+// ---- legacy blocks with a minimum × Q8_1 (no AVX2 kernel: ggml's reference order) ---------------
+
+TS_HD inline float dot_q4_1(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_1*>(a);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b, x += 20) {
+        int isum = 0;
+        for (int j = 0; j < 16; ++j)
+            isum += (x[4 + j] & 0x0F) * y[b].qs[j] + (x[4 + j] >> 4) * y[b].qs[j + 16];
+        sum += (half(x) * y[b].d) * static_cast<float>(isum) + half(x + 2) * y[b].s;
+    }
+    return sum;
+}
+
+TS_HD inline float dot_q5_1(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_1*>(a);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b, x += 24) {
+        const uint32_t qh = load_u32(x + 4);
+        int isum = 0;
+        for (int j = 0; j < 16; ++j) {
+            const int lo = (x[8 + j] & 0x0F) | static_cast<int>(((qh >> j) & 1u) << 4);
+            const int hi = (x[8 + j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+            isum += lo * y[b].qs[j] + hi * y[b].qs[j + 16];
+        }
+        sum += (half(x) * y[b].d) * static_cast<float>(isum) + half(x + 2) * y[b].s;
+    }
+    return sum;
+}
+
+// ---- k-quants × Q8_K ---------------------------------------------------------------------------
+// One function per type computes a super-block's exact integer sums (decoding each value where it
+// is used: integers, so any order gives the same sums); the two summation orders below (llama.cpp's
+// vec_dot, and its tiled matmul for batches of 8+ rows) only differ in how they scale and accumulate
+// them.
+
+struct KBlockSums {
+    int s1 = 0; // Σ scale · (q · q8) over the block
+    int s2 = 0; // Σ min · (sum of q8 over the sub-block), for the formats with mins
+};
+
+// The 2-bit quants of Q2_K and the low bits of Q3_K: element e of a block.
+TS_HD inline int low2_of(const uint8_t* qs, int e)
+{
+    return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+}
+
+TS_HD inline KBlockSums sums_q2_k(const uint8_t* x, const BlockQ8_K& y)
+{ // scales[16] · qs[64] · d half · dmin half
+    const uint8_t* sc = x;
+    const uint8_t* qs = x + 16;
+    KBlockSums r;
+    for (int g = 0; g < 16; ++g) {
+        int s = 0;
+        for (int l = 0; l < 16; ++l)
+            s += low2_of(qs, 16 * g + l) * y.qs[16 * g + l];
+        r.s1 += (sc[g] & 0x0F) * s;
+        r.s2 += y.bsums[g] * (sc[g] >> 4);
+    }
+    return r;
+}
+
+TS_HD inline KBlockSums sums_q3_k(const uint8_t* x, const BlockQ8_K& y)
+{ // hmask[32] · qs[64] · scales[12] · d half
+    const uint8_t* hmask = x;
+    const uint8_t* qs = x + 32;
+    const uint8_t* sc = x + 96;
+    KBlockSums r;
+    for (int g = 0; g < 16; ++g) {
+        const int low4 = g < 8 ? (sc[g] & 0x0F) : (sc[g - 8] >> 4);
+        const int high2 = (sc[8 + g % 4] >> (2 * (g / 4))) & 3;
+        int s = 0;
+        for (int l = 0; l < 16; ++l) {
+            const int e = 16 * g + l;
+            const bool high = (hmask[e % 32] >> (e / 32)) & 1;
+            s += (low2_of(qs, e) - (high ? 0 : 4)) * y.qs[e];
+        }
+        r.s1 += ((low4 | (high2 << 4)) - 32) * s;
+    }
+    return r;
+}
+
+// The six-bit scale and minimum of sub-block j of a Q4_K/Q5_K block (12 packed bytes).
+TS_HD inline void scale_min_k4(const uint8_t* q, int j, int& sc, int& m)
+{
+    if (j < 4) {
+        sc = q[j] & 63;
+        m = q[j + 4] & 63;
+    } else {
+        sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
+        m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+template <bool Five> TS_HD inline KBlockSums sums_q45_k(const uint8_t* x, const BlockQ8_K& y)
+{ // d half · dmin half · scales[12] · (qh[32] for Q5_K) · qs[128]
+    const uint8_t* qh = x + 16;
+    const uint8_t* qs = x + (Five ? 48 : 16);
+    KBlockSums r;
+    for (int sub = 0; sub < 8; ++sub) {
+        int sc = 0, m = 0;
+        scale_min_k4(x + 4, sub, sc, m);
+        int s = 0;
+        for (int l = 0; l < 32; ++l) {
+            const uint8_t byte = qs[32 * (sub / 2) + l];
+            int q = (sub % 2 == 0) ? (byte & 0x0F) : (byte >> 4);
+            if constexpr (Five)
+                q |= ((qh[l] >> sub) & 1) << 4;
+            s += q * y.qs[sub * 32 + l];
+        }
+        r.s1 += sc * s;
+        r.s2 += m * (y.bsums[2 * sub] + y.bsums[2 * sub + 1]);
+    }
+    return r;
+}
+
+TS_HD inline KBlockSums sums_q6_k(const uint8_t* x, const BlockQ8_K& y)
+{ // ql[128] · qh[64] · scales[16] int8 · d half
+    const uint8_t* ql = x;
+    const uint8_t* qh = x + 128;
+    const auto* scales = reinterpret_cast<const int8_t*>(x + 192);
+    KBlockSums r;
+    for (int g = 0; g < 16; ++g) {
+        int s = 0;
+        for (int k = 0; k < 16; ++k) {
+            const int e = 16 * g + k, h = e / 128, rr = e % 128, quarter = rr / 32, l = rr % 32;
+            const uint8_t lbyte = ql[64 * h + l + 32 * (quarter % 2)];
+            const int low = quarter < 2 ? (lbyte & 0x0F) : (lbyte >> 4);
+            const int high = (qh[32 * h + l] >> (2 * quarter)) & 3;
+            s += ((low | (high << 4)) - 32) * y.qs[e];
+        }
+        r.s1 += scales[g] * s;
+    }
+    return r;
+}
+
+// Where each format keeps its f16 scale d and, if it has mins, dmin.
+template <GgmlType T> struct KLayout;
+template <> struct KLayout<GgmlType::Q2_K> {
+    static constexpr int block_bytes = 84, d_offset = 80, dmin_offset = 82;
+    TS_HD static KBlockSums sums(const uint8_t* x, const BlockQ8_K& y) { return sums_q2_k(x, y); }
+};
+template <> struct KLayout<GgmlType::Q3_K> {
+    static constexpr int block_bytes = 110, d_offset = 108, dmin_offset = -1;
+    TS_HD static KBlockSums sums(const uint8_t* x, const BlockQ8_K& y) { return sums_q3_k(x, y); }
+};
+template <> struct KLayout<GgmlType::Q4_K> {
+    static constexpr int block_bytes = 144, d_offset = 0, dmin_offset = 2;
+    TS_HD static KBlockSums sums(const uint8_t* x, const BlockQ8_K& y) { return sums_q45_k<false>(x, y); }
+};
+template <> struct KLayout<GgmlType::Q5_K> {
+    static constexpr int block_bytes = 176, d_offset = 0, dmin_offset = 2;
+    TS_HD static KBlockSums sums(const uint8_t* x, const BlockQ8_K& y) { return sums_q45_k<true>(x, y); }
+};
+template <> struct KLayout<GgmlType::Q6_K> {
+    static constexpr int block_bytes = 210, d_offset = 208, dmin_offset = -1;
+    TS_HD static KBlockSums sums(const uint8_t* x, const BlockQ8_K& y) { return sums_q6_k(x, y); }
+};
+
+// llama.cpp's vec_dot order: per block sum += (d·d8)·s1 − (dmin·d8)·s2.
+template <GgmlType T> TS_HD inline float dot_k(const void* w, const void* a, int64_t n)
+{
+    using L = KLayout<T>;
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b, x += L::block_bytes) {
+        const KBlockSums r = L::sums(x, y[b]);
+        const float d = y[b].d * half(x + L::d_offset);
+        if constexpr (L::dmin_offset >= 0)
+            sum += d * static_cast<float>(r.s1) - y[b].d * half(x + L::dmin_offset) * static_cast<float>(r.s2);
+        else
+            sum += d * static_cast<float>(r.s1);
+    }
+    return sum;
+}
+
+// llama.cpp's tiled order (batches of 8+ rows): res = d·s1, res = fma(−dmin, s2, res),
+// acc = fma(res, d8, acc).
+template <GgmlType T> TS_HD inline float dot_k_tiled(const void* w, const void* a, int64_t n)
+{
+    using L = KLayout<T>;
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b, x += L::block_bytes) {
+        const KBlockSums r = L::sums(x, y[b]);
+        float res = half(x + L::d_offset) * static_cast<float>(r.s1);
+        if constexpr (L::dmin_offset >= 0)
+            res = fma_rn(-half(x + L::dmin_offset), static_cast<float>(r.s2), res);
+        acc = fma_rn(res, y[b].d, acc);
+    }
+    return acc;
+}
+
+// The AVX2 kernels' order for Q4_K and Q5_K: byte j of each 32-byte chunk c feeds lane j/4 with its
+// low nibble × y[64c + j] (scale of sub-block 2c) and its high nibble × y[64c + 32 + j] (sub-block
+// 2c + 1). Q4_K keeps the minimums in four lanes of their own; Q5_K folds them into one float with a
+// fused multiply-add per block.
+template <bool Five> TS_HD inline float dot_q45_k_lanes(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float acc[8] = {}, acc_m[4] = {}, summs = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b, x += Five ? 176 : 144) {
+        int sc[8], m[8];
+        TS_UNROLL
+        for (int j = 0; j < 8; ++j)
+            scale_min_k4(x + 4, j, sc[j], m[j]);
+        const uint8_t* hbits = x + 16;
+        const uint8_t* qs = x + (Five ? 48 : 16);
+        int isum[8] = {};
+        TS_UNROLL
+        for (int c = 0; c < 4; ++c)
+            TS_UNROLL
+        for (int j = 0; j < 32; ++j) {
+            int lo = qs[32 * c + j] & 0x0F, hi = qs[32 * c + j] >> 4;
+            if constexpr (Five) {
+                lo |= ((hbits[j] >> (2 * c)) & 1) << 4;
+                hi |= ((hbits[j] >> (2 * c + 1)) & 1) << 4;
+            }
+            isum[j / 4] += sc[2 * c] * lo * y[b].qs[64 * c + j] + sc[2 * c + 1] * hi * y[b].qs[64 * c + 32 + j];
+        }
+        const float d = y[b].d * half(x);
+        const float neg_dmin = -y[b].d * half(x + 2);
+        if constexpr (Five) {
+            int s2 = 0;
+            TS_UNROLL
+            for (int sub = 0; sub < 8; ++sub)
+                s2 += m[sub] * (y[b].bsums[2 * sub] + y[b].bsums[2 * sub + 1]);
+            summs = fma_rn(neg_dmin, static_cast<float>(s2), summs);
+        } else {
+            TS_UNROLL
+            for (int l = 0; l < 4; ++l) {
+                const int mins = m[2 * l] * (y[b].bsums[4 * l] + y[b].bsums[4 * l + 1]) +
+                                 m[2 * l + 1] * (y[b].bsums[4 * l + 2] + y[b].bsums[4 * l + 3]);
+                acc_m[l] = fma_rn(neg_dmin, static_cast<float>(mins), acc_m[l]);
+            }
+        }
+        TS_UNROLL
+        for (int l = 0; l < 8; ++l)
+            acc[l] = fma_rn(d, static_cast<float>(isum[l]), acc[l]);
+    }
+    if constexpr (Five)
+        return hsum8(acc) + summs;
+    return hsum8(acc) + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]));
+}
+
+// Q6_K in the AVX2 kernel's order: for each half h and quarter q, byte j of the 32 decoded values
+// feeds lane j/4, with the scale of 16-group 8h + 2q for j < 16 and of the next group above; the
+// stored +32 comes off lane l as 32 · (scale · bsum) of groups 2l and 2l + 1.
+TS_HD inline float dot_q6_k_lanes(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float acc[8] = {};
+    for (int64_t b = 0; b < n / 256; ++b, x += 210) {
+        const uint8_t* ql = x;
+        const uint8_t* qh = x + 128;
+        const auto* scales = reinterpret_cast<const int8_t*>(x + 192);
+        int isum[8] = {};
+        TS_UNROLL
+        for (int h = 0; h < 2; ++h)
+            TS_UNROLL
+        for (int q = 0; q < 4; ++q) {
+            const int g = 8 * h + 2 * q;
+            TS_UNROLL
+            for (int j = 0; j < 32; ++j) {
+                const uint8_t lbyte = ql[64 * h + 32 * (q % 2) + j];
+                const int low = q < 2 ? (lbyte & 0x0F) : (lbyte >> 4);
+                const int value = low | (((qh[32 * h + j] >> (2 * q)) & 3) << 4);
+                isum[j / 4] += scales[j < 16 ? g : g + 1] * value * y[b].qs[128 * h + 32 * q + j];
+            }
+        }
+        const float d = half(x + 208) * y[b].d;
+        TS_UNROLL
+        for (int l = 0; l < 8; ++l) {
+            isum[l] -= 32 * (scales[2 * l] * y[b].bsums[2 * l] + scales[2 * l + 1] * y[b].bsums[2 * l + 1]);
+            acc[l] = fma_rn(d, static_cast<float>(isum[l]), acc[l]);
+        }
+    }
+    return hsum8(acc);
+}
+
+// ---- float weights × f32 activations -------------------------------------------------------------
+
+// The AVX2 kernel's order: two 8-lane accumulators over 16-element steps, added lane by lane and
+// summed horizontally, then the tail one product at a time.
+TS_HD inline float dot_f32(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const float*>(w);
+    const auto* y = static_cast<const float*>(a);
+    float acc0[8] = {}, acc1[8] = {};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        TS_UNROLL
+    for (int l = 0; l < 8; ++l) {
+        acc0[l] = fma_rn(x[i + l], y[i + l], acc0[l]);
+        acc1[l] = fma_rn(x[i + 8 + l], y[i + 8 + l], acc1[l]);
+    }
+    TS_UNROLL
+    for (int l = 0; l < 8; ++l)
+        acc0[l] += acc1[l];
+    float sum = hsum8(acc0);
+    for (; i < n; ++i)
+        sum += x[i] * y[i];
+    return sum;
+}
+
+// F16 weights × F16 activations in ggml's AVX2 order: four 8-lane accumulators over 32-element
+// steps, reduced pairwise, then the tail in double.
+TS_HD inline float dot_f16(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint16_t*>(w);
+    const auto* y = static_cast<const uint16_t*>(a);
+    float acc[4][8] = {};
+    const int64_t np = n & ~int64_t(31);
+    for (int64_t i = 0; i < np; i += 32)
+        TS_UNROLL
+    for (int j = 0; j < 4; ++j)
+        TS_UNROLL
+    for (int l = 0; l < 8; ++l)
+        acc[j][l] = fma_rn(cuda::half_to_f32(x[i + 8 * j + l]), cuda::half_to_f32(y[i + 8 * j + l]), acc[j][l]);
+    TS_UNROLL
+    for (int l = 0; l < 8; ++l) {
+        acc[0][l] += acc[2][l];
+        acc[1][l] += acc[3][l];
+        acc[0][l] += acc[1][l];
+    }
+    const float t0 = acc[0][0] + acc[0][4], t1 = acc[0][1] + acc[0][5], t2 = acc[0][2] + acc[0][6],
+                t3 = acc[0][3] + acc[0][7];
+    double sum = (t0 + t1) + (t2 + t3);
+    for (int64_t i = np; i < n; ++i)
+        sum += static_cast<double>(cuda::half_to_f32(x[i]) * cuda::half_to_f32(y[i]));
+    return static_cast<float>(sum);
+}
+
+// The same product as llama.cpp's tiled matmul computes it for batches of 2+ rows: one 8-lane
+// accumulator, summed by halves. Only valid when n is a multiple of 8.
+TS_HD inline float dot_f16_batched(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint16_t*>(w);
+    const auto* y = static_cast<const uint16_t*>(a);
+    float acc[8] = {};
+    for (int64_t i = 0; i < n; i += 8)
+        TS_UNROLL
+    for (int l = 0; l < 8; ++l)
+        acc[l] = fma_rn(cuda::half_to_f32(x[i + l]), cuda::half_to_f32(y[i + l]), acc[l]);
+    return hsum8(acc);
+}
+
+TS_HD inline float dot_bf16(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint16_t*>(w);
+    const auto* y = static_cast<const float*>(a);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i)
+        sum += bits_float(uint32_t(x[i]) << 16) * y[i];
+    return sum;
+}
+
+// llama.cpp's k-quant tiled matmul takes over from batches of this many rows.
+constexpr int64_t kTiledMinBatch = 8;
+
+// The dot product the CPU backend's matmul computes for a row of `type` in a batch of `order` rows
+// (vec_dot_for_batch's choice; its SIMD kernels give these bits). NaN for a type without one.
+TS_HD inline float dot_for_batch(GgmlType type, const void* w, const void* a, int64_t n, int64_t order)
+{
+    const bool tiled = order >= kTiledMinBatch;
+    switch (type) {
+    case GgmlType::F32:
+        return dot_f32(w, a, n);
+    case GgmlType::F16:
+        return order >= 2 && n % 8 == 0 ? dot_f16_batched(w, a, n) : dot_f16(w, a, n);
+    case GgmlType::BF16:
+        return dot_bf16(w, a, n);
+    case GgmlType::Q4_0:
+        return dot_q4_0(w, a, n);
+    case GgmlType::Q4_1:
+        return dot_q4_1(w, a, n);
+    case GgmlType::Q5_0:
+        return dot_q5_0(w, a, n);
+    case GgmlType::Q5_1:
+        return dot_q5_1(w, a, n);
+    case GgmlType::Q8_0:
+        return dot_q8_0(w, a, n);
+    case GgmlType::Q2_K:
+        return tiled ? dot_k_tiled<GgmlType::Q2_K>(w, a, n) : dot_k<GgmlType::Q2_K>(w, a, n);
+    case GgmlType::Q3_K:
+        return tiled ? dot_k_tiled<GgmlType::Q3_K>(w, a, n) : dot_k<GgmlType::Q3_K>(w, a, n);
+    case GgmlType::Q4_K:
+        return tiled ? dot_k_tiled<GgmlType::Q4_K>(w, a, n) : dot_q45_k_lanes<false>(w, a, n);
+    case GgmlType::Q5_K:
+        return tiled ? dot_k_tiled<GgmlType::Q5_K>(w, a, n) : dot_q45_k_lanes<true>(w, a, n);
+    case GgmlType::Q6_K:
+        return tiled ? dot_k_tiled<GgmlType::Q6_K>(w, a, n) : dot_q6_k_lanes(w, a, n);
+    default:
+        return bits_float(0x7FC00000u);
+    }
+}
+
+} // namespace engine::portable

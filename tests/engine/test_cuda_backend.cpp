@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The CUDA backend end to end against the CPU backend (backend_parity.h: logits, greedy
+// continuations, captures, logit lens, KV accounting and read-back) on the random-weight models of
+// every architecture and, in test_cuda_parity_model, the two real models. Without a GPU the backend
+// runs on the emulated device (its kernels over their whole grids on the host): that checks the
+// backend's buffers, chunking, recording and replay and the kernels' orders, not the device. Where
+// an NVIDIA GPU is present the same rows run on it ("device"); elsewhere those rows skip, saying why.
+#include "backend/backend_factory.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend_parity.h"
+#include "model/model.h"
+#include "model/test_model.h"
+#include "util/error.h"
+
+#include <QTemporaryDir>
+#include <QTest>
+#include <cstring>
+#include <random>
+
+using namespace engine;
+
+namespace {
+
+std::shared_ptr<const Model> test_model(QTemporaryDir& dir, const QString& arch)
+{
+    const QString path = dir.filePath(arch + ".gguf");
+    make_test_model(arch.toStdString(), 1).write(path.toStdString());
+    return Model::load(path.toStdString());
+}
+
+std::vector<TokenId> random_tokens(const Model& model, std::size_t n, uint32_t seed)
+{
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int32_t> pick(0, int32_t(model.config().n_vocab) - 1);
+    std::vector<TokenId> tokens(n);
+    for (auto& t : tokens)
+        t = pick(rng);
+    return tokens;
+}
+
+} // namespace
+
+class TestCudaBackend : public QObject {
+    Q_OBJECT
+private slots:
+    void testModels_data();
+    void testModels();
+    void longPromptInChunks();
+    void decodeReplay();
+    void fusedEqualsUnfused();
+    void interventions();
+    void unavailableWithoutDevice();
+};
+
+void TestCudaBackend::testModels_data()
+{
+    QTest::addColumn<QString>("arch");
+    QTest::addColumn<int>("prompt");
+    QTest::addColumn<bool>("device");
+    for (const bool device : {false, true})
+        for (const char* a :
+             {"llama", "qwen2", "qwen3", "gemma3"}) // gemma3: 100 + 24 positions cross its 64-token window
+            QTest::addRow("%s %s", a, device ? "device" : "emulated")
+                << QString(a) << (QString(a) == "gemma3" ? 100 : 40) << device;
+}
+
+void TestCudaBackend::testModels()
+{
+    QFETCH(QString, arch);
+    QFETCH(int, prompt);
+    QFETCH(bool, device);
+    if (device) {
+        const CudaDeviceListing listing = list_cuda_devices();
+        if (listing.devices.empty())
+            QSKIP(qPrintable("no CUDA device: " + QString::fromStdString(listing.why_unavailable)));
+    }
+    QTemporaryDir dir;
+    const auto model = test_model(dir, arch);
+    auto cpu = make_cpu_backend(model, {.threads = 0, .n_ctx = 512});
+    auto cuda = make_cuda_backend(model, {.n_ctx = 512, .emulate = !device});
+    QCOMPARE(cuda->kv_cache().config().n_ctx, cpu->kv_cache().config().n_ctx);
+    qInfo("%s", cuda->name().c_str());
+    const auto tokens = random_tokens(*model, std::size_t(prompt), 7);
+    testsupport::ParityReport r;
+    testsupport::run_parity(*cpu, *cuda, tokens, 24, r, {.min_pearson = 0.9999, .attention = 1e-3});
+    if (QTest::currentTestFailed())
+        return;
+    qInfo("%s: logits Pearson ≥ %.7f, max |Δ| %.3g; greedy %d/%d steps identical%s; attention weights max |Δ| %.3g",
+          qPrintable(arch), r.min_pearson, r.max_abs_diff, r.greedy_matched, r.greedy_steps,
+          r.diverged_at_tie ? " (then a near-tie on the CPU)" : "", r.max_attention_diff);
+    QVERIFY(r.greedy_steps > 0);
+    const auto mem = cuda->memory();
+    QVERIFY(mem.weight_bytes > 0);
+    QCOMPARE(mem.kv_bytes_allocated, cpu->memory().kv_bytes_allocated);
+}
+
+// A prompt longer than one chunk (the backend's micro-batch for a long context is small): the chunks'
+// logits of every position equal those of shorter requests continuing the cache.
+void TestCudaBackend::longPromptInChunks()
+{
+    QTemporaryDir dir;
+    const auto model = test_model(dir, "qwen2");
+    const uint32_t n_ctx = uint32_t(model->config().n_ctx_train);
+    auto cpu = make_cpu_backend(model, {.threads = 0, .n_ctx = n_ctx});
+    auto cuda = make_cuda_backend(model, {.n_ctx = n_ctx, .emulate = true});
+    const auto tokens = random_tokens(*model, 300, 9);
+    const auto a = cpu->forward({.tokens = tokens, .all_logits = true});
+    const auto b = cuda->forward({.tokens = tokens, .all_logits = true});
+    QCOMPARE(b.logits.size(), a.logits.size());
+    const double p = testsupport::pearson(a.logits, b.logits);
+    qInfo("300 positions, every position's logits: Pearson %.7f", p);
+    QVERIFY2(p >= 0.9999, qPrintable(QString("Pearson %1").arg(p)));
+    testsupport::compare_accounting(cpu->kv_cache().accounting(), cuda->kv_cache().accounting());
+}
+
+// Decode steps replayed from one recording give the bits of steps issued afresh, across gemma3's
+// 64-token window, around a step with captures (issued, not replayed) and after the cache is cut
+// back (the position comes from the device word the host rewrites).
+void TestCudaBackend::decodeReplay()
+{
+    QTemporaryDir dir;
+    const auto model = test_model(dir, "gemma3");
+    const auto prompt = random_tokens(*model, 50, 3);
+    CaptureRequest capture;
+    capture.all_heads = true;
+    bool recompute = false;
+    const auto run = [&](bool replay) -> std::vector<std::vector<float>> {
+        qputenv("TOKENSCOPE_CUDA_REPLAY", replay ? "1" : "0");
+        auto b = make_cuda_backend(model, {.n_ctx = 256, .emulate = true});
+        std::vector<std::vector<float>> steps;
+        std::vector<float> logits = b->forward({.tokens = prompt}).logits;
+        for (int step = 0; step < 40; ++step) {
+            const TokenId t = testsupport::argmax(logits);
+            if (step == 20)
+                recompute = recompute || b->kv_cache().truncate(uint32_t(prompt.size()) + 10).recompute;
+            logits = b->forward({.tokens = std::span(&t, 1), .capture = step == 10 ? &capture : nullptr}).logits;
+            steps.push_back(logits);
+        }
+        qunsetenv("TOKENSCOPE_CUDA_REPLAY");
+        return steps;
+    };
+    const uint64_t before = cuda_decode_replays();
+    const auto replayed = run(true);
+    const uint64_t replays = cuda_decode_replays() - before;
+    const auto issued = run(false);
+    QVERIFY2(!recompute, "the cut must keep the cache (no sliding-window recompute)");
+    QCOMPARE(cuda_decode_replays() - before, replays); // none without replay
+    QVERIFY2(replays >= 36, qPrintable(QString("%1 of 40 steps replayed").arg(replays)));
+    for (std::size_t i = 0; i < replayed.size(); ++i)
+        QVERIFY2(std::memcmp(replayed[i].data(), issued[i].data(), replayed[i].size() * sizeof(float)) == 0,
+                 qPrintable(QString("step %1 differs").arg(i)));
+}
+
+// The residual add fused with the next norm (a plain run) and the two operations apart (a run that
+// captures every residual) give the same bits.
+void TestCudaBackend::fusedEqualsUnfused()
+{
+    QTemporaryDir dir;
+    const auto model = test_model(dir, "llama");
+    const auto tokens = random_tokens(*model, 12, 5);
+    CaptureRequest capture;
+    capture.residuals = true;
+    auto a = make_cuda_backend(model, {.n_ctx = 128, .emulate = true});
+    auto b = make_cuda_backend(model, {.n_ctx = 128, .emulate = true});
+    const auto plain = a->forward({.tokens = tokens, .all_logits = true});
+    const auto captured = b->forward({.tokens = tokens, .all_logits = true, .capture = &capture});
+    QVERIFY(captured.captures && captured.captures->residuals.size() == model->config().n_layer);
+    QCOMPARE(plain.logits.size(), captured.logits.size());
+    QVERIFY(std::memcmp(plain.logits.data(), captured.logits.data(), plain.logits.size() * sizeof(float)) == 0);
+}
+
+// The lab's interventions on the device: a patch of a run's own activations keeps every bit, and
+// zeroing a layer's attention output changes the logits as it does on the CPU.
+void TestCudaBackend::interventions()
+{
+    QTemporaryDir dir;
+    const auto model = test_model(dir, "qwen2");
+    const auto tokens = random_tokens(*model, 10, 6);
+    const uint32_t layer = 1, E = model->config().n_embd;
+    CaptureRequest capture;
+    capture.sites = {Site::AttentionOut};
+    auto cuda = make_cuda_backend(model, {.n_ctx = 128, .emulate = true});
+    const auto base = cuda->forward({.tokens = tokens, .all_logits = true, .capture = &capture});
+    cuda->kv_cache().truncate(0);
+    const auto& rows = base.captures->at(Site::AttentionOut, layer);
+    QCOMPARE(rows.size(), tokens.size() * site_width(model->config(), Site::AttentionOut, layer));
+    Intervention same;
+    same.site = Site::AttentionOut;
+    same.layer = layer;
+    same.first = 3;
+    same.values.assign(rows.begin() + 3 * E, rows.begin() + 4 * E);
+    const auto patched = cuda->forward({.tokens = tokens, .all_logits = true, .interventions = std::span(&same, 1)});
+    QVERIFY(std::memcmp(patched.logits.data(), base.logits.data(), base.logits.size() * sizeof(float)) == 0);
+    cuda->kv_cache().truncate(0);
+
+    Intervention zero = same;
+    zero.values.assign(E, 0.0f);
+    auto cpu = make_cpu_backend(model, {.threads = 0, .n_ctx = 128});
+    const auto c = cpu->forward({.tokens = tokens, .all_logits = true, .interventions = std::span(&zero, 1)});
+    const auto g = cuda->forward({.tokens = tokens, .all_logits = true, .interventions = std::span(&zero, 1)});
+    QVERIFY(std::memcmp(g.logits.data(), base.logits.data(), base.logits.size() * sizeof(float)) != 0);
+    const double p = testsupport::pearson(c.logits, g.logits);
+    QVERIFY2(p >= 0.9999, qPrintable(QString("Pearson %1").arg(p)));
+}
+
+// Without a usable device: the factory says why and runs on the CPU; make_cuda_backend throws
+// UnsupportedError naming the reason; auto does not pick CUDA.
+void TestCudaBackend::unavailableWithoutDevice()
+{
+    const CudaDeviceListing listing = list_cuda_devices();
+    if (!listing.devices.empty())
+        QSKIP("a CUDA device is present: this checks a machine without one");
+    QVERIFY(!listing.why_unavailable.empty());
+    qInfo("CUDA unavailable: %s", listing.why_unavailable.c_str());
+    QTemporaryDir dir;
+    const auto model = test_model(dir, "llama");
+    try {
+        make_cuda_backend(model, {.n_ctx = 128});
+        QFAIL("make_cuda_backend succeeded without a CUDA device");
+    } catch (const UnsupportedError& e) {
+        QVERIFY2(QString(e.what()).contains(QString::fromStdString(listing.why_unavailable)), e.what());
+    }
+    std::string note;
+    auto b = make_backend(BackendKind::Cuda, model, 128, 1, &note);
+    QVERIFY(QString::fromStdString(b->name()).startsWith("CPU"));
+    QVERIFY2(QString::fromStdString(note).contains("CUDA"), note.c_str());
+    auto automatic = make_backend(BackendKind::Auto, model, 128, 1, &note);
+    QVERIFY(!QString::fromStdString(automatic->name()).startsWith("CUDA"));
+    QCOMPARE(parse_backend_kind("CUDA"), std::optional(BackendKind::Cuda));
+    QVERIFY(!parse_backend_choice("cuda-exact"));
+}
+
+QTEST_GUILESS_MAIN(TestCudaBackend)
+#include "test_cuda_backend.moc"
