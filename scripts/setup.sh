@@ -136,9 +136,30 @@ configure() {
     return 1
   fi
 }
+# The CUDA toolkit is not a Debian package: where a machine has one (/usr/local/cuda, as the
+# development and CI machines do), the Release tree builds the CUDA module with it, and a build that
+# did not produce the module fails here instead of quietly leaving CUDA out.
+cuda_toolkit() {
+  if command -v nvcc >/dev/null 2>&1; then command -v nvcc
+  elif [ -x /usr/local/cuda/bin/nvcc ]; then echo /usr/local/cuda/bin/nvcc
+  fi
+}
 build_release() {
-  configure "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTOKENSCOPE_WERROR=ON -DTOKENSCOPE_CUDA=OFF
+  local nvcc; nvcc="$(cuda_toolkit)"
+  if [ -n "$nvcc" ]; then
+    configure "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTOKENSCOPE_WERROR=ON -DTOKENSCOPE_CUDA=ON \
+      -DCMAKE_CUDA_COMPILER="$nvcc"
+  else
+    configure "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTOKENSCOPE_WERROR=ON -DTOKENSCOPE_CUDA=OFF
+  fi
   cmake --build "$BUILD" -j "$JOBS"
+  if [ -n "$nvcc" ]; then
+    [ -f "$BUILD/app/libtokenscope-cuda.so" ] || {
+      echo "error: a CUDA toolkit is here ($nvcc) but the CUDA module was not built" >&2; return 1; }
+    echo "CUDA module: $BUILD/app/libtokenscope-cuda.so (built with $nvcc)"
+  else
+    echo "CUDA module: not built (no CUDA toolkit on this machine; the app runs without it)"
+  fi
 }
 # The clang tree: everything (engine, Vulkan backend, desktop app, CLI, every suite) under
 # AddressSanitizer + UndefinedBehaviorSanitizer, and the libFuzzer targets.

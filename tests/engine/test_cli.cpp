@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // tokenscope-cli as a user runs it: `info` and `tokenize` on the default model (found without
 // flags), `chat` on the chat model, JSON output, and clean errors with a non-zero exit on bad input.
+#include "backend/cuda/cuda_backend.h"
 #include "backend/vulkan/vulkan_backend.h"
 #include "gguf_builder.h"
 #include "test_paths.h"
@@ -48,6 +49,7 @@ private slots:
     void absurdFlagsAreClampedOrRefused();
     void benchPrintsBothTests();
     void vulkanArithmeticIsChosen();
+    void cudaBackendChosenOrRefused();
     void gigabyteNameIsRefused();
     void patchJsonContract();
     void attributeJsonPartsAddUp();
@@ -328,6 +330,35 @@ void TestCli::vulkanArithmeticIsChosen()
         QCOMPARE(r.exit_code, 0);
         const QString backend = QJsonDocument::fromJson(r.out.toUtf8()).object()["backend"].toString();
         QVERIFY2(backend.startsWith("Vulkan") && backend.endsWith(exact ? ", exact)" : ", f32)"), qPrintable(backend));
+    }
+}
+
+// Without a CUDA device (no driver, or no module): `devices` says why, and `--backend cuda` is an
+// error naming the reason (not a quiet run on the CPU); with one, both show the device.
+void TestCli::cudaBackendChosenOrRefused()
+{
+    const engine::CudaDeviceListing listing = engine::list_cuda_devices();
+    const Run devices = cli({"devices"});
+    QCOMPARE(devices.exit_code, 0);
+    const Run json = cli({"devices", "--json"});
+    QCOMPARE(json.exit_code, 0);
+    const auto j = QJsonDocument::fromJson(json.out.toUtf8()).object();
+    QVERIFY(j["cuda"].isArray() && j["vulkan"].isArray());
+    QCOMPARE(j["cuda"].toArray().size(), qsizetype(listing.devices.size()));
+    QTemporaryDir dir;
+    const QString model = dir.filePath("llama.gguf");
+    QCOMPARE(cli({"make-test-model", "--arch", "llama", "--out", model}).exit_code, 0);
+    const Run r = cli({"generate", "-m", model, "-p", "Hello", "-n", "2", "--backend", "cuda"});
+    if (listing.devices.empty()) {
+        const QString why = QString::fromStdString(listing.why_unavailable);
+        QVERIFY2(devices.out.contains("CUDA: unavailable (" + why + ")"), qPrintable(devices.out));
+        QCOMPARE(j["cuda_unavailable"].toString(), why);
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(r.err.contains("--backend cuda") && r.err.contains(why), qPrintable(r.err));
+    } else {
+        QVERIFY2(devices.out.contains("CUDA 0  " + QString::fromStdString(listing.devices[0].name)),
+                 qPrintable(devices.out));
+        QCOMPARE(r.exit_code, 0);
     }
 }
 

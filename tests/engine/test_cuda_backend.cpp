@@ -82,6 +82,7 @@ void TestCudaBackend::testModels()
     qInfo("%s", cuda->name().c_str());
     const auto tokens = random_tokens(*model, std::size_t(prompt), 7);
     testsupport::ParityReport r;
+    // the criteria for random-weight models (the emulator meets them with no difference at all)
     testsupport::run_parity(*cpu, *cuda, tokens, 24, r, {.min_pearson = 0.9999, .attention = 1e-3});
     if (QTest::currentTestFailed())
         return;
@@ -89,6 +90,10 @@ void TestCudaBackend::testModels()
           qPrintable(arch), r.min_pearson, r.max_abs_diff, r.greedy_matched, r.greedy_steps,
           r.diverged_at_tie ? " (then a near-tie on the CPU)" : "", r.max_attention_diff);
     QVERIFY(r.greedy_steps > 0);
+    if (!device) { // the kernels follow the CPU's summation orders: the emulator gives its bits
+        QCOMPARE(r.max_abs_diff, 0.0);
+        QCOMPARE(r.max_attention_diff, 0.0);
+    }
     const auto mem = cuda->memory();
     QVERIFY(mem.weight_bytes > 0);
     QCOMPARE(mem.kv_bytes_allocated, cpu->memory().kv_bytes_allocated);
@@ -109,7 +114,7 @@ void TestCudaBackend::longPromptInChunks()
     QCOMPARE(b.logits.size(), a.logits.size());
     const double p = testsupport::pearson(a.logits, b.logits);
     qInfo("300 positions, every position's logits: Pearson %.7f", p);
-    QVERIFY2(p >= 0.9999, qPrintable(QString("Pearson %1").arg(p)));
+    QVERIFY(std::memcmp(a.logits.data(), b.logits.data(), a.logits.size() * sizeof(float)) == 0);
     testsupport::compare_accounting(cpu->kv_cache().accounting(), cuda->kv_cache().accounting());
 }
 
@@ -199,8 +204,7 @@ void TestCudaBackend::interventions()
     const auto c = cpu->forward({.tokens = tokens, .all_logits = true, .interventions = std::span(&zero, 1)});
     const auto g = cuda->forward({.tokens = tokens, .all_logits = true, .interventions = std::span(&zero, 1)});
     QVERIFY(std::memcmp(g.logits.data(), base.logits.data(), base.logits.size() * sizeof(float)) != 0);
-    const double p = testsupport::pearson(c.logits, g.logits);
-    QVERIFY2(p >= 0.9999, qPrintable(QString("Pearson %1").arg(p)));
+    QVERIFY(std::memcmp(g.logits.data(), c.logits.data(), c.logits.size() * sizeof(float)) == 0);
 }
 
 // Without a usable device: the factory says why and runs on the CPU; make_cuda_backend throws
