@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "main_window.h"
 
+#include "backend/cuda/cuda_backend.h"
 #include "bridge/background.h"
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
@@ -219,8 +220,9 @@ void MainWindow::buildModelBar()
             openModel(path);
     });
     bar->addWidget(open);
-    // The compute backend: the CPU, any Vulkan device the loader lists, or auto (a Vulkan GPU when
-    // there is one). Changing it reloads the model there.
+    // The compute backend: the CPU, any CUDA device the NVIDIA driver lists, any Vulkan device the
+    // loader lists, or auto (a CUDA device, else a Vulkan GPU, else the CPU). Changing it reloads the
+    // model there.
     m_backend = new QComboBox;
     m_backend->setObjectName("backendPicker");
     // Device entries arrive after the first show (listed in the background): the picker grows to
@@ -228,12 +230,16 @@ void MainWindow::buildModelBar()
     m_backend->setSizeAdjustPolicy(QComboBox::AdjustToContents);
     m_backend->addItem(tr("CPU"), QStringList{"cpu", "-1"});
     m_backend->addItem(tr("Auto"), QStringList{"auto", "-1"});
-    m_backend->setItemData(1, tr("A Vulkan GPU when one is usable, else the CPU"), Qt::ToolTipRole);
+    m_backend->setItemData(1, tr("A CUDA device when one is usable, else a Vulkan GPU, else the CPU"), Qt::ToolTipRole);
     selectSavedBackend();
-    // Asking the Vulkan loader for its devices takes 30–130 ms: off the UI thread, not in start-up.
+    // Asking the Vulkan loader (30–130 ms) and the CUDA module for their devices: off the UI thread,
+    // not in start-up.
     run_in_background(
-        this, [] { return vulkan_devices(); },
-        [](MainWindow& self, std::vector<engine::VulkanDeviceInfo> devices) { self.addVulkanDevices(devices); });
+        this, [] { return std::make_pair(engine::list_cuda_devices(), vulkan_devices()); },
+        [](MainWindow& self, std::pair<engine::CudaDeviceListing, std::vector<engine::VulkanDeviceInfo>> devices) {
+            self.addCudaDevices(devices.first);
+            self.addVulkanDevices(devices.second);
+        });
     connect(m_backend, &QComboBox::activated, this, [this] {
         QSettings().setValue("engine/backend", m_backend->currentData().toStringList());
         if (!m_model_path.isEmpty())
@@ -252,6 +258,29 @@ void MainWindow::buildModelBar()
     m_cancel->hide();
     connect(m_cancel, &QPushButton::clicked, this, [this] { m_engine->cancel(m_load_request); }); // the load only
     bar->addWidget(m_cancel);
+}
+
+void MainWindow::addCudaDevices(const engine::CudaDeviceListing& listing)
+{
+    for (const engine::CudaDeviceInfo& d : listing.devices) {
+        const QString name = QString::fromStdString(d.name);
+        m_backend->addItem(tr("CUDA: %1").arg(name), QStringList{"cuda", QString::number(d.index)});
+        m_backend->setItemData(m_backend->count() - 1,
+                               tr("%1, compute capability %2.%3, %4 MiB device memory; the CPU backend's operations "
+                                  "in its order, on the GPU")
+                                   .arg(name)
+                                   .arg(d.compute_major)
+                                   .arg(d.compute_minor)
+                                   .arg(d.total_bytes >> 20),
+                               Qt::ToolTipRole);
+    }
+    if (listing.devices.empty()) { // listed, greyed out, with the reason: where CUDA would be
+        m_backend->addItem(tr("CUDA: unavailable"), QStringList{"cuda", "-1"});
+        m_backend->setItemData(m_backend->count() - 1, QString::fromStdString(listing.why_unavailable),
+                               Qt::ToolTipRole);
+        if (auto* model = qobject_cast<QStandardItemModel*>(m_backend->model()))
+            model->item(m_backend->count() - 1)->setEnabled(false);
+    }
 }
 
 void MainWindow::addVulkanDevices(const std::vector<engine::VulkanDeviceInfo>& devices)

@@ -18,7 +18,8 @@ class QComboBox;
 
 namespace engine {
 struct VulkanDeviceInfo;
-}
+struct CudaDeviceListing;
+} // namespace engine
 
 namespace tokenscope::ui {
 
@@ -101,6 +102,7 @@ private:
     void showModel(const std::shared_ptr<const ModelSummary>& m);
     void rememberRecent(const QString& path);
     void rebuildRecentMenu();
+    void addCudaDevices(const engine::CudaDeviceListing& listing);
     void addVulkanDevices(const std::vector<engine::VulkanDeviceInfo>& devices);
     void selectSavedBackend();
     void showRun(std::shared_ptr<const RunDocument> run);

@@ -2,6 +2,7 @@
 // Choosing the compute backend in the app: the picker lists the CPU, auto and every Vulkan device;
 // the default model loads on a Vulkan device (lavapipe in CI) and the stepper runs a step there,
 // with the KV gauges naming the device; auto without a Vulkan GPU falls back to the CPU and says why.
+#include "backend/cuda/cuda_backend.h"
 #include "backend/vulkan/vulkan_backend.h"
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
@@ -13,6 +14,7 @@
 
 #include <QComboBox>
 #include <QSignalSpy>
+#include <QStandardItemModel>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -37,13 +39,28 @@ void TestBackendChoice::pickerListsTheDevices()
     QVERIFY(picker);
     QTRY_VERIFY(window.devicesListed()); // listed off the UI thread
     const auto devices = engine::list_vulkan_devices();
-    // each device in the default f32 arithmetic, and again ("Vulkan exact: …") where it has 64-bit floats
-    int expected = 2;
+    const auto cuda = engine::list_cuda_devices();
+    // CUDA devices first (or one greyed-out entry saying why there is none), then each Vulkan device
+    // in the default f32 arithmetic, and again ("Vulkan exact: …") where it has 64-bit floats
+    int expected = 2 + std::max<int>(1, int(cuda.devices.size()));
     for (const auto& d : devices)
         expected += d.usable && d.float64 ? 2 : 1;
     QCOMPARE(picker->count(), expected);
     QCOMPARE(picker->itemText(0), QString("CPU"));
     int item = 2;
+    auto* items = qobject_cast<QStandardItemModel*>(picker->model());
+    QVERIFY(items);
+    if (cuda.devices.empty()) {
+        QCOMPARE(picker->itemText(item), QString("CUDA: unavailable"));
+        QVERIFY(!items->item(item)->isEnabled());
+        QCOMPARE(picker->itemData(item, Qt::ToolTipRole).toString(), QString::fromStdString(cuda.why_unavailable));
+        ++item;
+    }
+    for (const auto& d : cuda.devices) {
+        QCOMPARE(picker->itemText(item), "CUDA: " + QString::fromStdString(d.name));
+        QCOMPARE(picker->itemData(item).toStringList(), (QStringList{"cuda", QString::number(d.index)}));
+        ++item;
+    }
     for (const auto& d : devices) {
         QVERIFY(picker->itemText(item).contains(QString::fromStdString(d.name)));
         QCOMPARE(picker->itemData(item).toStringList().value(0), QString("vulkan"));
