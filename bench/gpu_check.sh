@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
-# The GPU check: Tokenscope's Vulkan backend on a machine with a GPU, given the source tree and a
-# bundle of build outputs (no model files), in a few minutes.
+# The GPU check: Tokenscope's CUDA and Vulkan backends on a machine with a GPU, given the source tree
+# and a bundle of build outputs (no model files), in a few minutes.
 #
 #   bench/gpu_check.sh --pack     (here, after building build/release) writes .gpu/tokenscope-gpu.tar.xz:
-#                                 tokenscope-cli, test_vulkan_parity and the shared libraries they need
-#                                 beyond glibc, libstdc++ and the Vulkan loader (about 16 MB; add
-#                                 /.gpu/ to .git/info/exclude and carry .gpu)
+#                                 tokenscope-cli, the CUDA module, test_vulkan_parity, test_cuda_kernels,
+#                                 test_cuda_backend and the shared libraries they need beyond glibc,
+#                                 libstdc++ and the Vulkan loader (about 20 MB; add /.gpu/ to
+#                                 .git/info/exclude and carry .gpu)
 #   bench/gpu_check.sh [--quick]  (there) unpacks the bundle, finds a Vulkan loader and driver, runs
-#                                 the Vulkan parity suite on the random-weight models of every
+#                                 the CUDA kernel suite (every kernel on the device must give the
+#                                 emulator's bits) and the CUDA and Vulkan parity suites on the
+#                                 random-weight models of every
 #                                 architecture, writes full-size random-weight twins of the default
 #                                 model, the chat model and Llama 3.1 8B (make-test-model --preset),
-#                                 and benchmarks pp512, tg128 and tg128 at 4,096 tokens of context in
-#                                 the f32 arithmetic (and the exact one on the small twins), printing
+#                                 and benchmarks pp512, tg128 and tg128 at 4,096 tokens of context on
+#                                 CUDA and on Vulkan's f32 arithmetic (and the exact one on the small
+#                                 twins), printing
 #                                 one table with tokens/s and decode's read bandwidth as a share of
 #                                 the device's (GPU_BANDWIDTH_GBS, else a table of known GPUs).
 #
@@ -33,7 +37,10 @@ if [[ "${1:-}" == "--pack" ]]; then
   trap 'rm -rf "$work"' EXIT
   mkdir -p "$work/bin" "$work/lib" "$here/.gpu"
   cp "$build/app/tokenscope-cli" "$build/tests/test_vulkan_parity" "$work/bin/"
+  for t in test_cuda_kernels test_cuda_backend; do [[ -x "$build/tests/$t" ]] && cp "$build/tests/$t" "$work/bin/"; done
   strip "$work"/bin/* || true
+  # the CUDA module beside the CLI and the suites, where the engine looks for it
+  [[ -f "$build/app/libtokenscope-cuda.so" ]] && cp "$build/app/libtokenscope-cuda.so" "$work/bin/"
   for b in "$work"/bin/*; do ldd "$b" | awk '/=>/ {print $3}'; done | sort -u |
     grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libdl|libpthread|librt|libresolv|libvulkan)\.so' |
     xargs -I{} cp -L {} "$work/lib/"
@@ -55,9 +62,14 @@ if [[ -f "$bundle" ]]; then
   export LD_LIBRARY_PATH="$dest/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   cli="$dest/bin/tokenscope-cli"
   parity="$dest/bin/test_vulkan_parity"
+  cuda_kernels="$dest/bin/test_cuda_kernels"
+  cuda_parity="$dest/bin/test_cuda_backend"
+  export TOKENSCOPE_CUDA_MODULE="$dest/bin/libtokenscope-cuda.so"
 else
   cli="${TOKENSCOPE_CLI:-$here/build/release/app/tokenscope-cli}"
   parity="${TOKENSCOPE_PARITY:-$here/build/release/tests/test_vulkan_parity}"
+  cuda_kernels="$here/build/release/tests/test_cuda_kernels"
+  cuda_parity="$here/build/release/tests/test_cuda_backend"
 fi
 [[ -x "$cli" ]] || { echo "no tokenscope-cli: run bench/gpu_check.sh --pack where it was built and carry .gpu" >&2; exit 1; }
 
@@ -79,7 +91,25 @@ stage "devices"
 "$cli" devices
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 
-# ---- parity on the GPU: the random-weight models of every architecture, both arithmetics ----------
+# ---- parity on the GPU: the random-weight models of every architecture ----------------------------
+# run_suite NAME COMMAND...: runs a Qt Test suite, prints its results, marks the check failed on a FAIL.
+run_suite() {
+  local name="$1" log; shift
+  stage "$name"
+  log="$(mktemp)"
+  "$@" >"$log" 2>&1 || status=1
+  grep -E "^(PASS|FAIL|QINFO|SKIP|Totals)|Loc:" "$log" || true
+  grep -q '^FAIL' "$log" && status=1
+  rm -f "$log"
+}
+cuda=0
+"$cli" devices --json | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["cuda"] else 1)' && cuda=1
+if [[ $cuda == 1 ]]; then
+  [[ -x "$cuda_kernels" ]] && run_suite "test_cuda_kernels (each kernel on the device: the emulator's bits)" "$cuda_kernels"
+  [[ -x "$cuda_parity" ]] && run_suite "test_cuda_backend (random-weight models on the device; replay)" "$cuda_parity"
+else
+  stage "no CUDA device: the CUDA suites and benchmarks are skipped"
+fi
 if [[ -x "$parity" ]]; then
   stage "test_vulkan_parity (random-weight models, f32 and exact; decode replay)"
   parity_log="$(mktemp)"
@@ -100,15 +130,18 @@ rows="$twins/rows.tsv"
 for p in "${presets[@]}"; do
   stage "make-test-model --preset $p"
   "$cli" make-test-model --preset "$p" --out "$twins/$p.gguf" >/dev/null
-  arithmetics=(f32)
+  arithmetics=()
+  [[ $cuda == 1 ]] && arithmetics+=(cuda)
+  arithmetics+=(f32)
   [[ "$p" != llama-3.1-8b ]] && arithmetics+=(exact)
   for a in "${arithmetics[@]}"; do
     flags=(--backend vulkan)
     [[ "$a" == exact ]] && flags+=(--vulkan-exact)
+    [[ "$a" == cuda ]] && flags=(--backend cuda)
     stage "bench $p ($a): pp$pp tg$tg"
     "$cli" bench -m "$twins/$p.gguf" "${flags[@]}" -p "$pp" -n "$tg" -r 1 --json >"$twins/$p-$a.json"
     printf '%s\t%s\t%s\n' "$p" "$a" "$twins/$p-$a.json" >>"$rows"
-    if [[ $quick == 0 && "$a" == f32 ]]; then
+    if [[ $quick == 0 && "$a" != exact ]]; then
       stage "bench $p ($a): tg$tg at depth 4096"
       "$cli" bench -m "$twins/$p.gguf" "${flags[@]}" -p 0 -n "$tg" -d 4096 -r 1 --json >"$twins/$p-$a-d4096.json"
       printf '%s\t%s@d4096\t%s\n' "$p" "$a" "$twins/$p-$a-d4096.json" >>"$rows"
