@@ -45,6 +45,8 @@ class TestCudaBackend : public QObject {
 private slots:
     void testModels_data();
     void testModels();
+    void twinsOnDevice_data();
+    void twinsOnDevice();
     void longPromptInChunks();
     void decodeReplay();
     void fusedEqualsUnfused();
@@ -97,6 +99,36 @@ void TestCudaBackend::testModels()
     const auto mem = cuda->memory();
     QVERIFY(mem.weight_bytes > 0);
     QCOMPARE(mem.kv_bytes_allocated, cpu->memory().kv_bytes_allocated);
+}
+
+void TestCudaBackend::twinsOnDevice_data()
+{
+    QTest::addColumn<QString>("preset");
+    QTest::newRow("gemma3-270m") << QString("gemma3-270m");
+    QTest::newRow("qwen2.5-0.5b") << QString("qwen2.5-0.5b");
+}
+
+// The real models' shapes (full-size random-weight twins, make-test-model --preset) on a GPU: the
+// random-weight criteria. Skipped without a CUDA device (the emulator runs the real models
+// themselves, in test_cuda_parity_model).
+void TestCudaBackend::twinsOnDevice()
+{
+    QFETCH(QString, preset);
+    const CudaDeviceListing listing = list_cuda_devices();
+    if (listing.devices.empty())
+        QSKIP(qPrintable("no CUDA device: " + QString::fromStdString(listing.why_unavailable)));
+    QTemporaryDir dir;
+    const QString path = dir.filePath(preset + ".gguf");
+    make_test_model_preset(preset.toStdString(), 1).write(path.toStdString());
+    const auto model = Model::load(path.toStdString());
+    auto cpu = make_cpu_backend(model, {.threads = 0, .n_ctx = 256});
+    auto cuda = make_cuda_backend(model, {.n_ctx = 256});
+    const auto tokens = random_tokens(*model, 24, 11);
+    testsupport::ParityReport r;
+    testsupport::run_parity(*cpu, *cuda, tokens, 16, r, {.min_pearson = 0.9999, .attention = 1e-3});
+    qInfo("%s twin on %s: logits Pearson ≥ %.7f, max |Δ| %.3g; greedy %d/%d%s; attention max |Δ| %.3g",
+          qPrintable(preset), cuda->name().c_str(), r.min_pearson, r.max_abs_diff, r.greedy_matched, r.greedy_steps,
+          r.diverged_at_tie ? " (then a near-tie on the CPU)" : "", r.max_attention_diff);
 }
 
 // A prompt longer than one chunk (the backend's micro-batch for a long context is small): the chunks'
