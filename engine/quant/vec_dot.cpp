@@ -87,15 +87,15 @@ VecDotFn vec_dot_scalar(GgmlType type)
     case GgmlType::BF16:
         return dot_bf16;
     case GgmlType::Q4_0:
-        return dot_q4_0;
+        return dot_legacy<GgmlType::Q4_0>;
     case GgmlType::Q4_1:
         return dot_q4_1;
     case GgmlType::Q5_0:
-        return dot_q5_0;
+        return dot_legacy<GgmlType::Q5_0>;
     case GgmlType::Q5_1:
         return dot_q5_1;
     case GgmlType::Q8_0:
-        return dot_q8_0;
+        return dot_legacy<GgmlType::Q8_0>;
     case GgmlType::Q2_K:
         return dot_k<GgmlType::Q2_K>;
     case GgmlType::Q3_K:

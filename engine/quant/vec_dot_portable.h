@@ -32,66 +32,51 @@ TS_HD inline float hsum8(const float* a)
     return (t0 + t2) + (t1 + t3);
 }
 
-// One 32-element block of signed weights q (already decoded) × a Q8_0 block into the lanes.
-TS_HD inline void q8_0_block_lanes(const int* q, const BlockQ8_0& y, float d, float* acc)
-{
-    TS_UNROLL
-    for (int l = 0; l < 8; ++l) {
-        int s = 0;
-        TS_UNROLL
-        for (int j = 4 * l; j < 4 * l + 4; ++j)
-            s += q[j] * y.qs[j];
-        acc[l] = fma_rn(d, static_cast<float>(s), acc[l]);
-    }
-}
+// ---- legacy blocks × Q8_0: lane l takes elements 4l … 4l + 3 of every block ------------------------
 
-TS_HD inline float dot_q4_0(const void* w, const void* a, int64_t n)
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_0*>(a);
-    float acc[8] = {};
-    for (int64_t b = 0; b < n / 32; ++b, x += 18) {
-        int q[32];
-        TS_UNROLL
-        for (int j = 0; j < 16; ++j) {
-            q[j] = (x[2 + j] & 0x0F) - 8;
-            q[j + 16] = (x[2 + j] >> 4) - 8;
-        }
-        q8_0_block_lanes(q, y[b], half(x) * cuda::half_to_f32(y[b].d), acc);
-    }
-    return hsum8(acc);
-}
+template <GgmlType T> constexpr int kLegacyBlockBytes = T == GgmlType::Q4_0 ? 18 : T == GgmlType::Q5_0 ? 22 : 34;
 
-TS_HD inline float dot_q5_0(const void* w, const void* a, int64_t n)
+// Element e of a Q4_0, Q5_0 or Q8_0 block as its signed integer.
+template <GgmlType T> TS_HD inline int legacy_q(const uint8_t* x, int e)
 {
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_0*>(a);
-    float acc[8] = {};
-    for (int64_t b = 0; b < n / 32; ++b, x += 22) {
+    if constexpr (T == GgmlType::Q4_0) {
+        return (e < 16 ? (x[2 + e] & 0x0F) : (x[2 + e - 16] >> 4)) - 8;
+    } else if constexpr (T == GgmlType::Q5_0) {
         const uint32_t qh = load_u32(x + 2);
-        int q[32];
-        TS_UNROLL
-        for (int j = 0; j < 16; ++j) {
-            q[j] = ((x[6 + j] & 0x0F) | static_cast<int>(((qh >> j) & 1u) << 4)) - 16;
-            q[j + 16] = ((x[6 + j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4)) - 16;
-        }
-        q8_0_block_lanes(q, y[b], half(x) * cuda::half_to_f32(y[b].d), acc);
+        const int low = e < 16 ? (x[6 + e] & 0x0F) : (x[6 + e - 16] >> 4);
+        return (low | static_cast<int>(((qh >> e) & 1u) << 4)) - 16;
+    } else {
+        return static_cast<int8_t>(x[2 + e]);
     }
-    return hsum8(acc);
 }
 
-TS_HD inline float dot_q8_0(const void* w, const void* a, int64_t n)
+// Lane l's integer sum of one block: Σ q·q8 over elements 4l … 4l + 3.
+template <GgmlType T> TS_HD inline int legacy_lane_sum(const uint8_t* x, const BlockQ8_0& y, int l)
+{
+    int s = 0;
+    TS_UNROLL
+    for (int j = 4 * l; j < 4 * l + 4; ++j)
+        s += legacy_q<T>(x, j) * y.qs[j];
+    return s;
+}
+
+// Lane l's accumulator over the row: one fused multiply-add per block.
+template <GgmlType T> TS_HD inline float legacy_lane(const void* w, const void* a, int64_t n, int l)
 {
     const auto* x = static_cast<const uint8_t*>(w);
     const auto* y = static_cast<const BlockQ8_0*>(a);
-    float acc[8] = {};
-    for (int64_t b = 0; b < n / 32; ++b, x += 34) {
-        int q[32];
-        TS_UNROLL
-        for (int j = 0; j < 32; ++j)
-            q[j] = static_cast<int8_t>(x[2 + j]);
-        q8_0_block_lanes(q, y[b], half(x) * cuda::half_to_f32(y[b].d), acc);
-    }
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b, x += kLegacyBlockBytes<T>)
+        acc = fma_rn(half(x) * cuda::half_to_f32(y[b].d), static_cast<float>(legacy_lane_sum<T>(x, y[b], l)), acc);
+    return acc;
+}
+
+template <GgmlType T> TS_HD inline float dot_legacy(const void* w, const void* a, int64_t n)
+{
+    float acc[8];
+    TS_UNROLL
+    for (int l = 0; l < 8; ++l)
+        acc[l] = legacy_lane<T>(w, a, n, l);
     return hsum8(acc);
 }
 
@@ -298,49 +283,83 @@ template <GgmlType T> TS_HD inline float dot_k_tiled(const void* w, const void* 
 // low nibble × y[64c + j] (scale of sub-block 2c) and its high nibble × y[64c + 32 + j] (sub-block
 // 2c + 1). Q4_K keeps the minimums in four lanes of their own; Q5_K folds them into one float with a
 // fused multiply-add per block.
-template <bool Five> TS_HD inline float dot_q45_k_lanes(const void* w, const void* a, int64_t n)
+template <bool Five> TS_HD inline int q45_k_lane_isum(const uint8_t* x, const BlockQ8_K& y, int l)
 {
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_K*>(a);
-    float acc[8] = {}, acc_m[4] = {}, summs = 0.0f;
-    for (int64_t b = 0; b < n / 256; ++b, x += Five ? 176 : 144) {
-        int sc[8], m[8];
+    const uint8_t* hbits = x + 16;
+    const uint8_t* qs = x + (Five ? 48 : 16);
+    int isum = 0;
+    TS_UNROLL
+    for (int c = 0; c < 4; ++c) {
+        int sc_lo = 0, m_lo = 0, sc_hi = 0, m_hi = 0;
+        scale_min_k4(x + 4, 2 * c, sc_lo, m_lo);
+        scale_min_k4(x + 4, 2 * c + 1, sc_hi, m_hi);
         TS_UNROLL
-        for (int j = 0; j < 8; ++j)
-            scale_min_k4(x + 4, j, sc[j], m[j]);
-        const uint8_t* hbits = x + 16;
-        const uint8_t* qs = x + (Five ? 48 : 16);
-        int isum[8] = {};
-        TS_UNROLL
-        for (int c = 0; c < 4; ++c)
-            TS_UNROLL
-        for (int j = 0; j < 32; ++j) {
+        for (int j = 4 * l; j < 4 * l + 4; ++j) {
             int lo = qs[32 * c + j] & 0x0F, hi = qs[32 * c + j] >> 4;
             if constexpr (Five) {
                 lo |= ((hbits[j] >> (2 * c)) & 1) << 4;
                 hi |= ((hbits[j] >> (2 * c + 1)) & 1) << 4;
             }
-            isum[j / 4] += sc[2 * c] * lo * y[b].qs[64 * c + j] + sc[2 * c + 1] * hi * y[b].qs[64 * c + 32 + j];
+            isum += sc_lo * lo * y.qs[64 * c + j] + sc_hi * hi * y.qs[64 * c + 32 + j];
         }
+    }
+    return isum;
+}
+
+// Q4_K: minimum lane l (< 4), sub-blocks 2l and 2l + 1. Q5_K: all eight (one float).
+TS_HD inline int q4_k_lane_mins(const uint8_t* x, const BlockQ8_K& y, int l)
+{
+    int sc0 = 0, m0 = 0, sc1 = 0, m1 = 0;
+    scale_min_k4(x + 4, 2 * l, sc0, m0);
+    scale_min_k4(x + 4, 2 * l + 1, sc1, m1);
+    return m0 * (y.bsums[4 * l] + y.bsums[4 * l + 1]) + m1 * (y.bsums[4 * l + 2] + y.bsums[4 * l + 3]);
+}
+TS_HD inline int q5_k_mins(const uint8_t* x, const BlockQ8_K& y)
+{
+    int s2 = 0;
+    TS_UNROLL
+    for (int sub = 0; sub < 8; ++sub) {
+        int sc = 0, m = 0;
+        scale_min_k4(x + 4, sub, sc, m);
+        s2 += m * (y.bsums[2 * sub] + y.bsums[2 * sub + 1]);
+    }
+    return s2;
+}
+
+// Lane l's accumulators over the row: the values', and (Q4_K, l < 4) a minimum lane's or (Q5_K) the
+// one minimum float, the same on every lane.
+struct KLaneAcc {
+    float acc = 0.0f, mins = 0.0f;
+};
+template <bool Five> TS_HD inline KLaneAcc q45_k_lane(const void* w, const void* a, int64_t n, int l)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    KLaneAcc r;
+    for (int64_t b = 0; b < n / 256; ++b, x += Five ? 176 : 144) {
         const float d = y[b].d * half(x);
         const float neg_dmin = -y[b].d * half(x + 2);
-        if constexpr (Five) {
-            int s2 = 0;
-            TS_UNROLL
-            for (int sub = 0; sub < 8; ++sub)
-                s2 += m[sub] * (y[b].bsums[2 * sub] + y[b].bsums[2 * sub + 1]);
-            summs = fma_rn(neg_dmin, static_cast<float>(s2), summs);
-        } else {
-            TS_UNROLL
-            for (int l = 0; l < 4; ++l) {
-                const int mins = m[2 * l] * (y[b].bsums[4 * l] + y[b].bsums[4 * l + 1]) +
-                                 m[2 * l + 1] * (y[b].bsums[4 * l + 2] + y[b].bsums[4 * l + 3]);
-                acc_m[l] = fma_rn(neg_dmin, static_cast<float>(mins), acc_m[l]);
-            }
-        }
-        TS_UNROLL
-        for (int l = 0; l < 8; ++l)
-            acc[l] = fma_rn(d, static_cast<float>(isum[l]), acc[l]);
+        if constexpr (Five)
+            r.mins = fma_rn(neg_dmin, static_cast<float>(q5_k_mins(x, y[b])), r.mins);
+        else if (l < 4)
+            r.mins = fma_rn(neg_dmin, static_cast<float>(q4_k_lane_mins(x, y[b], l)), r.mins);
+        r.acc = fma_rn(d, static_cast<float>(q45_k_lane_isum<Five>(x, y[b], l)), r.acc);
+    }
+    return r;
+}
+
+template <bool Five> TS_HD inline float dot_q45_k_lanes(const void* w, const void* a, int64_t n)
+{
+    float acc[8], acc_m[4] = {};
+    float summs = 0.0f;
+    TS_UNROLL
+    for (int l = 0; l < 8; ++l) {
+        const KLaneAcc r = q45_k_lane<Five>(w, a, n, l);
+        acc[l] = r.acc;
+        if (Five)
+            summs = r.mins;
+        else if (l < 4)
+            acc_m[l] = r.mins;
     }
     if constexpr (Five)
         return hsum8(acc) + summs;
@@ -350,103 +369,140 @@ template <bool Five> TS_HD inline float dot_q45_k_lanes(const void* w, const voi
 // Q6_K in the AVX2 kernel's order: for each half h and quarter q, byte j of the 32 decoded values
 // feeds lane j/4, with the scale of 16-group 8h + 2q for j < 16 and of the next group above; the
 // stored +32 comes off lane l as 32 · (scale · bsum) of groups 2l and 2l + 1.
-TS_HD inline float dot_q6_k_lanes(const void* w, const void* a, int64_t n)
+TS_HD inline int q6_k_lane_isum(const uint8_t* x, const BlockQ8_K& y, int l)
+{
+    const uint8_t* ql = x;
+    const uint8_t* qh = x + 128;
+    const auto* scales = reinterpret_cast<const int8_t*>(x + 192);
+    int isum = 0;
+    TS_UNROLL
+    for (int h = 0; h < 2; ++h)
+        TS_UNROLL
+    for (int q = 0; q < 4; ++q) {
+        const int g = 8 * h + 2 * q;
+        TS_UNROLL
+        for (int j = 4 * l; j < 4 * l + 4; ++j) {
+            const uint8_t lbyte = ql[64 * h + 32 * (q % 2) + j];
+            const int low = q < 2 ? (lbyte & 0x0F) : (lbyte >> 4);
+            const int value = low | (((qh[32 * h + j] >> (2 * q)) & 3) << 4);
+            isum += scales[j < 16 ? g : g + 1] * value * y.qs[128 * h + 32 * q + j];
+        }
+    }
+    return isum - 32 * (scales[2 * l] * y.bsums[2 * l] + scales[2 * l + 1] * y.bsums[2 * l + 1]);
+}
+
+TS_HD inline float q6_k_lane(const void* w, const void* a, int64_t n, int l)
 {
     const auto* x = static_cast<const uint8_t*>(w);
     const auto* y = static_cast<const BlockQ8_K*>(a);
-    float acc[8] = {};
-    for (int64_t b = 0; b < n / 256; ++b, x += 210) {
-        const uint8_t* ql = x;
-        const uint8_t* qh = x + 128;
-        const auto* scales = reinterpret_cast<const int8_t*>(x + 192);
-        int isum[8] = {};
-        TS_UNROLL
-        for (int h = 0; h < 2; ++h)
-            TS_UNROLL
-        for (int q = 0; q < 4; ++q) {
-            const int g = 8 * h + 2 * q;
-            TS_UNROLL
-            for (int j = 0; j < 32; ++j) {
-                const uint8_t lbyte = ql[64 * h + 32 * (q % 2) + j];
-                const int low = q < 2 ? (lbyte & 0x0F) : (lbyte >> 4);
-                const int value = low | (((qh[32 * h + j] >> (2 * q)) & 3) << 4);
-                isum[j / 4] += scales[j < 16 ? g : g + 1] * value * y[b].qs[128 * h + 32 * q + j];
-            }
-        }
-        const float d = half(x + 208) * y[b].d;
-        TS_UNROLL
-        for (int l = 0; l < 8; ++l) {
-            isum[l] -= 32 * (scales[2 * l] * y[b].bsums[2 * l] + scales[2 * l + 1] * y[b].bsums[2 * l + 1]);
-            acc[l] = fma_rn(d, static_cast<float>(isum[l]), acc[l]);
-        }
-    }
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b, x += 210)
+        acc = fma_rn(half(x + 208) * y[b].d, static_cast<float>(q6_k_lane_isum(x, y[b], l)), acc);
+    return acc;
+}
+
+TS_HD inline float dot_q6_k_lanes(const void* w, const void* a, int64_t n)
+{
+    float acc[8];
+    TS_UNROLL
+    for (int l = 0; l < 8; ++l)
+        acc[l] = q6_k_lane(w, a, n, l);
     return hsum8(acc);
 }
 
 // ---- float weights × f32 activations -------------------------------------------------------------
 
 // The AVX2 kernel's order: two 8-lane accumulators over 16-element steps, added lane by lane and
-// summed horizontally, then the tail one product at a time.
-TS_HD inline float dot_f32(const void* w, const void* a, int64_t n)
+// summed horizontally, then the tail one product at a time. Lane l: elements l and 8 + l of each step.
+TS_HD inline float f32_lane(const void* w, const void* a, int64_t n, int l)
 {
     const auto* x = static_cast<const float*>(w);
     const auto* y = static_cast<const float*>(a);
-    float acc0[8] = {}, acc1[8] = {};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        TS_UNROLL
-    for (int l = 0; l < 8; ++l) {
-        acc0[l] = fma_rn(x[i + l], y[i + l], acc0[l]);
-        acc1[l] = fma_rn(x[i + 8 + l], y[i + 8 + l], acc1[l]);
+    float acc0 = 0.0f, acc1 = 0.0f;
+    for (int64_t i = 0; i + 16 <= n; i += 16) {
+        acc0 = fma_rn(x[i + l], y[i + l], acc0);
+        acc1 = fma_rn(x[i + 8 + l], y[i + 8 + l], acc1);
     }
-    TS_UNROLL
-    for (int l = 0; l < 8; ++l)
-        acc0[l] += acc1[l];
-    float sum = hsum8(acc0);
-    for (; i < n; ++i)
+    return acc0 + acc1;
+}
+TS_HD inline float f32_tail(const void* w, const void* a, int64_t n, float sum)
+{
+    const auto* x = static_cast<const float*>(w);
+    const auto* y = static_cast<const float*>(a);
+    for (int64_t i = n & ~int64_t(15); i < n; ++i)
         sum += x[i] * y[i];
     return sum;
 }
 
+TS_HD inline float dot_f32(const void* w, const void* a, int64_t n)
+{
+    float acc[8];
+    TS_UNROLL
+    for (int l = 0; l < 8; ++l)
+        acc[l] = f32_lane(w, a, n, l);
+    return f32_tail(w, a, n, hsum8(acc));
+}
+
 // F16 weights × F16 activations in ggml's AVX2 order: four 8-lane accumulators over 32-element
-// steps, reduced pairwise, then the tail in double.
-TS_HD inline float dot_f16(const void* w, const void* a, int64_t n)
+// steps (lane l: elements 8j + l), reduced as (a0 + a2) + (a1 + a3), summed in the hadd order, then
+// the tail in double.
+TS_HD inline float f16_lane(const void* w, const void* a, int64_t n, int l)
 {
     const auto* x = static_cast<const uint16_t*>(w);
     const auto* y = static_cast<const uint16_t*>(a);
-    float acc[4][8] = {};
+    float acc[4] = {};
     const int64_t np = n & ~int64_t(31);
     for (int64_t i = 0; i < np; i += 32)
         TS_UNROLL
     for (int j = 0; j < 4; ++j)
-        TS_UNROLL
-    for (int l = 0; l < 8; ++l)
-        acc[j][l] = fma_rn(cuda::half_to_f32(x[i + 8 * j + l]), cuda::half_to_f32(y[i + 8 * j + l]), acc[j][l]);
-    TS_UNROLL
-    for (int l = 0; l < 8; ++l) {
-        acc[0][l] += acc[2][l];
-        acc[1][l] += acc[3][l];
-        acc[0][l] += acc[1][l];
-    }
-    const float t0 = acc[0][0] + acc[0][4], t1 = acc[0][1] + acc[0][5], t2 = acc[0][2] + acc[0][6],
-                t3 = acc[0][3] + acc[0][7];
-    double sum = (t0 + t1) + (t2 + t3);
-    for (int64_t i = np; i < n; ++i)
+        acc[j] = fma_rn(cuda::half_to_f32(x[i + 8 * j + l]), cuda::half_to_f32(y[i + 8 * j + l]), acc[j]);
+    acc[0] += acc[2];
+    acc[1] += acc[3];
+    return acc[0] + acc[1];
+}
+// The hadd order: ((a0+a4)+(a1+a5)) + ((a2+a6)+(a3+a7)).
+TS_HD inline float hsum8_hadd(const float* a)
+{
+    const float t0 = a[0] + a[4], t1 = a[1] + a[5], t2 = a[2] + a[6], t3 = a[3] + a[7];
+    return (t0 + t1) + (t2 + t3);
+}
+TS_HD inline float f16_tail(const void* w, const void* a, int64_t n, float lanes_sum)
+{
+    const auto* x = static_cast<const uint16_t*>(w);
+    const auto* y = static_cast<const uint16_t*>(a);
+    double sum = lanes_sum;
+    for (int64_t i = n & ~int64_t(31); i < n; ++i)
         sum += static_cast<double>(cuda::half_to_f32(x[i]) * cuda::half_to_f32(y[i]));
     return static_cast<float>(sum);
 }
 
+TS_HD inline float dot_f16(const void* w, const void* a, int64_t n)
+{
+    float acc[8];
+    TS_UNROLL
+    for (int l = 0; l < 8; ++l)
+        acc[l] = f16_lane(w, a, n, l);
+    return f16_tail(w, a, n, hsum8_hadd(acc));
+}
+
 // The same product as llama.cpp's tiled matmul computes it for batches of 2+ rows: one 8-lane
 // accumulator, summed by halves. Only valid when n is a multiple of 8.
-TS_HD inline float dot_f16_batched(const void* w, const void* a, int64_t n)
+TS_HD inline float f16_batched_lane(const void* w, const void* a, int64_t n, int l)
 {
     const auto* x = static_cast<const uint16_t*>(w);
     const auto* y = static_cast<const uint16_t*>(a);
-    float acc[8] = {};
+    float acc = 0.0f;
     for (int64_t i = 0; i < n; i += 8)
-        TS_UNROLL
+        acc = fma_rn(cuda::half_to_f32(x[i + l]), cuda::half_to_f32(y[i + l]), acc);
+    return acc;
+}
+
+TS_HD inline float dot_f16_batched(const void* w, const void* a, int64_t n)
+{
+    float acc[8];
+    TS_UNROLL
     for (int l = 0; l < 8; ++l)
-        acc[l] = fma_rn(cuda::half_to_f32(x[i + l]), cuda::half_to_f32(y[i + l]), acc[l]);
+        acc[l] = f16_batched_lane(w, a, n, l);
     return hsum8(acc);
 }
 
@@ -476,15 +532,15 @@ TS_HD inline float dot_for_batch(GgmlType type, const void* w, const void* a, in
     case GgmlType::BF16:
         return dot_bf16(w, a, n);
     case GgmlType::Q4_0:
-        return dot_q4_0(w, a, n);
+        return dot_legacy<GgmlType::Q4_0>(w, a, n);
     case GgmlType::Q4_1:
         return dot_q4_1(w, a, n);
     case GgmlType::Q5_0:
-        return dot_q5_0(w, a, n);
+        return dot_legacy<GgmlType::Q5_0>(w, a, n);
     case GgmlType::Q5_1:
         return dot_q5_1(w, a, n);
     case GgmlType::Q8_0:
-        return dot_q8_0(w, a, n);
+        return dot_legacy<GgmlType::Q8_0>(w, a, n);
     case GgmlType::Q2_K:
         return tiled ? dot_k_tiled<GgmlType::Q2_K>(w, a, n) : dot_k<GgmlType::Q2_K>(w, a, n);
     case GgmlType::Q3_K:

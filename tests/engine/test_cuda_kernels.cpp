@@ -270,17 +270,27 @@ void TestCudaKernels::matmul_data()
     QTest::addColumn<int>("type");
     QTest::addColumn<int>("cols");
     QTest::addColumn<int>("tokens");
-    QTest::addColumn<int>("order"); // the batch size whose summation order the CPU uses
-    for (GgmlType t : kQuantTypes) {
-        const int cols = cuda::is_k_quant(t) ? 512 : 96;
-        for (int n : {1, 3})
-            QTest::addRow("%s %dx%d", type_name(t).c_str(), cols, n) << int(t) << cols << n << n;
-        // k-quants: llama.cpp's tiled order from batches of 8
-        QTest::addRow("%s %dx2 in the order of 16", type_name(t).c_str(), cols) << int(t) << cols << 2 << 16;
-    }
-    for (GgmlType t : kFloatTypes)
-        for (int n : {1, 5}) // F16: the batched order from 2 rows; a row with a tail
-            QTest::addRow("%s 200x%d", type_name(t).c_str(), n) << int(t) << 200 << n << n;
+    QTest::addColumn<int>("order");  // the batch size whose summation order the CPU uses
+    QTest::addColumn<bool>("lanes"); // MatmulLanes (eight threads per row) instead of MatmulRows
+    for (const bool lanes : {false, true})
+        for (GgmlType t : kQuantTypes) {
+            const int cols = cuda::is_k_quant(t) ? 512 : 96;
+            const char* kernel = lanes ? "lanes" : "rows";
+            for (int n : {1, 3})
+                if (!lanes || cuda::MatmulLanes::handles(t, uint32_t(n)))
+                    QTest::addRow("%s %dx%d, %s", type_name(t).c_str(), cols, n, kernel)
+                        << int(t) << cols << n << n << lanes;
+            // k-quants: llama.cpp's tiled order from batches of 8
+            if (!lanes || cuda::MatmulLanes::handles(t, 16))
+                QTest::addRow("%s %dx2 in the order of 16, %s", type_name(t).c_str(), cols, kernel)
+                    << int(t) << cols << 2 << 16 << lanes;
+        }
+    for (const bool lanes : {false, true})
+        for (GgmlType t : kFloatTypes)
+            for (int n : {1, 5}) // F16: the batched order from 2 rows; rows of 200 (F16's double tail: 8)
+                if (!lanes || cuda::MatmulLanes::handles(t, uint32_t(n)))
+                    QTest::addRow("%s 200x%d, %s", type_name(t).c_str(), n, lanes ? "lanes" : "rows")
+                        << int(t) << 200 << n << n << lanes;
 }
 
 // out = W·x: the CPU backend's matmul bit for bit (its activation formats, its summation orders), an
@@ -291,6 +301,7 @@ void TestCudaKernels::matmul()
     QFETCH(int, cols);
     QFETCH(int, tokens);
     QFETCH(int, order);
+    QFETCH(bool, lanes);
     const auto t = GgmlType(type);
     const uint32_t n = uint32_t(tokens), k = uint32_t(cols), rows = 37, stride = 41, row0 = 3;
     const HostMatrix w = random_matrix(t, k, rows, 400 + uint64_t(type));
@@ -312,9 +323,23 @@ void TestCudaKernels::matmul()
             d.launch(cuda::QuantizeAct::Args{dx.p(), k, n, f, act.p<uint8_t>()});
             in = act.p<uint8_t>();
         }
-        d.launch(cuda::MatmulRows::Args{t, dw.p<uint8_t>(), w.row_bytes, rows, k, in,
-                                        f == ActivationFormat::F32 ? k * 4 : activation_row_bytes(f, k), n,
-                                        uint32_t(order), out.p(), stride, row0});
+        const cuda::MatmulRows::Args args{t,
+                                          dw.p<uint8_t>(),
+                                          w.row_bytes,
+                                          rows,
+                                          k,
+                                          in,
+                                          f == ActivationFormat::F32 ? k * 4 : activation_row_bytes(f, k),
+                                          n,
+                                          uint32_t(order),
+                                          out.p(),
+                                          stride,
+                                          row0};
+        // one thread per row, and (where the order keeps the CPU's lanes) eight: the same bits
+        if (lanes)
+            d.launch(cuda::MatmulLanes::Args{args});
+        else
+            d.launch(args);
         const auto y = out.get();
         for (uint32_t tok = 0; tok < n; ++tok)
             for (uint32_t c = 0; c < stride; ++c) {

@@ -510,9 +510,14 @@ void CudaBackend::matmul_into(const DeviceMatrix& m, const float* in, uint32_t n
         if (!quantized_ready)
             m_dev->launch(cuda::QuantizeAct::Args{in, m.cols, n_rows, format, m_act.get<uint8_t>()});
     }
-    // the CPU's summation order for the batch (at least the rows given)
-    m_dev->launch(cuda::MatmulRows::Args{m.type, m.data.get<uint8_t>(), m.row_bytes, m.rows, m.cols, x, x_row_bytes,
-                                         n_rows, std::max(order, n_rows), out, out_stride, 0});
+    // the CPU's summation order for the batch (at least the rows given): eight threads per row where
+    // that order keeps the CPU's eight lanes, else one
+    const cuda::MatmulRows::Args args{m.type, m.data.get<uint8_t>(),   m.row_bytes, m.rows,     m.cols, x, x_row_bytes,
+                                      n_rows, std::max(order, n_rows), out,         out_stride, 0};
+    if (cuda::MatmulLanes::handles(m.type, args.order))
+        m_dev->launch(cuda::MatmulLanes::Args{args});
+    else
+        m_dev->launch(args);
 }
 
 void CudaBackend::matmul_rows(const TensorView& w, Act in, Act out, uint32_t row0, uint32_t n_rows, uint32_t order)

@@ -48,6 +48,8 @@ struct DeviceLanes {
     template <class T> __device__ static T at(T v, uint32_t lane) { return __shfl_sync(0xFFFFFFFFu, v, lane); }
     // Inside each/each_do: lane l's own value.
     template <class T> __device__ static const T& mine(const T& v, uint32_t) { return v; }
+    // Lane l's value plus lane l ^ off's, on every lane (one step of a butterfly within a group).
+    __device__ static float xor_add(float v, uint32_t off) { return v + __shfl_xor_sync(0xFFFFFFFFu, v, off); }
 };
 #else
 struct HostLanes {
@@ -93,6 +95,13 @@ struct HostLanes {
     }
     template <class T> static T at(const std::array<T, kWarp>& v, uint32_t lane) { return v[lane]; }
     template <class T> static const T& mine(const std::array<T, kWarp>& v, uint32_t lane) { return v[lane]; }
+    static std::array<float, kWarp> xor_add(const std::array<float, kWarp>& v, uint32_t off)
+    {
+        std::array<float, kWarp> r;
+        for (uint32_t l = 0; l < kWarp; ++l)
+            r[l] = v[l] + v[l ^ off];
+        return r;
+    }
 };
 #endif
 
