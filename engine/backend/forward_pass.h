@@ -47,6 +47,14 @@ struct ChunkPlan {
     // Every layer runs from the chunk's tokens and no intervention edits anything: chunks of the same
     // shape then issue the same operations, whatever their position (a backend may replay them).
     bool plain = false;
+
+    // A plain decode step: one token, its logits, nothing delivered besides. Every such step issues
+    // the same operations but for its position and token (the GPU backends record one and replay it).
+    bool replayable_decode_step() const
+    {
+        return plain && n_tokens == 1 && n_logit_rows == 1 && order == 1 && logit_order == 1 && !residuals &&
+               sites.empty() && attention_layers.empty();
+    }
 };
 
 // Where a backend delivers a chunk's results: synchronous backends as each operation runs, others

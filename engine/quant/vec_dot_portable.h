@@ -60,15 +60,40 @@ template <GgmlType T> TS_HD inline int legacy_lane_sum(const uint8_t* x, const B
     return s;
 }
 
-// Lane l's accumulator over the row: one fused multiply-add per block.
-template <GgmlType T> TS_HD inline float legacy_lane(const void* w, const void* a, int64_t n, int l)
+// Lane l's accumulators over a row: the values' (one fused multiply-add per block) and, for Q4_K
+// (l < 4) a minimum lane's or for Q5_K the one minimum float (the same on every lane).
+struct KLaneAcc {
+    float acc = 0.0f, mins = 0.0f;
+};
+
+// The lane-split types block by block: the activation block a weight block meets, and what one block
+// adds to lane l (LaneBlocks<T>::step). A row is its blocks in order (lane_of_row); the CUDA kernels
+// also run one weight block against several tokens' blocks.
+template <GgmlType T> struct LaneBlocks;
+template <GgmlType T> struct LegacyLaneBlocks {
+    using Act = BlockQ8_0;
+    static constexpr int bytes = kLegacyBlockBytes<T>, elements = 32;
+    TS_HD static void step(const uint8_t* x, const Act& y, int l, KLaneAcc& r)
+    {
+        r.acc = fma_rn(half(x) * cuda::half_to_f32(y.d), static_cast<float>(legacy_lane_sum<T>(x, y, l)), r.acc);
+    }
+};
+template <> struct LaneBlocks<GgmlType::Q4_0> : LegacyLaneBlocks<GgmlType::Q4_0> {
+};
+template <> struct LaneBlocks<GgmlType::Q5_0> : LegacyLaneBlocks<GgmlType::Q5_0> {
+};
+template <> struct LaneBlocks<GgmlType::Q8_0> : LegacyLaneBlocks<GgmlType::Q8_0> {
+};
+
+template <GgmlType T> TS_HD inline KLaneAcc lane_of_row(const void* w, const void* a, int64_t n, int l)
 {
+    using B = LaneBlocks<T>;
     const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_0*>(a);
-    float acc = 0.0f;
-    for (int64_t b = 0; b < n / 32; ++b, x += kLegacyBlockBytes<T>)
-        acc = fma_rn(half(x) * cuda::half_to_f32(y[b].d), static_cast<float>(legacy_lane_sum<T>(x, y[b], l)), acc);
-    return acc;
+    const auto* y = static_cast<const typename B::Act*>(a);
+    KLaneAcc r;
+    for (int64_t b = 0; b < n / B::elements; ++b)
+        B::step(x + b * B::bytes, y[b], l, r);
+    return r;
 }
 
 template <GgmlType T> TS_HD inline float dot_legacy(const void* w, const void* a, int64_t n)
@@ -76,7 +101,7 @@ template <GgmlType T> TS_HD inline float dot_legacy(const void* w, const void* a
     float acc[8];
     TS_UNROLL
     for (int l = 0; l < 8; ++l)
-        acc[l] = legacy_lane<T>(w, a, n, l);
+        acc[l] = lane_of_row<T>(w, a, n, l).acc;
     return hsum8(acc);
 }
 
@@ -326,27 +351,24 @@ TS_HD inline int q5_k_mins(const uint8_t* x, const BlockQ8_K& y)
     return s2;
 }
 
-// Lane l's accumulators over the row: the values', and (Q4_K, l < 4) a minimum lane's or (Q5_K) the
-// one minimum float, the same on every lane.
-struct KLaneAcc {
-    float acc = 0.0f, mins = 0.0f;
-};
-template <bool Five> TS_HD inline KLaneAcc q45_k_lane(const void* w, const void* a, int64_t n, int l)
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_K*>(a);
-    KLaneAcc r;
-    for (int64_t b = 0; b < n / 256; ++b, x += Five ? 176 : 144) {
-        const float d = y[b].d * half(x);
-        const float neg_dmin = -y[b].d * half(x + 2);
+template <bool Five> struct Q45KLaneBlocks {
+    using Act = BlockQ8_K;
+    static constexpr int bytes = Five ? 176 : 144, elements = 256;
+    TS_HD static void step(const uint8_t* x, const Act& y, int l, KLaneAcc& r)
+    {
+        const float d = y.d * half(x);
+        const float neg_dmin = -y.d * half(x + 2);
         if constexpr (Five)
-            r.mins = fma_rn(neg_dmin, static_cast<float>(q5_k_mins(x, y[b])), r.mins);
+            r.mins = fma_rn(neg_dmin, static_cast<float>(q5_k_mins(x, y)), r.mins);
         else if (l < 4)
-            r.mins = fma_rn(neg_dmin, static_cast<float>(q4_k_lane_mins(x, y[b], l)), r.mins);
-        r.acc = fma_rn(d, static_cast<float>(q45_k_lane_isum<Five>(x, y[b], l)), r.acc);
+            r.mins = fma_rn(neg_dmin, static_cast<float>(q4_k_lane_mins(x, y, l)), r.mins);
+        r.acc = fma_rn(d, static_cast<float>(q45_k_lane_isum<Five>(x, y, l)), r.acc);
     }
-    return r;
-}
+};
+template <> struct LaneBlocks<GgmlType::Q4_K> : Q45KLaneBlocks<false> {
+};
+template <> struct LaneBlocks<GgmlType::Q5_K> : Q45KLaneBlocks<true> {
+};
 
 template <bool Five> TS_HD inline float dot_q45_k_lanes(const void* w, const void* a, int64_t n)
 {
@@ -354,7 +376,7 @@ template <bool Five> TS_HD inline float dot_q45_k_lanes(const void* w, const voi
     float summs = 0.0f;
     TS_UNROLL
     for (int l = 0; l < 8; ++l) {
-        const KLaneAcc r = q45_k_lane<Five>(w, a, n, l);
+        const KLaneAcc r = lane_of_row < Five ? GgmlType::Q5_K : GgmlType::Q4_K > (w, a, n, l);
         acc[l] = r.acc;
         if (Five)
             summs = r.mins;
@@ -391,22 +413,21 @@ TS_HD inline int q6_k_lane_isum(const uint8_t* x, const BlockQ8_K& y, int l)
     return isum - 32 * (scales[2 * l] * y.bsums[2 * l] + scales[2 * l + 1] * y.bsums[2 * l + 1]);
 }
 
-TS_HD inline float q6_k_lane(const void* w, const void* a, int64_t n, int l)
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_K*>(a);
-    float acc = 0.0f;
-    for (int64_t b = 0; b < n / 256; ++b, x += 210)
-        acc = fma_rn(half(x + 208) * y[b].d, static_cast<float>(q6_k_lane_isum(x, y[b], l)), acc);
-    return acc;
-}
+template <> struct LaneBlocks<GgmlType::Q6_K> {
+    using Act = BlockQ8_K;
+    static constexpr int bytes = 210, elements = 256;
+    TS_HD static void step(const uint8_t* x, const Act& y, int l, KLaneAcc& r)
+    {
+        r.acc = fma_rn(half(x + 208) * y.d, static_cast<float>(q6_k_lane_isum(x, y, l)), r.acc);
+    }
+};
 
 TS_HD inline float dot_q6_k_lanes(const void* w, const void* a, int64_t n)
 {
     float acc[8];
     TS_UNROLL
     for (int l = 0; l < 8; ++l)
-        acc[l] = q6_k_lane(w, a, n, l);
+        acc[l] = lane_of_row<GgmlType::Q6_K>(w, a, n, l).acc;
     return hsum8(acc);
 }
 

@@ -276,7 +276,7 @@ void TestCudaKernels::matmul_data()
         for (GgmlType t : kQuantTypes) {
             const int cols = cuda::is_k_quant(t) ? 512 : 96;
             const char* kernel = lanes ? "lanes" : "rows";
-            for (int n : {1, 3})
+            for (int n : {1, 3, 6}) // 6: a whole tile of 4 tokens and a tail
                 if (!lanes || cuda::MatmulLanes::handles(t, uint32_t(n)))
                     QTest::addRow("%s %dx%d, %s", type_name(t).c_str(), cols, n, kernel)
                         << int(t) << cols << n << n << lanes;

@@ -446,9 +446,7 @@ void CudaBackend::begin_chunk(const ChunkPlan& plan, ChunkSink& sink)
         rope_cos_sin(cs + 2 * table * m_batch * half_rot, plan.pos0, n, c.n_rot, m_rope_tables[table].first,
                      m_rope_tables[table].second, r.factors);
 
-    const bool decode_step = replay_allowed() && plan.plain && n == 1 && plan.n_logit_rows == 1 && plan.order == 1 &&
-                             plan.logit_order == 1 && !plan.residuals && plan.sites.empty() &&
-                             plan.attention_layers.empty();
+    const bool decode_step = replay_allowed() && plan.replayable_decode_step();
     m_replaying = decode_step && m_decode_recorded;
     m_recording = decode_step && !m_decode_recorded;
     if (m_recording)

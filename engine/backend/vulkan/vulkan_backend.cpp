@@ -421,9 +421,7 @@ void VulkanBackend::begin_chunk(const ChunkPlan& plan, ChunkSink& sink)
         m_decode_recorded = false; // it copies its logits into the buffer just replaced
     }
     *static_cast<uint32_t*>(m_step.mapped()) = plan.pos0;
-    const bool decode_step = replay_allowed() && plan.plain && n == 1 && plan.n_logit_rows == 1 && plan.order == 1 &&
-                             plan.logit_order == 1 && !plan.residuals && plan.sites.empty() &&
-                             plan.attention_layers.empty();
+    const bool decode_step = replay_allowed() && plan.replayable_decode_step();
     m_replaying = decode_step && m_decode_recorded;
     m_recording_decode = decode_step && !m_decode_recorded;
     m_active = decode_step ? m_decode_rec.get() : m_rec.get();

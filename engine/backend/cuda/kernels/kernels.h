@@ -227,12 +227,13 @@ struct MatmulRows {
 // The same products for the orders whose float sums sit in the CPU's eight SIMD lanes (the one-row
 // orders of Q4_0, Q5_0, Q8_0, Q4_K, Q5_K and Q6_K; F32; F16 in both orders): eight threads per row,
 // thread k accumulating the CPU's lane k over the whole row, the lanes meeting by shuffles in the
-// CPU's horizontal order. Neighbouring threads read neighbouring bytes of a block, and a row has
-// eight threads instead of one. A warp per 4 rows of one token.
+// CPU's horizontal order; neighbouring threads read neighbouring bytes of a block. A warp per 4 rows
+// and a tile of up to 4 tokens: each weight block is read once for the tile's tokens (each token
+// keeping its own accumulators, so every result is the one-token sum).
 struct MatmulLanes {
     struct Args : MatmulRows::Args { // a type of its own: the device's launch overloads tell them apart
     };
-    static constexpr uint32_t kRowsPerWarp = kWarp / 8;
+    static constexpr uint32_t kRowsPerWarp = kWarp / 8, kTile = 4;
     TS_HD static bool handles(GgmlType type, uint32_t order)
     {
         switch (type) {
@@ -250,64 +251,97 @@ struct MatmulLanes {
             return false;
         }
     }
-    TS_HD static uint64_t warps(const Args& a) { return div_up(a.rows, kRowsPerWarp) * a.n_tokens; }
-    // Thread k's accumulator for a row, and what its lane adds besides (a Q4_K/Q5_K minimum).
-    TS_HD static portable::KLaneAcc lane(const Args& a, const uint8_t* w, const uint8_t* x, int k)
+    TS_HD static uint64_t warps(const Args& a) { return div_up(a.rows, kRowsPerWarp) * div_up(a.n_tokens, kTile); }
+    TS_HD static bool batched_f16(const Args& a) { return a.order >= 2 && a.cols % 8 == 0; }
+
+    struct Tile {
+        portable::KLaneAcc t[kTile];
+    };
+    // Lane k of one row for the tile's nt tokens (activation rows x, x_row_bytes apart).
+    template <GgmlType T>
+    TS_HD static void blocks(const Args& a, const uint8_t* w, const uint8_t* x, uint32_t nt, int k, Tile& r)
     {
-        using namespace portable;
-        const int64_t n = a.cols;
-        switch (a.type) {
-        case GgmlType::Q4_0:
-            return {legacy_lane<GgmlType::Q4_0>(w, x, n, k), 0.0f};
-        case GgmlType::Q5_0:
-            return {legacy_lane<GgmlType::Q5_0>(w, x, n, k), 0.0f};
-        case GgmlType::Q8_0:
-            return {legacy_lane<GgmlType::Q8_0>(w, x, n, k), 0.0f};
-        case GgmlType::Q4_K:
-            return q45_k_lane<false>(w, x, n, k);
-        case GgmlType::Q5_K:
-            return q45_k_lane<true>(w, x, n, k);
-        case GgmlType::Q6_K:
-            return {q6_k_lane(w, x, n, k), 0.0f};
-        case GgmlType::F32:
-            return {f32_lane(w, x, n, k), 0.0f};
-        default: // F16
-            return {batched_f16(a) ? f16_batched_lane(w, x, n, k) : f16_lane(w, x, n, k), 0.0f};
+        using B = portable::LaneBlocks<T>;
+        for (int64_t b = 0; b < int64_t(a.cols) / B::elements; ++b) {
+            const uint8_t* wb = w + b * B::bytes;
+            TS_UNROLL
+            for (uint32_t t = 0; t < kTile; ++t)
+                if (t < nt)
+                    B::step(wb, reinterpret_cast<const typename B::Act*>(x + t * a.x_row_bytes)[b], k, r.t[t]);
         }
     }
-    TS_HD static bool batched_f16(const Args& a) { return a.order >= 2 && a.cols % 8 == 0; }
+    TS_HD static Tile lane(const Args& a, const uint8_t* w, const uint8_t* x, uint32_t nt, int k)
+    {
+        using namespace portable;
+        Tile r;
+        switch (a.type) {
+        case GgmlType::Q4_0:
+            blocks<GgmlType::Q4_0>(a, w, x, nt, k, r);
+            break;
+        case GgmlType::Q5_0:
+            blocks<GgmlType::Q5_0>(a, w, x, nt, k, r);
+            break;
+        case GgmlType::Q8_0:
+            blocks<GgmlType::Q8_0>(a, w, x, nt, k, r);
+            break;
+        case GgmlType::Q4_K:
+            blocks<GgmlType::Q4_K>(a, w, x, nt, k, r);
+            break;
+        case GgmlType::Q5_K:
+            blocks<GgmlType::Q5_K>(a, w, x, nt, k, r);
+            break;
+        case GgmlType::Q6_K:
+            blocks<GgmlType::Q6_K>(a, w, x, nt, k, r);
+            break;
+        default: // F32, F16: token by token
+            TS_UNROLL
+            for (uint32_t t = 0; t < kTile; ++t) {
+                if (t >= nt)
+                    continue;
+                const uint8_t* xt = x + t * a.x_row_bytes;
+                r.t[t].acc = a.type == GgmlType::F32 ? f32_lane(w, xt, a.cols, k)
+                             : batched_f16(a)        ? f16_batched_lane(w, xt, a.cols, k)
+                                                     : f16_lane(w, xt, a.cols, k);
+            }
+        }
+        return r;
+    }
     template <class L> TS_HD static void warp(const Args& a, uint64_t w)
     {
         const uint64_t groups = div_up(a.rows, kRowsPerWarp);
-        const uint32_t t = uint32_t(w / groups), r0 = uint32_t(w % groups) * kRowsPerWarp;
-        const uint8_t* x = a.x + uint64_t(t) * a.x_row_bytes;
+        const uint32_t t0 = uint32_t(w / groups) * kTile, r0 = uint32_t(w % groups) * kRowsPerWarp;
+        const uint32_t nt = a.n_tokens - t0 < kTile ? a.n_tokens - t0 : kTile;
+        const uint8_t* x = a.x + uint64_t(t0) * a.x_row_bytes;
         const auto lanes = L::each([&](uint32_t l) {
             const uint32_t r = r0 + l / 8;
-            return r < a.rows ? lane(a, a.w + uint64_t(r) * a.row_bytes, x, int(l % 8)) : portable::KLaneAcc{};
+            return r < a.rows ? lane(a, a.w + uint64_t(r) * a.row_bytes, x, nt, int(l % 8)) : Tile{};
         });
-        const auto acc = L::each([&](uint32_t l) { return L::mine(lanes, l).acc; });
-        const auto mins = L::each([&](uint32_t l) { return L::mine(lanes, l).mins; });
         // the CPU's horizontal sums: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)), or for F16's one-row
         // order ((a0+a4)+(a1+a5)) + ((a2+a6)+(a3+a7)); Q4_K's four minimum lanes ((m0+m2)+(m1+m3))
         const bool hadd = a.type == GgmlType::F16 && !batched_f16(a);
-        const auto sum = L::xor_add(L::xor_add(L::xor_add(acc, 4), hadd ? 1 : 2), hadd ? 2 : 1);
-        const auto min_sum = L::xor_add(L::xor_add(mins, 2), 1);
-        L::each_do([&](uint32_t l) {
-            const uint32_t r = r0 + l / 8;
-            if (l % 8 != 0 || r >= a.rows)
-                return;
-            const uint8_t* row = a.w + uint64_t(r) * a.row_bytes;
-            float v = L::mine(sum, l);
-            if (a.type == GgmlType::Q4_K)
-                v = v + L::mine(min_sum, l);
-            else if (a.type == GgmlType::Q5_K)
-                v = v + L::mine(mins, l);
-            else if (a.type == GgmlType::F32)
-                v = portable::f32_tail(row, x, a.cols, v);
-            else if (a.type == GgmlType::F16 && !batched_f16(a))
-                v = portable::f16_tail(row, x, a.cols, v);
-            a.out[uint64_t(t) * a.out_stride + a.out_row0 + r] = v;
-        });
+        for (uint32_t t = 0; t < nt; ++t) {
+            const auto acc = L::each([&](uint32_t l) { return L::mine(lanes, l).t[t].acc; });
+            const auto mins = L::each([&](uint32_t l) { return L::mine(lanes, l).t[t].mins; });
+            const auto sum = L::xor_add(L::xor_add(L::xor_add(acc, 4), hadd ? 1 : 2), hadd ? 2 : 1);
+            const auto min_sum = L::xor_add(L::xor_add(mins, 2), 1);
+            L::each_do([&](uint32_t l) {
+                const uint32_t r = r0 + l / 8;
+                if (l % 8 != 0 || r >= a.rows)
+                    return;
+                const uint8_t* row = a.w + uint64_t(r) * a.row_bytes;
+                const uint8_t* xt = x + t * a.x_row_bytes;
+                float v = L::mine(sum, l);
+                if (a.type == GgmlType::Q4_K)
+                    v = v + L::mine(min_sum, l);
+                else if (a.type == GgmlType::Q5_K)
+                    v = v + L::mine(mins, l);
+                else if (a.type == GgmlType::F32)
+                    v = portable::f32_tail(row, xt, a.cols, v);
+                else if (a.type == GgmlType::F16 && !batched_f16(a))
+                    v = portable::f16_tail(row, xt, a.cols, v);
+                a.out[uint64_t(t0 + t) * a.out_stride + a.out_row0 + r] = v;
+            });
+        }
     }
 };
 
