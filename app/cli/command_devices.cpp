@@ -47,11 +47,11 @@ CommandRunner add_devices_command(CLI::App& app)
         if (cuda.devices.empty())
             fmt::print("CUDA: unavailable ({})\n", cuda.why_unavailable);
         for (const auto& d : cuda.devices)
-            fmt::print("CUDA {}  {} (compute capability {}.{}, {} multiprocessors)\n   memory  {:.0f} MiB, {:.0f} MiB "
-                       "free, {:.0f} GB/s\n   usable: --backend cuda --device {}\n",
-                       d.index, d.name, d.compute_major, d.compute_minor, d.multiprocessors,
-                       double(d.total_bytes) / 1048576.0, double(d.free_bytes) / 1048576.0, d.memory_bandwidth / 1e9,
-                       d.index);
+            fmt::print(
+                "CUDA {}  {} (compute capability {}.{}, {} multiprocessors)\n   memory  {:.0f} MiB, {:.0f} GB/s\n"
+                "   usable: --backend cuda --device {}\n",
+                d.index, d.name, d.compute_major, d.compute_minor, d.multiprocessors, double(d.total_bytes) / 1048576.0,
+                d.memory_bandwidth / 1e9, d.index);
         if (devices.empty()) {
             fmt::print("no Vulkan devices (no Vulkan loader or driver{}); the CPU backend is used\n",
 #ifdef TOKENSCOPE_HAVE_VULKAN

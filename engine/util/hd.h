@@ -20,6 +20,17 @@
 #define TS_DEVICE
 #endif
 
+// The C library's expf on the host (what the CPU backend calls where ggml's vector code does not
+// reach); the device's expf (within 2 ULP of it) there.
+TS_HD inline float libm_expf(float x)
+{
+#ifdef __CUDA_ARCH__
+    return expf(x);
+#else
+    return __builtin_expf(x);
+#endif
+}
+
 // Loops whose index selects a register (an array element) must be unrolled on the device, or the
 // array goes to local memory.
 #ifdef __CUDACC__
@@ -94,7 +105,7 @@ TS_HD inline float abs_f(float x)
 
 TS_HD inline float max_f(float a, float b)
 {
-    return a > b ? a : b; // NaN in b is dropped, as std::max does on the CPU
+    return b > a ? b : a; // std::max(a, b): a NaN in b is dropped
 }
 
 // Round to nearest, ties to even, as ggml's nearest_int (through the float mantissa).

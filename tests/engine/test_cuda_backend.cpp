@@ -151,7 +151,7 @@ void TestCudaBackend::longPromptInChunks()
 }
 
 // Decode steps replayed from one recording give the bits of steps issued afresh, across gemma3's
-// 64-token window, around a step with captures (issued, not replayed) and after the cache is cut
+// 64-token window, around steps with captures (issued, not replayed) and after the cache is cut
 // back (the position comes from the device word the host rewrites).
 void TestCudaBackend::decodeReplay()
 {
@@ -159,7 +159,7 @@ void TestCudaBackend::decodeReplay()
     const auto model = test_model(dir, "gemma3");
     const auto prompt = random_tokens(*model, 50, 3);
     CaptureRequest capture;
-    capture.all_heads = true;
+    capture.residuals = true;
     bool recompute = false;
     const auto run = [&](bool replay) -> std::vector<std::vector<float>> {
         qputenv("TOKENSCOPE_CUDA_REPLAY", replay ? "1" : "0");
@@ -170,7 +170,11 @@ void TestCudaBackend::decodeReplay()
             const TokenId t = testsupport::argmax(logits);
             if (step == 20)
                 recompute = recompute || b->kv_cache().truncate(uint32_t(prompt.size()) + 10).recompute;
-            logits = b->forward({.tokens = std::span(&t, 1), .capture = step == 10 ? &capture : nullptr}).logits;
+            // steps 10 and 12 capture the residual stream: step 12 reuses the download buffer (the same
+            // size), so the recording of step 11 stays, and puts its logits behind the residuals; the
+            // replayed step 13 must find its own at the start again
+            const bool with_capture = step == 10 || step == 12;
+            logits = b->forward({.tokens = std::span(&t, 1), .capture = with_capture ? &capture : nullptr}).logits;
             steps.push_back(logits);
         }
         qunsetenv("TOKENSCOPE_CUDA_REPLAY");
@@ -182,7 +186,7 @@ void TestCudaBackend::decodeReplay()
     const auto issued = run(false);
     QVERIFY2(!recompute, "the cut must keep the cache (no sliding-window recompute)");
     QCOMPARE(cuda_decode_replays() - before, replays); // none without replay
-    QVERIFY2(replays >= 36, qPrintable(QString("%1 of 40 steps replayed").arg(replays)));
+    QVERIFY2(replays >= 35, qPrintable(QString("%1 of 40 steps replayed").arg(replays)));
     for (std::size_t i = 0; i < replayed.size(); ++i)
         QVERIFY2(std::memcmp(replayed[i].data(), issued[i].data(), replayed[i].size() * sizeof(float)) == 0,
                  qPrintable(QString("step %1 differs").arg(i)));

@@ -20,6 +20,7 @@
 #include <QTest>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -212,6 +213,8 @@ void TestCudaKernels::quantizeAct()
     x[600] = 9.5f;
     x[601] = -9.5f;
     x[700] = -9.5f;
+    if (f == ActivationFormat::Q8_K) // the CPU's scan passes over NaN (its Q8_0/Q8_1 cast it: undefined)
+        x[900] = std::numeric_limits<float>::quiet_NaN();
     const std::size_t row_bytes = activation_row_bytes(f, cols);
     std::vector<uint8_t> ref(row_bytes * rows);
     for (uint32_t r = 0; r < rows; ++r)
@@ -453,10 +456,11 @@ void TestCudaKernels::attention_data()
     QTest::newRow("GQA, chunk after a prefix, head_dim 48") << 4 << 1 << 48 << 33 << 5 << 0;
     QTest::newRow("sliding window 16") << 2 << 1 << 64 << 40 << 3 << 16;
     QTest::newRow("head_dim 256") << 2 << 2 << 256 << 10 << 2 << 0;
+    QTest::newRow("decode, head_dim 48 (a double tail)") << 4 << 2 << 48 << 20 << 1 << 0;
 }
 
-// KV store, scores, softmax and values against the CPU backend's attention row: weights and outputs
-// within f32 rounding of its sums, masked weights exactly 0, the cache the CPU's F16 values.
+// KV store, scores, softmax and values against the CPU backend's attention row, bit for bit (masked
+// weights exactly 0, the cache the CPU's F16 values).
 void TestCudaKernels::attention()
 {
     QFETCH(int, heads);
@@ -511,50 +515,55 @@ void TestCudaKernels::attention()
         CHECK_IN_RUN(dk.get<uint16_t>() == ck);
         CHECK_IN_RUN(dv.get<uint16_t>() == cv);
         const auto w = scores.get(), o = out.get();
-        double worst_w = 0, worst_o = 0;
-        for (std::size_t i = 0; i < w.size(); ++i) {
-            if ((ref_w[i] == 0.0f) != (w[i] == 0.0f) && (ref_w[i] == 0.0f || w[i] == 0.0f) &&
-                std::fabs(ref_w[i] - w[i]) > 1e-30f)
-                QTest::qFail(qPrintable(QString("weight %1: masked on one side only").arg(i)), __FILE__, __LINE__);
-            worst_w = std::max(worst_w, double(std::fabs(w[i] - ref_w[i])));
-        }
-        for (std::size_t i = 0; i < o.size(); ++i)
-            worst_o = std::max(worst_o, double(std::fabs(o[i] - ref_out[i])));
-        qInfo("%s: weights max |Δ| %.3g, outputs max |Δ| %.3g", d.info().name, worst_w, worst_o);
-        if (worst_w > 1e-6 || worst_o > 2e-3) // outputs: F16-rounded weights may round the other way
-            QTest::qFail("attention differs from the CPU's", __FILE__, __LINE__);
+        // the CPU's bits: its F16 dot orders (single query and batched), its softmax
+        const long wat = first_difference(w.data(), ref_w.data(), w.size());
+        const long oat = first_difference(o.data(), ref_out.data(), o.size());
+        if (wat >= 0 || oat >= 0)
+            QTest::qFail(qPrintable(QString("attention differs from the CPU's: weight %1 (%2 vs %3), output %4")
+                                        .arg(wat)
+                                        .arg(wat >= 0 ? w[std::size_t(wat)] : 0.0f)
+                                        .arg(wat >= 0 ? ref_w[std::size_t(wat)] : 0.0f)
+                                        .arg(oat)),
+                         __FILE__, __LINE__);
         std::vector<float> all = w;
         all.insert(all.end(), o.begin(), o.end());
         return all;
     });
 }
 
-// GeGLU through the CPU's table (bit for bit) and SwiGLU with ggml's exponential.
+// GeGLU through the CPU's table and SwiGLU with ggml's exponential (the C library's for the last
+// width mod 8 elements of each row, as the CPU): rows of 111, bit for bit.
 void TestCudaKernels::glu()
 {
-    auto gate = random_floats(333, 16, 4.0f);
+    const uint32_t width = 111, rows = 3;
+    auto gate = random_floats(width * rows, 16, 4.0f);
     gate[0] = -12.0f; // past the table's ends
     gate[1] = 11.0f;
-    const auto up = random_floats(333, 17);
+    const auto up = random_floats(gate.size(), 17);
     std::vector<float> ref_gelu(gate.size()), ref_silu(gate.size());
-    cpu::kernel_geglu(gate.data(), up.data(), ref_gelu.data(), int64_t(gate.size()));
-    cpu::kernel_swiglu(gate.data(), up.data(), ref_silu.data(), int64_t(gate.size()));
+    for (uint32_t r = 0; r < rows; ++r) {
+        cpu::kernel_geglu(gate.data() + r * width, up.data() + r * width, ref_gelu.data() + r * width, width);
+        cpu::kernel_swiglu(gate.data() + r * width, up.data() + r * width, ref_silu.data() + r * width, width);
+    }
     const auto& table = cpu::gelu_f16_table();
     const std::vector<uint16_t> table_v(table.begin(), table.end());
     on_every_device([&](cuda::Device& d) -> std::vector<float> {
         Mem g1(d, gate), g2(d, gate), du(d, up), dt(d, table_v);
-        d.launch(cuda::Glu::Args{g1.p(), du.p(), gate.size(), true, dt.p<uint16_t>()});
-        d.launch(cuda::Glu::Args{g2.p(), du.p(), gate.size(), false, dt.p<uint16_t>()});
+        d.launch(cuda::Glu::Args{g1.p(), du.p(), gate.size(), width, true, dt.p<uint16_t>()});
+        d.launch(cuda::Glu::Args{g2.p(), du.p(), gate.size(), width, false, dt.p<uint16_t>()});
         const auto gelu = g1.get(), silu = g2.get();
         if (!same_bits(gelu, ref_gelu))
             QTest::qFail("GeGLU differs from the CPU's", __FILE__, __LINE__);
-        for (std::size_t i = 0; i < silu.size(); ++i)
-            if (std::fabs(silu[i] - ref_silu[i]) > 2e-7f * std::fabs(ref_silu[i]) + 1e-30f)
+        // the device's expf may differ from the C library's in the last bit of the rows' tails
+        for (std::size_t i = 0; i < silu.size(); ++i) {
+            const bool tail = i % width >= (width & ~7u);
+            const bool same = std::memcmp(&silu[i], &ref_silu[i], 4) == 0;
+            if (!same && (&d == m_devices.front().get() || !tail ||
+                          std::fabs(silu[i] - ref_silu[i]) > 4e-7f * std::fabs(ref_silu[i])))
                 QTest::qFail(qPrintable(QString("SwiGLU %1: %2 vs %3").arg(i).arg(silu[i]).arg(ref_silu[i])), __FILE__,
                              __LINE__);
-        std::vector<float> all = gelu;
-        all.insert(all.end(), silu.begin(), silu.end());
-        return all;
+        }
+        return gelu; // compared across devices: SwiGLU's tails may differ by the device's expf
     });
 }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The operations of the forward pass (backend/forward_pass.h) as launches of kernels/kernels.h on a
 // cuda::Device, queued in order and synchronised once per chunk. Weights stay in their GGUF encoding
-// on the device; activations are f32; quantized matmuls read Q8_1 activations quantized on the
+// on the device; activations are f32; quantized matmuls read activations quantized on the
 // device (in the CPU's format for the weight type), once per group of matrices that share an input; the KV cache is F16
 // on the device while an accounting-only KvCache keeps the CPU backend's paged bookkeeping. Shapes as in
 // forward_pass.h.
@@ -413,6 +413,10 @@ void CudaBackend::read_cache(uint32_t layer, uint32_t kv_head, uint32_t n, std::
 void CudaBackend::begin_chunk(const ChunkPlan& plan, ChunkSink& sink)
 {
     m_act_held.reset();
+    if (m_recording || m_replaying) { // the previous chunk stopped before finish_chunk (an error)
+        m_dev->drop_recording();
+        m_decode_recorded = m_recording = m_replaying = false;
+    }
     const ModelConfig& c = m_model->config();
     m_plan = plan;
     m_sink = &sink;
@@ -433,6 +437,7 @@ void CudaBackend::begin_chunk(const ChunkPlan& plan, ChunkSink& sink)
         m_dev->drop_recording();
     }
     m_download_used = 0;
+    m_logits_offset = 0; // a replayed step downloads nothing else: its logits lead the buffer
     m_residuals.clear();
     m_attention.clear();
     m_sites.clear();
@@ -583,7 +588,8 @@ void CudaBackend::glu(uint32_t width, uint32_t n_rows, bool gelu)
     m_act_held.reset();
     if (m_replaying)
         return;
-    m_dev->launch(cuda::Glu::Args{m_gate.f(), m_up.f(), uint64_t(n_rows) * width, gelu, m_gelu_table.get<uint16_t>()});
+    m_dev->launch(
+        cuda::Glu::Args{m_gate.f(), m_up.f(), uint64_t(n_rows) * width, width, gelu, m_gelu_table.get<uint16_t>()});
 }
 
 void CudaBackend::add_residual(uint32_t n_rows)
@@ -622,8 +628,11 @@ void CudaBackend::edit_rows(Act a, const RowEdit& e)
     if (e.add && (e.col0 != 0 || e.cols != e.row_width))
         throw std::logic_error("an addition to part of a row");
     const std::size_t bytes = std::size_t(e.per_row ? e.n_rows : 1) * e.cols * sizeof(float);
-    DeviceBuffer& host = m_edit_values.emplace_back(m_dev.get(), bytes, true);
-    DeviceBuffer& dev = m_edit_values.emplace_back(m_dev.get(), bytes);
+    m_edit_values.emplace_back(m_dev.get(), bytes, true);
+    m_edit_values.emplace_back(m_dev.get(), bytes);
+    // both inserted before either is referred to: an insertion may move the earlier ones
+    const DeviceBuffer& host = m_edit_values[m_edit_values.size() - 2];
+    const DeviceBuffer& dev = m_edit_values.back();
     std::memcpy(host.get(), e.values, bytes);
     m_dev->copy_to_device(dev.get(), host.get(), bytes);
     m_dev->launch(

@@ -4,8 +4,9 @@
 // (libtokenscope-cuda.so, loaded when asked for: the app runs without it and without a driver), or
 // on the emulated device (tests). Weights stay in their GGUF encoding in device memory, the KV cache
 // is F16 on the device with the CPU backend's paged accounting, the decode step is a CUDA graph.
-// Its arithmetic is the GPU's own (fixed-order sums, not the CPU's bits): parity with the CPU is by
-// the tolerance criteria.
+// Its kernels follow the CPU backend's summation orders (fixed orders, no atomics): on the emulated
+// device they give the CPU's bits in every suite; on a GPU the parity suites hold them to the
+// tolerance criteria.
 
 #include "backend/backend.h"
 
@@ -20,7 +21,7 @@ struct CudaDeviceInfo {
     int index = 0;
     std::string name;
     int compute_major = 0, compute_minor = 0;
-    uint64_t total_bytes = 0, free_bytes = 0;
+    uint64_t total_bytes = 0, free_bytes = 0; // free_bytes: 0 in a listing (it would open every device)
     int multiprocessors = 0;
     double memory_bandwidth = 0.0; // bytes/s (0: unknown)
 };

@@ -77,7 +77,11 @@ public:
         replay_calls();
         ++m_replays;
     }
-    void drop_recording() override { m_recorded.clear(); }
+    void drop_recording() override
+    {
+        m_recording = false;
+        m_recorded.clear();
+    }
     uint64_t replays() const override { return m_replays; }
 
 #define TOKENSCOPE_CUDA_EMULATE(K)                                                                                     \

@@ -3,7 +3,7 @@
 // The per-block arithmetic of the CUDA kernels that is not the CPU's own code (the dot products are,
 // quant/vec_dot_portable.h), for the device and the host alike: weight blocks unpacked to 8-bit
 // integers with their scales (embedding rows), F16/BF16 values. Block layouts: shared/reference/quants.md.
-// test_cuda_arithmetic checks every function against the CPU backend's.
+// test_cuda_kernels checks every function against the CPU backend's.
 #include "quant/ggml_type.h"
 #include "util/hd.h"
 

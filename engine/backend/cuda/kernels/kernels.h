@@ -128,7 +128,8 @@ struct QuantizeAct {
     template <class L> TS_HD static void q8_0_or_1(const Args& a, uint64_t b)
     {
         const float* x = a.x + b * kWarp;
-        const float amax = L::max(L::each([&](uint32_t l) { return abs_f(x[l]); }));
+        // NaN never becomes the block's largest magnitude, as in the CPU's std::max scan
+        const float amax = L::max(L::each([&](uint32_t l) { return max_f(0.0f, abs_f(x[l])); }));
         const float d = div_rn(amax, 127.0f);
         const float id = amax != 0.0f ? div_rn(127.0f, amax) : 0.0f;
         const auto q = L::each([&](uint32_t l) { return nearest_int(x[l] * id); });
@@ -152,13 +153,14 @@ struct QuantizeAct {
     {
         const float* x = a.x + b * 256;
         BlockQ8_K& o = reinterpret_cast<BlockQ8_K*>(a.out)[b];
+        // the CPU's scan (ax > amax) passes over NaN: so does every lane, and amax is one of the values
         const float amax = L::max(L::each([&](uint32_t l) {
             float m = 0.0f;
             for (uint32_t k = 0; k < 8; ++k)
                 m = max_f(m, abs_f(x[8 * l + k]));
             return m;
         }));
-        if (amax == 0.0f) {
+        if (!(amax > 0.0f)) {
             L::each_do([&](uint32_t l) {
                 for (uint32_t k = 0; k < 8; ++k)
                     o.qs[8 * l + k] = 0;
@@ -319,7 +321,10 @@ struct MatmulLanes {
         // the CPU's horizontal sums: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)), or for F16's one-row
         // order ((a0+a4)+(a1+a5)) + ((a2+a6)+(a3+a7)); Q4_K's four minimum lanes ((m0+m2)+(m1+m3))
         const bool hadd = a.type == GgmlType::F16 && !batched_f16(a);
-        for (uint32_t t = 0; t < nt; ++t) {
+        TS_UNROLL
+        for (uint32_t t = 0; t < kTile; ++t) {
+            if (t >= nt) // the same for the whole warp: the shuffles below stay convergent
+                continue;
             const auto acc = L::each([&](uint32_t l) { return L::mine(lanes, l).t[t].acc; });
             const auto mins = L::each([&](uint32_t l) { return L::mine(lanes, l).t[t].mins; });
             const auto sum = L::xor_add(L::xor_add(L::xor_add(acc, 4), hadd ? 1 : 2), hadd ? 2 : 1);
@@ -449,7 +454,8 @@ template <uint32_t W> struct F16Dot {
             }
         }
     }
-    TS_HD float total(double tail = 0.0)
+    // The lanes summed as the CPU sums them (a single query: before its double tail).
+    TS_HD float total()
     {
         if constexpr (W == 8) {
             const float r0 = acc[4] + acc[0], r1 = acc[5] + acc[1], r2 = acc[6] + acc[2], r3 = acc[7] + acc[3];
@@ -464,7 +470,7 @@ template <uint32_t W> struct F16Dot {
             for (uint32_t l = 0; l < 8; ++l)
                 acc[l] = acc[l] + acc[8 + l];
             const float t0 = acc[0] + acc[4], t1 = acc[1] + acc[5], t2 = acc[2] + acc[6], t3 = acc[3] + acc[7];
-            return float(double((t0 + t1) + (t2 + t3)) + tail);
+            return (t0 + t1) + (t2 + t3);
         }
     }
 };
@@ -481,10 +487,10 @@ template <class X, class Y> TS_HD inline float f16_dot(bool batched, uint32_t lo
     F16Dot<32> dot;
     const uint32_t steps = n & ~31u;
     dot.add(lo, end < steps ? end : steps, x, y);
-    double tail = 0.0;
+    double sum = dot.total(); // then the tail one product at a time, in double, as the CPU adds it
     for (uint32_t i = steps > lo ? steps : lo; i < end; ++i)
-        tail = tail + double(x(i) * y(i));
-    return dot.total(tail);
+        sum += double(x(i) * y(i));
+    return float(sum);
 }
 
 // The attention's three steps, split over keys so that long contexts spread over the device.
@@ -613,12 +619,14 @@ struct AttnValues {
     }
 };
 
-// gate = act(gate) ⊙ up: GELU through the CPU's F16 table, SiLU with ggml's exponential.
+// gate = act(gate) ⊙ up: GELU through the CPU's F16 table, SiLU with ggml's exponential (and, as
+// on the CPU, the C library's for the last width mod 8 elements of each row).
 struct Glu {
     struct Args {
         float* gate;
         const float* up;
         uint64_t n;
+        uint32_t width; // of a row
         bool gelu;
         const uint16_t* gelu_table; // [65536]
     };
@@ -631,8 +639,10 @@ struct Glu {
                 return;
             const float x = a.gate[i];
             float y;
-            if (!a.gelu)
+            if (!a.gelu && i % a.width < (a.width & ~7u))
                 y = div_rn(x, 1.0f + ggml_expf(-x)) * a.up[i];
+            else if (!a.gelu)
+                y = div_rn(x, 1.0f + libm_expf(-x)) * a.up[i];
             else if (x <= -10.0f)
                 y = 0.0f;
             else if (x >= 10.0f)

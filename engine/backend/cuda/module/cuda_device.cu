@@ -33,10 +33,35 @@ std::string describe(cudaError_t e)
     return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
 }
 
+// A failed call's error is cleared (so that no later launch reports it) and thrown.
 void check(cudaError_t e, const char* what)
 {
-    if (e != cudaSuccess)
+    if (e != cudaSuccess) {
+        cudaGetLastError();
         throw std::runtime_error(std::string(what) + " failed (" + describe(e) + ")");
+    }
+}
+
+// What the driver says of device `index`, without creating a context on it (listing every device
+// must not open each one). free_bytes is filled by an opened device.
+DeviceInfo describe_device(int index)
+{
+    DeviceInfo d;
+    d.index = index;
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, index) == cudaSuccess) {
+        std::strncpy(d.name, p.name, sizeof d.name - 1);
+        d.compute_major = p.major;
+        d.compute_minor = p.minor;
+        d.total_bytes = p.totalGlobalMem;
+        d.multiprocessors = p.multiProcessorCount;
+        int clock_khz = 0, bus_bits = 0;
+        if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, index) == cudaSuccess &&
+            cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, index) == cudaSuccess)
+            d.memory_bandwidth = 2.0 * clock_khz * 1e3 * bus_bits / 8.0; // double data rate
+    }
+    cudaGetLastError(); // a failed query leaves nothing for a later call to report
+    return d;
 }
 
 class NvidiaDevice final : public Device {
@@ -54,28 +79,18 @@ public:
 
     DeviceInfo info() const override
     {
-        DeviceInfo d;
-        cudaDeviceProp p{};
-        if (cudaGetDeviceProperties(&p, m_index) == cudaSuccess) {
-            std::strncpy(d.name, p.name, sizeof d.name - 1);
-            d.compute_major = p.major;
-            d.compute_minor = p.minor;
-            d.total_bytes = p.totalGlobalMem;
-            d.multiprocessors = p.multiProcessorCount;
-            int clock_khz = 0, bus_bits = 0;
-            cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, m_index);
-            cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, m_index);
-            d.memory_bandwidth = 2.0 * clock_khz * 1e3 * bus_bits / 8.0; // double data rate
-        }
+        use();
+        DeviceInfo d = describe_device(m_index);
         size_t free_bytes = 0, total = 0;
         if (cudaMemGetInfo(&free_bytes, &total) == cudaSuccess)
             d.free_bytes = free_bytes;
-        d.index = m_index;
+        cudaGetLastError();
         return d;
     }
 
     void* alloc(std::size_t bytes) override
     {
+        use();
         void* p = nullptr;
         const cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
         if (e != cudaSuccess) {
@@ -85,30 +100,47 @@ public:
         }
         return p;
     }
-    void release(void* p) override { cudaFree(p); }
+    void release(void* p) override
+    {
+        use();
+        cudaFree(p);
+    }
     void* alloc_host(std::size_t bytes) override
     {
+        use();
         void* p = nullptr;
         check(cudaMallocHost(&p, bytes ? bytes : 1), "allocating pinned host memory");
         return p;
     }
-    void release_host(void* p) override { cudaFreeHost(p); }
+    void release_host(void* p) override
+    {
+        use();
+        cudaFreeHost(p);
+    }
 
     void copy_to_device(void* dst, const void* src, std::size_t bytes) override
     {
+        use();
         keep(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, m_stream));
     }
     void copy_to_host(void* dst, const void* src, std::size_t bytes) override
     {
+        use();
         keep(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, m_stream));
     }
     void copy_on_device(void* dst, const void* src, std::size_t bytes) override
     {
+        use();
         keep(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, m_stream));
     }
-    void zero(void* dst, std::size_t bytes) override { keep(cudaMemsetAsync(dst, 0, bytes, m_stream)); }
+    void zero(void* dst, std::size_t bytes) override
+    {
+        use();
+        keep(cudaMemsetAsync(dst, 0, bytes, m_stream));
+    }
     void synchronize() override
     {
+        use();
         keep(cudaStreamSynchronize(m_stream));
         if (m_error != cudaSuccess) {
             const cudaError_t e = m_error;
@@ -119,11 +151,13 @@ public:
 
     void begin_recording() override
     {
+        use();
         drop_recording();
         keep(cudaStreamBeginCapture(m_stream, cudaStreamCaptureModeThreadLocal));
     }
     void end_recording() override
     {
+        use();
         cudaGraph_t graph = nullptr;
         keep(cudaStreamEndCapture(m_stream, &graph));
         if (graph) {
@@ -135,13 +169,24 @@ public:
     }
     void replay() override
     {
+        use();
         if (!m_exec)
             throw std::runtime_error("no recorded step to replay");
         keep(cudaGraphLaunch(m_exec, m_stream));
         ++m_replays;
     }
+    // Also ends a capture left open (a chunk that stopped with an error), discarding what it held.
     void drop_recording() override
     {
+        use();
+        cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+        if (cudaStreamIsCapturing(m_stream, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
+            cudaGraph_t graph = nullptr;
+            cudaStreamEndCapture(m_stream, &graph);
+            if (graph)
+                cudaGraphDestroy(graph);
+        }
+        cudaGetLastError();
         if (m_exec)
             cudaGraphExecDestroy(m_exec);
         m_exec = nullptr;
@@ -158,6 +203,7 @@ public:
             keep(cudaErrorInvalidConfiguration);                                                                       \
             return;                                                                                                    \
         }                                                                                                              \
+        use();                                                                                                         \
         run_kernel<K><<<unsigned(blocks), kWarpsPerBlock * kWarp, 0, m_stream>>>(args);                                \
         keep(cudaGetLastError());                                                                                      \
     }
@@ -165,6 +211,12 @@ public:
 #undef TOKENSCOPE_CUDA_RUN
 
 private:
+    // The runtime's current device is per thread: the engine may call from another thread than the
+    // one that opened the device, and another device may be current there.
+    void use() const
+    {
+        cudaSetDevice(m_index);
+    }
     // The first error since the last synchronize is what synchronize reports.
     void keep(cudaError_t e)
     {
@@ -212,14 +264,8 @@ extern "C" __attribute__((visibility("default"))) int tokenscope_cuda_list(Devic
         return -1;
     }
     int written = 0;
-    for (int i = 0; i < count && written < max; ++i) {
-        try {
-            engine::cuda::NvidiaDevice d(i);
-            out[written++] = d.info();
-        } catch (const std::exception& ex) {
-            engine::cuda::set_error(error, error_size, ex.what());
-        }
-    }
+    for (int i = 0; i < count && written < max; ++i)
+        out[written++] = engine::cuda::describe_device(i);
     return written;
 }
 
