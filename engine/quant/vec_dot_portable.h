@@ -67,8 +67,8 @@ struct KLaneAcc {
 };
 
 // The lane-split types block by block: the activation block a weight block meets, and what one block
-// adds to lane l (LaneBlocks<T>::step). A row is its blocks in order (lane_of_row); the CUDA kernels
-// also run one weight block against several tokens' blocks.
+// adds to lane l (LaneBlocks<T>::step). A row is its blocks in order (lanes_of_row); the CUDA kernels
+// run a thread per lane, one weight block against several tokens' blocks.
 template <GgmlType T> struct LaneBlocks;
 template <GgmlType T> struct LegacyLaneBlocks {
     using Act = BlockQ8_0;
@@ -85,23 +85,26 @@ template <> struct LaneBlocks<GgmlType::Q5_0> : LegacyLaneBlocks<GgmlType::Q5_0>
 template <> struct LaneBlocks<GgmlType::Q8_0> : LegacyLaneBlocks<GgmlType::Q8_0> {
 };
 
-template <GgmlType T> TS_HD inline KLaneAcc lane_of_row(const void* w, const void* a, int64_t n, int l)
+// The eight lanes over a whole row, block by block (each block read once for the eight).
+template <GgmlType T> TS_HD inline void lanes_of_row(const void* w, const void* a, int64_t n, KLaneAcc* r)
 {
     using B = LaneBlocks<T>;
     const auto* x = static_cast<const uint8_t*>(w);
     const auto* y = static_cast<const typename B::Act*>(a);
-    KLaneAcc r;
     for (int64_t b = 0; b < n / B::elements; ++b)
-        B::step(x + b * B::bytes, y[b], l, r);
-    return r;
+        TS_UNROLL
+    for (int l = 0; l < 8; ++l)
+        B::step(x + b * B::bytes, y[b], l, r[l]);
 }
 
 template <GgmlType T> TS_HD inline float dot_legacy(const void* w, const void* a, int64_t n)
 {
+    KLaneAcc r[8];
+    lanes_of_row<T>(w, a, n, r);
     float acc[8];
     TS_UNROLL
     for (int l = 0; l < 8; ++l)
-        acc[l] = lane_of_row<T>(w, a, n, l).acc;
+        acc[l] = r[l].acc;
     return hsum8(acc);
 }
 
@@ -372,20 +375,15 @@ template <> struct LaneBlocks<GgmlType::Q5_K> : Q45KLaneBlocks<true> {
 
 template <bool Five> TS_HD inline float dot_q45_k_lanes(const void* w, const void* a, int64_t n)
 {
-    float acc[8], acc_m[4] = {};
-    float summs = 0.0f;
+    KLaneAcc r[8];
+    lanes_of_row<Five ? GgmlType::Q5_K : GgmlType::Q4_K>(w, a, n, r);
+    float acc[8];
     TS_UNROLL
-    for (int l = 0; l < 8; ++l) {
-        const KLaneAcc r = lane_of_row < Five ? GgmlType::Q5_K : GgmlType::Q4_K > (w, a, n, l);
-        acc[l] = r.acc;
-        if (Five)
-            summs = r.mins;
-        else if (l < 4)
-            acc_m[l] = r.mins;
-    }
+    for (int l = 0; l < 8; ++l)
+        acc[l] = r[l].acc;
     if constexpr (Five)
-        return hsum8(acc) + summs;
-    return hsum8(acc) + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]));
+        return hsum8(acc) + r[0].mins; // the one minimum float, the same in every lane
+    return hsum8(acc) + ((r[0].mins + r[2].mins) + (r[1].mins + r[3].mins));
 }
 
 // Q6_K in the AVX2 kernel's order: for each half h and quarter q, byte j of the 32 decoded values
@@ -424,10 +422,12 @@ template <> struct LaneBlocks<GgmlType::Q6_K> {
 
 TS_HD inline float dot_q6_k_lanes(const void* w, const void* a, int64_t n)
 {
+    KLaneAcc r[8];
+    lanes_of_row<GgmlType::Q6_K>(w, a, n, r);
     float acc[8];
     TS_UNROLL
     for (int l = 0; l < 8; ++l)
-        acc[l] = lane_of_row<GgmlType::Q6_K>(w, a, n, l).acc;
+        acc[l] = r[l].acc;
     return hsum8(acc);
 }
 
