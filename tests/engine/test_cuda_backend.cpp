@@ -244,7 +244,8 @@ void TestCudaBackend::interventions()
 }
 
 // Without a usable device: the factory says why and runs on the CPU; make_cuda_backend throws
-// UnsupportedError naming the reason; auto does not pick CUDA.
+// UnsupportedError naming the reason. (Auto's order is test_backend_choice's: asking it here would
+// load and unload the Vulkan driver, whose allocations LeakSanitizer then cannot name.)
 void TestCudaBackend::unavailableWithoutDevice()
 {
     const CudaDeviceListing listing = list_cuda_devices();
@@ -264,8 +265,6 @@ void TestCudaBackend::unavailableWithoutDevice()
     auto b = make_backend(BackendKind::Cuda, model, 128, 1, &note);
     QVERIFY(QString::fromStdString(b->name()).startsWith("CPU"));
     QVERIFY2(QString::fromStdString(note).contains("CUDA"), note.c_str());
-    auto automatic = make_backend(BackendKind::Auto, model, 128, 1, &note);
-    QVERIFY(!QString::fromStdString(automatic->name()).startsWith("CUDA"));
     QCOMPARE(parse_backend_kind("CUDA"), std::optional(BackendKind::Cuda));
     QVERIFY(!parse_backend_choice("cuda-exact"));
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // Choosing the compute backend in the app: the picker lists the CPU, auto and every Vulkan device;
 // the default model loads on a Vulkan device (lavapipe in CI) and the stepper runs a step there,
-// with the KV gauges naming the device; auto without a Vulkan GPU falls back to the CPU and says why.
+// with the KV gauges naming the device; auto without a CUDA device or a Vulkan GPU falls back to the
+// CPU and says why.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/vulkan/vulkan_backend.h"
 #include "bridge/engine_controller.h"
@@ -118,11 +119,16 @@ void TestBackendChoice::autoFallsBackToTheCpuWithAReason()
     engine.loadModel(QString::fromStdString(path), 2, 64, "auto", -1);
     QVERIFY(loaded.wait(300000));
     const auto summary = loaded.first().first().value<std::shared_ptr<const ModelSummary>>();
-    if (gpu) {
+    // CUDA first, then a Vulkan GPU, then the CPU with the reasons (CUDA's among them)
+    const auto cuda = engine::list_cuda_devices();
+    if (!cuda.devices.empty()) {
+        QVERIFY2(summary->backend.startsWith("CUDA"), qPrintable(summary->backend));
+    } else if (gpu) {
         QVERIFY2(summary->backend.startsWith("Vulkan"), qPrintable(summary->backend));
     } else {
         QVERIFY2(summary->backend.startsWith("CPU"), qPrintable(summary->backend));
-        QVERIFY2(!summary->backend_note.isEmpty(), "auto without a GPU must say why it chose the CPU");
+        QVERIFY2(summary->backend_note.contains(QString::fromStdString(cuda.why_unavailable)),
+                 qPrintable("auto without a GPU must say why it chose the CPU: " + summary->backend_note));
     }
 }
 
