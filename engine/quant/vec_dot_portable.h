@@ -174,6 +174,14 @@ TS_HD inline KBlockSums sums_q2_k(const uint8_t* x, const BlockQ8_K& y)
     return r;
 }
 
+// The signed six-bit scale of 16-element group g of a Q3_K block (12 packed bytes).
+TS_HD inline int q3_k_scale(const uint8_t* sc, int g)
+{
+    const int low4 = g < 8 ? (sc[g] & 0x0F) : (sc[g - 8] >> 4);
+    const int high2 = (sc[8 + g % 4] >> (2 * (g / 4))) & 3;
+    return (low4 | (high2 << 4)) - 32;
+}
+
 TS_HD inline KBlockSums sums_q3_k(const uint8_t* x, const BlockQ8_K& y)
 { // hmask[32] · qs[64] · scales[12] · d half
     const uint8_t* hmask = x;
@@ -181,15 +189,13 @@ TS_HD inline KBlockSums sums_q3_k(const uint8_t* x, const BlockQ8_K& y)
     const uint8_t* sc = x + 96;
     KBlockSums r;
     for (int g = 0; g < 16; ++g) {
-        const int low4 = g < 8 ? (sc[g] & 0x0F) : (sc[g - 8] >> 4);
-        const int high2 = (sc[8 + g % 4] >> (2 * (g / 4))) & 3;
         int s = 0;
         for (int l = 0; l < 16; ++l) {
             const int e = 16 * g + l;
             const bool high = (hmask[e % 32] >> (e / 32)) & 1;
             s += (low2_of(qs, e) - (high ? 0 : 4)) * y.qs[e];
         }
-        r.s1 += ((low4 | (high2 << 4)) - 32) * s;
+        r.s1 += q3_k_scale(sc, g) * s;
     }
     return r;
 }

@@ -162,7 +162,7 @@ private:
     uint64_t m_weight_bytes = 0;
 
     // scratch for chunks of up to m_batch tokens
-    uint32_t m_batch = 0, m_logit_rows = 0, m_max_heads = 0;
+    uint32_t m_batch = 0, m_logit_rows = 0;
     DeviceBuffer m_ids, m_cs, m_step;                // device copies of the host's token ids, cos/sin tables, position
     DeviceBuffer m_ids_host, m_cs_host, m_step_host; // pinned: the host writes them before each chunk
     DeviceBuffer m_x, m_h, m_o, m_q, m_attn, m_kb, m_vb, m_gate, m_up, m_logits;
@@ -303,7 +303,6 @@ void CudaBackend::allocate_scratch()
     const uint64_t H = *std::max_element(c.n_head.begin(), c.n_head.end());
     const uint64_t Hkv = *std::max_element(c.n_head_kv.begin(), c.n_head_kv.end());
     const uint64_t F = *std::max_element(c.n_ff.begin(), c.n_ff.end());
-    m_max_heads = uint32_t(H);
     // the attention scores of a chunk hold n · H · n_ctx floats: fewer tokens per chunk for long contexts
     const uint64_t scores_budget = uint64_t(256) << 20;
     m_batch = uint32_t(std::clamp<uint64_t>(scores_budget / (H * m_n_ctx * sizeof(float)), 1, 256));

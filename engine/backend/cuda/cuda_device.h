@@ -38,7 +38,6 @@ public:
     // Queued in order with the kernels; a copy to the host is complete after synchronize().
     virtual void copy_to_device(void* dst, const void* src, std::size_t bytes) = 0;
     virtual void copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
-    virtual void copy_on_device(void* dst, const void* src, std::size_t bytes) = 0;
     virtual void zero(void* dst, std::size_t bytes) = 0;
     virtual void synchronize() = 0;
     // Between begin_recording and end_recording the calls above (but synchronize) and the launches

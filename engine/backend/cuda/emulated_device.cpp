@@ -54,7 +54,6 @@ public:
 
     void copy_to_device(void* dst, const void* src, std::size_t bytes) override { copy(dst, src, bytes); }
     void copy_to_host(void* dst, const void* src, std::size_t bytes) override { copy(dst, src, bytes); }
-    void copy_on_device(void* dst, const void* src, std::size_t bytes) override { copy(dst, src, bytes); }
     void zero(void* dst, std::size_t bytes) override
     {
         issue([=] { std::memset(dst, 0, bytes); });

@@ -5,6 +5,7 @@
 // integers with their scales (embedding rows), F16/BF16 values. Block layouts: shared/reference/quants.md.
 // test_cuda_kernels checks every function against the CPU backend's.
 #include "quant/ggml_type.h"
+#include "quant/vec_dot_portable.h"
 #include "util/hd.h"
 
 namespace engine::cuda {
@@ -85,18 +86,6 @@ TS_HD inline int32_t get_q(const WeightGroup& g, uint32_t i)
     return int32_t(int8_t(word >> (8 * (i % 4))));
 }
 
-// The six-bit scale and minimum of sub-block j of a Q4_K/Q5_K block (12 packed bytes).
-TS_HD inline void scale_min_k4(const uint8_t* q, uint32_t j, uint32_t& sc, uint32_t& m)
-{
-    if (j < 4) {
-        sc = q[j] & 63u;
-        m = q[j + 4] & 63u;
-    } else {
-        sc = (q[j + 4] & 0x0Fu) | ((q[j - 4] >> 6) << 4);
-        m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 // Group j (elements 32j … 32j + 31) of a row of quantized type t.
 TS_HD inline WeightGroup unpack_group(GgmlType t, const uint8_t* row, uint32_t j)
 {
@@ -147,9 +136,8 @@ TS_HD inline WeightGroup unpack_group(GgmlType t, const uint8_t* row, uint32_t j
     switch (t) {
     case GgmlType::Q2_K: { // scales[16] · qs[64] · d · dmin
         const float d = half_at(b + 80), dmin = half_at(b + 82);
-        const uint32_t h = sub / 4, jj = sub % 4;
         for (uint32_t l = 0; l < 32; ++l)
-            put_q(g, l, int32_t((b[16 + 32 * h + l] >> (2 * jj)) & 3u));
+            put_q(g, l, portable::low2_of(b + 16, int(32 * sub + l)));
         for (uint32_t half = 0; half < 2; ++half) {
             const uint8_t sc = b[2 * sub + half];
             g.d[half] = d * float(sc & 0x0F);
@@ -161,26 +149,20 @@ TS_HD inline WeightGroup unpack_group(GgmlType t, const uint8_t* row, uint32_t j
     case GgmlType::Q3_K: { // hmask[32] · qs[64] · scales[12] · d
         const uint8_t* sc = b + 96;
         const float d = half_at(b + 108);
-        const uint32_t h = sub / 4, jj = sub % 4;
         for (uint32_t l = 0; l < 32; ++l) {
-            const int32_t low = (b[32 + 32 * h + l] >> (2 * jj)) & 3;
             const bool high = (b[l] >> sub) & 1u;
-            put_q(g, l, low - (high ? 0 : 4));
+            put_q(g, l, portable::low2_of(b + 32, int(32 * sub + l)) - (high ? 0 : 4));
         }
-        for (uint32_t half = 0; half < 2; ++half) {
-            const uint32_t i = 2 * sub + half;
-            const uint32_t low4 = i < 8 ? (sc[i] & 0x0Fu) : (sc[i - 8] >> 4);
-            const uint32_t high2 = (sc[8 + i % 4] >> (2 * (i / 4))) & 3u;
-            g.d[half] = d * float(int32_t(low4 | (high2 << 4)) - 32);
-        }
+        for (uint32_t half = 0; half < 2; ++half)
+            g.d[half] = d * float(portable::q3_k_scale(sc, int(2 * sub + half)));
         break;
     }
     case GgmlType::Q4_K:
     case GgmlType::Q5_K: { // d · dmin · scales[12] · (qh[32]) · qs[128]
         const bool five = t == GgmlType::Q5_K;
         const float d = half_at(b), dmin = half_at(b + 2);
-        uint32_t sc = 0, m = 0;
-        scale_min_k4(b + 4, sub, sc, m);
+        int sc = 0, m = 0;
+        portable::scale_min_k4(b + 4, int(sub), sc, m);
         const uint8_t* qs = b + (five ? 48 : 16);
         for (uint32_t l = 0; l < 32; ++l) {
             const uint8_t byte = qs[32 * (sub / 2) + l];

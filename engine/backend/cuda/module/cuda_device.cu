@@ -128,11 +128,6 @@ public:
         use();
         keep(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, m_stream));
     }
-    void copy_on_device(void* dst, const void* src, std::size_t bytes) override
-    {
-        use();
-        keep(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, m_stream));
-    }
     void zero(void* dst, std::size_t bytes) override
     {
         use();
