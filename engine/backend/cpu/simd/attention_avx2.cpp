@@ -181,14 +181,22 @@ void attention_rows_avx2(const AttentionRow* rows, uint32_t n_rows, float* const
 {
     if (n_rows == 0)
         return;
-    const AttentionRow& first = rows[0];
-    const uint32_t D = first.head_dim, n_slots = first.n_slots;
-    const bool batched = first.batched;
+    const AttentionRow& row0 = rows[0];
+    const uint32_t D = row0.head_dim, n_slots = row0.n_slots;
+    const bool batched = row0.batched;
     const uint32_t n_pad = (n_slots + 7) & ~7u;
     const uint32_t step = batched ? 8 : 32;
     const uint32_t n_dot = (n_slots + step - 1) / step * step; // p16 padded to whole accumulator steps
     const uint32_t stride = std::max(n_pad, n_dot);
     constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    // Slots before the first live one (a sliding window's past, for every row of the group) add
+    // exact zeros to the softmax's sum and to every value lane: they are skipped, from a multiple of
+    // 8 so that each slot keeps its lane and each chunk of 8 its members. On the default model's
+    // windowed layers a 2,048-token prompt's rows see at most 512 of up to 2,048 slots.
+    uint32_t first = 0;
+    while (first < n_slots && !row0.keys[first])
+        ++first;
+    const uint32_t j_lo = first & ~7u;
     s.q16.resize(std::size_t(n_rows) * D);
     s.scores.assign(std::size_t(n_rows) * stride, 0.0f);
     std::vector<float>& max = s.max;
@@ -200,7 +208,7 @@ void attention_rows_avx2(const AttentionRow* rows, uint32_t n_rows, float* const
                 _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(rows[r].q + i), _MM_FROUND_TO_NEAREST_INT)));
 
     // ---- scores, block by block
-    for (uint32_t j0 = 0; j0 < n_pad; j0 += kSlotBlock) {
+    for (uint32_t j0 = j_lo; j0 < n_pad; j0 += kSlotBlock) {
         const uint32_t j1 = std::min(n_pad, j0 + kSlotBlock);
         for (uint32_t r = 0; r < n_rows; ++r) {
             const AttentionRow& row = rows[r];
@@ -227,7 +235,7 @@ void attention_rows_avx2(const AttentionRow* rows, uint32_t n_rows, float* const
         float* scores = s.scores.data() + std::size_t(r) * stride;
         double sum = 0.0;
         const __m256 vmax = _mm256_set1_ps(max[r]);
-        for (uint32_t c = 0; c < n_pad; c += 8) {
+        for (uint32_t c = j_lo; c < n_pad; c += 8) {
             const __m256 x = _mm256_loadu_ps(scores + c);
             __m256 v = expf8(_mm256_sub_ps(x, vmax));
             v = _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(kNegInf), _CMP_EQ_OQ), v); // masked → exactly 0
@@ -237,10 +245,10 @@ void attention_rows_avx2(const AttentionRow* rows, uint32_t n_rows, float* const
         const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum));
         for (uint32_t c = n_pad; c < n_dot; ++c)
             scores[c] = 0.0f;
-        for (uint32_t c = 0; c < n_pad; c += 8)
+        for (uint32_t c = j_lo; c < n_pad; c += 8)
             _mm256_storeu_ps(scores + c, _mm256_mul_ps(_mm256_loadu_ps(scores + c), inv));
         std::copy(scores, scores + n_slots, weights[r]);
-        for (uint32_t c = 0; c < n_dot; c += 8)
+        for (uint32_t c = j_lo; c < n_dot; c += 8)
             _mm256_storeu_ps(scores + c,
                              _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(scores + c), _MM_FROUND_TO_NEAREST_INT)));
     }
@@ -248,7 +256,7 @@ void attention_rows_avx2(const AttentionRow* rows, uint32_t n_rows, float* const
     // ---- weighted values, block by block
     if (batched) {
         s.acc.assign(std::size_t(n_rows) * D * 8, 0.0f);
-        for (uint32_t j0 = 0; j0 < n_slots; j0 += kSlotBlock)
+        for (uint32_t j0 = j_lo; j0 < n_slots; j0 += kSlotBlock)
             for (uint32_t r = 0; r < n_rows; ++r)
                 batched_values(rows[r], s.scores.data() + std::size_t(r) * stride,
                                s.acc.data() + std::size_t(r) * D * 8, j0, std::min(n_slots, j0 + kSlotBlock));
@@ -260,7 +268,7 @@ void attention_rows_avx2(const AttentionRow* rows, uint32_t n_rows, float* const
     // lanes follow the slot index (slot j: accumulator (j mod 32) / 8, lane j mod 8).
     const std::size_t acc_floats = std::size_t(4) * 8 * D;
     s.acc.assign(std::size_t(n_rows) * acc_floats, 0.0f);
-    for (uint32_t j0 = 0; j0 < n_slots; j0 += kSlotBlock) {
+    for (uint32_t j0 = j_lo; j0 < n_slots; j0 += kSlotBlock) {
         const uint32_t j1 = std::min(n_slots, j0 + kSlotBlock);
         for (uint32_t r = 0; r < n_rows; ++r) {
             const float* p = s.scores.data() + std::size_t(r) * stride;
