@@ -25,6 +25,7 @@ struct AttentionRow {
 // Per-thread scratch, reused between rows.
 struct AttentionScratch {
     std::vector<float> q16, scores, acc, max;
+    std::vector<float> values; // a block of value rows converted to f32, eight d's at a time
     std::vector<double> sums;
 };
 

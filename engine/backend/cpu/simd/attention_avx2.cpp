@@ -57,51 +57,62 @@ inline float dot_k(const uint16_t* k, const float* q, uint32_t D, bool batched)
     return static_cast<float>(sum);
 }
 
-// Prefill's scores for slots [j0, j1): each key's q·k is dot_k's batched chain (one 8-lane
-// accumulator over D, then hsum_halves), four keys at a time so that four independent chains hide
-// the multiply-add latency (one chain alone waits on each FMA). Same operations per key, same bits.
-// Returns the maximum.
-float batched_scores(const AttentionRow& row, const float* q, float* scores, uint32_t j0, uint32_t j1)
+// Prefill's scores of a group's rows for slots [j0, j1): each (row, key) q·k is dot_k's batched
+// chain (one 8-lane accumulator over D, then hsum_halves). Up to three rows against three keys at a
+// time: a key's F16 values are converted once for the rows, and nine independent chains hide the
+// multiply-add latency. Same operations per (row, key), same bits. Raises max[r] to each row's maximum.
+// (All rows of a group share keys, so a slot is masked for all of them or for none.)
+void batched_scores(const AttentionRow* rows, uint32_t n_rows, const float* q16, float* scores, std::size_t stride,
+                    float* max, uint32_t j0, uint32_t j1)
 {
     constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-    const uint32_t D = row.head_dim;
-    float max = kNegInf;
-    uint32_t live[4];
-    int n_live = 0;
+    const AttentionRow& row0 = rows[0];
+    const uint32_t D = row0.head_dim;
+    uint32_t live[3];
+    uint32_t n_live = 0;
     const auto flush = [&] {
-        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-        if (n_live == 4) {
-            const uint16_t *k0 = row.keys[live[0]], *k1 = row.keys[live[1]], *k2 = row.keys[live[2]],
-                           *k3 = row.keys[live[3]];
+        for (uint32_t r0 = 0; r0 < n_rows; r0 += 3) {
+            const uint32_t nr = std::min(3u, n_rows - r0);
+            __m256 acc[3][3];
+            for (auto& a : acc)
+                for (auto& x : a)
+                    x = _mm256_setzero_ps();
+            const float* q[3] = {q16 + std::size_t(r0) * D, q16 + std::size_t(r0 + std::min(1u, nr - 1)) * D,
+                                 q16 + std::size_t(r0 + std::min(2u, nr - 1)) * D};
+            const uint16_t* k[3] = {row0.keys[live[0]], row0.keys[live[std::min(1u, n_live - 1)]],
+                                    row0.keys[live[std::min(2u, n_live - 1)]]};
+            // Whole 3×3 tiles; a short tile repeats a row or key into lanes it then ignores.
             for (uint32_t i = 0; i < D; i += 8) {
-                const __m256 qv = _mm256_loadu_ps(q + i);
-                acc[0] = _mm256_fmadd_ps(load_f16(k0 + i), qv, acc[0]);
-                acc[1] = _mm256_fmadd_ps(load_f16(k1 + i), qv, acc[1]);
-                acc[2] = _mm256_fmadd_ps(load_f16(k2 + i), qv, acc[2]);
-                acc[3] = _mm256_fmadd_ps(load_f16(k3 + i), qv, acc[3]);
+                const __m256 k0 = load_f16(k[0] + i), k1 = load_f16(k[1] + i), k2 = load_f16(k[2] + i);
+                for (int r = 0; r < 3; ++r) {
+                    const __m256 qv = _mm256_loadu_ps(q[r] + i);
+                    acc[r][0] = _mm256_fmadd_ps(k0, qv, acc[r][0]);
+                    acc[r][1] = _mm256_fmadd_ps(k1, qv, acc[r][1]);
+                    acc[r][2] = _mm256_fmadd_ps(k2, qv, acc[r][2]);
+                }
             }
-        } else {
-            for (int k = 0; k < n_live; ++k)
-                for (uint32_t i = 0; i < D; i += 8)
-                    acc[k] = _mm256_fmadd_ps(load_f16(row.keys[live[k]] + i), _mm256_loadu_ps(q + i), acc[k]);
-        }
-        for (int k = 0; k < n_live; ++k) {
-            scores[live[k]] = hsum_halves(acc[k]) * row.scale;
-            max = std::max(max, scores[live[k]]);
+            for (uint32_t r = 0; r < nr; ++r) {
+                float* sc = scores + std::size_t(r0 + r) * stride;
+                for (uint32_t kk = 0; kk < n_live; ++kk) {
+                    sc[live[kk]] = hsum_halves(acc[r][kk]) * rows[r0 + r].scale;
+                    max[r0 + r] = std::max(max[r0 + r], sc[live[kk]]);
+                }
+            }
         }
         n_live = 0;
     };
     for (uint32_t j = j0; j < j1; ++j) {
-        if (j >= row.n_slots || !row.keys[j]) {
-            scores[j] = kNegInf;
+        if (j >= row0.n_slots || !row0.keys[j]) {
+            for (uint32_t r = 0; r < n_rows; ++r)
+                scores[std::size_t(r) * stride + j] = kNegInf;
             continue;
         }
         live[n_live++] = j;
-        if (n_live == 4)
+        if (n_live == 3)
             flush();
     }
-    flush();
-    return max;
+    if (n_live)
+        flush();
 }
 
 // Slots are visited in blocks this long, every row of the group going over a block before the next
@@ -111,53 +122,59 @@ float batched_scores(const AttentionRow& row, const float* q, float* scores, uin
 // the default model's 2,048-token prefill 380, 420, 414 and 432 tokens/s (2 threads, one run each).
 constexpr uint32_t kSlotBlock = 256;
 
-// Prefill's weighted values over slots [j0, j1) (j0 a multiple of 8): slot j adds p_j · v_j into
-// lane j mod 8 of one accumulator per d, slots in increasing order; the eight lanes of eight d's
-// stay in registers while the block's slots pass and wait in `lanes` ([D/8][8] vectors) between
-// blocks (an exact store and load). The caller adds the lanes up at the end.
-void batched_values(const AttentionRow& row, const float* p, float* lanes, uint32_t j0, uint32_t j1)
+// Prefill's weighted values of a group's rows over slots [j0, j1) (j0 a multiple of 8): slot j adds
+// p_j · v_j into lane j mod 8 of one accumulator per d, slots in increasing order. For each eight
+// d's the block's values are converted from F16 once, into `vf`, for all the rows; each row's eight
+// lanes stay in registers while the block's slots pass and wait in `lanes` ([D/8][8] vectors per
+// row) between blocks (an exact store and load). The caller adds the lanes up at the end.
+// A masked slot reads a row of zeros: fma(0, p, lane) is lane itself (a lane is never −0), and so
+// is a finite value times a zero weight, so the loop needs no branch.
+void batched_values(const AttentionRow* rows, uint32_t n_rows, const float* p, std::size_t stride, float* lanes,
+                    std::vector<float>& vf, uint32_t j0, uint32_t j1)
 {
-    const uint32_t D = row.head_dim, n = row.n_slots;
-    // The block's value rows, a row of zeros where the slot adds an exact zero (masked, a zero
-    // weight, or past the last slot): fma(0, p, lane) is lane itself, so the loop needs no branch.
-    static thread_local std::vector<uint16_t> zero_row;
-    if (zero_row.size() < D)
-        zero_row.assign(D, 0);
-    const uint16_t* zeros = zero_row.data();
-    const uint16_t* v[kSlotBlock];
+    const AttentionRow& row0 = rows[0];
+    const uint32_t D = row0.head_dim, n = row0.n_slots;
     const uint32_t n_block = (j1 - j0 + 7) & ~7u;
+    vf.resize(std::size_t(n_block) * 8);
+    const uint16_t* v[kSlotBlock];
     for (uint32_t i = 0; i < n_block; ++i) {
         const uint32_t j = j0 + i;
-        v[i] = (j < n && row.values[j] && p[j] != 0.0f) ? row.values[j] : zeros;
+        v[i] = j < n ? row0.values[j] : nullptr;
     }
-    const float* pb = p + j0; // p is padded with zeros to whole steps of 8
     for (uint32_t d = 0; d < D; d += 8) {
-        float* saved = lanes + std::size_t(d) * 8; // eight vectors of eight for these eight d's
-        // eight named accumulators (an indexed array would live in memory)
-        __m256 l0 = _mm256_loadu_ps(saved), l1 = _mm256_loadu_ps(saved + 8), l2 = _mm256_loadu_ps(saved + 16),
-               l3 = _mm256_loadu_ps(saved + 24), l4 = _mm256_loadu_ps(saved + 32), l5 = _mm256_loadu_ps(saved + 40),
-               l6 = _mm256_loadu_ps(saved + 48), l7 = _mm256_loadu_ps(saved + 56);
-        const auto add = [&](__m256& lane, uint32_t i) {
-            lane = _mm256_fmadd_ps(load_f16(v[i] + d), _mm256_broadcast_ss(pb + i), lane);
-        };
-        for (uint32_t i = 0; i < n_block; i += 8) {
-            add(l0, i);
-            add(l1, i + 1);
-            add(l2, i + 2);
-            add(l3, i + 3);
-            add(l4, i + 4);
-            add(l5, i + 5);
-            add(l6, i + 6);
-            add(l7, i + 7);
+        for (uint32_t i = 0; i < n_block; ++i)
+            _mm256_storeu_ps(vf.data() + std::size_t(i) * 8, v[i] ? load_f16(v[i] + d) : _mm256_setzero_ps());
+        for (uint32_t r = 0; r < n_rows; ++r) {
+            float* saved = lanes + std::size_t(r) * D * 8 + std::size_t(d) * 8; // eight vectors of eight
+            const float* pb = p + std::size_t(r) * stride + j0; // p is padded with zeros to whole steps of 8
+            // eight named accumulators (an indexed array would live in memory)
+            __m256 l0 = _mm256_loadu_ps(saved), l1 = _mm256_loadu_ps(saved + 8), l2 = _mm256_loadu_ps(saved + 16),
+                   l3 = _mm256_loadu_ps(saved + 24), l4 = _mm256_loadu_ps(saved + 32),
+                   l5 = _mm256_loadu_ps(saved + 40), l6 = _mm256_loadu_ps(saved + 48),
+                   l7 = _mm256_loadu_ps(saved + 56);
+            const float* x = vf.data();
+            const auto add = [&](__m256& lane, uint32_t i) {
+                lane = _mm256_fmadd_ps(_mm256_loadu_ps(x + std::size_t(i) * 8), _mm256_broadcast_ss(pb + i), lane);
+            };
+            for (uint32_t i = 0; i < n_block; i += 8) {
+                add(l0, i);
+                add(l1, i + 1);
+                add(l2, i + 2);
+                add(l3, i + 3);
+                add(l4, i + 4);
+                add(l5, i + 5);
+                add(l6, i + 6);
+                add(l7, i + 7);
+            }
+            _mm256_storeu_ps(saved, l0);
+            _mm256_storeu_ps(saved + 8, l1);
+            _mm256_storeu_ps(saved + 16, l2);
+            _mm256_storeu_ps(saved + 24, l3);
+            _mm256_storeu_ps(saved + 32, l4);
+            _mm256_storeu_ps(saved + 40, l5);
+            _mm256_storeu_ps(saved + 48, l6);
+            _mm256_storeu_ps(saved + 56, l7);
         }
-        _mm256_storeu_ps(saved, l0);
-        _mm256_storeu_ps(saved + 8, l1);
-        _mm256_storeu_ps(saved + 16, l2);
-        _mm256_storeu_ps(saved + 24, l3);
-        _mm256_storeu_ps(saved + 32, l4);
-        _mm256_storeu_ps(saved + 40, l5);
-        _mm256_storeu_ps(saved + 48, l6);
-        _mm256_storeu_ps(saved + 56, l7);
     }
 }
 
@@ -210,14 +227,14 @@ void attention_rows_avx2(const AttentionRow* rows, uint32_t n_rows, float* const
     // ---- scores, block by block
     for (uint32_t j0 = j_lo; j0 < n_pad; j0 += kSlotBlock) {
         const uint32_t j1 = std::min(n_pad, j0 + kSlotBlock);
+        if (batched) {
+            batched_scores(rows, n_rows, s.q16.data(), s.scores.data(), stride, max.data(), j0, j1);
+            continue;
+        }
         for (uint32_t r = 0; r < n_rows; ++r) {
             const AttentionRow& row = rows[r];
             const float* q16 = s.q16.data() + std::size_t(r) * D;
             float* scores = s.scores.data() + std::size_t(r) * stride;
-            if (batched) {
-                max[r] = std::max(max[r], batched_scores(row, q16, scores, j0, j1));
-                continue;
-            }
             for (uint32_t j = j0; j < j1; ++j) {
                 if (j >= n_slots || !row.keys[j]) {
                     scores[j] = kNegInf;
@@ -257,9 +274,8 @@ void attention_rows_avx2(const AttentionRow* rows, uint32_t n_rows, float* const
     if (batched) {
         s.acc.assign(std::size_t(n_rows) * D * 8, 0.0f);
         for (uint32_t j0 = j_lo; j0 < n_slots; j0 += kSlotBlock)
-            for (uint32_t r = 0; r < n_rows; ++r)
-                batched_values(rows[r], s.scores.data() + std::size_t(r) * stride,
-                               s.acc.data() + std::size_t(r) * D * 8, j0, std::min(n_slots, j0 + kSlotBlock));
+            batched_values(rows, n_rows, s.scores.data(), stride, s.acc.data(), s.values, j0,
+                           std::min(n_slots, j0 + kSlotBlock));
         for (uint32_t r = 0; r < n_rows; ++r)
             batched_values_sum(s.acc.data() + std::size_t(r) * D * 8, D, outs[r]);
         return;
