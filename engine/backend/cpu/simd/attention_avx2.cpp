@@ -57,11 +57,38 @@ inline float dot_k(const uint16_t* k, const float* q, uint32_t D, bool batched)
     return static_cast<float>(sum);
 }
 
-// Prefill's scores of a group's rows for slots [j0, j1): each (row, key) q·k is dot_k's batched
-// chain (one 8-lane accumulator over D, then hsum_halves). Up to three rows against three keys at a
-// time: a key's F16 values are converted once for the rows, and nine independent chains hide the
-// multiply-add latency. Same operations per (row, key), same bits. Raises max[r] to each row's maximum.
-// (All rows of a group share keys, so a slot is masked for all of them or for none.)
+// NR rows' q·k against three keys (a short key list repeats its last key into lanes then ignored):
+// each (row, key) is dot_k's batched chain, one 8-lane accumulator over D, then hsum_halves.
+template <int NR>
+void scores_tile(const AttentionRow* rows, const float* const q[NR], const uint16_t* const k[3], const uint32_t* live,
+                 uint32_t n_live, float* const sc[NR], float* max)
+{
+    const uint32_t D = rows[0].head_dim;
+    __m256 acc[NR][3];
+    for (auto& a : acc)
+        for (auto& x : a)
+            x = _mm256_setzero_ps();
+    for (uint32_t i = 0; i < D; i += 8) {
+        const __m256 k0 = load_f16(k[0] + i), k1 = load_f16(k[1] + i), k2 = load_f16(k[2] + i);
+        for (int r = 0; r < NR; ++r) {
+            const __m256 qv = _mm256_loadu_ps(q[r] + i);
+            acc[r][0] = _mm256_fmadd_ps(k0, qv, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(k1, qv, acc[r][1]);
+            acc[r][2] = _mm256_fmadd_ps(k2, qv, acc[r][2]);
+        }
+    }
+    for (int r = 0; r < NR; ++r)
+        for (uint32_t kk = 0; kk < n_live; ++kk) {
+            sc[r][live[kk]] = hsum_halves(acc[r][kk]) * rows[r].scale;
+            max[r] = std::max(max[r], sc[r][live[kk]]);
+        }
+}
+
+// Prefill's scores of a group's rows for slots [j0, j1): tiles of up to three rows against three
+// keys, so a key's F16 values are converted once for the rows and up to nine independent chains hide
+// the multiply-add latency (seven rows go as 3 + 2 + 2). Same operations per (row, key), same bits.
+// Raises max[r] to each row's maximum. (All rows of a group share keys, so a slot is masked for all
+// of them or for none.)
 void batched_scores(const AttentionRow* rows, uint32_t n_rows, const float* q16, float* scores, std::size_t stride,
                     float* max, uint32_t j0, uint32_t j1)
 {
@@ -71,33 +98,24 @@ void batched_scores(const AttentionRow* rows, uint32_t n_rows, const float* q16,
     uint32_t live[3];
     uint32_t n_live = 0;
     const auto flush = [&] {
-        for (uint32_t r0 = 0; r0 < n_rows; r0 += 3) {
-            const uint32_t nr = std::min(3u, n_rows - r0);
-            __m256 acc[3][3];
-            for (auto& a : acc)
-                for (auto& x : a)
-                    x = _mm256_setzero_ps();
-            const float* q[3] = {q16 + std::size_t(r0) * D, q16 + std::size_t(r0 + std::min(1u, nr - 1)) * D,
-                                 q16 + std::size_t(r0 + std::min(2u, nr - 1)) * D};
-            const uint16_t* k[3] = {row0.keys[live[0]], row0.keys[live[std::min(1u, n_live - 1)]],
-                                    row0.keys[live[std::min(2u, n_live - 1)]]};
-            // Whole 3×3 tiles; a short tile repeats a row or key into lanes it then ignores.
-            for (uint32_t i = 0; i < D; i += 8) {
-                const __m256 k0 = load_f16(k[0] + i), k1 = load_f16(k[1] + i), k2 = load_f16(k[2] + i);
-                for (int r = 0; r < 3; ++r) {
-                    const __m256 qv = _mm256_loadu_ps(q[r] + i);
-                    acc[r][0] = _mm256_fmadd_ps(k0, qv, acc[r][0]);
-                    acc[r][1] = _mm256_fmadd_ps(k1, qv, acc[r][1]);
-                    acc[r][2] = _mm256_fmadd_ps(k2, qv, acc[r][2]);
-                }
-            }
+        const uint16_t* k[3] = {row0.keys[live[0]], row0.keys[live[std::min(1u, n_live - 1)]],
+                                row0.keys[live[std::min(2u, n_live - 1)]]};
+        for (uint32_t r0 = 0; r0 < n_rows;) {
+            const uint32_t left = n_rows - r0;
+            const uint32_t nr = left == 4 ? 2 : std::min(3u, left); // 4 as 2 + 2, not 3 + 1
+            const float* q[3];
+            float* sc[3];
             for (uint32_t r = 0; r < nr; ++r) {
-                float* sc = scores + std::size_t(r0 + r) * stride;
-                for (uint32_t kk = 0; kk < n_live; ++kk) {
-                    sc[live[kk]] = hsum_halves(acc[r][kk]) * rows[r0 + r].scale;
-                    max[r0 + r] = std::max(max[r0 + r], sc[live[kk]]);
-                }
+                q[r] = q16 + std::size_t(r0 + r) * D;
+                sc[r] = scores + std::size_t(r0 + r) * stride;
             }
+            if (nr == 3)
+                scores_tile<3>(rows + r0, q, k, live, n_live, sc, max + r0);
+            else if (nr == 2)
+                scores_tile<2>(rows + r0, q, k, live, n_live, sc, max + r0);
+            else
+                scores_tile<1>(rows + r0, q, k, live, n_live, sc, max + r0);
+            r0 += nr;
         }
         n_live = 0;
     };
@@ -122,73 +140,97 @@ void batched_scores(const AttentionRow* rows, uint32_t n_rows, const float* q16,
 // the default model's 2,048-token prefill 380, 420, 414 and 432 tokens/s (2 threads, one run each).
 constexpr uint32_t kSlotBlock = 256;
 
+// 8×8 transpose: row i of the result is column i of the input.
+inline void transpose8(__m256 r[8])
+{
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
 // Prefill's weighted values of a group's rows over slots [j0, j1) (j0 a multiple of 8): slot j adds
-// p_j · v_j into lane j mod 8 of one accumulator per d, slots in increasing order. For each eight
-// d's the block's values are converted from F16 once, into `vf`, for all the rows; each row's eight
-// lanes stay in registers while the block's slots pass and wait in `lanes` ([D/8][8] vectors per
-// row) between blocks (an exact store and load). The caller adds the lanes up at the end.
-// A masked slot reads a row of zeros: fma(0, p, lane) is lane itself (a lane is never −0), and so
-// is a finite value times a zero weight, so the loop needs no branch.
+// p_j · v_j[d] into lane j mod 8 of the (row, d) accumulator, slots in increasing order — llama.cpp's
+// F16 matrix product over the transposed value cache, whose vectors run along the slots. The block's
+// values are converted from F16 and transposed once for all the rows, eight d's at a time, into `vt`
+// ([8][block] floats); then tiles of four d's by two rows keep eight accumulators in registers,
+// each slot step reading four value vectors and two weight vectors (three rows spilled one of twelve
+// accumulators: a store and a reload on every step's chain). Accumulators wait in `lanes`
+// ([D][8] floats per row) between blocks (an exact store and load); the caller adds each up at the end.
+// A masked slot reads zeros: fma(0, p, lane) is lane itself (a lane is never −0), and so is a finite
+// value times a zero weight, so the loop needs no branch.
 void batched_values(const AttentionRow* rows, uint32_t n_rows, const float* p, std::size_t stride, float* lanes,
-                    std::vector<float>& vf, uint32_t j0, uint32_t j1)
+                    std::vector<float>& vt, uint32_t j0, uint32_t j1)
 {
     const AttentionRow& row0 = rows[0];
     const uint32_t D = row0.head_dim, n = row0.n_slots;
     const uint32_t n_block = (j1 - j0 + 7) & ~7u;
-    vf.resize(std::size_t(n_block) * 8);
+    vt.resize(std::size_t(n_block) * 8);
     const uint16_t* v[kSlotBlock];
     for (uint32_t i = 0; i < n_block; ++i) {
         const uint32_t j = j0 + i;
         v[i] = j < n ? row0.values[j] : nullptr;
     }
     for (uint32_t d = 0; d < D; d += 8) {
-        for (uint32_t i = 0; i < n_block; ++i)
-            _mm256_storeu_ps(vf.data() + std::size_t(i) * 8, v[i] ? load_f16(v[i] + d) : _mm256_setzero_ps());
-        for (uint32_t r = 0; r < n_rows; ++r) {
-            float* saved = lanes + std::size_t(r) * D * 8 + std::size_t(d) * 8; // eight vectors of eight
-            const float* pb = p + std::size_t(r) * stride + j0; // p is padded with zeros to whole steps of 8
-            // eight named accumulators (an indexed array would live in memory)
-            __m256 l0 = _mm256_loadu_ps(saved), l1 = _mm256_loadu_ps(saved + 8), l2 = _mm256_loadu_ps(saved + 16),
-                   l3 = _mm256_loadu_ps(saved + 24), l4 = _mm256_loadu_ps(saved + 32),
-                   l5 = _mm256_loadu_ps(saved + 40), l6 = _mm256_loadu_ps(saved + 48),
-                   l7 = _mm256_loadu_ps(saved + 56);
-            const float* x = vf.data();
-            const auto add = [&](__m256& lane, uint32_t i) {
-                lane = _mm256_fmadd_ps(_mm256_loadu_ps(x + std::size_t(i) * 8), _mm256_broadcast_ss(pb + i), lane);
-            };
-            for (uint32_t i = 0; i < n_block; i += 8) {
-                add(l0, i);
-                add(l1, i + 1);
-                add(l2, i + 2);
-                add(l3, i + 3);
-                add(l4, i + 4);
-                add(l5, i + 5);
-                add(l6, i + 6);
-                add(l7, i + 7);
-            }
-            _mm256_storeu_ps(saved, l0);
-            _mm256_storeu_ps(saved + 8, l1);
-            _mm256_storeu_ps(saved + 16, l2);
-            _mm256_storeu_ps(saved + 24, l3);
-            _mm256_storeu_ps(saved + 32, l4);
-            _mm256_storeu_ps(saved + 40, l5);
-            _mm256_storeu_ps(saved + 48, l6);
-            _mm256_storeu_ps(saved + 56, l7);
+        for (uint32_t i = 0; i < n_block; i += 8) {
+            __m256 c[8];
+            for (int k = 0; k < 8; ++k)
+                c[k] = v[i + k] ? load_f16(v[i + k] + d) : _mm256_setzero_ps();
+            transpose8(c); // c[k]: d + k of slots i … i + 7
+            for (int k = 0; k < 8; ++k)
+                _mm256_storeu_ps(vt.data() + std::size_t(k) * n_block + i, c[k]);
         }
+        for (uint32_t dd = 0; dd < 8; dd += 4)
+            for (uint32_t r0 = 0; r0 < n_rows; r0 += 2) {
+                const uint32_t nr = std::min(2u, n_rows - r0);
+                // a short tile repeats its last row (read, not stored back)
+                const float* pr[2];
+                float* acc_at[2];
+                for (uint32_t r = 0; r < 2; ++r) {
+                    const uint32_t row = r0 + std::min(r, nr - 1);
+                    pr[r] = p + std::size_t(row) * stride + j0; // padded with zeros to whole steps of 8
+                    acc_at[r] = lanes + (std::size_t(row) * D + d + dd) * 8;
+                }
+                __m256 acc[2][4];
+                for (int r = 0; r < 2; ++r)
+                    for (int k = 0; k < 4; ++k)
+                        acc[r][k] = _mm256_loadu_ps(acc_at[r] + 8 * k);
+                const float* x = vt.data() + std::size_t(dd) * n_block;
+                for (uint32_t i = 0; i < n_block; i += 8) {
+                    const __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + n_block + i),
+                                 v2 = _mm256_loadu_ps(x + 2 * n_block + i), v3 = _mm256_loadu_ps(x + 3 * n_block + i);
+                    for (int r = 0; r < 2; ++r) {
+                        const __m256 pv = _mm256_loadu_ps(pr[r] + i);
+                        acc[r][0] = _mm256_fmadd_ps(v0, pv, acc[r][0]);
+                        acc[r][1] = _mm256_fmadd_ps(v1, pv, acc[r][1]);
+                        acc[r][2] = _mm256_fmadd_ps(v2, pv, acc[r][2]);
+                        acc[r][3] = _mm256_fmadd_ps(v3, pv, acc[r][3]);
+                    }
+                }
+                for (uint32_t r = 0; r < nr; ++r)
+                    for (int k = 0; k < 4; ++k)
+                        _mm256_storeu_ps(acc_at[r] + 8 * k, acc[r][k]);
+            }
     }
 }
 
 // out[d] = ((l4+l0) + (l6+l2)) + ((l5+l1) + (l7+l3)) over the lanes batched_values left.
 void batched_values_sum(const float* lanes, uint32_t D, float* out)
 {
-    for (uint32_t d = 0; d < D; d += 8) {
-        const float* l = lanes + std::size_t(d) * 8;
-        const __m256 r0 = _mm256_add_ps(_mm256_loadu_ps(l + 32), _mm256_loadu_ps(l));
-        const __m256 r1 = _mm256_add_ps(_mm256_loadu_ps(l + 40), _mm256_loadu_ps(l + 8));
-        const __m256 r2 = _mm256_add_ps(_mm256_loadu_ps(l + 48), _mm256_loadu_ps(l + 16));
-        const __m256 r3 = _mm256_add_ps(_mm256_loadu_ps(l + 56), _mm256_loadu_ps(l + 24));
-        _mm256_storeu_ps(out + d, _mm256_add_ps(_mm256_add_ps(r0, r2), _mm256_add_ps(r1, r3)));
-    }
+    for (uint32_t d = 0; d < D; ++d)
+        out[d] = hsum_halves(_mm256_loadu_ps(lanes + std::size_t(d) * 8));
 }
 
 } // namespace
