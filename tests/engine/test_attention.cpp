@@ -23,6 +23,8 @@ class TestAttention : public QObject {
 private slots:
     void simdMatchesScalarBitForBit_data();
     void simdMatchesScalarBitForBit();
+    void rowsOfConsecutivePositionsShareTheArrays_data();
+    void rowsOfConsecutivePositionsShareTheArrays();
     void softmaxExpMatchesLibm();
     void capturedWeightsOnTheRealModel();
     void chatModelGroupsSevenQueryHeadsPerKvHead();
@@ -115,6 +117,87 @@ void TestAttention::simdMatchesScalarBitForBit()
         for (std::size_t j = 0; j < count; ++j)
             QCOMPARE(std::bit_cast<uint32_t>(ws[std::size_t(g)][j]), std::bit_cast<uint32_t>(w_s[j]));
     }
+}
+
+void TestAttention::rowsOfConsecutivePositionsShareTheArrays_data()
+{
+    QTest::addColumn<int>("window");
+    QTest::addColumn<int>("heads");
+    QTest::newRow("causal, 7 heads") << 0 << 7;
+    QTest::newRow("window 64, 4 heads") << 64 << 4;
+    QTest::newRow("window 61, 3 heads") << 61 << 3;
+}
+
+// A prompt's tile: the query heads of a KV head at four consecutive positions in one call, over key
+// and value arrays built for the last position; each row masks what lies outside its own
+// [first, n_slots) and must get the bits it gets alone on the scalar reference.
+void TestAttention::rowsOfConsecutivePositionsShareTheArrays()
+{
+    QFETCH(int, window);
+    QFETCH(int, heads);
+    if (simd_level() == SimdLevel::Scalar)
+        QSKIP("no AVX2 on this CPU: only the scalar kernel exists here");
+    const uint32_t D = 64, first_pos = 297, n_pos = 4, last = first_pos + n_pos - 1;
+    const auto window_start = [&](uint32_t pos) {
+        return window && pos + 1 > uint32_t(window) ? pos + 1 - window : 0u;
+    };
+    std::mt19937 rng(uint32_t(window * 31 + heads));
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<uint16_t> k(std::size_t(last + 1) * D), v(std::size_t(last + 1) * D);
+    for (auto& x : k)
+        x = f32_to_fp16(dist(rng));
+    for (auto& x : v)
+        x = f32_to_fp16(dist(rng));
+    std::vector<const uint16_t*> kr(last + 1, nullptr), vr(last + 1, nullptr);
+    for (uint32_t j = window_start(first_pos); j <= last; ++j) {
+        kr[j] = k.data() + std::size_t(j) * D;
+        vr[j] = v.data() + std::size_t(j) * D;
+    }
+    const std::size_t n_rows = std::size_t(n_pos) * heads;
+    std::vector<std::vector<float>> qs(n_rows, std::vector<float>(D)), outs(n_rows, std::vector<float>(D)), ws(n_rows);
+    std::vector<cpu::AttentionRow> rows(n_rows);
+    std::vector<float*> out_ptrs, w_ptrs;
+    for (std::size_t r = 0; r < n_rows; ++r) {
+        const uint32_t pos = first_pos + uint32_t(r) / uint32_t(heads);
+        for (auto& x : qs[r])
+            x = dist(rng) * 0.5f;
+        cpu::AttentionRow& row = rows[r];
+        row.q = qs[r].data();
+        row.keys = kr.data();
+        row.values = vr.data();
+        row.n_slots = pos + 1;
+        row.first = window_start(pos);
+        row.head_dim = D;
+        row.scale = 0.125f;
+        row.batched = true;
+        ws[r].resize(pos + 1);
+        out_ptrs.push_back(outs[r].data());
+        w_ptrs.push_back(ws[r].data());
+    }
+    cpu::AttentionScratch a, b;
+    cpu::attention_rows(rows.data(), uint32_t(n_rows), out_ptrs.data(), w_ptrs.data(), b);
+    std::vector<float> out_s(D);
+    for (std::size_t r = 0; r < n_rows; ++r) {
+        std::vector<float> w_s(rows[r].n_slots);
+        cpu::attention_row_scalar(rows[r], out_s.data(), w_s.data(), a);
+        for (uint32_t d = 0; d < D; ++d)
+            QCOMPARE(std::bit_cast<uint32_t>(outs[r][d]), std::bit_cast<uint32_t>(out_s[d]));
+        double sum = 0;
+        for (uint32_t j = 0; j < rows[r].n_slots; ++j) {
+            QCOMPARE(std::bit_cast<uint32_t>(ws[r][j]), std::bit_cast<uint32_t>(w_s[j]));
+            if (j < rows[r].first)
+                QCOMPARE(ws[r][j], 0.0f);
+            sum += ws[r][j];
+        }
+        QVERIFY(std::fabs(sum - 1.0) < 1e-5);
+    }
+    // The masks matter: the first row alone over the shared arrays, without its own end, would see
+    // the later positions' keys.
+    cpu::AttentionRow unmasked = rows[0];
+    unmasked.n_slots = last + 1;
+    std::vector<float> w_u(last + 1), out_u(D);
+    cpu::attention_row_scalar(unmasked, out_u.data(), w_u.data(), a);
+    QVERIFY(w_u[last] > 0.0f);
 }
 
 void TestAttention::softmaxExpMatchesLibm()

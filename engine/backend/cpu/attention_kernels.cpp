@@ -82,7 +82,7 @@ void attention_row_scalar(const AttentionRow& row, float* out, float* weights, A
     // scores, masked slots −inf
     float max = -std::numeric_limits<float>::infinity();
     for (uint32_t j = 0; j < n_pad; ++j) {
-        if (j >= row.n_slots || !row.keys[j]) {
+        if (j >= row.n_slots || j < row.first || !row.keys[j]) {
             s.scores[j] = -std::numeric_limits<float>::infinity();
             continue;
         }
@@ -109,13 +109,13 @@ void attention_row_scalar(const AttentionRow& row, float* out, float* weights, A
     // out[d] = Σ_j f16(p_j) · v_j[d], lanes by slot index as in the F16 dot over the cache cells
     std::vector<float> p16(n_pad, 0.0f), vcol(n_pad, 0.0f);
     for (uint32_t j = 0; j < row.n_slots; ++j)
-        p16[j] = row.values[j] ? round_f16(weights[j]) : 0.0f;
+        p16[j] = row.values[j] && j >= row.first ? round_f16(weights[j]) : 0.0f;
     const uint32_t n_dot = row.batched ? n_pad : ((row.n_slots + 255) & ~255u); // cells padded to 256
     p16.resize(n_dot, 0.0f);
     vcol.resize(n_dot, 0.0f);
     for (uint32_t d = 0; d < D; ++d) {
         for (uint32_t j = 0; j < row.n_slots; ++j)
-            vcol[j] = row.values[j] ? fp16_to_f32(row.values[j][d]) : 0.0f;
+            vcol[j] = row.values[j] && j >= row.first ? fp16_to_f32(row.values[j][d]) : 0.0f;
         out[d] = dot_f16_order(vcol.data(), p16.data(), n_dot, row.batched);
     }
 }

@@ -20,6 +20,7 @@ struct AttentionRow {
     uint32_t head_dim = 0;
     float scale = 1.0f;   // applied to q·k before the softmax
     bool batched = false; // evaluated together with other queries (prefill)
+    uint32_t first = 0;   // slots before this one are masked too (the row's own window start)
 };
 
 // Per-thread scratch, reused between rows.
@@ -31,9 +32,9 @@ struct AttentionScratch {
 
 // Writes out[D] and weights[n_slots] (softmax output, 0 where masked).
 void attention_row(const AttentionRow& row, float* out, float* weights, AttentionScratch& scratch);
-// Several rows that share keys, values, slots and batching (the query heads of one KV head at one
-// position): each gets attention_row's bits; the SIMD version reads each block of the cache once for
-// all of them.
+// Several rows that share the key and value arrays and the batching (the query heads of one KV head,
+// at one position or at a few consecutive ones, each row with its own n_slots and first): each gets
+// attention_row's bits; the SIMD version reads each block of the cache once for all of them.
 void attention_rows(const AttentionRow* rows, uint32_t n_rows, float* const* outs, float* const* weights,
                     AttentionScratch& scratch);
 // The portable implementation (the SIMD one must give identical bits; tests check).

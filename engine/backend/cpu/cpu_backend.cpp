@@ -294,15 +294,20 @@ void CpuBackend::attention(const AttentionShape& s, bool deliver)
 
     const float* q_all = m_q.data();
     float* out = m_attn.data();
-    // One task is a position and a group of the query heads that share a KV head (they read the same
-    // keys and values, block by block, once for the group); a group is split when there would be too
-    // few tasks to keep every thread busy (a decode step of the default model has one KV head).
-    // Rows differ in cost (row t sees t + 1 keys): tasks are handed out in small ranges, not halves.
+    // One task is a group of the query heads that share a KV head (they read the same keys and values,
+    // block by block, once for the group) at a few consecutive positions of a prompt (the value blocks
+    // are converted once for all of them; each row keeps its own range and bits); a group is split
+    // when there would be too few tasks to keep every thread busy (a decode step of the default model
+    // has one KV head). Rows differ in cost (row t sees t + 1 keys): tasks are handed out in small
+    // ranges, not halves.
+    const uint32_t per_block = s.batched ? 4 : 1;
+    const std::size_t blocks = (s.n_tokens + per_block - 1) / per_block;
     const std::size_t threads = m_pool.size();
-    const std::size_t groups = std::size_t(s.n_tokens) * Hkv;
+    const std::size_t groups = blocks * Hkv;
     const uint32_t splits = uint32_t(std::clamp<std::size_t>((2 * threads + groups - 1) / groups, 1, group));
     const uint32_t per_task = (group + splits - 1) / splits;
     const std::size_t n_tasks = groups * splits;
+    const auto window_start = [&](uint32_t pos) { return (s.window && pos + 1 > s.window) ? pos + 1 - s.window : 0u; };
     m_pool.parallel_for_dynamic(
         n_tasks, std::max<std::size_t>(1, n_tasks / (16 * threads)), [&](std::size_t begin, std::size_t end) {
             cpu::AttentionScratch scratch;
@@ -310,45 +315,60 @@ void CpuBackend::attention(const AttentionShape& s, bool deliver)
             std::vector<float> weights;
             std::vector<cpu::AttentionRow> rows;
             std::vector<float*> outs, weight_rows;
+            std::vector<std::size_t> weight_at;
             for (std::size_t task = begin; task < end; ++task) {
-                const std::size_t t = task / (std::size_t(Hkv) * splits);
+                const std::size_t block = task / (std::size_t(Hkv) * splits);
                 const auto kvh = static_cast<uint32_t>((task / splits) % Hkv);
                 const uint32_t h0 = kvh * group + static_cast<uint32_t>(task % splits) * per_task;
                 const uint32_t h1 = std::min((kvh + 1) * group, h0 + per_task);
+                const uint32_t t0 = static_cast<uint32_t>(block) * per_block;
+                const uint32_t t1 = std::min(s.n_tokens, t0 + per_block);
                 if (h0 >= h1)
                     continue;
-                const uint32_t pos = pos0 + static_cast<uint32_t>(t);
-                const uint32_t lo = (s.window && pos + 1 > s.window) ? pos + 1 - s.window : 0;
-                // Causal and sliding-window mask: slots outside [lo, pos] stay null.
-                k_row.assign(pos + 1, nullptr);
-                v_row.assign(pos + 1, nullptr);
-                for (uint32_t j = lo; j <= pos; ++j) {
+                const uint32_t last = pos0 + t1 - 1;
+                // Causal and sliding-window mask: slots outside [lo, pos] stay null for the block's
+                // first position; a later row also masks what lies outside its own range.
+                const uint32_t lo = window_start(pos0 + t0);
+                k_row.assign(last + 1, nullptr);
+                v_row.assign(last + 1, nullptr);
+                for (uint32_t j = lo; j <= last; ++j) {
                     k_row[j] = keys[std::size_t(kvh) * n_keys + j];
                     v_row[j] = values[std::size_t(kvh) * n_keys + j];
                 }
-                weights.resize(std::size_t(h1 - h0) * (pos + 1));
                 rows.clear();
                 outs.clear();
+                weight_at.clear();
+                std::size_t n_weights = 0;
+                for (uint32_t t = t0; t < t1; ++t)
+                    for (uint32_t h = h0; h < h1; ++h) {
+                        const uint32_t pos = pos0 + t;
+                        const std::size_t row_index = std::size_t(t) * H + h;
+                        cpu::AttentionRow row;
+                        row.q = q_all + row_index * D;
+                        row.keys = k_row.data();
+                        row.values = v_row.data();
+                        row.n_slots = pos + 1;
+                        row.first = window_start(pos);
+                        row.head_dim = D;
+                        row.scale = s.scale;
+                        row.batched = s.batched;
+                        rows.push_back(row);
+                        outs.push_back(out + row_index * D);
+                        weight_at.push_back(n_weights);
+                        n_weights += pos + 1;
+                    }
+                weights.resize(n_weights);
                 weight_rows.clear();
-                for (uint32_t h = h0; h < h1; ++h) {
-                    const std::size_t row_index = t * H + h;
-                    cpu::AttentionRow row;
-                    row.q = q_all + row_index * D;
-                    row.keys = k_row.data();
-                    row.values = v_row.data();
-                    row.n_slots = pos + 1;
-                    row.head_dim = D;
-                    row.scale = s.scale;
-                    row.batched = s.batched;
-                    rows.push_back(row);
-                    outs.push_back(out + row_index * D);
-                    weight_rows.push_back(weights.data() + std::size_t(h - h0) * (pos + 1));
-                }
+                for (std::size_t at : weight_at)
+                    weight_rows.push_back(weights.data() + at);
                 cpu::attention_rows(rows.data(), uint32_t(rows.size()), outs.data(), weight_rows.data(), scratch);
-                if (deliver)
-                    for (uint32_t h = h0; h < h1; ++h)
-                        std::copy_n(weight_rows[h - h0], pos + 1,
-                                    m_weights.begin() + std::ptrdiff_t((t * H + h) * n_keys));
+                if (deliver) {
+                    std::size_t r = 0;
+                    for (uint32_t t = t0; t < t1; ++t)
+                        for (uint32_t h = h0; h < h1; ++h, ++r)
+                            std::copy_n(weight_rows[r], pos0 + t + 1,
+                                        m_weights.begin() + std::ptrdiff_t((std::size_t(t) * H + h) * n_keys));
+                }
             }
         });
     if (deliver) {

@@ -79,18 +79,23 @@ void scores_tile(const AttentionRow* rows, const float* const q[NR], const uint1
     }
     for (int r = 0; r < NR; ++r)
         for (uint32_t kk = 0; kk < n_live; ++kk) {
-            sc[r][live[kk]] = hsum_halves(acc[r][kk]) * rows[r].scale;
-            max[r] = std::max(max[r], sc[r][live[kk]]);
+            const uint32_t j = live[kk];
+            if (j < rows[r].first || j >= rows[r].n_slots) { // outside this row's own range
+                sc[r][j] = -std::numeric_limits<float>::infinity();
+                continue;
+            }
+            sc[r][j] = hsum_halves(acc[r][kk]) * rows[r].scale;
+            max[r] = std::max(max[r], sc[r][j]);
         }
 }
 
 // Prefill's scores of a group's rows for slots [j0, j1): tiles of up to three rows against three
 // keys, so a key's F16 values are converted once for the rows and up to nine independent chains hide
 // the multiply-add latency (seven rows go as 3 + 2 + 2). Same operations per (row, key), same bits.
-// Raises max[r] to each row's maximum. (All rows of a group share keys, so a slot is masked for all
-// of them or for none.)
-void batched_scores(const AttentionRow* rows, uint32_t n_rows, const float* q16, float* scores, std::size_t stride,
-                    float* max, uint32_t j0, uint32_t j1)
+// Raises max[r] to each row's maximum. Rows share the key array (null where masked for all, at and
+// past n_slots too); a row also masks what lies outside its own [first, n_slots).
+void batched_scores(const AttentionRow* rows, uint32_t n_rows, uint32_t n_slots, const float* q16, float* scores,
+                    std::size_t stride, float* max, uint32_t j0, uint32_t j1)
 {
     constexpr float kNegInf = -std::numeric_limits<float>::infinity();
     const AttentionRow& row0 = rows[0];
@@ -120,7 +125,7 @@ void batched_scores(const AttentionRow* rows, uint32_t n_rows, const float* q16,
         n_live = 0;
     };
     for (uint32_t j = j0; j < j1; ++j) {
-        if (j >= row0.n_slots || !row0.keys[j]) {
+        if (j >= n_slots || !row0.keys[j]) {
             for (uint32_t r = 0; r < n_rows; ++r)
                 scores[std::size_t(r) * stride + j] = kNegInf;
             continue;
@@ -171,11 +176,11 @@ inline void transpose8(__m256 r[8])
 // ([D][8] floats per row) between blocks (an exact store and load); the caller adds each up at the end.
 // A masked slot reads zeros: fma(0, p, lane) is lane itself (a lane is never −0), and so is a finite
 // value times a zero weight, so the loop needs no branch.
-void batched_values(const AttentionRow* rows, uint32_t n_rows, const float* p, std::size_t stride, float* lanes,
-                    std::vector<float>& vt, uint32_t j0, uint32_t j1)
+void batched_values(const AttentionRow* rows, uint32_t n_rows, uint32_t n, const float* p, std::size_t stride,
+                    float* lanes, std::vector<float>& vt, uint32_t j0, uint32_t j1)
 {
     const AttentionRow& row0 = rows[0];
-    const uint32_t D = row0.head_dim, n = row0.n_slots;
+    const uint32_t D = row0.head_dim;
     const uint32_t n_block = (j1 - j0 + 7) & ~7u;
     vt.resize(std::size_t(n_block) * 8);
     const uint16_t* v[kSlotBlock];
@@ -241,7 +246,14 @@ void attention_rows_avx2(const AttentionRow* rows, uint32_t n_rows, float* const
     if (n_rows == 0)
         return;
     const AttentionRow& row0 = rows[0];
-    const uint32_t D = row0.head_dim, n_slots = row0.n_slots;
+    // Rows may see different ranges of the shared arrays (the positions of a prompt's tile): the
+    // arrays are walked to the furthest row's end, and each row's masked slots get exact zeros.
+    uint32_t n_slots = 0, min_first = std::numeric_limits<uint32_t>::max();
+    for (uint32_t r = 0; r < n_rows; ++r) {
+        n_slots = std::max(n_slots, rows[r].n_slots);
+        min_first = std::min(min_first, rows[r].first);
+    }
+    const uint32_t D = row0.head_dim;
     const bool batched = row0.batched;
     const uint32_t n_pad = (n_slots + 7) & ~7u;
     const uint32_t step = batched ? 8 : 32;
@@ -252,7 +264,7 @@ void attention_rows_avx2(const AttentionRow* rows, uint32_t n_rows, float* const
     // exact zeros to the softmax's sum and to every value lane: they are skipped, from a multiple of
     // 8 so that each slot keeps its lane and each chunk of 8 its members. On the default model's
     // windowed layers a 2,048-token prompt's rows see at most 512 of up to 2,048 slots.
-    uint32_t first = 0;
+    uint32_t first = min_first;
     while (first < n_slots && !row0.keys[first])
         ++first;
     const uint32_t j_lo = first & ~7u;
@@ -270,7 +282,7 @@ void attention_rows_avx2(const AttentionRow* rows, uint32_t n_rows, float* const
     for (uint32_t j0 = j_lo; j0 < n_pad; j0 += kSlotBlock) {
         const uint32_t j1 = std::min(n_pad, j0 + kSlotBlock);
         if (batched) {
-            batched_scores(rows, n_rows, s.q16.data(), s.scores.data(), stride, max.data(), j0, j1);
+            batched_scores(rows, n_rows, n_slots, s.q16.data(), s.scores.data(), stride, max.data(), j0, j1);
             continue;
         }
         for (uint32_t r = 0; r < n_rows; ++r) {
@@ -278,7 +290,7 @@ void attention_rows_avx2(const AttentionRow* rows, uint32_t n_rows, float* const
             const float* q16 = s.q16.data() + std::size_t(r) * D;
             float* scores = s.scores.data() + std::size_t(r) * stride;
             for (uint32_t j = j0; j < j1; ++j) {
-                if (j >= n_slots || !row.keys[j]) {
+                if (j >= row.n_slots || j < row.first || !row.keys[j]) {
                     scores[j] = kNegInf;
                     continue;
                 }
@@ -306,7 +318,7 @@ void attention_rows_avx2(const AttentionRow* rows, uint32_t n_rows, float* const
             scores[c] = 0.0f;
         for (uint32_t c = j_lo; c < n_pad; c += 8)
             _mm256_storeu_ps(scores + c, _mm256_mul_ps(_mm256_loadu_ps(scores + c), inv));
-        std::copy(scores, scores + n_slots, weights[r]);
+        std::copy(scores, scores + rows[r].n_slots, weights[r]);
         for (uint32_t c = j_lo; c < n_dot; c += 8)
             _mm256_storeu_ps(scores + c,
                              _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(scores + c), _MM_FROUND_TO_NEAREST_INT)));
@@ -316,7 +328,7 @@ void attention_rows_avx2(const AttentionRow* rows, uint32_t n_rows, float* const
     if (batched) {
         s.acc.assign(std::size_t(n_rows) * D * 8, 0.0f);
         for (uint32_t j0 = j_lo; j0 < n_slots; j0 += kSlotBlock)
-            batched_values(rows, n_rows, s.scores.data(), stride, s.acc.data(), s.values, j0,
+            batched_values(rows, n_rows, n_slots, s.scores.data(), stride, s.acc.data(), s.values, j0,
                            std::min(n_slots, j0 + kSlotBlock));
         for (uint32_t r = 0; r < n_rows; ++r)
             batched_values_sum(s.acc.data() + std::size_t(r) * D * 8, D, outs[r]);
