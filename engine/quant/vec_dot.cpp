@@ -193,10 +193,13 @@ void pack8_activations(ActivationFormat format, const uint8_t* rows, std::size_t
 
 VecDotX8Fn vec_dot_x8_for_batch(GgmlType type, int64_t n_tokens)
 {
-    if (simd_level() != SimdLevel::Avx512)
+    if (simd_level() == SimdLevel::Scalar)
         return nullptr;
     const bool tiled = n_tokens >= kTiledMinBatch && vec_dot_tiled_scalar(type);
-    return tiled ? simd::vec_dot_tiled_x8_avx512(type) : simd::vec_dot_x8_avx512(type);
+    if (simd_level() == SimdLevel::Avx512)
+        if (VecDotX8Fn f = tiled ? simd::vec_dot_tiled_x8_avx512(type) : simd::vec_dot_x8_avx512(type))
+            return f;
+    return tiled ? simd::vec_dot_tiled_x8_avx2(type) : simd::vec_dot_x8_avx2(type);
 }
 
 VecDotFn vec_dot_for(GgmlType type)

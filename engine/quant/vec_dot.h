@@ -18,17 +18,16 @@ using VecDotFn = float (*)(const void* weight_row, const void* activations, int6
 // once for the four; each result is bit-identical to four vec_dot calls.
 using VecDotX4Fn = void (*)(const void* weight_row, const void* const activations[4], int64_t n, float out[4]);
 
-// Eight activation rows against one weight row (prefill, where the CPU has 32 vector registers),
-// the rows packed by pack8_activations: block by block, the eight rows' blocks side by side, so a
-// kernel walks one pointer instead of eight (eight pointers and eight accumulators left the
-// compiler spilling).
+// Eight activation rows against one weight row (prefill, AVX2 and AVX-512), the rows packed by pack8_activations: block
+// by block, the eight rows' blocks side by side, so a kernel walks one pointer instead of eight (eight pointers and
+// eight accumulators left the compiler spilling).
 using VecDotX8Fn = void (*)(const void* weight_row, const void* packed8, int64_t n, float out[8]);
 // Bytes of eight packed rows of n elements; 0 for a format with no packed layout (then no x8 kernel).
 std::size_t packed8_bytes(ActivationFormat format, int64_t n);
 // Q8_0: per block, the eight f16 scales widened to f32, then the eight rows' 32 quants plus 128 as
-// unsigned bytes (what VNNI's unsigned-by-signed product wants; the kernel takes 128 · Σ weights
-// back out, exactly). Q8_K: per block, the eight rows' blocks. rows: eight quantized rows of n elements, row_bytes
-// apart.
+// unsigned bytes (what VNNI's unsigned-by-signed product wants; that kernel takes 128 · Σ weights
+// back out, exactly; the AVX2 kernel flips the top bit back). Q8_K: per block, the eight rows' blocks. rows: eight
+// quantized rows of n elements, row_bytes apart.
 void pack8_activations(ActivationFormat format, const uint8_t* rows, std::size_t row_bytes, int64_t n, void* out);
 
 // The implementation used for a weight type: the widest SIMD the CPU supports, else scalar.

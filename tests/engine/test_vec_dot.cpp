@@ -73,6 +73,8 @@ private slots:
     void activationQuantizationMatchesGgml();
     void fourRowKernelsMatchOneRow_data() { matchesDequantizedReference_data(); }
     void fourRowKernelsMatchOneRow();
+    void avx2EightRowKernelsMatchOneRow_data() { matchesDequantizedReference_data(); }
+    void avx2EightRowKernelsMatchOneRow();
     void tiledOrderSimdMatchesScalar_data() { matchesDequantizedReference_data(); }
     void tiledOrderSimdMatchesScalar();
     void avx512KernelsMatchAvx2_data() { matchesDequantizedReference_data(); }
@@ -218,6 +220,51 @@ void TestVecDot::fourRowKernelsMatchOneRow()
     for (int i = 0; i < 4; ++i)
         QCOMPARE(std::bit_cast<uint32_t>(out[i]),
                  std::bit_cast<uint32_t>(vec_dot_for(gt)(f->tensor_data(*t).data(), a[i], n)));
+}
+
+void TestVecDot::avx2EightRowKernelsMatchOneRow()
+{
+    // The AVX2 eight-row kernels (plain and tiled orders) read the packed layout of
+    // pack8_activations and give each token the one-row AVX2 kernel's bits; over several lengths and
+    // activation rows with the extreme quants (±127: the packed bytes 1 and 255).
+    QFETCH(QString, type);
+    if (simd_level() == SimdLevel::Scalar)
+        QSKIP("this CPU (or TOKENSCOPE_SIMD) runs no AVX2 code");
+    const auto f = gguf::GgufFile::open(testsupport::data_dir() + "/quant/blocks.gguf");
+    const auto* t = f->find_tensor((type + ".quant").toStdString());
+    const GgmlType gt = t->type.type;
+    const bool plain = simd::vec_dot_x8_avx2(gt) != nullptr, tiled = simd::vec_dot_tiled_x8_avx2(gt) != nullptr;
+    if (!plain && !tiled)
+        QSKIP("no AVX2 eight-row kernel for this type (the four-row kernel runs)");
+    const void* w = f->tensor_data(*t).data();
+    const ActivationFormat format = activation_format(gt);
+    int compared = 0;
+    for (const int64_t n : {int64_t(256), int64_t(512), int64_t(1024)}) {
+        auto xq = random_activation_rows(format, n, 41 + uint32_t(n), 8);
+        if (format == ActivationFormat::Q8_0) { // one row at the quant range's ends
+            auto* blocks = reinterpret_cast<BlockQ8_0*>(xq[3].data());
+            for (int64_t i = 0; i < n; ++i)
+                blocks[i / 32].qs[i % 32] = (i % 2) ? 127 : -127;
+        }
+        std::vector<uint8_t> rows8, packed(packed8_bytes(format, n));
+        for (const auto& row : xq)
+            rows8.insert(rows8.end(), row.begin(), row.end());
+        pack8_activations(format, rows8.data(), xq[0].size(), n, packed.data());
+        const auto check = [&](VecDotX8Fn eight, VecDotFn one) {
+            float out[8] = {};
+            eight(w, packed.data(), n, out);
+            for (int i = 0; i < 8; ++i) {
+                QCOMPARE(std::bit_cast<uint32_t>(out[i]),
+                         std::bit_cast<uint32_t>(one(w, xq[static_cast<std::size_t>(i)].data(), n)));
+                ++compared;
+            }
+        };
+        if (plain)
+            check(simd::vec_dot_x8_avx2(gt), simd::vec_dot_avx2(gt));
+        if (tiled)
+            check(simd::vec_dot_tiled_x8_avx2(gt), simd::vec_dot_tiled_avx2(gt));
+    }
+    QVERIFY(compared >= 24);
 }
 
 void TestVecDot::matchesDequantizedReference_data()

@@ -119,7 +119,7 @@ void MatMul::quantize_rows(ThreadPool& pool, const float* x, int64_t n_tokens, i
     // Whole groups of eight tokens also packed for the eight-row kernels, where the CPU has them.
     const std::size_t group_bytes = packed8_bytes(format, cols);
     const auto groups = static_cast<std::size_t>(n_tokens / 8);
-    m_packed8.resize(simd_level() == SimdLevel::Avx512 ? groups * group_bytes : 0);
+    m_packed8.resize(simd_level() != SimdLevel::Scalar ? groups * group_bytes : 0);
     if (!m_packed8.empty())
         pool.parallel_for(groups, [&](std::size_t begin, std::size_t end) {
             for (std::size_t g = begin; g < end; ++g)

@@ -13,6 +13,10 @@ VecDotX4Fn vec_dot_x4_avx2(GgmlType type);
 // k-quants in llama.cpp's tiled order (see vec_dot_for_batch); nullptr for other types.
 VecDotFn vec_dot_tiled_avx2(GgmlType type);
 VecDotX4Fn vec_dot_tiled_x4_avx2(GgmlType type);
+// Eight packed activation rows (pack8_activations) against one weight row; nullptr for types that
+// have none (the four-row kernels then run).
+VecDotX8Fn vec_dot_x8_avx2(GgmlType type);
+VecDotX8Fn vec_dot_tiled_x8_avx2(GgmlType type);
 
 // AVX-512 VNNI versions, bit-identical to the AVX2 ones (vec_dot_avx512.cpp, compiled with
 // -mavx512vnni; call only after avx512_kernels_usable(), defined in vec_dot.cpp). nullptr for types
