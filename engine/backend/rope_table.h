@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace engine {
 
@@ -9,5 +12,22 @@ namespace engine {
 // The GPU backends read these tables (rope.comp, the CUDA Rope kernel).
 void rope_cos_sin(float* out, uint32_t pos, uint32_t n_tokens, uint32_t n_rot, float base, float freq_scale,
                   const float* factors);
+
+// The distinct (base, frequency scale) pairs of a model's layers, in the order added: a GPU backend
+// keeps one cos/sin table per pair for the positions of a chunk, side by side in one buffer, and
+// each layer's RoPE reads the table of its own pair.
+class RopeTables {
+public:
+    void add(float base, float freq_scale) { m_pairs.emplace_back(base, freq_scale); }
+    std::size_t size() const { return m_pairs.size(); }
+    // The table of (base, freq_scale); throws std::logic_error for a pair never added.
+    uint32_t index_of(float base, float freq_scale) const;
+    // Every table for positions pos … pos + n_tokens − 1 (rope_cos_sin), table i starting at
+    // out + 2 · i · batch · (n_rot / 2) floats.
+    void fill(float* out, uint32_t pos, uint32_t n_tokens, uint32_t batch, uint32_t n_rot, const float* factors) const;
+
+private:
+    std::vector<std::pair<float, float>> m_pairs;
+};
 
 } // namespace engine

@@ -140,7 +140,6 @@ private:
     float* buffer(Act a);
     const DeviceMatrix& matrix_of(const TensorView& t) const { return m_matrices.at(t.info); }
     const float* vector_of(const TensorView& t) const { return m_vectors.at(t.info).f(); }
-    uint32_t rope_table_of(const RopeShape& r) const;
     // Queues a copy of `bytes` from device memory into the download buffer; returns its offset.
     uint64_t download(const void* src, uint64_t bytes);
     void matmul_into(const DeviceMatrix& m, const float* in, uint32_t n_rows, float* out, uint32_t out_stride,
@@ -157,7 +156,7 @@ private:
     std::unordered_map<const gguf::TensorInfo*, DeviceMatrix> m_matrices;
     std::unordered_map<const gguf::TensorInfo*, DeviceBuffer> m_vectors;
     std::vector<std::pair<DeviceBuffer, DeviceBuffer>> m_caches; // per layer: K, V [Hkv][n_ctx][D] F16
-    std::vector<std::pair<float, float>> m_rope_tables;          // (base, freq_scale) of the cos/sin tables
+    RopeTables m_rope_tables;                                    // one cos/sin table per (base, freq_scale)
     DeviceBuffer m_gelu_table;                                   // [65536] F16
     uint64_t m_weight_bytes = 0;
 
@@ -290,7 +289,7 @@ void CudaBackend::upload_weights()
         m_caches.emplace_back(DeviceBuffer(m_dev.get(), bytes), DeviceBuffer(m_dev.get(), bytes));
     }
     for (const RopeShape& r : distinct_rope_shapes())
-        m_rope_tables.emplace_back(r.base, r.freq_scale);
+        m_rope_tables.add(r.base, r.freq_scale);
     const auto& table = cpu::gelu_f16_table();
     m_gelu_table = DeviceBuffer(m_dev.get(), sizeof table);
     m_dev->copy_to_device(m_gelu_table.get(), table.data(), sizeof table);
@@ -380,14 +379,6 @@ float* CudaBackend::buffer(Act a)
     throw std::logic_error("unknown activation buffer");
 }
 
-uint32_t CudaBackend::rope_table_of(const RopeShape& r) const
-{
-    const auto it = std::find(m_rope_tables.begin(), m_rope_tables.end(), std::make_pair(r.base, r.freq_scale));
-    if (it == m_rope_tables.end())
-        throw std::logic_error("a RoPE table the backend did not prepare");
-    return uint32_t(it - m_rope_tables.begin());
-}
-
 void CudaBackend::read_cache(uint32_t layer, uint32_t kv_head, uint32_t n, std::vector<float>& keys,
                              std::vector<float>& values) const
 {
@@ -419,7 +410,7 @@ void CudaBackend::begin_chunk(const ChunkPlan& plan, ChunkSink& sink)
     const ModelConfig& c = m_model->config();
     m_plan = plan;
     m_sink = &sink;
-    const uint32_t n = plan.n_tokens, E = c.n_embd, D = c.head_dim_k, half_rot = c.n_rot / 2;
+    const uint32_t n = plan.n_tokens, E = c.n_embd, D = c.head_dim_k;
 
     // results land in the pinned download buffer: logits, residuals, sites, attention
     uint64_t size = uint64_t(plan.n_logit_rows) * c.n_vocab * sizeof(float);
@@ -446,9 +437,7 @@ void CudaBackend::begin_chunk(const ChunkPlan& plan, ChunkSink& sink)
     *m_step_host.get<uint32_t>() = plan.pos0;
     float* cs = m_cs_host.f();
     const RopeShape r = rope_shape(0);
-    for (std::size_t table = 0; table < m_rope_tables.size(); ++table)
-        rope_cos_sin(cs + 2 * table * m_batch * half_rot, plan.pos0, n, c.n_rot, m_rope_tables[table].first,
-                     m_rope_tables[table].second, r.factors);
+    m_rope_tables.fill(cs, plan.pos0, n, m_batch, c.n_rot, r.factors);
 
     const bool decode_step = replay_allowed() && plan.replayable_decode_step();
     m_replaying = decode_step && m_decode_recorded;
@@ -548,7 +537,8 @@ void CudaBackend::rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeSha
     m_act_held.reset();
     if (m_replaying)
         return;
-    const float* cs = m_cs.f() + std::size_t(rope_table_of(r)) * m_batch * (r.n_rot / 2) * 2;
+    const float* cs =
+        m_cs.f() + std::size_t(m_rope_tables.index_of(r.base, r.freq_scale)) * m_batch * (r.n_rot / 2) * 2;
     m_dev->launch(cuda::Rope::Args{buffer(x), cs, m_plan.n_tokens, n_heads, head_dim, r.n_rot, r.neox, scale});
 }
 

@@ -90,7 +90,6 @@ private:
     Buffer& buffer(Act a);
     const DeviceMatrix& matrix_of(const TensorView& t) const { return m_matrices.at(t.info); }
     const Buffer& vector_of(const TensorView& t) const { return m_vectors.at(t.info); }
-    uint32_t rope_table_of(const RopeShape& r) const;
     Buffer& capture_buffer(std::size_t i, uint64_t bytes);
 
     std::unique_ptr<vk::Context> m_ctx;
@@ -111,8 +110,8 @@ private:
     // Every weight the pass reads, by tensor (a tied output head is the embedding matrix).
     std::unordered_map<const gguf::TensorInfo*, DeviceMatrix> m_matrices;
     std::unordered_map<const gguf::TensorInfo*, Buffer> m_vectors;
-    std::vector<std::pair<Buffer, Buffer>> m_caches;    // per layer: K, V [Hkv][n_ctx][D] F16, two per word
-    std::vector<std::pair<float, float>> m_rope_tables; // (base, freq_scale) of the cos/sin tables
+    std::vector<std::pair<Buffer, Buffer>> m_caches; // per layer: K, V [Hkv][n_ctx][D] F16, two per word
+    RopeTables m_rope_tables;                        // one cos/sin table per (base, freq_scale)
     uint64_t m_weight_bytes = 0;
 
     // scratch for chunks of up to m_batch tokens
@@ -241,7 +240,7 @@ void VulkanBackend::upload_weights()
                               Buffer(m_ctx.get(), cache_bytes, Memory::Device));
     }
     for (const RopeShape& r : distinct_rope_shapes())
-        m_rope_tables.emplace_back(r.base, r.freq_scale);
+        m_rope_tables.add(r.base, r.freq_scale);
     m_k->prepare(std::vector<GgmlType>(matmul_types.begin(), matmul_types.end()), w.token_embd.type());
     m_k->load_gelu_table(up);
 }
@@ -334,14 +333,6 @@ Buffer& VulkanBackend::buffer(Act a)
     throw std::logic_error("unknown activation buffer");
 }
 
-uint32_t VulkanBackend::rope_table_of(const RopeShape& r) const
-{
-    const auto it = std::find(m_rope_tables.begin(), m_rope_tables.end(), std::make_pair(r.base, r.freq_scale));
-    if (it == m_rope_tables.end())
-        throw std::logic_error("a RoPE table the backend did not prepare");
-    return uint32_t(it - m_rope_tables.begin());
-}
-
 // ---- reading back -------------------------------------------------------------------------------
 
 void VulkanBackend::read_cache(uint32_t layer, uint32_t kv_head, uint32_t n, std::vector<float>& keys,
@@ -382,14 +373,12 @@ void VulkanBackend::begin_chunk(const ChunkPlan& plan, ChunkSink& sink)
     const ModelConfig& c = m_model->config();
     m_plan = plan;
     m_sink = &sink;
-    const uint32_t n = plan.n_tokens, E = c.n_embd, D = c.head_dim_k, half_rot = c.n_rot / 2;
+    const uint32_t n = plan.n_tokens, E = c.n_embd, D = c.head_dim_k;
 
     // The cos/sin of every (position, pair) as the CPU computes them, one table per (base, scale).
     auto* cs = static_cast<float*>(m_cs.mapped());
     const RopeShape r = rope_shape(0);
-    for (std::size_t table = 0; table < m_rope_tables.size(); ++table)
-        rope_cos_sin(cs + 2 * table * m_batch * half_rot, plan.pos0, n, c.n_rot, m_rope_tables[table].first,
-                     m_rope_tables[table].second, r.factors);
+    m_rope_tables.fill(cs, plan.pos0, n, m_batch, c.n_rot, r.factors);
 
     // Where results land in the download buffer: logits, residuals, then per delivered layer its
     // queries and weights.
@@ -480,7 +469,7 @@ void VulkanBackend::rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeS
     m_act_held.reset();
     if (m_replaying)
         return;
-    const uint32_t cs_offset = rope_table_of(r) * m_batch * (r.n_rot / 2);
+    const uint32_t cs_offset = m_rope_tables.index_of(r.base, r.freq_scale) * m_batch * (r.n_rot / 2);
     m_k->rope(rec(), buffer(x), 0, m_cs, cs_offset, m_plan.n_tokens, n_heads, head_dim, r.n_rot, r.neox, scale);
 }
 
