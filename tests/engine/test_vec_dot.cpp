@@ -63,6 +63,16 @@ std::vector<std::vector<uint8_t>> random_activation_rows(ActivationFormat format
     return rows;
 }
 
+// Eight quantized rows in the eight-row kernels' packed layout (pack8_activations).
+std::vector<uint8_t> packed_rows(ActivationFormat format, const std::vector<std::vector<uint8_t>>& rows, int64_t n)
+{
+    std::vector<uint8_t> joined, packed(packed8_bytes(format, n));
+    for (const auto& row : rows)
+        joined.insert(joined.end(), row.begin(), row.end());
+    pack8_activations(format, joined.data(), rows[0].size(), n, packed.data());
+    return packed;
+}
+
 } // namespace
 
 class TestVecDot : public QObject {
@@ -107,10 +117,7 @@ void TestVecDot::avx512KernelsMatchAvx2()
         float out4[4] = {}, out8[8] = {};
         if (four)
             four(w, a, n, out4);
-        std::vector<uint8_t> rows8, packed(packed8_bytes(activation_format(gt), n));
-        for (const auto& row : xq)
-            rows8.insert(rows8.end(), row.begin(), row.end());
-        pack8_activations(activation_format(gt), rows8.data(), xq[0].size(), n, packed.data());
+        const std::vector<uint8_t> packed = packed_rows(activation_format(gt), xq, n);
         if (eight)
             eight(w, packed.data(), n, out8);
         for (int i = 0; i < 8; ++i) {
@@ -246,10 +253,7 @@ void TestVecDot::avx2EightRowKernelsMatchOneRow()
             for (int64_t i = 0; i < n; ++i)
                 blocks[i / 32].qs[i % 32] = (i % 2) ? 127 : -127;
         }
-        std::vector<uint8_t> rows8, packed(packed8_bytes(format, n));
-        for (const auto& row : xq)
-            rows8.insert(rows8.end(), row.begin(), row.end());
-        pack8_activations(format, rows8.data(), xq[0].size(), n, packed.data());
+        const std::vector<uint8_t> packed = packed_rows(format, xq, n);
         const auto check = [&](VecDotX8Fn eight, VecDotFn one) {
             float out[8] = {};
             eight(w, packed.data(), n, out);

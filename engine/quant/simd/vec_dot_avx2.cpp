@@ -12,6 +12,20 @@ namespace engine::simd {
 
 namespace {
 
+// A Q5_0 or Q8_0 block's 32 weights as signed bytes.
+inline __m256i unpack_q5_0(const uint8_t* x)
+{
+    uint32_t qh;
+    std::memcpy(&qh, x + 2, 4);
+    const __m256i q = _mm256_or_si256(nibbles_32(x + 6), _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
+    return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+}
+
+inline __m256i unpack_q8_0(const uint8_t* x)
+{
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2));
+}
+
 float dot_q8_0(const void* w, const void* a, int64_t n)
 {
     const auto* x = static_cast<const uint8_t*>(w);
@@ -32,14 +46,9 @@ float dot_q5_0(const void* w, const void* a, int64_t n)
     const auto* x = static_cast<const uint8_t*>(w);
     const auto* y = static_cast<const BlockQ8_0*>(a);
     __m256 acc = _mm256_setzero_ps();
-    const __m256i high_bit = _mm256_set1_epi8(0x10);
-    const __m256i offset = _mm256_set1_epi8(16);
     for (int64_t b = 0; b < n / 32; ++b, x += 22) {
         prefetch_ahead(x, 1);
-        uint32_t qh;
-        std::memcpy(&qh, x + 2, 4);
-        __m256i q = _mm256_or_si256(nibbles_32(x + 6), _mm256_and_si256(bits_to_bytes(qh), high_bit));
-        q = _mm256_sub_epi8(q, offset);
+        const __m256i q = unpack_q5_0(x);
         const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs));
         const __m256 d = _mm256_set1_ps(half(x) * _cvtsh_ss(y[b].d));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(q, qy)), acc);
@@ -235,13 +244,8 @@ void dot_q5_0_x4(const void* w, const void* const a[4], int64_t n, float out[4])
     const BlockQ8_0* y[4] = {static_cast<const BlockQ8_0*>(a[0]), static_cast<const BlockQ8_0*>(a[1]),
                              static_cast<const BlockQ8_0*>(a[2]), static_cast<const BlockQ8_0*>(a[3])};
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    const __m256i high_bit = _mm256_set1_epi8(0x10);
-    const __m256i offset = _mm256_set1_epi8(16);
     for (int64_t b = 0; b < n / 32; ++b, x += 22) {
-        uint32_t qh;
-        std::memcpy(&qh, x + 2, 4);
-        __m256i q = _mm256_or_si256(nibbles_32(x + 6), _mm256_and_si256(bits_to_bytes(qh), high_bit));
-        q = _mm256_sub_epi8(q, offset);
+        const __m256i q = unpack_q5_0(x);
         const __m256i abs_q = _mm256_sign_epi8(q, q);
         const float dx = half(x);
         for (int t = 0; t < 4; ++t) {
@@ -363,19 +367,6 @@ void dot_q6_k_x4(const void* w, const void* const a[4], int64_t n, float out[4])
 // (one 256-bit integer multiplier) this took the Q5_0 kernel from 5.5 to 3.8 cycles per block and
 // token against the four-row kernel: the eight named accumulators, the weight and its absolute
 // value and the constants fit the 16 registers without spilling.
-
-inline __m256i unpack_q5_0(const uint8_t* x)
-{
-    uint32_t qh;
-    std::memcpy(&qh, x + 2, 4);
-    const __m256i q = _mm256_or_si256(nibbles_32(x + 6), _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
-    return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
-}
-
-inline __m256i unpack_q8_0(const uint8_t* x)
-{
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2));
-}
 
 template <int kBlockBytes, __m256i (*Unpack)(const uint8_t*)>
 void dot_legacy_x8(const void* w, const void* packed, int64_t n, float out[8])
@@ -524,20 +515,6 @@ void dot_tiled_x4(const void* w, const void* const a[4], int64_t n, float out[4]
             acc[t] = blk.step(acc[t], static_cast<const BlockQ8_K*>(a[t])[b]);
     }
     for (int t = 0; t < 4; ++t)
-        out[t] = acc[t];
-}
-
-template <typename Block, int kBlockBytes> void dot_tiled_x8(const void* w, const void* packed, int64_t n, float out[8])
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_K*>(packed);
-    float acc[8] = {};
-    for (int64_t b = 0; b < n / 256; ++b, x += kBlockBytes, y += 8) {
-        const Block blk(x);
-        for (int t = 0; t < 8; ++t)
-            acc[t] = blk.step(acc[t], y[t]);
-    }
-    for (int t = 0; t < 8; ++t)
         out[t] = acc[t];
 }
 

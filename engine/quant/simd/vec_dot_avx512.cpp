@@ -250,20 +250,6 @@ void dot_tiled_xn(const void* w, const void* const a[kTokens], int64_t n, float 
         out[t] = acc[t];
 }
 
-template <typename Block, int kBlockBytes> void dot_tiled_x8(const void* w, const void* packed, int64_t n, float out[8])
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_K*>(packed);
-    float acc[8] = {};
-    for (int64_t b = 0; b < n / 256; ++b, x += kBlockBytes, y += 8) {
-        const Block blk(x);
-        for (int t = 0; t < 8; ++t)
-            acc[t] = blk.step(acc[t], y[t]);
-    }
-    for (int t = 0; t < 8; ++t)
-        out[t] = acc[t];
-}
-
 } // namespace
 
 VecDotFn vec_dot_avx512(GgmlType type)

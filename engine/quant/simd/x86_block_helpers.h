@@ -4,6 +4,7 @@
 // flags, and one shared out-of-line copy built for AVX-512 would be called on CPUs without it.
 #pragma once
 
+#include "quant/activation_quant.h"
 #include "util/fp16.h"
 
 #include <cmath>
@@ -119,6 +120,23 @@ inline __m256i mins_pairs_epi16(const int* m)
 inline __m256i load_bsums(const int16_t* bsums)
 {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums));
+}
+
+// A k-quant weight row against eight packed Q8_K rows (pack8_activations) in the tiled order: each
+// file's Block unpacks a super-block once with its own instructions and steps each token's scalar
+// accumulator.
+template <typename Block, int kBlockBytes> void dot_tiled_x8(const void* w, const void* packed, int64_t n, float out[8])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(packed);
+    float acc[8] = {};
+    for (int64_t b = 0; b < n / 256; ++b, x += kBlockBytes, y += 8) {
+        const Block blk(x);
+        for (int t = 0; t < 8; ++t)
+            acc[t] = blk.step(acc[t], y[t]);
+    }
+    for (int t = 0; t < 8; ++t)
+        out[t] = acc[t];
 }
 
 } // namespace
