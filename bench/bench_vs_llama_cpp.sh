@@ -9,7 +9,9 @@
 # and 0); the faster of the two is the one compared. Where repacking crashes (AMX CPUs, this
 # llama.cpp), only --repack 0 counts, and the table says so. Decode also shows the bytes Tokenscope
 # reads per token as a share of this machine's read bandwidth, measured on 2 threads in the same run.
-# Smaller runs: PP=512 TG=32 DEPTH=512 REPS=1 (the table then says what it ran).
+# Smaller runs: PP=512 TG=32 DEPTH=512 REPS=1 (the table then says what it ran). DEPTH_REPS sets the
+# repetitions of the depth cells alone (default REPS): each repetition of those refills the context
+# with DEPTH tokens on both sides, untimed, which is most of a 5-repetition run's hour on 2 cores.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 MODELS_DIR="${XDG_DATA_HOME:-$HOME/.local/share}/tokenscope/models"
@@ -19,6 +21,7 @@ REPS="${1:-${REPS:-5}}"
 PP="${PP:-512,2048}"
 TG="${TG:-128}"
 DEPTH="${DEPTH:-4096}"
+DEPTH_REPS="${DEPTH_REPS:-$REPS}"
 OURS="$ROOT/build/release/app/tokenscope-cli"
 [ -x "$OURS" ] || { echo "build first: bash scripts/setup.sh run" >&2; exit 1; }
 LLAMA_BENCH="$(TOKENSCOPE_REF_CPU=native LLAMA_CPP_TARGETS=llama-bench "$ROOT/tests/reference/build_llama_cpp.sh" |
@@ -28,12 +31,12 @@ OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 
 echo "llama.cpp: $LLAMA_BENCH; Tokenscope: $("$OURS" bench --help >/dev/null && git -C "$ROOT" rev-parse --short HEAD)"
-echo "reps $REPS; pp $PP; tg $TG; depth $DEPTH; threads $THREADS; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "reps $REPS (depth cells $DEPTH_REPS); pp $PP; tg $TG; depth $DEPTH; threads $THREADS; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 
-theirs() { # model threads repack extra-args… → JSON lines file (empty if llama-bench failed)
-    local model="$1" t="$2" rpk="$3"
-    shift 3
-    "$LLAMA_BENCH" -m "$model" -t "$t" -r "$REPS" -fa 0 --repack "$rpk" "$@" -o jsonl 2>/dev/null || true
+theirs() { # model threads repack reps extra-args… → JSON lines file (empty if llama-bench failed)
+    local model="$1" t="$2" rpk="$3" reps="$4"
+    shift 4
+    "$LLAMA_BENCH" -m "$model" -t "$t" -r "$reps" -fa 0 --repack "$rpk" "$@" -o jsonl 2>/dev/null || true
 }
 
 i=0
@@ -41,14 +44,14 @@ for model in $MODELS; do
     for t in $THREADS; do
         i=$((i + 1))
         for rpk in 0 1; do
-            theirs "$model" "$t" "$rpk" -p "$PP" -n "$TG" > "$OUT/$i.theirs.$rpk"
-            theirs "$model" "$t" "$rpk" -p 0 -n "$TG" -d "$DEPTH" >> "$OUT/$i.theirs.$rpk"
+            theirs "$model" "$t" "$rpk" "$REPS" -p "$PP" -n "$TG" > "$OUT/$i.theirs.$rpk"
+            theirs "$model" "$t" "$rpk" "$DEPTH_REPS" -p 0 -n "$TG" -d "$DEPTH" >> "$OUT/$i.theirs.$rpk"
         done
         for p in ${PP//,/ }; do
             "$OURS" bench "$model" -t "$t" -p "$p" -n 0 -r "$REPS" --json > "$OUT/$i.ours.pp$p"
         done
         "$OURS" bench "$model" -t "$t" -p 0 -n "$TG" -r "$REPS" --json > "$OUT/$i.ours.tg"
-        "$OURS" bench "$model" -t "$t" -p 0 -n "$TG" -d "$DEPTH" -r "$REPS" --json > "$OUT/$i.ours.tgd"
+        "$OURS" bench "$model" -t "$t" -p 0 -n "$TG" -d "$DEPTH" -r "$DEPTH_REPS" --json > "$OUT/$i.ours.tgd"
         echo "$model $t" > "$OUT/$i.what"
     done
 done
@@ -59,7 +62,8 @@ import json, os, sys
 out, n, pp, tg, depth = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(","), sys.argv[4], sys.argv[5]
 probe = json.load(open(f"{out}/probe"))["tg"]["probe"]["read_bytes_per_second"]
 print(f"read bandwidth probe (2 threads): {probe / 1e9:.2f} GB/s")
-print(f"{'model':<34}{'thr':>4} {'test':<14}{'llama.cpp rpk0':>15}{'rpk1':>9}{'tokenscope':>12}{'ratio':>7}{'decode GB/s':>13}{'share':>7}")
+print("(each t/s is the mean over the repetitions ± its standard deviation)")
+print(f"{'model':<34}{'thr':>4} {'test':<14}{'llama.cpp rpk0':>16}{'rpk1':>16}{'tokenscope':>16}{'ratio':>7}{'decode GB/s':>13}{'share':>7}")
 below = []
 for i in range(1, n + 1):
     model, t = open(f"{out}/{i}.what").read().split()
@@ -69,17 +73,18 @@ for i in range(1, n + 1):
         for line in open(f"{out}/{i}.theirs.{rpk}"):
             r = json.loads(line)
             key = (f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}") + (f" @ d{r['n_depth']}" if r.get("n_depth") else "")
-            rows.setdefault(key, [None, None])[rpk] = r["avg_ts"]
+            rows.setdefault(key, [None, None])[rpk] = (r["avg_ts"], r.get("stddev_ts", 0.0))
     ours = {f"pp{p}": json.load(open(f"{out}/{i}.ours.pp{p}"))["pp"] for p in pp}
     ours[f"tg{tg}"] = json.load(open(f"{out}/{i}.ours.tg"))["tg"]
     ours[f"tg{tg} @ d{depth}"] = json.load(open(f"{out}/{i}.ours.tgd"))["tg"]
     for key, o in ours.items():
         r0, r1 = rows.get(key, [None, None])
-        best = max(x for x in (r0, r1, 0.0) if x is not None)
+        best = max(x[0] for x in (r0, r1, (0.0, 0.0)) if x is not None)
         ratio = o["tokens_per_second"] / best if best else float("nan")
         bw = o.get("read_bytes_per_second")
-        f = lambda x: f"{x:.1f}" if x is not None else "crash"
-        print(f"{name:<34}{t:>4} {key:<14}{f(r0):>15}{f(r1):>9}{o['tokens_per_second']:>12.1f}{ratio:>7.2f}"
+        f = lambda x: f"{x[0]:.1f} ± {x[1]:.1f}" if x is not None else "crash"
+        mine = (o["tokens_per_second"], o.get("stddev", 0.0))
+        print(f"{name:<34}{t:>4} {key:<14}{f(r0):>16}{f(r1):>16}{f(mine):>16}{ratio:>7.2f}"
               + (f"{bw / 1e9:>13.2f}{bw / probe:>7.0%}" if bw else ""))
         if ratio < 1.0:
             below.append(f"{name} t{t} {key} ({ratio:.2f})")
