@@ -29,7 +29,7 @@ enum class Act {
     V,    // [n][Hkv·D] values of this chunk
     Attn, // [n][H·D] attention output
     Gate, // [n][F] FFN gate, then the activated product
-    Up,   // [n][F] FFN up projection
+    Up,   // [n][F] FFN up projection (keep last: ActivationBuffers counts the buffers by it)
 };
 
 // What a chunk of the pass will be asked to deliver, known before any operation is issued (a

@@ -7,6 +7,7 @@
 // forward_pass.h.
 #include "backend/cuda/cuda_backend.h"
 
+#include "backend/activation_buffers.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cuda/cuda_module.h"
 #include "backend/cuda/emulated_device.h"
@@ -137,7 +138,7 @@ private:
 
     void upload_weights();
     void allocate_scratch();
-    float* buffer(Act a);
+    float* buffer(Act a) { return m_activations[a].f(); }
     const DeviceMatrix& matrix_of(const TensorView& t) const { return m_matrices.at(t.info); }
     const float* vector_of(const TensorView& t) const { return m_vectors.at(t.info).f(); }
     // Queues a copy of `bytes` from device memory into the download buffer; returns its offset.
@@ -164,7 +165,8 @@ private:
     uint32_t m_batch = 0, m_logit_rows = 0;
     DeviceBuffer m_ids, m_cs, m_step;                // device copies of the host's token ids, cos/sin tables, position
     DeviceBuffer m_ids_host, m_cs_host, m_step_host; // pinned: the host writes them before each chunk
-    DeviceBuffer m_x, m_h, m_o, m_q, m_attn, m_kb, m_vb, m_gate, m_up, m_logits;
+    ActivationBuffers<DeviceBuffer> m_activations;   // [n][E], [n][H·D], [n][Hkv·D], [n][F] by Act
+    DeviceBuffer m_logits;
     DeviceBuffer m_scores;                   // [n][H][n_ctx] attention scores, then weights
     DeviceBuffer m_act;                      // [n][max(E, H·D, F) / 32] Q8_1 blocks
     DeviceBuffer m_download;                 // pinned
@@ -312,15 +314,15 @@ void CudaBackend::allocate_scratch()
         m_scratch_bytes += floats * sizeof(float);
         return DeviceBuffer(m_dev.get(), floats * sizeof(float));
     };
-    m_x = dev(m_batch * E);
-    m_h = dev(m_batch * E);
-    m_o = dev(m_batch * E);
-    m_q = dev(m_batch * H * D);
-    m_attn = dev(m_batch * H * D);
-    m_kb = dev(m_batch * Hkv * D);
-    m_vb = dev(m_batch * Hkv * D);
-    m_gate = dev(m_batch * F);
-    m_up = dev(m_batch * F);
+    m_activations[Act::X] = dev(m_batch * E);
+    m_activations[Act::H] = dev(m_batch * E);
+    m_activations[Act::O] = dev(m_batch * E);
+    m_activations[Act::Q] = dev(m_batch * H * D);
+    m_activations[Act::Attn] = dev(m_batch * H * D);
+    m_activations[Act::K] = dev(m_batch * Hkv * D);
+    m_activations[Act::V] = dev(m_batch * Hkv * D);
+    m_activations[Act::Gate] = dev(m_batch * F);
+    m_activations[Act::Up] = dev(m_batch * F);
     m_logits = dev(uint64_t(m_logit_rows) * c.n_vocab);
     m_scores = dev(uint64_t(m_batch) * H * m_n_ctx);
     // quantized matmul inputs: F16 takes the most bytes of the activation formats
@@ -352,31 +354,6 @@ BackendMemory CudaBackend::memory() const
     m.scratch_bytes = m_scratch_bytes;
     m.device_total = m_device_total;
     return m;
-}
-
-float* CudaBackend::buffer(Act a)
-{
-    switch (a) {
-    case Act::X:
-        return m_x.f();
-    case Act::H:
-        return m_h.f();
-    case Act::O:
-        return m_o.f();
-    case Act::Q:
-        return m_q.f();
-    case Act::K:
-        return m_kb.f();
-    case Act::V:
-        return m_vb.f();
-    case Act::Attn:
-        return m_attn.f();
-    case Act::Gate:
-        return m_gate.f();
-    case Act::Up:
-        return m_up.f();
-    }
-    throw std::logic_error("unknown activation buffer");
 }
 
 void CudaBackend::read_cache(uint32_t layer, uint32_t kv_head, uint32_t n, std::vector<float>& keys,
@@ -469,7 +446,7 @@ void CudaBackend::embed(std::span<const TokenId> tokens, float scale)
     m_dev->copy_to_device(m_ids.get(), m_ids_host.get(), tokens.size() * sizeof(uint32_t));
     const DeviceMatrix& table = matrix_of(m_model->weights().token_embd);
     m_dev->launch(cuda::GetRows::Args{table.type, table.data.get<uint8_t>(), table.row_bytes, m_ids.get<uint32_t>(),
-                                      uint32_t(tokens.size()), table.cols, scale, m_x.f()});
+                                      uint32_t(tokens.size()), table.cols, scale, buffer(Act::X)});
 }
 
 void CudaBackend::load_residual(std::span<const float> rows)
@@ -478,7 +455,7 @@ void CudaBackend::load_residual(std::span<const float> rows)
     // the values must outlive the queued copy
     DeviceBuffer& staging = m_edit_values.emplace_back(m_dev.get(), rows.size_bytes(), true);
     std::memcpy(staging.get(), rows.data(), rows.size_bytes());
-    m_dev->copy_to_device(m_x.get(), staging.get(), rows.size_bytes());
+    m_dev->copy_to_device(m_activations[Act::X].get(), staging.get(), rows.size_bytes());
 }
 
 void CudaBackend::rmsnorm(Act in, Act out, const TensorView& weight, uint32_t width, uint32_t n_rows, float eps)
@@ -546,7 +523,7 @@ void CudaBackend::store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_di
 {
     if (m_replaying)
         return;
-    m_dev->launch(cuda::KvStore::Args{m_kb.f(), m_vb.f(), m_caches[layer].first.get<uint16_t>(),
+    m_dev->launch(cuda::KvStore::Args{buffer(Act::K), buffer(Act::V), m_caches[layer].first.get<uint16_t>(),
                                       m_caches[layer].second.get<uint16_t>(), m_plan.n_tokens, n_kv_heads, head_dim,
                                       m_plan.pos0, m_n_ctx, step_arg()});
 }
@@ -561,12 +538,13 @@ void CudaBackend::attention(const AttentionShape& s, bool deliver)
                           m_recording ? m_n_ctx : s.pos0 + s.n_tokens, s.batched};
     const auto& [k_cache, v_cache] = m_caches[s.layer];
     if (deliver) {
-        const uint64_t q_offset = download(m_q.get(), uint64_t(s.n_tokens) * s.n_heads * s.head_dim * sizeof(float));
+        const uint64_t q_offset =
+            download(m_activations[Act::Q].get(), uint64_t(s.n_tokens) * s.n_heads * s.head_dim * sizeof(float));
         m_attention.push_back({s.layer, q_offset, 0});
     }
-    m_dev->launch(cuda::AttnScores::Args{shape, m_q.f(), k_cache.get<uint16_t>(), s.scale, m_scores.f()});
+    m_dev->launch(cuda::AttnScores::Args{shape, buffer(Act::Q), k_cache.get<uint16_t>(), s.scale, m_scores.f()});
     m_dev->launch(cuda::AttnSoftmax::Args{shape, m_scores.f()});
-    m_dev->launch(cuda::AttnValues::Args{shape, m_scores.f(), v_cache.get<uint16_t>(), m_attn.f()});
+    m_dev->launch(cuda::AttnValues::Args{shape, m_scores.f(), v_cache.get<uint16_t>(), buffer(Act::Attn)});
     if (deliver) // rows of pos0 + n keys: the layout the sink takes
         m_attention.back().w_offset =
             download(m_scores.get(), uint64_t(s.n_tokens) * s.n_heads * shape.key_stride * sizeof(float));
@@ -577,8 +555,8 @@ void CudaBackend::glu(uint32_t width, uint32_t n_rows, bool gelu)
     m_act_held.reset();
     if (m_replaying)
         return;
-    m_dev->launch(
-        cuda::Glu::Args{m_gate.f(), m_up.f(), uint64_t(n_rows) * width, width, gelu, m_gelu_table.get<uint16_t>()});
+    m_dev->launch(cuda::Glu::Args{buffer(Act::Gate), buffer(Act::Up), uint64_t(n_rows) * width, width, gelu,
+                                  m_gelu_table.get<uint16_t>()});
 }
 
 void CudaBackend::add_residual(uint32_t n_rows)
@@ -587,7 +565,7 @@ void CudaBackend::add_residual(uint32_t n_rows)
     if (m_replaying)
         return;
     const uint64_t n = uint64_t(n_rows) * m_model->config().n_embd;
-    m_dev->launch(cuda::Add::Args{m_x.f(), m_o.f(), n, n});
+    m_dev->launch(cuda::Add::Args{buffer(Act::X), buffer(Act::O), n, n});
 }
 
 void CudaBackend::add_residual_rmsnorm(uint32_t n_rows, const TensorView& weight, Act out, float eps)
@@ -595,13 +573,14 @@ void CudaBackend::add_residual_rmsnorm(uint32_t n_rows, const TensorView& weight
     m_act_held.reset();
     if (m_replaying)
         return;
-    m_dev->launch(
-        cuda::RmsNorm::Args{m_x.f(), m_o.f(), vector_of(weight), buffer(out), m_model->config().n_embd, n_rows, eps});
+    m_dev->launch(cuda::RmsNorm::Args{buffer(Act::X), buffer(Act::O), vector_of(weight), buffer(out),
+                                      m_model->config().n_embd, n_rows, eps});
 }
 
 void CudaBackend::deliver_residual(uint32_t layer)
 {
-    m_residuals.emplace_back(layer, download(m_x.get(), uint64_t(m_plan.n_tokens) * m_model->config().n_embd * 4));
+    m_residuals.emplace_back(
+        layer, download(m_activations[Act::X].get(), uint64_t(m_plan.n_tokens) * m_model->config().n_embd * 4));
 }
 
 void CudaBackend::deliver_activation(Site site, uint32_t layer, Act a, uint32_t row_width)
@@ -637,11 +616,11 @@ void CudaBackend::output_head(const TensorView& norm, const TensorView& output, 
     const ModelConfig& c = m_model->config();
     const DeviceMatrix& head = matrix_of(output);
     // final norm of the wanted rows into H, then the head in groups that fit the logits buffer
-    m_dev->launch(cuda::RmsNorm::Args{m_x.f() + uint64_t(row0) * c.n_embd, nullptr, vector_of(norm), m_h.f(), c.n_embd,
-                                      n_rows, eps});
+    m_dev->launch(cuda::RmsNorm::Args{buffer(Act::X) + uint64_t(row0) * c.n_embd, nullptr, vector_of(norm),
+                                      buffer(Act::H), c.n_embd, n_rows, eps});
     for (uint32_t g = 0; g < n_rows; g += m_logit_rows) {
         const uint32_t rows = std::min(m_logit_rows, n_rows - g);
-        matmul_into(head, m_h.f() + uint64_t(g) * c.n_embd, rows, m_logits.f(), c.n_vocab, order, false);
+        matmul_into(head, buffer(Act::H) + uint64_t(g) * c.n_embd, rows, m_logits.f(), c.n_vocab, order, false);
         const uint64_t offset = download(m_logits.get(), uint64_t(rows) * c.n_vocab * sizeof(float));
         if (g == 0)
             m_logits_offset = offset;

@@ -9,6 +9,7 @@
 
 #ifdef TOKENSCOPE_HAVE_VULKAN
 
+#include "backend/activation_buffers.h"
 #include "backend/forward_pass.h"
 #include "backend/rope_table.h"
 #include "backend/vulkan/vk_context.h"
@@ -87,7 +88,7 @@ private:
 
     void upload_weights();
     void allocate_scratch();
-    Buffer& buffer(Act a);
+    Buffer& buffer(Act a) { return m_activations[a]; }
     const DeviceMatrix& matrix_of(const TensorView& t) const { return m_matrices.at(t.info); }
     const Buffer& vector_of(const TensorView& t) const { return m_vectors.at(t.info); }
     Buffer& capture_buffer(std::size_t i, uint64_t bytes);
@@ -116,14 +117,11 @@ private:
 
     // scratch for chunks of up to m_batch tokens
     uint32_t m_batch = 0, m_logit_rows = 0;
-    Buffer m_ids, m_cs;   // host-visible: token ids, cos/sin tables
-    Buffer m_step;        // host-visible: the chunk's first position (for replayed recordings)
-    Buffer m_x, m_h, m_o; // [n][E]
-    Buffer m_q, m_attn;   // [n][H·D]
-    Buffer m_kb, m_vb;    // [n][Hkv·D]
-    Buffer m_gate, m_up;  // [n][F]
-    Buffer m_logits;      // [m_logit_rows][V]
-    Buffer m_act;         // [n][max(E, H·D, F)] quantized matmul input
+    Buffer m_ids, m_cs;                      // host-visible: token ids, cos/sin tables
+    Buffer m_step;                           // host-visible: the chunk's first position (for replayed recordings)
+    ActivationBuffers<Buffer> m_activations; // [n][E], [n][H·D], [n][Hkv·D], [n][F] by Act
+    Buffer m_logits;                         // [m_logit_rows][V]
+    Buffer m_act;                            // [n][max(E, H·D, F)] quantized matmul input
     Buffer m_download;
     std::vector<Buffer> m_capture; // attention weights of delivered layers
     Buffer m_staging;              // the logit lens's input
@@ -262,15 +260,15 @@ void VulkanBackend::allocate_scratch()
         m_scratch_bytes += floats * sizeof(float);
         return Buffer(m_ctx.get(), floats * sizeof(float), Memory::Device);
     };
-    m_x = dev(m_batch * E);
-    m_h = dev(m_batch * E);
-    m_o = dev(m_batch * E);
-    m_q = dev(m_batch * H * D);
-    m_attn = dev(m_batch * H * D);
-    m_kb = dev(m_batch * Hkv * D);
-    m_vb = dev(m_batch * Hkv * D);
-    m_gate = dev(m_batch * F);
-    m_up = dev(m_batch * F);
+    m_activations[Act::X] = dev(m_batch * E);
+    m_activations[Act::H] = dev(m_batch * E);
+    m_activations[Act::O] = dev(m_batch * E);
+    m_activations[Act::Q] = dev(m_batch * H * D);
+    m_activations[Act::Attn] = dev(m_batch * H * D);
+    m_activations[Act::K] = dev(m_batch * Hkv * D);
+    m_activations[Act::V] = dev(m_batch * Hkv * D);
+    m_activations[Act::Gate] = dev(m_batch * F);
+    m_activations[Act::Up] = dev(m_batch * F);
     m_act = dev(m_batch * std::max({E, H * D, F}));
     m_logits = dev(uint64_t(m_logit_rows) * c.n_vocab);
     m_ids = Buffer(m_ctx.get(), m_batch * sizeof(uint32_t), Memory::Upload);
@@ -306,31 +304,6 @@ BackendMemory VulkanBackend::memory() const
     m.scratch_bytes = m_scratch_bytes;
     m.device_total = m_ctx->device_local_bytes();
     return m;
-}
-
-Buffer& VulkanBackend::buffer(Act a)
-{
-    switch (a) {
-    case Act::X:
-        return m_x;
-    case Act::H:
-        return m_h;
-    case Act::O:
-        return m_o;
-    case Act::Q:
-        return m_q;
-    case Act::K:
-        return m_kb;
-    case Act::V:
-        return m_vb;
-    case Act::Attn:
-        return m_attn;
-    case Act::Gate:
-        return m_gate;
-    case Act::Up:
-        return m_up;
-    }
-    throw std::logic_error("unknown activation buffer");
 }
 
 // ---- reading back -------------------------------------------------------------------------------
@@ -426,14 +399,15 @@ void VulkanBackend::embed(std::span<const TokenId> tokens, float scale)
         ids[t] = static_cast<uint32_t>(tokens[t]);
     if (m_replaying)
         return;
-    m_k->get_rows(rec(), matrix_of(m_model->weights().token_embd), m_ids, uint32_t(tokens.size()), m_x, scale);
+    m_k->get_rows(rec(), matrix_of(m_model->weights().token_embd), m_ids, uint32_t(tokens.size()), buffer(Act::X),
+                  scale);
 }
 
 void VulkanBackend::load_residual(std::span<const float> rows)
 {
     m_act_held.reset();
     std::memcpy(m_staging.mapped(), rows.data(), rows.size_bytes());
-    rec().copy(m_staging.handle(), 0, m_x.handle(), 0, rows.size_bytes());
+    rec().copy(m_staging.handle(), 0, buffer(Act::X).handle(), 0, rows.size_bytes());
 }
 
 void VulkanBackend::rmsnorm(Act in, Act out, const TensorView& weight, uint32_t width, uint32_t n_rows, float eps)
@@ -477,8 +451,8 @@ void VulkanBackend::store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_
 {
     if (m_replaying)
         return;
-    m_k->kv_store(rec(), m_kb, m_vb, m_caches[layer].first, m_caches[layer].second, m_plan.n_tokens, n_kv_heads,
-                  head_dim, m_plan.pos0, m_n_ctx, m_recording_decode ? &m_step : nullptr);
+    m_k->kv_store(rec(), buffer(Act::K), buffer(Act::V), m_caches[layer].first, m_caches[layer].second, m_plan.n_tokens,
+                  n_kv_heads, head_dim, m_plan.pos0, m_n_ctx, m_recording_decode ? &m_step : nullptr);
 }
 
 void VulkanBackend::attention(const AttentionShape& s, bool deliver)
@@ -503,11 +477,12 @@ void VulkanBackend::attention(const AttentionShape& s, bool deliver)
         d = &m_deliveries.at(m_next_delivery);
         weights = &capture_buffer(m_next_delivery++, weight_bytes);
         rec().fill(weights->handle(), 0, weight_bytes, 0);
-        rec().copy(m_q.handle(), 0, m_download.handle(), d->q_offset,
+        rec().copy(buffer(Act::Q).handle(), 0, m_download.handle(), d->q_offset,
                    uint64_t(s.n_tokens) * s.n_heads * s.head_dim * sizeof(float));
     }
     const auto& [k_cache, v_cache] = m_caches[s.layer];
-    m_k->attention(rec(), shape, m_q, k_cache, v_cache, m_attn, weights, m_recording_decode ? &m_step : nullptr);
+    m_k->attention(rec(), shape, buffer(Act::Q), k_cache, v_cache, buffer(Act::Attn), weights,
+                   m_recording_decode ? &m_step : nullptr);
     if (d)
         rec().copy(weights->handle(), 0, m_download.handle(), d->w_offset, weight_bytes);
 }
@@ -517,7 +492,7 @@ void VulkanBackend::glu(uint32_t width, uint32_t n_rows, bool gelu)
     m_act_held.reset();
     if (m_replaying)
         return;
-    m_k->glu(rec(), m_gate, m_up, n_rows * width, width, gelu);
+    m_k->glu(rec(), buffer(Act::Gate), buffer(Act::Up), n_rows * width, width, gelu);
 }
 
 void VulkanBackend::add_residual(uint32_t n_rows)
@@ -526,7 +501,7 @@ void VulkanBackend::add_residual(uint32_t n_rows)
     if (m_replaying)
         return;
     const uint32_t n = n_rows * m_model->config().n_embd;
-    m_k->add(rec(), m_x, 0, m_o, n, n);
+    m_k->add(rec(), buffer(Act::X), 0, buffer(Act::O), n, n);
 }
 
 void VulkanBackend::add_residual_rmsnorm(uint32_t n_rows, const TensorView& weight, Act out, float eps)
@@ -534,14 +509,15 @@ void VulkanBackend::add_residual_rmsnorm(uint32_t n_rows, const TensorView& weig
     m_act_held.reset();
     if (m_replaying)
         return;
-    m_k->add_rmsnorm(rec(), m_x, m_o, vector_of(weight), buffer(out), m_model->config().n_embd, n_rows, eps);
+    m_k->add_rmsnorm(rec(), buffer(Act::X), buffer(Act::O), vector_of(weight), buffer(out), m_model->config().n_embd,
+                     n_rows, eps);
 }
 
 void VulkanBackend::deliver_residual(uint32_t layer)
 {
     const uint64_t bytes = uint64_t(m_plan.n_tokens) * m_model->config().n_embd * sizeof(float);
     const uint64_t offset = m_residual_offset + m_residuals.size() * bytes;
-    rec().copy(m_x.handle(), 0, m_download.handle(), offset, bytes);
+    rec().copy(buffer(Act::X).handle(), 0, m_download.handle(), offset, bytes);
     m_residuals.emplace_back(layer, offset);
 }
 
@@ -588,10 +564,10 @@ void VulkanBackend::output_head(const TensorView& norm, const TensorView& output
     const ModelConfig& c = m_model->config();
     const DeviceMatrix& head = matrix_of(output);
     // final norm of the wanted rows into H, then the LM head in groups that fit the logits buffer
-    m_k->rmsnorm(rec(), m_x, row0 * c.n_embd, vector_of(norm), m_h, 0, c.n_embd, n_rows, eps);
+    m_k->rmsnorm(rec(), buffer(Act::X), row0 * c.n_embd, vector_of(norm), buffer(Act::H), 0, c.n_embd, n_rows, eps);
     for (uint32_t g = 0; g < n_rows; g += m_logit_rows) {
         const uint32_t rows = std::min(m_logit_rows, n_rows - g);
-        m_k->matmul(rec(), head, m_h, g * c.n_embd, rows, m_logits, 0, c.n_vocab, m_act, order);
+        m_k->matmul(rec(), head, buffer(Act::H), g * c.n_embd, rows, m_logits, 0, c.n_vocab, m_act, order);
         rec().copy(m_logits.handle(), 0, m_download.handle(), uint64_t(g) * c.n_vocab * sizeof(float),
                    uint64_t(rows) * c.n_vocab * sizeof(float));
     }
