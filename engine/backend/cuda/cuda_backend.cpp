@@ -300,10 +300,8 @@ void CudaBackend::upload_weights()
 void CudaBackend::allocate_scratch()
 {
     const ModelConfig& c = m_model->config();
-    const uint64_t E = c.n_embd, D = c.head_dim_k;
-    const uint64_t H = *std::max_element(c.n_head.begin(), c.n_head.end());
-    const uint64_t Hkv = *std::max_element(c.n_head_kv.begin(), c.n_head_kv.end());
-    const uint64_t F = *std::max_element(c.n_ff.begin(), c.n_ff.end());
+    const ActivationWidths widths = ActivationWidths::of(c);
+    const uint64_t H = widths.heads;
     // the attention scores of a chunk hold n · H · n_ctx floats: fewer tokens per chunk for long contexts
     const uint64_t scores_budget = uint64_t(256) << 20;
     m_batch = uint32_t(std::clamp<uint64_t>(scores_budget / (H * m_n_ctx * sizeof(float)), 1, 256));
@@ -314,19 +312,11 @@ void CudaBackend::allocate_scratch()
         m_scratch_bytes += floats * sizeof(float);
         return DeviceBuffer(m_dev.get(), floats * sizeof(float));
     };
-    m_activations[Act::X] = dev(m_batch * E);
-    m_activations[Act::H] = dev(m_batch * E);
-    m_activations[Act::O] = dev(m_batch * E);
-    m_activations[Act::Q] = dev(m_batch * H * D);
-    m_activations[Act::Attn] = dev(m_batch * H * D);
-    m_activations[Act::K] = dev(m_batch * Hkv * D);
-    m_activations[Act::V] = dev(m_batch * Hkv * D);
-    m_activations[Act::Gate] = dev(m_batch * F);
-    m_activations[Act::Up] = dev(m_batch * F);
+    m_activations.allocate(m_batch, widths, dev);
     m_logits = dev(uint64_t(m_logit_rows) * c.n_vocab);
     m_scores = dev(uint64_t(m_batch) * H * m_n_ctx);
     // quantized matmul inputs: F16 takes the most bytes of the activation formats
-    const uint64_t widest = std::max({E, H * D, F});
+    const uint64_t widest = widths.widest();
     m_act = DeviceBuffer(m_dev.get(), m_batch * activation_row_bytes(ActivationFormat::F16, int64_t(widest)));
     m_scratch_bytes += m_act.size();
     const std::size_t cs_floats = std::max<std::size_t>(1, m_rope_tables.size()) * m_batch * (c.n_rot / 2) * 2;

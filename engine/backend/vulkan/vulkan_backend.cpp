@@ -246,11 +246,9 @@ void VulkanBackend::upload_weights()
 void VulkanBackend::allocate_scratch()
 {
     const ModelConfig& c = m_model->config();
-    const uint64_t E = c.n_embd, D = c.head_dim_k;
-    const uint64_t H = *std::max_element(c.n_head.begin(), c.n_head.end());
-    const uint64_t Hkv = *std::max_element(c.n_head_kv.begin(), c.n_head_kv.end());
-    const uint64_t F = *std::max_element(c.n_ff.begin(), c.n_ff.end());
-    const uint64_t widest = std::max({E, H * D, F}) * sizeof(float);
+    const ActivationWidths widths = ActivationWidths::of(c);
+    const uint64_t E = widths.embd;
+    const uint64_t widest = widths.widest() * sizeof(float);
     const uint64_t limit = m_ctx->max_binding();
     if (widest > limit || uint64_t(c.n_vocab) * sizeof(float) > limit)
         throw UnsupportedError("one token's activations exceed a storage-buffer binding of this device");
@@ -260,16 +258,8 @@ void VulkanBackend::allocate_scratch()
         m_scratch_bytes += floats * sizeof(float);
         return Buffer(m_ctx.get(), floats * sizeof(float), Memory::Device);
     };
-    m_activations[Act::X] = dev(m_batch * E);
-    m_activations[Act::H] = dev(m_batch * E);
-    m_activations[Act::O] = dev(m_batch * E);
-    m_activations[Act::Q] = dev(m_batch * H * D);
-    m_activations[Act::Attn] = dev(m_batch * H * D);
-    m_activations[Act::K] = dev(m_batch * Hkv * D);
-    m_activations[Act::V] = dev(m_batch * Hkv * D);
-    m_activations[Act::Gate] = dev(m_batch * F);
-    m_activations[Act::Up] = dev(m_batch * F);
-    m_act = dev(m_batch * std::max({E, H * D, F}));
+    m_activations.allocate(m_batch, widths, dev);
+    m_act = dev(m_batch * widths.widest());
     m_logits = dev(uint64_t(m_logit_rows) * c.n_vocab);
     m_ids = Buffer(m_ctx.get(), m_batch * sizeof(uint32_t), Memory::Upload);
     m_cs = Buffer(m_ctx.get(),
