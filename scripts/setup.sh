@@ -186,9 +186,13 @@ build_reference_tools() {
   kv="$(LLAMA_CPP_TARGETS="llama-perplexity llama-server" PYTHON="$VENV/bin/python" JOBS="$JOBS" bash "$ROOT/tests/reference/build_llama_cpp.sh")"
   TOKENSCOPE_LLAMA_PERPLEXITY="$(printf '%s\n' "$kv" | sed -n 's/^LLAMA_PERPLEXITY=//p')"
   TOKENSCOPE_LLAMA_SERVER="$(printf '%s\n' "$kv" | sed -n 's/^LLAMA_SERVER=//p')"
-  export TOKENSCOPE_LLAMA_PERPLEXITY TOKENSCOPE_LLAMA_SERVER TOKENSCOPE_REQUIRE_REFERENCE=1
+  # llama.cpp's sources: models/templates/*.jinja and models/ggml-vocab-*.gguf with their .inp/.out
+  # cases are the chat-template and tokenizer suites' corpora (read there, never copied in).
+  TOKENSCOPE_LLAMA_CPP_SRC="$(printf '%s\n' "$kv" | sed -n 's/^LLAMA_CPP_SRC=//p')"
+  export TOKENSCOPE_LLAMA_PERPLEXITY TOKENSCOPE_LLAMA_SERVER TOKENSCOPE_LLAMA_CPP_SRC TOKENSCOPE_REQUIRE_REFERENCE=1
   echo "llama-perplexity: $TOKENSCOPE_LLAMA_PERPLEXITY"
   echo "llama-server: $TOKENSCOPE_LLAMA_SERVER"
+  echo "llama.cpp sources: $TOKENSCOPE_LLAMA_CPP_SRC"
 }
 
 # tests/scripts/test_setup_recovery.sh sources the functions above without running anything.

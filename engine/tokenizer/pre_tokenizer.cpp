@@ -18,6 +18,19 @@ const char* const kLlama3 =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 const char* const kQwen2 =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Qwen 3.5: Qwen 2's with combining marks (\p{M}) kept inside words.
+const char* const kQwen35 =
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// DeepSeek LLM (v1/v2): newlines alone, then cased Latin/Greek/Cyrillic/… letter runs, ASCII and
+// full-width punctuation runs, trailing whitespace, CJK/Hangul runs, digit runs. The letter class
+// lists code point ranges rather than \p{L}, so other scripts' letters stay unsplit here.
+// clang-format off
+const char* const kDeepseekLlmLetters =
+    "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+";
+const char* const kDeepseekPunctuation = "\\s?[!-/:-~！-／：-～‘-‟　-。]+";
+const char* const kDeepseekCjk = "[一-龥ࠀ-一가-퟿]+";
+// clang-format on
 
 std::vector<std::string> patterns_for(std::string_view pre)
 {
@@ -32,12 +45,68 @@ std::vector<std::string> patterns_for(std::string_view pre)
         return {kLlama3};
     if (pre == "qwen2" || pre == "deepseek-r1-qwen" || pre == "megrez" || pre == "stablelm2" || pre == "hunyuan")
         return {kQwen2};
+    if (pre == "qwen35")
+        return {kQwen35};
+    if (pre == "deepseek-llm")
+        return {"[\r\n]", kDeepseekLlmLetters, kDeepseekPunctuation, R"(\s+$)", kDeepseekCjk, R"(\p{N}+)"};
+    if (pre == "deepseek-coder")
+        return {"[\r\n]", R"(\s?\p{L}+)", R"(\s?\p{P}+)", kDeepseekCjk, R"(\p{N})"};
+    if (pre == "falcon")
+        return {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, "[0-9][0-9][0-9]"};
+    // Gemma 4 merges over the whole ▁-escaped text; only newline runs are split off.
+    if (pre == "gemma4")
+        return {R"([^\n]+|[\n]+)"};
     if (pre == "starcoder" || pre == "refact" || pre == "command-r" || pre == "smollm" || pre == "codeshell" ||
         pre == "exaone" || pre == "minerva-7b")
         return {R"(\p{N})", kGpt2};
-    throw UnsupportedError(fmt::format("BPE pre-tokenizer '{}' is not supported (supported: default, gpt-2, "
-                                       "llama-bpe/llama3, qwen2, smollm/starcoder and their aliases)",
-                                       pre));
+    throw UnsupportedError(
+        fmt::format("BPE pre-tokenizer '{}' is not supported (supported: default, gpt-2, "
+                    "llama-bpe/llama3, qwen2, qwen35, smollm/starcoder, deepseek-llm, deepseek-coder, falcon, "
+                    "gemma4 and their aliases)",
+                    pre));
+}
+
+// Length of the non-ASCII White_Space character at text[i] (valid UTF-8), 0 when there is none.
+std::size_t non_ascii_space_at(std::string_view text, std::size_t i)
+{
+    const auto b = [&](std::size_t k) { return i + k < text.size() ? static_cast<unsigned char>(text[i + k]) : 0u; };
+    if (b(0) == 0xC2 && (b(1) == 0x85 || b(1) == 0xA0)) // U+0085, U+00A0
+        return 2;
+    if ((b(0) == 0xE1 && b(1) == 0x9A && b(2) == 0x80) || // U+1680
+        (b(0) == 0xE2 && b(1) == 0x80 && (b(2) <= 0x8A || b(2) == 0xA8 || b(2) == 0xA9 || b(2) == 0xAF)) ||
+        (b(0) == 0xE2 && b(1) == 0x81 && b(2) == 0x9F) || // U+2000–U+200A, U+2028, U+2029, U+202F; U+205F
+        (b(0) == 0xE3 && b(1) == 0x80 && b(2) == 0x80))   // U+3000
+        return 3;
+    return 0;
+}
+
+// llama.cpp's regex engine (std::regex) knows only ASCII whitespace, so llama.cpp shows it every
+// other White_Space character as U+000B, and so do we: it decides the split where a pattern names
+// one literally (DeepSeek's punctuation class holds U+3000), and for U+0085, which PCRE2's \s
+// does not match. Returns false (and builds nothing) when the text has no such character;
+// otherwise source[i] is the text offset of shadow byte i, with one entry past the end.
+bool whitespace_as_vt(std::string_view text, std::string& shadow, std::vector<uint32_t>& source)
+{
+    std::size_t i = 0;
+    while (i < text.size() && non_ascii_space_at(text, i) == 0)
+        ++i;
+    if (i == text.size())
+        return false;
+    shadow.assign(text.substr(0, i));
+    for (uint32_t k = 0; k < i; ++k)
+        source.push_back(k);
+    while (i < text.size()) {
+        if (const std::size_t n = non_ascii_space_at(text, i)) {
+            shadow += '\v';
+            source.push_back(static_cast<uint32_t>(i));
+            i += n;
+        } else {
+            shadow += text[i];
+            source.push_back(static_cast<uint32_t>(i++));
+        }
+    }
+    source.push_back(static_cast<uint32_t>(text.size()));
+    return true;
 }
 
 } // namespace
@@ -58,8 +127,10 @@ PreTokenizer::PreTokenizer(std::vector<std::string> patterns) : m_patterns(std::
         int error = 0;
         PCRE2_SIZE error_offset = 0;
         auto c = std::make_unique<Compiled>();
-        c->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(), PCRE2_UTF | PCRE2_UCP, &error,
-                                &error_offset, nullptr);
+        // DOLLAR_ENDONLY: `$` (DeepSeek's `\s+$`) matches only at the end of a piece, as in the
+        // ECMAScript regexes llama.cpp runs, not also before a final newline as PCRE2's default does.
+        c->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(),
+                                PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &error, &error_offset, nullptr);
         if (!c->code) {
             PCRE2_UCHAR message[256];
             pcre2_get_error_message(error, message, sizeof message);
@@ -73,14 +144,18 @@ PreTokenizer::PreTokenizer(std::vector<std::string> patterns) : m_patterns(std::
 
 PreTokenizer::~PreTokenizer() = default;
 
-std::vector<std::pair<uint32_t, uint32_t>> PreTokenizer::split(std::string_view text) const
+std::vector<std::pair<uint32_t, uint32_t>> PreTokenizer::split(std::string_view original) const
 {
-    std::vector<std::pair<uint32_t, uint32_t>> pieces{{0u, static_cast<uint32_t>(text.size())}};
-    if (text.empty())
+    if (original.empty())
         return {};
     // Invalid UTF-8 cannot go through a UTF-mode regex; it stays one piece and is merged bytewise.
-    if (!utf8::is_valid(text))
-        return pieces;
+    if (!utf8::is_valid(original))
+        return {{0u, static_cast<uint32_t>(original.size())}};
+    std::string shadow;
+    std::vector<uint32_t> source;
+    const bool shadowed = whitespace_as_vt(original, shadow, source);
+    const std::string_view text = shadowed ? std::string_view(shadow) : original;
+    std::vector<std::pair<uint32_t, uint32_t>> pieces{{0u, static_cast<uint32_t>(text.size())}};
 
     pcre2_match_data* match = nullptr;
     for (const auto& compiled : m_compiled) {
@@ -113,6 +188,12 @@ std::vector<std::pair<uint32_t, uint32_t>> PreTokenizer::split(std::string_view 
         pieces = std::move(next);
     }
     pcre2_match_data_free(match);
+    if (shadowed) {
+        for (auto& [begin, end] : pieces) {
+            begin = source[begin];
+            end = source[end];
+        }
+    }
     return pieces;
 }
 

@@ -18,6 +18,12 @@ namespace {
 
 constexpr std::string_view kSpmSpace = "\xE2\x96\x81"; // U+2581 '▁'
 
+// C's isspace in the "C" locale, which llama.cpp's strip attributes use.
+bool is_ascii_space(char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
 // A symbol of the merge loops: a byte range of the working string in a doubly linked list.
 struct Symbol {
     int prev;
@@ -47,6 +53,56 @@ struct OffsetMap {
 
     uint32_t at(std::size_t i) const { return i < source.size() ? source[i] : end; }
 };
+
+// BPE merging of one word by rank: split into characters, then repeatedly merge the adjacent
+// pair of lowest merge rank (leftmost on ties). Returns the symbol list; live symbols have n > 0
+// and are chained from index 0 by next.
+std::vector<Symbol> merge_by_rank(const Vocab& vocab, const std::string& word)
+{
+    struct Bigram {
+        int left, right;
+        int32_t rank;
+        std::string text;
+    };
+    auto lower_priority = [](const Bigram& a, const Bigram& b) {
+        return a.rank > b.rank || (a.rank == b.rank && a.left > b.left); // lowest rank, then leftmost
+    };
+    std::vector<Symbol> symbols = split_chars(word);
+    std::priority_queue<Bigram, std::vector<Bigram>, decltype(lower_priority)> queue(lower_priority);
+    std::string key;
+    auto try_add = [&](int left, int right) {
+        if (left == -1 || right == -1)
+            return;
+        const Symbol& l = symbols[static_cast<std::size_t>(left)];
+        const Symbol& r = symbols[static_cast<std::size_t>(right)];
+        key.assign(word, l.start, l.n);
+        key += ' ';
+        key.append(word, r.start, r.n);
+        auto it = vocab.merge_rank.find(key);
+        if (it == vocab.merge_rank.end())
+            return;
+        queue.push({left, right, it->second, word.substr(l.start, l.n + r.n)});
+    };
+    for (int i = 1; i < static_cast<int>(symbols.size()); ++i)
+        try_add(i - 1, i);
+    while (!queue.empty()) {
+        const Bigram b = queue.top();
+        queue.pop();
+        Symbol& l = symbols[static_cast<std::size_t>(b.left)];
+        Symbol& r = symbols[static_cast<std::size_t>(b.right)];
+        if (l.n == 0 || r.n == 0 || l.n + r.n != b.text.size() ||
+            std::string_view(word).substr(l.start, l.n + r.n) != b.text)
+            continue; // outdated
+        l.n += r.n;
+        r.n = 0;
+        l.next = r.next;
+        if (r.next >= 0)
+            symbols[static_cast<std::size_t>(r.next)].prev = b.left;
+        try_add(l.prev, b.left);
+        try_add(b.left, l.next);
+    }
+    return symbols;
+}
 
 } // namespace
 
@@ -80,6 +136,7 @@ std::vector<Tokenizer::Fragment> Tokenizer::partition_special(std::string_view t
         if (!parse_special && (type == TokenType::Control || type == TokenType::Unknown))
             continue; // user-defined tokens are split out even then, as in llama.cpp
         const std::string& special = m_vocab.tokens[static_cast<std::size_t>(id)];
+        const uint8_t strip = m_vocab.strip.empty() ? 0 : m_vocab.strip[static_cast<std::size_t>(id)];
         bool found = false;
         for (const auto& f : fragments) {
             if (f.is_token || f.end - f.begin < special.size() ||
@@ -101,11 +158,20 @@ std::vector<Tokenizer::Fragment> Tokenizer::partition_special(std::string_view t
                 const std::size_t match = text.substr(0, f.end).find(special, pos);
                 if (match == std::string_view::npos)
                     break;
-                if (match > pos)
-                    next.push_back({false, 0, pos, static_cast<uint32_t>(match)});
-                const auto token_end = static_cast<uint32_t>(match + special.size());
-                next.push_back({true, id, static_cast<uint32_t>(match), token_end});
-                pos = token_end;
+                // A token with a strip attribute swallows the ASCII whitespace beside it; its span
+                // covers that whitespace so that the spans still tile the text.
+                auto left = static_cast<uint32_t>(match);
+                if (strip & kStripLeft)
+                    while (left > pos && is_ascii_space(text[left - 1]))
+                        --left;
+                if (left > pos)
+                    next.push_back({false, 0, pos, left});
+                auto right = static_cast<uint32_t>(match + special.size());
+                if (strip & kStripRight)
+                    while (right < f.end && is_ascii_space(text[right]))
+                        ++right;
+                next.push_back({true, id, left, right});
+                pos = right;
             }
             if (pos < f.end)
                 next.push_back({false, 0, pos, f.end});
@@ -246,68 +312,44 @@ void Tokenizer::encode_spm(std::string_view text, uint32_t offset, bool after_sp
 
 void Tokenizer::encode_bpe(std::string_view text, uint32_t offset, std::vector<Token>& out) const
 {
-    struct Bigram {
-        int left, right;
-        int32_t rank;
-        std::string text;
-    };
-    auto lower_priority = [](const Bigram& a, const Bigram& b) {
-        return a.rank > b.rank || (a.rank == b.rank && a.left > b.left); // lowest rank, then leftmost
-    };
+    // Gemma 4 escapes spaces as ▁ before anything else; pieces and merges then see that string.
+    std::string escaped;
+    OffsetMap escaped_map;
+    std::string_view work = text;
+    if (m_vocab.escape_whitespaces) {
+        escaped_map.end = offset + static_cast<uint32_t>(text.size());
+        for (uint32_t i = 0; i < text.size(); ++i) {
+            const std::string_view c = text[i] == ' ' ? kSpmSpace : text.substr(i, 1);
+            escaped += c;
+            escaped_map.source.insert(escaped_map.source.end(), c.size(), offset + i);
+        }
+        work = escaped;
+    }
+    auto source = [&](uint32_t i) { return m_vocab.escape_whitespaces ? escaped_map.at(i) : offset + i; };
 
-    for (const auto& [begin, end] : m_pre->split(text)) {
-        // Byte-encode the piece into GPT-2's printable alphabet.
+    for (const auto& [begin, end] : m_pre->split(work)) {
+        // The word to merge: the piece in GPT-2's byte alphabet, or its raw UTF-8 (Gemma 4).
         std::string word;
         OffsetMap map;
-        map.end = offset + end;
+        map.end = source(end);
         for (uint32_t i = begin; i < end; ++i) {
-            const std::string& enc = byte_unicode::encode_byte(static_cast<unsigned char>(text[i]));
+            const std::string_view enc =
+                m_vocab.byte_encode ? std::string_view(byte_unicode::encode_byte(static_cast<unsigned char>(work[i])))
+                                    : work.substr(i, 1);
             word += enc;
-            map.source.insert(map.source.end(), enc.size(), offset + i);
+            map.source.insert(map.source.end(), enc.size(), source(i));
         }
 
-        if (m_vocab.ignore_merges) {
+        const bool whole =
+            m_vocab.ignore_merges || (m_vocab.whole_newline_runs && word.find_first_not_of('\n') == std::string::npos);
+        if (whole) {
             if (auto id = m_vocab.find(word)) {
-                out.push_back({*id, offset + begin, offset + end});
+                out.push_back({*id, source(begin), source(end)});
                 continue;
             }
         }
 
-        std::vector<Symbol> symbols = split_chars(word);
-        std::priority_queue<Bigram, std::vector<Bigram>, decltype(lower_priority)> queue(lower_priority);
-        std::string key;
-        auto try_add = [&](int left, int right) {
-            if (left == -1 || right == -1)
-                return;
-            const Symbol& l = symbols[static_cast<std::size_t>(left)];
-            const Symbol& r = symbols[static_cast<std::size_t>(right)];
-            key.assign(word, l.start, l.n);
-            key += ' ';
-            key.append(word, r.start, r.n);
-            auto it = m_vocab.merge_rank.find(key);
-            if (it == m_vocab.merge_rank.end())
-                return;
-            queue.push({left, right, it->second, word.substr(l.start, l.n + r.n)});
-        };
-        for (int i = 1; i < static_cast<int>(symbols.size()); ++i)
-            try_add(i - 1, i);
-        while (!queue.empty()) {
-            const Bigram b = queue.top();
-            queue.pop();
-            Symbol& l = symbols[static_cast<std::size_t>(b.left)];
-            Symbol& r = symbols[static_cast<std::size_t>(b.right)];
-            if (l.n == 0 || r.n == 0 || l.n + r.n != b.text.size() ||
-                std::string_view(word).substr(l.start, l.n + r.n) != b.text)
-                continue; // outdated
-            l.n += r.n;
-            r.n = 0;
-            l.next = r.next;
-            if (r.next >= 0)
-                symbols[static_cast<std::size_t>(r.next)].prev = b.left;
-            try_add(l.prev, b.left);
-            try_add(b.left, l.next);
-        }
-
+        const std::vector<Symbol> symbols = merge_by_rank(m_vocab, word);
         for (int i = symbols.empty() ? -1 : 0; i != -1; i = symbols[static_cast<std::size_t>(i)].next) {
             const Symbol& sym = symbols[static_cast<std::size_t>(i)];
             const std::string_view piece(word.data() + sym.start, sym.n);
@@ -315,10 +357,17 @@ void Tokenizer::encode_bpe(std::string_view text, uint32_t offset, std::vector<T
                 out.push_back({*id, map.at(sym.start), map.at(sym.start + sym.n)});
                 continue;
             }
-            // llama.cpp's fallback: each byte of the encoded symbol looked up alone, missing ones dropped.
-            for (uint32_t j = 0; j < sym.n; ++j)
-                if (auto id = m_vocab.find(piece.substr(j, 1)))
-                    out.push_back({*id, map.at(sym.start + j), map.at(sym.start + j) + 1});
+            // llama.cpp's fallback: each byte of the symbol looked up alone (as a byte-alphabet
+            // character, or as <0xXX> for raw UTF-8), missing ones dropped.
+            for (uint32_t j = 0; j < sym.n; ++j) {
+                const auto byte = static_cast<unsigned char>(piece[j]);
+                const auto id = m_vocab.byte_encode ? m_vocab.find(piece.substr(j, 1))
+                                                    : m_vocab.find(fmt::format("<0x{:02X}>", byte));
+                if (!id)
+                    continue;
+                const uint32_t b = map.at(sym.start + j);
+                out.push_back({*id, b, m_vocab.byte_encode ? b + 1 : map.at(sym.start + j + 1)});
+            }
         }
     }
 }
@@ -337,14 +386,15 @@ std::string Tokenizer::token_to_piece(TokenId id, bool render_special) const
     case TokenType::UserDefined:
         return text;
     case TokenType::Byte:
-        if (m_vocab.model == TokenizerModel::Spm && text.size() == 6 && text.starts_with("<0x"))
+        if ((m_vocab.model == TokenizerModel::Spm || !m_vocab.byte_encode) && text.size() == 6 &&
+            text.starts_with("<0x"))
             return std::string(1, static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16)));
         break;
     default:
         break;
     }
     std::string piece;
-    if (m_vocab.model == TokenizerModel::Spm) {
+    if (m_vocab.model == TokenizerModel::Spm || m_vocab.escape_whitespaces) {
         for (std::size_t i = 0; i < text.size();) {
             if (text.compare(i, kSpmSpace.size(), kSpmSpace) == 0) {
                 piece += ' ';
@@ -355,6 +405,8 @@ std::string Tokenizer::token_to_piece(TokenId id, bool render_special) const
         }
         return piece;
     }
+    if (!m_vocab.byte_encode)
+        return text;
     for (std::size_t i = 0; i < text.size();) {
         const std::size_t len = std::min(utf8::sequence_length(static_cast<unsigned char>(text[i])), text.size() - i);
         const std::string_view ch(text.data() + i, len);

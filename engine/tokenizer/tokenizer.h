@@ -33,7 +33,8 @@ struct DecodeOptions {
 };
 
 // Text ⇄ token ids for a vocabulary read from GGUF: SentencePiece-style (score merges with
-// <0xNN> byte fallback) or GPT-2 byte-level BPE (rank merges after a regex pre-tokenizer).
+// <0xNN> byte fallback) or GPT-2 byte-level BPE (rank merges after a regex pre-tokenizer), or
+// Gemma 4's BPE (rank merges over ▁-escaped UTF-8 with <0xNN> byte fallback).
 // Immutable after construction; safe to share between threads.
 class Tokenizer {
 public:

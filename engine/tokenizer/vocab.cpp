@@ -3,6 +3,7 @@
 #include "tokenizer/vocab.h"
 
 #include "gguf/gguf_file.h"
+#include "tokenizer/special_tokens.h"
 #include "util/error.h"
 
 #include <algorithm>
@@ -44,16 +45,31 @@ std::optional<TokenId> Vocab::find(std::string_view text) const
 
 namespace {
 
-// Texts that mark the end of a turn; llama.cpp recognises them by text and forces them to CONTROL.
-constexpr std::array kEndOfGenerationTexts = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",   "<|endoftext|>",
-    "<|eom_id|>", "<EOT>",      "_<EOT>",  "<|end_of_text|>", "<end_of_utterance>",
-};
-
 // Pre-tokenizer names whose BPE skips merging for pieces that are whole tokens and adds BOS.
 bool is_llama3_family(std::string_view pre)
 {
     return pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3" || pre == "pixtral";
+}
+
+// Why a tokenizer model is refused, in words a user can act on.
+std::string unsupported_model_message(const std::string& file, std::string_view model)
+{
+    std::string_view kind;
+    if (model == "bert")
+        kind = "WordPiece, the tokenizer of BERT-style encoder (embedding) models";
+    else if (model == "t5")
+        kind = "Unigram, the tokenizer of T5 and XLM-RoBERTa-style models";
+    else if (model == "rwkv")
+        kind = "RWKV's trie tokenizer";
+    else if (model == "plamo2")
+        kind = "PLaMo 2's Aho-Corasick tokenizer";
+    else if (model == "no_vocab" || model == "none")
+        kind = "the file carries no vocabulary";
+    else
+        kind = "a tokenizer model Tokenscope does not know";
+    return fmt::format("{}: tokenizer model '{}' ({}) is not supported; Tokenscope reads 'llama' "
+                       "(SentencePiece), 'gpt2' (byte-level BPE) and 'gemma4' (Gemma 4's BPE)",
+                       file, model, kind);
 }
 
 } // namespace
@@ -81,20 +97,31 @@ Vocab Vocab::from_gguf(const gguf::GgufFile& file)
         v.bos = 11;
         v.eos = 11;
         v.clean_spaces = true;
+    } else if (v.model_name == "gemma4") {
+        // BPE over ▁-escaped UTF-8 (no byte alphabet); the special ids come from the file only.
+        v.model = TokenizerModel::Bpe;
+        v.clean_spaces = true;
     } else {
-        throw UnsupportedError(fmt::format("{}: tokenizer model '{}' is not supported (supported: 'llama' "
-                                           "SentencePiece and 'gpt2' byte-level BPE)",
-                                           file.name(), v.model_name));
+        throw UnsupportedError(unsupported_model_message(file.name(), v.model_name));
     }
 
     if (v.model == TokenizerModel::Bpe) {
-        v.pre = std::string(file.get_string("tokenizer.ggml.pre").value_or("default"));
+        // Gemma 4's tokenizer has one pre-tokenizer whatever tokenizer.ggml.pre says, as in llama.cpp.
+        v.pre = v.model_name == "gemma4" ? std::string("gemma4")
+                                         : std::string(file.get_string("tokenizer.ggml.pre").value_or("default"));
         if (is_llama3_family(v.pre)) {
             v.ignore_merges = true;
             v.add_bos = true;
         }
-        if (v.pre == "qwen2" || v.pre == "deepseek-r1-qwen" || v.pre == "megrez" || v.pre == "stablelm2")
+        if (v.pre == "qwen2" || v.pre == "qwen35" || v.pre == "deepseek-r1-qwen" || v.pre == "megrez" ||
+            v.pre == "stablelm2" || v.pre == "deepseek-llm" || v.pre == "deepseek-coder" || v.pre == "command-r")
             v.clean_spaces = false;
+        if (v.pre == "gemma4") {
+            v.byte_encode = false;
+            v.escape_whitespaces = true;
+            // The merges cannot rebuild some long newline runs that are tokens (llama.cpp PR 21343).
+            v.whole_newline_runs = true;
+        }
     }
 
     // ---- tokens, scores, types ------------------------------------------------------------------
@@ -191,23 +218,14 @@ Vocab Vocab::from_gguf(const gguf::GgufFile& file)
     if (v.model == TokenizerModel::Spm)
         if (auto b = file.get_bool("tokenizer.ggml.add_space_prefix"))
             v.add_space_prefix = *b;
+    if (v.pre == "gemma4")
+        v.add_bos = true; // Gemma 4 GGUFs that say false were converted wrongly (llama.cpp PR 21500)
     if (v.add_bos && !v.bos)
         throw fail("tokenizer.ggml.add_bos_token is set but the vocabulary has no BOS token");
     if (auto t = file.get_string("tokenizer.chat_template"))
         v.chat_template = std::string(*t);
 
-    // End-of-generation set, with text-recognised end-of-turn tokens forced to CONTROL.
-    for (const char* text : kEndOfGenerationTexts) {
-        if (auto id = v.find(text)) {
-            if (!v.eot && std::string_view(text) != "<|eom_id|>")
-                v.eot = *id;
-            v.types[static_cast<std::size_t>(*id)] = TokenType::Control;
-            v.end_of_generation.push_back(*id);
-        }
-    }
-    for (const auto& id : {v.eos, v.eot, v.eom})
-        if (id && std::find(v.end_of_generation.begin(), v.end_of_generation.end(), *id) == v.end_of_generation.end())
-            v.end_of_generation.push_back(*id);
+    recognise_special_tokens(v, file);
     return v;
 }
 

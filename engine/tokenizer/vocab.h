@@ -29,6 +29,9 @@ std::string_view token_type_name(TokenType type);
 
 enum class TokenizerModel { Spm, Bpe };
 
+constexpr uint8_t kStripLeft = 1;
+constexpr uint8_t kStripRight = 2;
+
 // Everything a tokenizer needs, read from GGUF metadata (tokenizer.* keys, see
 // shared/reference/tokenizers.md). Loading reads only metadata, never tensor data, so a
 // vocabulary-only load of any GGUF is fast.
@@ -49,8 +52,16 @@ struct Vocab {
     bool add_eos = false;
     bool add_space_prefix = false;
     bool ignore_merges = false; // BPE: a piece that is already a token skips merging
-    bool clean_spaces = false;  // BPE detokenizer cleanup (not used by decode(), see Tokenizer)
+    // BPE: pieces are merged in GPT-2's byte alphabet (true) or as raw UTF-8 with <0xXX> byte
+    // tokens as the fallback (false: Gemma 4's SentencePiece-style BPE).
+    bool byte_encode = true;
+    bool escape_whitespaces = false; // BPE: ' ' becomes U+2581 before pre-tokenizing (Gemma 4)
+    bool whole_newline_runs = false; // BPE: a run of newlines that is a token is emitted whole (Gemma 4)
+    bool clean_spaces = false;       // BPE detokenizer cleanup (not used by decode(), see Tokenizer)
     std::optional<std::string> chat_template;
+    // Per token: kStripLeft / kStripRight when the token, split out of a text as a special token,
+    // swallows the ASCII whitespace on that side (llama.cpp's LSTRIP/RSTRIP attributes).
+    std::vector<uint8_t> strip;
 
     std::size_t size() const { return tokens.size(); }
     std::optional<TokenId> find(std::string_view text) const;

@@ -45,6 +45,14 @@ std::string reference_tool(const char* env)
     return v;
 }
 
+std::string reference_dir(const char* env)
+{
+    const char* v = std::getenv(env);
+    if (!v || !*v || !std::filesystem::is_directory(v))
+        return {};
+    return v;
+}
+
 bool reference_required()
 {
     const char* v = std::getenv("TOKENSCOPE_REQUIRE_REFERENCE");

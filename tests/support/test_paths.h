@@ -20,6 +20,9 @@ bool model_may_be_missing();
 // and names in the environment variable `env` (e.g. TOKENSCOPE_LLAMA_PERPLEXITY); empty when unset
 // or not executable. Suites skip without it, unless TOKENSCOPE_REQUIRE_REFERENCE=1 (CI), where they fail.
 std::string reference_tool(const char* env);
+// A reference folder named in the environment variable `env` (e.g. TOKENSCOPE_LLAMA_CPP_SRC, the
+// llama.cpp source tree that scripts/setup.sh test unpacks); empty when unset or not a directory.
+std::string reference_dir(const char* env);
 bool reference_required();
 
 } // namespace testsupport
@@ -49,4 +52,13 @@ bool reference_required();
         if (!testsupport::reference_required())                                                                        \
             QSKIP(env " is not set: run scripts/setup.sh test, which builds llama.cpp's tools for the comparison");    \
         QFAIL(env " is not set or not executable, and TOKENSCOPE_REQUIRE_REFERENCE=1");                                \
+    }
+
+// The same for a reference folder (see reference_dir).
+#define REQUIRE_REFERENCE_DIR(path_var, env)                                                                           \
+    const std::string path_var = testsupport::reference_dir(env);                                                      \
+    if (path_var.empty()) {                                                                                            \
+        if (!testsupport::reference_required())                                                                        \
+            QSKIP(env " is not set: run scripts/setup.sh test, which unpacks llama.cpp's sources for the comparison"); \
+        QFAIL(env " is not set or not a directory, and TOKENSCOPE_REQUIRE_REFERENCE=1");                               \
     }
