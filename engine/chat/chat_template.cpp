@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "chat/chat_template.h"
 
+#include "chat/model_template.h"
+
 #include <array>
+#include <ctime>
 #include <utility>
 
 namespace engine {
@@ -312,7 +315,66 @@ ChatStyle detect_chat_style(const std::optional<std::string>& jinja_template, st
     return format;
 }
 
-std::string render_chat(const ChatStyle& style, const std::vector<ChatMessage>& given, bool add_assistant_prefix)
+ChatStyle model_chat_style(const std::optional<std::string>& jinja_template, std::string_view architecture,
+                           const TemplateTokens& tokens)
+{
+    ChatStyle style = detect_chat_style(jinja_template, architecture);
+    if (!jinja_template || jinja_template->empty())
+        return style;
+    try {
+        style.model_template =
+            std::make_shared<const ModelTemplate>(ModelTemplate::compile(*jinja_template, tokens.bos, tokens.eos));
+        style.default_system.clear(); // the template writes its own
+        style.strip_bos = tokens.add_bos && !tokens.bos.empty();
+        style.strip_eos = tokens.add_eos && !tokens.eos.empty();
+    } catch (const jinja::TemplateError& e) {
+        style.notice = "The model's chat template cannot be run (" + std::string(e.what()) + "); prompts use the " +
+                       std::string(chat_format_name(style.format)) + " layout instead.";
+    }
+    return style;
+}
+
+std::string chat_style_description(const ChatStyle& style)
+{
+    if (style.model_template) {
+        if (style.format == ChatFormat::Plain)
+            return "model template (Jinja)";
+        return "model template (Jinja; " + std::string(chat_format_name(style.format)) + " family)";
+    }
+    return std::string(chat_format_name(style.format)) + " (fixed layout)";
+}
+
+namespace {
+
+std::string render_fixed(const ChatStyle& style, const std::vector<ChatMessage>& given, bool add_assistant_prefix);
+
+} // namespace
+
+std::string render_chat(const ChatStyle& style, const std::vector<ChatMessage>& given, bool add_assistant_prefix,
+                        std::string* notice)
+{
+    if (style.model_template) {
+        try {
+            std::string text = style.model_template->render(given, add_assistant_prefix, std::time(nullptr));
+            const std::string& bos = style.model_template->bos_token();
+            const std::string& eos = style.model_template->eos_token();
+            if (style.strip_bos && text.starts_with(bos))
+                text.erase(0, bos.size());
+            if (style.strip_eos && text.ends_with(eos))
+                text.erase(text.size() - eos.size());
+            return text;
+        } catch (const jinja::TemplateError& e) {
+            if (notice)
+                *notice = "The model's chat template stopped on this conversation (" + std::string(e.what()) +
+                          "); this prompt uses the " + std::string(chat_format_name(style.format)) + " layout instead.";
+        }
+    }
+    return render_fixed(style, given, add_assistant_prefix);
+}
+
+namespace {
+
+std::string render_fixed(const ChatStyle& style, const std::vector<ChatMessage>& given, bool add_assistant_prefix)
 {
     const ChatFormat format = style.format;
     std::vector<ChatMessage> with_system;
@@ -360,6 +422,8 @@ std::string render_chat(const ChatStyle& style, const std::vector<ChatMessage>& 
     }
     return out;
 }
+
+} // namespace
 
 std::vector<std::string> stop_strings(ChatFormat format)
 {
