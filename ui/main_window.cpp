@@ -429,6 +429,7 @@ void MainWindow::showModel(const std::shared_ptr<const ModelSummary>& m)
                 .arg(m->context_length && m->context_length != m->n_ctx ? tr(" (model %1)").arg(m->context_length)
                                                                         : QString())
                 .arg(m->chat_format.toHtmlEscaped()));
+        m_model_label->setToolTip(QString());
         setWindowTitle(tr("%1 on %2 — Tokenscope").arg(m->name, m->server_url));
         return;
     }
@@ -438,7 +439,12 @@ void MainWindow::showModel(const std::shared_ptr<const ModelSummary>& m)
                                .arg(m->quant_types, human_size(m->file_size))
                                .arg(m->n_ctx)
                                .arg(m->context_length)
-                               .arg(m->backend, m->chat_format));
+                               .arg(m->backend, m->chat_format.toHtmlEscaped()) +
+                           (m->chat_template_notice.isEmpty()
+                                ? QString()
+                                : tr(" · <span style='color:#b45309'>⚠ its own chat template cannot be run (hover for "
+                                     "why)</span>")));
+    m_model_label->setToolTip(m->chat_template_notice);
     setWindowTitle(tr("%1 — Tokenscope").arg(m->name));
 }
 

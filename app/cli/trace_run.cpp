@@ -3,6 +3,7 @@
 // app's stepper, KV, timeline and attention panels save (ui/storage/run_document.cpp reads both).
 #include "trace_run.h"
 
+#include "chat/chat_prompt.h"
 #include "chat/chat_template.h"
 #include "model/memory_plan.h"
 #include "model/model.h"
@@ -110,7 +111,7 @@ std::size_t write_trace_run(const std::shared_ptr<const engine::Model>& model, e
     engine::run::RunContents contents;
     contents.model = {r.model_path.filename().string(), config.architecture, engine::sha256_file(r.model_path),
                       model->file().file_size()};
-    const auto format = engine::detect_chat_format(tok.vocab().chat_template, config.architecture);
+    const engine::ChatStyle chat_style = engine::model_chat_style(*model);
     doc["model"] = {{"path", r.model_path.filename().string()}, // not the folders of this machine
                     {"name", name},
                     {"architecture", config.architecture},
@@ -121,7 +122,7 @@ std::size_t write_trace_run(const std::shared_ptr<const engine::Model>& model, e
                     {"n_ctx", cache.config().n_ctx},
                     {"backend", session.backend().name()},
                     {"threads", 0},
-                    {"chat_format", std::string(engine::chat_format_name(format))},
+                    {"chat_format", engine::chat_style_description(chat_style)},
                     {"instruction_tuned", engine::model_kind(model->file()) == engine::ModelKind::Instruct},
                     {"n_layers", config.n_layer},
                     {"sha256", contents.model.sha256}};

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "chat/context_simulator.h"
 
+#include "chat/model_template.h"
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <ctime>
 #include <numeric>
 
 namespace engine {
@@ -111,6 +113,36 @@ uint32_t count_turn_tokens(const Tokenizer& tokenizer, ChatFormat format, const 
 {
     const std::string text = render_chat(format, {message}, false);
     return static_cast<uint32_t>(tokenizer.encode_ids(text, {.add_special = false, .parse_special = true}).size());
+}
+
+} // namespace engine
+
+namespace engine {
+
+std::vector<uint32_t> count_turn_tokens(const Tokenizer& tokenizer, const ChatStyle& style,
+                                        const std::vector<ChatMessage>& messages)
+{
+    const auto count = [&](const std::string& text) {
+        return tokenizer.encode_ids(text, {.add_special = false, .parse_special = true}).size();
+    };
+    std::vector<uint32_t> out;
+    if (style.model_template) {
+        try {
+            std::size_t before = 0;
+            for (std::size_t i = 0; i < messages.size(); ++i) {
+                const std::vector<ChatMessage> prefix(messages.begin(), messages.begin() + std::ptrdiff_t(i + 1));
+                const std::size_t now = count(style.model_template->render(prefix, false, std::time(nullptr)));
+                out.push_back(static_cast<uint32_t>(now > before ? now - before : 0));
+                before = now;
+            }
+            return out;
+        } catch (const jinja::TemplateError&) {
+            out.clear(); // counted on their own below
+        }
+    }
+    for (const auto& m : messages)
+        out.push_back(count_turn_tokens(tokenizer, style.format, m));
+    return out;
 }
 
 } // namespace engine

@@ -49,5 +49,11 @@ std::vector<SimRequest> simulate_context(const std::vector<SimTurn>& turns, uint
 class Tokenizer;
 // One message's tokens as the chat template renders it on its own (turn markers included, BOS not).
 uint32_t count_turn_tokens(const Tokenizer& tokenizer, ChatFormat format, const ChatMessage& message);
+// Each message's tokens as the model's own chat style renders the conversation: with the model's
+// template, what the conversation grows by when the message is added (so the first one carries what
+// the template writes before it, a default system message included); a template that stops on a
+// part of the conversation, and the fixed layouts, count each message on its own as above.
+std::vector<uint32_t> count_turn_tokens(const Tokenizer& tokenizer, const ChatStyle& style,
+                                        const std::vector<ChatMessage>& messages);
 
 } // namespace engine

@@ -5,8 +5,12 @@
 // tests/data/chat/jinja/*.json (tests/reference/make_jinja_fixtures.py writes them). The templates
 // are read from llama.cpp's sources ($TOKENSCOPE_LLAMA_CPP_SRC), checked by SHA-256 against the
 // fixture. A case llama.cpp refuses must be refused by us too, by name.
+#include "chat/chat_prompt.h"
 #include "chat/chat_template.h"
 #include "chat/model_template.h"
+#include "gguf/gguf_file.h"
+#include "model/model.h"
+#include "model/test_model.h"
 #include "test_paths.h"
 #include "util/sha256.h"
 
@@ -15,6 +19,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QTemporaryDir>
 #include <QTest>
 #include <ctime>
 
@@ -158,6 +163,70 @@ private slots:
         }
         qInfo("%d of %d cases equal llama.cpp's rendering", matched, total);
         QCOMPARE(matched, total);
+    }
+
+    // A model we have never seen, whose template writes a default system message when the
+    // conversation has none (SmolLM2's, with real newlines inside its strings): the prompt the chat
+    // sends has it, as llama.cpp --jinja, LM Studio and Ollama send it; a system message of the
+    // user's replaces it.
+    void modelTemplateWritesItsDefaultSystem()
+    {
+        REQUIRE_CHAT_MODEL(vocab_path); // for a vocabulary with the ChatML tokens
+        const auto vocab = engine::gguf::GgufFile::open(vocab_path);
+        engine::gguf::GgufWriter w = engine::make_test_model("llama", 3, vocab.get());
+        w.set_string("general.name", "Tiny Helper 135M");
+        w.set_string("tokenizer.chat_template",
+                     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+                     "{{ '<|im_start|>system\nYou are a helpful AI assistant named Tiny, trained by us<|im_end|>\n' }}"
+                     "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+                     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}");
+        QTemporaryDir dir;
+        const std::string path = (dir.path() + "/tiny-helper.gguf").toStdString();
+        w.write(path);
+        const auto model = engine::Model::load(path);
+
+        const auto chat = engine::build_chat_prompt(*model, {{"user", "Hi"}}, 512, 16);
+        QVERIFY(chat.style.model_template);
+        QCOMPARE(QString::fromStdString(chat.text),
+                 QString("<|im_start|>system\nYou are a helpful AI assistant named Tiny, trained by us<|im_end|>\n"
+                         "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+        QVERIFY(chat.template_notice.empty());
+        const auto with_system = engine::build_chat_prompt(*model, {{"system", "Be brief."}, {"user", "Hi"}}, 512, 16);
+        QCOMPARE(QString::fromStdString(with_system.text),
+                 QString("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                         "<|im_start|>assistant\n"));
+        QCOMPARE(QString::fromStdString(engine::chat_style_description(chat.style)),
+                 QString("model template (Jinja; chatml family)"));
+    }
+
+    // A template our interpreter refuses, or one that raises on a conversation: the prompt uses the
+    // family's fixed layout and a notice names what happened and the layout used — never silently.
+    void refusedTemplateFallsBackWithNotice()
+    {
+        engine::TemplateTokens tokens;
+        const engine::ChatStyle refused = engine::model_chat_style(
+            std::string("{% include 'x' %}<|im_start|>{{ messages[0].content }}"), "qwen2", tokens);
+        QVERIFY(!refused.model_template);
+        QCOMPARE(refused.format, engine::ChatFormat::ChatML);
+        QVERIFY2(QString::fromStdString(refused.notice).contains("the tag 'include' is not supported"),
+                 refused.notice.c_str());
+        QVERIFY2(QString::fromStdString(refused.notice).contains("chatml layout instead"), refused.notice.c_str());
+
+        const engine::ChatStyle raises = engine::model_chat_style(
+            std::string("{% if messages|length > 1 %}{{ raise_exception('one message only') }}{% endif %}"
+                        "<|im_start|>user\n{{ messages[0].content }}<|im_end|>\n"),
+            "qwen2", tokens);
+        QVERIFY(raises.model_template);
+        std::string notice;
+        const std::string one = engine::render_chat(raises, {{"user", "a"}}, true, &notice);
+        QCOMPARE(QString::fromStdString(one), QString("<|im_start|>user\na<|im_end|>")); // Jinja drops the last newline
+        QVERIFY(notice.empty());
+        const std::string two =
+            engine::render_chat(raises, {{"user", "a"}, {"assistant", "b"}, {"user", "c"}}, true, &notice);
+        QCOMPARE(QString::fromStdString(two),
+                 QString::fromStdString(engine::render_chat(engine::ChatFormat::ChatML,
+                                                            {{"user", "a"}, {"assistant", "b"}, {"user", "c"}}, true)));
+        QVERIFY2(QString::fromStdString(notice).contains("one message only"), notice.c_str());
     }
 };
 

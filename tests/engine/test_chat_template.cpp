@@ -457,6 +457,15 @@ void TestChatTemplate::chatModelRendersLikeLlamaCppJinja()
     // exactly when the conversation brings no system message of its own.
     const bool has_system = messages.front().role == "system";
     QCOMPARE(engine::render_chat(ChatFormat::ChatML, messages, true) == ours, has_system);
+
+    // The model's own template, run by our interpreter as the chat does, gives the same text.
+    engine::TemplateTokens tokens;
+    tokens.eos = tok.vocab().tokens[std::size_t(*tok.vocab().eos)];
+    const engine::ChatStyle own = engine::model_chat_style(tok.vocab().chat_template, "qwen2", tokens);
+    QVERIFY(own.model_template);
+    QVERIFY(own.notice.empty());
+    QCOMPARE(QString::fromStdString(engine::render_chat(own, messages, c["add_generation_prompt"].toBool())),
+             c["prompt"].toString());
 }
 
 void TestChatTemplate::defaultSystemIsReadFromTheTemplate()

@@ -30,7 +30,8 @@ struct ModelSummary {
     QString backend;      // "CPU (2 threads) AVX2", "Vulkan: …"
     QString backend_note; // why it is not the backend asked for (a fallback), else empty
     int threads = 0;
-    QString chat_format;            // "Gemma", "ChatML", …
+    QString chat_format;            // "model template (Jinja; chatml family)", "gemma (fixed layout)", …
+    QString chat_template_notice;   // why the model's own template is not used, else empty
     bool instruction_tuned = false; // engine::model_kind: an instruct/chat model, not a base model
     int n_layers = 0;
     // A model served elsewhere (File → Connect to server…): no weights here, only what the server exposes.

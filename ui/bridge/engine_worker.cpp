@@ -129,8 +129,9 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx, co
         summary->backend_note = QString::fromStdString(fallback);
         summary->threads = threads;
         summary->n_layers = int(c.n_layer);
-        const auto format = engine::detect_chat_format(model->tokenizer().vocab().chat_template, c.architecture);
-        summary->chat_format = QString::fromUtf8(engine::chat_format_name(format).data());
+        const engine::ChatStyle style = engine::model_chat_style(*model);
+        summary->chat_format = QString::fromStdString(engine::chat_style_description(style));
+        summary->chat_template_notice = QString::fromStdString(style.notice);
         summary->instruction_tuned = engine::model_kind(model->file()) == engine::ModelKind::Instruct;
         // Prefill in batches of 128 positions: Stop is honoured between batches (the summation
         // order, and so the numbers, are those of any batch of 8 or more).
@@ -157,13 +158,28 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx, co
     }
 }
 
+namespace {
+
+// What the user should read about a prompt: the context policy's message and, when the model's own
+// template could not render it, which layout was used instead and why.
+std::string prompt_notice(const engine::ChatPrompt& chat)
+{
+    if (chat.template_notice.empty())
+        return chat.fit.notice;
+    if (chat.fit.notice.empty())
+        return chat.template_notice;
+    return chat.fit.notice + "\n" + chat.template_notice;
+}
+
+} // namespace
+
 void EngineWorker::checkFit(const ChatRequest& request)
 {
     if (!m_model)
         return;
     const auto chat = engine::build_chat_prompt(*m_model, to_messages(request.turns), m_n_ctx,
                                                 size_t(std::max(16, request.sampling.max_tokens)));
-    emit fitChecked(request.id, QString::fromStdString(chat.fit.notice));
+    emit fitChecked(request.id, QString::fromStdString(prompt_notice(chat)));
 }
 
 void EngineWorker::tokenize(quint64 request_id, const QString& text)
@@ -298,7 +314,7 @@ void EngineWorker::generateReply(const ChatRequest& request, CancelToken cancel)
         stats->prompt_text = QString::fromStdString(prompt);
         for (engine::TokenId id : trace.prompt_ids) // as the model received them, not tokenized again
             stats->prompt_pieces << QString::fromStdString(tokenizer.vocab().tokens[std::size_t(id)]);
-        stats->notice = QString::fromStdString(fit.notice);
+        stats->notice = QString::fromStdString(prompt_notice(chat));
         stats->attention_bytes = m_recorder.bytes();
         emit replyFinished(std::move(stats));
     } catch (const std::exception& e) {

@@ -4,7 +4,10 @@
 // machine probe and chat-turn token counts.
 #include "bridge/engine_worker.h"
 
+#include "chat/chat_prompt.h"
+
 #include "bridge/token_text.h"
+#include "chat/chat_prompt.h"
 #include "chat/chat_template.h"
 #include "chat/context_simulator.h"
 #include "model/memory_plan.h"
@@ -119,11 +122,12 @@ void EngineWorker::countTurns(quint64 request_id, const QStringList& roles, cons
 {
     if (!m_model)
         return;
-    const auto& tokenizer = m_model->tokenizer();
-    const auto format = engine::detect_chat_format(tokenizer.vocab().chat_template, m_model->config().architecture);
-    QList<int> counts;
+    std::vector<engine::ChatMessage> messages;
     for (qsizetype i = 0; i < roles.size() && i < texts.size(); ++i)
-        counts << int(engine::count_turn_tokens(tokenizer, format, {roles[i].toStdString(), texts[i].toStdString()}));
+        messages.push_back({roles[i].toStdString(), texts[i].toStdString()});
+    QList<int> counts;
+    for (uint32_t n : engine::count_turn_tokens(m_model->tokenizer(), engine::model_chat_style(*m_model), messages))
+        counts << int(n);
     emit turnsCounted(request_id, counts, int(m_model->config().n_ctx_train));
 }
 
