@@ -433,17 +433,15 @@ void MainWindow::showModel(const std::shared_ptr<const ModelSummary>& m)
         setWindowTitle(tr("%1 on %2 — Tokenscope").arg(m->name, m->server_url));
         return;
     }
-    m_model_label->setText(tr("  <b>%1</b> · %2 · %3 M parameters · %4 · %5 · context %6 (model %7) · %8 · chat: %9")
-                               .arg(m->name.toHtmlEscaped(), m->architecture.toHtmlEscaped())
-                               .arg(double(m->parameters) / 1e6, 0, 'f', 0)
-                               .arg(m->quant_types, human_size(m->file_size))
-                               .arg(m->n_ctx)
-                               .arg(m->context_length)
-                               .arg(m->backend, m->chat_format.toHtmlEscaped()) +
-                           (m->chat_template_notice.isEmpty()
-                                ? QString()
-                                : tr(" · <span style='color:#b45309'>⚠ its own chat template cannot be run (hover for "
-                                     "why)</span>")));
+    m_model_label->setText(
+        tr("  <b>%1</b> · %2 · %3 M parameters · %4 · %5 · context %6 (model %7) · %8 · chat: %9")
+            .arg(m->name.toHtmlEscaped(), m->architecture.toHtmlEscaped())
+            .arg(double(m->parameters) / 1e6, 0, 'f', 0)
+            .arg(m->quant_types, human_size(m->file_size))
+            .arg(m->n_ctx)
+            .arg(m->context_length)
+            .arg(m->backend, m->chat_format.toHtmlEscaped()) +
+        (m->chat_template_notice.isEmpty() ? QString() : tr(" <span style='color:#b45309'>⚠</span>")));
     m_model_label->setToolTip(m->chat_template_notice);
     setWindowTitle(tr("%1 — Tokenscope").arg(m->name));
 }

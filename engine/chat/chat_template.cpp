@@ -315,6 +315,31 @@ ChatStyle detect_chat_style(const std::optional<std::string>& jinja_template, st
     return format;
 }
 
+namespace {
+
+// The system message a ChatML template writes when the conversation has none, as it renders it (a
+// literal with real newlines, one built from variables, …): what the chat --json output and a
+// fallback to the fixed layout show. Empty for other families or when the template writes none.
+std::string rendered_default_system(const ModelTemplate& tmpl, ChatFormat format)
+{
+    if (format != ChatFormat::ChatML)
+        return {};
+    constexpr std::string_view open = "<|im_start|>system\n";
+    try {
+        const std::string text = tmpl.render({{"user", "\x01"}}, false, 0);
+        const auto start = text.find(open);
+        const auto user = text.find("<|im_start|>user");
+        if (start == std::string::npos || (user != std::string::npos && user < start))
+            return {};
+        const auto end = text.find("<|im_end|>", start);
+        return end == std::string::npos ? std::string() : text.substr(start + open.size(), end - start - open.size());
+    } catch (const jinja::TemplateError&) {
+        return {};
+    }
+}
+
+} // namespace
+
 ChatStyle model_chat_style(const std::optional<std::string>& jinja_template, std::string_view architecture,
                            const TemplateTokens& tokens)
 {
@@ -324,7 +349,7 @@ ChatStyle model_chat_style(const std::optional<std::string>& jinja_template, std
     try {
         style.model_template =
             std::make_shared<const ModelTemplate>(ModelTemplate::compile(*jinja_template, tokens.bos, tokens.eos));
-        style.default_system.clear(); // the template writes its own
+        style.default_system = rendered_default_system(*style.model_template, style.format);
         style.strip_bos = tokens.add_bos && !tokens.bos.empty();
         style.strip_eos = tokens.add_eos && !tokens.eos.empty();
     } catch (const jinja::TemplateError& e) {

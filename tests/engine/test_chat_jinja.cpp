@@ -191,6 +191,7 @@ private slots:
                  QString("<|im_start|>system\nYou are a helpful AI assistant named Tiny, trained by us<|im_end|>\n"
                          "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
         QVERIFY(chat.template_notice.empty());
+        QCOMPARE(chat.style.default_system, std::string("You are a helpful AI assistant named Tiny, trained by us"));
         const auto with_system = engine::build_chat_prompt(*model, {{"system", "Be brief."}, {"user", "Hi"}}, 512, 16);
         QCOMPARE(QString::fromStdString(with_system.text),
                  QString("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
