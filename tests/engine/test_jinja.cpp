@@ -67,6 +67,8 @@ private slots:
         row("output keeps newline", "{{ 'a' }}\nb", "a\nb");
         row("comment", "a{# note #}\nb", "ab");
         row("crlf", "a\r\nb\r\n", "a\nb");
+        row("plus modifiers", "X\n    {%+ if true +%}\nY{% endif %}", "X\n    \nY");
+        row("unicode escapes", "{{ '\\u00e9\\x41\\U0001F600' }}", "éA😀");
         // Expressions.
         row("arithmetic", "{{ 1 + 2 * 3 }} {{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 2 ** 10 }}",
             "7 3 -4 1 2 1024");

@@ -26,6 +26,25 @@ bool is_name_char(char c)
     return is_name_start(c) || is_digit(c);
 }
 
+void append_utf8(std::string& out, std::uint32_t cp)
+{
+    if (cp < 0x80) {
+        out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+        out += static_cast<char>(0xC0 | (cp >> 6));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        out += static_cast<char>(0xE0 | (cp >> 12));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+        out += static_cast<char>(0xF0 | (cp >> 18));
+        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+}
+
 } // namespace
 
 std::string normalize_template_source(std::string_view source)
@@ -71,9 +90,10 @@ public:
             if (tag < m_src.size()) {
                 const char kind = m_src[tag + 1];
                 const bool dash = tag + 2 < m_src.size() && m_src[tag + 2] == '-';
+                const bool plus = tag + 2 < m_src.size() && m_src[tag + 2] == '+'; // `{%+`: no lstrip
                 if (dash)
                     rstrip(text);
-                else if (kind == '%' || kind == '#')
+                else if ((kind == '%' || kind == '#') && !plus)
                     lstrip_block(text, at_template_start);
             }
             if (trim_after && !text.empty() && text.front() == '\n')
@@ -133,7 +153,7 @@ private:
     {
         const char kind = m_src[start + 1];
         std::size_t pos = start + 2;
-        if (pos < m_src.size() && m_src[pos] == '-')
+        if (pos < m_src.size() && (m_src[pos] == '-' || (m_src[pos] == '+' && kind != '{')))
             ++pos;
         if (kind == '#') {
             const std::size_t close = m_src.find("#}", pos);
@@ -155,12 +175,14 @@ private:
             // The tag's end, with or without '-'.
             const bool dash =
                 m_src[pos] == '-' && pos + 2 < m_src.size() && m_src[pos + 1] == closer && m_src[pos + 2] == '}';
-            if ((dash || (m_src[pos] == closer && pos + 1 < m_src.size() && m_src[pos + 1] == '}')) &&
+            const bool plus = closer == '%' && m_src[pos] == '+' && pos + 2 < m_src.size() &&
+                              m_src[pos + 1] == closer && m_src[pos + 2] == '}'; // `+%}`: no trim_blocks
+            if ((dash || plus || (m_src[pos] == closer && pos + 1 < m_src.size() && m_src[pos + 1] == '}')) &&
                 (closer == '%' || braces == 0)) {
                 m_tokens.push_back({kind == '{' ? Token::Type::CloseOutput : Token::Type::CloseBlock, {}, pos});
                 strip_after = dash;
-                trim_after = kind == '%';
-                return pos + (dash ? 3 : 2);
+                trim_after = kind == '%' && !plus;
+                return pos + (dash || plus ? 3 : 2);
             }
             pos = read_token(pos, braces);
         }
@@ -253,6 +275,29 @@ private:
                 break;
             case '\n': // a backslash at the end of a line continues the string
                 break;
+            case 'x':
+            case 'u':
+            case 'U': { // Python's \xNN, \uNNNN, \UNNNNNNNN, written as UTF-8
+                const std::size_t digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
+                if (pos + digits > m_src.size())
+                    fail("a string escape is cut short", pos - 2);
+                std::uint32_t cp = 0;
+                for (std::size_t k = 0; k < digits; ++k) {
+                    const char h = m_src[pos + k];
+                    const int v = h >= '0' && h <= '9'   ? h - '0'
+                                  : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                                  : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                                         : -1;
+                    if (v < 0)
+                        fail(std::string("a bad hexadecimal digit in '\\") + e + "'", pos - 2);
+                    cp = (cp << 4) | static_cast<std::uint32_t>(v);
+                }
+                pos += digits;
+                if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+                    cp = 0xFFFD;
+                append_utf8(value, cp);
+                break;
+            }
             default:
                 fail(std::string("unknown escape '\\") + e + "' in a string", pos - 2);
             }
