@@ -19,7 +19,7 @@ namespace engine::jinja {
 
 struct RenderLimits {
     std::size_t max_output_bytes = 16u << 20; // a prompt of 16 MiB is far past any context window
-    std::uint64_t max_steps = 2'000'000;      // loop iterations + macro and filter calls
+    std::uint64_t max_steps = 10'000'000;     // loop iterations + calls: quadratic templates over long chats
     int max_call_depth = 100;                 // nested macro calls (recursion)
 };
 
