@@ -52,10 +52,11 @@ int run_chat(ChatArgs a)
             "the message is empty: give one, e.g. tokenscope-cli chat \"What is the capital of France?\"");
 
     const auto model = engine::Model::load(chat_model_path(a.model));
-    if (engine::model_kind(model->file()) == engine::ModelKind::Base)
+    const engine::ModelKindVerdict kind = engine::model_kind_verdict(model->file());
+    if (kind.kind == engine::ModelKind::Base)
         std::fprintf(stderr,
-                     "note: %s is a base model: it continues text rather than answering (the chat model is %s)\n",
-                     model->file().name().c_str(), engine::kChatModelFileName);
+                     "note: %s is a base model (%s): it continues text rather than answering (the chat model is %s)\n",
+                     model->file().name().c_str(), kind.reason.c_str(), engine::kChatModelFileName);
 
     std::vector<engine::ChatMessage> messages;
     if (!a.system.empty())
@@ -87,7 +88,9 @@ int run_chat(ChatArgs a)
     const auto& tok = model->tokenizer();
     nlohmann::ordered_json j;
     j["model"] = model->file().name();
-    j["kind"] = engine::model_kind_name(engine::model_kind(model->file()));
+    j["kind"] = engine::model_kind_name(kind.kind);
+    j["model_kind"] = engine::model_kind_name(kind.kind);
+    j["model_kind_reason"] = kind.reason;
     j["chat_format"] = engine::chat_format_name(chat.style.format);
     j["default_system"] = chat.style.default_system;
     j["prompt"] = chat.text;

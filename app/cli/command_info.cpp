@@ -5,6 +5,7 @@
 
 #include "gguf/gguf_file.h"
 #include "model/model_config.h"
+#include "model/model_kind.h"
 #include "tokenizer/vocab.h"
 #include "util/error.h"
 
@@ -40,21 +41,11 @@ std::string per_layer_string(const std::vector<uint32_t>& v)
     return "per layer [" + s + "]";
 }
 
-// Base or instruction-tuned, judged from the metadata that says so.
+// Base or instruct, and the rule that decided: "instruct (general.finetune says \"Instruct-AWQ\")".
 std::string tuning_of(const engine::gguf::GgufFile& f)
 {
-    for (const char* key : {"general.finetune", "general.name", "general.basename"}) {
-        if (auto v = f.get_string(key)) {
-            std::string s(*v);
-            std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-            for (const char* mark : {"instruct", "-it", "it-", "chat"})
-                if (s.find(mark) != std::string::npos || s == "it")
-                    return fmt::format("instruction-tuned ({} = \"{}\")", key, *v);
-        }
-    }
-    if (auto ft = f.get_string("general.finetune"))
-        return fmt::format("base (general.finetune = \"{}\")", *ft);
-    return "base (no fine-tune marked in the metadata)";
+    const engine::ModelKindVerdict v = engine::model_kind_verdict(f);
+    return fmt::format("{} ({})", engine::model_kind_name(v.kind), v.reason);
 }
 
 int run_info(const std::string& model_arg, bool json, bool all_metadata)
@@ -91,7 +82,10 @@ int run_info(const std::string& model_arg, bool json, bool all_metadata)
         j["alignment"] = file->alignment();
         j["architecture"] = config.architecture;
         j["name"] = config.name;
+        const engine::ModelKindVerdict kind = engine::model_kind_verdict(*file);
         j["tuning"] = tuning_of(*file);
+        j["model_kind"] = engine::model_kind_name(kind.kind);
+        j["model_kind_reason"] = kind.reason;
         j["parameters"] = n_params;
         j["n_layer"] = config.n_layer;
         j["n_embd"] = config.n_embd;

@@ -112,6 +112,7 @@ std::size_t write_trace_run(const std::shared_ptr<const engine::Model>& model, e
     contents.model = {r.model_path.filename().string(), config.architecture, engine::sha256_file(r.model_path),
                       model->file().file_size()};
     const engine::ChatStyle chat_style = engine::model_chat_style(*model);
+    const engine::ModelKindVerdict kind = engine::model_kind_verdict(model->file());
     doc["model"] = {{"path", r.model_path.filename().string()}, // not the folders of this machine
                     {"name", name},
                     {"architecture", config.architecture},
@@ -123,7 +124,8 @@ std::size_t write_trace_run(const std::shared_ptr<const engine::Model>& model, e
                     {"backend", session.backend().name()},
                     {"threads", 0},
                     {"chat_format", engine::chat_style_description(chat_style)},
-                    {"instruction_tuned", engine::model_kind(model->file()) == engine::ModelKind::Instruct},
+                    {"instruction_tuned", kind.kind == engine::ModelKind::Instruct},
+                    {"model_kind_reason", kind.reason},
                     {"n_layers", config.n_layer},
                     {"sha256", contents.model.sha256}};
     json stop_strings = json::array();

@@ -269,7 +269,9 @@ DiscoveredModel read_model(Candidate c)
         if (const auto arch = file->get_string("general.architecture"))
             m.architecture = std::string(*arch);
         m.file_type = file_type_of(*file);
-        m.instruct = model_kind(*file) == ModelKind::Instruct;
+        ModelKindVerdict kind = model_kind_verdict(*file);
+        m.instruct = kind.kind == ModelKind::Instruct;
+        m.kind_reason = std::move(kind.reason);
     } catch (const Error& e) {
         m.error = e.what();
     } catch (const std::exception& e) { // e.g. bad_alloc: still one bad file, not a failed scan

@@ -46,6 +46,7 @@ struct DiscoveredModel {
     std::string architecture;         // general.architecture; empty when unknown
     std::string file_type;            // "Q4_K_M" from general.file_type, else the dominant tensor type
     bool instruct = false;            // model_kind(): tuned to answer (instruct/chat) rather than a base model
+    std::string kind_reason;          // the rule that decided it: "it has a chat template", …
     std::optional<std::string> error; // the loader's message when the header cannot be read
 };
 

@@ -3,7 +3,9 @@
 // flags), `chat` on the chat model, JSON output, and clean errors with a non-zero exit on bad input.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/vulkan/vulkan_backend.h"
+#include "gguf/gguf_writer.h"
 #include "gguf_builder.h"
+#include "model/test_model.h"
 #include "test_paths.h"
 
 #include <QFile>
@@ -46,6 +48,8 @@ private slots:
     void traceWritesJson();
     void chatAnswersWithTheChatModel();
     void chatJsonIsThePanelsPrompt();
+    void modelKindSaysWhichRuleDecided_data();
+    void modelKindSaysWhichRuleDecided();
     void absurdFlagsAreClampedOrRefused();
     void benchPrintsBothTests();
     void vulkanArithmeticIsChosen();
@@ -72,6 +76,9 @@ void TestCli::infoOnDefaultModelWithoutFlags()
     QVERIFY(r.out.contains("token_embd.weight"));
     QVERIFY(r.out.contains(QRegularExpression("tokenizer\\s+SentencePiece \\(llama\\), 262144 tokens")));
     QVERIFY(r.out.contains(QRegularExpression("chat template\\s+(present|absent)")));
+    QVERIFY2(r.out.contains(
+                 QRegularExpression("tuning\\s+base \\(no chat template, and its name does not say instruct\\)\\n")),
+             qPrintable(r.out));
 }
 
 void TestCli::patchJsonContract()
@@ -139,6 +146,8 @@ void TestCli::infoJson()
     QCOMPARE(j["tensors"].toArray().size(), 236);
     QCOMPARE(j["tokenizer"].toObject()["tokens"].toInt(), 262144);
     QCOMPARE(j["sliding_window"].toInt(), 512);
+    QCOMPARE(j["model_kind"].toString(), QString("base"));
+    QCOMPARE(j["model_kind_reason"].toString(), QString("no chat template, and its name does not say instruct"));
 }
 
 void TestCli::tokenizeShowsSpans()
@@ -251,6 +260,8 @@ void TestCli::chatJsonIsThePanelsPrompt()
     QCOMPARE(r.exit_code, 0);
     const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8()).object();
     QCOMPARE(j["kind"].toString(), QString("instruct"));
+    QCOMPARE(j["model_kind"].toString(), QString("instruct"));
+    QCOMPARE(j["model_kind_reason"].toString(), QString(R"(general.finetune says "Instruct-AWQ")"));
     QCOMPARE(j["chat_format"].toString(), QString("chatml"));
     QCOMPARE(j["prompt"].toString(), expected_no_system);
     const QJsonArray tokens = j["prompt_tokens"].toArray();
@@ -272,6 +283,61 @@ void TestCli::chatJsonIsThePanelsPrompt()
 // Flags as an attacker (or a typo) gives them: --threads 100000 runs with the machine's count and
 // says so (it used to start ~32,000 threads); sampling values outside their range are refused with
 // the range; a prompt longer than the context is refused before it is computed.
+// A small random-weight llama model carrying a ChatML template and the names of each row: `info`
+// (text and --json) and `chat --json` give the kind and the rule that decided it, and `chat` names
+// the rule in its note about a base model.
+void TestCli::modelKindSaysWhichRuleDecided_data()
+{
+    QTest::addColumn<QString>("finetune"); // empty: absent
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<QString>("kind");
+    QTest::addColumn<QString>("reason");
+    QTest::newRow("template, finetune Base") << "Base"
+                                             << "Qwen2.5 0.5B"
+                                             << "base"
+                                             << R"(general.finetune says "Base")";
+    QTest::newRow("template, name without a tuning word") << ""
+                                                          << "Qwen2.5 0.5B"
+                                                          << "instruct"
+                                                          << "it has a chat template";
+    QTest::newRow("template, finetune Instruct") << "Instruct"
+                                                 << "Qwen2.5 0.5B"
+                                                 << "instruct"
+                                                 << R"(general.finetune says "Instruct")";
+}
+
+void TestCli::modelKindSaysWhichRuleDecided()
+{
+    QFETCH(QString, finetune);
+    QFETCH(QString, name);
+    QFETCH(QString, kind);
+    QFETCH(QString, reason);
+    QTemporaryDir dir;
+    const QString model = dir.filePath("tiny.gguf");
+    engine::gguf::GgufWriter w = engine::make_test_model("llama", 1);
+    w.set_string("general.name", name.toStdString());
+    if (!finetune.isEmpty())
+        w.set_string("general.finetune", finetune.toStdString());
+    w.set_string("tokenizer.chat_template",
+                 "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                 "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}");
+    w.write(model.toStdString());
+
+    const Run info = cli({"info", model});
+    QCOMPARE(info.exit_code, 0);
+    QVERIFY2(info.out.contains(QString("tuning            %1 (%2)\n").arg(kind, reason)), qPrintable(info.out));
+    const QJsonObject j = QJsonDocument::fromJson(cli({"info", model, "--json"}).out.toUtf8()).object();
+    QCOMPARE(j["model_kind"].toString(), kind);
+    QCOMPARE(j["model_kind_reason"].toString(), reason);
+
+    const Run chat = cli({"chat", model, "Hello", "--temp", "0", "-n", "2", "--json"});
+    QCOMPARE(chat.exit_code, 0);
+    const QJsonObject c = QJsonDocument::fromJson(chat.out.toUtf8()).object();
+    QCOMPARE(c["model_kind"].toString(), kind);
+    QCOMPARE(c["model_kind_reason"].toString(), reason);
+    QCOMPARE(chat.err.contains(QString("is a base model (%1)").arg(reason)), kind == "base");
+}
+
 void TestCli::absurdFlagsAreClampedOrRefused()
 {
     REQUIRE_DEFAULT_MODEL(model);

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The model library scanner on a home directory built in the test: Tokenscope's own directory,
 // a Hugging Face cache with snapshot links into blobs, LM Studio (with a link back to itself),
-// Ollama blobs named by manifests, recent files; names, sources, sizes, headers, errors, dedup.
+// Ollama blobs named by manifests, recent files; names, sources, sizes, headers, errors, dedup; and
+// each rule of the base/instruct label on files that carry the metadata it reads.
+#include "gguf/gguf_file.h"
 #include "gguf_builder.h"
 #include "model/model_discovery.h"
+#include "model/model_kind.h"
 
 #include <QStringList>
 #include <QTemporaryDir>
@@ -16,6 +19,8 @@
 
 namespace fs = std::filesystem;
 using engine::DiscoveredModel;
+using OptionalText = std::optional<std::string>; // a metadata value, or absent
+Q_DECLARE_METATYPE(OptionalText)
 using testsupport::GgufBuilder;
 
 namespace {
@@ -56,6 +61,24 @@ std::string ollama_manifest(const std::string& model_digest, const std::string& 
            config_digest + R"(","size":10}]})";
 }
 
+// A small valid GGUF with the metadata the base/instruct rules read (absent when nullopt).
+std::vector<uint8_t> named_model_bytes(std::optional<std::string> finetune, std::optional<std::string> name,
+                                       std::optional<std::string> basename, std::optional<std::string> chat_template)
+{
+    GgufBuilder b;
+    b.add_string("general.architecture", "llama");
+    if (finetune)
+        b.add_string("general.finetune", *finetune);
+    if (name)
+        b.add_string("general.name", *name);
+    if (basename)
+        b.add_string("general.basename", *basename);
+    if (chat_template)
+        b.add_string("tokenizer.chat_template", *chat_template);
+    b.add_tensor({"norm.weight", kTypeF32, {4}, std::vector<uint8_t>(16, 0)});
+    return b.build();
+}
+
 const DiscoveredModel* find(const std::vector<DiscoveredModel>& models, const std::string& source,
                             const std::string& name)
 {
@@ -76,6 +99,8 @@ private slots:
     void scansEveryLayout();
     void missingRootsAreFine();
     void fileTypeNames();
+    void modelKindRules_data();
+    void modelKindRules();
 
 private:
     void build_home();
@@ -269,6 +294,79 @@ void TestModelDiscovery::fileTypeNames()
     QCOMPARE(*engine::file_type_name(32), std::string_view("BF16"));
     QVERIFY(!engine::file_type_name(4));    // retired
     QVERIFY(!engine::file_type_name(1024)); // "guessed"
+}
+
+// Each rule of engine::model_kind_verdict, in order, on a file written with the metadata it reads:
+// the kind, and the reason naming the field and value (or the template) that decided. The library
+// scan reports the same verdict for the same file.
+void TestModelDiscovery::modelKindRules_data()
+{
+    using S = OptionalText;
+    const S none;
+    const std::string chatml = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+                               "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+    QTest::addColumn<S>("finetune");
+    QTest::addColumn<S>("name");
+    QTest::addColumn<S>("basename");
+    QTest::addColumn<S>("chat_template");
+    QTest::addColumn<bool>("instruct");
+    QTest::addColumn<QString>("reason");
+
+    // 1. A name with an instruct word decides first, template or not, "base" or not.
+    QTest::newRow("finetune Instruct-AWQ")
+        << S("Instruct-AWQ") << S("Qwen2.5 Coder 0.5B Instruct AWQ") << S("Qwen2.5-Coder") << S(chatml) << true
+        << R"(general.finetune says "Instruct-AWQ")";
+    QTest::newRow("name says chat, no template")
+        << none << S("Tiny Chat v2") << none << none << true << R"(general.name says "Tiny Chat v2")";
+    QTest::newRow("basename with it") << none << none << S("gemma-3-it") << none << true
+                                      << R"(general.basename says "gemma-3-it")";
+    QTest::newRow("instruct word before base word")
+        << S("base-sft") << none << none << S(chatml) << true << R"(general.finetune says "base-sft")";
+    QTest::newRow("'it' only as a word") << none << S("Pitch Unit 1B") << none << none << false
+                                         << "no chat template, and its name does not say instruct";
+    // 2. Then "base" in general.finetune or general.name: Qwen2.5 base GGUFs carry a template too.
+    QTest::newRow("template, finetune Base")
+        << S("Base") << S("Qwen2.5 0.5B") << none << S(chatml) << false << R"(general.finetune says "Base")";
+    QTest::newRow("template, name says base")
+        << none << S("Llama 3.2 1B base") << none << S(chatml) << false << R"(general.name says "Llama 3.2 1B base")";
+    QTest::newRow("basename 'base' is the family, not the tuning")
+        << none << none << S("tiny-base") << S(chatml) << true << "it has a chat template";
+    // 3. Then a chat template.
+    QTest::newRow("template, no names") << none << none << none << S(chatml) << true << "it has a chat template";
+    QTest::newRow("Qwen2.5 0.5B, template, no finetune")
+        << none << S("Qwen2.5 0.5B") << none << S(chatml) << true << "it has a chat template";
+    // 4. Else base.
+    QTest::newRow("no template, no names")
+        << none << none << none << none << false << "no chat template, and its name does not say instruct";
+    QTest::newRow("Gemma 3 270m") << none << S("Gemma 3 270m") << S("gemma-3") << none << false
+                                  << "no chat template, and its name does not say instruct";
+    QTest::newRow("empty template") << none << S("Tiny") << none << S("") << false
+                                    << "no chat template, and its name does not say instruct";
+}
+
+void TestModelDiscovery::modelKindRules()
+{
+    using S = OptionalText;
+    QFETCH(S, finetune);
+    QFETCH(S, name);
+    QFETCH(S, basename);
+    QFETCH(S, chat_template);
+    QFETCH(bool, instruct);
+    QFETCH(QString, reason);
+
+    const fs::path file = m_home / ".local/share/tokenscope/models/model.gguf";
+    write_bytes(file, named_model_bytes(finetune, name, basename, chat_template));
+    const engine::ModelKindVerdict v = engine::model_kind_verdict(*engine::gguf::GgufFile::open(file));
+    QCOMPARE(v.kind == engine::ModelKind::Instruct, instruct);
+    QCOMPARE(QString::fromStdString(v.reason), reason);
+    QCOMPARE(engine::model_kind(*engine::gguf::GgufFile::open(file)), v.kind);
+
+    const std::vector<DiscoveredModel> found = engine::discover_models(engine::default_discovery_roots());
+    const DiscoveredModel* m = find(found, engine::kSourceTokenscope, "model.gguf");
+    QVERIFY(m);
+    QVERIFY(!m->error);
+    QCOMPARE(m->instruct, instruct);
+    QCOMPARE(QString::fromStdString(m->kind_reason), reason);
 }
 
 QTEST_GUILESS_MAIN(TestModelDiscovery)

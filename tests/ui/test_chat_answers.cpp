@@ -150,6 +150,9 @@ void TestChatAnswers::baseModelShowsANoticeThatOpensTheChatModel()
     QVERIFY(loaded.wait(120000));
     QVERIFY(!m_engine->model()->instruction_tuned);
     QVERIFY2(chat->baseModelNotice().contains("base model"), qPrintable(chat->baseModelNotice()));
+    // …and which rule decided it (the default model has no chat template and no instruct name).
+    QVERIFY2(chat->baseModelNotice().contains("no chat template, and its name does not say instruct"),
+             qPrintable(chat->baseModelNotice()));
     auto* button = chat->findChild<QPushButton*>("openInstructModel");
     QVERIFY(button && button->isVisible());
     button->click(); // the chat model is installed: the button opens it

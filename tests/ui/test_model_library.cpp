@@ -1,16 +1,18 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The model library dialog lists the installed models (scanned off the UI thread) with their kind
 // (base or instruct), architecture and type, and a recently opened corrupt file with the loader's
-// message.
+// message; the kind's tooltip and the line under the list say which rule decided it.
 #include "test_paths.h"
 #include "widgets/model_library_dialog.h"
 
 #include <QFile>
+#include <QLabel>
 #include <QLocale>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTreeWidget>
+#include <algorithm>
 
 using namespace tokenscope::ui;
 
@@ -42,12 +44,14 @@ void TestModelLibrary::listsDefaultModelAndBadFile()
         if (item->text(6) == QString::fromStdString(path)) {
             found_default = true;
             QCOMPARE(item->text(2), QString("base"));
+            QCOMPARE(item->toolTip(2), QString("base: no chat template, and its name does not say instruct"));
             QCOMPARE(item->text(3), QString("gemma3"));
             QCOMPARE(item->text(4), QString("Q4_K_M"));
         }
         if (item->text(6) == QString::fromStdString(chat_path)) {
             found_chat = true;
             QCOMPARE(item->text(2), QString("instruct"));
+            QCOMPARE(item->toolTip(2), QString(R"(instruct: general.finetune says "Instruct-AWQ")"));
             QCOMPARE(item->text(3), QString("qwen2"));
             QCOMPARE(item->text(4), QString("Q4_K_M"));
             QCOMPARE(item->text(5), QLocale().formattedDataSize(491400064, 1, QLocale::DataSizeTraditionalFormat));
@@ -61,6 +65,15 @@ void TestModelLibrary::listsDefaultModelAndBadFile()
     QVERIFY(found_default);
     QVERIFY(found_chat);
     QVERIFY(found_bad);
+
+    // Selecting a model says, under the list, why it has its kind.
+    QVERIFY(dialog.selectModel(QString::fromStdString(chat_path)));
+    const auto labels = dialog.findChildren<QLabel*>();
+    const bool said = std::any_of(labels.begin(), labels.end(), [](const QLabel* l) {
+        return l->text().endsWith(R"( is marked instruct: general.finetune says "Instruct-AWQ".)");
+    });
+    QVERIFY(said);
+    QVERIFY(!dialog.selectModel("/nonexistent.gguf"));
 }
 
 QTEST_MAIN(TestModelLibrary)

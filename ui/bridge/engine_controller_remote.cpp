@@ -41,6 +41,7 @@ std::shared_ptr<const ModelSummary> summary_of(const remote::ServerInfo& s)
     // The server applies its template and answers as a chat model; whether the model was
     // instruction-tuned is not something these APIs say.
     m->instruction_tuned = true;
+    m->model_kind_reason = QObject::tr("the server answers through its own chat template");
     return m;
 }
 

@@ -33,6 +33,7 @@ struct ModelSummary {
     QString chat_format;            // "model template (Jinja; chatml family)", "gemma (fixed layout)", …
     QString chat_template_notice;   // why the model's own template is not used, else empty
     bool instruction_tuned = false; // engine::model_kind: an instruct/chat model, not a base model
+    QString model_kind_reason;      // the rule that decided it: "it has a chat template", … (empty: not said)
     int n_layers = 0;
     // A model served elsewhere (File → Connect to server…): no weights here, only what the server exposes.
     bool remote = false;

@@ -132,7 +132,9 @@ void EngineWorker::loadModel(const QString& path, int threads, quint32 n_ctx, co
         const engine::ChatStyle style = engine::model_chat_style(*model);
         summary->chat_format = QString::fromStdString(engine::chat_style_description(style));
         summary->chat_template_notice = QString::fromStdString(style.notice);
-        summary->instruction_tuned = engine::model_kind(model->file()) == engine::ModelKind::Instruct;
+        const engine::ModelKindVerdict tuning = engine::model_kind_verdict(model->file());
+        summary->instruction_tuned = tuning.kind == engine::ModelKind::Instruct;
+        summary->model_kind_reason = QString::fromStdString(tuning.reason);
         // Prefill in batches of 128 positions: Stop is honoured between batches (the summation
         // order, and so the numbers, are those of any batch of 8 or more).
         m_stepper.reset(); // it refers to the session being replaced

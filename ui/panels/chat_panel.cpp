@@ -570,7 +570,10 @@ void ChatPanel::updateModelNotice()
     const bool base = model && !model->instruction_tuned;
     if (base)
         m_base_notice_text->setText(
-            tr("%1 is a base model: it continues text rather than answering questions.").arg(model->name));
+            model->model_kind_reason.isEmpty()
+                ? tr("%1 is a base model: it continues text rather than answering questions.").arg(model->name)
+                : tr("%1 is a base model (%2): it continues text rather than answering questions.")
+                      .arg(model->name, model->model_kind_reason));
     m_base_notice->setVisible(base);
 }
 

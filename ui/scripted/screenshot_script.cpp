@@ -259,12 +259,15 @@ void script_text(QApplication& app, EngineController& engine, MainWindow& window
     });
 }
 
-// The Model library dialog once its scan is done (every model found, its kind and type).
+// The Model library dialog once its scan is done (every model found, its kind and type), with the
+// --model file selected: the line under the list says which rule decided its kind.
 void script_library(QApplication& app, MainWindow& window, const Options& o)
 {
     auto* library = new ModelLibraryDialog(QSettings().value("models/recent").toStringList(), &window);
-    QObject::connect(library, &ModelLibraryDialog::scanFinished, &window,
-                     [&app, &window, library, o] { grab_later(app, &window, library, o->file, 200); });
+    QObject::connect(library, &ModelLibraryDialog::scanFinished, &window, [&app, &window, library, o] {
+        library->selectModel(o->model_path);
+        grab_later(app, &window, library, o->file, 200);
+    });
     library->show();
 }
 

@@ -136,6 +136,7 @@ QJsonObject model_json(const ModelSummary& m, const QString& sha256)
             {"threads", m.threads},
             {"chat_format", m.chat_format},
             {"instruction_tuned", m.instruction_tuned},
+            {"model_kind_reason", m.model_kind_reason},
             {"n_layers", m.n_layers},
             {"sha256", sha256}};
 }
@@ -154,6 +155,7 @@ std::shared_ptr<const ModelSummary> model_from(const QJsonObject& o)
     m->threads = integer(o["threads"]);
     m->chat_format = o["chat_format"].toString();
     m->instruction_tuned = o["instruction_tuned"].toBool();
+    m->model_kind_reason = o["model_kind_reason"].toString(); // absent in runs saved before it was recorded
     m->n_layers = integer(o["n_layers"]);
     return m;
 }

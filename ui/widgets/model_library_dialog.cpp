@@ -29,11 +29,17 @@ ModelLibraryDialog::ModelLibraryDialog(const QStringList& recent, QWidget* paren
     m_tree->setHeaderLabels(
         {tr("Model"), tr("Source"), tr("Kind"), tr("Architecture"), tr("Type"), tr("Size"), tr("Path")});
     m_tree->headerItem()->setToolTip(
-        2, tr("Instruct models answer in the chat; base models continue the text they are given"));
+        2, tr("Instruct models answer in the chat; base models continue the text they are given. A model is "
+              "instruct when its name says so (instruct, it, chat, sft, rlhf, dpo), base when its name says "
+              "base, else instruct when it has a chat template"));
     m_tree->setRootIsDecorated(false);
     m_tree->setAlternatingRowColors(true);
     m_tree->header()->setSectionResizeMode(0, QHeaderView::Stretch);
     layout->addWidget(m_tree, 1);
+    m_detail = new QLabel(tr("Select a model to see why it is marked base or instruct."));
+    m_detail->setWordWrap(true);
+    m_detail->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    layout->addWidget(m_detail);
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Open | QDialogButtonBox::Cancel);
     buttons->button(QDialogButtonBox::Open)->setEnabled(false);
     layout->addWidget(buttons);
@@ -46,8 +52,9 @@ ModelLibraryDialog::ModelLibraryDialog(const QStringList& recent, QWidget* paren
     };
     connect(buttons, &QDialogButtonBox::accepted, this, accept_current);
     connect(m_tree, &QTreeWidget::itemDoubleClicked, this, accept_current);
-    connect(m_tree, &QTreeWidget::currentItemChanged, this, [buttons](QTreeWidgetItem* item) {
+    connect(m_tree, &QTreeWidget::currentItemChanged, this, [this, buttons](QTreeWidgetItem* item) {
         buttons->button(QDialogButtonBox::Open)->setEnabled(item && !item->data(0, Qt::UserRole).toString().isEmpty());
+        m_detail->setText(item ? item->data(2, Qt::UserRole).toString() : QString());
     });
 
     // Scan off the UI thread; the result comes back as an immutable list.
@@ -71,8 +78,14 @@ ModelLibraryDialog::ModelLibraryDialog(const QStringList& recent, QWidget* paren
                     item->setToolTip(0, QString::fromStdString(*m.error));
                     item->setText(3, tr("cannot be read"));
                     item->setForeground(3, Qt::red);
+                    item->setData(2, Qt::UserRole, QString::fromStdString(*m.error));
                 } else {
                     item->setData(0, Qt::UserRole, QString::fromStdString(m.path.string()));
+                    // Which rule decided the kind: "general.finetune says "Instruct-AWQ"".
+                    const QString reason = QString::fromStdString(m.kind_reason);
+                    item->setToolTip(2, tr("%1: %2").arg(item->text(2), reason));
+                    item->setData(2, Qt::UserRole,
+                                  tr("%1 is marked %2: %3.").arg(item->text(0), item->text(2), reason));
                 }
             }
             self.m_status->setText(found.empty()
@@ -86,6 +99,16 @@ ModelLibraryDialog::ModelLibraryDialog(const QStringList& recent, QWidget* paren
 int ModelLibraryDialog::modelCount() const
 {
     return m_tree->topLevelItemCount();
+}
+
+bool ModelLibraryDialog::selectModel(const QString& path)
+{
+    for (int i = 0; i < m_tree->topLevelItemCount(); ++i)
+        if (auto* item = m_tree->topLevelItem(i); item->text(6) == path) {
+            m_tree->setCurrentItem(item);
+            return true;
+        }
+    return false;
 }
 
 } // namespace tokenscope::ui

@@ -17,6 +17,9 @@ public:
     explicit ModelLibraryDialog(const QStringList& recent, QWidget* parent = nullptr);
     QString selectedPath() const { return m_selected; }
     int modelCount() const;
+    // Makes the model at `path` the current row (its kind's reason shows under the list); false when
+    // it is not listed.
+    bool selectModel(const QString& path);
 
 signals:
     void scanFinished();
@@ -24,6 +27,7 @@ signals:
 private:
     QTreeWidget* m_tree = nullptr;
     QLabel* m_status = nullptr;
+    QLabel* m_detail = nullptr; // the current model's kind and the rule that decided it
     QString m_selected;
 };
 
