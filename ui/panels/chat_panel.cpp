@@ -16,6 +16,7 @@
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QScrollBar>
+#include <QShortcut>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTextBlock>
@@ -239,7 +240,13 @@ void ChatPanel::buildUi()
     input_row->addWidget(m_input, 1);
     auto* buttons = new QVBoxLayout;
     m_send = new QPushButton(tr("Send"));
-    m_send->setShortcut(QKeySequence("Ctrl+Return"));
+    // Ctrl+Enter sends when the focus is in this panel. A button's own shortcut is window-wide, and
+    // the stepper's Prefill has the same keys: Qt drops an ambiguous shortcut, so neither acted.
+    for (const char* keys : {"Ctrl+Return", "Ctrl+Enter"}) {
+        auto* shortcut = new QShortcut(QKeySequence(keys), this);
+        shortcut->setContext(Qt::WidgetWithChildrenShortcut);
+        connect(shortcut, &QShortcut::activated, m_send, &QPushButton::click);
+    }
     m_stop = new QPushButton(tr("Stop"));
     m_regenerate = new QPushButton(tr("Regenerate"));
     m_edit = new QPushButton(tr("Edit last"));

@@ -119,7 +119,12 @@ void StepperPanel::buildPromptRow(QVBoxLayout* layout)
     auto* prompt_buttons = new QVBoxLayout;
     m_prefill = new QPushButton(tr("Prefill"));
     m_prefill->setToolTip(tr("Run the whole prompt through the model in one parallel pass (Ctrl+Enter)"));
-    m_prefill->setShortcut(QKeySequence("Ctrl+Return"));
+    // Ctrl+Enter prefills when the focus is in this panel (window-wide, it collided with the chat's Send).
+    for (const char* keys : {"Ctrl+Return", "Ctrl+Enter"}) {
+        auto* shortcut = new QShortcut(QKeySequence(keys), this);
+        shortcut->setContext(Qt::WidgetWithChildrenShortcut);
+        connect(shortcut, &QShortcut::activated, m_prefill, &QPushButton::click);
+    }
     m_example = new QPushButton(tr("Try an example"));
     prompt_buttons->addWidget(m_prefill);
     prompt_buttons->addWidget(m_example);
