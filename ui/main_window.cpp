@@ -185,6 +185,15 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
     connect(engine, &EngineController::loadFailed, this, [this](const QString& message) {
         m_progress->hide();
         m_cancel->hide();
+        // The bar said "Loading X…": back to the model still loaded (a failed load keeps it), or none.
+        if (const auto loaded = m_engine->model()) {
+            showModel(loaded);
+            m_model_path = loaded->path;
+        } else {
+            m_model_label->setText(tr("  No model loaded — %1 could not be loaded; open another .gguf file or drop one "
+                                      "here.")
+                                       .arg(QFileInfo(m_model_path).fileName().toHtmlEscaped()));
+        }
         statusBar()->showMessage(tr("The model could not be loaded"), 8000);
         if (m_dialogs) {
             // The message quotes the file's name and metadata: plain text, never rich text.
@@ -248,6 +257,7 @@ void MainWindow::buildModelBar()
     bar->addWidget(new QLabel(tr(" Backend ")));
     bar->addWidget(m_backend);
     m_model_label = new QLabel(tr("  No model loaded — open a .gguf file or drop one here."));
+    m_model_label->setObjectName("modelBarLabel");
     m_model_label->setTextInteractionFlags(Qt::TextSelectableByMouse);
     bar->addWidget(m_model_label);
     m_progress = new QProgressBar;
