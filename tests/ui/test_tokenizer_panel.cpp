@@ -179,6 +179,21 @@ void TestTokenizerPanel::tokensFollowTheText()
     QVERIFY2(panel.countsText().startsWith(
                  QString("%1 tokens · %2 characters · %3 bytes").arg(got.size()).arg(text.size()).arg(utf8.size())),
              qPrintable(panel.countsText()));
+    // One of each reads as one: BOS alone is "1 token", one ASCII letter "1 character · 1 byte" (the
+    // counts said "1 tokens").
+    input->setPlainText("a");
+    QTRY_VERIFY_WITH_TIMEOUT(panel.current() && panel.current()->text == "a", 10000);
+    QVERIFY2(panel.countsText().contains(
+                 QString("%1 · 1 character · 1 byte")
+                     .arg(panel.current()->tokens.size() == 1 ? QString("1 token") : QString("2 tokens"))),
+             qPrintable(panel.countsText()));
+    input->setPlainText("");
+    QTRY_VERIFY_WITH_TIMEOUT(panel.current() && panel.current()->text.isEmpty(), 10000);
+    QVERIFY2(panel.countsText().startsWith(QString(
+                 model->tokenizer().vocab().add_bos ? "1 token · 0 characters · 0 bytes" : "0 tokens · 0 characters")),
+             qPrintable(panel.countsText()));
+    input->setPlainText(text);
+    QTRY_VERIFY_WITH_TIMEOUT(panel.current() && panel.current()->text == text, 10000);
     panel.showDetails(1); // "Hello"
     QVERIFY2(panel.detailText().contains(QString("id %1").arg(expected[1].id)) &&
                  panel.detailText().contains("48 65 6c 6c 6f") && panel.detailText().contains("offsets [0, 5)"),

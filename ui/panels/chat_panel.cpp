@@ -3,6 +3,7 @@
 
 #include "bridge/engine_controller.h"
 #include "storage/conversation_store.h"
+#include "widgets/count_text.h"
 
 #include <QCheckBox>
 #include <QClipboard>
@@ -32,12 +33,12 @@ namespace {
 
 QString stats_line(const ReplyStats& s)
 {
-    QString line = QObject::tr("%1 tokens · TTFT %2 ms · %3 tokens/s · reused %4 cached tokens, processed %5 new")
-                       .arg(s.generated_tokens)
+    QString line = QObject::tr("%1 · TTFT %2 ms · %3 tokens/s · reused %4, processed %5 new")
+                       .arg(countText(s.generated_tokens, QObject::tr("token"), QObject::tr("tokens")))
                        .arg(s.ttft_ms, 0, 'f', 0)
                        .arg(s.tokens_per_second, 0, 'f', 1)
-                       .arg(s.reused_tokens)
-                       .arg(s.computed_tokens);
+                       .arg(countText(s.reused_tokens, QObject::tr("cached token"), QObject::tr("cached tokens")))
+                       .arg(QLocale().toString(s.computed_tokens));
     if (s.cancelled)
         line += QObject::tr(" · stopped");
     else if (s.stop_reason == "cut off")

@@ -4,6 +4,7 @@
 #include "bridge/engine_controller.h"
 #include "lab/head_classes.h"
 #include "storage/atomic_save.h"
+#include "widgets/count_text.h"
 #include "widgets/model_head_map.h"
 
 #include <QCheckBox>
@@ -194,7 +195,8 @@ void LabHeadsTab::toggleHead(int layer, int head)
     if (!heads.erase({layer, head}))
         heads.insert({layer, head});
     m_grid->setSelected(std::move(heads));
-    m_status->setText(tr("Ablation set: %n head(s); press Ablate", nullptr, int(m_grid->selected().size())));
+    m_status->setText(tr("Ablation set: %1; press Ablate")
+                          .arg(countText(qint64(m_grid->selected().size()), tr("head"), tr("heads"))));
 }
 
 void LabHeadsTab::setStepperSequence(std::vector<int32_t> ids, int token)
@@ -337,12 +339,12 @@ void LabHeadsTab::onAblation(std::shared_ptr<const AblationSnapshot> s)
         m_before_after->setItem(
             int(i), 1,
             new QTableWidgetItem(QString("%1  %2%").arg(s->after[i].text).arg(100 * s->after[i].p, 0, 'f', 2)));
-    m_status->setText(
-        tr("%n head(s) ablated: KL(before ‖ after) = %1 nats; logit of %2 %3 → %4", nullptr, int(s->heads.size()))
-            .arg(s->kl, 0, 'g', 4)
-            .arg(s->token)
-            .arg(s->logit, 0, 'f', 3)
-            .arg(s->ablated_logit, 0, 'f', 3));
+    m_status->setText(tr("%5 ablated: KL(before ‖ after) = %1 nats; logit of %2 %3 → %4")
+                          .arg(s->kl, 0, 'g', 4)
+                          .arg(s->token)
+                          .arg(s->logit, 0, 'f', 3)
+                          .arg(s->ablated_logit, 0, 'f', 3)
+                          .arg(countText(qint64(s->heads.size()), tr("head"), tr("heads"))));
     emit ablated();
 }
 

@@ -6,6 +6,7 @@
 #include "bridge/token_selection.h"
 #include "bridge/token_text.h"
 #include "session/stepper.h"
+#include "widgets/count_text.h"
 #include "widgets/distribution_view.h"
 
 #include <QCheckBox>
@@ -397,7 +398,8 @@ void StepperPanel::prefillTokens(const std::vector<int32_t>& ids, const QString&
     m_drawn_from.clear();
     m_prompt->setPlainText(text);
     m_pending = m_engine->stepperStartTokens(ids, text, settings());
-    m_status->setText(tr("Prefilling %n token(s) from the text analysis…", nullptr, int(ids.size())));
+    m_status->setText(
+        tr("Prefilling %1 from the text analysis…").arg(countText(qint64(ids.size()), tr("token"), tr("tokens"))));
     updateButtons();
 }
 
@@ -669,8 +671,10 @@ void StepperPanel::renderDistribution()
                    .arg(selected)
                    .arg(tokenText(chosen))
                    .arg(m_state->tokens[std::size_t(selected)].forced ? tr(", forced") : QString());
-    note += after.applied ? tr("%1 candidates survive this stage.").arg(QLocale().toString(qulonglong(after.survivors)))
-                          : tr("This stage is switched off by the settings.");
+    note += after.applied
+                ? tr("%1 this stage.")
+                      .arg(countText(qint64(after.survivors), tr("candidate survives"), tr("candidates survive")))
+                : tr("This stage is switched off by the settings.");
     if (!historic && m_state->action == "replay")
         note += tr(" Step would take “%1” (%2%) with these settings.")
                     .arg(tokenText(result.token))

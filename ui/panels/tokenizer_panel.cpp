@@ -7,6 +7,7 @@
 #include "panels/tokenizer_comparison.h"
 #include "storage/atomic_save.h"
 #include "tokenizer/token_diff.h"
+#include "widgets/count_text.h"
 
 #include <QApplication>
 #include <QCheckBox>
@@ -347,10 +348,10 @@ void TokenizerPanel::render()
         emit rendered();
     const auto& t = *m_current;
     const int chars = int(t.text.size());
-    m_counts->setText(tr("%1 tokens · %2 characters · %3 bytes · %4 characters per token · %5 ms")
-                          .arg(QLocale().toString(n))
-                          .arg(QLocale().toString(chars))
-                          .arg(QLocale().toString(int(t.utf8.size())))
+    m_counts->setText(tr("%1 · %2 · %3 · %4 characters per token · %5 ms")
+                          .arg(countText(n, tr("token"), tr("tokens")))
+                          .arg(countText(chars, tr("character"), tr("characters")))
+                          .arg(countText(t.utf8.size(), tr("byte"), tr("bytes")))
                           .arg(n ? double(chars) / n : 0.0, 0, 'f', 2)
                           .arg(t.ms, 0, 'f', 1) +
                       (t.source.isEmpty() ? QString() : tr(" · tokenized by %1").arg(t.source)));
