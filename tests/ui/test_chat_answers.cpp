@@ -11,6 +11,7 @@
 
 #include <QClipboard>
 #include <QGuiApplication>
+#include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -99,6 +100,14 @@ void TestChatAnswers::instructModelAnswersAndReusesTheCache()
     QVERIFY(chat->transcriptText().contains("Paris"));
     // The template's own default system message went in, as llama.cpp's Jinja path renders it.
     QVERIFY(first->prompt_text.startsWith("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud."));
+    // The exact-text view shows tokens as every other view does (· for a space, ⏎ for a newline),
+    // not the vocabulary's raw byte-level pieces (Ġ, Ċ).
+    const auto* exact = chat->findChild<QPlainTextEdit*>("exactPromptView");
+    QVERIFY(exact);
+    const QString tokens = exact->toPlainText().section("Tokens:\n", 1);
+    QVERIFY2(tokens.contains("⏎") && tokens.contains("·") && !tokens.contains(QChar(0x120)) &&
+                 !tokens.contains(QChar(0x10A)),
+             qPrintable(tokens.left(300)));
 
     const auto second = ask("And of Italy?");
     QVERIFY(second);

@@ -315,7 +315,7 @@ void EngineWorker::generateReply(const ChatRequest& request, CancelToken cancel)
             stats->cancelled ? tr("stopped by you") : QString::fromUtf8(engine::stop_reason_name(trace.stop).data());
         stats->prompt_text = QString::fromStdString(prompt);
         for (engine::TokenId id : trace.prompt_ids) // as the model received them, not tokenized again
-            stats->prompt_pieces << QString::fromStdString(tokenizer.vocab().tokens[std::size_t(id)]);
+            stats->prompt_pieces << token_display_text(tokenizer, id); // as every other view shows tokens
         stats->notice = QString::fromStdString(prompt_notice(chat));
         stats->attention_bytes = m_recorder.bytes();
         emit replyFinished(std::move(stats));

@@ -216,6 +216,7 @@ void ChatPanel::buildUi()
                                         "of it the KV cache already held."));
     split->addWidget(m_transcript);
     m_prompt_view = new QPlainTextEdit;
+    m_prompt_view->setObjectName("exactPromptView");
     m_prompt_view->setReadOnly(true);
     m_prompt_view->setVisible(false);
     split->addWidget(m_prompt_view);
@@ -479,8 +480,8 @@ void ChatPanel::onFinished(std::shared_ptr<const ReplyStats> stats)
     m_store->appendMessage(m_conversation, "assistant", m_streaming.trimmed(), line);
     m_streaming.clear();
     m_status->setText(stats->notice.isEmpty() ? line : stats->notice + "\n" + line);
-    m_prompt_view->setPlainText(tr("Text after the chat template (%1 tokens):\n%2\n\nTokens:\n%3")
-                                    .arg(stats->prompt_tokens)
+    m_prompt_view->setPlainText(tr("Text after the chat template (%1):\n%2\n\nTokens:\n%3")
+                                    .arg(countText(stats->prompt_tokens, tr("token"), tr("tokens")))
                                     .arg(stats->prompt_text, stats->prompt_pieces.join(" | ")));
     render();
     updateButtons();
