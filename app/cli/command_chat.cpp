@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "model_path.h"
 #include "sampling_option.h"
+#include "server_option.h"
 
 #include "chat/chat_prompt.h"
 #include "model/model.h"
@@ -30,6 +31,7 @@ struct ChatArgs {
     uint32_t n_ctx = 4096;
     bool json = false;
     BackendArgs backend;
+    ServerArgs server; // a model served elsewhere (--server URL)
 };
 
 // The model named, else the chat model when it is installed, else the default model.
@@ -50,6 +52,11 @@ int run_chat(ChatArgs a)
     if (message.find_first_not_of(" \t\r\n") == std::string::npos)
         throw engine::Error(
             "the message is empty: give one, e.g. tokenscope-cli chat \"What is the capital of France?\"");
+    if (a.server.used()) {
+        if (!a.model.empty())
+            throw engine::Error("give either a MODEL or --server, not both");
+        return run_chat_on_server(a.server, a.system, message, a.n_predict, a.sampling, a.json);
+    }
 
     const auto model = engine::Model::load(chat_model_path(a.model));
     const engine::ModelKindVerdict kind = engine::model_kind_verdict(model->file());
@@ -122,5 +129,6 @@ CommandRunner add_chat_command(CLI::App& app)
     cmd->add_option("-c,--ctx", a->n_ctx, "Context size in tokens")->capture_default_str();
     cmd->add_flag("--json", a->json, "Print the rendered prompt, its tokens and the reply as JSON");
     add_backend_options(cmd, a->backend);
+    add_server_options(cmd, a->server);
     return [a] { return run_chat(*a); };
 }

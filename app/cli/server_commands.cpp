@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// tokenize and generate on a served model (--server URL): the remote client (ui/remote/) driven by a
+// tokenize, generate and chat on a served model (--server URL): the remote client (ui/remote/) driven by a
 // local event loop until the answer arrives.
 #include "server_option.h"
 #include "token_print.h"
 
 #include "util/error.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -39,6 +41,10 @@ int run_tokenize_on_server(const ServerArgs&, const std::string&, bool, bool, bo
     throw engine::Error("this tokenscope-cli was built without the remote client (TOKENSCOPE_ENGINE_ONLY)");
 }
 int run_generate_on_server(const ServerArgs&, const std::string&, uint32_t, const SamplingArgs&)
+{
+    throw engine::Error("this tokenscope-cli was built without the remote client (TOKENSCOPE_ENGINE_ONLY)");
+}
+int run_chat_on_server(const ServerArgs&, const std::string&, const std::string&, uint32_t, const SamplingArgs&, bool)
 {
     throw engine::Error("this tokenscope-cli was built without the remote client (TOKENSCOPE_ENGINE_ONLY)");
 }
@@ -150,10 +156,10 @@ int run_tokenize_on_server(const ServerArgs& a, const std::string& text, bool ad
     return 0;
 }
 
-int run_generate_on_server(const ServerArgs& a, const std::string& prompt, uint32_t n_predict,
-                           const SamplingArgs& sampling)
+namespace {
+
+engine::remote::SamplingRequest sampling_request(const SamplingArgs& sampling, uint32_t n_predict)
 {
-    const auto client = connect_client(a);
     engine::remote::SamplingRequest s;
     s.temperature = sampling.temperature;
     s.top_k = sampling.top_k;
@@ -161,35 +167,96 @@ int run_generate_on_server(const ServerArgs& a, const std::string& prompt, uint3
     s.min_p = sampling.min_p;
     s.repeat_penalty = sampling.repeat_penalty;
     s.seed = static_cast<int64_t>(sampling.seed);
-    s.max_tokens = static_cast<int>(n_predict);
+    s.max_tokens = static_cast<int>(std::min<uint32_t>(n_predict, INT32_MAX));
+    return s;
+}
+
+// Streams a reply (`start` sends the request): each delta printed unless `quiet`, then the reply.
+std::shared_ptr<const rm::StreamedReply> stream_reply(rm::Client& client, bool quiet,
+                                                      const std::function<void()>& start)
+{
     std::shared_ptr<const rm::StreamedReply> reply;
-    fmt::print("{}", prompt);
-    std::fflush(stdout);
-    QObject::connect(client.get(), &rm::Client::delta, client.get(), [](quint64, const QString& text) {
-        fmt::print("{}", text.toStdString());
-        std::fflush(stdout);
-    });
+    if (!quiet)
+        QObject::connect(&client, &rm::Client::delta, &client, [](quint64, const QString& text) {
+            fmt::print("{}", text.toStdString());
+            std::fflush(stdout);
+        });
     try {
         await_answer(
-            *client, &rm::Client::replyFinished, [&](auto r) { reply = std::move(r); },
-            [&] { client->complete(QString::fromStdString(prompt), s); });
+            client, &rm::Client::replyFinished, [&](auto r) { reply = std::move(r); }, start);
     } catch (const engine::Error&) {
-        fmt::print("\n"); // the failure starts on a line of its own
+        if (!quiet)
+            fmt::print("\n"); // the failure starts on a line of its own
         throw;
     }
-    fmt::print("\n");
-    const int n = reply->usage ? reply->usage->completion_tokens : static_cast<int>(reply->arrival_ms.size());
-    const double gen_ms = reply->arrival_ms.size() > 1 ? reply->arrival_ms.back() - reply->arrival_ms.front() : 0.0;
+    if (!quiet)
+        fmt::print("\n");
+    return reply;
+}
+
+// The reply's figures on stderr; a reply cut off is an error (its text has been printed).
+void report_reply(const rm::Client& client, const rm::StreamedReply& reply)
+{
+    const int n = reply.usage ? reply.usage->completion_tokens : static_cast<int>(reply.arrival_ms.size());
+    const double gen_ms = reply.arrival_ms.size() > 1 ? reply.arrival_ms.back() - reply.arrival_ms.front() : 0.0;
     std::string line =
         fmt::format("[{} on {}: {} tokens, TTFT {:.1f} ms, {:.1f} tokens/s measured here", //
-                    client->server()->model.toStdString(), client->server()->kind_name.toStdString(), n, reply->ttft_ms,
-                    gen_ms > 0 ? static_cast<double>(reply->arrival_ms.size() - 1) * 1000.0 / gen_ms : 0.0);
-    if (reply->timings && reply->timings->server_ms() >= 0)
-        line += fmt::format("; the server: prompt {:.1f} ms, generation {:.1f} ms", reply->timings->prompt_ms,
-                            reply->timings->predicted_ms);
-    if (!reply->finish_reason.isEmpty())
-        line += ", stop: " + reply->finish_reason.toStdString();
+                    client.server()->model.toStdString(), client.server()->kind_name.toStdString(), n, reply.ttft_ms,
+                    gen_ms > 0 ? static_cast<double>(reply.arrival_ms.size() - 1) * 1000.0 / gen_ms : 0.0);
+    if (reply.timings && reply.timings->server_ms() >= 0)
+        line += fmt::format("; the server: prompt {:.1f} ms, generation {:.1f} ms", reply.timings->prompt_ms,
+                            reply.timings->predicted_ms);
+    if (!reply.finish_reason.isEmpty())
+        line += ", stop: " + reply.finish_reason.toStdString();
     std::fprintf(stderr, "%s]\n", line.c_str());
+    if (reply.cut_off)
+        throw engine::Error("the reply was cut off: " + reply.error.toStdString());
+}
+
+} // namespace
+
+int run_generate_on_server(const ServerArgs& a, const std::string& prompt, uint32_t n_predict,
+                           const SamplingArgs& sampling)
+{
+    const auto client = connect_client(a);
+    const engine::remote::SamplingRequest s = sampling_request(sampling, n_predict);
+    fmt::print("{}", prompt);
+    std::fflush(stdout);
+    const auto reply = stream_reply(*client, false, [&] { client->complete(QString::fromStdString(prompt), s); });
+    report_reply(*client, *reply);
+    return 0;
+}
+
+int run_chat_on_server(const ServerArgs& a, const std::string& system, const std::string& message, uint32_t n_predict,
+                       const SamplingArgs& sampling, bool json)
+{
+    const auto client = connect_client(a);
+    std::vector<engine::remote::ChatMessage> messages;
+    if (!system.empty())
+        messages.push_back({"system", system});
+    messages.push_back({"user", message});
+    const auto reply =
+        stream_reply(*client, json, [&] { client->chat(messages, sampling_request(sampling, n_predict)); });
+    if (!json) {
+        report_reply(*client, *reply);
+        return 0;
+    }
+    const auto& server = *client->server();
+    nlohmann::ordered_json j;
+    j["server"] = server.base.toString().toStdString();
+    j["server_kind"] = server.kind_name.toStdString();
+    j["model"] = server.model.toStdString();
+    j["reply"] = reply->text.toStdString();
+    if (!reply->reasoning.isEmpty())
+        j["reasoning"] = reply->reasoning.toStdString();
+    j["finish_reason"] = reply->finish_reason.toStdString();
+    j["completion_tokens"] =
+        reply->usage ? reply->usage->completion_tokens : static_cast<int>(reply->arrival_ms.size());
+    j["ttft_ms"] = reply->ttft_ms;
+    j["cut_off"] = reply->cut_off;
+    if (reply->cut_off)
+        j["error"] = reply->error.toStdString();
+    fmt::print("{}\n", j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
     if (reply->cut_off)
         throw engine::Error("the reply was cut off: " + reply->error.toStdString());
     return 0;

@@ -7,7 +7,7 @@
 #include <string>
 
 // --server URL, --api-key, --server-model and --timeout, for the commands that can run on a model
-// served elsewhere (tokenize, generate). The key may come from $TOKENSCOPE_API_KEY instead, which
+// served elsewhere (tokenize, generate, chat). The key may come from $TOKENSCOPE_API_KEY instead, which
 // keeps it out of the shell's history.
 struct ServerArgs {
     std::string url;
@@ -24,3 +24,6 @@ int run_tokenize_on_server(const ServerArgs& server, const std::string& text, bo
                            bool ids_only);
 int run_generate_on_server(const ServerArgs& server, const std::string& prompt, uint32_t n_predict,
                            const SamplingArgs& sampling);
+// One chat turn, the template applied by the server; with `json` the reply and its figures as JSON.
+int run_chat_on_server(const ServerArgs& server, const std::string& system, const std::string& message,
+                       uint32_t n_predict, const SamplingArgs& sampling, bool json);

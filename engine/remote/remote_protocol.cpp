@@ -41,16 +41,82 @@ std::string string_of(const json& j, const char* key)
     return m && m->is_string() ? m->get<std::string>() : std::string();
 }
 
+std::string number_text(const json& n)
+{
+    return n.dump();
+}
+
+// A number field, or `fallback` when absent or not a number; a value that is not finite (a JSON
+// number too large for a double reads as infinity) is refused.
 double number_of(const json& j, const char* key, double fallback)
 {
     const json* m = member(j, key);
-    return m && m->is_number() ? m->get<double>() : fallback;
+    if (!m || !m->is_number())
+        return fallback;
+    const double v = m->get<double>();
+    if (!std::isfinite(v))
+        throw Error(std::string(key) + " " + number_text(*m) + " is not a finite number");
+    return v;
 }
 
-int int_of(const json& j, const char* key, int fallback)
+// An integer field in [lo, hi], or `fallback` when absent or not a number. A fraction or a value
+// outside the range is refused with the field named, never truncated (2^40 must not become 0).
+int64_t integer_value(const json& n, std::string_view name, int64_t lo, int64_t hi)
+{
+    const auto refuse = [&] {
+        throw Error(std::string(name) + " " + number_text(n) + " is outside " + std::to_string(lo) + ".." +
+                    std::to_string(hi));
+    };
+    if (n.is_number_unsigned()) {
+        const auto v = n.get<uint64_t>();
+        if (v > static_cast<uint64_t>(hi))
+            refuse();
+        return static_cast<int64_t>(v);
+    }
+    if (n.is_number_integer()) {
+        const auto v = n.get<int64_t>();
+        if (v < lo || v > hi)
+            refuse();
+        return v;
+    }
+    if (!n.is_number())
+        throw Error(std::string(name) + " is not a number");
+    const double v = n.get<double>();
+    // 2^63 is the first double above INT64_MAX: compare below it, not with INT64_MAX rounded up.
+    if (!(v >= static_cast<double>(lo) && v < static_cast<double>(hi) + 1.0) || std::floor(v) != v)
+        refuse();
+    return static_cast<int64_t>(v);
+}
+
+int64_t integer_of(const json& j, const char* key, int64_t lo, int64_t hi, int64_t fallback)
 {
     const json* m = member(j, key);
-    return m && m->is_number() ? static_cast<int>(m->get<double>()) : fallback;
+    if (!m || !m->is_number())
+        return fallback;
+    return integer_value(*m, key, lo, hi);
+}
+
+constexpr int64_t kMaxCount = INT32_MAX; // token counts, ids, context lengths
+
+// A count (tokens, a context length): 0..2^31-1, or `fallback` when absent.
+int count_of(const json& j, const char* key, int fallback)
+{
+    return static_cast<int>(integer_of(j, key, 0, kMaxCount, fallback));
+}
+
+// A token id: 0..2^31-1, or -1 when absent.
+int32_t id_of(const json& j, const char* key)
+{
+    return static_cast<int32_t>(integer_of(j, key, 0, kMaxCount, -1));
+}
+
+// A log-probability: finite and at most 0 (a little above 0 is a rounding of log(1)); far below
+// is a server's stand-in for -inf (vLLM's -9999, llama.cpp's float lowest), kept as given.
+double logprob_value(double v, const std::string& text)
+{
+    if (!std::isfinite(v) || v > 1e-3)
+        throw Error("logprob " + text + " is not a log-probability (it must be a finite number at most 0)");
+    return std::min(v, 0.0);
 }
 
 // A token's text: the string, or its bytes when the server sent the UTF-8 bytes as an array
@@ -60,8 +126,7 @@ std::string piece_text(const json& token, const json* bytes)
     if (bytes && bytes->is_array() && !bytes->empty()) {
         std::string out;
         for (const auto& b : *bytes)
-            if (b.is_number_integer())
-                out.push_back(static_cast<char>(b.get<int>() & 0xff));
+            out.push_back(static_cast<char>(integer_value(b, "a token's byte", 0, 255)));
         return out;
     }
     if (token.is_string())
@@ -74,14 +139,18 @@ std::string piece_text(const json& token, const json* bytes)
 TopCandidate candidate_of(const json& c)
 {
     TopCandidate t;
-    t.id = int_of(c, "id", -1);
+    t.id = id_of(c, "id");
     const json* token = member(c, "token");
     t.token = piece_text(token ? *token : json(), member(c, "bytes"));
     // post_sampling_probs answers with probabilities instead of log-probabilities.
-    if (const json* lp = member(c, "logprob"); lp && lp->is_number())
-        t.logprob = lp->get<double>();
-    else if (const json* p = member(c, "prob"); p && p->is_number())
-        t.logprob = std::log(p->get<double>());
+    if (const json* lp = member(c, "logprob"); lp && lp->is_number()) {
+        t.logprob = logprob_value(lp->get<double>(), number_text(*lp));
+    } else if (const json* p = member(c, "prob"); p && p->is_number()) {
+        const double prob = p->get<double>();
+        if (!(prob >= 0.0 && prob <= 1.0 + 1e-3))
+            throw Error("prob " + number_text(*p) + " is not a probability (it must be between 0 and 1)");
+        t.logprob = std::min(std::log(prob), 0.0);
+    }
     return t;
 }
 
@@ -104,19 +173,19 @@ TokenLogprob token_logprob_of(const json& entry)
 Usage usage_of(const json& u)
 {
     Usage out;
-    out.prompt_tokens = int_of(u, "prompt_tokens", 0);
-    out.completion_tokens = int_of(u, "completion_tokens", 0);
+    out.prompt_tokens = count_of(u, "prompt_tokens", 0);
+    out.completion_tokens = count_of(u, "completion_tokens", 0);
     if (const json* d = member(u, "prompt_tokens_details"))
-        out.cached_tokens = int_of(*d, "cached_tokens", -1);
+        out.cached_tokens = count_of(*d, "cached_tokens", -1);
     return out;
 }
 
 ServerTimings llama_timings_of(const json& t)
 {
     ServerTimings out;
-    out.cache_n = int_of(t, "cache_n", -1);
-    out.prompt_n = int_of(t, "prompt_n", -1);
-    out.predicted_n = int_of(t, "predicted_n", -1);
+    out.cache_n = count_of(t, "cache_n", -1);
+    out.prompt_n = count_of(t, "prompt_n", -1);
+    out.predicted_n = count_of(t, "predicted_n", -1);
     out.prompt_ms = number_of(t, "prompt_ms", -1.0);
     out.predicted_ms = number_of(t, "predicted_ms", -1.0);
     return out;
@@ -192,12 +261,12 @@ ModelList parse_models(std::string_view body)
         ServedModel sm;
         sm.id = string_of(m, "id");
         sm.owned_by = string_of(m, "owned_by");
-        sm.context_length = static_cast<uint32_t>(int_of(m, "max_model_len", 0));
+        sm.context_length = static_cast<uint32_t>(count_of(m, "max_model_len", 0));
         if (const json* meta = member(m, "meta")) { // llama-server
             if (!sm.context_length)
-                sm.context_length = static_cast<uint32_t>(int_of(*meta, "n_ctx_train", 0));
-            sm.n_vocab = static_cast<uint32_t>(int_of(*meta, "n_vocab", 0));
-            sm.n_params = static_cast<uint64_t>(number_of(*meta, "n_params", 0.0));
+                sm.context_length = static_cast<uint32_t>(count_of(*meta, "n_ctx_train", 0));
+            sm.n_vocab = static_cast<uint32_t>(count_of(*meta, "n_vocab", 0));
+            sm.n_params = static_cast<uint64_t>(integer_of(*meta, "n_params", 0, INT64_MAX, 0));
         }
         if (sm.id.empty())
             continue;
@@ -252,7 +321,7 @@ std::vector<ServedModel> parse_lmstudio_models(std::string_view body)
         ServedModel sm;
         sm.id = string_of(m, "id");
         sm.owned_by = string_of(m, "publisher");
-        sm.context_length = static_cast<uint32_t>(int_of(m, "max_context_length", 0));
+        sm.context_length = static_cast<uint32_t>(count_of(m, "max_context_length", 0));
         if (sm.id.empty())
             continue;
         (string_of(m, "state") == "loaded" ? loaded : other).push_back(std::move(sm));
@@ -265,15 +334,25 @@ uint32_t parse_props_context(std::string_view body)
 {
     const json j = parse_json(body, "GET /props");
     if (const json* d = member(j, "default_generation_settings"))
-        return static_cast<uint32_t>(std::max(0, int_of(*d, "n_ctx", 0)));
+        return static_cast<uint32_t>(count_of(*d, "n_ctx", 0));
     return 0;
+}
+
+// ---- Stream framing ---------------------------------------------------------------------------
+
+void SseDecoder::overflow()
+{
+    m_too_long = true;
+    std::string().swap(m_line);
+    std::string().swap(m_data);
+    m_has_data = false;
 }
 
 std::vector<std::string> SseDecoder::feed(std::string_view bytes)
 {
     std::vector<std::string> out;
     for (const char c : bytes) {
-        if (m_done)
+        if (m_done || m_too_long)
             break;
         if (c == '\n') {
             std::string_view l(m_line);
@@ -281,6 +360,10 @@ std::vector<std::string> SseDecoder::feed(std::string_view bytes)
                 l.remove_suffix(1);
             line(l, out);
             m_line.clear();
+            if (m_data.size() > m_max)
+                overflow();
+        } else if (m_line.size() + m_data.size() >= m_max) {
+            overflow();
         } else {
             m_line.push_back(c);
         }
@@ -320,7 +403,12 @@ std::vector<std::string> LineDecoder::feed(std::string_view bytes)
 {
     std::vector<std::string> out;
     for (const char c : bytes) {
-        if (c == '\n') {
+        if (m_too_long)
+            break;
+        if (m_line.size() >= m_max && c != '\n') {
+            m_too_long = true;
+            std::string().swap(m_line);
+        } else if (c == '\n') {
             if (!m_line.empty() && m_line.back() == '\r')
                 m_line.pop_back();
             if (!m_line.empty())
@@ -398,13 +486,13 @@ StreamChunk parse_stream_chunk(std::string_view text)
                 const double ns = number_of(j, key, -1.0);
                 return ns < 0 ? -1.0 : ns / 1e6;
             };
-            t.prompt_n = int_of(j, "prompt_eval_count", -1);
-            t.predicted_n = int_of(j, "eval_count", -1);
+            t.prompt_n = count_of(j, "prompt_eval_count", -1);
+            t.predicted_n = count_of(j, "eval_count", -1);
             t.prompt_ms = ms("prompt_eval_duration");
             t.predicted_ms = ms("eval_duration");
             t.total_ms = ms("total_duration");
             t.load_ms = ms("load_duration");
-            const int cached = int_of(j, "prompt_eval_cached_count", -1);
+            const int cached = count_of(j, "prompt_eval_cached_count", -1);
             t.cache_n = cached;
             out.timings = t;
             Usage u;
@@ -531,17 +619,17 @@ std::vector<RemoteToken> parse_tokenize(std::string_view body)
     for (std::size_t i = 0; i < tokens->size(); ++i) {
         const json& t = (*tokens)[i];
         RemoteToken rt;
-        if (t.is_number_integer()) {
-            rt.id = t.get<int32_t>();
+        if (t.is_number()) {
+            rt.id = static_cast<int32_t>(integer_value(t, "POST /tokenize: token id", 0, kMaxCount));
             if (strs && strs->is_array() && i < strs->size() && (*strs)[i].is_string()) {
                 rt.piece = (*strs)[i].get<std::string>();
                 rt.has_piece = true;
             }
         } else if (t.is_object()) { // llama-server with_pieces
             const json* id = member(t, "id");
-            if (!id || !id->is_number_integer())
+            if (!id || !id->is_number())
                 throw Error("POST /tokenize: a token without an id");
-            rt.id = id->get<int32_t>();
+            rt.id = static_cast<int32_t>(integer_value(*id, "POST /tokenize: token id", 0, kMaxCount));
             if (const json* piece = member(t, "piece")) {
                 rt.piece = piece_text(*piece, nullptr);
                 rt.has_piece = true;
@@ -582,7 +670,11 @@ ServerMetrics parse_metrics(std::string_view text)
         } catch (...) {
             continue;
         }
+        if (!std::isfinite(value) || value < 0.0)
+            continue; // NaN, ±Inf or a negative gauge: not a figure to show
         if (name == "vllm:kv_cache_usage_perc" || name == "vllm:gpu_cache_usage_perc" || name == "sglang:token_usage") {
+            if (value > 1.0)
+                continue; // a fraction of the cache
             usage_sum += value;
             ++usage_n;
         } else if (name == "vllm:num_requests_running" || name == "sglang:num_running_reqs" ||
@@ -661,6 +753,14 @@ std::string http_error_message(int status, std::string_view body, std::string_vi
         detail = std::string(body);
         while (!detail.empty() && (detail.back() == '\n' || detail.back() == '\r'))
             detail.pop_back();
+    }
+    if (detail.size() > 1000) { // a server's message, not a document
+        detail.resize(1000);
+        while (!detail.empty() && (static_cast<unsigned char>(detail.back()) & 0xC0) == 0x80)
+            detail.pop_back(); // no UTF-8 sequence cut in two
+        if (!detail.empty() && static_cast<unsigned char>(detail.back()) >= 0xC0)
+            detail.pop_back();
+        detail += "…";
     }
     std::string out = std::string(what) + " failed: HTTP " + std::to_string(status) + " — " + meaning;
     if (!detail.empty())

@@ -4,8 +4,13 @@
 // What OpenAI-compatible servers (llama.cpp's llama-server, vLLM, SGLang, Ollama, LM Studio) send
 // and expect, as plain C++ values: request bodies built, response bodies read. No transport here
 // (the Qt client in ui/remote/ does the HTTP); everything is testable on the JSON the servers'
-// documentation gives. Malformed input throws engine::Error naming what was wrong.
+// documentation gives. Malformed input throws engine::Error naming what was wrong: ids and counts
+// outside their ranges and numbers that are not finite (or not log-probabilities) are refused,
+// never truncated.
 
+#include "remote/remote_limits.h"
+
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -43,30 +48,41 @@ uint32_t parse_props_context(std::string_view body);
 
 // Server-sent events, fed in whatever pieces the network delivers: each complete event's data
 // (multi-line data joined with '\n'), comments and other fields dropped. "[DONE]" ends the stream.
+// An event or line longer than `max_event_bytes` stops the decoder (too_long()): what it held is
+// dropped, nothing more is buffered.
 class SseDecoder {
 public:
+    explicit SseDecoder(std::size_t max_event_bytes = SIZE_MAX) : m_max(max_event_bytes) {}
     std::vector<std::string> feed(std::string_view bytes);
     bool done() const { return m_done; }
+    bool too_long() const { return m_too_long; }
     // Bytes received after the last complete event (a stream cut mid-event leaves some).
     bool has_partial() const { return !m_line.empty() || !m_data.empty(); }
 
 private:
     void line(std::string_view l, std::vector<std::string>& out);
+    void overflow();
+    std::size_t m_max;
     std::string m_line;
     std::string m_data;
     bool m_has_data = false;
     bool m_done = false;
+    bool m_too_long = false;
 };
 
-// One JSON object per line (Ollama's native streaming).
+// One JSON object per line (Ollama's native streaming), each at most `max_line_bytes` (too_long()).
 class LineDecoder {
 public:
+    explicit LineDecoder(std::size_t max_line_bytes = SIZE_MAX) : m_max(max_line_bytes) {}
     std::vector<std::string> feed(std::string_view bytes);
     // The last line when the stream ended without a newline.
     std::optional<std::string> finish();
+    bool too_long() const { return m_too_long; }
 
 private:
+    std::size_t m_max;
     std::string m_line;
+    bool m_too_long = false;
 };
 
 struct TopCandidate {

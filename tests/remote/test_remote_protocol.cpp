@@ -54,6 +54,8 @@ private slots:
     void requestBodies();
     void errorsAreSentences();
     void malformedInputIsRefused();
+    void outOfRangeIsRefusedNotTruncated();
+    void limitsAndTheirVariables();
 };
 
 void TestRemoteProtocol::llamaServerModelsAndProps()
@@ -294,6 +296,94 @@ void TestRemoteProtocol::malformedInputIsRefused()
     } catch (const engine::Error& err) {
         QVERIFY2(std::string(err.what()).find("empty") != std::string::npos, err.what());
     }
+}
+
+void TestRemoteProtocol::outOfRangeIsRefusedNotTruncated()
+{
+    const auto refused = [](const auto& parse, const char* named) {
+        try {
+            parse();
+        } catch (const engine::Error& e) {
+            return std::string(e.what()).find(named) != std::string::npos;
+        }
+        return false;
+    };
+    // Ids: 2^40 and -1 refused, 2^31-1 read as it is.
+    QVERIFY(refused([] { parse_tokenize(R"({"tokens":[1099511627776]})"); }, "1099511627776 is outside"));
+    QVERIFY(refused([] { parse_tokenize(R"({"tokens":[{"id":-1,"piece":"a"}]})"); }, "-1 is outside"));
+    QVERIFY(refused([] { parse_tokenize(R"({"tokens":[{"id":1.5,"piece":"a"}]})"); }, "1.5 is outside"));
+    QCOMPARE(parse_tokenize(R"({"tokens":[2147483647]})")[0].id, 2147483647);
+    QVERIFY(refused([] { parse_tokenize(R"({"tokens":[{"id":1,"piece":[300]}]})"); }, "300 is outside 0..255"));
+    // Counts: 2^31 refused (it printed as -2147483648), 2^31-1 read.
+    QVERIFY(refused([] { parse_stream_chunk(R"({"choices":[],"usage":{"completion_tokens":2147483648}})"); },
+                    "completion_tokens 2147483648 is outside"));
+    QCOMPARE(parse_stream_chunk(R"({"choices":[],"usage":{"completion_tokens":2147483647}})").usage->completion_tokens,
+             2147483647);
+    QVERIFY(refused([] { parse_stream_chunk(R"({"timings":{"cache_n":-5}})"); }, "cache_n -5 is outside"));
+    QVERIFY(refused([] { parse_stream_chunk(R"({"done":true,"eval_count":1e20})"); }, "eval_count"));
+    QVERIFY(refused([] { parse_models(R"({"data":[{"id":"m","max_model_len":4294967296}]})"); }, "max_model_len"));
+    QVERIFY(refused([] { parse_props_context(R"({"default_generation_settings":{"n_ctx":-1}})"); }, "n_ctx"));
+    // Log-probabilities: 1e308 ("inf%") and a number too large for a double refused; a server's
+    // stand-in for -inf kept; a probability above 1 refused.
+    const auto logprob = [](const std::string& v) {
+        return parse_stream_chunk(
+            R"({"choices":[{"delta":{"content":"a"},"logprobs":{"content":[{"token":"a","logprob":)" + v + "}]}}]}");
+    };
+    QVERIFY(refused([&] { logprob("1e308"); }, "not a log-probability"));
+    QVERIFY(refused([&] { logprob("1e400"); }, "not"));
+    QCOMPARE(logprob("-9999.0").logprobs[0].logprob, -9999.0);
+    QCOMPARE(logprob("-3.4028234663852886e+38").logprobs[0].logprob, -3.4028234663852886e+38);
+    QVERIFY(refused([] { parse_completion_probabilities(R"({"completion_probabilities":[{"id":1,"prob":2.5}]})"); },
+                    "not a probability"));
+    // (nlohmann/json refuses a number beyond a double's range as a whole: "not JSON".)
+    QVERIFY(refused([] { parse_stream_chunk(R"({"timings":{"prompt_ms":1e400}})"); }, "not"));
+    // Gauges that are not finite, or a cache fuller than full, are not shown.
+    const ServerMetrics m = parse_metrics("vllm:kv_cache_usage_perc NaN\nvllm:num_requests_running +Inf\n"
+                                          "vllm:num_requests_waiting 2\nsglang:token_usage 7\n");
+    QVERIFY(!m.kv_cache_usage && !m.running);
+    QCOMPARE(*m.waiting, 2.0);
+}
+
+void TestRemoteProtocol::limitsAndTheirVariables()
+{
+    const ResponseLimits s = stream_limits(256);
+    QCOMPARE(s.max_bytes, uint64_t(2 * 1024 * 1024 + 16 * 1024 * 256));
+    QCOMPARE(s.max_events, uint64_t(1024 + 2 * 256));
+    QCOMPARE(s.max_field_bytes, uint64_t(1024 * 1024 + 8 * 1024 * 256));
+    QCOMPARE(s.max_seconds, uint64_t(600 + 2 * 256));
+    const ResponseLimits a = answer_limits(1000);
+    QCOMPARE(a.max_bytes, uint64_t(16 * 1024 * 1024 + 128 * 1000));
+    QCOMPARE(a.max_field_bytes, uint64_t(4 * 1024 * 1024));
+    QCOMPARE(a.max_seconds, uint64_t(600));
+    qputenv("TOKENSCOPE_REMOTE_MAX_SECONDS", "3");
+    qputenv("TOKENSCOPE_REMOTE_MAX_EVENTS", "-1"); // not a count: ignored, the derived limit stays
+    const ResponseLimits scaled = stream_limits(256);
+    qunsetenv("TOKENSCOPE_REMOTE_MAX_SECONDS");
+    qunsetenv("TOKENSCOPE_REMOTE_MAX_EVENTS");
+    QCOMPARE(scaled.max_seconds, uint64_t(3));
+    QCOMPARE(scaled.max_events, s.max_events);
+    const std::string m = limit_message(Limit::Seconds, scaled, "POST /v1/chat/completions", "10.0.0.2:8000");
+    QVERIFY2(m.find("after 3 s") != std::string::npos &&
+                 m.find("TOKENSCOPE_REMOTE_MAX_SECONDS=12") != std::string::npos &&
+                 m.find("a reply of at most 256 tokens") != std::string::npos &&
+                 m.find("10.0.0.2:8000") != std::string::npos,
+             m.c_str());
+    QVERIFY(limit_message(Limit::Bytes, s, "x", "y").find("6.0 MiB") != std::string::npos);
+
+    // Decoders hold at most one event or line of the limit, then stop.
+    SseDecoder sse(64);
+    QCOMPARE(sse.feed("data: {\"a\":1}\n\n").size(), std::size_t(1));
+    QVERIFY(sse.feed("data: " + std::string(100, 'x')).empty());
+    QVERIFY(sse.too_long() && !sse.has_partial());
+    QVERIFY(sse.feed("\n\ndata: {}\n\n").empty()); // stopped for good
+    LineDecoder lines(64);
+    QCOMPARE(lines.feed("{}\n").size(), std::size_t(1));
+    QVERIFY(lines.feed(std::string(100, 'x') + "\n").empty());
+    QVERIFY(lines.too_long());
+    QCOMPARE(longest_json_string("{\"a\":\"bc\\\"d\",\"piece\":\"12345\"}"), std::size_t(5));
+    // An error body is quoted, not pasted whole.
+    const std::string big = http_error_message(500, R"({"error":")" + std::string(100000, 'x') + "\"}", "x");
+    QVERIFY(big.size() < 2000);
 }
 
 QTEST_GUILESS_MAIN(TestRemoteProtocol)

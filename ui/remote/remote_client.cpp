@@ -6,6 +6,9 @@
 #include <QNetworkAccessManager>
 #include <QNetworkReply>
 #include <QNetworkRequest>
+#include <QTimer>
+#include <algorithm>
+#include <climits>
 
 namespace tokenscope::remote {
 
@@ -14,8 +17,12 @@ namespace er = engine::remote;
 struct Client::Stream {
     QPointer<QNetworkReply> reply;
     bool ndjson = false;
+    er::ResponseLimits limits;
     er::SseDecoder sse;
     er::LineDecoder lines;
+    quint64 bytes = 0;     // arrived so far
+    quint64 events = 0;    // decoded so far
+    QByteArray error_body; // an HTTP error's body, its first kErrorBody bytes
     QElapsedTimer clock;
     std::shared_ptr<StreamedReply> result = std::make_shared<StreamedReply>();
     bool server_done = false; // [DONE], a finish_reason or Ollama's done
@@ -31,8 +38,8 @@ struct Client::Probe {
 
 Client::Client(QObject* parent) : QObject(parent), m_network(new QNetworkAccessManager(this))
 {
-    // Follow redirects within the same scheme only (an https → http downgrade is refused).
-    m_network->setRedirectPolicy(QNetworkRequest::NoLessSafeRedirectPolicy);
+    // Each redirect is checked by guard(): followed within the origin the user gave, never beyond.
+    m_network->setRedirectPolicy(QNetworkRequest::UserVerifiedRedirectPolicy);
 }
 
 Client::~Client()
@@ -63,6 +70,19 @@ QUrl Client::url(const QString& path) const
 
 namespace {
 
+// What Qt is asked to hold of a reply before the client reads it. (Qt 6.4's HTTP thread still reads
+// ahead — megabytes at once on a fast link — so every reply is also read as it arrives, its limits
+// checked, and stopped at the first one passed.)
+constexpr qint64 kReadBuffer = 1 << 20;
+// Same-origin redirects followed for one request (a loop ends there).
+constexpr int kMaxRedirects = 5;
+// A stream is decoded this much at a time, its limits checked after each slice.
+constexpr std::size_t kSlice = 64 * 1024;
+// An HTTP error's body: its start is all the message quotes.
+constexpr qsizetype kErrorBody = 64 * 1024;
+// The reply's property that holds why the client stopped it.
+constexpr char kRefusal[] = "tokenscope_refusal";
+
 QNetworkRequest request_for(const QUrl& url, const Endpoint& e)
 {
     QNetworkRequest r(url);
@@ -71,6 +91,8 @@ QNetworkRequest request_for(const QUrl& url, const Endpoint& e)
     if (!e.api_key.isEmpty())
         r.setRawHeader("Authorization", "Bearer " + e.api_key.toUtf8());
     r.setTransferTimeout(e.timeout_ms);
+    r.setAttribute(QNetworkRequest::RedirectPolicyAttribute, QNetworkRequest::UserVerifiedRedirectPolicy);
+    r.setMaximumRedirectsAllowed(kMaxRedirects);
     return r;
 }
 
@@ -79,9 +101,37 @@ QString where(const QUrl& url)
     return url.host() + (url.port() > 0 ? ":" + QString::number(url.port()) : QString());
 }
 
+// scheme://host:port, the scheme's default port named: what a redirect must keep.
+QString origin(const QUrl& url)
+{
+    const QString scheme = url.scheme().toLower();
+    return QString("%1://%2:%3").arg(scheme, url.host().toLower()).arg(url.port(scheme == "https" ? 443 : 80));
+}
+
 std::string to_std(const QString& s)
 {
     return s.toStdString();
+}
+
+// The special tokens a tokenizer may add to a text besides one token per byte.
+constexpr std::size_t kSpecialTokens = 64;
+
+// An id the server names is one of its model's tokens (when it said how many it has).
+void check_vocabulary(int32_t id, quint32 n_vocab)
+{
+    if (n_vocab > 0 && id >= 0 && static_cast<quint32>(id) >= n_vocab)
+        throw engine::Error("token id " + std::to_string(id) + " is outside the model's vocabulary of " +
+                            std::to_string(n_vocab) + " tokens");
+}
+
+std::string_view view_of(const QByteArray& bytes)
+{
+    return {bytes.constData(), static_cast<std::size_t>(bytes.size())};
+}
+
+QString refusal_of(QNetworkReply* reply)
+{
+    return reply->property(kRefusal).toString();
 }
 
 } // namespace
@@ -96,14 +146,82 @@ QNetworkReply* Client::post(const QString& path, const std::string& body)
     return m_network->post(request_for(url(path), m_endpoint), QByteArray::fromStdString(body));
 }
 
-QString Client::failure(QNetworkReply* reply, const QString& what) const
+void Client::refuse(QNetworkReply* reply, const QString& why)
 {
+    if (refusal_of(reply).isEmpty())
+        reply->setProperty(kRefusal, why);
+    // Queued: the reply may be in the middle of the signal that brought us here.
+    QMetaObject::invokeMethod(reply, &QNetworkReply::abort, Qt::QueuedConnection);
+}
+
+void Client::guard(QNetworkReply* reply, const er::ResponseLimits& limits, const QString& what)
+{
+    reply->setReadBufferSize(kReadBuffer);
+    const QString given = origin(m_endpoint.base);
+    connect(reply, &QNetworkReply::redirected, this, [this, reply, given, what](const QUrl& to) {
+        if (origin(to) == given) {
+            emit reply->redirectAllowed();
+            return;
+        }
+        refuse(reply, QString("%1 failed: %2 redirected it to %3, another origin (scheme, host and port); such a "
+                              "redirect is not followed, so that the API key goes only to the server given")
+                          .arg(what, given, origin(to)));
+    });
+    const qint64 ms = std::min<qint64>(static_cast<qint64>(limits.max_seconds) * 1000, INT_MAX);
+    const std::string server = to_std(where(reply->url()));
+    QTimer::singleShot(static_cast<int>(ms), reply, [this, reply, limits, what, server] {
+        refuse(reply, QString::fromStdString(er::limit_message(er::Limit::Seconds, limits, to_std(what), server)));
+    });
+}
+
+void Client::fetch(QNetworkReply* reply, const er::ResponseLimits& limits, const QString& what, Fetched done)
+{
+    guard(reply, limits, what);
+    auto body = std::make_shared<QByteArray>();
+    const std::string server = to_std(where(reply->url()));
+    const auto take = [this, reply, body, limits, what, server] {
+        const QByteArray more = reply->isOpen() ? reply->readAll() : QByteArray();
+        if (!refusal_of(reply).isEmpty())
+            return; // dropped
+        const int status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
+        const quint64 cap = status >= 400 ? quint64(kErrorBody) : limits.max_bytes;
+        if (quint64(body->size()) + quint64(more.size()) > cap) {
+            if (status >= 400) {
+                body->append(more.left(kErrorBody - body->size()));
+                return;
+            }
+            *body = QByteArray();
+            refuse(reply, QString::fromStdString(er::limit_message(er::Limit::Bytes, limits, to_std(what), server)));
+            return;
+        }
+        body->append(more);
+    };
+    connect(reply, &QNetworkReply::readyRead, this, take);
+    connect(reply, &QNetworkReply::finished, this, [reply, body, take, limits, what, server, done] {
+        reply->deleteLater();
+        take();
+        const int status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
+        if (refusal_of(reply).isEmpty() && status < 400 &&
+            er::longest_json_string(view_of(*body)) > limits.max_field_bytes) {
+            *body = QByteArray();
+            reply->setProperty(kRefusal, QString::fromStdString(
+                                             er::limit_message(er::Limit::FieldBytes, limits, to_std(what), server)));
+        }
+        done(reply, *body);
+    });
+}
+
+QString Client::failure(QNetworkReply* reply, const QString& what, const QByteArray& body) const
+{
+    if (const QString refused = refusal_of(reply); !refused.isEmpty())
+        return refused;
     const int status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
-    if (status >= 400) {
-        const QByteArray body = reply->readAll();
-        return QString::fromStdString(er::http_error_message(
-            status, std::string_view(body.constData(), static_cast<std::size_t>(body.size())), to_std(what)));
-    }
+    if (status >= 400)
+        return QString::fromStdString(er::http_error_message(status, view_of(body), to_std(what)));
+    if (status >= 300 && status < 400 && reply->error() == QNetworkReply::NoError)
+        return QString("%1 failed: %2 answered HTTP %3, a redirect with no target to follow")
+            .arg(what, where(reply->url()))
+            .arg(status);
     const QString host = where(reply->url());
     switch (reply->error()) {
     case QNetworkReply::NoError:
@@ -124,25 +242,25 @@ QString Client::failure(QNetworkReply* reply, const QString& what) const
     }
 }
 
-template <typename Done> void Client::oneShot(quint64 id, QNetworkReply* reply, const QString& what, Done done)
+template <typename Done>
+void Client::oneShot(quint64 id, QNetworkReply* reply, const er::ResponseLimits& limits, const QString& what, Done done)
 {
     m_pending[id] = reply;
-    connect(reply, &QNetworkReply::finished, this, [this, id, reply, what, done] {
-        reply->deleteLater();
+    fetch(reply, limits, what, [this, id, what, done](QNetworkReply* r, const QByteArray& body) {
         const bool cancelled = !m_pending.count(id);
         m_pending.erase(id);
         if (cancelled)
             return;
-        const QString error = failure(reply, what);
+        const QString error = failure(r, what, body);
         if (!error.isEmpty()) {
             emit failed(id, error);
             return;
         }
-        const QByteArray body = reply->readAll();
         try {
-            done(std::string(body.constData(), static_cast<std::size_t>(body.size())));
+            done(std::string(view_of(body)));
         } catch (const engine::Error& e) {
-            emit failed(id, QString::fromStdString(e.what()));
+            emit failed(id, QString("%1: %2 sent an answer that is refused: %3")
+                                .arg(what, where(r->url()), QString::fromStdString(e.what())));
         }
     });
 }
@@ -156,12 +274,12 @@ quint64 Client::probe()
     return p->id;
 }
 
-bool Client::refusedKey(const std::shared_ptr<Probe>& p, QNetworkReply* r)
+bool Client::refusedKey(const std::shared_ptr<Probe>& p, QNetworkReply* r, const QByteArray& body)
 {
     const int status = r->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
-    if (status != 401 && status != 403)
+    if (status != 401 && status != 403 && refusal_of(r).isEmpty())
         return false;
-    emit failed(p->id, failure(r, "Connecting to " + m_endpoint.base.toString()));
+    emit failed(p->id, failure(r, "Connecting to " + m_endpoint.base.toString(), body));
     return true;
 }
 
@@ -176,33 +294,39 @@ void Client::probeStep(const std::shared_ptr<Probe>& p)
     };
     switch (p->step) {
     case 0: {
-        QNetworkReply* r = get("/v1/models");
-        connect(r, &QNetworkReply::finished, this, [this, r, p, next] {
-            r->deleteLater();
-            const int status = r->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
-            if (status == 401 || status == 403 || (status == 0 && r->error() != QNetworkReply::NoError)) {
-                emit failed(p->id, failure(r, "Connecting to " + m_endpoint.base.toString()));
-                return;
-            }
-            if (status == 200) {
-                const QByteArray body = r->readAll();
-                try {
-                    const er::ModelList list = er::parse_models(body.toStdString());
-                    p->info->kind = list.kind;
-                    for (const auto& m : list.models) {
-                        p->info->models << QString::fromStdString(m.id);
-                        if (!p->info->trained_context)
-                            p->info->trained_context = m.context_length;
-                        if (!p->info->n_vocab)
-                            p->info->n_vocab = m.n_vocab;
-                    }
-                    p->models_answered = true;
-                } catch (const engine::Error&) {
-                    // Not an OpenAI-compatible list: the next steps may still recognise the server.
-                }
-            }
-            next();
-        });
+        fetch(get("/v1/models"), er::answer_limits(), "GET /v1/models",
+              [this, p, next](QNetworkReply* r, const QByteArray& body) {
+                  const int status = r->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
+                  if (refusedKey(p, r, body))
+                      return;
+                  if (status == 0 && r->error() != QNetworkReply::NoError) {
+                      emit failed(p->id, failure(r, "Connecting to " + m_endpoint.base.toString(), body));
+                      return;
+                  }
+                  if (status == 200) {
+                      try {
+                          const er::ModelList list = er::parse_models(body.toStdString());
+                          p->info->kind = list.kind;
+                          for (const auto& m : list.models) {
+                              p->info->models << QString::fromStdString(m.id);
+                              if (!p->info->trained_context)
+                                  p->info->trained_context = m.context_length;
+                              if (!p->info->n_vocab)
+                                  p->info->n_vocab = m.n_vocab;
+                          }
+                          p->models_answered = true;
+                      } catch (const engine::Error& e) {
+                          // Not an OpenAI-compatible list: the next steps may still recognise the server;
+                          // a list with a count out of range is refused.
+                          if (body.trimmed().startsWith('{') && body.contains("\"data\"")) {
+                              emit failed(p->id, QString("GET /v1/models: %1 sent an answer that is refused: %2")
+                                                     .arg(where(r->url()), QString::fromStdString(e.what())));
+                              return;
+                          }
+                      }
+                  }
+                  next();
+              });
         return;
     }
     case 1:
@@ -211,66 +335,73 @@ void Client::probeStep(const std::shared_ptr<Probe>& p)
             return next();
         {
             const bool ollama = p->step == 1;
-            QNetworkReply* r = get(ollama ? "/api/version" : "/api/v0/models");
-            connect(r, &QNetworkReply::finished, this, [r, p, next, ollama] {
-                r->deleteLater();
-                if (r->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt() == 200) {
-                    const std::string body = r->readAll().toStdString();
-                    try {
-                        if (ollama) {
-                            if (const auto v = er::parse_ollama_version(body)) {
-                                p->info->kind = ServerKind::Ollama;
-                                p->info->version = QString::fromStdString(*v);
-                            }
-                        } else {
-                            const auto rows = er::parse_lmstudio_models(body);
-                            p->info->kind = ServerKind::LmStudio;
-                            p->info->models.clear();
-                            for (const auto& m : rows) {
-                                p->info->models << QString::fromStdString(m.id);
-                                if (!p->info->context_length)
-                                    p->info->context_length = m.context_length;
-                            }
-                        }
-                    } catch (const engine::Error&) {
-                    }
-                }
-                next();
-            });
+            const QString path = ollama ? "/api/version" : "/api/v0/models";
+            fetch(get(path), er::answer_limits(), "GET " + path,
+                  [this, p, next, ollama](QNetworkReply* r, const QByteArray& answer) {
+                      if (!refusal_of(r).isEmpty()) {
+                          emit failed(p->id, refusal_of(r));
+                          return;
+                      }
+                      if (r->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt() == 200) {
+                          const std::string body(view_of(answer));
+                          try {
+                              if (ollama) {
+                                  if (const auto v = er::parse_ollama_version(body)) {
+                                      p->info->kind = ServerKind::Ollama;
+                                      p->info->version = QString::fromStdString(*v);
+                                  }
+                              } else {
+                                  const auto rows = er::parse_lmstudio_models(body);
+                                  p->info->kind = ServerKind::LmStudio;
+                                  p->info->models.clear();
+                                  for (const auto& m : rows) {
+                                      p->info->models << QString::fromStdString(m.id);
+                                      if (!p->info->context_length)
+                                          p->info->context_length = m.context_length;
+                                  }
+                              }
+                          } catch (const engine::Error&) {
+                          }
+                      }
+                      next();
+                  });
         }
         return;
     case 3:
         if (info.kind != ServerKind::LlamaCpp)
             return next();
         {
-            QNetworkReply* r = get("/props");
-            connect(r, &QNetworkReply::finished, this, [this, r, p, next] {
-                r->deleteLater();
-                // llama-server lists its models without a key; /props is where a wrong one shows.
-                if (refusedKey(p, r))
-                    return;
-                if (r->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt() == 200) {
-                    try {
-                        p->info->context_length = er::parse_props_context(r->readAll().toStdString());
-                    } catch (const engine::Error&) {
-                    }
-                }
-                next();
-            });
+            fetch(get("/props"), er::answer_limits(), "GET /props",
+                  [this, p, next](QNetworkReply* r, const QByteArray& body) {
+                      // llama-server lists its models without a key; /props is where a wrong one shows.
+                      if (refusedKey(p, r, body))
+                          return;
+                      if (r->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt() == 200) {
+                          try {
+                              p->info->context_length = er::parse_props_context(view_of(body));
+                          } catch (const engine::Error& e) {
+                              if (body.trimmed().startsWith('{')) { // JSON, with a value out of range
+                                  emit failed(p->id, QString("GET /props: %1 sent an answer that is refused: %2")
+                                                         .arg(where(r->url()), QString::fromStdString(e.what())));
+                                  return;
+                              }
+                          }
+                      }
+                      next();
+                  });
         }
         return;
     case 4:
         if (info.kind != ServerKind::Vllm && info.kind != ServerKind::Sglang && info.kind != ServerKind::LlamaCpp)
             return next();
         {
-            QNetworkReply* r = get("/metrics");
-            connect(r, &QNetworkReply::finished, this, [this, r, p, next] {
-                r->deleteLater();
-                if (refusedKey(p, r))
-                    return;
-                p->info->metrics = r->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt() == 200;
-                next();
-            });
+            fetch(get("/metrics"), er::answer_limits(), "GET /metrics",
+                  [this, p, next](QNetworkReply* r, const QByteArray& body) {
+                      if (refusedKey(p, r, body))
+                          return;
+                      p->info->metrics = r->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt() == 200;
+                      next();
+                  });
         }
         return;
     default:
@@ -314,16 +445,20 @@ QString Client::noNextTokenReason(const ServerInfo& server)
         .arg(server.kind_name.isEmpty() ? QString("This server") : server.kind_name);
 }
 
-quint64 Client::startStream(const QString& path, const std::string& body, bool ndjson)
+quint64 Client::startStream(const QString& path, const std::string& body, bool ndjson, int max_tokens)
 {
     const quint64 id = m_next++;
     auto s = std::make_unique<Stream>();
     s->ndjson = ndjson;
+    s->limits = er::stream_limits(max_tokens);
+    s->sse = er::SseDecoder(s->limits.max_field_bytes);
+    s->lines = er::LineDecoder(s->limits.max_field_bytes);
     s->result->id = id;
     s->what = "POST " + path;
     s->clock.start();
     s->reply = post(path, body);
     QNetworkReply* r = s->reply;
+    guard(r, s->limits, s->what);
     m_streams[id] = std::move(s);
     connect(r, &QNetworkReply::readyRead, this, [this, id] { onStreamData(id); });
     connect(r, &QNetworkReply::finished, this, [this, id] { onStreamFinished(id); });
@@ -335,58 +470,96 @@ void Client::onStreamData(quint64 id)
     const auto it = m_streams.find(id);
     if (it == m_streams.end() || !it->second->reply)
         return;
-    consume(id, *it->second);
+    consume(id, *it->second, false);
 }
 
-void Client::consume(quint64 id, Stream& s)
+QString Client::takeEvent(Stream& s, const std::string& e, double now_ms, QString& text)
+{
+    er::StreamChunk c;
+    try {
+        c = er::parse_stream_chunk(e);
+    } catch (const engine::Error& err) {
+        return QString("%1: %2 sent a chunk that is refused: %3")
+            .arg(s.what, where(s.reply->url()), QString::fromStdString(err.what()));
+    }
+    StreamedReply& r = *s.result;
+    if (!c.error.empty()) {
+        r.error = QString::fromStdString(c.error);
+        return {};
+    }
+    if (!c.content.empty()) {
+        if (r.ttft_ms < 0)
+            r.ttft_ms = now_ms;
+        r.arrival_ms.push_back(now_ms);
+        text += QString::fromStdString(c.content);
+    }
+    r.reasoning += QString::fromStdString(c.reasoning);
+    if (!c.finish_reason.empty()) {
+        r.finish_reason = QString::fromStdString(c.finish_reason);
+        s.server_done = true;
+    }
+    if (c.done)
+        s.server_done = true;
+    for (auto& lp : c.logprobs)
+        r.logprobs.push_back(std::move(lp));
+    if (c.usage)
+        r.usage = c.usage;
+    if (c.timings)
+        r.timings = c.timings;
+    ++r.chunks;
+    return {};
+}
+
+void Client::consume(quint64 id, Stream& s, bool at_end)
 {
     const int status = s.reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
-    if (status >= 400)
-        return; // the error body is read when the reply finishes
-    const QByteArray bytes = s.reply->readAll();
+    const QByteArray bytes = s.reply->isOpen() ? s.reply->readAll() : QByteArray();
+    if (status >= 400) { // the error's body, read when the reply finishes: its start
+        s.error_body.append(bytes.left(kErrorBody - s.error_body.size()));
+        return;
+    }
+    if (!refusal_of(s.reply).isEmpty())
+        return; // stopped: what still arrives is dropped
+    const std::string server = to_std(where(s.reply->url()));
+    QString refused;
+    const auto stop = [&](er::Limit which) {
+        refused = QString::fromStdString(er::limit_message(which, s.limits, to_std(s.what), server));
+    };
     const double now_ms = static_cast<double>(s.clock.nsecsElapsed()) / 1e6;
-    const std::string_view view(bytes.constData(), static_cast<std::size_t>(bytes.size()));
-    const std::vector<std::string> events = s.ndjson ? s.lines.feed(view) : s.sse.feed(view);
+    QString text;
+    // In slices: Qt hands over what it has (megabytes at once on a fast link), and the limits are
+    // checked in the order the bytes came.
+    const std::string_view all = view_of(bytes);
+    for (std::size_t at = 0; refused.isEmpty() && (at < all.size() || (at == 0 && at_end)); at += kSlice) {
+        const std::string_view slice = all.substr(at, kSlice);
+        s.bytes += slice.size();
+        if (s.bytes > s.limits.max_bytes) {
+            stop(er::Limit::Bytes);
+            break;
+        }
+        std::vector<std::string> events = s.ndjson ? s.lines.feed(slice) : s.sse.feed(slice);
+        if (at_end && s.ndjson && at + kSlice >= all.size()) // the last line, left without a newline
+            for (auto& e : s.lines.feed("\n"))
+                events.push_back(std::move(e));
+        for (const auto& e : events) {
+            if (++s.events > s.limits.max_events) {
+                stop(er::Limit::Events);
+                break;
+            }
+            refused = takeEvent(s, e, now_ms, text);
+            if (!refused.isEmpty())
+                break;
+        }
+        if (refused.isEmpty() && (s.sse.too_long() || s.lines.too_long()))
+            stop(er::Limit::FieldBytes);
+    }
     if (!s.ndjson && s.sse.done())
         s.server_done = true;
-    QString text;
-    for (const auto& e : events) {
-        er::StreamChunk c;
-        try {
-            c = er::parse_stream_chunk(e);
-        } catch (const engine::Error& err) {
-            s.result->error = QString::fromStdString(err.what());
-            continue;
-        }
-        if (!c.error.empty()) {
-            s.result->error = QString::fromStdString(c.error);
-            continue;
-        }
-        StreamedReply& r = *s.result;
-        if (!c.content.empty()) {
-            if (r.ttft_ms < 0)
-                r.ttft_ms = now_ms;
-            r.arrival_ms.push_back(now_ms);
-            text += QString::fromStdString(c.content);
-        }
-        r.reasoning += QString::fromStdString(c.reasoning);
-        if (!c.finish_reason.empty()) {
-            r.finish_reason = QString::fromStdString(c.finish_reason);
-            s.server_done = true;
-        }
-        if (c.done)
-            s.server_done = true;
-        for (auto& lp : c.logprobs)
-            r.logprobs.push_back(std::move(lp));
-        if (c.usage)
-            r.usage = c.usage;
-        if (c.timings)
-            r.timings = c.timings;
-        ++r.chunks;
-    }
+    if (!refused.isEmpty())
+        refuse(s.reply, refused);
     if (!text.isEmpty()) {
         s.result->text += text;
-        emit delta(id, text);
+        emit delta(id, text); // last: a receiver may cancel the stream
     }
 }
 
@@ -401,34 +574,20 @@ void Client::onStreamFinished(quint64 id)
         return;
     QNetworkReply* reply = s->reply;
     reply->deleteLater();
-    consume(id, *s); // what arrived with the end of the reply
-    if (s->ndjson) {
-        if (auto last = s->lines.finish()) {
-            try {
-                const er::StreamChunk c = er::parse_stream_chunk(*last);
-                if (c.done)
-                    s->server_done = true;
-                if (!c.content.empty())
-                    s->result->text += QString::fromStdString(c.content);
-                if (c.usage)
-                    s->result->usage = c.usage;
-                if (c.timings)
-                    s->result->timings = c.timings;
-            } catch (const engine::Error&) {
-            }
-        }
-    }
+    consume(id, *s, true); // what arrived with the end of the reply
     StreamedReply& r = *s->result;
     r.total_ms = static_cast<double>(s->clock.nsecsElapsed()) / 1e6;
     if (r.cancelled) {
         emit replyFinished(s->result);
         return;
     }
-    const QString error = failure(reply, s->what);
+    const QString error = failure(reply, s->what, s->error_body);
     if (!error.isEmpty() && r.text.isEmpty() && r.chunks == 0) {
         emit failed(id, error);
         return;
     }
+    if (!refusal_of(reply).isEmpty())
+        s->server_done = false; // stopped here: whatever the server said, the reply is cut off
     if (!s->server_done) {
         r.cut_off = true;
         if (!error.isEmpty())
@@ -451,8 +610,8 @@ quint64 Client::chat(const std::vector<er::ChatMessage>& messages, er::SamplingR
     if (m_server && !m_server->logprobs)
         sampling.top_logprobs = 0;
     const std::string body = er::chat_request_body(messages, sampling, kind);
-    return kind == ServerKind::Ollama ? startStream("/api/chat", body, true)
-                                      : startStream("/v1/chat/completions", body, false);
+    return kind == ServerKind::Ollama ? startStream("/api/chat", body, true, sampling.max_tokens)
+                                      : startStream("/v1/chat/completions", body, false, sampling.max_tokens);
 }
 
 quint64 Client::complete(const QString& prompt, er::SamplingRequest sampling)
@@ -460,7 +619,8 @@ quint64 Client::complete(const QString& prompt, er::SamplingRequest sampling)
     if (sampling.model.empty() && m_server)
         sampling.model = to_std(m_server->model);
     sampling.stream = true;
-    return startStream("/v1/completions", er::completion_request_body(to_std(prompt), sampling), false);
+    return startStream("/v1/completions", er::completion_request_body(to_std(prompt), sampling), false,
+                       sampling.max_tokens);
 }
 
 quint64 Client::tokenize(const QString& text, bool add_special)
@@ -472,11 +632,22 @@ quint64 Client::tokenize(const QString& text, bool add_special)
             this, [this, id, why] { emit failed(id, why); }, Qt::QueuedConnection);
         return id;
     }
-    const std::string body =
-        er::tokenize_request_body(to_std(text), m_server->kind, to_std(m_server->model), add_special);
-    oneShot(id, post("/tokenize", body), "POST /tokenize", [this, id](const std::string& answer) {
-        emit tokenized(id, std::make_shared<const std::vector<er::RemoteToken>>(er::parse_tokenize(answer)));
-    });
+    const std::string utf8 = to_std(text);
+    const std::string body = er::tokenize_request_body(utf8, m_server->kind, to_std(m_server->model), add_special);
+    const quint32 n_vocab = m_server->n_vocab;
+    const std::size_t most = utf8.size() + kSpecialTokens;
+    oneShot(id, post("/tokenize", body), er::answer_limits(utf8.size()), "POST /tokenize",
+            [this, id, n_vocab, most, bytes = utf8.size()](const std::string& answer) {
+                auto tokens = er::parse_tokenize(answer);
+                // A tokenizer gives at most a token per byte, besides the special tokens it adds.
+                if (tokens.size() > most)
+                    throw engine::Error(std::to_string(tokens.size()) + " tokens for a text of " +
+                                        std::to_string(bytes) + " bytes (at most " + std::to_string(most) +
+                                        " are possible)");
+                for (const auto& t : tokens)
+                    check_vocabulary(t.id, n_vocab);
+                emit tokenized(id, std::make_shared<const std::vector<er::RemoteToken>>(std::move(tokens)));
+            });
     return id;
 }
 
@@ -489,9 +660,17 @@ quint64 Client::nextToken(const std::vector<int32_t>& ids, int n, const er::Samp
             this, [this, id, why] { emit failed(id, why); }, Qt::QueuedConnection);
         return id;
     }
-    oneShot(id, post("/completion", er::next_token_request_body(ids, n, sampling)), "POST /completion",
-            [this, id](const std::string& answer) {
+    const quint32 n_vocab = m_server->n_vocab;
+    oneShot(id, post("/completion", er::next_token_request_body(ids, n, sampling)), er::answer_limits(),
+            "POST /completion", [this, id, n, n_vocab](const std::string& answer) {
                 auto probs = er::parse_completion_probabilities(answer);
+                const er::TokenLogprob& next = probs.front();
+                if (next.top.size() > static_cast<std::size_t>(std::max(n, 0)))
+                    throw engine::Error(std::to_string(next.top.size()) + " candidates where " + std::to_string(n) +
+                                        " were asked for");
+                check_vocabulary(next.id, n_vocab);
+                for (const auto& c : next.top)
+                    check_vocabulary(c.id, n_vocab);
                 emit nextTokenReady(id, std::make_shared<const er::TokenLogprob>(std::move(probs.front())));
             });
     return id;
@@ -500,7 +679,7 @@ quint64 Client::nextToken(const std::vector<int32_t>& ids, int n, const er::Samp
 quint64 Client::metrics()
 {
     const quint64 id = m_next++;
-    oneShot(id, get("/metrics"), "GET /metrics",
+    oneShot(id, get("/metrics"), er::answer_limits(), "GET /metrics",
             [this, id](const std::string& answer) { emit metricsRead(id, er::parse_metrics(answer)); });
     return id;
 }

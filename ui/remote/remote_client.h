@@ -13,6 +13,7 @@
 #include <QPointer>
 #include <QStringList>
 #include <QUrl>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -29,6 +30,8 @@ struct Endpoint {
     QString api_key;        // sent as a bearer token; never logged
     QString model;          // empty: the server's first
     int timeout_ms = 60000; // no byte for this long ends a request
+    // Besides: every answer and stream within engine::remote::ResponseLimits (bytes, events, one
+    // event's size, a deadline), and no redirect followed to another origin.
 };
 
 // What a probe found out about the server.
@@ -113,20 +116,35 @@ signals:
 private:
     struct Stream;
     struct Probe;
+    using Fetched = std::function<void(QNetworkReply* reply, const QByteArray& body)>;
     QNetworkReply* get(const QString& path);
     QNetworkReply* post(const QString& path, const std::string& body);
     QUrl url(const QString& path) const;
+    // Every reply, before its first byte: redirects followed only within the origin the user gave
+    // (scheme, host and port: the API key goes nowhere else), and the deadline of `limits`.
+    void guard(QNetworkReply* reply, const engine::remote::ResponseLimits& limits, const QString& what);
+    // Stops a reply for `why` (a limit passed, another origin): failure() says why from then on.
+    void refuse(QNetworkReply* reply, const QString& why);
+    // Reads a one-shot answer as it arrives, within `limits`, and calls done(reply, body) when the
+    // reply has finished (failure(reply, …) then says whether it failed).
+    void fetch(QNetworkReply* reply, const engine::remote::ResponseLimits& limits, const QString& what, Fetched done);
     // A finished reply's error as a sentence, or empty when it succeeded.
-    QString failure(QNetworkReply* reply, const QString& what) const;
-    quint64 startStream(const QString& path, const std::string& body, bool ndjson);
+    QString failure(QNetworkReply* reply, const QString& what, const QByteArray& body) const;
+    quint64 startStream(const QString& path, const std::string& body, bool ndjson, int max_tokens);
     void onStreamData(quint64 id);
-    void consume(quint64 id, Stream& stream); // reads and parses what has arrived
+    // Reads and parses what has arrived (at the end: also the last line left without a newline).
+    void consume(quint64 id, Stream& stream, bool at_end);
+    // One event of a stream into its reply; a refusal (a chunk out of range) as a sentence.
+    QString takeEvent(Stream& stream, const std::string& event, double now_ms, QString& text);
     void onStreamFinished(quint64 id);
     void probeStep(const std::shared_ptr<Probe>& probe);
-    // A probe step answered 401/403: the probe fails with that (true).
-    bool refusedKey(const std::shared_ptr<Probe>& probe, QNetworkReply* reply);
+    // A probe step was refused (another origin, a limit) or answered 401/403: the probe fails with
+    // that (true).
+    bool refusedKey(const std::shared_ptr<Probe>& probe, QNetworkReply* reply, const QByteArray& body);
     // Sends a one-shot request and calls done(body) on success, failed() otherwise.
-    template <typename Done> void oneShot(quint64 id, QNetworkReply* reply, const QString& what, Done done);
+    template <typename Done>
+    void oneShot(quint64 id, QNetworkReply* reply, const engine::remote::ResponseLimits& limits, const QString& what,
+                 Done done);
 
     QNetworkAccessManager* m_network;
     Endpoint m_endpoint;

@@ -427,10 +427,16 @@ void script_screenshot(QApplication& app, EngineController& engine, MainWindow& 
         script_after_reply(app, engine, window, o);
     else
         script_chat(app, engine, window, o);
-    QObject::connect(&engine, &EngineController::loadFailed, &app, [&app](const QString& m) {
+    // A picture that cannot be made ends the run with the reason and a non-zero status, never a
+    // wait: the model does not load, the server cannot be reached or refuses (a plain 401 too), a
+    // reply fails.
+    const auto fail = [&app](const QString& m) {
         std::fprintf(stderr, "%s\n", qPrintable(m));
         app.exit(1);
-    });
+    };
+    QObject::connect(&engine, &EngineController::loadFailed, &app, fail);
+    QObject::connect(&engine, &EngineController::serverFailed, &app, fail);
+    QObject::connect(&engine, &EngineController::replyFailed, &app, [fail](quint64, const QString& m) { fail(m); });
 }
 
 } // namespace tokenscope::ui
