@@ -99,6 +99,8 @@ int run_chat(ChatArgs a)
     j["model_kind"] = engine::model_kind_name(kind.kind);
     j["model_kind_reason"] = kind.reason;
     j["chat_format"] = engine::chat_format_name(chat.style.format);
+    j["chat_template"] = engine::chat_style_description(chat.style); // the model's own, or a fixed layout
+    j["template_notice"] = chat.template_notice;                     // why not the model's own, else ""
     j["default_system"] = chat.style.default_system;
     j["prompt"] = chat.text;
     auto& tokens = j["prompt_tokens"] = nlohmann::ordered_json::array();

@@ -263,6 +263,11 @@ void TestCli::chatJsonIsThePanelsPrompt()
     QCOMPARE(j["model_kind"].toString(), QString("instruct"));
     QCOMPARE(j["model_kind_reason"].toString(), QString(R"(general.finetune says "Instruct-AWQ")"));
     QCOMPARE(j["chat_format"].toString(), QString("chatml"));
+    // Rendered by the model's own template (our Jinja interpreter), which writes Qwen's default system message.
+    QCOMPARE(j["chat_template"].toString(), QString("model template (Jinja; chatml family)"));
+    QCOMPARE(j["template_notice"].toString(), QString());
+    QCOMPARE(j["default_system"].toString(),
+             QString("You are Qwen, created by Alibaba Cloud. You are a helpful assistant."));
     QCOMPARE(j["prompt"].toString(), expected_no_system);
     const QJsonArray tokens = j["prompt_tokens"].toArray();
     QVERIFY(tokens.size() > 20);
