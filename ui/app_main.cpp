@@ -74,6 +74,24 @@ int run_app(int argc, char** argv)
             std::printf("tokenscope %s\n", TOKENSCOPE_VERSION);
             return 0;
         }
+    // Without a display Qt's xcb plugin aborts (exit 134): help is text and needs none, and a plain
+    // start says what to do instead of crashing.
+    const bool has_display =
+        !qgetenv("DISPLAY").isEmpty() || !qgetenv("WAYLAND_DISPLAY").isEmpty() || !qgetenv("QT_QPA_PLATFORM").isEmpty();
+    if (!has_display) {
+        bool wants_help = false;
+        for (int i = 1; i < argc; ++i) {
+            const std::string_view arg(argv[i]);
+            wants_help = wants_help || arg == "--help" || arg == "-h" || arg == "-?" || arg == "--help-all";
+        }
+        if (!wants_help) {
+            std::fprintf(stderr, "tokenscope: no display (neither DISPLAY nor WAYLAND_DISPLAY is set). Run it in a "
+                                 "desktop session, use tokenscope-cli, or set QT_QPA_PLATFORM=offscreen for "
+                                 "--screenshot.\n");
+            return 2;
+        }
+        qputenv("QT_QPA_PLATFORM", "offscreen"); // enough to print the help
+    }
     // --scale must be known before the application object exists.
     for (int i = 1; i + 1 < argc; ++i)
         if (std::string_view(argv[i]) == "--scale")
