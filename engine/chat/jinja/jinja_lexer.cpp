@@ -2,6 +2,7 @@
 #include "chat/jinja/jinja_lexer.h"
 
 #include "chat/jinja/jinja_value.h"
+#include "util/utf8.h"
 
 #include <array>
 
@@ -24,25 +25,6 @@ bool is_name_start(char c)
 bool is_name_char(char c)
 {
     return is_name_start(c) || is_digit(c);
-}
-
-void append_utf8(std::string& out, std::uint32_t cp)
-{
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
 }
 
 } // namespace
@@ -295,7 +277,7 @@ private:
                 pos += digits;
                 if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
                     cp = 0xFFFD;
-                append_utf8(value, cp);
+                utf8::append(value, static_cast<char32_t>(cp));
                 break;
             }
             default:
