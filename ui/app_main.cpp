@@ -185,6 +185,7 @@ int run_app(int argc, char** argv)
         spdlog::warn("conversations: {}", store.problem().toStdString());
     EngineController engine;
     MainWindow window(&engine, &store);
+    window.setRemembersModels(shot.isEmpty() && !parser.isSet(latency) && !parser.isSet(latency_paste));
     if (!shot.isEmpty()) {
         window.setDialogsEnabled(false);
         window.chatPanel()->newChat();

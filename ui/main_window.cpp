@@ -174,7 +174,7 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
         m_progress->hide();
         m_cancel->hide();
         showModel(m);
-        if (!m->remote)
+        if (!m->remote && m_remember_models)
             rememberRecent(m->path);
         statusBar()->showMessage(m->backend_note.isEmpty()
                                      ? tr("Loaded %1 on %2").arg(m->name, m->backend)

@@ -56,6 +56,9 @@ public:
     void connectServer(const remote::Endpoint& endpoint);
     // Scripted runs (screenshots, probes) report failures on stderr and must never wait on a dialog.
     void setDialogsEnabled(bool enabled) { m_dialogs = enabled; }
+    // Scripted runs (screenshots, probes) load models the user did not choose: keep them out of the
+    // recent list, which decides the model the next real start opens.
+    void setRemembersModels(bool remember) { m_remember_models = remember; }
     ChatPanel* chatPanel() const { return m_chat; }
     TokenizerPanel* tokenizerPanel() const { return m_tokenizer; }
     StepperPanel* stepperPanel() const { return m_stepper; }
@@ -112,6 +115,7 @@ private:
     EngineController* m_engine;
     ConversationStore* m_store;
     bool m_dialogs = true;
+    bool m_remember_models = true;
     ChatPanel* m_chat = nullptr;
     LabPanel* m_lab = nullptr;
     TextPanel* m_text = nullptr;

@@ -2,8 +2,12 @@
 // The desktop app started where there is no display: `tokenscope --help` prints its help and
 // exits 0, and a plain start says what to do and exits 2 — neither aborts in Qt's xcb plugin
 // (exit 134 before).
+#include "test_paths.h"
+
+#include <QFile>
 #include <QProcess>
 #include <QProcessEnvironment>
+#include <QTemporaryDir>
 #include <QTest>
 
 class TestGuiStartup : public QObject {
@@ -33,6 +37,29 @@ private slots:
         QCOMPARE(p.exitStatus(), QProcess::NormalExit); // not killed by SIGABRT
         QVERIFY2(p.exitCode() == exit_code, qPrintable(QString("exit %1: %2").arg(p.exitCode()).arg(out)));
         QVERIFY2(out.contains(says), qPrintable(out));
+    }
+
+    // A screenshot run loads a model the user did not choose: it must not become the model the next
+    // real start opens (the recent list decides that), nor appear in Open recent.
+    void screenshotLeavesTheRecentListAlone()
+    {
+        REQUIRE_DEFAULT_MODEL(path);
+        QTemporaryDir home;
+        QVERIFY(home.isValid());
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert("QT_QPA_PLATFORM", "offscreen");
+        env.insert("XDG_CONFIG_HOME", home.filePath("config"));
+        env.insert("XDG_DATA_HOME", home.filePath("data"));
+        p.setProcessEnvironment(env);
+        p.start(TOKENSCOPE_GUI_PATH, {"--screenshot", home.filePath("shot.png"), "--panel", "tokenizer", "--model",
+                                      QString::fromStdString(path), "--prompt", "Hi"});
+        QVERIFY(p.waitForFinished(180000));
+        QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+        QVERIFY(QFile::exists(home.filePath("shot.png")));
+        QFile settings(home.filePath("config/Tokenscope/Tokenscope.conf"));
+        const QByteArray written = settings.open(QIODevice::ReadOnly) ? settings.readAll() : QByteArray();
+        QVERIFY2(!written.contains("recent"), written.constData());
     }
 };
 
