@@ -185,8 +185,10 @@ int run_info(const std::string& model_arg, bool json, bool all_metadata)
     fmt::print("\ntokenizer         ");
     if (vocab) {
         fmt::print("{} ({}), {} tokens",
-                   vocab->model == engine::TokenizerModel::Spm ? "SentencePiece" : "byte-level BPE", vocab->model_name,
-                   vocab->size());
+                   vocab->model == engine::TokenizerModel::Spm ? "SentencePiece"
+                   : vocab->byte_encode                        ? "byte-level BPE"
+                                                               : "BPE over UTF-8 with byte fallback", // Gemma 4
+                   vocab->model_name, vocab->size());
         if (vocab->model == engine::TokenizerModel::Bpe)
             fmt::print(", {} merges, pre-tokenizer {}", vocab->merge_rank.size(), vocab->pre);
         fmt::print("\n                  BOS {} (add: {}), EOS {} (add: {}), space prefix: {}\n",
