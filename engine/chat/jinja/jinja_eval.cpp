@@ -91,9 +91,9 @@ Value Interpreter::eval(const Expr& e)
         return Value(std::move(dict));
     }
     case Expr::Kind::Attribute:
-        return eval_attribute(eval(*e.a), e.name, e.offset);
+        return eval_attribute(eval(*e.a), e.name);
     case Expr::Kind::Index:
-        return eval_index(eval(*e.a), eval(*e.b), e.offset);
+        return eval_index(eval(*e.a), eval(*e.b));
     case Expr::Kind::Slice:
         return eval_slice(e);
     case Expr::Kind::Call: {
@@ -259,9 +259,8 @@ Value Interpreter::eval_binary(const Expr& e)
     return Value(op == "//" ? q : wrap_sub(i, wrap_mul(q, j)));
 }
 
-Value Interpreter::eval_attribute(const Value& target, const std::string& name, std::size_t offset)
+Value Interpreter::eval_attribute(const Value& target, const std::string& name)
 {
-    (void)offset;
     if (target.is_object()) {
         if (const Value* v = target.as_object().find(name))
             return *v;
@@ -271,9 +270,8 @@ Value Interpreter::eval_attribute(const Value& target, const std::string& name, 
     return Value::undefined(name);
 }
 
-Value Interpreter::eval_index(const Value& target, const Value& index, std::size_t offset)
+Value Interpreter::eval_index(const Value& target, const Value& index)
 {
-    (void)offset;
     if (target.is_object()) {
         if (const Value* v = target.as_object().find(index.to_output()))
             return *v;
@@ -303,7 +301,7 @@ Value Interpreter::eval_index(const Value& target, const Value& index, std::size
         return Value(s.substr(offsets[k], offsets[k + 1] - offsets[k]));
     }
     if (index.is_string())
-        return eval_attribute(target, index.as_string(), offset);
+        return eval_attribute(target, index.as_string());
     return Value::undefined();
 }
 

@@ -55,8 +55,9 @@ private:
 
     Value eval(const Expr& e);
     Value eval_binary(const Expr& e);
-    Value eval_attribute(const Value& target, const std::string& name, std::size_t offset);
-    Value eval_index(const Value& target, const Value& index, std::size_t offset);
+    // Lenient, as llama.cpp is: a missing attribute or item is undefined, never an error.
+    Value eval_attribute(const Value& target, const std::string& name);
+    Value eval_index(const Value& target, const Value& index);
     Value eval_slice(const Expr& e);
     Value eval_filter(const Expr& e, const Value* block_input);
     CallArgs eval_arguments(const Expr& e);
