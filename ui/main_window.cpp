@@ -1,5 +1,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "main_window.h"
+#include "bridge/analysis_client.h"
+#include "bridge/inspection_client.h"
+#include "bridge/lab_client.h"
+#include "bridge/stepper_client.h"
 
 #include "backend/cuda/cuda_backend.h"
 #include "bridge/background.h"
@@ -204,14 +208,14 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
     });
     // A live result replaces what an opened run showed: a run saved from then on is the live one.
     const auto live = [this] { m_showing_run = false; };
-    connect(engine, &EngineController::stepperState, this, live);
-    connect(engine, &EngineController::attentionReady, this, live);
-    connect(engine, &EngineController::textAnalyzed, this, live);
-    connect(engine, &EngineController::patchingReady, this, live);
-    connect(engine, &EngineController::attributionReady, this, live);
-    connect(engine, &EngineController::headsReady, this, live);
-    connect(engine, &EngineController::ablationReady, this, live);
-    connect(engine, &EngineController::steeringReady, this, live);
+    connect(&engine->stepper(), &StepperClient::stepperState, this, live);
+    connect(&engine->inspection(), &InspectionClient::attentionReady, this, live);
+    connect(&engine->analysis(), &AnalysisClient::textAnalyzed, this, live);
+    connect(&engine->lab(), &LabClient::patchingReady, this, live);
+    connect(&engine->lab(), &LabClient::attributionReady, this, live);
+    connect(&engine->lab(), &LabClient::headsReady, this, live);
+    connect(&engine->lab(), &LabClient::ablationReady, this, live);
+    connect(&engine->lab(), &LabClient::steeringReady, this, live);
 }
 
 MainWindow::~MainWindow() = default;

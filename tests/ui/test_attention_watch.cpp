@@ -5,7 +5,9 @@
 // the view goes away the recording is dropped and a later request recomputes. Each case prints the
 // process's peak resident memory (bench/chat_memory.sh runs them as separate processes with a long
 // reply: TOKENSCOPE_WATCH_REPLY_TOKENS).
+#include "bridge/chat_client.h"
 #include "bridge/engine_controller.h"
+#include "bridge/inspection_client.h"
 #include "signal_wait.h"
 #include "test_paths.h"
 
@@ -57,11 +59,11 @@ std::shared_ptr<const ReplyStats> TestAttentionWatch::reply(EngineController& en
     engine.loadModel(QString::fromStdString(m_path), 2, 2048);
     if (!seen(loaded, 1, 300000))
         return nullptr;
-    QSignalSpy finished(&engine, &EngineController::replyFinished);
+    QSignalSpy finished(&engine.chat(), &ChatClient::replyFinished);
     SamplingSettings s;
     s.temperature = 0.0f;
     s.max_tokens = reply_tokens();
-    engine.sendChat({{"user", "Count from 1 to 2000, one number per line."}}, s);
+    engine.chat().sendChat({{"user", "Count from 1 to 2000, one number per line."}}, s);
     if (!seen(finished, 1, 300000))
         return nullptr;
     return finished.last().at(0).value<std::shared_ptr<const ReplyStats>>();
@@ -80,7 +82,7 @@ void TestAttentionWatch::closedRecordsNothing()
 void TestAttentionWatch::openRecordsTheReply()
 {
     EngineController engine;
-    engine.setAttentionWatched(true);
+    engine.inspection().setAttentionWatched(true);
     const auto stats = reply(engine);
     QVERIFY(stats && !stats->cancelled);
     qInfo("attention view open: %d tokens generated, attention recorded %llu bytes, peak resident %ld MiB",
@@ -89,16 +91,16 @@ void TestAttentionWatch::openRecordsTheReply()
         QVERIFY(stats->attention_bytes > 0);
 
     // The panel's "current sequence" reads the recording of the reply's real passes...
-    QSignalSpy attention(&engine, &EngineController::attentionReady);
-    engine.captureAttention(QString(), true, {0});
+    QSignalSpy attention(&engine.inspection(), &InspectionClient::attentionReady);
+    engine.inspection().captureAttention(QString(), true, {0});
     QVERIFY(seen(attention, 1, 300000));
     auto snapshot = attention.last().at(0).value<std::shared_ptr<const AttentionSnapshot>>();
     QVERIFY2(snapshot->error.isEmpty(), qPrintable(snapshot->error));
     if (reply_tokens() <= 200)
         QCOMPARE(snapshot->source, QString("recorded"));
     // ...and once no view watches, the recording is gone: the same request is one fresh pass.
-    engine.setAttentionWatched(false);
-    engine.captureAttention(QString(), true, {0});
+    engine.inspection().setAttentionWatched(false);
+    engine.inspection().captureAttention(QString(), true, {0});
     QVERIFY(seen(attention, 2, 300000));
     snapshot = attention.last().at(0).value<std::shared_ptr<const AttentionSnapshot>>();
     QVERIFY2(snapshot->error.isEmpty(), qPrintable(snapshot->error));

@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/vulkan/vulkan_backend.h"
 #include "bridge/engine_controller.h"
+#include "bridge/inspection_client.h"
 #include "bridge/token_selection.h"
 #include "main_window.h"
 #include "panels/stepper_panel.h"
@@ -88,7 +89,7 @@ void TestBackendChoice::modelRunsOnVulkan()
     QVERIFY2(summary->backend.startsWith("Vulkan") && summary->backend.endsWith(", f32)"),
              qPrintable(summary->backend)); // the default arithmetic
     QVERIFY(summary->backend_note.isEmpty());
-    QSignalSpy kv(&engine, &EngineController::kvChanged);
+    QSignalSpy kv(&engine.inspection(), &InspectionClient::kvChanged);
     QSignalSpy state(&stepper, &StepperPanel::stateChanged);
     stepper.setPrompt("Hi");
     stepper.prefill();

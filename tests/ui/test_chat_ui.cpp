@@ -2,6 +2,7 @@
 // The desktop app with the real default model (offscreen): load it, send a message, watch streamed
 // text arrive, stop mid-reply, send a second turn that reuses the cached prefix, restart and find
 // the conversation; kill the app with SIGKILL during a reply and find every completed message.
+#include "bridge/chat_client.h"
 #include "bridge/engine_controller.h"
 #include "main_window.h"
 #include "panels/chat_panel.h"
@@ -55,7 +56,7 @@ void TestChatUi::chatStreamsStopsReusesAndPersists()
         s.max_tokens = 200;
         chat->setSampling(s);
 
-        QSignalSpy deltas(&engine, &EngineController::replyDelta);
+        QSignalSpy deltas(&engine.chat(), &ChatClient::replyDelta);
         QSignalSpy finished(chat, &ChatPanel::replyFinished);
         chat->send("Write a long story about a lighthouse keeper.");
         QVERIFY(chat->replying());
@@ -171,7 +172,7 @@ void TestChatUi::overflowIsToldBeforeSendingAndPrefillStops()
     big.loadModel(QString::fromStdString(path), 2, 2048);
     QVERIFY(loaded2.wait(120000));
     chat2.newChat();
-    QSignalSpy progress(&big, &EngineController::prefillProgress);
+    QSignalSpy progress(&big.chat(), &ChatClient::prefillProgress);
     QSignalSpy finished(&chat2, &ChatPanel::replyFinished);
     QString long_text;
     for (int i = 0; i < 120; ++i)

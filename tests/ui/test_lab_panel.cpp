@@ -5,6 +5,7 @@
 // says so; prompts of different lengths are refused with both counts; every export format is
 // written and reads back; the stepper's Attribute sends its sequence and the token Step would take.
 #include "bridge/engine_controller.h"
+#include "bridge/lab_client.h"
 #include "bridge/token_selection.h"
 #include "lab/ablation_scan.h"
 #include "lab/attribution.h"
@@ -171,7 +172,7 @@ void TestLabPanel::stopLeavesTheCellsNotRunEmpty()
     auto* stop = m_lab->findChild<QPushButton*>("labStopPatching");
     QVERIFY(stop);
     auto clicked = std::make_shared<bool>(false);
-    const auto c = connect(m_engine.get(), &EngineController::labProgress, this, [&, clicked](quint64, int d, int) {
+    const auto c = connect(&m_engine->lab(), &LabClient::labProgress, this, [&, clicked](quint64, int d, int) {
         if (d >= 3 && !*clicked) {
             *clicked = true;
             QVERIFY(stop->isEnabled());

@@ -4,6 +4,7 @@
 // usable: the same model loads and answers afterwards. A file with a 1 GiB general.name is refused
 // by name without the process copying it. CI also runs this suite under valgrind's memcheck, which
 // fails on any definitely lost memory.
+#include "bridge/chat_client.h"
 #include "bridge/engine_controller.h"
 #include "gguf_builder.h"
 #include "test_paths.h"
@@ -106,11 +107,11 @@ void TestLoadCancel::cancelAtHalfwayThenLoadAgain()
     engine.setLoadGate(nullptr);
     engine.loadModel(QString::fromStdString(path), 2, 512);
     QVERIFY(loaded.wait(120000));
-    QSignalSpy finished(&engine, &EngineController::replyFinished);
+    QSignalSpy finished(&engine.chat(), &ChatClient::replyFinished);
     SamplingSettings s;
     s.temperature = 0.0f;
     s.max_tokens = 4;
-    engine.sendChat({{"user", "Hi"}}, s);
+    engine.chat().sendChat({{"user", "Hi"}}, s);
     QVERIFY(finished.wait(120000));
     QCOMPARE(finished.last().at(0).value<std::shared_ptr<const ReplyStats>>()->generated_tokens, 4);
 }

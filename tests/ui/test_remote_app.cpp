@@ -5,6 +5,11 @@
 // mid-reply are said clearly and lose nothing. The chat model is the one the suites are given
 // ($TOKENSCOPE_CHAT_MODEL: the real one in the Release tree, a small random-weight model with the
 // real tokenizer under the sanitizers), so nothing here depends on what the model answers.
+#include "bridge/analysis_client.h"
+#include "bridge/chat_client.h"
+#include "bridge/inspection_client.h"
+#include "bridge/lab_client.h"
+#include "bridge/stepper_client.h"
 #include "llama_server_process.h"
 #include "signal_wait.h"
 #include "test_paths.h"
@@ -117,9 +122,9 @@ void TestRemoteApp::chatTokenizerAndTimelineFromTheServer()
     s.temperature = 0.0f;
     s.max_tokens = 12;
     chat->setSampling(s);
-    QSignalSpy deltas(&engine, &EngineController::replyDelta);
+    QSignalSpy deltas(&engine.chat(), &ChatClient::replyDelta);
     QSignalSpy finished(chat, &ChatPanel::replyFinished);
-    QSignalSpy timeline(&engine, &EngineController::timelineChanged);
+    QSignalSpy timeline(&engine.inspection(), &InspectionClient::timelineChanged);
     chat->send("Say hello.");
     QVERIFY(testsupport::seen(finished));
     const auto stats = chat->lastStats();
@@ -208,15 +213,15 @@ void TestRemoteApp::internalsAreUnavailableWithTheReason()
     QSignalSpy loaded(&engine, &EngineController::modelLoaded);
     window.connectServer(endpoint(m_server.url(), kKey));
     QVERIFY(testsupport::seen(loaded));
-    QSignalSpy attention(&engine, &EngineController::attentionReady), stepper(&engine, &EngineController::stepperState),
-        lab(&engine, &EngineController::patchingReady), text(&engine, &EngineController::textAnalyzed),
-        steering(&engine, &EngineController::steeringApplied);
-    const quint64 a = engine.captureAttention("hello", false, {});
+    QSignalSpy attention(&engine.inspection(), &InspectionClient::attentionReady),
+        stepper(&engine.stepper(), &StepperClient::stepperState), lab(&engine.lab(), &LabClient::patchingReady),
+        text(&engine.analysis(), &AnalysisClient::textAnalyzed), steering(&engine.lab(), &LabClient::steeringApplied);
+    const quint64 a = engine.inspection().captureAttention("hello", false, {});
     // The stepper from the text panel starts on given ids, which the server does not take as a stepper.
-    const quint64 st = engine.stepperStartTokens({1, 2, 3}, "x", StepperSettings{});
-    engine.runPatching(PatchingSettings{});
-    engine.analyzeText("hello");
-    engine.setSteering(true, SteeringSettings{});
+    const quint64 st = engine.stepper().stepperStartTokens({1, 2, 3}, "x", StepperSettings{});
+    engine.lab().runPatching(PatchingSettings{});
+    engine.analysis().analyzeText("hello");
+    engine.lab().setSteering(true, SteeringSettings{});
     QVERIFY(testsupport::seen(attention) && testsupport::seen(stepper) && testsupport::seen(lab) &&
             testsupport::seen(text) && testsupport::seen(steering));
     const auto as = attention.first().at(0).value<std::shared_ptr<const AttentionSnapshot>>();
@@ -240,7 +245,7 @@ void TestRemoteApp::stepperFromTheServersDistribution()
     QSignalSpy loaded(&engine, &EngineController::modelLoaded);
     window.connectServer(endpoint(m_server.url(), kKey));
     QVERIFY(testsupport::seen(loaded));
-    QSignalSpy states(&engine, &EngineController::stepperState);
+    QSignalSpy states(&engine.stepper(), &StepperClient::stepperState);
     const auto next_state = [&](int n) {
         return testsupport::seen(states, n) ? states.at(n - 1).at(0).value<std::shared_ptr<const StepperState>>()
                                             : nullptr;
@@ -248,7 +253,7 @@ void TestRemoteApp::stepperFromTheServersDistribution()
     StepperSettings settings;
     settings.greedy = true;
     const QString prompt = "The capital of France is";
-    engine.stepperStart(prompt, settings);
+    engine.stepper().stepperStart(prompt, settings);
     const auto prefill = next_state(1);
     QVERIFY(prefill);
     QVERIFY2(prefill->error.isEmpty(), qPrintable(prefill->error));
@@ -272,19 +277,19 @@ void TestRemoteApp::stepperFromTheServersDistribution()
     QVERIFY(!prefill->tokenizer && !prefill->logits);           // no vocabulary or logits are invented
 
     // Step takes what the server drew; a forced step takes the runner-up; Back undoes it.
-    engine.stepperStep(settings);
+    engine.stepper().stepperStep(settings);
     const auto stepped = next_state(2);
     QVERIFY(stepped && stepped->error.isEmpty());
     QCOMPARE(stepped->steps, 1);
     QCOMPARE(stepped->tokens.back().id, prefill->server_drawn);
     QCOMPARE(stepped->tokens.back().probability, prefill->server_top[0].probability);
     const int runner_up = stepped->server_top[1].id;
-    engine.stepperStep(settings, runner_up);
+    engine.stepper().stepperStep(settings, runner_up);
     const auto forced = next_state(3);
     QVERIFY(forced && forced->error.isEmpty());
     QCOMPARE(forced->tokens.back().id, runner_up);
     QVERIFY(forced->tokens.back().forced);
-    engine.stepperBack(settings);
+    engine.stepper().stepperBack(settings);
     const auto back = next_state(4);
     QVERIFY(back && back->error.isEmpty());
     QCOMPARE(back->steps, 1);
@@ -312,12 +317,12 @@ void TestRemoteApp::killedServerKeepsThePartialReply()
     chat->setSampling(s);
     QString streamed;
     int pieces = 0;
-    connect(&engine, &EngineController::replyDelta, this, [&](quint64, const QString& d) {
+    connect(&engine.chat(), &ChatClient::replyDelta, this, [&](quint64, const QString& d) {
         streamed += d;
         if (++pieces == 4)
             doomed.kill();
     });
-    QSignalSpy finished(chat, &ChatPanel::replyFinished), failed(&engine, &EngineController::replyFailed);
+    QSignalSpy finished(chat, &ChatPanel::replyFinished), failed(&engine.chat(), &ChatClient::replyFailed);
     chat->send("Write a long story about a lighthouse keeper.");
     QVERIFY(QTest::qWaitFor([&] { return finished.count() + failed.count() > 0; }, 120000));
     QCOMPARE(failed.count(), 0);
@@ -333,7 +338,7 @@ void TestRemoteApp::killedServerKeepsThePartialReply()
     QVERIFY(!engine.busy());
 
     // The next message to a server that is gone: a clear failure, and the message stays typed.
-    QSignalSpy failed2(&engine, &EngineController::replyFailed);
+    QSignalSpy failed2(&engine.chat(), &ChatClient::replyFailed);
     chat->send("Are you there?");
     QVERIFY(testsupport::seen(failed2));
     QVERIFY2(failed2.first().at(1).toString().contains("refused the connection"),

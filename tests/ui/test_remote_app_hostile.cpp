@@ -6,6 +6,7 @@
 // reason and a non-zero status when the server refuses (a plain 401 too), redirects elsewhere or
 // cannot be reached, the reply fails, or the model fails to load, instead of waiting for ever. No assertion is
 // timed: the limits end every case, and a wait's timeout is only a backstop.
+#include "bridge/chat_client.h"
 #include "hostile_server.h"
 #include "signal_wait.h"
 #include "test_paths.h"
@@ -116,7 +117,7 @@ void TestRemoteAppHostile::chatIsCutOffAtTheLimit()
     auto s = chat->sampling();
     s.max_tokens = 16;
     chat->setSampling(s);
-    QSignalSpy finished(chat, &ChatPanel::replyFinished), failed(&engine, &EngineController::replyFailed);
+    QSignalSpy finished(chat, &ChatPanel::replyFinished), failed(&engine.chat(), &ChatClient::replyFailed);
     chat->send("Hello");
     QVERIFY(QTest::qWaitFor([&] { return finished.count() + failed.count() > 0; }, 120000)); // a backstop
     const QString message = failed.count() ? failed.first().at(1).toString() : chat->lastStats()->notice;

@@ -5,7 +5,9 @@
 // changes the next distribution; Back then Step with the same token gives bit-equal logits and the
 // same KV accounting; the logit lens's last row is the real distribution; Play runs to a stop
 // reason; selection is linked with the tokenizer panel.
+#include "bridge/chat_client.h"
 #include "bridge/engine_controller.h"
+#include "bridge/stepper_client.h"
 #include "bridge/token_selection.h"
 #include "model/model.h"
 #include "panels/stepper_panel.h"
@@ -285,11 +287,11 @@ void TestStepperPanel::sequenceSurvivesAChatReply()
     const auto before = state->history;
 
     // A chat reply in between runs on the chat's own session.
-    QSignalSpy finished(m_engine.get(), &EngineController::replyFinished);
+    QSignalSpy finished(&m_engine->chat(), &ChatClient::replyFinished);
     SamplingSettings s;
     s.temperature = 0.0f;
     s.max_tokens = 6;
-    m_engine->sendChat({{"user", "Something else entirely."}}, s);
+    m_engine->chat().sendChat({{"user", "Something else entirely."}}, s);
     QVERIFY(finished.wait(120000));
 
     state = act([&] { m_panel->step(); });
@@ -307,7 +309,7 @@ void TestStepperPanel::longPrefillCanBeStopped()
     while (m_model->tokenizer().encode_ids(prompt.toStdString()).size() < 400)
         prompt += "The river bends past the mill and the miller counts the sacks of grain. ";
     m_panel->setPrompt(prompt);
-    QSignalSpy progress(m_engine.get(), &EngineController::prefillProgress);
+    QSignalSpy progress(&m_engine->stepper(), &StepperClient::prefillProgress);
     QSignalSpy changed(m_panel.get(), &StepperPanel::stateChanged);
     auto* stop = m_panel->findChild<QPushButton*>("stepperStopPrefill");
     QVERIFY(stop);

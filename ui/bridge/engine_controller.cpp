@@ -1,97 +1,82 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "bridge/engine_controller.h"
 
-#include "bridge/engine_worker.h"
+#include "backend/backend.h"
+#include "backend/backend_factory.h"
+#include "bridge/inspection_client.h"
+#include "chat/chat_prompt.h"
+#include "chat/chat_template.h"
+#include "model/memory_plan.h"
+#include "model/model.h"
+#include "model/model_kind.h"
+#include "model/quant_mix.h"
+#include "quant/vec_dot.h"
+#include "session/session.h"
+#include "util/machine_probe.h"
+
+#include <QFileInfo>
+#include <spdlog/spdlog.h>
 
 namespace tokenscope::ui {
 
+namespace {
+
+// The engine thread's object: requests run in its event queue; it owns the context and is deleted
+// on that thread when the thread finishes (backends are released where they were made).
+class EngineSide : public QObject {
+public:
+    explicit EngineSide(InspectionClient* views) : context(views) {}
+    EngineContext context;
+};
+
+// What the model bar and every panel read about a loaded model.
+std::shared_ptr<ModelSummary> summary_of(const engine::Model& model, const engine::Backend& backend,
+                                         const QString& path, int threads, const std::string& fallback)
+{
+    auto summary = std::make_shared<ModelSummary>();
+    const auto& c = model.config();
+    summary->path = path;
+    summary->name = QString::fromStdString(c.name.empty() ? QFileInfo(path).completeBaseName().toStdString() : c.name);
+    summary->architecture = QString::fromStdString(c.architecture);
+    summary->parameters = model.parameter_count();
+    summary->file_size = model.file().file_size();
+    summary->quant_types = QString::fromStdString(engine::quant_mix(model));
+    summary->context_length = c.n_ctx_train;
+    summary->n_ctx = backend.kv_cache().config().n_ctx;
+    summary->backend = QString::fromStdString(backend.name());
+    if (backend.name().rfind("CPU", 0) == 0)
+        summary->backend += " " + QString::fromUtf8(engine::simd_level_name(engine::simd_level()).data());
+    summary->backend_note = QString::fromStdString(fallback);
+    summary->threads = threads;
+    summary->n_layers = int(c.n_layer);
+    const engine::ChatStyle style = engine::model_chat_style(model);
+    summary->chat_format = QString::fromStdString(engine::chat_style_description(style));
+    summary->chat_template_notice = QString::fromStdString(style.notice);
+    const engine::ModelKindVerdict tuning = engine::model_kind_verdict(model.file());
+    summary->instruction_tuned = tuning.kind == engine::ModelKind::Instruct;
+    summary->model_kind_reason = QString::fromStdString(tuning.reason);
+    return summary;
+}
+
+} // namespace
+
 EngineController::EngineController(QObject* parent) : QObject(parent)
 {
-    qRegisterMetaType<std::shared_ptr<const ModelSummary>>();
-    qRegisterMetaType<std::shared_ptr<const ReplyStats>>();
-    qRegisterMetaType<std::shared_ptr<const ServerCacheSnapshot>>();
-    qRegisterMetaType<ChatRequest>();
-    qRegisterMetaType<std::shared_ptr<const Tokenization>>();
-    qRegisterMetaType<StepperSettings>();
-    qRegisterMetaType<std::shared_ptr<const StepperState>>();
-    qRegisterMetaType<std::shared_ptr<const KvSnapshot>>();
-    qRegisterMetaType<std::shared_ptr<const KvContents>>();
-    qRegisterMetaType<std::shared_ptr<const TimelineSnapshot>>();
-    qRegisterMetaType<MachinePeaksUi>();
-    qRegisterMetaType<std::shared_ptr<const AttentionSnapshot>>();
-    qRegisterMetaType<PatchingSettings>();
-    qRegisterMetaType<std::shared_ptr<const PatchingSnapshot>>();
-    qRegisterMetaType<std::shared_ptr<const AttributionSnapshot>>();
-    qRegisterMetaType<std::shared_ptr<const HeadsSnapshot>>();
-    qRegisterMetaType<std::shared_ptr<const AblationSnapshot>>();
-    qRegisterMetaType<std::shared_ptr<const SteeringSnapshot>>();
-    qRegisterMetaType<std::shared_ptr<const TextAnalysisSnapshot>>();
     m_thread.setObjectName("engine");
-    m_worker = new EngineWorker();
-    m_worker->moveToThread(&m_thread);
-    connect(&m_thread, &QThread::finished, m_worker, &QObject::deleteLater);
-    connect(m_worker, &EngineWorker::loadProgress, this, &EngineController::loadProgress);
-    connect(m_worker, &EngineWorker::modelLoaded, this, [this](std::shared_ptr<const ModelSummary> s) {
-        finished(m_load_request);
-        m_model = s;
+    m_network = new remote::Client(this); // before any feature client: their remote sides listen to it
+    auto* side = new EngineSide(&inspection());
+    m_context = &side->context;
+    m_engine_side = side;
+    m_engine_side->moveToThread(&m_thread);
+    connect(&m_thread, &QThread::finished, m_engine_side, &QObject::deleteLater);
+    connect(m_network, &remote::Client::probed, this, &EngineController::onProbed);
+    connect(m_network, &remote::Client::failed, this, [this](quint64 client_id, const QString& message) {
+        if (client_id != m_probe_client || !m_probe_client)
+            return;
+        m_requests.close(std::exchange(m_probe, 0));
+        m_probe_client = 0;
         setBusy(false);
-        emit modelLoaded(std::move(s));
-    });
-    connect(m_worker, &EngineWorker::loadFailed, this, [this](const QString& m) {
-        finished(m_load_request);
-        setBusy(false);
-        emit loadFailed(m);
-    });
-    connect(m_worker, &EngineWorker::replyStarted, this, &EngineController::replyStarted);
-    connect(m_worker, &EngineWorker::replyDelta, this, &EngineController::replyDelta);
-    connect(m_worker, &EngineWorker::prefillProgress, this, &EngineController::prefillProgress);
-    connect(m_worker, &EngineWorker::fitChecked, this, &EngineController::fitChecked);
-    connect(m_worker, &EngineWorker::tokenized, this, &EngineController::tokenized);
-    connect(m_worker, &EngineWorker::stepperState, this, [this](std::shared_ptr<const StepperState> s) {
-        finished(s->request_id);
-        emit stepperState(std::move(s));
-    });
-    connect(m_worker, &EngineWorker::kvChanged, this, &EngineController::kvChanged);
-    connect(m_worker, &EngineWorker::kvContents, this, &EngineController::kvContents);
-    connect(m_worker, &EngineWorker::timelineChanged, this, &EngineController::timelineChanged);
-    connect(m_worker, &EngineWorker::machineProbed, this, &EngineController::machineProbed);
-    connect(m_worker, &EngineWorker::turnsCounted, this, &EngineController::turnsCounted);
-    connect(m_worker, &EngineWorker::attentionReady, this, [this](std::shared_ptr<const AttentionSnapshot> s) {
-        finished(s->request_id);
-        emit attentionReady(std::move(s));
-    });
-    connect(m_worker, &EngineWorker::labProgress, this, &EngineController::labProgress);
-    connect(m_worker, &EngineWorker::patchingReady, this, [this](std::shared_ptr<const PatchingSnapshot> s) {
-        finished(s->request_id);
-        emit patchingReady(std::move(s));
-    });
-    connect(m_worker, &EngineWorker::attributionReady, this, [this](std::shared_ptr<const AttributionSnapshot> s) {
-        finished(s->request_id);
-        emit attributionReady(std::move(s));
-    });
-    connect(m_worker, &EngineWorker::headsReady, this, [this](std::shared_ptr<const HeadsSnapshot> s) {
-        finished(s->request_id);
-        emit headsReady(std::move(s));
-    });
-    connect(m_worker, &EngineWorker::ablationReady, this, &EngineController::ablationReady);
-    connect(m_worker, &EngineWorker::steeringReady, this, [this](std::shared_ptr<const SteeringSnapshot> s) {
-        finished(s->request_id);
-        emit steeringReady(std::move(s));
-    });
-    connect(m_worker, &EngineWorker::steeringApplied, this, &EngineController::steeringApplied);
-    connect(m_worker, &EngineWorker::textAnalyzed, this, [this](std::shared_ptr<const TextAnalysisSnapshot> s) {
-        finished(s->request_id);
-        emit textAnalyzed(std::move(s));
-    });
-    connect(m_worker, &EngineWorker::replyFinished, this, [this](std::shared_ptr<const ReplyStats> s) {
-        finished(s->request_id);
-        setBusy(false);
-        emit replyFinished(std::move(s));
-    });
-    connect(m_worker, &EngineWorker::replyFailed, this, [this](quint64 id, const QString& m) {
-        finished(id);
-        setBusy(false);
-        emit replyFailed(id, m);
+        emit serverFailed(message);
     });
     m_thread.start();
 }
@@ -101,19 +86,6 @@ EngineController::~EngineController()
     stop(); // a running request ends at its next check, the queued ones without running
     m_thread.quit();
     m_thread.wait();
-}
-
-template <typename Call> void EngineController::post(Call call)
-{
-    QMetaObject::invokeMethod(
-        m_worker, [worker = m_worker, call = std::move(call)]() mutable { call(*worker); }, Qt::QueuedConnection);
-}
-
-CancelToken EngineController::track(quint64 request_id)
-{
-    auto token = std::make_shared<std::atomic<bool>>(false);
-    m_cancellable[request_id] = token;
-    return token;
 }
 
 void EngineController::setBusy(bool busy)
@@ -126,240 +98,99 @@ void EngineController::setBusy(bool busy)
 
 void EngineController::stop()
 {
-    if (m_client) { // a cancelled stream answers at once, which edits the map: walk a copy
-        const auto requests = m_server_requests;
-        for (const auto& [client_id, id] : requests)
-            m_client->cancel(client_id);
-    }
-    for (auto& [id, token] : m_cancellable)
-        token->store(true);
+    m_requests.cancelAll();
 }
 
 void EngineController::cancel(quint64 request_id)
 {
-    if (m_client)
-        for (const auto& [client_id, id] : m_server_requests)
-            if (id == request_id) {
-                m_client->cancel(client_id);
-                break;
-            }
-    if (auto it = m_cancellable.find(request_id); it != m_cancellable.end())
-        it->second->store(true);
+    m_requests.cancel(request_id);
 }
 
-quint64 EngineController::loadModel(const QString& path, int threads, quint32 n_ctx, const QString& backend, int device)
+QString EngineController::unavailableOnServer(const QString& what)
 {
-    disconnectServer(); // a model here replaces the served one
-    const quint64 id = nextId();
-    m_load_request = id;
-    setBusy(true);
-    post([path, threads, n_ctx, backend, device, cancel = track(id), gate = m_gate](EngineWorker& w) {
-        w.loadModel(path, threads, n_ctx, backend, device, cancel, gate);
-    });
-    return id;
-}
-
-quint64 EngineController::sendChat(std::vector<ChatTurn> turns, const SamplingSettings& sampling)
-{
-    if (m_server)
-        return sendChatToServer(std::move(turns), sampling);
-    ChatRequest request;
-    request.id = nextId();
-    request.turns = std::move(turns);
-    request.sampling = sampling;
-    setBusy(true);
-    post([request, cancel = track(request.id)](EngineWorker& w) { w.generateReply(request, cancel); });
-    return request.id;
-}
-
-quint64 EngineController::tokenize(const QString& text)
-{
-    if (m_server)
-        return tokenizeOnServer(text);
-    const quint64 id = nextId();
-    post([id, text](EngineWorker& w) { w.tokenize(id, text); });
-    return id;
-}
-
-quint64 EngineController::stepperStart(const QString& prompt, const StepperSettings& settings)
-{
-    if (m_server)
-        return stepperOnServer("prefill", prompt, settings, -1);
-    const quint64 id = nextId();
-    post([id, prompt, settings, cancel = track(id)](EngineWorker& w) { w.stepperStart(id, prompt, settings, cancel); });
-    return id;
-}
-
-quint64 EngineController::stepperStartTokens(const std::vector<int32_t>& ids, const QString& text,
-                                             const StepperSettings& settings)
-{
-    if (m_server)
-        return refuseOnServer<StepperState>(&EngineController::stepperState, tr("The decode stepper"));
-    const quint64 id = nextId();
-    post([id, ids, text, settings, cancel = track(id)](EngineWorker& w) {
-        w.stepperStart(id, text, settings, cancel, ids);
-    });
-    return id;
-}
-
-quint64 EngineController::stepperStep(const StepperSettings& settings, int forced_token)
-{
-    if (m_server)
-        return stepperOnServer("step", {}, settings, forced_token);
-    const quint64 id = nextId();
-    post([id, settings, forced_token](EngineWorker& w) { w.stepperStep(id, settings, forced_token); });
-    return id;
-}
-
-quint64 EngineController::stepperBack(const StepperSettings& settings)
-{
-    if (m_server)
-        return stepperOnServer("back", {}, settings, -1);
-    const quint64 id = nextId();
-    post([id, settings](EngineWorker& w) { w.stepperBack(id, settings); });
-    return id;
-}
-
-quint64 EngineController::readKv(int layer, int kv_head)
-{
-    if (m_server)
-        return refuseOnServer<KvContents>(&EngineController::kvContents, tr("The KV cache contents"));
-    const quint64 id = nextId();
-    post([id, layer, kv_head](EngineWorker& w) { w.readKv(id, layer, kv_head); });
-    return id;
+    return tr("%1 needs the model's weights and activations, which a server does not expose: not available "
+              "on a server connection (File → Open model… to run a model here)")
+        .arg(what);
 }
 
 void EngineController::probeMachine()
 {
-    post([](EngineWorker& w) { w.probeMachine(); });
-}
-
-quint64 EngineController::countTurns(const QStringList& roles, const QStringList& texts)
-{
-    if (m_server) { // counted with the server's template, not here: the panel keeps its estimates
-        const quint64 id = nextId();
-        const int window = int(m_server->context_length);
-        QMetaObject::invokeMethod(
-            this, [this, id, window] { emit turnsCounted(id, {}, window); }, Qt::QueuedConnection);
-        return id;
-    }
-    const quint64 id = nextId();
-    post([id, roles, texts](EngineWorker& w) { w.countTurns(id, roles, texts); });
-    return id;
-}
-
-quint64 EngineController::captureAttention(const QString& text, bool current_sequence, const QList<int>& layers)
-{
-    if (m_server)
-        return refuseOnServer<AttentionSnapshot>(&EngineController::attentionReady, tr("Attention"));
-    const quint64 id = nextId();
-    post([id, text, current_sequence, layers, cancel = track(id)](EngineWorker& w) {
-        w.captureAttention(id, text, current_sequence, layers, cancel);
+    post([this](EngineContext& context) {
+        const engine::MachinePeaks p = engine::probe_machine(context.threads > 0 ? context.threads : 0);
+        spdlog::info("machine probe: {:.2f} GB/s read, {:.1f} GFLOP/s ({} threads, {})", p.read_bytes_per_second / 1e9,
+                     p.flops_per_second / 1e9, p.threads, p.simd);
+        const MachinePeaksUi peaks{p.read_bytes_per_second, p.flops_per_second, p.threads,
+                                   QString::fromStdString(p.simd)};
+        toUi(this, [this, peaks] { emit machineProbed(peaks); });
     });
-    return id;
 }
 
-quint64 EngineController::checkFit(std::vector<ChatTurn> turns, const SamplingSettings& sampling)
+quint64 EngineController::loadModel(const QString& path, int threads, quint32 n_ctx, const QString& backend_name,
+                                    int device)
 {
-    if (m_server) { // the server applies its template and its own context policy
-        const quint64 id = nextId();
-        QMetaObject::invokeMethod(
-            this, [this, id] { emit fitChecked(id, QString()); }, Qt::QueuedConnection);
-        return id;
-    }
-    ChatRequest request;
-    request.id = nextId();
-    request.turns = std::move(turns);
-    request.sampling = sampling;
-    post([request](EngineWorker& w) { w.checkFit(request); });
-    return request.id;
-}
-
-quint64 EngineController::runPatching(const PatchingSettings& settings)
-{
-    if (m_server)
-        return refuseOnServer<PatchingSnapshot>(&EngineController::patchingReady, tr("Activation patching"));
-    const quint64 id = nextId();
-    post([id, settings, cancel = track(id)](EngineWorker& w) { w.runPatching(id, settings, cancel); });
-    return id;
-}
-
-quint64 EngineController::runAttribution(const AttributionSettings& settings)
-{
-    if (m_server)
-        return refuseOnServer<AttributionSnapshot>(&EngineController::attributionReady, tr("Attribution"));
-    const quint64 id = nextId();
-    post([id, settings, cancel = track(id)](EngineWorker& w) { w.runAttribution(id, settings, cancel); });
-    return id;
-}
-
-quint64 EngineController::classifyHeads(int repeat, quint64 seed)
-{
-    if (m_server)
-        return refuseOnServer<HeadsSnapshot>(&EngineController::headsReady, tr("Head classification"));
-    const quint64 id = nextId();
-    post([id, repeat, seed](EngineWorker& w) { w.classifyHeads(id, repeat, seed); });
-    return id;
-}
-
-quint64 EngineController::scanAblations(const AblationSettings& settings)
-{
-    if (m_server)
-        return refuseOnServer<AblationSnapshot>(&EngineController::ablationReady, tr("Ablation"));
-    const quint64 id = nextId();
-    post([id, settings, cancel = track(id)](EngineWorker& w) { w.scanAblations(id, settings, cancel); });
-    return id;
-}
-
-quint64 EngineController::ablateHeads(const AblationSettings& settings)
-{
-    if (m_server)
-        return refuseOnServer<AblationSnapshot>(&EngineController::ablationReady, tr("Ablation"));
-    const quint64 id = nextId();
-    post([id, settings](EngineWorker& w) { w.ablateHeads(id, settings); });
-    return id;
-}
-
-quint64 EngineController::steer(const SteeringSettings& settings)
-{
-    if (m_server)
-        return refuseOnServer<SteeringSnapshot>(&EngineController::steeringReady, tr("Steering"));
-    const quint64 id = nextId();
-    post([id, settings, cancel = track(id)](EngineWorker& w) { w.steer(id, settings, cancel); });
-    return id;
-}
-
-quint64 EngineController::analyzeText(const QString& text, const QString& compare_with)
-{
-    if (m_server)
-        return refuseOnServer<TextAnalysisSnapshot>(&EngineController::textAnalyzed,
-                                                    tr("The text analysis (every position's logits)"));
-    const quint64 id = nextId();
-    post([id, text, compare_with, cancel = track(id)](EngineWorker& w) {
-        w.analyzeText(id, text, compare_with, cancel);
+    disconnectServer(); // a model here replaces the served one
+    const RequestBook::Ticket ticket = m_requests.open();
+    setBusy(true);
+    // On the UI thread, once: the load's end closes its request.
+    const auto failed = [this, id = ticket.id](const QString& message) {
+        toUi(this, [this, id, message] {
+            m_requests.close(id);
+            setBusy(false);
+            emit loadFailed(message);
+        });
+    };
+    const auto progress = [this](int percent, const QString& what) {
+        toUi(this, [this, percent, what] { emit loadProgress(percent, what); });
+    };
+    post([=, this, gate = m_gate](EngineContext& context) {
+        const CancelToken& cancel = ticket.cancel;
+        if (cancel->load())
+            return failed(tr("Loading was cancelled."));
+        progress(5, tr("Opening %1").arg(QFileInfo(path).fileName()));
+        try {
+            // Before any weights are touched: would it fit in memory at this context?
+            const engine::MemoryPlan plan = engine::plan_memory(path.toStdString(), n_ctx);
+            if (!plan.fits) {
+                spdlog::warn("refusing to load {}: {}", path.toStdString(), plan.message);
+                return failed(QString::fromStdString(plan.message));
+            }
+            auto model = engine::Model::load(path.toStdString());
+            progress(50, tr("Read %1 tensors").arg(model->file().tensors().size()));
+            if (gate) {
+                gate->reached();
+                gate->wait();
+            }
+            if (cancel->load()) {
+                spdlog::info("load of {} cancelled", path.toStdString());
+                return failed(tr("Loading was cancelled.")); // the partly loaded model is released here
+            }
+            const engine::BackendChoice choice =
+                engine::parse_backend_choice(backend_name.toStdString()).value_or(engine::BackendChoice{});
+            progress(60, choice.kind == engine::BackendKind::Cpu ? tr("Preparing the CPU backend")
+                                                                 : tr("Preparing the %1 backend").arg(backend_name));
+            std::string fallback;
+            auto backend =
+                engine::make_backend(choice.kind, model, n_ctx, threads, &fallback, device, choice.vulkan_exact);
+            std::shared_ptr<const ModelSummary> summary = summary_of(*model, *backend, path, threads, fallback);
+            // Prefill in batches of 128 positions: Stop is honoured between batches (the summation
+            // order, and so the numbers, are those of any batch of 8 or more).
+            auto session = std::make_unique<engine::Session>(model, std::move(backend), 128);
+            context.replaceModel(std::move(model), std::move(session), threads, summary->n_ctx, backend_name, device);
+            progress(100, tr("Ready"));
+            spdlog::info("loaded {} ({})", path.toStdString(), summary->backend.toStdString());
+            toUi(this, [this, id = ticket.id, summary] {
+                m_requests.close(id);
+                m_model = summary;
+                setBusy(false);
+                emit modelLoaded(summary);
+            });
+            context.publishKv("load", 0, 0);
+        } catch (const std::exception& e) {
+            spdlog::warn("load failed: {}", e.what());
+            failed(QString::fromUtf8(e.what()));
+        }
     });
-    return id;
-}
-
-void EngineController::setSteering(bool on, const SteeringSettings& settings)
-{
-    if (m_server) {
-        const QString why = unavailableOnServer(tr("Steering"));
-        QMetaObject::invokeMethod(
-            this, [this, why] { emit steeringApplied(false, why); }, Qt::QueuedConnection);
-        return;
-    }
-    post([on, settings](EngineWorker& w) { w.setSteering(on, settings); });
-}
-
-void EngineController::setAttentionWatched(bool watched)
-{
-    post([watched](EngineWorker& w) { w.setAttentionWatched(watched); });
-}
-
-void EngineController::resetConversation()
-{
-    post([](EngineWorker& w) { w.resetConversation(); });
+    return ticket.id;
 }
 
 } // namespace tokenscope::ui

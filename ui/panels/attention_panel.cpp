@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "panels/attention_panel.h"
+#include "bridge/inspection_client.h"
 
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
@@ -199,7 +200,7 @@ AttentionPanel::AttentionPanel(EngineController* engine, TokenSelection* selecti
     });
     connect(compare_button, &QPushButton::clicked, this, [this] { compare(m_compare_a->text(), m_compare_b->text()); });
     connect(bank_button, &QPushButton::clicked, this, &AttentionPanel::compareBankExample);
-    connect(m_engine, &EngineController::attentionReady, this, &AttentionPanel::onSnapshot);
+    connect(&m_engine->inspection(), &InspectionClient::attentionReady, this, &AttentionPanel::onSnapshot);
     connect(m_engine, &EngineController::modelLoaded, this, [this] {
         m_snapshot.reset();
         m_a.reset();
@@ -211,13 +212,13 @@ AttentionPanel::AttentionPanel(EngineController* engine, TokenSelection* selecti
 void AttentionPanel::showEvent(QShowEvent* event)
 {
     QWidget::showEvent(event);
-    m_engine->setAttentionWatched(true);
+    m_engine->inspection().setAttentionWatched(true);
 }
 
 void AttentionPanel::hideEvent(QHideEvent* event)
 {
     QWidget::hideEvent(event);
-    m_engine->setAttentionWatched(false);
+    m_engine->inspection().setAttentionWatched(false);
 }
 
 void AttentionPanel::setPrompt(const QString& text)
@@ -232,7 +233,7 @@ void AttentionPanel::request(const QString& text, bool sequence, bool all_layers
     QList<int> layers;
     if (!all_layers)
         layers << layer();
-    m_request = m_engine->captureAttention(sequence ? QString() : text, sequence, layers);
+    m_request = m_engine->inspection().captureAttention(sequence ? QString() : text, sequence, layers);
     m_status->setText(tr("Running the forward pass…"));
 }
 
@@ -526,8 +527,8 @@ void AttentionPanel::compare(const QString& a, const QString& b)
     m_compare_b->setText(b);
     m_a.reset();
     m_b.reset();
-    m_request_a = m_engine->captureAttention(a, false, {layer()});
-    m_request_b = m_engine->captureAttention(b, false, {layer()});
+    m_request_a = m_engine->inspection().captureAttention(a, false, {layer()});
+    m_request_b = m_engine->inspection().captureAttention(b, false, {layer()});
     showTab(3);
 }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "panels/chat_panel.h"
+#include "bridge/chat_client.h"
 
 #include "bridge/engine_controller.h"
 #include "storage/conversation_store.h"
@@ -133,9 +134,9 @@ ChatPanel::ChatPanel(EngineController* engine, ConversationStore* store, QWidget
     : QWidget(parent), m_engine(engine), m_store(store)
 {
     buildUi();
-    connect(m_engine, &EngineController::replyDelta, this, &ChatPanel::onDelta);
-    connect(m_engine, &EngineController::replyFinished, this, &ChatPanel::onFinished);
-    connect(m_engine, &EngineController::replyFailed, this, &ChatPanel::onFailed);
+    connect(&m_engine->chat(), &ChatClient::replyDelta, this, &ChatPanel::onDelta);
+    connect(&m_engine->chat(), &ChatClient::replyFinished, this, &ChatPanel::onFinished);
+    connect(&m_engine->chat(), &ChatClient::replyFailed, this, &ChatPanel::onFailed);
     connect(m_engine, &EngineController::busyChanged, this, [this] { updateButtons(); });
     connect(m_engine, &EngineController::modelLoaded, this, [this] {
         updateButtons();
@@ -284,15 +285,15 @@ void ChatPanel::buildUi()
     connect(m_input, &QPlainTextEdit::textChanged, m_fit_timer, qOverload<>(&QTimer::start));
     connect(m_fit_timer, &QTimer::timeout, this, [this] {
         if (m_engine->model())
-            m_fit_request = m_engine->checkFit(requestTurns(m_input->toPlainText().trimmed()), sampling());
+            m_fit_request = m_engine->chat().checkFit(requestTurns(m_input->toPlainText().trimmed()), sampling());
     });
-    connect(m_engine, &EngineController::fitChecked, this, [this](quint64 id, const QString& notice) {
+    connect(&m_engine->chat(), &ChatClient::fitChecked, this, [this](quint64 id, const QString& notice) {
         if (id != m_fit_request)
             return;
         m_fit->setText(notice);
         m_fit->setVisible(!notice.isEmpty());
     });
-    connect(m_engine, &EngineController::prefillProgress, this, [this](quint64 id, int done, int total) {
+    connect(&m_engine->chat(), &ChatClient::prefillProgress, this, [this](quint64 id, int done, int total) {
         if (id == m_request && done < total)
             m_status->setText(
                 tr("Reading the prompt: %1 of %2 new tokens (Stop works between batches)").arg(done).arg(total));
@@ -382,7 +383,7 @@ void ChatPanel::startReply()
     m_streaming.clear();
     m_pending.clear();
     m_replying = true;
-    m_request = m_engine->sendChat(std::move(request), sampling());
+    m_request = m_engine->chat().sendChat(std::move(request), sampling());
     m_status->setText(tr("Generating…"));
     m_frame->start();
     render();
@@ -428,7 +429,7 @@ void ChatPanel::newChat()
     m_turns.clear();
     m_turn_stats.clear();
     m_conversation = 0;
-    m_engine->resetConversation();
+    m_engine->chat().resetConversation();
     m_status->clear();
     render();
     updateButtons();

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "panels/context_panel.h"
+#include "bridge/chat_client.h"
 
 #include "bridge/engine_controller.h"
 #include "widgets/chart_style.h"
@@ -143,7 +144,7 @@ ContextPanel::ContextPanel(EngineController* engine, QWidget* parent) : QWidget(
     connect(m_system, &QLineEdit::editingFinished, this, [this] { setSystemPrompt(m_system->text()); });
     connect(m_window, &QComboBox::currentIndexChanged, this, &ContextPanel::simulate);
     connect(m_policy, &QComboBox::currentIndexChanged, this, &ContextPanel::simulate);
-    connect(m_engine, &EngineController::turnsCounted, this,
+    connect(&m_engine->chat(), &ChatClient::turnsCounted, this,
             [this](quint64 id, const QList<int>& counts, int n_ctx_train) {
                 if (id != m_count_request)
                     return;
@@ -232,7 +233,7 @@ void ContextPanel::requestCounts()
             texts << t.text;
         }
     if (!roles.isEmpty() && m_engine->model())
-        m_count_request = m_engine->countTurns(roles, texts);
+        m_count_request = m_engine->chat().countTurns(roles, texts);
     simulate();
 }
 

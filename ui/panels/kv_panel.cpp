@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "panels/kv_panel.h"
+#include "bridge/inspection_client.h"
 
 #include "backend/vulkan/vulkan_backend.h"
 #include "bridge/background.h"
@@ -83,8 +84,8 @@ KvPanel::KvPanel(EngineController* engine, TokenSelection* selection, QWidget* p
     m_tabs->addTab(buildCalculator(), tr("Calculator"));
     layout->addWidget(m_tabs);
 
-    connect(m_engine, &EngineController::kvChanged, this, &KvPanel::onSnapshot);
-    connect(m_engine, &EngineController::kvContents, this, [this](std::shared_ptr<const KvContents> c) {
+    connect(&m_engine->inspection(), &InspectionClient::kvChanged, this, &KvPanel::onSnapshot);
+    connect(&m_engine->inspection(), &InspectionClient::kvContents, this, [this](std::shared_ptr<const KvContents> c) {
         if (c->request_id != m_contents_request)
             return;
         m_contents = std::move(c);
@@ -192,7 +193,7 @@ QWidget* KvPanel::buildServerCache()
         m_server_box->hide();
         m_layers_scroll->show();
     });
-    connect(m_engine, &EngineController::serverCacheChanged, this, &KvPanel::onServerCache);
+    connect(&m_engine->inspection(), &InspectionClient::serverCacheChanged, this, &KvPanel::onServerCache);
     return m_server_box;
 }
 
@@ -375,7 +376,7 @@ QWidget* KvPanel::buildContents()
 void KvPanel::requestContents()
 {
     if (m_engine->model())
-        m_contents_request = m_engine->readKv(m_layer->value(), m_kv_head->value());
+        m_contents_request = m_engine->inspection().readKv(m_layer->value(), m_kv_head->value());
 }
 
 void KvPanel::showContents(int layer, int kv_head, bool values)

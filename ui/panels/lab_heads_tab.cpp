@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "panels/lab_heads_tab.h"
+#include "bridge/lab_client.h"
 
 #include "bridge/engine_controller.h"
 #include "lab/head_classes.h"
@@ -150,9 +151,9 @@ LabHeadsTab::LabHeadsTab(EngineController* engine, QWidget* parent) : QWidget(pa
         if (!path.isEmpty() && !exportCsv(path, &error))
             QMessageBox::warning(this, tr("Export"), error);
     });
-    connect(engine, &EngineController::headsReady, this, &LabHeadsTab::onHeads);
-    connect(engine, &EngineController::ablationReady, this, &LabHeadsTab::onAblation);
-    connect(engine, &EngineController::labProgress, this, [this](quint64 id, int done, int total) {
+    connect(&engine->lab(), &LabClient::headsReady, this, &LabHeadsTab::onHeads);
+    connect(&engine->lab(), &LabClient::ablationReady, this, &LabHeadsTab::onAblation);
+    connect(&engine->lab(), &LabClient::labProgress, this, [this](quint64 id, int done, int total) {
         if (id != m_scan_request)
             return;
         m_progress->setMaximum(std::max(1, total));
@@ -210,7 +211,7 @@ void LabHeadsTab::classify(int repeat, quint64 seed)
 {
     m_repeat->setValue(repeat);
     m_seed->setValue(int(seed));
-    m_classes_request = m_engine->classifyHeads(repeat, seed);
+    m_classes_request = m_engine->lab().classifyHeads(repeat, seed);
     m_classify->setEnabled(false);
     m_status->setText(tr("Classifying every head…"));
 }
@@ -222,7 +223,7 @@ void LabHeadsTab::scan(const AblationSettings& s)
     m_reference->setText(s.reference);
     if (m_scan_request)
         m_engine->cancel(m_scan_request);
-    m_scan_request = m_engine->scanAblations(s);
+    m_scan_request = m_engine->lab().scanAblations(s);
     m_scan_button->setEnabled(false);
     m_stop->setEnabled(true);
     m_progress->setValue(0);
@@ -237,7 +238,7 @@ void LabHeadsTab::stopScan()
 
 void LabHeadsTab::ablateSelected()
 {
-    m_ablate_request = m_engine->ablateHeads(formSettings());
+    m_ablate_request = m_engine->lab().ablateHeads(formSettings());
     m_ablate->setEnabled(false);
     m_status->setText(tr("Ablating the selected heads…"));
 }

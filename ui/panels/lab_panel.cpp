@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "panels/lab_panel.h"
+#include "bridge/lab_client.h"
 
 #include "bridge/engine_controller.h"
 #include "panels/lab_heads_tab.h"
@@ -42,9 +43,9 @@ LabPanel::LabPanel(EngineController* engine, QWidget* parent) : QWidget(parent),
     m_steering = new LabSteeringTab(engine);
     m_tabs->addTab(m_steering, tr("Steering"));
     layout->addWidget(m_tabs);
-    connect(engine, &EngineController::patchingReady, this, &LabPanel::onPatching);
-    connect(engine, &EngineController::attributionReady, this, &LabPanel::onAttribution);
-    connect(engine, &EngineController::labProgress, this, [this](quint64 id, int done, int total) {
+    connect(&engine->lab(), &LabClient::patchingReady, this, &LabPanel::onPatching);
+    connect(&engine->lab(), &LabClient::attributionReady, this, &LabPanel::onAttribution);
+    connect(&engine->lab(), &LabClient::labProgress, this, [this](quint64 id, int done, int total) {
         if (id != m_patch_request)
             return;
         m_progress->setMaximum(std::max(1, total));
@@ -210,7 +211,7 @@ void LabPanel::runPatching(const PatchingSettings& s)
     setForm(s);
     if (m_patch_request)
         m_engine->cancel(m_patch_request);
-    m_patch_request = m_engine->runPatching(s);
+    m_patch_request = m_engine->lab().runPatching(s);
     m_run->setEnabled(false);
     m_stop->setEnabled(true);
     m_progress->setValue(0);
@@ -309,7 +310,7 @@ void LabPanel::attribute(const QString& prompt, const std::vector<int32_t>& ids,
     s.versus_text = m_versus->text();
     if (m_attr_request)
         m_engine->cancel(m_attr_request);
-    m_attr_request = m_engine->runAttribution(s);
+    m_attr_request = m_engine->lab().runAttribution(s);
     m_attribute->setEnabled(false);
     m_attr_status->setText(ids.empty()
                                ? tr("Attributing…")

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "panels/lab_steering_tab.h"
+#include "bridge/lab_client.h"
 
 #include "bridge/engine_controller.h"
 #include "lab/steering.h"
@@ -88,7 +89,7 @@ LabSteeringTab::LabSteeringTab(EngineController* engine, QWidget* parent) : QWid
     // While the chat and the stepper are steered, a new strength or layer applies at once.
     const auto reapply = [this] {
         if (m_applied)
-            m_engine->setSteering(true, settings());
+            m_engine->lab().setSteering(true, settings());
     };
     connect(m_strength, &QSlider::sliderReleased, this, reapply);
     connect(m_layer, &QSpinBox::editingFinished, this, reapply);
@@ -99,8 +100,8 @@ LabSteeringTab::LabSteeringTab(EngineController* engine, QWidget* parent) : QWid
         if (!path.isEmpty() && !exportControlVector(path, &error))
             QMessageBox::warning(this, tr("Export"), error);
     });
-    connect(engine, &EngineController::steeringReady, this, &LabSteeringTab::onResult);
-    connect(engine, &EngineController::steeringApplied, this, [this](bool on, const QString& error) {
+    connect(&engine->lab(), &LabClient::steeringReady, this, &LabSteeringTab::onResult);
+    connect(&engine->lab(), &LabClient::steeringApplied, this, [this](bool on, const QString& error) {
         m_applied = on;
         if (!error.isEmpty())
             m_status->setText(error);
@@ -158,7 +159,7 @@ void LabSteeringTab::run(const SteeringSettings& s)
     setForm(s);
     if (m_request)
         m_engine->cancel(m_request);
-    m_request = m_engine->steer(settings());
+    m_request = m_engine->lab().steer(settings());
     m_run->setEnabled(false);
     m_status->setText(tr("Generating both continuations…"));
 }
@@ -230,7 +231,7 @@ void LabSteeringTab::applyToSessions(bool on)
         const QSignalBlocker block(m_apply);
         m_apply->setChecked(on);
     }
-    m_engine->setSteering(on, settings());
+    m_engine->lab().setSteering(on, settings());
 }
 
 } // namespace tokenscope::ui

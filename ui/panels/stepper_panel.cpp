@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "panels/stepper_panel.h"
+#include "bridge/stepper_client.h"
 
 #include "bridge/engine_controller.h"
 #include "bridge/sampler_settings.h"
@@ -64,8 +65,8 @@ StepperPanel::StepperPanel(EngineController* engine, TokenSelection* selection, 
     : QWidget(parent), m_engine(engine), m_selection(selection)
 {
     buildUi();
-    connect(m_engine, &EngineController::stepperState, this, &StepperPanel::onState);
-    connect(m_engine, &EngineController::prefillProgress, this, [this](quint64 id, int done, int total) {
+    connect(&m_engine->stepper(), &StepperClient::stepperState, this, &StepperPanel::onState);
+    connect(&m_engine->stepper(), &StepperClient::prefillProgress, this, [this](quint64 id, int done, int total) {
         if (id != m_pending)
             return;
         m_progress->setVisible(done < total);
@@ -383,7 +384,7 @@ void StepperPanel::prefill()
     }
     setPlaying(false);
     m_drawn_from.clear();
-    m_pending = m_engine->stepperStart(m_prompt->toPlainText(), settings());
+    m_pending = m_engine->stepper().stepperStart(m_prompt->toPlainText(), settings());
     m_status->setText(tr("Prefilling…"));
     updateButtons();
 }
@@ -397,7 +398,7 @@ void StepperPanel::prefillTokens(const std::vector<int32_t>& ids, const QString&
     setPlaying(false);
     m_drawn_from.clear();
     m_prompt->setPlainText(text);
-    m_pending = m_engine->stepperStartTokens(ids, text, settings());
+    m_pending = m_engine->stepper().stepperStartTokens(ids, text, settings());
     m_status->setText(
         tr("Prefilling %1 from the text analysis…").arg(countText(qint64(ids.size()), tr("token"), tr("tokens"))));
     updateButtons();
@@ -409,7 +410,7 @@ void StepperPanel::step(int forced_token)
     if (!m_state || m_pending || m_state->action == "replay")
         return;
     m_sent_preview = m_preview;
-    m_pending = m_engine->stepperStep(settings(), forced_token);
+    m_pending = m_engine->stepper().stepperStep(settings(), forced_token);
     updateButtons();
 }
 
@@ -418,7 +419,7 @@ void StepperPanel::back()
     if (!m_state || m_pending || m_state->action == "replay")
         return;
     setPlaying(false);
-    m_pending = m_engine->stepperBack(settings());
+    m_pending = m_engine->stepper().stepperBack(settings());
     updateButtons();
 }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "panels/text_panel.h"
+#include "bridge/analysis_client.h"
 
 #include "bridge/engine_controller.h"
 #include "tokenizer/tokenizer.h"
@@ -123,8 +124,8 @@ TextPanel::TextPanel(EngineController* engine, QWidget* parent) : QWidget(parent
                                   .arg(selectionPerplexity(first, last), 0, 'f', 3)
                                   .arg(m_result->perplexity, 0, 'f', 3));
     });
-    connect(engine, &EngineController::textAnalyzed, this, &TextPanel::onResult);
-    connect(engine, &EngineController::labProgress, this, [this](quint64 id, int done, int total) {
+    connect(&engine->analysis(), &AnalysisClient::textAnalyzed, this, &TextPanel::onResult);
+    connect(&engine->analysis(), &AnalysisClient::analysisProgress, this, [this](quint64 id, int done, int total) {
         if (id != m_request)
             return;
         m_progress->setMaximum(std::max(1, total));
@@ -138,7 +139,7 @@ void TextPanel::analyze(const QString& text, const QString& compare_with)
     m_compare->setText(compare_with);
     if (m_request)
         m_engine->cancel(m_request);
-    m_request = m_engine->analyzeText(text, compare_with);
+    m_request = m_engine->analysis().analyzeText(text, compare_with);
     m_run->setEnabled(false);
     m_stop->setEnabled(true);
     m_progress->setValue(0);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "panels/timeline_panel.h"
+#include "bridge/inspection_client.h"
 
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
@@ -76,7 +77,7 @@ TimelinePanel::TimelinePanel(EngineController* engine, TokenSelection* selection
         s.setValue("machine/simd", p.simd);
         setPeaks(p);
     });
-    connect(m_engine, &EngineController::timelineChanged, this, &TimelinePanel::onTimeline);
+    connect(&m_engine->inspection(), &InspectionClient::timelineChanged, this, &TimelinePanel::onTimeline);
     connect(m_view, &TimelineView::stepClicked, this, [this](int step) {
         if (m_timeline)
             m_selection->select(m_timeline->prompt_tokens + step);

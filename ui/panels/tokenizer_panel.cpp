@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "panels/tokenizer_panel.h"
+#include "bridge/analysis_client.h"
 
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
@@ -119,7 +120,7 @@ TokenizerPanel::TokenizerPanel(EngineController* engine, TokenSelection* selecti
         render();
         showDetails(position);
     });
-    connect(m_engine, &EngineController::tokenized, this, [this](std::shared_ptr<const Tokenization> t) {
+    connect(&m_engine->analysis(), &AnalysisClient::tokenized, this, [this](std::shared_ptr<const Tokenization> t) {
         if (t->request_id != m_request)
             return;                // a newer request is on its way
         if (!t->error.isEmpty()) { // a server that does not tokenize, or failed to
@@ -150,7 +151,7 @@ void TokenizerPanel::setText(const QString& text)
 void TokenizerPanel::request()
 {
     if (m_engine->model())
-        m_request = m_engine->tokenize(m_input->toPlainText());
+        m_request = m_engine->analysis().tokenize(m_input->toPlainText());
 }
 
 void TokenizerPanel::selectToken(int token_index)

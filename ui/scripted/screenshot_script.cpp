@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "scripted/screenshot_script.h"
+#include "bridge/chat_client.h"
 
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
@@ -436,7 +437,7 @@ void script_screenshot(QApplication& app, EngineController& engine, MainWindow& 
     };
     QObject::connect(&engine, &EngineController::loadFailed, &app, fail);
     QObject::connect(&engine, &EngineController::serverFailed, &app, fail);
-    QObject::connect(&engine, &EngineController::replyFailed, &app, [fail](quint64, const QString& m) { fail(m); });
+    QObject::connect(&engine.chat(), &ChatClient::replyFailed, &app, [fail](quint64, const QString& m) { fail(m); });
 }
 
 } // namespace tokenscope::ui

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// The lab's head tools on the engine thread: classification on the repeated-tokens probe, an
+// The lab's head tools on the engine thread (no request bookkeeping here: lab_client.cpp runs them): classification on the repeated-tokens probe, an
 // ablation scan of every head (progress, Stop), one ablation's before/after distribution, and
 // steering (side-by-side continuations on sessions of their own; applied to the chat's and the
 // stepper's sessions on request).
-#include "bridge/engine_worker.h"
+#include "bridge/lab_client.h"
 
 #include "bridge/token_text.h"
 #include "lab/ablation_scan.h"
@@ -40,19 +40,18 @@ std::vector<CandidateUi> top_candidates(const engine::Tokenizer& tok, std::span<
 
 } // namespace
 
-void EngineWorker::classifyHeads(quint64 request_id, int repeat, quint64 seed)
+std::shared_ptr<HeadsSnapshot> classify_heads(EngineContext& context, int repeat, quint64 seed)
 {
     auto s = std::make_shared<HeadsSnapshot>();
-    s->request_id = request_id;
     s->kind = "classes";
     try {
-        if (!m_model)
-            throw engine::Error(tr("No model is loaded: open a GGUF file first.").toStdString());
+        if (!context.model)
+            throw engine::Error(QObject::tr("No model is loaded: open a GGUF file first.").toStdString());
         QElapsedTimer timer;
         timer.start();
-        const engine::HeadProbe probe = engine::make_head_probe(m_model->tokenizer(), uint32_t(repeat), seed);
-        const auto scores = engine::classify_heads(labBackend(), probe);
-        const engine::ModelConfig& c = m_model->config();
+        const engine::HeadProbe probe = engine::make_head_probe(context.model->tokenizer(), uint32_t(repeat), seed);
+        const auto scores = engine::classify_heads(context.labBackend(), probe);
+        const engine::ModelConfig& c = context.model->config();
         s->n_layers = int(c.n_layer);
         s->n_heads = int(*std::max_element(c.n_head.begin(), c.n_head.end()));
         s->heads.resize(std::size_t(s->n_layers * s->n_heads));
@@ -69,28 +68,25 @@ void EngineWorker::classifyHeads(quint64 request_id, int repeat, quint64 seed)
     } catch (const std::exception& e) {
         s->error = QString::fromUtf8(e.what());
     }
-    emit headsReady(std::move(s));
+    return s;
 }
 
-void EngineWorker::scanAblations(quint64 request_id, const AblationSettings& settings, CancelToken cancel)
+std::shared_ptr<HeadsSnapshot> scan_ablations(EngineContext& context, const AblationSettings& settings,
+                                              const LabProgress& progress)
 {
     auto s = std::make_shared<HeadsSnapshot>();
-    s->request_id = request_id;
     s->kind = "scan";
     try {
-        if (!m_model)
-            throw engine::Error(tr("No model is loaded: open a GGUF file first.").toStdString());
-        const auto ids = labTokens(settings.prompt, "");
+        if (!context.model)
+            throw engine::Error(QObject::tr("No model is loaded: open a GGUF file first.").toStdString());
+        const auto ids = context.labTokens(settings.prompt, "");
         std::vector<int32_t> reference;
         if (!settings.reference.trimmed().isEmpty())
-            reference = labTokens(settings.reference, "reference");
+            reference = context.labTokens(settings.reference, "reference");
         const engine::AblationScan scan =
-            engine::scan_head_ablations(labBackend(), ids, engine::AblationMode(std::clamp(settings.mode, 0, 2)),
-                                        reference, {}, [&](uint32_t done, uint32_t total) {
-                                            emit labProgress(request_id, int(done), int(total));
-                                            return !cancel->load();
-                                        });
-        const engine::ModelConfig& c = m_model->config();
+            engine::scan_head_ablations(context.labBackend(), ids, engine::AblationMode(std::clamp(settings.mode, 0, 2)),
+                                        reference, {}, progress);
+        const engine::ModelConfig& c = context.model->config();
         s->n_layers = int(c.n_layer);
         s->n_heads = int(*std::max_element(c.n_head.begin(), c.n_head.end()));
         s->heads.resize(std::size_t(s->n_layers * s->n_heads));
@@ -104,40 +100,39 @@ void EngineWorker::scanAblations(quint64 request_id, const AblationSettings& set
             info.kl = e.kl;
             info.logit_change = e.logit_change;
         }
-        s->token = token_display_text(m_model->tokenizer(), scan.token);
+        s->token = token_display_text(context.model->tokenizer(), scan.token);
         s->runs = int(scan.runs);
         s->cancelled = scan.cancelled;
         s->ms = scan.ms;
     } catch (const std::exception& e) {
         s->error = QString::fromUtf8(e.what());
     }
-    emit headsReady(std::move(s));
+    return s;
 }
 
-void EngineWorker::ablateHeads(quint64 request_id, const AblationSettings& settings)
+std::shared_ptr<AblationSnapshot> ablate_heads(EngineContext& context, const AblationSettings& settings)
 {
     auto s = std::make_shared<AblationSnapshot>();
-    s->request_id = request_id;
     try {
-        if (!m_model)
-            throw engine::Error(tr("No model is loaded: open a GGUF file first.").toStdString());
-        auto ids = settings.ids.empty() ? labTokens(settings.prompt, "") : settings.ids;
+        if (!context.model)
+            throw engine::Error(QObject::tr("No model is loaded: open a GGUF file first.").toStdString());
+        auto ids = settings.ids.empty() ? context.labTokens(settings.prompt, "") : settings.ids;
         if (ids.size() > 256)
             ids.erase(ids.begin(), ids.end() - 256); // the lab's limit: the sequence's last tokens
         s->positions = int(ids.size());
         s->heads = settings.heads;
         std::vector<int32_t> reference;
         if (!settings.reference.trimmed().isEmpty())
-            reference = labTokens(settings.reference, "reference");
+            reference = context.labTokens(settings.reference, "reference");
         std::vector<engine::HeadRef> heads;
         for (const auto& [l, h] : settings.heads)
             heads.push_back({uint32_t(l), uint32_t(h)});
-        engine::Backend& backend = labBackend();
+        engine::Backend& backend = context.labBackend();
         const auto ivs = engine::head_ablations(backend, heads, engine::AblationMode(std::clamp(settings.mode, 0, 2)),
                                                 uint32_t(ids.size()), reference);
         const auto base = engine::run_fresh(backend, ids).logits;
         const auto ablated = engine::run_fresh(backend, ids, nullptr, ivs).logits;
-        const engine::Tokenizer& tok = m_model->tokenizer();
+        const engine::Tokenizer& tok = context.model->tokenizer();
         s->before = top_candidates(tok, base, 10);
         s->after = top_candidates(tok, ablated, 10);
         s->kl = engine::kl_divergence(base, ablated);
@@ -148,35 +143,35 @@ void EngineWorker::ablateHeads(quint64 request_id, const AblationSettings& setti
     } catch (const std::exception& e) {
         s->error = QString::fromUtf8(e.what());
     }
-    emit ablationReady(std::move(s));
+    return s;
 }
 
-void EngineWorker::steer(quint64 request_id, const SteeringSettings& settings, CancelToken cancel)
+std::shared_ptr<SteeringSnapshot> steer(EngineContext& context, const SteeringSettings& settings,
+                                        const CancelToken& cancel)
 {
     auto s = std::make_shared<SteeringSnapshot>();
-    s->request_id = request_id;
     s->settings = settings;
     try {
-        if (!m_model)
-            throw engine::Error(tr("No model is loaded: open a GGUF file first.").toStdString());
-        const auto plus = labTokens(settings.plus, "positive");
-        const auto minus = labTokens(settings.minus, "negative");
-        const engine::SteeringVector v = engine::steering_vector(labBackend(), plus, minus, uint32_t(settings.layer));
+        if (!context.model)
+            throw engine::Error(QObject::tr("No model is loaded: open a GGUF file first.").toStdString());
+        const auto plus = context.labTokens(settings.plus, "positive");
+        const auto minus = context.labTokens(settings.minus, "negative");
+        const engine::SteeringVector v = engine::steering_vector(context.labBackend(), plus, minus, uint32_t(settings.layer));
         s->direction = v.direction;
         double norm = 0;
         for (float x : v.direction)
             norm += double(x) * x;
         s->norm = std::sqrt(norm);
-        s->architecture = QString::fromStdString(m_model->config().architecture);
-        s->n_layers = int(m_model->config().n_layer);
-        const auto prompt = labTokens(settings.prompt, "");
+        s->architecture = QString::fromStdString(context.model->config().architecture);
+        s->n_layers = int(context.model->config().n_layer);
+        const auto prompt = context.labTokens(settings.prompt, "");
         const uint32_t n_ctx = uint32_t(prompt.size()) + uint32_t(std::max(1, settings.tokens)) + 2;
         engine::SamplerConfig greedy;
         greedy.temperature = 0.0f; // the same (greedy) draw on both sides
         std::vector<float> first[2];
         QString texts[2];
         for (int side = 0; side < 2; ++side) {
-            engine::Session session(m_model, engine::make_cpu_backend(m_model, {.threads = m_threads, .n_ctx = n_ctx}));
+            engine::Session session(context.model, engine::make_cpu_backend(context.model, {.threads = context.threads, .n_ctx = n_ctx}));
             if (side == 1)
                 session.set_interventions({engine::steering_intervention(v, float(settings.strength))});
             engine::Sampler sampler(greedy);
@@ -194,33 +189,29 @@ void EngineWorker::steer(quint64 request_id, const SteeringSettings& settings, C
     } catch (const std::exception& e) {
         s->error = QString::fromUtf8(e.what());
     }
-    emit steeringReady(std::move(s));
+    return s;
 }
 
-void EngineWorker::setSteering(bool on, const SteeringSettings& settings)
+bool apply_steering(EngineContext& context, bool on, const SteeringSettings& settings)
 {
-    try {
-        std::vector<engine::Intervention> ivs;
-        if (on && m_model) {
-            const auto plus = labTokens(settings.plus, "positive");
-            const auto minus = labTokens(settings.minus, "negative");
-            const engine::SteeringVector v =
-                engine::steering_vector(labBackend(), plus, minus, uint32_t(settings.layer));
-            ivs.push_back(engine::steering_intervention(v, float(settings.strength)));
-        }
-        // The cache was computed without (or with other) steering: both sequences start again.
-        if (m_session)
-            m_session->set_interventions(ivs);
-        if (m_stepper_session) {
-            m_stepper.reset();
-            m_stepper_session->set_interventions(ivs);
-        }
-        m_recorder.clear();
-        m_steering = !ivs.empty();
-        emit steeringApplied(m_steering, QString());
-    } catch (const std::exception& e) {
-        emit steeringApplied(m_steering, QString::fromUtf8(e.what()));
+    std::vector<engine::Intervention> ivs;
+    if (on && context.model) {
+        const auto plus = context.labTokens(settings.plus, "positive");
+        const auto minus = context.labTokens(settings.minus, "negative");
+        const engine::SteeringVector v =
+            engine::steering_vector(context.labBackend(), plus, minus, uint32_t(settings.layer));
+        ivs.push_back(engine::steering_intervention(v, float(settings.strength)));
     }
+    // The cache was computed without (or with other) steering: both sequences start again.
+    if (context.session)
+        context.session->set_interventions(ivs);
+    if (context.stepper_session) {
+        context.stepper.reset();
+        context.stepper_session->set_interventions(ivs);
+    }
+    context.recorder.clear();
+    context.steering = !ivs.empty();
+    return context.steering;
 }
 
 } // namespace tokenscope::ui
