@@ -79,6 +79,8 @@ int run_chat(ChatArgs a)
     engine::GenerationOptions options;
     options.max_tokens = a.n_predict;
     options.stop_strings = chat.stop_strings;
+    const std::vector<engine::TokenId> prompt_ids = chat.ids(); // tokenized once, while the prompt was built
+    options.prompt_ids = &prompt_ids;
     const engine::GenerationTrace trace =
         engine::generate(session, sampler, chat.text, options, [&](std::string_view delta) {
             if (!a.json) {
@@ -104,7 +106,7 @@ int run_chat(ChatArgs a)
     j["default_system"] = chat.style.default_system;
     j["prompt"] = chat.text;
     auto& tokens = j["prompt_tokens"] = nlohmann::ordered_json::array();
-    for (engine::TokenId id : tok.encode_ids(chat.text))
+    for (engine::TokenId id : prompt_ids)
         tokens.push_back({{"id", id}, {"piece", tok.token_to_piece(id)}});
     j["reply"] = trace.text;
     j["generated_tokens"] = trace.steps.size();

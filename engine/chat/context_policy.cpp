@@ -97,27 +97,40 @@ FitResult fit_to_context(const std::vector<ChatMessage>& messages, const TokenCo
                          const ChatStyle& style, std::size_t context_size, std::size_t reply_reserve)
 {
     const Turns t = split_turns(messages);
-    std::map<std::size_t, std::size_t> tokens_after; // dropped turns → prompt tokens, each counted once
-    const auto prompt_tokens = [&](std::size_t dropped) {
-        auto it = tokens_after.find(dropped);
-        if (it == tokens_after.end()) {
-            const std::string prompt = render_chat(style, keep_after(messages, t, dropped), true);
-            it = tokens_after.emplace(dropped, count_tokens(prompt)).first;
+    struct Rendering {
+        std::string text;
+        std::string notice;
+        std::size_t tokens = 0;
+    };
+    std::map<std::size_t, Rendering> renderings; // dropped turns → the prompt, each rendered and counted once
+    const auto rendering = [&](std::size_t dropped) -> const Rendering& {
+        auto it = renderings.find(dropped);
+        if (it == renderings.end()) {
+            Rendering r;
+            r.text = render_chat(style, keep_after(messages, t, dropped), true, &r.notice);
+            r.tokens = count_tokens(r.text);
+            it = renderings.emplace(dropped, std::move(r)).first;
         }
         return it->second;
     };
+    const auto prompt_tokens = [&](std::size_t dropped) { return rendering(dropped).tokens; };
     const auto fits = [&](std::size_t dropped) {
         const std::size_t n = prompt_tokens(dropped);
         return n <= context_size && reply_reserve <= context_size - n;
     };
+    const auto result = [&](std::size_t dropped, bool fit, std::string notice) {
+        const Rendering& r = rendering(dropped);
+        FitResult out{keep_after(messages, t, dropped), dropped, r.tokens, fit, std::move(notice)};
+        out.prompt = r.text;
+        out.prompt_notice = r.notice;
+        out.renders = renderings.size();
+        return out;
+    };
 
     if (fits(0))
-        return {messages, 0, prompt_tokens(0), true, {}};
-    if (!fits(t.count)) {
-        const std::size_t n = prompt_tokens(t.count);
-        return {keep_after(messages, t, t.count), t.count, n, false,
-                overflow_notice(t, n, reply_reserve, context_size)};
-    }
+        return result(0, true, {});
+    if (!fits(t.count))
+        return result(t.count, false, overflow_notice(t, prompt_tokens(t.count), reply_reserve, context_size));
 
     // Fewest dropped turns that fit: dropping none does not, dropping all does. Each count
     // tokenizes the whole prompt, so search rather than drop one turn at a time.
@@ -128,7 +141,7 @@ FitResult fit_to_context(const std::vector<ChatMessage>& messages, const TokenCo
     }
     const std::size_t n = prompt_tokens(hi);
     const std::size_t freed = prompt_tokens(0) > n ? prompt_tokens(0) - n : 0;
-    return {keep_after(messages, t, hi), hi, n, true, drop_notice(hi, freed, context_size, t.has_system)};
+    return result(hi, true, drop_notice(hi, freed, context_size, t.has_system));
 }
 
 } // namespace engine

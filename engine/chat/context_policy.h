@@ -22,6 +22,11 @@ struct FitResult {
     // A sentence for the user, empty when nothing was dropped and everything fits, e.g. "Dropped
     // the 2 oldest turns (340 tokens) to fit the 2,048-token context; the system prompt is kept."
     std::string notice;
+    // render_chat(style, kept, true) as it was counted, and what that rendering said of itself (a
+    // template that failed and the fixed layout used instead); renders: how many the search made.
+    std::string prompt;
+    std::string prompt_notice;
+    std::size_t renders = 0;
 };
 
 // Which messages of a conversation to send so that the prompt (rendered with the assistant

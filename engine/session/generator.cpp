@@ -107,7 +107,7 @@ GenerationTrace generate(Session& session, Sampler& sampler, std::string_view pr
     GenerationTrace trace;
     Timeline timeline(trace.events);
     const Tokenizer& tokenizer = session.model().tokenizer();
-    const std::vector<TokenId> prompt_ids = tokenizer.encode_ids(prompt);
+    const std::vector<TokenId> prompt_ids = options.prompt_ids ? *options.prompt_ids : tokenizer.encode_ids(prompt);
     trace.tokenize_ms = timeline.mark(TimelineStage::Tokenize, -1).ms();
     if (prompt_ids.empty())
         throw Error("the prompt is empty: type some text first");

@@ -68,6 +68,9 @@ struct GenerationOptions {
     const CaptureRequest* capture = nullptr;
     // After each token, with the step as traced so far (live KV gauges and timeline).
     std::function<void(const StepTrace& step, const GenerationTrace& trace)> on_step;
+    // The prompt's tokens when the caller has them already (a chat prompt is tokenized once, while it
+    // is built): the text is then not tokenized again and the trace's tokenize stage is empty.
+    const std::vector<TokenId>* prompt_ids = nullptr;
 };
 
 // Text shown as it becomes final (stop strings being formed are held back).

@@ -183,29 +183,100 @@ std::vector<Tokenizer::Fragment> Tokenizer::partition_special(std::string_view t
 
 // ---- encode -----------------------------------------------------------------------------------
 
+void Tokenizer::encode_from(std::string_view text, uint32_t from, bool parse_special, std::vector<Token>& out) const
+{
+    bool after_special = true; // SentencePiece prefixes a space at the start and after special tokens
+    for (const auto& f : partition_special(text.substr(from), parse_special)) {
+        const uint32_t begin = from + f.begin;
+        const uint32_t end = from + f.end;
+        if (f.is_token) {
+            out.push_back({f.id, begin, end});
+            after_special = true;
+            continue;
+        }
+        const std::string_view piece = text.substr(begin, end - begin);
+        if (m_vocab.model == TokenizerModel::Spm)
+            encode_spm(piece, begin, after_special, out);
+        else
+            encode_bpe(piece, begin, out);
+        after_special = false;
+    }
+}
+
 std::vector<Token> Tokenizer::encode(std::string_view text, const EncodeOptions& options) const
 {
     std::vector<Token> out;
     if (options.add_special && m_vocab.add_bos && m_vocab.bos)
         out.push_back({*m_vocab.bos, 0, 0});
-    bool after_special = true; // SentencePiece prefixes a space at the start and after special tokens
-    for (const auto& f : partition_special(text, options.parse_special)) {
-        if (f.is_token) {
-            out.push_back({f.id, f.begin, f.end});
-            after_special = true;
-            continue;
-        }
-        const std::string_view piece = text.substr(f.begin, f.end - f.begin);
-        if (m_vocab.model == TokenizerModel::Spm)
-            encode_spm(piece, f.begin, after_special, out);
-        else
-            encode_bpe(piece, f.begin, out);
-        after_special = false;
-    }
+    encode_from(text, 0, options.parse_special, out);
     if (options.add_special && m_vocab.add_eos && m_vocab.eos) {
         const auto end = static_cast<uint32_t>(text.size());
         out.push_back({*m_vocab.eos, end, end});
     }
+    return out;
+}
+
+bool Tokenizer::special_straddles(std::string_view text, uint32_t at, bool parse_special) const
+{
+    for (const TokenId id : m_special_by_length) {
+        const TokenType type = m_vocab.type_of(id);
+        if (!parse_special && (type == TokenType::Control || type == TokenType::Unknown))
+            continue;
+        const std::string& special = m_vocab.tokens[static_cast<std::size_t>(id)];
+        if (special.size() < 2)
+            continue;
+        const std::size_t lo = at >= special.size() - 1 ? at - (special.size() - 1) : 0;
+        const std::string_view window = text.substr(lo, special.size() - 1 + (at - lo));
+        for (std::size_t q = window.find(special); q != std::string_view::npos; q = window.find(special, q + 1))
+            if (lo + q < at && lo + q + special.size() > at)
+                return true;
+    }
+    return false;
+}
+
+std::vector<Token> Tokenizer::encode_after(std::string_view text, std::string_view earlier_text,
+                                           const std::vector<Token>& earlier, const EncodeOptions& options,
+                                           std::size_t* reused) const
+{
+    if (text == earlier_text) {
+        if (reused)
+            *reused = earlier.size();
+        return earlier;
+    }
+    if (reused)
+        *reused = 0;
+    const std::size_t n = std::min(text.size(), earlier_text.size());
+    std::size_t differ = 0;
+    while (differ < n && text[differ] == earlier_text[differ])
+        ++differ;
+    // The last control token of the earlier encoding that ends at or before the first difference.
+    std::size_t keep = 0;
+    uint32_t resume = 0;
+    for (std::size_t i = 0; i < earlier.size(); ++i) {
+        const Token& t = earlier[i];
+        if (t.byte_end > differ)
+            break;
+        const TokenType type = m_vocab.type_of(t.id);
+        const bool split_out =
+            type == TokenType::Control || type == TokenType::UserDefined || type == TokenType::Unknown;
+        const uint8_t strip = m_vocab.strip.empty() ? 0 : m_vocab.strip[static_cast<std::size_t>(t.id)];
+        if (split_out && strip == 0 && t.byte_end > t.byte_begin &&
+            earlier_text.substr(t.byte_begin, t.byte_end - t.byte_begin) ==
+                m_vocab.tokens[static_cast<std::size_t>(t.id)]) {
+            keep = i + 1;
+            resume = t.byte_end;
+        }
+    }
+    if (keep == 0 || special_straddles(text, resume, options.parse_special))
+        return encode(text, options);
+    std::vector<Token> out(earlier.begin(), earlier.begin() + static_cast<std::ptrdiff_t>(keep));
+    encode_from(text, resume, options.parse_special, out);
+    if (options.add_special && m_vocab.add_eos && m_vocab.eos) {
+        const auto end = static_cast<uint32_t>(text.size());
+        out.push_back({*m_vocab.eos, end, end});
+    }
+    if (reused)
+        *reused = keep;
     return out;
 }
 

@@ -47,6 +47,13 @@ public:
 
     std::vector<Token> encode(std::string_view text, const EncodeOptions& options = {}) const;
     std::vector<TokenId> encode_ids(std::string_view text, const EncodeOptions& options = {}) const;
+    // encode(text), reusing `earlier`, the encoding of `earlier_text` with the same options: its tokens
+    // up to the last control token that ends before the first byte where the texts differ are kept
+    // (text between control tokens is encoded on its own, so they stand), the rest is encoded again.
+    // The result equals encode(text). `reused`, when given, receives how many tokens were kept.
+    std::vector<Token> encode_after(std::string_view text, std::string_view earlier_text,
+                                    const std::vector<Token>& earlier, const EncodeOptions& options = {},
+                                    std::size_t* reused = nullptr) const;
 
     // Inverse of encode: decode(encode(text)) == text, byte fallback included. Differences are by
     // design only: control-token strings that were parsed as control tokens come back only with
@@ -63,6 +70,11 @@ private:
         uint32_t begin, end; // byte span in the input
     };
     std::vector<Fragment> partition_special(std::string_view text, bool parse_special) const;
+    // text[from…] as encode does (without BOS/EOS), `from` being the text's start or the end of a
+    // control token.
+    void encode_from(std::string_view text, uint32_t from, bool parse_special, std::vector<Token>& out) const;
+    // Whether some special token's text covers both sides of byte `at` (then text cannot be split there).
+    bool special_straddles(std::string_view text, uint32_t at, bool parse_special) const;
     void encode_spm(std::string_view text, uint32_t offset, bool after_special, std::vector<Token>& out) const;
     void encode_bpe(std::string_view text, uint32_t offset, std::vector<Token>& out) const;
     TokenId byte_token(unsigned char byte) const;

@@ -3,6 +3,7 @@
 // turn that reuses the whole first prompt from the KV cache), renders a Markdown reply's fenced code
 // as a monospace code block, copies a reply's raw text; a base model shows its notice, whose button
 // opens the chat model.
+#include "bridge/chat_client.h"
 #include "bridge/engine_controller.h"
 #include "main_window.h"
 #include "panels/chat_panel.h"
@@ -28,6 +29,7 @@ private slots:
     void initTestCase();
     void instructModelAnswersAndReusesTheCache();
     void markdownReplyShowsACodeBlock();
+    void promptIsRenderedAndTokenizedOncePerReply();
     void baseModelShowsANoticeThatOpensTheChatModel();
     void cleanupTestCase();
 
@@ -148,6 +150,39 @@ void TestChatAnswers::markdownReplyShowsACodeBlock()
     QVERIFY(code_block);
     QVERIFY(def_in_code);
     QVERIFY(!chat->transcriptText().contains("```"));
+}
+
+// The chat's prompt is rendered and tokenized once per reply: a reply on its own builds it once (the
+// generation takes its tokens, not the text), and a reply to a conversation whose fit was just
+// checked takes the fit check's prompt whole.
+void TestChatAnswers::promptIsRenderedAndTokenizedOncePerReply()
+{
+    ChatClient& chat = m_engine->chat();
+    QSignalSpy finished(&chat, &ChatClient::replyFinished);
+    QSignalSpy fitted(&chat, &ChatClient::fitChecked);
+    SamplingSettings s;
+    s.temperature = 0.0f;
+    s.max_tokens = 4;
+    const quint64 first = chat.sendChat({{"user", "Name a colour."}}, s);
+    QVERIFY(finished.wait(120000));
+    auto stats = finished.last().at(0).value<std::shared_ptr<const ReplyStats>>();
+    QCOMPARE(stats->request_id, first);
+    QVERIFY(!stats->prompt_reused);
+    QCOMPARE(stats->prompt_renders, 1);
+    QCOMPARE(stats->prompt_tokenizations, 1);
+    QCOMPARE(stats->prompt_pieces.size(), stats->prompt_tokens); // the pieces shown are the tokens sent
+
+    const std::vector<ChatTurn> draft{{"user", "Name a fruit."}};
+    const quint64 check = chat.checkFit(draft, s);
+    QVERIFY(fitted.wait(60000));
+    QCOMPARE(fitted.last().at(0).toULongLong(), check);
+    const quint64 second = chat.sendChat(draft, s);
+    QVERIFY(finished.wait(120000));
+    stats = finished.last().at(0).value<std::shared_ptr<const ReplyStats>>();
+    QCOMPARE(stats->request_id, second);
+    QVERIFY(stats->prompt_reused);
+    QCOMPARE(stats->prompt_renders, 0);
+    QCOMPARE(stats->prompt_tokenizations, 0);
 }
 
 void TestChatAnswers::baseModelShowsANoticeThatOpensTheChatModel()

@@ -96,9 +96,9 @@ public:
         m_engine.post([this, id, turns = std::move(turns), sampling](EngineContext& context) {
             if (!context.model)
                 return;
-            const auto chat = engine::build_chat_prompt(*context.model, to_messages(turns), context.n_ctx,
-                                                        size_t(std::max(16, sampling.max_tokens)));
-            const QString notice = QString::fromStdString(prompt_notice(chat));
+            const auto chat = context.prompts.build(*context.model, to_messages(turns), context.n_ctx,
+                                                    size_t(std::max(16, sampling.max_tokens)));
+            const QString notice = QString::fromStdString(prompt_notice(*chat));
             EngineController::toUi(&m_client,
                                    [client = &m_client, id, notice] { emit client->fitChecked(id, notice); });
         });
@@ -176,8 +176,13 @@ private:
         try {
             const engine::Model& model = *context.model;
             const int reserve = std::max(16, sampling.max_tokens);
-            const engine::ChatPrompt chat =
-                engine::build_chat_prompt(model, to_messages(turns), context.n_ctx, size_t(reserve));
+            // The prompt the fit check built for this conversation, if it did; else built here, once.
+            const engine::ChatPromptBuilder::Counters before = context.prompts.counters();
+            const std::shared_ptr<const engine::ChatPrompt> built =
+                context.prompts.build(model, to_messages(turns), context.n_ctx, size_t(reserve));
+            const engine::ChatPromptBuilder::Counters& after = context.prompts.counters();
+            const engine::ChatPrompt& chat = *built;
+            const std::vector<engine::TokenId> prompt_ids = chat.ids();
             const engine::FitResult& fit = chat.fit;
             if (!fit.fits)
                 return fail(id, QString::fromStdString(fit.notice));
@@ -188,6 +193,7 @@ private:
             options.max_tokens = static_cast<uint32_t>(sampling.max_tokens);
             options.stop_strings = chat.stop_strings;
             options.cancel = ticket.cancel.get();
+            options.prompt_ids = &prompt_ids;
             options.on_prefill_progress = [&](uint32_t done, uint32_t total) {
                 context.record();
                 EngineController::toUi(
@@ -234,6 +240,9 @@ private:
                 stats->prompt_pieces << token_display_text(model.tokenizer(), t); // as every other view shows tokens
             stats->notice = QString::fromStdString(prompt_notice(chat));
             stats->attention_bytes = context.recorder.bytes();
+            stats->prompt_reused = after.reused > before.reused;
+            stats->prompt_renders = int(after.renders - before.renders);
+            stats->prompt_tokenizations = int(after.tokenizations - before.tokenizations);
             succeed(std::move(stats));
         } catch (const std::exception& e) {
             spdlog::warn("generation failed: {}", e.what());

@@ -36,6 +36,7 @@ void EngineContext::replaceModel(std::shared_ptr<const engine::Model> loaded, st
     lab_backend.reset();
     steering = false; // the new sessions are not steered
     recorder.clear();
+    prompts.clear();
     session = std::move(chat);
     active = session.get();
     model = std::move(loaded);

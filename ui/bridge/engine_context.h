@@ -3,6 +3,7 @@
 
 #include "bridge/engine_types.h"
 
+#include "chat/chat_prompt.h"
 #include "session/attention_recorder.h"
 
 #include <QString>
@@ -74,7 +75,8 @@ public:
     engine::AttentionRecorder recorder;                 // attention of the session's real passes
     bool attention_watched = false;
     double stepper_tokenize_ms = 0.0;
-    int last_prompt_tokens = 0; // of the last chat request, for the KV views' prompt/generated marks
+    int last_prompt_tokens = 0;        // of the last chat request, for the KV views' prompt/generated marks
+    engine::ChatPromptBuilder prompts; // the chat's: the fit check's prompt is the reply's
     int threads = 0;
     quint32 n_ctx = 0;
     QString backend_name; // as the load asked for it, for the stepper's session

@@ -77,6 +77,11 @@ struct ReplyStats {
     bool cancelled = false;
     quint64 attention_bytes = 0; // what the attention recording holds after the reply (0: no view watched)
     QString server;              // the server that answered ("llama.cpp (llama-server)"), empty: this machine
+    // How the prompt was made (engine::ChatPromptBuilder): taken whole from the fit check of the same
+    // conversation (reused), or rendered and tokenized for this reply: never more than once each.
+    bool prompt_reused = false;
+    int prompt_renders = 0;
+    int prompt_tokenizations = 0;
 };
 
 struct TokenSpan {
