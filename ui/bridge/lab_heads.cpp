@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// The lab's head tools on the engine thread (no request bookkeeping here: lab_client.cpp runs them): classification on the repeated-tokens probe, an
-// ablation scan of every head (progress, Stop), one ablation's before/after distribution, and
-// steering (side-by-side continuations on sessions of their own; applied to the chat's and the
-// stepper's sessions on request).
+// The lab's head tools on the engine thread (no request bookkeeping here: lab_client.cpp runs them): classification on
+// the repeated-tokens probe, an ablation scan of every head (progress, Stop), one ablation's before/after distribution,
+// and steering (side-by-side continuations on sessions of their own; applied to the chat's and the stepper's sessions
+// on request).
 #include "bridge/lab_client.h"
 
 #include "bridge/token_text.h"
@@ -83,9 +83,8 @@ std::shared_ptr<HeadsSnapshot> scan_ablations(EngineContext& context, const Abla
         std::vector<int32_t> reference;
         if (!settings.reference.trimmed().isEmpty())
             reference = context.labTokens(settings.reference, "reference");
-        const engine::AblationScan scan =
-            engine::scan_head_ablations(context.labBackend(), ids, engine::AblationMode(std::clamp(settings.mode, 0, 2)),
-                                        reference, {}, progress);
+        const engine::AblationScan scan = engine::scan_head_ablations(
+            context.labBackend(), ids, engine::AblationMode(std::clamp(settings.mode, 0, 2)), reference, {}, progress);
         const engine::ModelConfig& c = context.model->config();
         s->n_layers = int(c.n_layer);
         s->n_heads = int(*std::max_element(c.n_head.begin(), c.n_head.end()));
@@ -156,7 +155,8 @@ std::shared_ptr<SteeringSnapshot> steer(EngineContext& context, const SteeringSe
             throw engine::Error(QObject::tr("No model is loaded: open a GGUF file first.").toStdString());
         const auto plus = context.labTokens(settings.plus, "positive");
         const auto minus = context.labTokens(settings.minus, "negative");
-        const engine::SteeringVector v = engine::steering_vector(context.labBackend(), plus, minus, uint32_t(settings.layer));
+        const engine::SteeringVector v =
+            engine::steering_vector(context.labBackend(), plus, minus, uint32_t(settings.layer));
         s->direction = v.direction;
         double norm = 0;
         for (float x : v.direction)
@@ -171,7 +171,8 @@ std::shared_ptr<SteeringSnapshot> steer(EngineContext& context, const SteeringSe
         std::vector<float> first[2];
         QString texts[2];
         for (int side = 0; side < 2; ++side) {
-            engine::Session session(context.model, engine::make_cpu_backend(context.model, {.threads = context.threads, .n_ctx = n_ctx}));
+            engine::Session session(
+                context.model, engine::make_cpu_backend(context.model, {.threads = context.threads, .n_ctx = n_ctx}));
             if (side == 1)
                 session.set_interventions({engine::steering_intervention(v, float(settings.strength))});
             engine::Sampler sampler(greedy);
