@@ -26,7 +26,7 @@ struct ChatArgs {
     std::string model;
     std::string system;
     uint32_t n_predict = 256;
-    SamplingArgs sampling;
+    engine::SamplingSettings sampling;
     int threads = 0;
     uint32_t n_ctx = 4096;
     bool json = false;
@@ -75,7 +75,7 @@ int run_chat(ChatArgs a)
         throw engine::Error(chat.fit.notice);
 
     engine::Session session(model, make_cli_backend(a.backend, model, a.n_ctx, a.threads));
-    engine::Sampler sampler(sampler_config(a.sampling));
+    engine::Sampler sampler(engine::sampler_config(a.sampling));
     engine::GenerationOptions options;
     options.max_tokens = a.n_predict;
     options.stop_strings = chat.stop_strings;

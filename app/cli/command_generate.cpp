@@ -26,7 +26,7 @@ struct GenerateArgs {
     std::string prompt;
     std::string prompt_file;
     uint32_t n_predict = 128;
-    SamplingArgs sampling;
+    engine::SamplingSettings sampling;
     int threads = 0;
     uint32_t n_ctx = 4096;
     std::vector<std::string> stop;
@@ -96,7 +96,7 @@ int run_generate(const GenerateArgs& a, bool trace_mode)
         TraceRunRequest r;
         r.model_path = model_path;
         r.prompt = prompt;
-        r.sampling = sampler_config(a.sampling);
+        r.sampling = engine::sampler_config(a.sampling);
         r.n_predict = a.n_predict;
         r.stop = a.stop;
         r.attention = parse_attention(a.attention, model->config());
@@ -109,7 +109,7 @@ int run_generate(const GenerateArgs& a, bool trace_mode)
             return 0;
     }
     engine::Session session(model, make_cli_backend(a.backend, model, a.n_ctx, a.threads));
-    engine::Sampler sampler(sampler_config(a.sampling));
+    engine::Sampler sampler(engine::sampler_config(a.sampling));
     engine::GenerationOptions options;
     options.max_tokens = a.n_predict;
     options.stop_strings = a.stop;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "sampling_option.h"
 
-void add_sampling_options(CLI::App* cmd, SamplingArgs& a)
+void add_sampling_options(CLI::App* cmd, engine::SamplingSettings& a)
 {
     cmd->add_option("--temp", a.temperature, "Temperature (0: greedy)")->capture_default_str();
     cmd->add_option("--top-k", a.top_k, "Top-k (0: off)")->capture_default_str();
@@ -9,16 +9,4 @@ void add_sampling_options(CLI::App* cmd, SamplingArgs& a)
     cmd->add_option("--min-p", a.min_p, "Min-p (0: off)")->capture_default_str();
     cmd->add_option("--repeat-penalty", a.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
     cmd->add_option("-s,--seed", a.seed, "Random seed")->capture_default_str();
-}
-
-engine::SamplerConfig sampler_config(const SamplingArgs& a)
-{
-    engine::SamplerConfig c;
-    c.temperature = a.temperature;
-    c.top_k = a.top_k;
-    c.top_p = a.top_p;
-    c.min_p = a.min_p;
-    c.repeat_penalty = a.repeat_penalty;
-    c.seed = a.seed;
-    return c;
 }

@@ -40,11 +40,12 @@ int run_tokenize_on_server(const ServerArgs&, const std::string&, bool, bool, bo
 {
     throw engine::Error("this tokenscope-cli was built without the remote client (TOKENSCOPE_ENGINE_ONLY)");
 }
-int run_generate_on_server(const ServerArgs&, const std::string&, uint32_t, const SamplingArgs&)
+int run_generate_on_server(const ServerArgs&, const std::string&, uint32_t, const engine::SamplingSettings&)
 {
     throw engine::Error("this tokenscope-cli was built without the remote client (TOKENSCOPE_ENGINE_ONLY)");
 }
-int run_chat_on_server(const ServerArgs&, const std::string&, const std::string&, uint32_t, const SamplingArgs&, bool)
+int run_chat_on_server(const ServerArgs&, const std::string&, const std::string&, uint32_t,
+                       const engine::SamplingSettings&, bool)
 {
     throw engine::Error("this tokenscope-cli was built without the remote client (TOKENSCOPE_ENGINE_ONLY)");
 }
@@ -158,17 +159,10 @@ int run_tokenize_on_server(const ServerArgs& a, const std::string& text, bool ad
 
 namespace {
 
-engine::remote::SamplingRequest sampling_request(const SamplingArgs& sampling, uint32_t n_predict)
+engine::remote::SamplingRequest sampling_request(engine::SamplingSettings sampling, uint32_t n_predict)
 {
-    engine::remote::SamplingRequest s;
-    s.temperature = sampling.temperature;
-    s.top_k = sampling.top_k;
-    s.top_p = sampling.top_p;
-    s.min_p = sampling.min_p;
-    s.repeat_penalty = sampling.repeat_penalty;
-    s.seed = static_cast<int64_t>(sampling.seed);
-    s.max_tokens = static_cast<int>(std::min<uint32_t>(n_predict, INT32_MAX));
-    return s;
+    sampling.max_tokens = static_cast<int32_t>(std::min<uint32_t>(n_predict, INT32_MAX));
+    return engine::remote::sampling_request(sampling);
 }
 
 // Streams a reply (`start` sends the request): each delta printed unless `quiet`, then the reply.
@@ -216,7 +210,7 @@ void report_reply(const rm::Client& client, const rm::StreamedReply& reply)
 } // namespace
 
 int run_generate_on_server(const ServerArgs& a, const std::string& prompt, uint32_t n_predict,
-                           const SamplingArgs& sampling)
+                           const engine::SamplingSettings& sampling)
 {
     const auto client = connect_client(a);
     const engine::remote::SamplingRequest s = sampling_request(sampling, n_predict);
@@ -228,7 +222,7 @@ int run_generate_on_server(const ServerArgs& a, const std::string& prompt, uint3
 }
 
 int run_chat_on_server(const ServerArgs& a, const std::string& system, const std::string& message, uint32_t n_predict,
-                       const SamplingArgs& sampling, bool json)
+                       const engine::SamplingSettings& sampling, bool json)
 {
     const auto client = connect_client(a);
     std::vector<engine::remote::ChatMessage> messages;

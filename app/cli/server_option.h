@@ -23,7 +23,7 @@ void add_server_options(CLI::App* cmd, ServerArgs& a);
 int run_tokenize_on_server(const ServerArgs& server, const std::string& text, bool add_special, bool json,
                            bool ids_only);
 int run_generate_on_server(const ServerArgs& server, const std::string& prompt, uint32_t n_predict,
-                           const SamplingArgs& sampling);
+                           const engine::SamplingSettings& sampling);
 // One chat turn, the template applied by the server; with `json` the reply and its figures as JSON.
 int run_chat_on_server(const ServerArgs& server, const std::string& system, const std::string& message,
-                       uint32_t n_predict, const SamplingArgs& sampling, bool json);
+                       uint32_t n_predict, const engine::SamplingSettings& sampling, bool json);

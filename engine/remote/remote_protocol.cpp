@@ -205,16 +205,16 @@ ServerTimings lmstudio_stats_of(const json& s)
 
 void add_sampling(json& body, const SamplingRequest& s, bool native_extras)
 {
-    body["temperature"] = s.temperature;
-    body["top_p"] = s.top_p;
+    body["temperature"] = s.sampling.temperature;
+    body["top_p"] = s.sampling.top_p;
     if (native_extras) { // llama-server, vLLM, SGLang and LM Studio take these beside OpenAI's
-        body["top_k"] = s.top_k;
-        body["min_p"] = s.min_p;
-        body["repeat_penalty"] = s.repeat_penalty;
+        body["top_k"] = s.sampling.top_k;
+        body["min_p"] = s.sampling.min_p;
+        body["repeat_penalty"] = s.sampling.repeat_penalty;
     }
-    if (s.seed >= 0)
-        body["seed"] = s.seed;
-    body["max_tokens"] = s.max_tokens;
+    if (s.send_seed)
+        body["seed"] = s.sampling.seed;
+    body["max_tokens"] = s.sampling.max_tokens;
     body["stream"] = s.stream;
     if (s.stream)
         body["stream_options"] = {{"include_usage", true}};
@@ -517,14 +517,14 @@ std::string chat_request_body(const std::vector<ChatMessage>& messages, const Sa
     if (kind == ServerKind::Ollama) { // /api/chat: options, NDJSON stream
         body["model"] = s.model;
         body["stream"] = s.stream;
-        json options = {{"temperature", s.temperature},
-                        {"top_k", s.top_k},
-                        {"top_p", s.top_p},
-                        {"min_p", s.min_p},
-                        {"num_predict", s.max_tokens},
-                        {"repeat_penalty", s.repeat_penalty}};
-        if (s.seed >= 0)
-            options["seed"] = s.seed;
+        json options = {{"temperature", s.sampling.temperature},
+                        {"top_k", s.sampling.top_k},
+                        {"top_p", s.sampling.top_p},
+                        {"min_p", s.sampling.min_p},
+                        {"num_predict", s.sampling.max_tokens},
+                        {"repeat_penalty", s.sampling.repeat_penalty}};
+        if (s.send_seed)
+            options["seed"] = s.sampling.seed;
         body["options"] = std::move(options);
         if (s.top_logprobs > 0) {
             body["logprobs"] = true;
@@ -560,13 +560,13 @@ std::string next_token_request_body(const std::vector<int32_t>& ids, int n_probs
     body["n_probs"] = n_probs;
     body["stream"] = false;
     if (sampling) {
-        body["temperature"] = sampling->temperature;
-        body["top_k"] = sampling->top_k;
-        body["top_p"] = sampling->top_p;
-        body["min_p"] = sampling->min_p;
-        body["repeat_penalty"] = sampling->repeat_penalty;
-        if (sampling->seed >= 0)
-            body["seed"] = sampling->seed;
+        body["temperature"] = sampling->sampling.temperature;
+        body["top_k"] = sampling->sampling.top_k;
+        body["top_p"] = sampling->sampling.top_p;
+        body["min_p"] = sampling->sampling.min_p;
+        body["repeat_penalty"] = sampling->sampling.repeat_penalty;
+        if (sampling->send_seed)
+            body["seed"] = sampling->sampling.seed;
         body["cache_prompt"] = true;
     } else {
         // The token drawn does not matter, the probabilities are before sampling; evaluated whole: a
@@ -766,6 +766,16 @@ std::string http_error_message(int status, std::string_view body, std::string_vi
     if (!detail.empty())
         out += " (the server says: " + detail + ")";
     return out;
+}
+
+SamplingRequest sampling_request(const SamplingSettings& settings, bool greedy)
+{
+    SamplingRequest s;
+    s.sampling = settings;
+    if (greedy)
+        s.sampling.temperature = 0.0f;
+    s.send_seed = true;
+    return s;
 }
 
 } // namespace engine::remote

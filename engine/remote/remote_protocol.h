@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #pragma once
 
+#include "sampling/sampling_settings.h"
+
 // What OpenAI-compatible servers (llama.cpp's llama-server, vLLM, SGLang, Ollama, LM Studio) send
 // and expect, as plain C++ values: request bodies built, response bodies read. No transport here
 // (the Qt client in ui/remote/ does the HTTP); everything is testable on the JSON the servers'
@@ -138,18 +140,17 @@ struct ChatMessage {
     std::string content;
 };
 
+// The user's sampling settings as a request sends them, and what only the request needs.
 struct SamplingRequest {
     std::string model;
-    double temperature = 0.8;
-    int top_k = 40;
-    double top_p = 0.95;
-    double min_p = 0.05;
-    double repeat_penalty = 1.0;
-    int64_t seed = -1; // -1: not sent
-    int max_tokens = 256;
-    int top_logprobs = 0; // 0: no logprobs
+    SamplingSettings sampling;
+    bool send_seed = false; // false: the server picks one
+    int top_logprobs = 0;   // 0: no logprobs
     bool stream = true;
 };
+
+// A request with these settings and their seed (greedy: temperature 0).
+SamplingRequest sampling_request(const SamplingSettings& settings, bool greedy = false);
 
 // POST /v1/chat/completions (or /api/chat for Ollama), and /v1/completions for a raw prompt.
 std::string chat_request_body(const std::vector<ChatMessage>& messages, const SamplingRequest& s, ServerKind kind);

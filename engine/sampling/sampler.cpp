@@ -175,6 +175,14 @@ double uniform_unit(std::mt19937_64& rng)
     return static_cast<double>(rng() >> 11) * 0x1.0p-53;
 }
 
+SamplerConfig sampler_config(const SamplingSettings& settings, bool greedy)
+{
+    SamplerConfig c;
+    static_cast<SamplingSettings&>(c) = settings;
+    c.greedy = greedy;
+    return c;
+}
+
 void validate_sampler_config(const SamplerConfig& c)
 {
     const auto bad = [](const std::string& what) -> void { throw Error("invalid sampling setting: " + what); };

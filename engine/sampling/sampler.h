@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #pragma once
 
+#include "sampling/sampling_settings.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <random>
@@ -18,14 +20,9 @@ namespace engine {
 //
 // (llama.cpp also has DRY, top-n-sigma, typical-p and XTC between them; all are off by default.)
 // Filters therefore see the untempered logits, and temperature only reshapes the survivors.
-struct SamplerConfig {
-    float temperature = 0.8f;    // <= 0 means greedy
-    int32_t top_k = 40;          // <= 0 means off
-    float top_p = 0.95f;         // >= 1 means off
-    float min_p = 0.05f;         // <= 0 means off
-    float repeat_penalty = 1.0f; // == 1 means off
-    int32_t repeat_last_n = 64;  // history tokens the penalty looks at; 0 = off, < 0 = all of it
-    uint64_t seed = 0;
+// The user's settings (max_tokens is not read here) and what only the sampler needs.
+struct SamplerConfig : SamplingSettings {
+    int32_t repeat_last_n = 64; // history tokens the penalty looks at; 0 = off, < 0 = all of it
     bool greedy = false;
     // Candidates kept in each StageView for the UI; 0 records no stages at all, which also skips
     // the full-vocabulary softmaxes that only the views need.
@@ -67,6 +64,9 @@ inline constexpr float kMinTemperature = 0.001f;
 inline constexpr float kMaxTemperature = 100.0f;
 inline constexpr float kMaxRepeatPenalty = 100.0f;
 void validate_sampler_config(const SamplerConfig& config);
+
+// The sampler's configuration for these settings (greedy: always the most likely token).
+SamplerConfig sampler_config(const SamplingSettings& settings, bool greedy = false);
 
 class Sampler {
 public:

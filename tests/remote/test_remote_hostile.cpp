@@ -248,7 +248,7 @@ void TestRemoteHostile::streamLimits()
     auto client = connectTo(behaviour, &error);
     QVERIFY2(client, qPrintable(error));
     engine::remote::SamplingRequest s;
-    s.max_tokens = 16;
+    s.sampling.max_tokens = 16;
     const qint64 sent_before = m_server.bytesSent();
     const Outcome o = await(*client, [&] { return client->chat({{"user", "Hello"}}, s); });
     QVERIFY2(o.failed || (o.reply && o.reply->cut_off), qPrintable(o.message));
@@ -321,7 +321,7 @@ void TestRemoteHostile::outOfRangeIsRefused()
     auto client = connectTo(behaviour, &error);
     QVERIFY2(client, qPrintable(error));
     engine::remote::SamplingRequest s;
-    s.max_tokens = 16;
+    s.sampling.max_tokens = 16;
     s.top_logprobs = 1;
     const Outcome o = await(*client, [&] {
         if (request == "tokenize")

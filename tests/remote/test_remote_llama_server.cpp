@@ -66,9 +66,10 @@ std::shared_ptr<const StreamedReply> chat_reply(Client& c, const std::vector<er:
                                                 QString* joined_deltas = nullptr)
 {
     er::SamplingRequest s;
-    s.temperature = 0.0;
-    s.seed = 1;
-    s.max_tokens = max_tokens;
+    s.sampling.temperature = 0.0;
+    s.sampling.seed = 1;
+    s.send_seed = true;
+    s.sampling.max_tokens = max_tokens;
     QSignalSpy done(&c, &Client::replyFinished), bad(&c, &Client::failed);
     QString deltas;
     auto conn = QObject::connect(&c, &Client::delta, [&](quint64, const QString& t) { deltas += t; });
@@ -355,8 +356,8 @@ void TestRemoteLlamaServer::serverKilledMidStreamKeepsThePartialReply()
     auto c = connected(doomed.url(), {}, &why);
     QVERIFY2(c, qPrintable(why));
     er::SamplingRequest s;
-    s.temperature = 0.0;
-    s.max_tokens = 400;
+    s.sampling.temperature = 0.0;
+    s.sampling.max_tokens = 400;
     QSignalSpy done(c.get(), &Client::replyFinished), bad(c.get(), &Client::failed);
     QString deltas;
     int pieces = 0;

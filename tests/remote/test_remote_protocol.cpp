@@ -237,9 +237,10 @@ void TestRemoteProtocol::requestBodies()
 {
     SamplingRequest s;
     s.model = "m";
-    s.temperature = 0.5;
-    s.seed = 7;
-    s.max_tokens = 9;
+    s.sampling.temperature = 0.5;
+    s.sampling.seed = 7;
+    s.send_seed = true;
+    s.sampling.max_tokens = 9;
     s.top_logprobs = 5;
     const auto chat = nlohmann::json::parse(chat_request_body({{"system", "S"}, {"user", "U"}}, s, ServerKind::Vllm));
     QCOMPARE(chat["messages"].size(), std::size_t(2));

@@ -20,6 +20,7 @@
 #include "panels/stepper_panel.h"
 #include "panels/text_panel.h"
 #include "panels/timeline_panel.h"
+#include "session/generator.h"
 #include "signal_wait.h"
 #include "storage/conversation_store.h"
 #include "storage/run_document.h"
@@ -102,6 +103,7 @@ private slots:
     void aRunReopensInEveryPanelWithoutTheModel();
     void damagedFilesAreRefused();
     void aCliTraceOpensInTheApp();
+    void aServedReplysTimelineRoundTrips();
 
 private:
     std::unique_ptr<MainWindow> window(EngineController* engine, const QString& name);
@@ -504,6 +506,37 @@ void TestSavedRuns::aCliTraceOpensInTheApp()
     QVERIFY2(app.exitStatus() == QProcess::NormalExit && app.exitCode() == 0, qPrintable(log));
     QVERIFY2(log.contains("saved " + picture) && QFileInfo(picture).size() > 10000, qPrintable(log));
     QVERIFY2(!log.contains("loaded "), qPrintable(log)); // no model was found, none loaded
+}
+
+// A reply from a server keeps its timeline's remote fields (who answered, the server's own prompt and
+// generation times, the whole reply's time) through a save and a reopen, bit for bit.
+void TestSavedRuns::aServedReplysTimelineRoundTrips()
+{
+    auto timeline = std::make_shared<TimelineSnapshot>();
+    timeline->source = "chat";
+    timeline->remote = true;
+    timeline->server = "llama.cpp (llama-server) at http://127.0.0.1:8080";
+    timeline->server_prompt_ms = 12.375;
+    timeline->server_generation_ms = 301.0625;
+    timeline->server_generated = 17;
+    timeline->total_ms = 345.5;
+    timeline->ttft_ms = 40.25;
+    timeline->events.push_back({int(engine::TimelineStage::Prefill), -1, 0, 40250000});
+    RunDocument doc;
+    doc.timeline = timeline;
+    const QString path = m_dir.filePath("served.tsrun");
+    engine::run::write_run_file(path.toStdString(), to_run_contents(doc), nullptr);
+    const RunDocument back = run_document_from(engine::run::read_run_file(path.toStdString()), path);
+    QVERIFY(back.timeline);
+    const TimelineSnapshot& t = *back.timeline;
+    QVERIFY(t.remote);
+    QCOMPARE(t.server, timeline->server);
+    QCOMPARE(t.server_prompt_ms, timeline->server_prompt_ms);
+    QCOMPARE(t.server_generation_ms, timeline->server_generation_ms);
+    QCOMPARE(t.server_generated, timeline->server_generated);
+    QCOMPARE(t.total_ms, timeline->total_ms);
+    QCOMPARE(t.ttft_ms, timeline->ttft_ms);
+    QCOMPARE(t.events.size(), std::size_t(1));
 }
 
 QTEST_MAIN(TestSavedRuns)

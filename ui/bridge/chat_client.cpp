@@ -3,13 +3,13 @@
 // gauges after every token, the timeline a few times a second), the fit check, the turn counts.
 #include "bridge/chat_client.h"
 
-#include "bridge/sampler_settings.h"
 #include "bridge/token_text.h"
 #include "chat/chat_prompt.h"
 #include "chat/chat_template.h"
 #include "chat/context_simulator.h"
 #include "model/forward_cost.h"
 #include "model/model.h"
+#include "sampling/sampler.h"
 #include "session/generator.h"
 #include "session/session.h"
 
@@ -188,7 +188,7 @@ private:
                 return fail(id, QString::fromStdString(fit.notice));
             const std::string& prompt = chat.text;
 
-            engine::Sampler sampler(sampler_config(sampling));
+            engine::Sampler sampler(engine::sampler_config(sampling));
             engine::GenerationOptions options;
             options.max_tokens = static_cast<uint32_t>(sampling.max_tokens);
             options.stop_strings = chat.stop_strings;

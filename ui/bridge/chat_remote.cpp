@@ -4,7 +4,6 @@
 // says. Fit checks and turn counts are the server's business (its template, its context policy).
 #include "bridge/chat_client.h"
 #include "bridge/inspection_client.h"
-#include "bridge/sampler_settings.h"
 
 #include "session/generator.h"
 
@@ -75,7 +74,7 @@ public:
             messages.push_back({t.role.toStdString(), t.content.toStdString()});
         const RequestBook::Ticket ticket = m_engine.requests().open();
         m_engine.setBusy(true);
-        const quint64 client_id = m_engine.network().chat(messages, sampling_request(sampling, false));
+        const quint64 client_id = m_engine.network().chat(messages, engine::remote::sampling_request(sampling, false));
         m_replies[client_id] = ticket.id;
         m_engine.requests().onCancel(ticket.id, [this, client_id] { m_engine.network().cancel(client_id); });
         emit m_client.replyStarted(ticket.id);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #pragma once
 
+#include "sampling/sampling_settings.h"
+
 #include <QMetaType>
 #include <QString>
 #include <QStringList>
@@ -41,15 +43,7 @@ struct ModelSummary {
     QString server_kind; // "llama.cpp (llama-server)", "vLLM", …
 };
 
-struct SamplingSettings {
-    float temperature = 0.8f;
-    int top_k = 40;
-    float top_p = 0.95f;
-    float min_p = 0.05f;
-    float repeat_penalty = 1.0f;
-    quint64 seed = 0;
-    int max_tokens = 256;
-};
+using SamplingSettings = engine::SamplingSettings; // the one struct the chat, stepper, CLI and servers share
 
 struct ChatTurn {
     QString role; // system | user | assistant

@@ -4,9 +4,9 @@
 // StepperState, then the KV gauges and the stepper's timeline.
 #include "bridge/stepper_client.h"
 
-#include "bridge/sampler_settings.h"
 #include "bridge/token_text.h"
 #include "model/model.h"
+#include "sampling/sampler.h"
 #include "session/generator.h"
 #include "session/session.h"
 #include "session/stepper.h"
@@ -155,7 +155,7 @@ public:
                 forced = forced_token;
             context.stepper->set_attention_capture(
                 context.recordingRequest(uint32_t(context.stepper_session->tokens().size()) + 1));
-            context.stepper->step(ui::sampler_config(settings.sampling, settings.greedy), forced);
+            context.stepper->step(engine::sampler_config(settings.sampling, settings.greedy), forced);
             context.record();
         });
     }

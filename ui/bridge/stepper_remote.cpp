@@ -2,7 +2,6 @@
 // The decode stepper over a server that gives next-token probabilities (llama-server): Prefill
 // tokenizes on the server, every action asks it for the next token's top-N and its draw with the
 // settings, and Step takes that draw (or the token the user forced).
-#include "bridge/sampler_settings.h"
 #include "bridge/stepper_client.h"
 #include "bridge/token_text.h"
 
@@ -158,7 +157,7 @@ private:
         std::vector<int32_t> ids;
         for (const auto& t : m_tokens)
             ids.push_back(t.id);
-        const er::SamplingRequest s = sampling_request(m_settings.sampling, m_settings.greedy);
+        const er::SamplingRequest s = engine::remote::sampling_request(m_settings.sampling, m_settings.greedy);
         m_next = m_engine.network().nextToken(ids, kServerTopN, &s);
     }
 

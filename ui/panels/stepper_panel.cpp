@@ -3,7 +3,6 @@
 #include "bridge/stepper_client.h"
 
 #include "bridge/engine_controller.h"
-#include "bridge/sampler_settings.h"
 #include "bridge/token_selection.h"
 #include "bridge/token_text.h"
 #include "session/stepper.h"
@@ -49,7 +48,7 @@ constexpr int kRowsShown = 12;
 
 engine::SamplerConfig to_config(const StepperSettings& s)
 {
-    engine::SamplerConfig c = sampler_config(s.sampling, s.greedy);
+    engine::SamplerConfig c = engine::sampler_config(s.sampling, s.greedy);
     c.stage_view_size = 64;
     return c;
 }

@@ -610,8 +610,8 @@ quint64 Client::chat(const std::vector<er::ChatMessage>& messages, er::SamplingR
     if (m_server && !m_server->logprobs)
         sampling.top_logprobs = 0;
     const std::string body = er::chat_request_body(messages, sampling, kind);
-    return kind == ServerKind::Ollama ? startStream("/api/chat", body, true, sampling.max_tokens)
-                                      : startStream("/v1/chat/completions", body, false, sampling.max_tokens);
+    return kind == ServerKind::Ollama ? startStream("/api/chat", body, true, sampling.sampling.max_tokens)
+                                      : startStream("/v1/chat/completions", body, false, sampling.sampling.max_tokens);
 }
 
 quint64 Client::complete(const QString& prompt, er::SamplingRequest sampling)
@@ -620,7 +620,7 @@ quint64 Client::complete(const QString& prompt, er::SamplingRequest sampling)
         sampling.model = to_std(m_server->model);
     sampling.stream = true;
     return startStream("/v1/completions", er::completion_request_body(to_std(prompt), sampling), false,
-                       sampling.max_tokens);
+                       sampling.sampling.max_tokens);
 }
 
 quint64 Client::tokenize(const QString& text, bool add_special)

@@ -435,7 +435,14 @@ QJsonObject timeline_json(const TimelineSnapshot& t)
             {"prefill_flops", t.prefill_flops},
             {"prefill_bytes", t.prefill_bytes},
             {"ttft_ms", t.ttft_ms},
-            {"note", t.note}};
+            {"note", t.note},
+            // A served model's reply: measured here on the stream, the server's own account beside it.
+            {"remote", t.remote},
+            {"server", t.server},
+            {"server_prompt_ms", t.server_prompt_ms},
+            {"server_generation_ms", t.server_generation_ms},
+            {"server_generated", t.server_generated},
+            {"total_ms", t.total_ms}};
 }
 std::shared_ptr<const TimelineSnapshot> timeline_from(const QJsonObject& o)
 {
@@ -459,6 +466,13 @@ std::shared_ptr<const TimelineSnapshot> timeline_from(const QJsonObject& o)
     t->prefill_bytes = num(o["prefill_bytes"]);
     t->ttft_ms = num(o["ttft_ms"]);
     t->note = o["note"].toString();
+    // Absent from runs saved before these fields were written: a local run, nothing reported.
+    t->remote = o["remote"].toBool();
+    t->server = o["server"].toString();
+    t->server_prompt_ms = num(o["server_prompt_ms"], -1.0);
+    t->server_generation_ms = num(o["server_generation_ms"], -1.0);
+    t->server_generated = o["server_generated"].isDouble() ? integer(o["server_generated"]) : -1;
+    t->total_ms = num(o["total_ms"]);
     return t;
 }
 
