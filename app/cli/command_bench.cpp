@@ -106,8 +106,7 @@ int run_bench(const BenchArgs& a)
         }
     }
     const std::string backend_name =
-        be.name().starts_with("CPU") ? fmt::format("{} {}", be.name(), engine::simd_level_name(engine::simd_level()))
-                                     : be.name();
+        be.kind() == "cpu" ? fmt::format("{} {}", be.name(), engine::simd_level_name(engine::simd_level())) : be.name();
     const double bytes_per_token = static_cast<double>(weight_traffic) + kv_traffic;
     const double achieved = tg.empty() ? 0.0 : bytes_per_token * stats(tg).mean;
     engine::MachinePeaks peaks;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace engine {
@@ -109,6 +110,8 @@ class Backend {
 public:
     virtual ~Backend() = default;
     virtual std::string name() const = 0;
+    // "cpu", "vulkan" or "cuda": which of the engine's backends this is (name() is for people).
+    virtual std::string_view kind() const = 0;
     virtual const Model& model() const = 0;
     // Appends request.tokens to the cache and returns their logits. Throws Error when the context
     // is full; the cache is unchanged then.

@@ -114,18 +114,8 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<const Mo
     if (kind == BackendKind::Auto && device < 0) {
         // A hardware GPU only: a software device (lavapipe) is slower than the CPU backend.
         const auto devices = list_vulkan_devices();
-        std::vector<const char*> ranks{"discrete GPU", "integrated GPU"};
-        if (auto_accepts_software())
-            ranks.insert(ranks.end(), {"virtual GPU", "CPU"});
-        for (const char* rank : ranks) {
-            for (const auto& d : devices)
-                if (d.usable && d.type == rank) {
-                    chosen = int(d.index);
-                    break;
-                }
-            if (chosen >= 0)
-                break;
-        }
+        chosen = best_vulkan_device(devices, auto_accepts_software() ? vulkan_device_rank("CPU")
+                                                                     : vulkan_device_rank("integrated GPU"));
         if (chosen < 0) {
             std::string why =
                 no_cuda + "; " + (devices.empty() ? "no Vulkan device found" : "no usable Vulkan GPU found");

@@ -246,7 +246,9 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
         if (m_start_layer > 0)
             m_start_rows = request.start_residual.subspan(std::size_t(b0) * c.n_embd, std::size_t(b1 - b0) * c.n_embd);
         begin_chunk(plan, assembly);
-        run_layers(request.tokens.subspan(b0, b1 - b0), plan);
+        const auto tokens = request.tokens.subspan(b0, b1 - b0);
+        if (!replay_chunk(tokens))
+            run_layers(tokens, plan);
         finish_chunk();
     }
 
@@ -396,6 +398,11 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
     // ---- output: final norm and the LM head of the rows whose logits are wanted
     if (plan.n_logit_rows)
         output_head(w.output_norm, w.output, plan.logit_row0, plan.n_logit_rows, plan.logit_order, eps);
+}
+
+bool LayeredBackend::replay_chunk(std::span<const TokenId>)
+{
+    return false;
 }
 
 void LayeredBackend::add_residual_rmsnorm(uint32_t n_rows, const TensorView& weight, Act out, float eps)

@@ -139,6 +139,11 @@ protected:
     virtual uint32_t max_chunk_tokens(const ForwardRequest& request, uint32_t pos0) const = 0;
     // Starts a chunk; its results go to `sink` (which outlives finish_chunk()).
     virtual void begin_chunk(const ChunkPlan& plan, ChunkSink& sink) = 0;
+    // After begin_chunk: a backend that recorded the commands of a chunk of this plan's shape (a plain
+    // decode step, ChunkPlan::replayable_decode_step) may run that recording again for these tokens
+    // instead of being asked for each operation. Returns true when it will (the pass then issues no
+    // operation before finish_chunk, which runs it); the default records nothing and returns false.
+    virtual bool replay_chunk(std::span<const TokenId> tokens);
     // X = the embedding rows of `tokens`, times `scale`.
     virtual void embed(std::span<const TokenId> tokens, float scale) = 0;
     // X rows 0 … rows.size()/E − 1 = `rows` (the logit lens's input).

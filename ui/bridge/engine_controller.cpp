@@ -44,7 +44,7 @@ std::shared_ptr<ModelSummary> summary_of(const engine::Model& model, const engin
     summary->context_length = c.n_ctx_train;
     summary->n_ctx = backend.kv_cache().config().n_ctx;
     summary->backend = QString::fromStdString(backend.name());
-    if (backend.name().rfind("CPU", 0) == 0)
+    if (backend.kind() == "cpu")
         summary->backend += " " + QString::fromUtf8(engine::simd_level_name(engine::simd_level()).data());
     summary->backend_note = QString::fromStdString(fallback);
     summary->threads = threads;

@@ -46,6 +46,7 @@ public:
     CpuBackend(std::shared_ptr<const Model> model, const CpuBackendOptions& options);
 
     std::string name() const override { return fmt::format("CPU ({} threads)", m_pool.size()); }
+    std::string_view kind() const override { return "cpu"; }
     KvCache& kv_cache() override { return m_kv; }
     const KvCache& kv_cache() const override { return m_kv; }
     BackendMemory memory() const override;

@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include "backend/activation_buffers.h"
+#include "backend/chunk_download.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cuda/cuda_module.h"
 #include "backend/cuda/emulated_device.h"
@@ -107,6 +108,7 @@ public:
     ~CudaBackend() override;
 
     std::string name() const override { return "CUDA (" + m_device_name + ")"; }
+    std::string_view kind() const override { return "cuda"; }
     KvCache& kv_cache() override { return m_kv; }
     const KvCache& kv_cache() const override { return m_kv; }
     BackendMemory memory() const override;
@@ -115,6 +117,7 @@ private:
     void ensure_usable() const override;
     uint32_t max_chunk_tokens(const ForwardRequest&, uint32_t) const override { return m_batch; }
     void begin_chunk(const ChunkPlan& plan, ChunkSink& sink) override;
+    bool replay_chunk(std::span<const TokenId> tokens) override;
     void embed(std::span<const TokenId> tokens, float scale) override;
     void load_residual(std::span<const float> rows) override;
     void rmsnorm(Act in, Act out, const TensorView& weight, uint32_t width, uint32_t n_rows, float eps) override;
@@ -177,26 +180,15 @@ private:
     ChunkPlan m_plan;
     ChunkSink* m_sink = nullptr;
     uint64_t m_download_used = 0;
-    uint64_t m_logits_offset = 0;
-    std::vector<std::pair<uint32_t, uint64_t>> m_residuals; // (layer, offset)
-    struct AttentionDelivery {
-        uint32_t layer;
-        uint64_t q_offset, w_offset;
-    };
-    std::vector<AttentionDelivery> m_attention;
-    struct SiteDelivery {
-        Site site;
-        uint32_t layer;
-        uint64_t offset;
-    };
-    std::vector<SiteDelivery> m_sites;
+    ChunkDownload m_results; // what landed where in m_download
 
     // The decode step (one token, its logits, nothing captured or changed) is recorded once and
     // replayed while its shape holds: its kernels read the position from m_step, the token from m_ids
     // and the angles from m_cs, which the host rewrites (pinned copies) before each replay.
     bool m_decode_recorded = false;
     bool m_recording = false;
-    bool m_replaying = false;
+    bool m_replayable = false; // this chunk is a decode step the device holds recorded
+    bool m_replaying = false;  // …which replay_chunk runs again: the pass issues no operation
     const uint32_t* step_arg() const { return m_recording ? m_step.get<uint32_t>() : nullptr; }
 
     // The quantized matmul input in m_act (which rows of which buffer): Q, K and V read the same normed
@@ -370,34 +362,24 @@ void CudaBackend::read_cache(uint32_t layer, uint32_t kv_head, uint32_t n, std::
 void CudaBackend::begin_chunk(const ChunkPlan& plan, ChunkSink& sink)
 {
     m_act_held.reset();
-    if (m_recording || m_replaying) { // the previous chunk stopped before finish_chunk (an error)
+    if (m_recording || m_replayable) { // the previous chunk stopped before finish_chunk (an error)
         m_dev->drop_recording();
-        m_decode_recorded = m_recording = m_replaying = false;
+        m_decode_recorded = m_recording = m_replayable = m_replaying = false;
     }
     const ModelConfig& c = m_model->config();
     m_plan = plan;
     m_sink = &sink;
-    const uint32_t n = plan.n_tokens, E = c.n_embd, D = c.head_dim_k;
+    const uint32_t n = plan.n_tokens;
 
     // results land in the pinned download buffer: logits, residuals, sites, attention
-    uint64_t size = uint64_t(plan.n_logit_rows) * c.n_vocab * sizeof(float);
-    if (plan.residuals)
-        size += uint64_t(c.n_layer) * n * E * sizeof(float);
-    for (Site site : plan.sites)
-        for (uint32_t il = 0; il < (site == Site::Embedding ? 1 : c.n_layer); ++il)
-            size += uint64_t(n) * site_width(c, site, il) * sizeof(float);
-    for (uint32_t il : plan.attention_layers)
-        size += uint64_t(n) * c.n_head[il] * (D + plan.pos0 + n) * sizeof(float);
+    const uint64_t size = ChunkDownload::bytes_for(plan, c);
     if (m_download.size() < size) {
         device_call(m_device_name, [&] { m_download = DeviceBuffer(m_dev.get(), std::max<uint64_t>(size, 4), true); });
         m_decode_recorded = false; // it copies its logits into the buffer just replaced
         m_dev->drop_recording();
     }
     m_download_used = 0;
-    m_logits_offset = 0; // a replayed step downloads nothing else: its logits lead the buffer
-    m_residuals.clear();
-    m_attention.clear();
-    m_sites.clear();
+    m_results.clear(); // a replayed step downloads nothing else: its logits lead the buffer
     m_edit_values.clear();
 
     // the host's inputs of the chunk: its first position and the rotary angles
@@ -407,14 +389,25 @@ void CudaBackend::begin_chunk(const ChunkPlan& plan, ChunkSink& sink)
     m_rope_tables.fill(cs, plan.pos0, n, m_batch, c.n_rot, r.factors);
 
     const bool decode_step = replay_allowed() && plan.replayable_decode_step();
-    m_replaying = decode_step && m_decode_recorded;
+    m_replayable = decode_step && m_decode_recorded;
     m_recording = decode_step && !m_decode_recorded;
     if (m_recording)
         m_dev->begin_recording();
-    if (!m_replaying) {
+    if (!m_replayable) {
         m_dev->copy_to_device(m_step.get(), m_step_host.get(), sizeof(uint32_t));
         m_dev->copy_to_device(m_cs.get(), m_cs_host.get(), m_cs.size());
     }
+}
+
+bool CudaBackend::replay_chunk(std::span<const TokenId> tokens)
+{
+    if (!m_replayable)
+        return false;
+    // The recorded step's copies read the token, position and angles from the pinned host buffers:
+    // begin_chunk wrote the last two.
+    *m_ids_host.get<uint32_t>() = static_cast<uint32_t>(tokens.front());
+    m_replaying = true;
+    return true;
 }
 
 uint64_t CudaBackend::download(const void* src, uint64_t bytes)
@@ -431,8 +424,6 @@ void CudaBackend::embed(std::span<const TokenId> tokens, float scale)
     auto* ids = m_ids_host.get<uint32_t>();
     for (std::size_t t = 0; t < tokens.size(); ++t)
         ids[t] = static_cast<uint32_t>(tokens[t]);
-    if (m_replaying)
-        return;
     m_dev->copy_to_device(m_ids.get(), m_ids_host.get(), tokens.size() * sizeof(uint32_t));
     const DeviceMatrix& table = matrix_of(m_model->weights().token_embd);
     m_dev->launch(cuda::GetRows::Args{table.type, table.data.get<uint8_t>(), table.row_bytes, m_ids.get<uint32_t>(),
@@ -451,8 +442,6 @@ void CudaBackend::load_residual(std::span<const float> rows)
 void CudaBackend::rmsnorm(Act in, Act out, const TensorView& weight, uint32_t width, uint32_t n_rows, float eps)
 {
     m_act_held.reset();
-    if (m_replaying)
-        return;
     m_dev->launch(cuda::RmsNorm::Args{buffer(in), nullptr, vector_of(weight), buffer(out), width, n_rows, eps});
 }
 
@@ -484,8 +473,6 @@ void CudaBackend::matmul_rows(const TensorView& w, Act in, Act out, uint32_t row
     const ActHeld wanted{in, row0, n_rows, m.cols, activation_format(m.type)};
     const bool ready = m_act_held == wanted && wanted.format != ActivationFormat::F32;
     m_act_held = out == in ? std::nullopt : std::optional(wanted);
-    if (m_replaying)
-        return;
     matmul_into(m, buffer(in) + uint64_t(row0) * m.cols, n_rows, buffer(out) + uint64_t(row0) * m.rows, m.rows, order,
                 ready);
 }
@@ -493,8 +480,6 @@ void CudaBackend::matmul_rows(const TensorView& w, Act in, Act out, uint32_t row
 void CudaBackend::add_bias(Act x, const TensorView& bias, uint32_t n_rows)
 {
     m_act_held.reset();
-    if (m_replaying)
-        return;
     const auto width = uint64_t(bias.cols());
     m_dev->launch(cuda::Add::Args{buffer(x), vector_of(bias), n_rows * width, width});
 }
@@ -502,8 +487,6 @@ void CudaBackend::add_bias(Act x, const TensorView& bias, uint32_t n_rows)
 void CudaBackend::rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShape& r, float scale)
 {
     m_act_held.reset();
-    if (m_replaying)
-        return;
     const float* cs =
         m_cs.f() + std::size_t(m_rope_tables.index_of(r.base, r.freq_scale)) * m_batch * (r.n_rot / 2) * 2;
     m_dev->launch(cuda::Rope::Args{buffer(x), cs, m_plan.n_tokens, n_heads, head_dim, r.n_rot, r.neox, scale});
@@ -511,8 +494,6 @@ void CudaBackend::rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeSha
 
 void CudaBackend::store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim)
 {
-    if (m_replaying)
-        return;
     m_dev->launch(cuda::KvStore::Args{buffer(Act::K), buffer(Act::V), m_caches[layer].first.get<uint16_t>(),
                                       m_caches[layer].second.get<uint16_t>(), m_plan.n_tokens, n_kv_heads, head_dim,
                                       m_plan.pos0, m_n_ctx, step_arg()});
@@ -521,30 +502,28 @@ void CudaBackend::store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_di
 void CudaBackend::attention(const AttentionShape& s, bool deliver)
 {
     m_act_held.reset();
-    if (m_replaying)
-        return;
     cuda::AttnShape shape{step_arg(), s.n_tokens, s.n_heads, s.n_kv_heads, s.head_dim, s.pos0, m_n_ctx, s.window,
                           // a recorded step runs at every later position: rows as long as the cache
                           m_recording ? m_n_ctx : s.pos0 + s.n_tokens, s.batched};
     const auto& [k_cache, v_cache] = m_caches[s.layer];
+    uint64_t q_delivered = 0;
     if (deliver) {
         const uint64_t q_offset =
             download(m_activations[Act::Q].get(), uint64_t(s.n_tokens) * s.n_heads * s.head_dim * sizeof(float));
-        m_attention.push_back({s.layer, q_offset, 0});
+        q_delivered = q_offset;
     }
     m_dev->launch(cuda::AttnScores::Args{shape, buffer(Act::Q), k_cache.get<uint16_t>(), s.scale, m_scores.f()});
     m_dev->launch(cuda::AttnSoftmax::Args{shape, m_scores.f()});
     m_dev->launch(cuda::AttnValues::Args{shape, m_scores.f(), v_cache.get<uint16_t>(), buffer(Act::Attn)});
     if (deliver) // rows of pos0 + n keys: the layout the sink takes
-        m_attention.back().w_offset =
-            download(m_scores.get(), uint64_t(s.n_tokens) * s.n_heads * shape.key_stride * sizeof(float));
+        m_results.attention(
+            s.layer, q_delivered,
+            download(m_scores.get(), uint64_t(s.n_tokens) * s.n_heads * shape.key_stride * sizeof(float)));
 }
 
 void CudaBackend::glu(uint32_t width, uint32_t n_rows, bool gelu)
 {
     m_act_held.reset();
-    if (m_replaying)
-        return;
     m_dev->launch(cuda::Glu::Args{buffer(Act::Gate), buffer(Act::Up), uint64_t(n_rows) * width, width, gelu,
                                   m_gelu_table.get<uint16_t>()});
 }
@@ -552,8 +531,6 @@ void CudaBackend::glu(uint32_t width, uint32_t n_rows, bool gelu)
 void CudaBackend::add_residual(uint32_t n_rows)
 {
     m_act_held.reset();
-    if (m_replaying)
-        return;
     const uint64_t n = uint64_t(n_rows) * m_model->config().n_embd;
     m_dev->launch(cuda::Add::Args{buffer(Act::X), buffer(Act::O), n, n});
 }
@@ -561,28 +538,24 @@ void CudaBackend::add_residual(uint32_t n_rows)
 void CudaBackend::add_residual_rmsnorm(uint32_t n_rows, const TensorView& weight, Act out, float eps)
 {
     m_act_held.reset();
-    if (m_replaying)
-        return;
     m_dev->launch(cuda::RmsNorm::Args{buffer(Act::X), buffer(Act::O), vector_of(weight), buffer(out),
                                       m_model->config().n_embd, n_rows, eps});
 }
 
 void CudaBackend::deliver_residual(uint32_t layer)
 {
-    m_residuals.emplace_back(
-        layer, download(m_activations[Act::X].get(), uint64_t(m_plan.n_tokens) * m_model->config().n_embd * 4));
+    m_results.residual(layer,
+                       download(m_activations[Act::X].get(), uint64_t(m_plan.n_tokens) * m_model->config().n_embd * 4));
 }
 
 void CudaBackend::deliver_activation(Site site, uint32_t layer, Act a, uint32_t row_width)
 {
-    m_sites.push_back({site, layer, download(buffer(a), uint64_t(m_plan.n_tokens) * row_width * sizeof(float))});
+    m_results.activation(site, layer, download(buffer(a), uint64_t(m_plan.n_tokens) * row_width * sizeof(float)));
 }
 
 void CudaBackend::edit_rows(Act a, const RowEdit& e)
 {
     m_act_held.reset();
-    if (m_replaying)
-        return;
     if (e.add && (e.col0 != 0 || e.cols != e.row_width))
         throw std::logic_error("an addition to part of a row");
     const std::size_t bytes = std::size_t(e.per_row ? e.n_rows : 1) * e.cols * sizeof(float);
@@ -601,8 +574,6 @@ void CudaBackend::output_head(const TensorView& norm, const TensorView& output, 
                               uint32_t order, float eps)
 {
     m_act_held.reset();
-    if (m_replaying)
-        return;
     const ModelConfig& c = m_model->config();
     const DeviceMatrix& head = matrix_of(output);
     // final norm of the wanted rows into H, then the head in groups that fit the logits buffer
@@ -613,7 +584,7 @@ void CudaBackend::output_head(const TensorView& norm, const TensorView& output, 
         matmul_into(head, buffer(Act::H) + uint64_t(g) * c.n_embd, rows, m_logits.f(), c.n_vocab, order, false);
         const uint64_t offset = download(m_logits.get(), uint64_t(rows) * c.n_vocab * sizeof(float));
         if (g == 0)
-            m_logits_offset = offset;
+            m_results.logits(offset);
     }
 }
 
@@ -630,23 +601,13 @@ void CudaBackend::finish_chunk()
         }
         m_dev->synchronize();
     } catch (const std::runtime_error& e) {
-        m_replaying = m_recording = false;
+        m_replayable = m_replaying = m_recording = false;
         m_lost = true;
         m_lost_why = e.what();
         throw Error(fmt::format("CUDA device {}: {}", m_device_name, e.what()));
     }
-    m_replaying = m_recording = false;
-    const auto* down = m_download.get<const std::byte>();
-    if (m_plan.n_logit_rows)
-        std::memcpy(m_sink->logits(), down + m_logits_offset,
-                    std::size_t(m_plan.n_logit_rows) * m_model->config().n_vocab * sizeof(float));
-    for (const auto& [layer, offset] : m_residuals)
-        m_sink->residual(layer, reinterpret_cast<const float*>(down + offset));
-    for (const AttentionDelivery& d : m_attention)
-        m_sink->attention(d.layer, reinterpret_cast<const float*>(down + d.q_offset),
-                          reinterpret_cast<const float*>(down + d.w_offset));
-    for (const SiteDelivery& d : m_sites)
-        m_sink->activation(d.site, d.layer, reinterpret_cast<const float*>(down + d.offset));
+    m_replayable = m_replaying = m_recording = false;
+    m_results.deliver(m_download.get<const std::byte>(), m_plan, m_model->config().n_vocab, *m_sink);
     m_edit_values.clear();
     m_sink = nullptr;
 }

@@ -2,6 +2,7 @@
 #ifdef TOKENSCOPE_HAVE_VULKAN
 
 #include "backend/vulkan/vk_context.h"
+#include "backend/vulkan/vulkan_backend.h"
 
 #include "backend/vulkan/vk_shaders.h"
 #include "util/error.h"
@@ -250,22 +251,6 @@ std::string why_unusable(VkPhysicalDevice dev)
     return {};
 }
 
-int type_rank(VkPhysicalDeviceType t)
-{
-    switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
-        return 4;
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
-        return 3;
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
-        return 2;
-    case VK_PHYSICAL_DEVICE_TYPE_CPU:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
 PhysicalDeviceReport describe(VkPhysicalDevice dev, uint32_t index, uint32_t instance_version)
 {
     PhysicalDeviceReport r;
@@ -379,8 +364,8 @@ Context::Context(const ContextOptions& options)
             int best_rank = -1;
             for (std::size_t i = 0; i < devs.size(); ++i) {
                 const auto rep = describe(devs[i], uint32_t(i), instance_api());
-                if (rep.usable && type_rank(rep.vk_type) > best_rank) {
-                    best_rank = type_rank(rep.vk_type);
+                if (rep.usable && vulkan_device_rank(rep.type) > best_rank) { // the one ranking
+                    best_rank = vulkan_device_rank(rep.type);
                     chosen = int(i);
                 }
             }

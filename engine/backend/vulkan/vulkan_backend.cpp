@@ -10,6 +10,7 @@
 #ifdef TOKENSCOPE_HAVE_VULKAN
 
 #include "backend/activation_buffers.h"
+#include "backend/chunk_download.h"
 #include "backend/forward_pass.h"
 #include "backend/rope_table.h"
 #include "backend/vulkan/vk_context.h"
@@ -57,6 +58,7 @@ public:
     ~VulkanBackend() override;
 
     std::string name() const override { return "Vulkan (" + m_ctx->device_name() + ", " + m_ctx->arithmetic() + ")"; }
+    std::string_view kind() const override { return "vulkan"; }
     KvCache& kv_cache() override { return m_kv; }
     const KvCache& kv_cache() const override { return m_kv; }
     BackendMemory memory() const override;
@@ -65,6 +67,7 @@ private:
     void ensure_usable() const override;
     uint32_t max_chunk_tokens(const ForwardRequest& request, uint32_t pos0) const override;
     void begin_chunk(const ChunkPlan& plan, ChunkSink& sink) override;
+    bool replay_chunk(std::span<const TokenId> tokens) override;
     void embed(std::span<const TokenId> tokens, float scale) override;
     void load_residual(std::span<const float> rows) override;
     void rmsnorm(Act in, Act out, const TensorView& weight, uint32_t width, uint32_t n_rows, float eps) override;
@@ -102,7 +105,8 @@ private:
     std::unique_ptr<vk::Recorder> m_decode_rec;
     bool m_decode_recorded = false;  // m_decode_rec holds a finished decode step
     bool m_recording_decode = false; // this chunk is being recorded into m_decode_rec
-    bool m_replaying = false;        // this chunk resubmits m_decode_rec: operations record nothing
+    bool m_replayable = false;       // this chunk is a decode step m_decode_rec holds
+    bool m_replaying = false;        // …which replay_chunk resubmits: the pass issues no operation
     vk::Recorder* m_active = nullptr;
     vk::Recorder& rec() { return *m_active; }
     KvCache m_kv;
@@ -130,21 +134,11 @@ private:
     // the chunk being recorded: where each result lands in m_download
     ChunkPlan m_plan;
     ChunkSink* m_sink = nullptr;
-    uint64_t m_residual_offset = 0;
-    struct Delivery {
-        uint32_t layer = 0;
-        uint64_t q_offset = 0, w_offset = 0;
-    };
-    std::vector<Delivery> m_deliveries;
-    std::size_t m_next_delivery = 0;
-    std::vector<std::pair<uint32_t, uint64_t>> m_residuals; // (layer, offset) of the residuals recorded
-    struct SiteDelivery {
-        Site site;
-        uint32_t layer;
-        uint64_t offset;
-    };
-    std::vector<SiteDelivery> m_site_deliveries;
-    uint64_t m_next_site_offset = 0;
+    uint64_t m_download_used = 0;   // results are recorded into m_download one after another
+    std::size_t m_next_capture = 0; // the next attention layer's capture buffer
+    ChunkDownload m_results;        // what landed where in m_download
+    // Reserves `bytes` of m_download for a result; returns its offset.
+    uint64_t take(uint64_t bytes) { return std::exchange(m_download_used, m_download_used + bytes); }
     std::vector<Buffer> m_edit_uploads; // the chunk's intervention values, alive until it is submitted
 
     // The quantized matmul input in m_act: which rows of which buffer, in which format. Q, K and V
@@ -336,49 +330,41 @@ void VulkanBackend::begin_chunk(const ChunkPlan& plan, ChunkSink& sink)
     const ModelConfig& c = m_model->config();
     m_plan = plan;
     m_sink = &sink;
-    const uint32_t n = plan.n_tokens, E = c.n_embd, D = c.head_dim_k;
+    const uint32_t n = plan.n_tokens;
 
     // The cos/sin of every (position, pair) as the CPU computes them, one table per (base, scale).
     auto* cs = static_cast<float*>(m_cs.mapped());
     const RopeShape r = rope_shape(0);
     m_rope_tables.fill(cs, plan.pos0, n, m_batch, c.n_rot, r.factors);
 
-    // Where results land in the download buffer: logits, residuals, then per delivered layer its
-    // queries and weights.
-    uint64_t size = uint64_t(plan.n_logit_rows) * c.n_vocab * sizeof(float);
-    m_residual_offset = size;
-    if (plan.residuals)
-        size += uint64_t(c.n_layer) * n * E * sizeof(float);
-    m_next_site_offset = size;
-    for (Site site : plan.sites)
-        for (uint32_t il = 0; il < (site == Site::Embedding ? 1 : c.n_layer); ++il)
-            size += uint64_t(n) * site_width(c, site, il) * sizeof(float);
-    m_site_deliveries.clear();
+    // Results land in the download buffer one after another as they are recorded.
+    m_results.clear();
+    m_download_used = 0;
+    m_next_capture = 0;
     m_edit_uploads.clear();
-    m_deliveries.clear();
-    m_next_delivery = 0;
-    m_residuals.clear();
-    const uint32_t n_keys = plan.pos0 + n;
-    for (uint32_t il : plan.attention_layers) {
-        Delivery d;
-        d.layer = il;
-        d.q_offset = size;
-        size += uint64_t(n) * c.n_head[il] * D * sizeof(float);
-        d.w_offset = size;
-        size += uint64_t(n) * c.n_head[il] * n_keys * sizeof(float);
-        m_deliveries.push_back(d);
-    }
+    const uint64_t size = ChunkDownload::bytes_for(plan, c);
     if (m_download.size() < size) {
         m_download = Buffer(m_ctx.get(), std::max<uint64_t>(size, 4), Memory::Download);
         m_decode_recorded = false; // it copies its logits into the buffer just replaced
     }
     *static_cast<uint32_t*>(m_step.mapped()) = plan.pos0;
     const bool decode_step = replay_allowed() && plan.replayable_decode_step();
-    m_replaying = decode_step && m_decode_recorded;
+    m_replayable = decode_step && m_decode_recorded;
     m_recording_decode = decode_step && !m_decode_recorded;
     m_active = decode_step ? m_decode_rec.get() : m_rec.get();
-    if (!m_replaying)
+    if (!m_replayable)
         m_active->begin(m_recording_decode);
+}
+
+bool VulkanBackend::replay_chunk(std::span<const TokenId> tokens)
+{
+    if (!m_replayable)
+        return false;
+    // The recorded step reads its token from m_ids, its position from m_step and its angles from
+    // m_cs: begin_chunk wrote the last two.
+    *static_cast<uint32_t*>(m_ids.mapped()) = static_cast<uint32_t>(tokens.front());
+    m_replaying = true;
+    return true;
 }
 
 void VulkanBackend::embed(std::span<const TokenId> tokens, float scale)
@@ -387,8 +373,6 @@ void VulkanBackend::embed(std::span<const TokenId> tokens, float scale)
     auto* ids = static_cast<uint32_t*>(m_ids.mapped());
     for (std::size_t t = 0; t < tokens.size(); ++t)
         ids[t] = static_cast<uint32_t>(tokens[t]);
-    if (m_replaying)
-        return;
     m_k->get_rows(rec(), matrix_of(m_model->weights().token_embd), m_ids, uint32_t(tokens.size()), buffer(Act::X),
                   scale);
 }
@@ -403,8 +387,6 @@ void VulkanBackend::load_residual(std::span<const float> rows)
 void VulkanBackend::rmsnorm(Act in, Act out, const TensorView& weight, uint32_t width, uint32_t n_rows, float eps)
 {
     m_act_held.reset();
-    if (m_replaying)
-        return;
     m_k->rmsnorm(rec(), buffer(in), 0, vector_of(weight), buffer(out), 0, width, n_rows, eps);
 }
 
@@ -414,16 +396,12 @@ void VulkanBackend::matmul_rows(const TensorView& w, Act in, Act out, uint32_t r
     const ActHeld wanted{in, row0, n_rows, m.cols, activation_format(m.type)};
     const bool ready = m_act_held == wanted && wanted.format != ActivationFormat::F32;
     m_act_held = out == in ? std::nullopt : std::optional(wanted);
-    if (m_replaying)
-        return;
     m_k->matmul(rec(), m, buffer(in), row0 * m.cols, n_rows, buffer(out), row0 * m.rows, m.rows, m_act, order, ready);
 }
 
 void VulkanBackend::add_bias(Act x, const TensorView& bias, uint32_t n_rows)
 {
     m_act_held.reset();
-    if (m_replaying)
-        return;
     const auto width = uint32_t(bias.cols());
     m_k->add(rec(), buffer(x), 0, vector_of(bias), n_rows * width, width);
 }
@@ -431,16 +409,12 @@ void VulkanBackend::add_bias(Act x, const TensorView& bias, uint32_t n_rows)
 void VulkanBackend::rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShape& r, float scale)
 {
     m_act_held.reset();
-    if (m_replaying)
-        return;
     const uint32_t cs_offset = m_rope_tables.index_of(r.base, r.freq_scale) * m_batch * (r.n_rot / 2);
     m_k->rope(rec(), buffer(x), 0, m_cs, cs_offset, m_plan.n_tokens, n_heads, head_dim, r.n_rot, r.neox, scale);
 }
 
 void VulkanBackend::store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim)
 {
-    if (m_replaying)
-        return;
     m_k->kv_store(rec(), buffer(Act::K), buffer(Act::V), m_caches[layer].first, m_caches[layer].second, m_plan.n_tokens,
                   n_kv_heads, head_dim, m_plan.pos0, m_n_ctx, m_recording_decode ? &m_step : nullptr);
 }
@@ -448,8 +422,6 @@ void VulkanBackend::store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_
 void VulkanBackend::attention(const AttentionShape& s, bool deliver)
 {
     m_act_held.reset();
-    if (m_replaying)
-        return;
     vk::Kernels::AttentionShape shape;
     shape.n_tokens = s.n_tokens;
     shape.n_heads = s.n_heads;
@@ -461,35 +433,34 @@ void VulkanBackend::attention(const AttentionShape& s, bool deliver)
     shape.scale = s.scale;
     shape.batched = s.batched;
     Buffer* weights = nullptr;
-    const Delivery* d = nullptr;
     const uint64_t weight_bytes = uint64_t(s.n_tokens) * s.n_heads * (s.pos0 + s.n_tokens) * sizeof(float);
+    const uint64_t q_bytes = uint64_t(s.n_tokens) * s.n_heads * s.head_dim * sizeof(float);
+    uint64_t q_offset = 0;
     if (deliver) {
-        d = &m_deliveries.at(m_next_delivery);
-        weights = &capture_buffer(m_next_delivery++, weight_bytes);
+        weights = &capture_buffer(m_next_capture++, weight_bytes);
         rec().fill(weights->handle(), 0, weight_bytes, 0);
-        rec().copy(buffer(Act::Q).handle(), 0, m_download.handle(), d->q_offset,
-                   uint64_t(s.n_tokens) * s.n_heads * s.head_dim * sizeof(float));
+        q_offset = take(q_bytes);
+        rec().copy(buffer(Act::Q).handle(), 0, m_download.handle(), q_offset, q_bytes);
     }
     const auto& [k_cache, v_cache] = m_caches[s.layer];
     m_k->attention(rec(), shape, buffer(Act::Q), k_cache, v_cache, buffer(Act::Attn), weights,
                    m_recording_decode ? &m_step : nullptr);
-    if (d)
-        rec().copy(weights->handle(), 0, m_download.handle(), d->w_offset, weight_bytes);
+    if (deliver) {
+        const uint64_t w_offset = take(weight_bytes);
+        rec().copy(weights->handle(), 0, m_download.handle(), w_offset, weight_bytes);
+        m_results.attention(s.layer, q_offset, w_offset);
+    }
 }
 
 void VulkanBackend::glu(uint32_t width, uint32_t n_rows, bool gelu)
 {
     m_act_held.reset();
-    if (m_replaying)
-        return;
     m_k->glu(rec(), buffer(Act::Gate), buffer(Act::Up), n_rows * width, width, gelu);
 }
 
 void VulkanBackend::add_residual(uint32_t n_rows)
 {
     m_act_held.reset();
-    if (m_replaying)
-        return;
     const uint32_t n = n_rows * m_model->config().n_embd;
     m_k->add(rec(), buffer(Act::X), 0, buffer(Act::O), n, n);
 }
@@ -497,8 +468,6 @@ void VulkanBackend::add_residual(uint32_t n_rows)
 void VulkanBackend::add_residual_rmsnorm(uint32_t n_rows, const TensorView& weight, Act out, float eps)
 {
     m_act_held.reset();
-    if (m_replaying)
-        return;
     m_k->add_rmsnorm(rec(), buffer(Act::X), buffer(Act::O), vector_of(weight), buffer(out), m_model->config().n_embd,
                      n_rows, eps);
 }
@@ -506,17 +475,17 @@ void VulkanBackend::add_residual_rmsnorm(uint32_t n_rows, const TensorView& weig
 void VulkanBackend::deliver_residual(uint32_t layer)
 {
     const uint64_t bytes = uint64_t(m_plan.n_tokens) * m_model->config().n_embd * sizeof(float);
-    const uint64_t offset = m_residual_offset + m_residuals.size() * bytes;
+    const uint64_t offset = take(bytes);
     rec().copy(buffer(Act::X).handle(), 0, m_download.handle(), offset, bytes);
-    m_residuals.emplace_back(layer, offset);
+    m_results.residual(layer, offset);
 }
 
 void VulkanBackend::deliver_activation(Site site, uint32_t layer, Act a, uint32_t row_width)
 {
     const uint64_t bytes = uint64_t(m_plan.n_tokens) * row_width * sizeof(float);
-    rec().copy(buffer(a).handle(), 0, m_download.handle(), m_next_site_offset, bytes);
-    m_site_deliveries.push_back({site, layer, m_next_site_offset});
-    m_next_site_offset += bytes;
+    const uint64_t offset = take(bytes);
+    rec().copy(buffer(a).handle(), 0, m_download.handle(), offset, bytes);
+    m_results.activation(site, layer, offset);
 }
 
 // The values go to a host-visible buffer of their own (recorded commands read it at submission);
@@ -524,8 +493,6 @@ void VulkanBackend::deliver_activation(Site site, uint32_t layer, Act a, uint32_
 void VulkanBackend::edit_rows(Act a, const RowEdit& e)
 {
     m_act_held.reset();
-    if (m_replaying)
-        return;
     const uint64_t n_values = uint64_t(e.per_row ? e.n_rows : 1) * e.cols;
     Buffer& upload = m_edit_uploads.emplace_back(m_ctx.get(), n_values * sizeof(float), Memory::Upload);
     std::memcpy(upload.mapped(), e.values, n_values * sizeof(float));
@@ -549,8 +516,6 @@ void VulkanBackend::output_head(const TensorView& norm, const TensorView& output
                                 uint32_t order, float eps)
 {
     m_act_held.reset();
-    if (m_replaying)
-        return;
     const ModelConfig& c = m_model->config();
     const DeviceMatrix& head = matrix_of(output);
     // final norm of the wanted rows into H, then the LM head in groups that fit the logits buffer
@@ -558,8 +523,10 @@ void VulkanBackend::output_head(const TensorView& norm, const TensorView& output
     for (uint32_t g = 0; g < n_rows; g += m_logit_rows) {
         const uint32_t rows = std::min(m_logit_rows, n_rows - g);
         m_k->matmul(rec(), head, buffer(Act::H), g * c.n_embd, rows, m_logits, 0, c.n_vocab, m_act, order);
-        rec().copy(m_logits.handle(), 0, m_download.handle(), uint64_t(g) * c.n_vocab * sizeof(float),
-                   uint64_t(rows) * c.n_vocab * sizeof(float));
+        const uint64_t offset = take(uint64_t(rows) * c.n_vocab * sizeof(float));
+        rec().copy(m_logits.handle(), 0, m_download.handle(), offset, uint64_t(rows) * c.n_vocab * sizeof(float));
+        if (g == 0)
+            m_results.logits(offset);
     }
 }
 
@@ -573,19 +540,9 @@ void VulkanBackend::finish_chunk()
         m_active->submit();
         m_decode_recorded = m_decode_recorded || m_recording_decode;
     }
-    m_replaying = m_recording_decode = false;
+    m_replayable = m_replaying = m_recording_decode = false;
     m_active = m_rec.get();
-    const auto* down = static_cast<const std::byte*>(m_download.mapped());
-    if (m_plan.n_logit_rows)
-        std::memcpy(m_sink->logits(), down,
-                    std::size_t(m_plan.n_logit_rows) * m_model->config().n_vocab * sizeof(float));
-    for (const auto& [layer, offset] : m_residuals)
-        m_sink->residual(layer, reinterpret_cast<const float*>(down + offset));
-    for (const Delivery& d : m_deliveries)
-        m_sink->attention(d.layer, reinterpret_cast<const float*>(down + d.q_offset),
-                          reinterpret_cast<const float*>(down + d.w_offset));
-    for (const SiteDelivery& d : m_site_deliveries)
-        m_sink->activation(d.site, d.layer, reinterpret_cast<const float*>(down + d.offset));
+    m_results.deliver(static_cast<const std::byte*>(m_download.mapped()), m_plan, m_model->config().n_vocab, *m_sink);
     m_sink = nullptr;
 }
 
@@ -645,3 +602,31 @@ uint64_t vulkan_decode_replays()
 } // namespace engine
 
 #endif
+
+namespace engine {
+
+int vulkan_device_rank(std::string_view type)
+{
+    if (type == "discrete GPU")
+        return 4;
+    if (type == "integrated GPU")
+        return 3;
+    if (type == "virtual GPU")
+        return 2;
+    if (type == "CPU")
+        return 1;
+    return 0;
+}
+
+int best_vulkan_device(const std::vector<VulkanDeviceInfo>& devices, int min_rank)
+{
+    int best = -1, best_rank = min_rank - 1;
+    for (const VulkanDeviceInfo& d : devices)
+        if (d.usable && vulkan_device_rank(d.type) > best_rank) {
+            best = int(d.index);
+            best_rank = vulkan_device_rank(d.type);
+        }
+    return best;
+}
+
+} // namespace engine

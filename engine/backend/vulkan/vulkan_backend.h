@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace engine {
@@ -23,6 +24,13 @@ struct VulkanDeviceInfo {
     bool float64 = false;      // has shaderFloat64: the exact arithmetic is available
     std::string why_not;       // when not usable
 };
+
+// How well a device of this type (VulkanDeviceInfo::type) runs the engine: discrete GPU 4, integrated
+// GPU 3, virtual GPU 2, CPU (software, e.g. lavapipe) 1, other 0. The one ranking every choice of
+// "the best device" uses.
+int vulkan_device_rank(std::string_view type);
+// The best usable device of rank `min_rank` or more (the first listed among equals), or -1.
+int best_vulkan_device(const std::vector<VulkanDeviceInfo>& devices, int min_rank = 1);
 
 // Every physical device the Vulkan loader lists. Never throws; empty when there is no loader or driver.
 std::vector<VulkanDeviceInfo> list_vulkan_devices();
