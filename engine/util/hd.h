@@ -108,9 +108,13 @@ TS_HD inline float max_f(float a, float b)
     return b > a ? b : a; // std::max(a, b): a NaN in b is dropped
 }
 
-// Round to nearest, ties to even, as ggml's nearest_int (through the float mantissa).
+// Round to nearest, ties to even, as ggml's nearest_int (through the float mantissa). A NaN gives 0,
+// as on the CPU, whose NaN (the operand's, or x86's default) keeps mantissa 0x400000 through the add;
+// a GPU's canonical NaN (0x7FFFFFFF) would give 4194303 (seen on an H200: a Q8_K block's NaN became 127).
 TS_HD inline int32_t nearest_int(float v)
 {
+    if (v != v)
+        return 0;
     const float shifted = v + 12582912.f;
     return int32_t(float_bits(shifted) & 0x007fffffu) - 0x00400000;
 }
