@@ -29,6 +29,7 @@
 #include "widgets/distribution_view.h"
 #include "widgets/model_head_map.h"
 
+#include <QDir>
 #include <QFile>
 #include <QFileInfo>
 #include <QPlainTextEdit>
@@ -104,6 +105,9 @@ private slots:
     void damagedFilesAreRefused();
     void aCliTraceOpensInTheApp();
     void aServedReplysTimelineRoundTrips();
+    void committedRunsOpenUnchanged_data();
+    void committedRunsOpenUnchanged();
+    void writeAppFixture();
 
 private:
     std::unique_ptr<MainWindow> window(EngineController* engine, const QString& name);
@@ -537,6 +541,155 @@ void TestSavedRuns::aServedReplysTimelineRoundTrips()
     QCOMPARE(t.total_ms, timeline->total_ms);
     QCOMPARE(t.ttft_ms, timeline->ttft_ms);
     QCOMPARE(t.events.size(), std::size_t(1));
+}
+
+namespace {
+
+// What a reader of the run sees, written out: every part with the numbers that show it read whole.
+QString describe(const RunDocument& d)
+{
+    QStringList out;
+    out << "parts: " + d.parts();
+    if (d.model)
+        out << QString("model: %1 (%2), %3 bytes, %4 layers")
+                   .arg(d.model->name, d.model->architecture)
+                   .arg(d.model->file_size)
+                   .arg(d.model->n_layers);
+    out << "sha256: " + d.model_sha256;
+    if (d.stepper) {
+        QStringList ids;
+        for (const auto& t : d.stepper->tokens)
+            ids << QString::number(t.id) + (t.forced ? "!" : "");
+        out << QString("stepper: prompt %1, steps %2, action %3, tokens %4")
+                   .arg(d.stepper->prompt_length)
+                   .arg(d.stepper->steps)
+                   .arg(d.stepper->action, ids.join(' '));
+        out << "generated: " + d.stepper->generated_text;
+        out << QString("distributions: %1; logits %2")
+                   .arg(d.distributions.size())
+                   .arg(d.stepper->logits ? d.stepper->logits->size() : 0);
+        out << QString("sampling: T %1, top-k %2, seed %3, greedy %4")
+                   .arg(double(d.stepper_settings.sampling.temperature))
+                   .arg(d.stepper_settings.sampling.top_k)
+                   .arg(d.stepper_settings.sampling.seed)
+                   .arg(d.stepper_settings.greedy);
+    }
+    if (d.kv)
+        out << QString("kv: %1 cached of %2, %3 bytes in use, %4 layers")
+                   .arg(d.kv->tokens_cached)
+                   .arg(d.kv->n_ctx)
+                   .arg(d.kv->bytes_in_use)
+                   .arg(d.kv->layers.size());
+    if (d.timeline)
+        out << QString("timeline: %1, %2 events, %3 steps, %4 prompt tokens")
+                   .arg(d.timeline->source)
+                   .arg(d.timeline->events.size())
+                   .arg(d.timeline->steps.size())
+                   .arg(d.timeline->prompt_tokens);
+    if (d.attention) {
+        double sum = 0.0;
+        for (const auto& h : d.attention->heads)
+            for (float w : h.weights)
+                sum += double(w);
+        out << QString("attention: %1 heads, %2 tokens, weights sum %3")
+                   .arg(d.attention->heads.size())
+                   .arg(d.attention->tokens.size())
+                   .arg(sum, 0, 'f', 3);
+    }
+    if (d.text)
+        out << QString("text: %1 tokens, perplexity %2").arg(d.text->tokens.size()).arg(d.text->perplexity, 0, 'g', 8);
+    if (d.head_classes)
+        out << QString("head classes: %1 × %2").arg(d.head_classes->n_layers).arg(d.head_classes->n_heads);
+    if (d.steering)
+        out << QString("steering: layer %1, default '%2', steered '%3'")
+                   .arg(d.steering->settings.layer)
+                   .arg(d.steering->default_text, d.steering->steered_text);
+    return out.join('\n') + '\n';
+}
+
+QString fixtures_dir()
+{
+    return QStringLiteral(TOKENSCOPE_TEST_DATA_DIR "/runs");
+}
+
+} // namespace
+
+void TestSavedRuns::committedRunsOpenUnchanged_data()
+{
+    QTest::addColumn<QString>("path");
+    for (const QString& f : QDir(fixtures_dir()).entryList({"*.tsrun"}, QDir::Files, QDir::Name))
+        QTest::newRow(qPrintable(f)) << fixtures_dir() + "/" + f;
+}
+
+// Runs written by earlier versions of the app and of `tokenscope-cli trace` (tests/data/runs, made by
+// tests/reference/make_run_fixtures.sh) open as they did when they were written: every part, with
+// the numbers committed beside each file (<file>.expected).
+void TestSavedRuns::committedRunsOpenUnchanged()
+{
+    QFETCH(QString, path);
+    const RunDocument doc = run_document_from(engine::run::read_run_file(path.toStdString()), path);
+    const QString seen = describe(doc);
+    QFile expected(path + ".expected");
+    if (qEnvironmentVariableIsSet("TOKENSCOPE_WRITE_RUN_EXPECTATIONS")) {
+        QVERIFY(expected.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        expected.write(seen.toUtf8());
+        QSKIP("expectation written");
+    }
+    QVERIFY2(expected.open(QIODevice::ReadOnly), qPrintable(path + ".expected is missing"));
+    QCOMPARE(seen, QString::fromUtf8(expected.readAll()));
+}
+
+// The app's fixture: a run saved by this app from the model it was given (make_run_fixtures.sh: a
+// generated gemma3 with the built-in byte-level vocabulary, so the file stays small). Only when asked.
+void TestSavedRuns::writeAppFixture()
+{
+    const QString out = qEnvironmentVariable("TOKENSCOPE_WRITE_RUN_FIXTURE");
+    if (out.isEmpty())
+        QSKIP("writes tests/data/runs/app-*.tsrun only when asked (tests/reference/make_run_fixtures.sh)");
+    auto engine = std::make_unique<EngineController>();
+    ConversationStore store(m_dir.filePath("fixture.sqlite"), "fixture");
+    auto window = std::make_unique<MainWindow>(engine.get(), &store);
+    window->setDialogsEnabled(false);
+    window->resize(1400, 900);
+    window->show();
+    QSignalSpy loaded(engine.get(), &EngineController::modelLoaded);
+    engine->loadModel(QString::fromStdString(m_path), 2, 512);
+    QVERIFY(loaded.wait(120000));
+    StepperPanel* stepper = window->stepperPanel();
+    StepperSettings settings = stepper->settings();
+    settings.sampling.temperature = 0.9f;
+    settings.sampling.seed = 7;
+    stepper->setSettings(settings);
+    stepper->setPrompt("The old lighthouse keeper climbed");
+    const auto does = [&](const std::function<void()>& action) {
+        QSignalSpy changed(stepper, &StepperPanel::stateChanged);
+        action();
+        return testsupport::seen(changed, 1, 120000) && stepper->lastError().isEmpty();
+    };
+    QVERIFY(does([&] { stepper->prefill(); }));
+    QVERIFY(does([&] { stepper->step(); }));
+    QVERIFY(does([&] { stepper->step(stepper->preview().stages.front().top.at(2).id); }));
+    QVERIFY(does([&] { stepper->step(); }));
+    AttentionPanel* attention = window->attentionPanel();
+    QSignalSpy captured(attention, &AttentionPanel::captured);
+    attention->setPrompt("The cat sat on the mat");
+    attention->run();
+    QVERIFY(testsupport::seen(captured));
+    QSignalSpy analyzed(window->textPanel(), &TextPanel::analyzed);
+    window->textPanel()->analyze("A saved run keeps every token's surprisal.");
+    QVERIFY(testsupport::seen(analyzed, 1, 300000));
+    LabHeadsTab* heads = window->labPanel()->headsTab();
+    QSignalSpy classified(heads, &LabHeadsTab::classified);
+    heads->classify();
+    QVERIFY(testsupport::seen(classified, 1, 300000));
+    LabSteeringTab* steering = window->labPanel()->steeringTab();
+    QSignalSpy steered(steering, &LabSteeringTab::finished);
+    steering->run({"I love this", "I hate this", "The film was", 1, 4.0, 4});
+    QVERIFY(testsupport::seen(steered, 1, 300000));
+    QSignalSpy saved(window.get(), &MainWindow::runSaved);
+    window->saveRun(out);
+    QVERIFY(testsupport::seen(saved, 1, 120000));
+    QVERIFY2(saved.at(0).at(1).toString().isEmpty(), qPrintable(saved.at(0).at(1).toString()));
 }
 
 QTEST_MAIN(TestSavedRuns)
