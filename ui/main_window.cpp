@@ -104,60 +104,7 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
     resize(1280, 820);
 
     buildModelBar();
-    m_chat = new ChatPanel(engine, store);
-    addPanel("chat", tr("Chat"), m_chat, Qt::LeftDockWidgetArea);
-    connect(m_chat, &ChatPanel::openInstructModelRequested, this, [this] {
-        if (auto chat = engine::find_chat_model())
-            openModel(QString::fromStdString(chat->string()));
-        else
-            openModelLibrary();
-    });
-    m_selection = new TokenSelection(this);
-    m_tokenizer = new TokenizerPanel(engine, m_selection);
-    addPanel("tokenizer", tr("Tokenizer"), m_tokenizer, Qt::RightDockWidgetArea);
-    m_stepper = new StepperPanel(engine, m_selection);
-    addPanel("stepper", tr("Decode stepper"), m_stepper, Qt::RightDockWidgetArea);
-    m_attention = new AttentionPanel(engine, m_selection);
-    addPanel("attention", tr("Attention"), m_attention, Qt::RightDockWidgetArea);
-    m_kv = new KvPanel(engine, m_selection);
-    addPanel("kv", tr("KV cache"), m_kv, Qt::RightDockWidgetArea);
-    m_context = new ContextPanel(engine);
-    addPanel("context", tr("Context window"), m_context, Qt::RightDockWidgetArea);
-    m_timeline = new TimelinePanel(engine, m_selection);
-    addPanel("timeline", tr("Timeline"), m_timeline, Qt::RightDockWidgetArea);
-    m_text = new TextPanel(engine);
-    addPanel("text", tr("Text analysis"), m_text, Qt::RightDockWidgetArea);
-    m_lab = new LabPanel(engine);
-    addPanel("lab", tr("Lab"), m_lab, Qt::RightDockWidgetArea);
-    connect(m_stepper, &StepperPanel::attributeRequested, this, [this](const std::vector<int32_t>& ids, int token) {
-        if (auto* dock = findChild<QDockWidget*>("dock-lab")) {
-            dock->show();
-            dock->raise();
-        }
-        m_lab->attribute(QString(), ids, token);
-    });
-    connect(m_text, &TextPanel::stepperRequested, this, [this](const std::vector<int32_t>& ids, const QString& text) {
-        if (auto* dock = findChild<QDockWidget*>("dock-stepper")) {
-            dock->show();
-            dock->raise();
-        }
-        m_stepper->prefillTokens(ids, text);
-    });
-    connect(m_attention, &AttentionPanel::headAblationToggled, this, [this](int layer, int head) {
-        if (auto* dock = findChild<QDockWidget*>("dock-lab")) {
-            dock->show();
-            dock->raise();
-        }
-        m_lab->showTab(2);
-        m_lab->headsTab()->toggleHead(layer, head);
-    });
-    connect(m_stepper, &StepperPanel::stateChanged, this, [this] {
-        std::vector<int32_t> ids;
-        if (const auto& s = m_stepper->state(); s && s->error.isEmpty())
-            for (const StepperToken& t : s->tokens)
-                ids.push_back(t.id);
-        m_lab->headsTab()->setStepperSequence(std::move(ids), m_stepper->preview().token);
-    });
+    createPanels();
     auto docks = findChildren<QDockWidget*>();
     for (int i = 2; i < docks.size(); ++i)
         tabifyDockWidget(docks[1], docks[i]);
@@ -400,15 +347,6 @@ void MainWindow::buildMenus()
                               "machine.<br>GPL-3.0-or-later.")
                                .arg(QApplication::applicationVersion()));
     });
-}
-
-void MainWindow::addPanel(const QString& name, const QString& title, QWidget* widget, Qt::DockWidgetArea area)
-{
-    auto* dock = new QDockWidget(title, this);
-    dock->setObjectName("dock-" + name);
-    dock->setWidget(widget);
-    addDockWidget(area, dock);
-    m_panels[name] = widget;
 }
 
 QWidget* MainWindow::panel(const QString& name) const

@@ -101,6 +101,7 @@ private:
     void buildMenus();
     void connectServerSignals(); // main_window_server.cpp
     void buildModelBar();
+    void createPanels(); // main_window_panels.cpp
     void addPanel(const QString& name, const QString& title, QWidget* widget, Qt::DockWidgetArea area);
     void showModel(const std::shared_ptr<const ModelSummary>& m);
     void rememberRecent(const QString& path);
