@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 namespace tokenscope::ui {
 
@@ -46,14 +47,8 @@ public:
                 emit m_engine.inspection().serverCacheChanged(std::exchange(m_cache, nullptr));
                 return;
             }
-            const auto it = m_replies.find(client_id);
-            if (it == m_replies.end())
-                return;
-            const quint64 id = it->second;
-            m_replies.erase(it);
-            m_engine.requests().close(id);
-            m_engine.setBusy(false);
-            emit m_client.replyFailed(id, message);
+            if (const auto id = endReply(client_id))
+                emit m_client.replyFailed(*id, message);
         });
         connect(&engine, &EngineController::serverClosing, this, [this] {
             const auto replies = m_replies; // a cancelled stream answers at once, editing the map
@@ -108,6 +103,19 @@ private:
         return s ? s->kind_name : QObject::tr("the server");
     }
 
+    // The reply that network request `client_id` carried, ended (its request closed, busy cleared),
+    // or nothing when it is not one of ours.
+    std::optional<quint64> endReply(quint64 client_id)
+    {
+        const auto it = m_replies.find(client_id);
+        if (it == m_replies.end())
+            return std::nullopt;
+        const quint64 id = it->second;
+        m_replies.erase(it);
+        m_engine.requests().close(id);
+        m_engine.setBusy(false);
+        return id;
+    }
     void onReply(std::shared_ptr<const remote::StreamedReply> reply);
     // The server's cache after a reply (reused: of the prompt, -1 not said); asks /metrics when served.
     void reportCache(const ReplyStats& stats, int reused);
@@ -122,13 +130,10 @@ private:
 
 void RemoteChat::onReply(std::shared_ptr<const remote::StreamedReply> reply)
 {
-    const auto it = m_replies.find(reply->id);
-    if (it == m_replies.end())
+    const auto ended = endReply(reply->id);
+    if (!ended)
         return;
-    const quint64 id = it->second;
-    m_replies.erase(it);
-    m_engine.requests().close(id);
-    m_engine.setBusy(false);
+    const quint64 id = *ended;
     const auto server = m_engine.server();
 
     auto stats = std::make_shared<ReplyStats>();
