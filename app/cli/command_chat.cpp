@@ -25,7 +25,7 @@ struct ChatArgs {
     std::vector<std::string> positional; // [MODEL] MESSAGE
     std::string model;
     std::string system;
-    uint32_t n_predict = 256;
+    int32_t n_predict = 256; // -n: see add_n_predict_option
     engine::SamplingSettings sampling;
     int threads = 0;
     uint32_t n_ctx = 4096;
@@ -70,14 +70,15 @@ int run_chat(ChatArgs a)
         messages.push_back({"system", a.system});
     messages.push_back({"user", message});
     const engine::ChatPrompt chat =
-        engine::build_chat_prompt(*model, messages, a.n_ctx, std::max<uint32_t>(16, a.n_predict));
+        engine::build_chat_prompt(*model, messages, a.n_ctx, std::max<uint32_t>(16, max_tokens_of(a.n_predict)));
     if (!chat.fit.fits)
         throw engine::Error(chat.fit.notice);
 
     engine::Session session(model, make_cli_backend(a.backend, model, a.n_ctx, a.threads));
     engine::Sampler sampler(engine::sampler_config(a.sampling));
     engine::GenerationOptions options;
-    options.max_tokens = a.n_predict;
+    options.max_tokens = max_tokens_of(a.n_predict);
+    options.prompt_only = a.n_predict == 0;
     options.stop_strings = chat.stop_strings;
     const std::vector<engine::TokenId> prompt_ids = chat.ids(); // tokenized once, while the prompt was built
     options.prompt_ids = &prompt_ids;
@@ -127,7 +128,7 @@ CommandRunner add_chat_command(CLI::App& app)
     cmd->add_option("args", a->positional, "[MODEL] MESSAGE")->required()->expected(1, 2);
     cmd->add_option("-m,--model", a->model, "GGUF file (default: the chat model, else the default model)");
     cmd->add_option("--system", a->system, "System message (default: none, or the one the model's template adds)");
-    cmd->add_option("-n,--n-predict", a->n_predict, "Maximum tokens in the reply")->capture_default_str();
+    add_n_predict_option(cmd, a->n_predict, "Maximum tokens in the reply");
     add_sampling_options(cmd, a->sampling);
     cmd->add_option("-t,--threads", a->threads, "Threads (0: all cores)")->capture_default_str();
     cmd->add_option("-c,--ctx", a->n_ctx, "Context size in tokens")->capture_default_str();

@@ -25,7 +25,7 @@ struct GenerateArgs {
     std::string model;
     std::string prompt;
     std::string prompt_file;
-    uint32_t n_predict = 128;
+    int32_t n_predict = 128; // -n: see add_n_predict_option
     engine::SamplingSettings sampling;
     int threads = 0;
     uint32_t n_ctx = 4096;
@@ -97,7 +97,8 @@ int run_generate(const GenerateArgs& a, bool trace_mode)
         r.model_path = model_path;
         r.prompt = prompt;
         r.sampling = engine::sampler_config(a.sampling);
-        r.n_predict = a.n_predict;
+        // -1: until the end of text or a full context (the trace steps one token at a time).
+        r.n_predict = a.n_predict < 0 ? a.n_ctx : uint32_t(a.n_predict);
         r.stop = a.stop;
         r.attention = parse_attention(a.attention, model->config());
         r.out = a.run_out;
@@ -111,7 +112,8 @@ int run_generate(const GenerateArgs& a, bool trace_mode)
     engine::Session session(model, make_cli_backend(a.backend, model, a.n_ctx, a.threads));
     engine::Sampler sampler(engine::sampler_config(a.sampling));
     engine::GenerationOptions options;
-    options.max_tokens = a.n_predict;
+    options.max_tokens = max_tokens_of(a.n_predict);
+    options.prompt_only = a.n_predict == 0;
     options.stop_strings = a.stop;
     const engine::CaptureRequest capture = parse_attention(a.attention, model->config());
 
@@ -208,7 +210,7 @@ void add_common(CLI::App* cmd, GenerateArgs& a)
     cmd->add_option("-m,--model", a.model, "GGUF file");
     cmd->add_option("-p,--prompt", a.prompt, "Prompt text");
     cmd->add_option("-f,--file", a.prompt_file, "Read the prompt from a file");
-    cmd->add_option("-n,--n-predict", a.n_predict, "Maximum tokens to generate")->capture_default_str();
+    add_n_predict_option(cmd, a.n_predict, "Maximum tokens to generate");
     add_sampling_options(cmd, a.sampling);
     cmd->add_option("-t,--threads", a.threads, "Threads (0: all cores)")->capture_default_str();
     cmd->add_option("-c,--ctx", a.n_ctx, "Context size in tokens")->capture_default_str();

@@ -159,9 +159,10 @@ int run_tokenize_on_server(const ServerArgs& a, const std::string& text, bool ad
 
 namespace {
 
-engine::remote::SamplingRequest sampling_request(engine::SamplingSettings sampling, uint32_t n_predict)
+// -n -1: no max_tokens is sent, the server's own limit applies.
+engine::remote::SamplingRequest sampling_request(engine::SamplingSettings sampling, int32_t n_predict)
 {
-    sampling.max_tokens = static_cast<int32_t>(std::min<uint32_t>(n_predict, INT32_MAX));
+    sampling.max_tokens = n_predict < 0 ? 0 : n_predict;
     return engine::remote::sampling_request(sampling);
 }
 
@@ -209,19 +210,23 @@ void report_reply(const rm::Client& client, const rm::StreamedReply& reply)
 
 } // namespace
 
-int run_generate_on_server(const ServerArgs& a, const std::string& prompt, uint32_t n_predict,
+int run_generate_on_server(const ServerArgs& a, const std::string& prompt, int32_t n_predict,
                            const engine::SamplingSettings& sampling)
 {
     const auto client = connect_client(a);
     const engine::remote::SamplingRequest s = sampling_request(sampling, n_predict);
     fmt::print("{}", prompt);
     std::fflush(stdout);
+    if (n_predict == 0) { // -n 0: nothing is generated
+        fmt::print("\n");
+        return 0;
+    }
     const auto reply = stream_reply(*client, false, [&] { client->complete(QString::fromStdString(prompt), s); });
     report_reply(*client, *reply);
     return 0;
 }
 
-int run_chat_on_server(const ServerArgs& a, const std::string& system, const std::string& message, uint32_t n_predict,
+int run_chat_on_server(const ServerArgs& a, const std::string& system, const std::string& message, int32_t n_predict,
                        const engine::SamplingSettings& sampling, bool json)
 {
     const auto client = connect_client(a);

@@ -22,8 +22,8 @@ void add_server_options(CLI::App* cmd, ServerArgs& a);
 // Each throws engine::Error with the server's problem named (unreachable, 401, no tokenizer, …).
 int run_tokenize_on_server(const ServerArgs& server, const std::string& text, bool add_special, bool json,
                            bool ids_only);
-int run_generate_on_server(const ServerArgs& server, const std::string& prompt, uint32_t n_predict,
+int run_generate_on_server(const ServerArgs& server, const std::string& prompt, int32_t n_predict,
                            const engine::SamplingSettings& sampling);
 // One chat turn, the template applied by the server; with `json` the reply and its figures as JSON.
 int run_chat_on_server(const ServerArgs& server, const std::string& system, const std::string& message,
-                       uint32_t n_predict, const engine::SamplingSettings& sampling, bool json);
+                       int32_t n_predict, const engine::SamplingSettings& sampling, bool json);

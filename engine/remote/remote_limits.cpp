@@ -50,7 +50,8 @@ const char* limit_variable(Limit which)
 
 ResponseLimits stream_limits(int max_tokens)
 {
-    const uint64_t n = static_cast<uint64_t>(std::max(max_tokens, 1));
+    // No limit asked for (-n -1): bounded as a reply of 32,768 tokens would be.
+    const uint64_t n = max_tokens > 0 ? static_cast<uint64_t>(max_tokens) : 32768;
     ResponseLimits l;
     l.max_bytes = limit_or_override(Limit::Bytes, 2 * kMiB + 16 * 1024 * n);
     l.max_events = limit_or_override(Limit::Events, 1024 + 2 * n);

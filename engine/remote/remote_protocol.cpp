@@ -214,7 +214,8 @@ void add_sampling(json& body, const SamplingRequest& s, bool native_extras)
     }
     if (s.send_seed)
         body["seed"] = s.sampling.seed;
-    body["max_tokens"] = s.sampling.max_tokens;
+    if (s.sampling.max_tokens > 0) // else the server's own limit
+        body["max_tokens"] = s.sampling.max_tokens;
     body["stream"] = s.stream;
     if (s.stream)
         body["stream_options"] = {{"include_usage", true}};
@@ -521,7 +522,7 @@ std::string chat_request_body(const std::vector<ChatMessage>& messages, const Sa
                         {"top_k", s.sampling.top_k},
                         {"top_p", s.sampling.top_p},
                         {"min_p", s.sampling.min_p},
-                        {"num_predict", s.sampling.max_tokens},
+                        {"num_predict", s.sampling.max_tokens > 0 ? s.sampling.max_tokens : -1},
                         {"repeat_penalty", s.sampling.repeat_penalty}};
         if (s.send_seed)
             options["seed"] = s.sampling.seed;

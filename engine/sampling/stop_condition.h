@@ -15,6 +15,7 @@ enum class StopReason {
     EndOfGeneration, // the token is one of the end-of-generation tokens
     MaxTokens,       // the token budget is used up
     StopString,      // the generated text now contains a stop string
+    ContextFull,     // the context holds no further token (generation without a token limit)
 };
 
 // When the decode loop stops, and how much of the text it may show meanwhile. Stop strings are

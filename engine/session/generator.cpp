@@ -40,6 +40,8 @@ std::string_view stop_reason_name(StopReason reason)
         return "maximum tokens";
     case StopReason::StopString:
         return "stop string";
+    case StopReason::ContextFull:
+        return "context full";
     }
     return "?";
 }
@@ -123,6 +125,10 @@ GenerationTrace generate(Session& session, Sampler& sampler, std::string_view pr
         trace.cancelled = true;
         return trace;
     }
+    if (options.prompt_only) {
+        trace.stop = StopReason::MaxTokens; // a budget of none
+        return trace;
+    }
 
     const StopCondition stop(tokenizer.vocab().end_of_generation, options.max_tokens, options.stop_strings);
     std::string generated;
@@ -156,6 +162,9 @@ GenerationTrace generate(Session& session, Sampler& sampler, std::string_view pr
         if (!eog)
             generated += tokenizer.token_to_piece(r.token, false);
         trace.stop = stop.check(r.token, generated, step + 1);
+        // The context is a limit too: the token is kept, but no pass could append it.
+        if (trace.stop == StopReason::None && session.tokens().size() + 1 > session.backend().kv_cache().config().n_ctx)
+            trace.stop = StopReason::ContextFull;
         const std::size_t visible =
             trace.stop == StopReason::StopString
                 ? *stop.stop_string_position(generated)

@@ -71,6 +71,8 @@ struct GenerationOptions {
     // The prompt's tokens when the caller has them already (a chat prompt is tokenized once, while it
     // is built): the text is then not tokenized again and the trace's tokenize stage is empty.
     const std::vector<TokenId>* prompt_ids = nullptr;
+    // Only the prompt is evaluated, nothing is generated (llama.cpp's -n 0).
+    bool prompt_only = false;
 };
 
 // Text shown as it becomes final (stop strings being formed are held back).

@@ -13,6 +13,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
 #include <thread>
@@ -51,6 +52,7 @@ private slots:
     void modelKindSaysWhichRuleDecided_data();
     void modelKindSaysWhichRuleDecided();
     void absurdFlagsAreClampedOrRefused();
+    void nPredictZeroAndMinusOneAsInLlamaCpp();
     void benchPrintsBothTests();
     void vulkanArithmeticIsChosen();
     void cudaBackendChosenOrRefused();
@@ -341,6 +343,34 @@ void TestCli::modelKindSaysWhichRuleDecided()
     QCOMPARE(c["model_kind"].toString(), kind);
     QCOMPARE(c["model_kind_reason"].toString(), reason);
     QCOMPARE(chat.err.contains(QString("is a base model (%1)").arg(reason)), kind == "base");
+}
+
+// -n as llama.cpp reads it: 0 generates nothing (only the prompt is read), -1 runs until the end of
+// text or a full context (which stops the reply, not an error), below -1 is refused.
+void TestCli::nPredictZeroAndMinusOneAsInLlamaCpp()
+{
+    REQUIRE_DEFAULT_MODEL(model);
+    const QString m = QString::fromStdString(model);
+    const Run none = cli({"generate", m, "-p", "Hello there", "-n", "0", "--temp", "0"});
+    QCOMPARE(none.exit_code, 0);
+    QCOMPARE(none.out, QString("Hello there\n\n"));
+    QVERIFY2(none.err.contains("; 0 tokens generated"), qPrintable(none.err));
+    const Run chat = cli({"chat", m, "Hi", "-n", "0", "--temp", "0", "--json"});
+    QCOMPARE(chat.exit_code, 0);
+    QCOMPARE(QJsonDocument::fromJson(chat.out.toUtf8()).object()["reply"].toString(), QString());
+
+    // A context of 24 tokens: a base model's greedy run of "1, 2, 3," goes on until it is full.
+    const Run all = cli({"generate", m, "-p", "1, 2, 3, 4, 5,", "-n", "-1", "--temp", "0", "-c", "24"});
+    QCOMPARE(all.exit_code, 0);
+    const QRegularExpression generated("; ([0-9]+) tokens generated, .*stopped: ([a-z ]+);");
+    const auto match = generated.match(all.err);
+    QVERIFY2(match.hasMatch(), qPrintable(all.err));
+    QVERIFY2(match.captured(2) == "context full" || match.captured(2) == "end of generation", qPrintable(all.err));
+    QVERIFY(match.captured(1).toInt() > 0);
+
+    const Run below = cli({"generate", m, "-p", "Hello", "-n", "-2"});
+    QVERIFY(below.exit_code != 0); // CLI11's usage error, as for any option's range
+    QVERIFY2(below.err.contains("n-predict") && below.err.contains("-2"), qPrintable(below.err));
 }
 
 void TestCli::absurdFlagsAreClampedOrRefused()

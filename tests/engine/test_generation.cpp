@@ -119,6 +119,19 @@ void TestGeneration::stopReasons()
     logits[std::size_t(eot)] = 10.0f;
     StopCondition stop(m_model->tokenizer().vocab().end_of_generation, 10, {});
     QCOMPARE(stop.check(Sampler(greedy).sample(logits, {}).token, "", 1), StopReason::EndOfGeneration);
+
+    // No token limit: a full context ends the reply (every token shown), it is not an error.
+    Session small(m_model, make_cpu_backend(m_model, {.threads = 0, .n_ctx = 20}));
+    const auto full = generate(small, sampler, "1, 2, 3, 4, 5,", {.max_tokens = 0});
+    QCOMPARE(full.stop, StopReason::ContextFull);
+    QCOMPARE(std::size_t(full.prompt_tokens) + full.steps.size(), std::size_t(21)); // the last is not forwarded
+    QCOMPARE(small.tokens().size(), std::size_t(20));
+    // Only the prompt: nothing is generated.
+    small.truncate(0);
+    const auto none = generate(small, sampler, "1, 2, 3, 4, 5,", {.prompt_only = true});
+    QVERIFY(none.steps.empty());
+    QVERIFY(none.text.empty());
+    QCOMPARE(small.tokens().size(), std::size_t(none.prompt_tokens));
 }
 
 void TestGeneration::badInputGivesClearErrors()
