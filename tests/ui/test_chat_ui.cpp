@@ -6,11 +6,14 @@
 #include "bridge/engine_controller.h"
 #include "main_window.h"
 #include "panels/chat_panel.h"
+#include "panels/stepper_panel.h"
 #include "storage/conversation_store.h"
 #include "test_paths.h"
+#include "widgets/bounded_count_box.h"
 
 #include <QPlainTextEdit>
 #include <QProcess>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTemporaryDir>
@@ -25,6 +28,7 @@ private slots:
     void chatStreamsStopsReusesAndPersists();
     void sigkillDuringReplyLosesNoCompletedMessage();
     void overflowIsToldBeforeSendingAndPrefillStops();
+    void maxTokensOverTheLimitIsShownNotChanged();
 
 private:
     QTemporaryDir m_dir;
@@ -184,6 +188,61 @@ void TestChatUi::overflowIsToldBeforeSendingAndPrefillStops()
     QVERIFY(chat2.lastStats()->cancelled);
     QCOMPARE(chat2.lastStats()->generated_tokens, 0);
     QVERIFY(chat2.lastStats()->computed_tokens < chat2.lastStats()->prompt_tokens);
+}
+
+namespace {
+
+// Replaces a box's text as a user does: select everything, type.
+void type_into(QSpinBox* box, const QString& text)
+{
+    box->setFocus();
+    QTest::keyClick(box, Qt::Key_A, Qt::ControlModifier);
+    QTest::keyClicks(box, text);
+}
+
+QPushButton* button(QWidget* panel, const QString& text)
+{
+    for (auto* b : panel->findChildren<QPushButton*>())
+        if (b->text() == text)
+            return b;
+    return nullptr;
+}
+
+} // namespace
+
+// The max-tokens boxes of the chat and the stepper take what is typed: a value over the limit is
+// shown as typed and marked invalid with the limit (Send and Prefill wait for a valid one) — a
+// QSpinBox with a maximum had turned 5000 into 500 and 999999999 into 999 without a word.
+void TestChatUi::maxTokensOverTheLimitIsShownNotChanged()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    ConversationStore store(m_dir.filePath("max.sqlite"), "ui-test-max");
+    EngineController engine;
+    MainWindow window(&engine, &store);
+    window.show();
+    QSignalSpy loaded(&engine, &EngineController::modelLoaded);
+    window.openModel(QString::fromStdString(path));
+    QVERIFY(loaded.wait(120000));
+
+    for (QWidget* panel : {static_cast<QWidget*>(window.chatPanel()), static_cast<QWidget*>(window.stepperPanel())}) {
+        auto* box = panel->findChild<BoundedCountBox*>();
+        QVERIFY(box);
+        QPushButton* go = button(panel, panel == window.chatPanel() ? "Send" : "Prefill");
+        QVERIFY(go && go->isEnabled());
+        type_into(box, "5000");
+        QCOMPARE(box->text(), QString("5000"));
+        QCOMPARE(box->value(), 5000);
+        QVERIFY(!box->valid());
+        QVERIFY2(box->toolTip().contains(box->limitText()), qPrintable(box->toolTip()));
+        QVERIFY(!go->isEnabled());
+        type_into(box, "999999999");
+        QCOMPARE(box->value(), 999999999);
+        QVERIFY(!go->isEnabled());
+        type_into(box, "300");
+        QCOMPARE(box->value(), 300);
+        QVERIFY(box->valid());
+        QVERIFY(go->isEnabled());
+    }
 }
 
 QTEST_MAIN(TestChatUi)

@@ -4,6 +4,7 @@
 
 #include "bridge/engine_controller.h"
 #include "storage/conversation_store.h"
+#include "widgets/bounded_count_box.h"
 #include "widgets/count_text.h"
 
 #include <QCheckBox>
@@ -186,7 +187,9 @@ void ChatPanel::buildUi()
     settings->addWidget(new QLabel(tr("seed")));
     ispin(m_seed, 0, 1 << 30, 0, tr("Random seed: the same seed gives the same reply"));
     settings->addWidget(new QLabel(tr("max")));
-    ispin(m_max_tokens, 1, 4096, 256, tr("Maximum tokens per reply"));
+    m_max_tokens = new BoundedCountBox(1, 4096, 256, tr("Maximum tokens per reply"));
+    settings->addWidget(m_max_tokens);
+    connect(m_max_tokens, &BoundedCountBox::validityChanged, this, [this] { updateButtons(); });
     settings->addStretch(1);
     layout->addLayout(settings);
 
@@ -341,15 +344,19 @@ void ChatPanel::restore()
     }
 }
 
-void ChatPanel::send(const QString& raw)
+bool ChatPanel::send(const QString& raw)
 {
     const QString text = raw.trimmed();
     if (text.isEmpty()) {
         m_status->setText(tr("The message is empty: type something first."));
-        return;
+        return false;
     }
     if (m_replying || !m_engine->model())
-        return;
+        return false;
+    if (!m_max_tokens->valid()) {
+        m_status->setText(tr("Max tokens can be %1: lower it to send.").arg(m_max_tokens->limitText()));
+        return false;
+    }
     if (!m_conversation)
         m_conversation = m_store->createConversation(m_system->text(), m_engine->model()->path);
     if (m_turns.empty())
@@ -359,6 +366,7 @@ void ChatPanel::send(const QString& raw)
     m_store->appendMessage(m_conversation, "user", text);
     m_input->clear();
     startReply();
+    return true;
 }
 
 std::vector<ChatTurn> ChatPanel::requestTurns(const QString& draft) const
@@ -590,7 +598,10 @@ void ChatPanel::updateModelNotice()
 void ChatPanel::updateButtons()
 {
     const bool model = m_engine->model() != nullptr;
-    m_send->setEnabled(model && !m_replying);
+    m_send->setEnabled(model && !m_replying && m_max_tokens->valid());
+    m_send->setToolTip(m_max_tokens->valid()
+                           ? QString()
+                           : tr("Max tokens can be %1: lower it to send.").arg(m_max_tokens->limitText()));
     m_stop->setEnabled(m_replying);
     m_regenerate->setEnabled(model && !m_replying && !m_turns.empty() && m_turns.back().role == "assistant");
     m_edit->setEnabled(!m_replying && !m_turns.empty());

@@ -19,6 +19,8 @@ class QTimer;
 
 namespace tokenscope::ui {
 
+class BoundedCountBox;
+
 class ConversationStore;
 class EngineController;
 
@@ -32,7 +34,8 @@ public:
     ChatPanel(EngineController* engine, ConversationStore* store, QWidget* parent = nullptr);
 
     // Sends `text` as the next user message (what the Send button does).
-    void send(const QString& text);
+    // false when it was not sent (empty, no model, a reply running, max tokens over its limit: the status says why)
+    bool send(const QString& text);
     void stop();
     void regenerate();
     void newChat();
@@ -105,7 +108,7 @@ private:
     QDoubleSpinBox* m_top_p = nullptr;
     QDoubleSpinBox* m_min_p = nullptr;
     QSpinBox* m_seed = nullptr;
-    QSpinBox* m_max_tokens = nullptr;
+    BoundedCountBox* m_max_tokens = nullptr;
     QTimer* m_frame = nullptr;
     QTimer* m_fit_timer = nullptr; // debounces the context check while typing
     QLabel* m_fit = nullptr;       // "this will not fit / oldest turns will be dropped" before sending

@@ -6,6 +6,7 @@
 #include "bridge/token_selection.h"
 #include "bridge/token_text.h"
 #include "session/stepper.h"
+#include "widgets/bounded_count_box.h"
 #include "widgets/count_text.h"
 #include "widgets/distribution_view.h"
 
@@ -203,9 +204,8 @@ void StepperPanel::buildSamplingControls(QVBoxLayout* layout)
     m_seed = new QSpinBox;
     m_seed->setRange(0, 1 << 30);
     m_seed->setToolTip(tr("Seed: each position draws from its own stream, so Back then Step draws the same token"));
-    m_max_tokens = new QSpinBox;
-    m_max_tokens->setRange(1, 4096);
-    m_max_tokens->setValue(64);
+    m_max_tokens = new BoundedCountBox(1, 4096, 64, tr("Max: the run stops after this many generated tokens"));
+    connect(m_max_tokens, &BoundedCountBox::validityChanged, this, [this] { updateButtons(); });
     m_stops = new QLineEdit;
     m_stops->setPlaceholderText(tr("stop strings, | separated"));
     const std::pair<QString, QWidget*> fields[] = {{tr("Temp"), m_temperature}, {tr("Top-k"), m_top_k},
@@ -379,6 +379,10 @@ void StepperPanel::prefill()
 {
     if (!m_engine->model()) {
         m_status->setText(tr("No model is loaded: open a GGUF file first."));
+        return;
+    }
+    if (!m_max_tokens->valid()) {
+        m_status->setText(tr("Max can be %1: lower it to prefill.").arg(m_max_tokens->limitText()));
         return;
     }
     setPlaying(false);
@@ -809,7 +813,7 @@ void StepperPanel::updateButtons()
     // A saved run has no cache behind it: it can be looked at, not continued.
     const bool running = m_state != nullptr && m_state->action != "replay";
     const bool stopped = running && !m_state->stop_reason.isEmpty();
-    m_prefill->setEnabled(ready && idle && !m_playing);
+    m_prefill->setEnabled(ready && idle && !m_playing && m_max_tokens->valid());
     m_example->setEnabled(ready && idle && !m_playing);
     m_step->setEnabled(running && idle && !m_playing && !stopped);
     m_back->setEnabled(running && idle && !m_playing && m_state->steps > 0);

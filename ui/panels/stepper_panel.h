@@ -27,6 +27,8 @@ class QVBoxLayout;
 
 namespace tokenscope::ui {
 
+class BoundedCountBox;
+
 class DistributionView;
 class EngineController;
 class TokenSelection;
@@ -123,7 +125,7 @@ private:
     QDoubleSpinBox* m_top_p = nullptr;
     QDoubleSpinBox* m_min_p = nullptr;
     QSpinBox* m_seed = nullptr;
-    QSpinBox* m_max_tokens = nullptr;
+    BoundedCountBox* m_max_tokens = nullptr;
     QLineEdit* m_stops = nullptr;
     QCheckBox* m_lens_on = nullptr;
     QTextBrowser* m_sequence = nullptr;

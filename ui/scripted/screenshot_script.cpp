@@ -348,8 +348,12 @@ void script_after_reply(QApplication& app, EngineController& engine, MainWindow&
 void script_chat(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
 {
     auto queue = std::make_shared<QStringList>(QStringList{o->prompt} + o->follow_ups);
-    QObject::connect(&engine, &EngineController::modelLoaded, &window,
-                     [&window, queue] { window.chatPanel()->send(queue->takeFirst()); });
+    QObject::connect(&engine, &EngineController::modelLoaded, &window, [&app, &window, o, queue] {
+        if (!window.chatPanel()->send(queue->takeFirst())) { // refused: the picture shows why
+            QWidget* target = o->panel == "main" ? static_cast<QWidget*>(&window) : window.panel(o->panel);
+            grab_later(app, &window, target, o->file, 100);
+        }
+    });
     QObject::connect(window.chatPanel(), &ChatPanel::replyFinished, &window, [&app, &window, o, queue] {
         if (!queue->isEmpty()) {
             window.chatPanel()->send(queue->takeFirst());
