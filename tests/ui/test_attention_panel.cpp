@@ -16,6 +16,7 @@
 #include "widgets/attention_heatmap.h"
 #include "widgets/attention_views.h"
 
+#include <QComboBox>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -284,6 +285,22 @@ void TestAttentionPanel::currentSequence()
     for (int c = 0; c < n; ++c)
         QCOMPARE(h->weights[std::size_t(n - 1) * std::size_t(n) + std::size_t(c)], step_row.weights[std::size_t(c)]);
     QVERIFY(m_panel->statusText().contains("as computed during its prefill and each decode step"));
+    QVERIFY2(!m_panel->statusText().contains("forward pass"), qPrintable(m_panel->statusText())); // none of its own
+
+    // Picking the current sequence in the source list (the keyboard, as a user would) shows it at
+    // once, without Run: it showed nothing before.
+    QComboBox* source = nullptr;
+    for (auto* c : m_panel->findChildren<QComboBox*>())
+        if (c->count() == 2 && c->itemText(1).contains("current sequence"))
+            source = c;
+    QVERIFY(source);
+    source->setCurrentIndex(0);
+    QVERIFY(waitCaptured([&] {
+        source->setFocus();
+        QTest::keyClick(source, Qt::Key_Down);
+    }));
+    QCOMPARE(source->currentIndex(), 1);
+    QCOMPARE(m_panel->snapshot()->source, QString("recorded"));
 }
 
 void TestAttentionPanel::tooLongIsRefused()

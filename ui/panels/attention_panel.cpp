@@ -170,6 +170,11 @@ AttentionPanel::AttentionPanel(EngineController* engine, TokenSelection* selecti
             run();
     });
     connect(m_prompt, &QLineEdit::returnPressed, this, &AttentionPanel::run);
+    // Picking the model's current sequence shows it at once: there is nothing to type first.
+    connect(m_source, &QComboBox::activated, this, [this](int index) {
+        if (index == 1 && m_engine->model())
+            runSequence();
+    });
     connect(all_button, &QPushButton::clicked, this, &AttentionPanel::captureAllLayers);
     connect(m_layer, &QSpinBox::valueChanged, this, [this] {
         // The layer in view is captured on demand (memory stays bounded), unless all are held.
@@ -407,17 +412,19 @@ void AttentionPanel::refresh()
             const QString s = QString("H%1 %2").arg(other.head).arg(mean, 0, 'f', 2);
             sinks << (mean > 0.5 ? "<b style='color:#d0453a'>" + s + "</b>" : s);
         }
+    // A recording ran no pass of its own: no time to give for it.
+    const bool recorded = m_snapshot->source == "recorded";
+    const QString pass = recorded ? QString() : tr(" · forward pass %1 ms").arg(m_snapshot->ms, 0, 'f', 1);
     m_status->setText(
-        tr("%1 tokens · layer %2 (%3) · %4 heads captured, %5 · forward pass %6 ms%7<br>Attention to the first "
+        tr("%1 tokens · layer %2 (%3) · %4 heads captured, %5%6%7<br>Attention to the first "
            "token (sinks above 0.5 in red): %8")
             .arg(m_snapshot->tokens.size())
             .arg(layer())
             .arg(window ? tr("sliding window %1").arg(window) : tr("global"))
             .arg(m_snapshot->heads.size())
             .arg(mib(double(m_snapshot->bytes)))
-            .arg(m_snapshot->ms, 0, 'f', 1)
-            .arg(m_snapshot->source == "recorded"
-                     ? tr(" · the model's current sequence, as computed during its prefill and each decode step")
+            .arg(pass)
+            .arg(recorded ? tr(" · the model's current sequence, as computed during its prefill and each decode step")
                  : m_snapshot->source == "sequence"
                      ? tr(" · the model's current sequence, recomputed in one pass (not recorded while it ran)")
                      : QString())
