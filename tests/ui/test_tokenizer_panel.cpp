@@ -30,6 +30,7 @@ private slots:
     void exportsJsonAndCsv();
     void tenThousandCharacters();
     void whatChangedShowsSplitsAndTheCount();
+    void theFirstTextTypedIsNotAChange();
     void comparesWithAnotherVocabulary();
 
 private:
@@ -200,6 +201,31 @@ void TestTokenizerPanel::tokensFollowTheText()
              qPrintable(panel.detailText()));
     panel.showDetails(0); // <bos>, added by the tokenizer
     QVERIFY(panel.detailText().contains("control"));
+}
+
+// Typing into the empty box: the first text is not an edit of anything (it was listed whole as
+// "added" on the first keystroke); the edits after it are.
+void TestTokenizerPanel::theFirstTextTypedIsNotAChange()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    EngineController engine;
+    TokenSelection selection;
+    TokenizerPanel panel(&engine, &selection);
+    panel.show();
+    QSignalSpy loaded(&engine, &EngineController::modelLoaded);
+    engine.loadModel(QString::fromStdString(path), 2, 256);
+    QVERIFY(loaded.wait(120000));
+    QTRY_VERIFY_WITH_TIMEOUT(panel.current() && panel.current()->text.isEmpty(), 10000); // the empty box
+    auto* input = panel.findChild<QPlainTextEdit*>("tokenizerInput");
+    QVERIFY(input);
+    input->setFocus();
+    QTest::keyClicks(input, "Hello");
+    QTRY_VERIFY_WITH_TIMEOUT(panel.current() && panel.current()->text == "Hello", 10000);
+    QVERIFY2(!panel.changesText().contains("added"), qPrintable(panel.changesText()));
+    QVERIFY(panel.changedRanges().empty());
+    QTest::keyClicks(input, " world");
+    QTRY_VERIFY_WITH_TIMEOUT(panel.current() && panel.current()->text == "Hello world", 10000);
+    QVERIFY2(panel.changesText().contains("added"), qPrintable(panel.changesText()));
 }
 
 void TestTokenizerPanel::whatChangedShowsSplitsAndTheCount()

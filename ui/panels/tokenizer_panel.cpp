@@ -131,15 +131,21 @@ TokenizerPanel::TokenizerPanel(EngineController* engine, TokenSelection* selecti
             emit updated();
             return;
         }
-        if (m_current)
+        // The first text (typed into an empty box, or after a model change) is not a change of anything.
+        if (m_current && !m_current->text.isEmpty())
             describeChanges(*m_current, *t);
+        else
+            clearChanges();
         m_current = std::move(t);
         render();
         m_comparison->setText(m_current->utf8, int(m_current->tokens.size()),
                               m_engine->model() ? m_engine->model()->name : tr("this model"));
         emit updated();
     });
-    connect(m_engine, &EngineController::modelLoaded, this, &TokenizerPanel::request);
+    connect(m_engine, &EngineController::modelLoaded, this, [this] {
+        m_current.reset(); // another vocabulary: its tokens are not an edit of the last ones
+        request();
+    });
 }
 
 void TokenizerPanel::setText(const QString& text)
@@ -293,6 +299,12 @@ void TokenizerPanel::describeChanges(const Tokenization& before, const Tokenizat
                            .arg(b.size())
                            .arg(diff.count_delta > 0 ? "+" : "")
                            .arg(diff.count_delta));
+}
+
+void TokenizerPanel::clearChanges()
+{
+    m_changed.clear();
+    m_changes->setText(tr("<b>What changed:</b> edit the text to see which tokens split, merge or change."));
 }
 
 QString TokenizerPanel::changesText() const

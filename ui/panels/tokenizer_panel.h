@@ -60,6 +60,7 @@ private:
     void render();
     void renderMore(quint64 generation);
     QString spansHtml(int begin, int end) const;
+    void clearChanges();
     void describeChanges(const Tokenization& before, const Tokenization& after);
 
     EngineController* m_engine;
