@@ -249,6 +249,7 @@ void TestStorageFaults::readOnlyDatabaseFileKeepsMessages()
     QCOMPARE(store.unsavedCount(), 2);
     QVERIFY2(store.problem().contains("Not saved") && store.problem().contains("readonly"),
              qPrintable(store.problem()));
+    QVERIFY2(store.problem().contains("2 changes are kept"), qPrintable(store.problem())); // not "change(s)"
     mounts.undo(path);
     QVERIFY(store.retry());
     QCOMPARE(store.problem(), QString());

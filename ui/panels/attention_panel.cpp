@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "panels/attention_panel.h"
 #include "bridge/inspection_client.h"
+#include "widgets/count_text.h"
 
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
@@ -416,12 +417,12 @@ void AttentionPanel::refresh()
     const bool recorded = m_snapshot->source == "recorded";
     const QString pass = recorded ? QString() : tr(" · forward pass %1 ms").arg(m_snapshot->ms, 0, 'f', 1);
     m_status->setText(
-        tr("%1 tokens · layer %2 (%3) · %4 heads captured, %5%6%7<br>Attention to the first "
+        tr("%1 · layer %2 (%3) · %4 captured, %5%6%7<br>Attention to the first "
            "token (sinks above 0.5 in red): %8")
-            .arg(m_snapshot->tokens.size())
+            .arg(countText(qint64(m_snapshot->tokens.size()), tr("token"), tr("tokens")))
             .arg(layer())
             .arg(window ? tr("sliding window %1").arg(window) : tr("global"))
-            .arg(m_snapshot->heads.size())
+            .arg(countText(qint64(m_snapshot->heads.size()), tr("head"), tr("heads")))
             .arg(mib(double(m_snapshot->bytes)))
             .arg(pass)
             .arg(recorded ? tr(" · the model's current sequence, as computed during its prefill and each decode step")

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "panels/timeline_panel.h"
 #include "bridge/inspection_client.h"
+#include "widgets/count_text.h"
 
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
@@ -170,10 +171,12 @@ void TimelinePanel::renderStats()
                        .arg(t.ttft_ms, 0, 'f', 1)
                        .arg(t.tokenize_ms, 0, 'f', 2)
                        .arg(t.prefill_ms, 0, 'f', 1);
-    text += n ? tr("mean inter-token latency <b>%1 ms</b> over %2 tokens").arg(itl / n, 0, 'f', 1).arg(n)
+    text += n ? tr("mean inter-token latency <b>%1 ms</b> over %2")
+                    .arg(itl / n, 0, 'f', 1)
+                    .arg(countText(n, tr("token"), tr("tokens")))
               : tr("one token so far");
-    text += tr("<br><b>Prefill</b>: %1 tokens in %2 ms = %3 tokens/s · %4 GFLOP/s achieved%5")
-                .arg(t.prefill_computed)
+    text += tr("<br><b>Prefill</b>: %1 in %2 ms = %3 tokens/s · %4 GFLOP/s achieved%5")
+                .arg(countText(t.prefill_computed, tr("token"), tr("tokens")))
                 .arg(t.prefill_ms, 0, 'f', 1)
                 .arg(prefill_tps, 0, 'f', 0)
                 .arg(prefill_flops / 1e9, 0, 'f', 1)

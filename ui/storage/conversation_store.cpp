@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "storage/conversation_store.h"
+#include "widgets/count_text.h"
 
 #include <QDateTime>
 #include <QDir>
@@ -174,9 +175,8 @@ QString ConversationStore::problem() const
     const QString reason = m_error.isEmpty() ? tr("the database could not be opened") : m_error;
     if (m_pending.empty())
         return tr("Conversations cannot be saved to %1: %2.").arg(m_path, reason);
-    return tr("Not saved: %n change(s) are kept in memory and retried every few seconds — %1: %2.", nullptr,
-              int(m_pending.size()))
-        .arg(m_path, reason);
+    return tr("Not saved: %1 kept in memory and retried every few seconds — %2: %3.")
+        .arg(countText(qint64(m_pending.size()), tr("change is"), tr("changes are")), m_path, reason);
 }
 
 qint64 ConversationStore::databaseId(qint64 conversation) const

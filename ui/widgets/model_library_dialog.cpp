@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "widgets/model_library_dialog.h"
+#include "widgets/count_text.h"
 
 #include "bridge/background.h"
 #include "model/model_discovery.h"
@@ -91,7 +92,7 @@ ModelLibraryDialog::ModelLibraryDialog(const QStringList& recent, QWidget* paren
             self.m_status->setText(found.empty()
                                        ? tr("No GGUF models found. Run scripts/setup.sh to install the default model, "
                                             "or open a file with File → Open model….")
-                                       : tr("%n model(s) found.", nullptr, int(found.size())));
+                                       : countText(qint64(found.size()), tr("model found."), tr("models found.")));
             emit self.scanFinished();
         });
 }
