@@ -79,6 +79,17 @@ public:
     // `ready` is emitted on `client` with it.
     template <typename Snapshot, typename Client, typename Work>
     quint64 request(Client* client, void (Client::*ready)(std::shared_ptr<const Snapshot>), Work work);
+    // Called from any thread: on the UI thread, request `s->request_id` closes and `ready` is emitted
+    // on `client` with `s` (every snapshot answer ends this way).
+    template <typename Snapshot, typename Client>
+    void deliver(Client* client, void (Client::*ready)(std::shared_ptr<const Snapshot>),
+                 std::shared_ptr<const Snapshot> s)
+    {
+        toUi(client, [this, client, ready, s] {
+            m_requests.close(s->request_id);
+            emit(client->*ready)(s);
+        });
+    }
     // Answers request `id` (queued, as the engine answers) with a snapshot carrying only `message`.
     template <typename Snapshot, typename Client>
     quint64 answer(Client* client, void (Client::*ready)(std::shared_ptr<const Snapshot>), quint64 id,
@@ -150,11 +161,7 @@ quint64 EngineController::request(Client* client, void (Client::*ready)(std::sha
                 s->action = "error";
         }
         s->request_id = ticket.id;
-        std::shared_ptr<const Snapshot> out = std::move(s);
-        toUi(client, [this, client, ready, out] {
-            m_requests.close(out->request_id);
-            emit(client->*ready)(out);
-        });
+        deliver(client, ready, std::shared_ptr<const Snapshot>(std::move(s)));
     });
     return ticket.id;
 }
@@ -168,11 +175,7 @@ quint64 EngineController::answer(Client* client, void (Client::*ready)(std::shar
     s->error = message;
     if constexpr (requires { s->action; })
         s->action = "error";
-    std::shared_ptr<const Snapshot> out = std::move(s);
-    toUi(client, [this, client, ready, out] {
-        m_requests.close(out->request_id);
-        emit(client->*ready)(out);
-    });
+    deliver(client, ready, std::shared_ptr<const Snapshot>(std::move(s)));
     return id;
 }
 

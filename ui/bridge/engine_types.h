@@ -50,12 +50,6 @@ struct ChatTurn {
     QString content;
 };
 
-struct ChatRequest {
-    quint64 id = 0;
-    std::vector<ChatTurn> turns; // the whole history, re-sent every turn
-    SamplingSettings sampling;
-};
-
 struct ReplyStats {
     quint64 request_id = 0;
     int prompt_tokens = 0;
@@ -330,7 +324,6 @@ struct LoadGate {
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::ModelSummary>)
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::ReplyStats>)
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::ServerCacheSnapshot>)
-Q_DECLARE_METATYPE(tokenscope::ui::ChatRequest)
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::Tokenization>)
 Q_DECLARE_METATYPE(tokenscope::ui::StepperSettings)
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::KvSnapshot>)

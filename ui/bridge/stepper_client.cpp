@@ -192,11 +192,7 @@ private:
                 state->error = QString::fromUtf8(e.what());
             }
             state->request_id = ticket.id;
-            std::shared_ptr<const StepperState> out = std::move(state);
-            EngineController::toUi(&m_client, [engine = &m_engine, client = &m_client, out] {
-                engine->requests().close(out->request_id);
-                emit client->stepperState(out);
-            });
+            m_engine.deliver(&m_client, &StepperClient::stepperState, std::shared_ptr<const StepperState>(state));
             if (done) {
                 context.publishKv("stepper", int(context.stepper->prompt_length()),
                                   int(context.stepper->prefill_report().reused));
