@@ -203,16 +203,21 @@ void Tokenizer::encode_from(std::string_view text, uint32_t from, bool parse_spe
     }
 }
 
+void Tokenizer::append_eos(std::string_view text, const EncodeOptions& options, std::vector<Token>& out) const
+{
+    if (options.add_special && m_vocab.add_eos && m_vocab.eos) {
+        const auto end = static_cast<uint32_t>(text.size());
+        out.push_back({*m_vocab.eos, end, end});
+    }
+}
+
 std::vector<Token> Tokenizer::encode(std::string_view text, const EncodeOptions& options) const
 {
     std::vector<Token> out;
     if (options.add_special && m_vocab.add_bos && m_vocab.bos)
         out.push_back({*m_vocab.bos, 0, 0});
     encode_from(text, 0, options.parse_special, out);
-    if (options.add_special && m_vocab.add_eos && m_vocab.eos) {
-        const auto end = static_cast<uint32_t>(text.size());
-        out.push_back({*m_vocab.eos, end, end});
-    }
+    append_eos(text, options, out);
     return out;
 }
 
@@ -271,10 +276,7 @@ std::vector<Token> Tokenizer::encode_after(std::string_view text, std::string_vi
         return encode(text, options);
     std::vector<Token> out(earlier.begin(), earlier.begin() + static_cast<std::ptrdiff_t>(keep));
     encode_from(text, resume, options.parse_special, out);
-    if (options.add_special && m_vocab.add_eos && m_vocab.eos) {
-        const auto end = static_cast<uint32_t>(text.size());
-        out.push_back({*m_vocab.eos, end, end});
-    }
+    append_eos(text, options, out);
     if (reused)
         *reused = keep;
     return out;

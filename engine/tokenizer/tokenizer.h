@@ -73,6 +73,8 @@ private:
     // text[from…] as encode does (without BOS/EOS), `from` being the text's start or the end of a
     // control token.
     void encode_from(std::string_view text, uint32_t from, bool parse_special, std::vector<Token>& out) const;
+    // The EOS the vocabulary's metadata asks for at the end of `text`, if it does.
+    void append_eos(std::string_view text, const EncodeOptions& options, std::vector<Token>& out) const;
     // Whether some special token's text covers both sides of byte `at` (then text cannot be split there).
     bool special_straddles(std::string_view text, uint32_t at, bool parse_special) const;
     void encode_spm(std::string_view text, uint32_t offset, bool after_special, std::vector<Token>& out) const;
