@@ -7,11 +7,11 @@
 #include "bridge/chat_client.h"
 #include "bridge/engine_controller.h"
 #include "gguf_builder.h"
+#include "load_pause.h"
 #include "test_paths.h"
 
 #include <QFile>
 #include <QFileInfo>
-#include <QSemaphore>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -82,21 +82,17 @@ void TestLoadCancel::cancelAtHalfwayThenLoadAgain()
 {
     REQUIRE_DEFAULT_MODEL(path);
     EngineController engine;
-    QSemaphore reached, proceed;
-    auto gate = std::make_shared<LoadGate>();
-    gate->reached = [&] { reached.release(); };
-    gate->wait = [&] { proceed.acquire(); };
-    engine.setLoadGate(gate);
+    testsupport::LoadPause pause(engine);
 
     QSignalSpy progress(&engine, &EngineController::loadProgress);
     QSignalSpy failed(&engine, &EngineController::loadFailed);
     QSignalSpy loaded(&engine, &EngineController::modelLoaded);
     engine.loadModel(QString::fromStdString(path), 2, 512);
-    QVERIFY(reached.tryAcquire(1, 120000)); // the load is paused at 50%
+    QVERIFY(pause.reached()); // the load is paused at 50%
     QTRY_VERIFY(!progress.isEmpty() && progress.last().at(0).toInt() == 50);
     QVERIFY(engine.busy());
     engine.stop(); // Cancel
-    proceed.release();
+    pause.release();
     QVERIFY(failed.wait(60000));
     QVERIFY(failed.last().at(0).toString().contains("cancelled"));
     QCOMPARE(loaded.count(), 0);

@@ -6,10 +6,10 @@
 #include "bridge/chat_client.h"
 #include "bridge/engine_controller.h"
 #include "bridge/inspection_client.h"
+#include "load_pause.h"
 #include "signal_wait.h"
 #include "test_paths.h"
 
-#include <QSemaphore>
 #include <QSignalSpy>
 #include <QTest>
 
@@ -50,17 +50,13 @@ quint64 TestRequestCancel::sendLongReply(EngineController& engine, QSignalSpy& d
 void TestRequestCancel::replyStoppedInTheQueueNeverRuns()
 {
     EngineController engine;
-    QSemaphore reached, proceed;
-    auto gate = std::make_shared<LoadGate>();
-    gate->reached = [&] { reached.release(); };
-    gate->wait = [&] { proceed.acquire(); };
-    engine.setLoadGate(gate);
+    testsupport::LoadPause pause(engine);
     QSignalSpy loaded(&engine, &EngineController::modelLoaded);
     QSignalSpy failed(&engine, &EngineController::loadFailed);
     QSignalSpy deltas(&engine.chat(), &ChatClient::replyDelta);
     QSignalSpy finished(&engine.chat(), &ChatClient::replyFinished);
     engine.loadModel(QString::fromStdString(m_path), 2, 512);
-    QVERIFY(reached.tryAcquire(1, 120000)); // the engine thread is held inside the load
+    QVERIFY(pause.reached()); // the engine thread is held inside the load
 
     SamplingSettings s;
     s.temperature = 0.0f;
@@ -68,7 +64,7 @@ void TestRequestCancel::replyStoppedInTheQueueNeverRuns()
     const quint64 reply = engine.chat().sendChat({{"user", "Hi"}}, s); // queued behind the load
     QCOMPARE(engine.outstanding(), std::size_t(2));
     engine.cancel(reply); // Stop, pressed for the reply before it started
-    proceed.release();
+    pause.release();
 
     QVERIFY(seen(loaded)); // the load was not cancelled
     QCOMPARE(failed.count(), 0);
@@ -147,16 +143,12 @@ void TestRequestCancel::runningReplyStoppedCaptureRuns()
 void TestRequestCancel::serverProbeKeepsOtherRequestsTokens()
 {
     EngineController engine;
-    QSemaphore reached, proceed;
-    auto gate = std::make_shared<LoadGate>();
-    gate->reached = [&] { reached.release(); };
-    gate->wait = [&] { proceed.acquire(); };
-    engine.setLoadGate(gate);
+    testsupport::LoadPause pause(engine);
     QSignalSpy failed(&engine, &EngineController::loadFailed);
     QSignalSpy loaded(&engine, &EngineController::modelLoaded);
     QSignalSpy server_failed(&engine, &EngineController::serverFailed);
     const quint64 load = engine.loadModel(QString::fromStdString(m_path), 2, 512);
-    QVERIFY(reached.tryAcquire(1, 120000)); // the engine thread is held inside the load
+    QVERIFY(pause.reached()); // the engine thread is held inside the load
     QCOMPARE(engine.outstanding(), std::size_t(1));
 
     tokenscope::remote::Endpoint nobody; // a closed port on the loopback: the probe fails at once
@@ -167,7 +159,7 @@ void TestRequestCancel::serverProbeKeepsOtherRequestsTokens()
     QCOMPARE(engine.outstanding(), std::size_t(1)); // the load's token is still held
 
     engine.cancel(load); // Stop reaches the load
-    proceed.release();
+    pause.release();
     QVERIFY(seen(failed));
     QCOMPARE(failed.last().at(0).toString(), QString("Loading was cancelled."));
     QCOMPARE(loaded.count(), 0);
