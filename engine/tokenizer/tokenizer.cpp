@@ -460,8 +460,19 @@ std::string Tokenizer::token_to_piece(TokenId id, bool render_special) const
         return text;
     case TokenType::Byte:
         if ((m_vocab.model == TokenizerModel::Spm || !m_vocab.byte_encode) && text.size() == 6 &&
-            text.starts_with("<0x"))
-            return std::string(1, static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16)));
+            text.starts_with("<0x") && text.back() == '>') {
+            // A vocabulary is untrusted input: "<0xZZ>" is not a byte and reads as its text.
+            const auto hex = [](char c) {
+                return c >= '0' && c <= '9'   ? c - '0'
+                       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                              : -1;
+            };
+            const int hi = hex(text[3]), lo = hex(text[4]);
+            if (hi >= 0 && lo >= 0)
+                return std::string(1, static_cast<char>(hi * 16 + lo));
+            return text;
+        }
         break;
     default:
         break;

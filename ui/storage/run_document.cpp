@@ -1,817 +1,536 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
+// The panels' snapshots ↔ the engine's run document (engine/run/run_document.h): field for field,
+// strings as UTF-8. The JSON, the tensors and the checks live in the engine, shared with the CLI.
 #include "storage/run_document.h"
 
-#include "util/error.h"
+#include "run/run_document.h"
+#include "run/run_validate.h"
 
 #include <QFileInfo>
-#include <QJsonArray>
-#include <QJsonDocument>
-#include <QJsonObject>
-#include <cmath>
-#include <limits>
+#include <QObject>
 
 namespace tokenscope::ui {
 
 namespace {
 
-// ---- numbers that JSON cannot spell --------------------------------------------------------------
-// NaN (a cell not run) is null; infinities are the strings "inf" and "-inf".
-QJsonValue num(double v)
-{
-    if (std::isnan(v))
-        return QJsonValue::Null;
-    if (std::isinf(v))
-        return v > 0 ? QStringLiteral("inf") : QStringLiteral("-inf");
-    return v;
-}
+namespace run = engine::run;
 
-double num(const QJsonValue& v, double fallback = 0.0)
+std::string s(const QString& q)
 {
-    if (v.isNull())
-        return std::numeric_limits<double>::quiet_NaN();
-    if (v.isString())
-        return v.toString() == "-inf" ? -std::numeric_limits<double>::infinity()
-                                      : std::numeric_limits<double>::infinity();
-    return v.isUndefined() ? fallback : v.toDouble();
+    return q.toStdString();
 }
-
-float numf(const QJsonValue& v)
+QString q(const std::string& s)
 {
-    return static_cast<float>(num(v));
+    return QString::fromStdString(s);
 }
-int integer(const QJsonValue& v)
+std::vector<std::string> s(const QStringList& l)
 {
-    return v.toInt();
-}
-// Counts of bytes and nanoseconds (below 2^53, exact as doubles).
-quint64 count(const QJsonValue& v)
-{
-    return static_cast<quint64>(v.toDouble());
-}
-qint64 signed_count(const QJsonValue& v)
-{
-    return static_cast<qint64>(v.toDouble());
-}
-
-QJsonArray ints(const std::vector<int>& v)
-{
-    QJsonArray a;
-    for (int x : v)
-        a.append(x);
-    return a;
-}
-std::vector<int> ints(const QJsonValue& v)
-{
-    std::vector<int> out;
-    for (const auto& x : v.toArray())
-        out.push_back(x.toInt());
+    std::vector<std::string> out;
+    out.reserve(std::size_t(l.size()));
+    for (const auto& x : l)
+        out.push_back(x.toStdString());
     return out;
 }
-QJsonArray doubles(const std::vector<double>& v)
-{
-    QJsonArray a;
-    for (double x : v)
-        a.append(num(x));
-    return a;
-}
-std::vector<double> doubles(const QJsonValue& v)
-{
-    std::vector<double> out;
-    for (const auto& x : v.toArray())
-        out.push_back(num(x));
-    return out;
-}
-QJsonArray strings(const QStringList& v)
-{
-    return QJsonArray::fromStringList(v);
-}
-QStringList strings(const QJsonValue& v)
+QStringList q(const std::vector<std::string>& v)
 {
     QStringList out;
-    for (const auto& x : v.toArray())
-        out << x.toString();
+    out.reserve(qsizetype(v.size()));
+    for (const auto& x : v)
+        out << QString::fromStdString(x);
     return out;
 }
 
-// ---- bulk numbers kept as the file's tensors -------------------------------------------------------
-struct Arrays {
-    std::vector<engine::run::RunArray>* out = nullptr; // writing
-    const engine::run::RunContents* in = nullptr;      // reading
-    QString put(const std::string& name, bool f16, std::vector<uint64_t> dims, const std::vector<float>& values)
-    {
-        if (values.empty())
-            return {};
-        out->push_back({name, f16, std::move(dims), values});
-        return QString::fromStdString(name);
-    }
-    std::vector<float> get(const QJsonValue& ref, std::size_t expected) const
-    {
-        const QString name = ref.toString();
-        if (name.isEmpty())
-            return {};
-        const auto* a = in->find(name.toStdString());
-        if (!a)
-            throw engine::FormatError("the run's document names an array '" + name.toStdString() +
-                                      "' that the file does not hold");
-        if (expected && a->values.size() != expected)
-            throw engine::FormatError("array '" + name.toStdString() + "' has " + std::to_string(a->values.size()) +
-                                      " values where " + std::to_string(expected) + " are expected");
-        return a->values;
-    }
-};
-
 // ---- model ------------------------------------------------------------------------------------------
-QJsonObject model_json(const ModelSummary& m, const QString& sha256)
+run::ModelInfo model_doc(const ModelSummary& m, const QString& sha256)
 {
     // The file's name only: a run is sent to others, the folders of the machine it was made on are not.
-    return {{"path", QFileInfo(m.path).fileName()},
-            {"name", m.name},
-            {"architecture", m.architecture},
-            {"parameters", double(m.parameters)},
-            {"file_size", double(m.file_size)},
-            {"quant_types", m.quant_types},
-            {"context_length", double(m.context_length)},
-            {"n_ctx", double(m.n_ctx)},
-            {"backend", m.backend},
-            {"threads", m.threads},
-            {"chat_format", m.chat_format},
-            {"instruction_tuned", m.instruction_tuned},
-            {"model_kind_reason", m.model_kind_reason},
-            {"n_layers", m.n_layers},
-            {"sha256", sha256}};
+    return {s(QFileInfo(m.path).fileName()),
+            s(m.name),
+            s(m.architecture),
+            m.parameters,
+            m.file_size,
+            s(m.quant_types),
+            m.context_length,
+            m.n_ctx,
+            s(m.backend),
+            m.threads,
+            s(m.chat_format),
+            m.instruction_tuned,
+            s(m.model_kind_reason),
+            m.n_layers,
+            s(sha256)};
 }
-std::shared_ptr<const ModelSummary> model_from(const QJsonObject& o)
+std::shared_ptr<const ModelSummary> model_from(const run::ModelInfo& d)
 {
     auto m = std::make_shared<ModelSummary>();
-    m->path = o["path"].toString();
-    m->name = o["name"].toString();
-    m->architecture = o["architecture"].toString();
-    m->parameters = count(o["parameters"]);
-    m->file_size = count(o["file_size"]);
-    m->quant_types = o["quant_types"].toString();
-    m->context_length = static_cast<quint32>(count(o["context_length"]));
-    m->n_ctx = static_cast<quint32>(count(o["n_ctx"]));
-    m->backend = o["backend"].toString();
-    m->threads = integer(o["threads"]);
-    m->chat_format = o["chat_format"].toString();
-    m->instruction_tuned = o["instruction_tuned"].toBool();
-    m->model_kind_reason = o["model_kind_reason"].toString(); // absent in runs saved before it was recorded
-    m->n_layers = integer(o["n_layers"]);
+    m->path = q(d.path);
+    m->name = q(d.name);
+    m->architecture = q(d.architecture);
+    m->parameters = d.parameters;
+    m->file_size = d.file_size;
+    m->quant_types = q(d.quant_types);
+    m->context_length = d.context_length;
+    m->n_ctx = d.n_ctx;
+    m->backend = q(d.backend);
+    m->threads = d.threads;
+    m->chat_format = q(d.chat_format);
+    m->instruction_tuned = d.instruction_tuned;
+    m->model_kind_reason = q(d.model_kind_reason);
+    m->n_layers = d.n_layers;
     return m;
 }
 
 // ---- stepper ----------------------------------------------------------------------------------------
-QJsonObject sampling_json(const SamplingSettings& s)
+std::vector<run::TokenDoc> tokens_doc(const std::vector<StepperToken>& tokens)
 {
-    return {{"temperature", double(s.temperature)},
-            {"top_k", s.top_k},
-            {"top_p", double(s.top_p)},
-            {"min_p", double(s.min_p)},
-            {"repeat_penalty", double(s.repeat_penalty)},
-            {"seed", QString::number(s.seed)},
-            {"max_tokens", s.max_tokens}};
-}
-SamplingSettings sampling_from(const QJsonObject& o)
-{
-    SamplingSettings s;
-    s.temperature = numf(o["temperature"]);
-    s.top_k = integer(o["top_k"]);
-    s.top_p = numf(o["top_p"]);
-    s.min_p = numf(o["min_p"]);
-    s.repeat_penalty = numf(o["repeat_penalty"]);
-    s.seed = o["seed"].toString().toULongLong();
-    s.max_tokens = integer(o["max_tokens"]);
-    return s;
-}
-QJsonObject stepper_settings_json(const StepperSettings& s)
-{
-    return {{"sampling", sampling_json(s.sampling)},
-            {"greedy", s.greedy},
-            {"stop_strings", strings(s.stop_strings)},
-            {"logit_lens", s.logit_lens},
-            {"lens_top", s.lens_top}};
-}
-StepperSettings stepper_settings_from(const QJsonObject& o)
-{
-    StepperSettings s;
-    s.sampling = sampling_from(o["sampling"].toObject());
-    s.greedy = o["greedy"].toBool();
-    s.stop_strings = strings(o["stop_strings"]);
-    s.logit_lens = o["logit_lens"].toBool();
-    s.lens_top = integer(o["lens_top"]);
-    return s;
-}
-QJsonArray tokens_json(const std::vector<StepperToken>& tokens)
-{
-    QJsonArray a;
+    std::vector<run::TokenDoc> out;
+    out.reserve(tokens.size());
     for (const auto& t : tokens)
-        a.append(QJsonObject{{"id", t.id},
-                             {"text", t.text},
-                             {"type", t.type},
-                             {"prompt", t.prompt},
-                             {"forced", t.forced},
-                             {"probability", double(t.probability)}});
-    return a;
-}
-std::vector<StepperToken> tokens_from(const QJsonValue& v)
-{
-    std::vector<StepperToken> out;
-    for (const auto& x : v.toArray()) {
-        const QJsonObject o = x.toObject();
-        StepperToken t;
-        t.id = integer(o["id"]);
-        t.text = o["text"].toString();
-        t.type = o["type"].toString();
-        t.prompt = o["prompt"].toBool();
-        t.forced = o["forced"].toBool();
-        t.probability = numf(o["probability"]);
-        out.push_back(std::move(t));
-    }
+        out.push_back({t.id, s(t.text), s(t.type), t.prompt, t.forced, t.probability});
     return out;
 }
-// A distribution with its sampling stages: candidates as [id, logit, probability].
-QJsonObject sample_json(const engine::SampleResult& r)
+std::vector<StepperToken> tokens_from(const std::vector<run::TokenDoc>& tokens)
 {
-    QJsonArray stages;
-    for (const auto& s : r.stages) {
-        QJsonArray top;
-        for (const auto& c : s.top)
-            top.append(QJsonArray{c.id, num(double(c.logit)), num(double(c.probability))});
-        stages.append(QJsonObject{{"name", QString::fromStdString(s.name)},
-                                  {"applied", s.applied},
-                                  {"survivors", double(s.survivors)},
-                                  {"top", top}});
-    }
-    return {{"token", r.token}, {"probability", double(r.probability)}, {"stages", stages}};
-}
-engine::SampleResult sample_from(const QJsonObject& o)
-{
-    engine::SampleResult r;
-    r.token = integer(o["token"]);
-    r.probability = numf(o["probability"]);
-    for (const auto& sv : o["stages"].toArray()) {
-        const QJsonObject so = sv.toObject();
-        engine::StageView s;
-        s.name = so["name"].toString().toStdString();
-        s.applied = so["applied"].toBool();
-        s.survivors = static_cast<std::size_t>(count(so["survivors"]));
-        for (const auto& cv : so["top"].toArray()) {
-            const QJsonArray c = cv.toArray();
-            s.top.push_back({c.at(0).toInt(), numf(c.at(1)), numf(c.at(2))});
-        }
-        r.stages.push_back(std::move(s));
-    }
-    return r;
+    std::vector<StepperToken> out;
+    out.reserve(tokens.size());
+    for (const auto& t : tokens)
+        out.push_back({t.id, q(t.text), q(t.type), t.prompt, t.forced, t.probability});
+    return out;
 }
 
-QJsonObject stepper_json(const RunDocument& d, Arrays& arrays)
+run::StepperDoc stepper_doc(const RunDocument& d)
 {
-    const StepperState& s = *d.stepper;
-    QJsonArray lens;
-    for (const auto& layer : s.lens) {
-        QJsonArray row;
+    const StepperState& st = *d.stepper;
+    run::StepperDoc o;
+    o.settings = {d.stepper_settings.sampling, d.stepper_settings.greedy, s(d.stepper_settings.stop_strings),
+                  d.stepper_settings.logit_lens, d.stepper_settings.lens_top};
+    o.action = s(st.action);
+    o.tokens = tokens_doc(st.tokens);
+    o.prompt_length = st.prompt_length;
+    o.steps = st.steps;
+    o.prefill_computed = st.prefill_computed;
+    o.prefill_reused = st.prefill_reused;
+    o.prefill_batches = st.prefill_batches;
+    o.prefill_ms = st.prefill_ms;
+    o.n_layers = st.n_layers;
+    o.n_kv_heads = st.n_kv_heads;
+    o.kv_tokens = st.kv_tokens;
+    o.kv_bytes_in_use = st.kv_bytes_in_use;
+    o.kv_layer_tokens = st.kv_layer_tokens;
+    o.layer_window = st.layer_window;
+    o.last_reused = st.last_reused;
+    o.last_ms = st.last_ms;
+    o.history = st.history;
+    for (const auto& layer : st.lens) {
+        std::vector<run::LensCandidateDoc> row;
         for (const auto& c : layer)
-            row.append(QJsonObject{{"id", c.id}, {"text", c.text}, {"p", double(c.probability)}});
-        lens.append(row);
+            row.push_back({c.id, s(c.text), c.probability});
+        o.lens.push_back(std::move(row));
     }
-    QJsonArray distributions;
-    for (const auto& [position, r] : d.distributions) {
-        QJsonObject o = sample_json(r);
-        o["position"] = position;
-        distributions.append(o);
-    }
-    QJsonObject o{{"settings", stepper_settings_json(d.stepper_settings)},
-                  {"action", s.action},
-                  {"tokens", tokens_json(s.tokens)},
-                  {"prompt_length", s.prompt_length},
-                  {"steps", s.steps},
-                  {"prefill_computed", s.prefill_computed},
-                  {"prefill_reused", s.prefill_reused},
-                  {"prefill_batches", s.prefill_batches},
-                  {"prefill_ms", s.prefill_ms},
-                  {"n_layers", s.n_layers},
-                  {"n_kv_heads", s.n_kv_heads},
-                  {"kv_tokens", s.kv_tokens},
-                  {"kv_bytes_in_use", double(s.kv_bytes_in_use)},
-                  {"kv_layer_tokens", ints(s.kv_layer_tokens)},
-                  {"layer_window", ints(s.layer_window)},
-                  {"last_reused", s.last_reused},
-                  {"last_ms", s.last_ms},
-                  {"history", ints(s.history)},
-                  {"lens", lens},
-                  {"branches", strings(s.branches)},
-                  {"stop_reason", s.stop_reason},
-                  {"generated_text", s.generated_text},
-                  {"distributions", distributions}};
-    if (s.logits)
-        o["logits"] = arrays.put("stepper.logits", false, {s.logits->size()}, *s.logits);
+    o.branches = s(st.branches);
+    o.stop_reason = s(st.stop_reason);
+    o.generated_text = s(st.generated_text);
+    o.distributions = d.distributions;
+    if (st.logits)
+        o.logits = *st.logits;
     return o;
 }
-void stepper_from(const QJsonObject& o, const Arrays& arrays, RunDocument& d)
+void stepper_from(run::StepperDoc& o, RunDocument& d)
 {
-    auto s = std::make_shared<StepperState>();
-    d.stepper_settings = stepper_settings_from(o["settings"].toObject());
-    s->action = "replay";
-    s->tokens = tokens_from(o["tokens"]);
-    s->prompt_length = integer(o["prompt_length"]);
-    s->steps = integer(o["steps"]);
-    s->prefill_computed = integer(o["prefill_computed"]);
-    s->prefill_reused = integer(o["prefill_reused"]);
-    s->prefill_batches = integer(o["prefill_batches"]);
-    s->prefill_ms = num(o["prefill_ms"]);
-    s->n_layers = integer(o["n_layers"]);
-    s->n_kv_heads = integer(o["n_kv_heads"]);
-    s->kv_tokens = integer(o["kv_tokens"]);
-    s->kv_bytes_in_use = count(o["kv_bytes_in_use"]);
-    s->kv_layer_tokens = ints(o["kv_layer_tokens"]);
-    s->layer_window = ints(o["layer_window"]);
-    s->last_reused = integer(o["last_reused"]);
-    s->last_ms = num(o["last_ms"]);
-    s->history = ints(o["history"]);
-    for (const auto& layer : o["lens"].toArray()) {
+    auto st = std::make_shared<StepperState>();
+    d.stepper_settings = {o.settings.sampling, o.settings.greedy, q(o.settings.stop_strings), o.settings.logit_lens,
+                          o.settings.lens_top};
+    st->action = "replay";
+    st->tokens = tokens_from(o.tokens);
+    st->prompt_length = o.prompt_length;
+    st->steps = o.steps;
+    st->prefill_computed = o.prefill_computed;
+    st->prefill_reused = o.prefill_reused;
+    st->prefill_batches = o.prefill_batches;
+    st->prefill_ms = o.prefill_ms;
+    st->n_layers = o.n_layers;
+    st->n_kv_heads = o.n_kv_heads;
+    st->kv_tokens = o.kv_tokens;
+    st->kv_bytes_in_use = o.kv_bytes_in_use;
+    st->kv_layer_tokens = std::move(o.kv_layer_tokens);
+    st->layer_window = std::move(o.layer_window);
+    st->last_reused = o.last_reused;
+    st->last_ms = o.last_ms;
+    st->history = std::move(o.history);
+    for (const auto& layer : o.lens) {
         std::vector<LensCandidate> row;
-        for (const auto& c : layer.toArray()) {
-            const QJsonObject co = c.toObject();
-            row.push_back({integer(co["id"]), co["text"].toString(), numf(co["p"])});
-        }
-        s->lens.push_back(std::move(row));
+        for (const auto& c : layer)
+            row.push_back({c.id, q(c.text), c.probability});
+        st->lens.push_back(std::move(row));
     }
-    s->branches = strings(o["branches"]);
-    s->stop_reason = o["stop_reason"].toString();
-    s->generated_text = o["generated_text"].toString();
-    auto logits = arrays.get(o["logits"], 0);
-    if (!logits.empty())
-        s->logits = std::make_shared<const std::vector<float>>(std::move(logits));
-    s->tokenizer = d.tokenizer;
-    for (const auto& v : o["distributions"].toArray()) {
-        const QJsonObject r = v.toObject();
-        d.distributions[integer(r["position"])] = sample_from(r);
-    }
-    d.stepper = std::move(s);
+    st->branches = q(o.branches);
+    st->stop_reason = q(o.stop_reason);
+    st->generated_text = q(o.generated_text);
+    if (!o.logits.empty())
+        st->logits = std::make_shared<const std::vector<float>>(std::move(o.logits));
+    st->tokenizer = d.tokenizer;
+    d.distributions = std::move(o.distributions);
+    d.stepper = std::move(st);
 }
 
 // ---- KV accounting and the timeline ------------------------------------------------------------------
-QJsonObject kv_json(const KvSnapshot& k)
+run::KvDoc kv_doc(const KvSnapshot& k)
 {
-    QJsonArray layers;
+    run::KvDoc o{s(k.source),
+                 k.n_ctx,
+                 k.block_tokens,
+                 k.blocks_per_layer,
+                 k.tokens_cached,
+                 k.prompt_tokens,
+                 k.reused_tokens,
+                 k.n_layers,
+                 k.n_kv_heads,
+                 k.head_dim,
+                 k.bytes_per_value,
+                 k.bytes_in_use,
+                 k.bytes_allocated,
+                 k.bytes_per_block,
+                 k.weight_bytes,
+                 k.device_total,
+                 k.device_available,
+                 s(k.device),
+                 {}};
     for (const auto& l : k.layers)
-        layers.append(QJsonObject{{"tokens_in_use", l.tokens_in_use},
-                                  {"blocks", l.blocks},
-                                  {"first_stored", l.first_stored},
-                                  {"window", l.window},
-                                  {"bytes_in_use", double(l.bytes_in_use)},
-                                  {"bytes_allocated", double(l.bytes_allocated)}});
-    return {{"source", k.source},
-            {"n_ctx", k.n_ctx},
-            {"block_tokens", k.block_tokens},
-            {"blocks_per_layer", k.blocks_per_layer},
-            {"tokens_cached", k.tokens_cached},
-            {"prompt_tokens", k.prompt_tokens},
-            {"reused_tokens", k.reused_tokens},
-            {"n_layers", k.n_layers},
-            {"n_kv_heads", k.n_kv_heads},
-            {"head_dim", k.head_dim},
-            {"bytes_per_value", k.bytes_per_value},
-            {"bytes_in_use", double(k.bytes_in_use)},
-            {"bytes_allocated", double(k.bytes_allocated)},
-            {"bytes_per_block", double(k.bytes_per_block)},
-            {"weight_bytes", double(k.weight_bytes)},
-            {"device_total", double(k.device_total)},
-            {"device_available", double(k.device_available)},
-            {"device", k.device},
-            {"layers", layers}};
+        o.layers.push_back({l.tokens_in_use, l.blocks, l.first_stored, l.window, l.bytes_in_use, l.bytes_allocated});
+    return o;
 }
-std::shared_ptr<const KvSnapshot> kv_from(const QJsonObject& o)
+std::shared_ptr<const KvSnapshot> kv_from(const run::KvDoc& o)
 {
     auto k = std::make_shared<KvSnapshot>();
-    k->source = o["source"].toString();
-    k->n_ctx = integer(o["n_ctx"]);
-    k->block_tokens = integer(o["block_tokens"]);
-    k->blocks_per_layer = integer(o["blocks_per_layer"]);
-    k->tokens_cached = integer(o["tokens_cached"]);
-    k->prompt_tokens = integer(o["prompt_tokens"]);
-    k->reused_tokens = integer(o["reused_tokens"]);
-    k->n_layers = integer(o["n_layers"]);
-    k->n_kv_heads = integer(o["n_kv_heads"]);
-    k->head_dim = integer(o["head_dim"]);
-    k->bytes_per_value = integer(o["bytes_per_value"]);
-    k->bytes_in_use = count(o["bytes_in_use"]);
-    k->bytes_allocated = count(o["bytes_allocated"]);
-    k->bytes_per_block = count(o["bytes_per_block"]);
-    k->weight_bytes = count(o["weight_bytes"]);
-    k->device_total = count(o["device_total"]);
-    k->device_available = count(o["device_available"]);
-    k->device = o["device"].toString();
-    for (const auto& v : o["layers"].toArray()) {
-        const QJsonObject l = v.toObject();
-        k->layers.push_back({integer(l["tokens_in_use"]), integer(l["blocks"]), integer(l["first_stored"]),
-                             integer(l["window"]), count(l["bytes_in_use"]), count(l["bytes_allocated"])});
-    }
+    k->source = q(o.source);
+    k->n_ctx = o.n_ctx;
+    k->block_tokens = o.block_tokens;
+    k->blocks_per_layer = o.blocks_per_layer;
+    k->tokens_cached = o.tokens_cached;
+    k->prompt_tokens = o.prompt_tokens;
+    k->reused_tokens = o.reused_tokens;
+    k->n_layers = o.n_layers;
+    k->n_kv_heads = o.n_kv_heads;
+    k->head_dim = o.head_dim;
+    k->bytes_per_value = o.bytes_per_value;
+    k->bytes_in_use = o.bytes_in_use;
+    k->bytes_allocated = o.bytes_allocated;
+    k->bytes_per_block = o.bytes_per_block;
+    k->weight_bytes = o.weight_bytes;
+    k->device_total = o.device_total;
+    k->device_available = o.device_available;
+    k->device = q(o.device);
+    for (const auto& l : o.layers)
+        k->layers.push_back({l.tokens_in_use, l.blocks, l.first_stored, l.window, l.bytes_in_use, l.bytes_allocated});
     return k;
 }
 
-QJsonObject timeline_json(const TimelineSnapshot& t)
+run::TimelineDoc timeline_doc(const TimelineSnapshot& t)
 {
-    QJsonArray events;
+    run::TimelineDoc o;
+    o.source = s(t.source);
     for (const auto& e : t.events)
-        events.append(QJsonArray{e.stage, e.step, double(e.begin_ns), double(e.end_ns)});
-    QJsonArray steps;
-    for (const auto& s : t.steps)
-        steps.append(QJsonObject{{"token", s.token},
-                                 {"text", s.text},
-                                 {"forward_ms", s.forward_ms},
-                                 {"sample_ms", s.sample_ms},
-                                 {"detokenize_ms", s.detokenize_ms},
-                                 {"latency_ms", s.latency_ms},
-                                 {"flops", s.flops},
-                                 {"bytes_read", s.bytes_read}});
-    return {{"source", t.source},
-            {"events", events},
-            {"steps", steps},
-            {"tokenize_ms", t.tokenize_ms},
-            {"prefill_ms", t.prefill_ms},
-            {"prompt_tokens", t.prompt_tokens},
-            {"prefill_computed", t.prefill_computed},
-            {"prefill_flops", t.prefill_flops},
-            {"prefill_bytes", t.prefill_bytes},
-            {"ttft_ms", t.ttft_ms},
-            {"note", t.note},
-            // A served model's reply: measured here on the stream, the server's own account beside it.
-            {"remote", t.remote},
-            {"server", t.server},
-            {"server_prompt_ms", t.server_prompt_ms},
-            {"server_generation_ms", t.server_generation_ms},
-            {"server_generated", t.server_generated},
-            {"total_ms", t.total_ms}};
+        o.events.push_back({e.stage, e.step, e.begin_ns, e.end_ns});
+    for (const auto& x : t.steps)
+        o.steps.push_back(
+            {x.token, s(x.text), x.forward_ms, x.sample_ms, x.detokenize_ms, x.latency_ms, x.flops, x.bytes_read});
+    o.tokenize_ms = t.tokenize_ms;
+    o.prefill_ms = t.prefill_ms;
+    o.prompt_tokens = t.prompt_tokens;
+    o.prefill_computed = t.prefill_computed;
+    o.prefill_flops = t.prefill_flops;
+    o.prefill_bytes = t.prefill_bytes;
+    o.ttft_ms = t.ttft_ms;
+    o.note = s(t.note);
+    o.remote = t.remote;
+    o.server = s(t.server);
+    o.server_prompt_ms = t.server_prompt_ms;
+    o.server_generation_ms = t.server_generation_ms;
+    o.server_generated = t.server_generated;
+    o.total_ms = t.total_ms;
+    return o;
 }
-std::shared_ptr<const TimelineSnapshot> timeline_from(const QJsonObject& o)
+std::shared_ptr<const TimelineSnapshot> timeline_from(const run::TimelineDoc& o)
 {
     auto t = std::make_shared<TimelineSnapshot>();
-    t->source = o["source"].toString();
+    t->source = q(o.source);
     t->live = false;
-    for (const auto& v : o["events"].toArray()) {
-        const QJsonArray e = v.toArray();
-        t->events.push_back({e.at(0).toInt(), e.at(1).toInt(), signed_count(e.at(2)), signed_count(e.at(3))});
-    }
-    for (const auto& v : o["steps"].toArray()) {
-        const QJsonObject s = v.toObject();
-        t->steps.push_back({integer(s["token"]), s["text"].toString(), num(s["forward_ms"]), num(s["sample_ms"]),
-                            num(s["detokenize_ms"]), num(s["latency_ms"]), num(s["flops"]), num(s["bytes_read"])});
-    }
-    t->tokenize_ms = num(o["tokenize_ms"]);
-    t->prefill_ms = num(o["prefill_ms"]);
-    t->prompt_tokens = integer(o["prompt_tokens"]);
-    t->prefill_computed = integer(o["prefill_computed"]);
-    t->prefill_flops = num(o["prefill_flops"]);
-    t->prefill_bytes = num(o["prefill_bytes"]);
-    t->ttft_ms = num(o["ttft_ms"]);
-    t->note = o["note"].toString();
-    // Absent from runs saved before these fields were written: a local run, nothing reported.
-    t->remote = o["remote"].toBool();
-    t->server = o["server"].toString();
-    t->server_prompt_ms = num(o["server_prompt_ms"], -1.0);
-    t->server_generation_ms = num(o["server_generation_ms"], -1.0);
-    t->server_generated = o["server_generated"].isDouble() ? integer(o["server_generated"]) : -1;
-    t->total_ms = num(o["total_ms"]);
+    for (const auto& e : o.events)
+        t->events.push_back({e.stage, e.step, e.begin_ns, e.end_ns});
+    for (const auto& x : o.steps)
+        t->steps.push_back(
+            {x.token, q(x.text), x.forward_ms, x.sample_ms, x.detokenize_ms, x.latency_ms, x.flops, x.bytes_read});
+    t->tokenize_ms = o.tokenize_ms;
+    t->prefill_ms = o.prefill_ms;
+    t->prompt_tokens = o.prompt_tokens;
+    t->prefill_computed = o.prefill_computed;
+    t->prefill_flops = o.prefill_flops;
+    t->prefill_bytes = o.prefill_bytes;
+    t->ttft_ms = o.ttft_ms;
+    t->note = q(o.note);
+    t->remote = o.remote;
+    t->server = q(o.server);
+    t->server_prompt_ms = o.server_prompt_ms;
+    t->server_generation_ms = o.server_generation_ms;
+    t->server_generated = o.server_generated;
+    t->total_ms = o.total_ms;
     return t;
 }
 
-// ---- attention (F16 arrays) ---------------------------------------------------------------------------
-QJsonObject attention_json(const AttentionSnapshot& a, Arrays& arrays)
+// ---- attention ----------------------------------------------------------------------------------------
+run::AttentionDoc attention_doc(const AttentionSnapshot& a)
 {
-    QJsonArray heads;
-    for (const auto& h : a.heads) {
-        const std::string base = "attention." + std::to_string(h.layer) + "." + std::to_string(h.head);
-        const auto n = uint64_t(h.n), d = uint64_t(h.head_dim);
-        heads.append(QJsonObject{{"layer", h.layer},
-                                 {"head", h.head},
-                                 {"kv_head", h.kv_head},
-                                 {"scale", double(h.scale)},
-                                 {"n", h.n},
-                                 {"head_dim", h.head_dim},
-                                 {"weights", arrays.put(base + ".weights", true, {n, n}, h.weights)},
-                                 {"q", arrays.put(base + ".q", true, {n, d}, h.q)},
-                                 {"k", arrays.put(base + ".k", true, {n, d}, h.k)},
-                                 {"v", arrays.put(base + ".v", true, {n, d}, h.v)}});
-    }
-    return {{"source", a.source},
-            {"text", a.text},
-            {"tokens", tokens_json(a.tokens)},
-            {"n_layers", a.n_layers},
-            {"heads_per_layer", ints(a.heads_per_layer)},
-            {"kv_heads_per_layer", ints(a.kv_heads_per_layer)},
-            {"window", ints(a.window)},
-            {"bytes", double(a.bytes)},
-            {"ms", a.ms},
-            {"heads", heads}};
+    run::AttentionDoc o;
+    o.source = s(a.source);
+    o.text = s(a.text);
+    o.tokens = tokens_doc(a.tokens);
+    o.n_layers = a.n_layers;
+    o.heads_per_layer = a.heads_per_layer;
+    o.kv_heads_per_layer = a.kv_heads_per_layer;
+    o.window = a.window;
+    o.bytes = a.bytes;
+    o.ms = a.ms;
+    for (const auto& h : a.heads)
+        o.heads.push_back({h.layer, h.head, h.kv_head, h.scale, h.n, h.head_dim, h.weights, h.q, h.k, h.v});
+    return o;
 }
-std::shared_ptr<const AttentionSnapshot> attention_from(const QJsonObject& o, const Arrays& arrays)
+std::shared_ptr<const AttentionSnapshot> attention_from(run::AttentionDoc& o)
 {
     auto a = std::make_shared<AttentionSnapshot>();
-    a->source = o["source"].toString();
-    a->text = o["text"].toString();
-    a->tokens = tokens_from(o["tokens"]);
-    a->n_layers = integer(o["n_layers"]);
-    a->heads_per_layer = ints(o["heads_per_layer"]);
-    a->kv_heads_per_layer = ints(o["kv_heads_per_layer"]);
-    a->window = ints(o["window"]);
-    a->bytes = count(o["bytes"]);
-    a->ms = num(o["ms"]);
-    for (const auto& v : o["heads"].toArray()) {
-        const QJsonObject ho = v.toObject();
-        AttentionHead h;
-        h.layer = integer(ho["layer"]);
-        h.head = integer(ho["head"]);
-        h.kv_head = integer(ho["kv_head"]);
-        h.scale = numf(ho["scale"]);
-        h.n = integer(ho["n"]);
-        h.head_dim = integer(ho["head_dim"]);
-        if (h.n < 0 || h.head_dim < 0)
-            throw engine::FormatError("an attention head of the run has a negative size");
-        const auto n = std::size_t(h.n), d = std::size_t(h.head_dim);
-        h.weights = arrays.get(ho["weights"], n * n);
-        h.q = arrays.get(ho["q"], n * d);
-        h.k = arrays.get(ho["k"], n * d);
-        h.v = arrays.get(ho["v"], n * d);
-        a->heads.push_back(std::move(h));
-    }
+    a->source = q(o.source);
+    a->text = q(o.text);
+    a->tokens = tokens_from(o.tokens);
+    a->n_layers = o.n_layers;
+    a->heads_per_layer = o.heads_per_layer;
+    a->kv_heads_per_layer = o.kv_heads_per_layer;
+    a->window = o.window;
+    a->bytes = o.bytes;
+    a->ms = o.ms;
+    for (auto& h : o.heads)
+        a->heads.push_back({h.layer, h.head, h.kv_head, h.scale, h.n, h.head_dim, std::move(h.weights), std::move(h.q),
+                            std::move(h.k), std::move(h.v)});
     return a;
 }
 
 // ---- text analysis ----------------------------------------------------------------------------------
-QJsonObject text_json(const TextAnalysisSnapshot& t)
+run::TextAnalysisDoc text_doc(const TextAnalysisSnapshot& t)
 {
-    QJsonArray tokens;
+    run::TextAnalysisDoc o;
+    o.model_a = s(t.model_a);
+    o.model_b = s(t.model_b);
+    o.window = t.window;
     for (const auto& k : t.tokens) {
-        QJsonArray top, candidates;
+        run::AnalyzedTokenDoc x;
+        x.id = k.id;
+        x.text = s(k.text);
+        x.predicted = k.predicted;
+        x.p = k.p;
+        x.surprisal_bits = k.surprisal_bits;
+        x.entropy_bits = k.entropy_bits;
+        x.rank = k.rank;
         for (const auto& [text, p] : k.top)
-            top.append(QJsonArray{text, num(p)});
+            x.top.emplace_back(s(text), p);
+        x.kl = k.kl;
+        x.reverse_kl = k.reverse_kl;
+        x.p_b = k.p_b;
+        x.same_top = k.same_top;
         for (const auto& c : k.candidates)
-            candidates.append(QJsonArray{c.id, c.text, num(c.p_a), num(c.p_b)});
-        tokens.append(QJsonObject{{"id", k.id},
-                                  {"text", k.text},
-                                  {"predicted", k.predicted},
-                                  {"p", num(k.p)},
-                                  {"surprisal_bits", num(k.surprisal_bits)},
-                                  {"entropy_bits", num(k.entropy_bits)},
-                                  {"rank", k.rank},
-                                  {"top", top},
-                                  {"kl", num(k.kl)},
-                                  {"reverse_kl", num(k.reverse_kl)},
-                                  {"p_b", num(k.p_b)},
-                                  {"same_top", k.same_top},
-                                  {"candidates", candidates}});
+            x.candidates.push_back({c.id, s(c.text), c.p_a, c.p_b});
+        o.tokens.push_back(std::move(x));
     }
-    return {{"model_a", t.model_a},
-            {"model_b", t.model_b},
-            {"window", t.window},
-            {"tokens", tokens},
-            {"perplexity", num(t.perplexity)},
-            {"mean_kl", num(t.mean_kl)},
-            {"same_top", num(t.same_top)},
-            {"rms_dp", num(t.rms_dp)},
-            {"compared", t.compared},
-            {"cancelled", t.cancelled},
-            {"ms", t.ms}};
+    o.perplexity = t.perplexity;
+    o.mean_kl = t.mean_kl;
+    o.same_top = t.same_top;
+    o.rms_dp = t.rms_dp;
+    o.compared = t.compared;
+    o.cancelled = t.cancelled;
+    o.ms = t.ms;
+    return o;
 }
-std::shared_ptr<const TextAnalysisSnapshot> text_from(const QJsonObject& o, const RunDocument& d)
+std::shared_ptr<const TextAnalysisSnapshot> text_from(const run::TextAnalysisDoc& o, const RunDocument& d)
 {
     auto t = std::make_shared<TextAnalysisSnapshot>();
-    t->model_a = o["model_a"].toString();
-    t->model_b = o["model_b"].toString();
-    t->window = integer(o["window"]);
-    for (const auto& v : o["tokens"].toArray()) {
-        const QJsonObject ko = v.toObject();
+    t->model_a = q(o.model_a);
+    t->model_b = q(o.model_b);
+    t->window = o.window;
+    t->tokens.reserve(o.tokens.size());
+    for (const auto& x : o.tokens) {
         AnalyzedToken k;
-        k.id = integer(ko["id"]);
-        k.text = ko["text"].toString();
-        k.predicted = ko["predicted"].toBool();
-        k.p = num(ko["p"]);
-        k.surprisal_bits = num(ko["surprisal_bits"]);
-        k.entropy_bits = num(ko["entropy_bits"]);
-        k.rank = integer(ko["rank"]);
-        for (const auto& c : ko["top"].toArray())
-            k.top.emplace_back(c.toArray().at(0).toString(), num(c.toArray().at(1)));
-        k.kl = num(ko["kl"]);
-        k.reverse_kl = num(ko["reverse_kl"]);
-        k.p_b = num(ko["p_b"]);
-        k.same_top = ko["same_top"].toBool();
-        for (const auto& c : ko["candidates"].toArray()) {
-            const QJsonArray ca = c.toArray();
-            k.candidates.push_back({ca.at(0).toInt(), ca.at(1).toString(), num(ca.at(2)), num(ca.at(3))});
-        }
+        k.id = x.id;
+        k.text = q(x.text);
+        k.predicted = x.predicted;
+        k.p = x.p;
+        k.surprisal_bits = x.surprisal_bits;
+        k.entropy_bits = x.entropy_bits;
+        k.rank = x.rank;
+        for (const auto& [text, p] : x.top)
+            k.top.emplace_back(q(text), p);
+        k.kl = x.kl;
+        k.reverse_kl = x.reverse_kl;
+        k.p_b = x.p_b;
+        k.same_top = x.same_top;
+        for (const auto& c : x.candidates)
+            k.candidates.push_back({c.id, q(c.text), c.p_a, c.p_b});
         t->tokens.push_back(std::move(k));
     }
-    t->perplexity = num(o["perplexity"]);
-    t->mean_kl = num(o["mean_kl"]);
-    t->same_top = num(o["same_top"]);
-    t->rms_dp = num(o["rms_dp"]);
-    t->compared = o["compared"].toBool();
-    t->cancelled = o["cancelled"].toBool();
-    t->ms = num(o["ms"]);
+    t->perplexity = o.perplexity;
+    t->mean_kl = o.mean_kl;
+    t->same_top = o.same_top;
+    t->rms_dp = o.rms_dp;
+    t->compared = o.compared;
+    t->cancelled = o.cancelled;
+    t->ms = o.ms;
     t->tokenizer = d.tokenizer;
     return t;
 }
 
 // ---- the lab ------------------------------------------------------------------------------------------
-QJsonArray grid_json(const std::vector<std::vector<double>>& g)
+run::PatchingDoc patching_doc(const PatchingSnapshot& p)
 {
-    QJsonArray a;
-    for (const auto& row : g)
-        a.append(doubles(row));
-    return a;
+    const auto& c = p.settings;
+    return {s(c.clean),
+            s(c.corrupted),
+            c.metric,
+            s(c.token_a),
+            s(c.token_b),
+            c.over,
+            s(p.clean_pieces),
+            s(p.corrupted_pieces),
+            s(p.token_a),
+            s(p.token_b),
+            s(p.metric_name),
+            s(p.over_name),
+            s(p.backend),
+            p.n_layers,
+            p.n_columns,
+            p.effect,
+            p.raw,
+            p.clean_metric,
+            p.corrupted_metric,
+            p.runs,
+            p.cancelled,
+            p.ms};
 }
-std::vector<std::vector<double>> grid_from(const QJsonValue& v)
-{
-    std::vector<std::vector<double>> g;
-    for (const auto& row : v.toArray())
-        g.push_back(doubles(row));
-    return g;
-}
-QJsonObject patching_json(const PatchingSnapshot& p)
-{
-    const auto& s = p.settings;
-    return {{"settings", QJsonObject{{"clean", s.clean},
-                                     {"corrupted", s.corrupted},
-                                     {"metric", s.metric},
-                                     {"token_a", s.token_a},
-                                     {"token_b", s.token_b},
-                                     {"over", s.over}}},
-            {"clean_pieces", strings(p.clean_pieces)},
-            {"corrupted_pieces", strings(p.corrupted_pieces)},
-            {"token_a", p.token_a},
-            {"token_b", p.token_b},
-            {"metric_name", p.metric_name},
-            {"over_name", p.over_name},
-            {"backend", p.backend},
-            {"n_layers", p.n_layers},
-            {"n_columns", p.n_columns},
-            {"effect", grid_json(p.effect)},
-            {"raw", grid_json(p.raw)},
-            {"clean_metric", num(p.clean_metric)},
-            {"corrupted_metric", num(p.corrupted_metric)},
-            {"runs", p.runs},
-            {"cancelled", p.cancelled},
-            {"ms", p.ms}};
-}
-std::shared_ptr<const PatchingSnapshot> patching_from(const QJsonObject& o)
+std::shared_ptr<const PatchingSnapshot> patching_from(const run::PatchingDoc& o)
 {
     auto p = std::make_shared<PatchingSnapshot>();
-    const QJsonObject s = o["settings"].toObject();
-    p->settings = {s["clean"].toString(),   s["corrupted"].toString(), integer(s["metric"]),
-                   s["token_a"].toString(), s["token_b"].toString(),   integer(s["over"])};
-    p->clean_pieces = strings(o["clean_pieces"]);
-    p->corrupted_pieces = strings(o["corrupted_pieces"]);
-    p->token_a = o["token_a"].toString();
-    p->token_b = o["token_b"].toString();
-    p->metric_name = o["metric_name"].toString();
-    p->over_name = o["over_name"].toString();
-    p->backend = o["backend"].toString();
-    p->n_layers = integer(o["n_layers"]);
-    p->n_columns = integer(o["n_columns"]);
-    p->effect = grid_from(o["effect"]);
-    p->raw = grid_from(o["raw"]);
-    p->clean_metric = num(o["clean_metric"]);
-    p->corrupted_metric = num(o["corrupted_metric"]);
-    p->runs = integer(o["runs"]);
-    p->cancelled = o["cancelled"].toBool();
-    p->ms = num(o["ms"]);
+    p->settings = {q(o.clean), q(o.corrupted), o.metric, q(o.settings_token_a), q(o.settings_token_b), o.over};
+    p->clean_pieces = q(o.clean_pieces);
+    p->corrupted_pieces = q(o.corrupted_pieces);
+    p->token_a = q(o.token_a);
+    p->token_b = q(o.token_b);
+    p->metric_name = q(o.metric_name);
+    p->over_name = q(o.over_name);
+    p->backend = q(o.backend);
+    p->n_layers = o.n_layers;
+    p->n_columns = o.n_columns;
+    p->effect = o.effect;
+    p->raw = o.raw;
+    p->clean_metric = o.clean_metric;
+    p->corrupted_metric = o.corrupted_metric;
+    p->runs = o.runs;
+    p->cancelled = o.cancelled;
+    p->ms = o.ms;
     return p;
 }
-QJsonObject attribution_json(const AttributionSnapshot& a)
+
+run::AttributionDoc attribution_doc(const AttributionSnapshot& a)
 {
-    QJsonArray parts;
+    run::AttributionDoc o{s(a.token),         s(a.versus), a.token_id,   a.position, a.logit,
+                          a.final_norm_scale, {},          s(a.backend), a.ms};
     for (const auto& p : a.parts)
-        parts.append(QJsonObject{
-            {"kind", p.kind}, {"name", p.name}, {"layer", p.layer}, {"head", p.head}, {"value", num(p.value)}});
-    return {{"token", a.token},       {"versus", a.versus},    {"token_id", a.token_id},
-            {"position", a.position}, {"logit", num(a.logit)}, {"final_norm_scale", num(a.final_norm_scale)},
-            {"parts", parts},         {"backend", a.backend},  {"ms", a.ms}};
+        o.parts.push_back({p.kind, s(p.name), p.layer, p.head, p.value});
+    return o;
 }
-std::shared_ptr<const AttributionSnapshot> attribution_from(const QJsonObject& o)
+std::shared_ptr<const AttributionSnapshot> attribution_from(const run::AttributionDoc& o)
 {
     auto a = std::make_shared<AttributionSnapshot>();
-    a->token = o["token"].toString();
-    a->versus = o["versus"].toString();
-    a->token_id = integer(o["token_id"]);
-    a->position = integer(o["position"]);
-    a->logit = num(o["logit"]);
-    a->final_norm_scale = num(o["final_norm_scale"]);
-    for (const auto& v : o["parts"].toArray()) {
-        const QJsonObject p = v.toObject();
-        a->parts.push_back(
-            {integer(p["kind"]), p["name"].toString(), integer(p["layer"]), integer(p["head"]), num(p["value"])});
-    }
-    a->backend = o["backend"].toString();
-    a->ms = num(o["ms"]);
+    a->token = q(o.token);
+    a->versus = q(o.versus);
+    a->token_id = o.token_id;
+    a->position = o.position;
+    a->logit = o.logit;
+    a->final_norm_scale = o.final_norm_scale;
+    for (const auto& p : o.parts)
+        a->parts.push_back({p.kind, q(p.name), p.layer, p.head, p.value});
+    a->backend = q(o.backend);
+    a->ms = o.ms;
     return a;
 }
-QJsonObject heads_json(const HeadsSnapshot& h)
+
+run::HeadsDoc heads_doc(const HeadsSnapshot& h)
 {
-    QJsonArray heads;
+    run::HeadsDoc o{s(h.kind), h.n_layers, h.n_heads, {}, s(h.token), h.runs, h.cancelled, h.ms};
     for (const auto& i : h.heads)
-        heads.append(QJsonObject{{"layer", i.layer},
-                                 {"head", i.head},
-                                 {"class", i.cls},
-                                 {"scores", doubles(i.scores)},
-                                 {"entropy", num(i.entropy)},
-                                 {"kl", num(i.kl)},
-                                 {"logit_change", num(i.logit_change)}});
-    return {{"kind", h.kind},   {"n_layers", h.n_layers}, {"n_heads", h.n_heads},     {"heads", heads},
-            {"token", h.token}, {"runs", h.runs},         {"cancelled", h.cancelled}, {"ms", h.ms}};
+        o.heads.push_back({i.layer, i.head, i.cls, i.scores, i.entropy, i.kl, i.logit_change});
+    return o;
 }
-std::shared_ptr<const HeadsSnapshot> heads_from(const QJsonObject& o)
+std::shared_ptr<const HeadsSnapshot> heads_from(const run::HeadsDoc& o)
 {
     auto h = std::make_shared<HeadsSnapshot>();
-    h->kind = o["kind"].toString();
-    h->n_layers = integer(o["n_layers"]);
-    h->n_heads = integer(o["n_heads"]);
-    for (const auto& v : o["heads"].toArray()) {
-        const QJsonObject i = v.toObject();
-        h->heads.push_back({integer(i["layer"]), integer(i["head"]), integer(i["class"]), doubles(i["scores"]),
-                            num(i["entropy"]), num(i["kl"]), num(i["logit_change"])});
-    }
-    h->token = o["token"].toString();
-    h->runs = integer(o["runs"]);
-    h->cancelled = o["cancelled"].toBool();
-    h->ms = num(o["ms"]);
+    h->kind = q(o.kind);
+    h->n_layers = o.n_layers;
+    h->n_heads = o.n_heads;
+    for (const auto& i : o.heads)
+        h->heads.push_back({i.layer, i.head, i.cls, i.scores, i.entropy, i.kl, i.logit_change});
+    h->token = q(o.token);
+    h->runs = o.runs;
+    h->cancelled = o.cancelled;
+    h->ms = o.ms;
     return h;
 }
-QJsonArray candidates_json(const std::vector<CandidateUi>& v)
+
+std::vector<run::CandidateDoc> candidates_doc(const std::vector<CandidateUi>& v)
 {
-    QJsonArray a;
+    std::vector<run::CandidateDoc> out;
     for (const auto& c : v)
-        a.append(QJsonArray{c.id, c.text, num(c.p)});
-    return a;
-}
-std::vector<CandidateUi> candidates_from(const QJsonValue& v)
-{
-    std::vector<CandidateUi> out;
-    for (const auto& x : v.toArray()) {
-        const QJsonArray c = x.toArray();
-        out.push_back({c.at(0).toInt(), c.at(1).toString(), num(c.at(2))});
-    }
+        out.push_back({c.id, s(c.text), c.p});
     return out;
 }
-QJsonObject ablation_json(const AblationSnapshot& a)
+std::vector<CandidateUi> candidates_from(const std::vector<run::CandidateDoc>& v)
 {
-    QJsonArray heads;
-    for (const auto& [layer, head] : a.heads)
-        heads.append(QJsonArray{layer, head});
-    return {{"heads", heads},
-            {"before", candidates_json(a.before)},
-            {"after", candidates_json(a.after)},
-            {"kl", num(a.kl)},
-            {"token", a.token},
-            {"logit", num(a.logit)},
-            {"ablated_logit", num(a.ablated_logit)},
-            {"positions", a.positions}};
+    std::vector<CandidateUi> out;
+    for (const auto& c : v)
+        out.push_back({c.id, q(c.text), c.p});
+    return out;
 }
-std::shared_ptr<const AblationSnapshot> ablation_from(const QJsonObject& o)
+run::AblationDoc ablation_doc(const AblationSnapshot& a)
+{
+    return {a.heads,    candidates_doc(a.before), candidates_doc(a.after), a.kl, s(a.token), a.logit, a.ablated_logit,
+            a.positions};
+}
+std::shared_ptr<const AblationSnapshot> ablation_from(const run::AblationDoc& o)
 {
     auto a = std::make_shared<AblationSnapshot>();
-    a->before = candidates_from(o["before"]);
-    a->after = candidates_from(o["after"]);
-    a->kl = num(o["kl"]);
-    a->token = o["token"].toString();
-    a->logit = num(o["logit"]);
-    a->ablated_logit = num(o["ablated_logit"]);
-    a->positions = integer(o["positions"]);
-    for (const auto& v : o["heads"].toArray())
-        a->heads.emplace_back(v.toArray().at(0).toInt(), v.toArray().at(1).toInt());
+    a->before = candidates_from(o.before);
+    a->after = candidates_from(o.after);
+    a->kl = o.kl;
+    a->token = q(o.token);
+    a->logit = o.logit;
+    a->ablated_logit = o.ablated_logit;
+    a->positions = o.positions;
+    a->heads = o.heads;
     return a;
 }
-QJsonObject steering_json(const SteeringSnapshot& s, Arrays& arrays)
+
+run::SteeringDoc steering_doc(const SteeringSnapshot& x)
 {
-    const auto& c = s.settings;
-    return {{"settings", QJsonObject{{"plus", c.plus},
-                                     {"minus", c.minus},
-                                     {"prompt", c.prompt},
-                                     {"layer", c.layer},
-                                     {"strength", c.strength},
-                                     {"tokens", c.tokens}}},
-            {"default_text", s.default_text},
-            {"steered_text", s.steered_text},
-            {"kl", num(s.kl)},
-            {"norm", num(s.norm)},
-            {"direction", arrays.put("steering.direction", false, {s.direction.size()}, s.direction)},
-            {"architecture", s.architecture},
-            {"n_layers", s.n_layers}};
+    const auto& c = x.settings;
+    return {s(c.plus),         s(c.minus), s(c.prompt), c.layer,     c.strength,        c.tokens,  s(x.default_text),
+            s(x.steered_text), x.kl,       x.norm,      x.direction, s(x.architecture), x.n_layers};
 }
-std::shared_ptr<const SteeringSnapshot> steering_from(const QJsonObject& o, const Arrays& arrays)
+std::shared_ptr<const SteeringSnapshot> steering_from(run::SteeringDoc& o)
 {
-    auto s = std::make_shared<SteeringSnapshot>();
-    const QJsonObject c = o["settings"].toObject();
-    s->settings = {c["plus"].toString(), c["minus"].toString(), c["prompt"].toString(),
-                   integer(c["layer"]),  num(c["strength"]),    integer(c["tokens"])};
-    s->default_text = o["default_text"].toString();
-    s->steered_text = o["steered_text"].toString();
-    s->kl = num(o["kl"]);
-    s->norm = num(o["norm"]);
-    s->direction = arrays.get(o["direction"], 0);
-    s->architecture = o["architecture"].toString();
-    s->n_layers = integer(o["n_layers"]);
-    return s;
+    auto x = std::make_shared<SteeringSnapshot>();
+    x->settings = {q(o.plus), q(o.minus), q(o.prompt), o.layer, o.strength, o.tokens};
+    x->default_text = q(o.default_text);
+    x->steered_text = q(o.steered_text);
+    x->kl = o.kl;
+    x->norm = o.norm;
+    x->direction = std::move(o.direction);
+    x->architecture = q(o.architecture);
+    x->n_layers = o.n_layers;
+    return x;
 }
 
 } // namespace
@@ -849,97 +568,75 @@ QString RunDocument::parts() const
 
 engine::run::RunContents to_run_contents(const RunDocument& doc)
 {
-    engine::run::RunContents c;
-    Arrays arrays;
-    arrays.out = &c.arrays;
-    QJsonObject root{{"format", int(engine::run::kFormatVersion)}, {"saved_at", doc.saved_at}};
-    if (doc.model) {
-        root["model"] = model_json(*doc.model, doc.model_sha256);
-        c.model.name = doc.model->name.toStdString();
-        c.model.architecture = doc.model->architecture.toStdString();
-        c.model.file_size = doc.model->file_size;
-    }
-    c.model.sha256 = doc.model_sha256.toStdString();
+    run::Document d;
+    d.saved_at = s(doc.saved_at);
+    if (doc.model)
+        d.model = model_doc(*doc.model, doc.model_sha256);
     if (doc.stepper)
-        root["stepper"] = stepper_json(doc, arrays);
+        d.stepper = stepper_doc(doc);
     if (doc.kv)
-        root["kv"] = kv_json(*doc.kv);
+        d.kv = kv_doc(*doc.kv);
     if (doc.timeline)
-        root["timeline"] = timeline_json(*doc.timeline);
+        d.timeline = timeline_doc(*doc.timeline);
     if (doc.attention)
-        root["attention"] = attention_json(*doc.attention, arrays);
+        d.attention = attention_doc(*doc.attention);
     if (doc.text)
-        root["text_analysis"] = text_json(*doc.text);
-    QJsonObject lab;
+        d.text_analysis = text_doc(*doc.text);
     if (doc.patching)
-        lab["patching"] = patching_json(*doc.patching);
+        d.patching = patching_doc(*doc.patching);
     if (doc.attribution)
-        lab["attribution"] = attribution_json(*doc.attribution);
+        d.attribution = attribution_doc(*doc.attribution);
     if (doc.head_classes)
-        lab["head_classes"] = heads_json(*doc.head_classes);
+        d.head_classes = heads_doc(*doc.head_classes);
     if (doc.head_scan)
-        lab["head_scan"] = heads_json(*doc.head_scan);
+        d.head_scan = heads_doc(*doc.head_scan);
     if (doc.ablation)
-        lab["ablation"] = ablation_json(*doc.ablation);
+        d.ablation = ablation_doc(*doc.ablation);
     if (doc.steering)
-        lab["steering"] = steering_json(*doc.steering, arrays);
-    if (!lab.isEmpty())
-        root["lab"] = lab;
-    c.document = QJsonDocument(root).toJson(QJsonDocument::Compact).toStdString();
-    c.writer = "Tokenscope " TOKENSCOPE_VERSION;
-    return c;
+        d.steering = steering_doc(*doc.steering);
+    auto contents = run::to_contents(d, "Tokenscope " TOKENSCOPE_VERSION);
+    if (!doc.model)
+        contents.model.sha256 = s(doc.model_sha256);
+    return contents;
 }
 
 RunDocument run_document_from(const engine::run::OpenedRun& opened, const QString& path)
 {
-    QJsonParseError error;
-    const QJsonDocument json = QJsonDocument::fromJson(QByteArray::fromStdString(opened.contents.document), &error);
-    if (!json.isObject())
-        throw engine::FormatError("the run's document cannot be read: " + error.errorString().toStdString());
-    const QJsonObject root = json.object();
+    // Checked as a whole before any panel sees it: a document that disagrees with itself or exceeds a
+    // limit is refused here, naming the field.
+    run::Document o = run::parse_document(opened.contents);
+    run::validate(o, opened.tokenizer.get());
     RunDocument d;
     d.path = path;
     d.file_size = opened.file_size;
     d.tokenizer = opened.tokenizer;
     d.file = opened.file;
-    d.writer = QString::fromStdString(opened.contents.writer);
-    d.saved_at = root["saved_at"].toString();
-    Arrays arrays;
-    arrays.in = &opened.contents;
-    if (root.contains("model")) {
-        d.model = model_from(root["model"].toObject());
-        d.model_sha256 = root["model"].toObject()["sha256"].toString();
-    } else {
-        auto m = std::make_shared<ModelSummary>();
-        m->name = QString::fromStdString(opened.contents.model.name);
-        m->architecture = QString::fromStdString(opened.contents.model.architecture);
-        m->file_size = opened.contents.model.file_size;
-        d.model = std::move(m);
-        d.model_sha256 = QString::fromStdString(opened.contents.model.sha256);
-    }
-    if (root.contains("stepper"))
-        stepper_from(root["stepper"].toObject(), arrays, d);
-    if (root.contains("kv"))
-        d.kv = kv_from(root["kv"].toObject());
-    if (root.contains("timeline"))
-        d.timeline = timeline_from(root["timeline"].toObject());
-    if (root.contains("attention"))
-        d.attention = attention_from(root["attention"].toObject(), arrays);
-    if (root.contains("text_analysis"))
-        d.text = text_from(root["text_analysis"].toObject(), d);
-    const QJsonObject lab = root["lab"].toObject();
-    if (lab.contains("patching"))
-        d.patching = patching_from(lab["patching"].toObject());
-    if (lab.contains("attribution"))
-        d.attribution = attribution_from(lab["attribution"].toObject());
-    if (lab.contains("head_classes"))
-        d.head_classes = heads_from(lab["head_classes"].toObject());
-    if (lab.contains("head_scan"))
-        d.head_scan = heads_from(lab["head_scan"].toObject());
-    if (lab.contains("ablation"))
-        d.ablation = ablation_from(lab["ablation"].toObject());
-    if (lab.contains("steering"))
-        d.steering = steering_from(lab["steering"].toObject(), arrays);
+    d.writer = q(opened.contents.writer);
+    d.saved_at = q(o.saved_at);
+    d.model = model_from(*o.model);
+    d.model_sha256 = q(o.model->sha256);
+    if (o.stepper)
+        stepper_from(*o.stepper, d);
+    if (o.kv)
+        d.kv = kv_from(*o.kv);
+    if (o.timeline)
+        d.timeline = timeline_from(*o.timeline);
+    if (o.attention)
+        d.attention = attention_from(*o.attention);
+    if (o.text_analysis)
+        d.text = text_from(*o.text_analysis, d);
+    if (o.patching)
+        d.patching = patching_from(*o.patching);
+    if (o.attribution)
+        d.attribution = attribution_from(*o.attribution);
+    if (o.head_classes)
+        d.head_classes = heads_from(*o.head_classes);
+    if (o.head_scan)
+        d.head_scan = heads_from(*o.head_scan);
+    if (o.ablation)
+        d.ablation = ablation_from(*o.ablation);
+    if (o.steering)
+        d.steering = steering_from(*o.steering);
     return d;
 }
 

@@ -1,0 +1,588 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// What the panels rely on, checked once: each rule below is an index, a loop bound, an allocation or a
+// division some view makes with the value (docs/architecture.md names the views).
+#include "run/run_validate.h"
+
+#include "session/generator.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+#include <cmath>
+#include <set>
+#include <spdlog/fmt/fmt.h>
+
+namespace engine::run {
+
+namespace {
+
+using L = RunLimits;
+
+[[noreturn]] void refuse(const std::string& field, const std::string& why)
+{
+    throw FormatError("the run is refused: " + field + " " + why);
+}
+
+std::string at(const std::string& path, std::size_t i)
+{
+    return fmt::format("{}[{}]", path, i);
+}
+
+struct Check {
+    int64_t vocabulary = -1; // -1: no saved vocabulary
+
+    void range(const std::string& f, int64_t v, int64_t lo, int64_t hi) const
+    {
+        if (v < lo || v > hi)
+            refuse(f, fmt::format("is {}, outside {} to {}", v, lo, hi));
+    }
+    void size(const std::string& f, std::size_t n, int64_t limit, const char* what) const
+    {
+        if (int64_t(n) > limit)
+            refuse(f, fmt::format("holds {} {}, more than the limit of {}", n, what, limit));
+    }
+    void equal(const std::string& f, std::size_t n, int64_t expected, const std::string& because) const
+    {
+        if (int64_t(n) != expected)
+            refuse(f, fmt::format("holds {} entries where {} must ({})", n, expected, because));
+    }
+    void text(const std::string& f, const std::string& s, std::size_t limit = L::kTokenTextBytes) const
+    {
+        if (s.size() > limit)
+            refuse(f, fmt::format("is {} bytes long, more than the limit of {}", s.size(), limit));
+    }
+    void texts(const std::string& f, const std::vector<std::string>& v, std::size_t limit = L::kTokenTextBytes) const
+    {
+        size(f, v.size(), L::kListEntries, "strings");
+        for (std::size_t i = 0; i < v.size(); ++i)
+            text(at(f, i), v[i], limit);
+    }
+    void id(const std::string& f, int64_t v) const
+    {
+        if (v < 0 || (vocabulary >= 0 && v >= vocabulary))
+            refuse(f, vocabulary >= 0 ? fmt::format("is {}, outside the saved vocabulary of {} tokens", v, vocabulary)
+                                      : fmt::format("is {}, not a token id", v));
+    }
+    // A measured quantity: finite and not negative (a duration, a count of FLOPs or bytes).
+    void measure(const std::string& f, double v) const
+    {
+        if (!std::isfinite(v) || v < 0 || v > 1e30)
+            refuse(f, fmt::format("is {}, not a finite quantity of at least 0", v));
+    }
+    void finite(const std::string& f, double v) const
+    {
+        if (!std::isfinite(v))
+            refuse(f, fmt::format("is {}, not a finite number", v));
+    }
+    void not_nan(const std::string& f, double v) const
+    {
+        if (std::isnan(v))
+            refuse(f, "is not a number (null)");
+    }
+    void probability(const std::string& f, double v) const
+    {
+        if (!(v >= 0.0 && v <= 1.0 + 1e-3))
+            refuse(f, fmt::format("is {}, not a probability (0 to 1)", v));
+    }
+    void bytes(const std::string& f, uint64_t v) const
+    {
+        if (v > L::kBytes)
+            refuse(f, fmt::format("is {}, more than the limit of {} bytes", v, L::kBytes));
+    }
+    void ints(const std::string& f, const std::vector<int>& v, int64_t lo, int64_t hi) const
+    {
+        for (std::size_t i = 0; i < v.size(); ++i)
+            range(at(f, i), v[i], lo, hi);
+    }
+};
+
+void model(const Check& c, const ModelInfo& m)
+{
+    const std::string f = "model";
+    for (const auto& [name, s] : {std::pair{"path", &m.path},
+                                  {"name", &m.name},
+                                  {"architecture", &m.architecture},
+                                  {"quant_types", &m.quant_types},
+                                  {"backend", &m.backend},
+                                  {"chat_format", &m.chat_format},
+                                  {"model_kind_reason", &m.model_kind_reason}})
+        c.text(f + "." + name, *s);
+    // Drawn in the model bar: 64 lowercase hex digits or nothing, never markup.
+    if (!m.sha256.empty() &&
+        (m.sha256.size() != 64 || m.sha256.find_first_not_of("0123456789abcdef") != std::string::npos))
+        refuse(f + ".sha256", "is not a SHA-256 (64 lowercase hexadecimal digits)");
+    c.range(f + ".n_layers", m.n_layers, 0, L::kLayers);
+    c.range(f + ".threads", m.threads, 0, 1 << 16);
+    c.range(f + ".n_ctx", m.n_ctx, 0, L::kContextTokens);
+    c.bytes(f + ".file_size", m.file_size);
+}
+
+void tokens(const Check& c, const std::string& f, const std::vector<TokenDoc>& v, int64_t limit)
+{
+    c.size(f, v.size(), limit, "tokens");
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        const std::string t = at(f, i);
+        c.id(t + ".id", v[i].id);
+        c.text(t + ".text", v[i].text);
+        c.text(t + ".type", v[i].type, 64);
+        c.probability(t + ".probability", v[i].probability);
+    }
+}
+
+void sample(const Check& c, const std::string& f, const SampleResult& r)
+{
+    if (r.token != -1)
+        c.id(f + ".token", r.token);
+    c.probability(f + ".probability", r.probability);
+    c.size(f + ".stages", r.stages.size(), L::kStages, "stages");
+    for (std::size_t s = 0; s < r.stages.size(); ++s) {
+        const std::string g = at(f + ".stages", s);
+        const StageView& stage = r.stages[s];
+        c.text(g + ".name", stage.name, 64);
+        c.size(g + ".top", stage.top.size(), L::kCandidates, "candidates");
+        if (stage.survivors > uint64_t(L::kVocabulary))
+            refuse(g + ".survivors", fmt::format("is {}, more than the limit of {}", stage.survivors, L::kVocabulary));
+        for (std::size_t k = 0; k < stage.top.size(); ++k) {
+            const std::string h = at(g + ".top", k);
+            c.id(h + "[0]", stage.top[k].id);
+            c.not_nan(h + "[1]", stage.top[k].logit);
+            c.probability(h + "[2]", stage.top[k].probability);
+        }
+    }
+}
+
+void stepper(const Check& c, const StepperDoc& s)
+{
+    const std::string f = "stepper";
+    const SamplingSettings& p = s.settings.sampling;
+    if (!(p.temperature >= -1e3f && p.temperature <= kMaxTemperature)) // <= 0: greedy
+        refuse(f + ".settings.sampling.temperature",
+               fmt::format("is {}, outside -1000 to {}", p.temperature, kMaxTemperature));
+    c.probability(f + ".settings.sampling.top_p", p.top_p);
+    c.probability(f + ".settings.sampling.min_p", p.min_p);
+    c.finite(f + ".settings.sampling.repeat_penalty", p.repeat_penalty);
+    if (p.repeat_penalty <= 0 || p.repeat_penalty > kMaxRepeatPenalty)
+        refuse(f + ".settings.sampling.repeat_penalty",
+               fmt::format("is {}, outside 0 to {}", p.repeat_penalty, kMaxRepeatPenalty));
+    c.range(f + ".settings.sampling.top_k", p.top_k, -1, L::kVocabulary);
+    c.range(f + ".settings.sampling.max_tokens", p.max_tokens, -1, L::kContextTokens);
+    c.texts(f + ".settings.stop_strings", s.settings.stop_strings);
+    c.range(f + ".settings.lens_top", s.settings.lens_top, 0, L::kCandidates);
+    c.text(f + ".action", s.action, 64);
+    c.text(f + ".stop_reason", s.stop_reason, 256);
+    c.text(f + ".generated_text", s.generated_text, L::kTextBytes);
+    tokens(c, f + ".tokens", s.tokens, L::kSequenceTokens);
+    const auto n = int64_t(s.tokens.size());
+    c.range(f + ".prompt_length", s.prompt_length, 0, n);
+    c.range(f + ".steps", s.steps, 0, n);
+    for (const auto& [name, v] : {std::pair{"prefill_computed", s.prefill_computed},
+                                  {"prefill_reused", s.prefill_reused},
+                                  {"prefill_batches", s.prefill_batches},
+                                  {"kv_tokens", s.kv_tokens},
+                                  {"last_reused", s.last_reused}})
+        c.range(f + "." + name, v, 0, L::kContextTokens);
+    c.measure(f + ".prefill_ms", s.prefill_ms);
+    c.measure(f + ".last_ms", s.last_ms);
+    c.range(f + ".n_layers", s.n_layers, 0, L::kLayers);
+    c.range(f + ".n_kv_heads", s.n_kv_heads, 0, L::kHeadsPerLayer);
+    c.bytes(f + ".kv_bytes_in_use", s.kv_bytes_in_use);
+    c.size(f + ".kv_layer_tokens", s.kv_layer_tokens.size(), L::kLayers, "layers");
+    c.ints(f + ".kv_layer_tokens", s.kv_layer_tokens, 0, L::kContextTokens);
+    c.size(f + ".layer_window", s.layer_window.size(), L::kLayers, "layers");
+    c.ints(f + ".layer_window", s.layer_window, 0, L::kContextTokens);
+    c.size(f + ".history", s.history.size(), L::kSequenceTokens, "tokens");
+    for (std::size_t i = 0; i < s.history.size(); ++i)
+        c.id(at(f + ".history", i), s.history[i]);
+    c.size(f + ".lens", s.lens.size(), L::kLayers, "layers");
+    for (std::size_t l = 0; l < s.lens.size(); ++l) {
+        const std::string g = at(f + ".lens", l);
+        c.equal(g, s.lens[l].size(), int64_t(s.lens.front().size()),
+                "every layer of the lens shows as many candidates");
+        c.size(g, s.lens[l].size(), L::kCandidates, "candidates");
+        for (std::size_t k = 0; k < s.lens[l].size(); ++k) {
+            c.id(at(g, k) + ".id", s.lens[l][k].id);
+            c.text(at(g, k) + ".text", s.lens[l][k].text);
+            c.probability(at(g, k) + ".p", s.lens[l][k].probability);
+        }
+    }
+    c.texts(f + ".branches", s.branches);
+    c.size(f + ".distributions", s.distributions.size(), L::kSequenceTokens, "distributions");
+    std::size_t i = 0;
+    for (const auto& [position, r] : s.distributions) {
+        const std::string g = at(f + ".distributions", i++);
+        // The stepper shows the distribution of the token at this position.
+        c.range(g + ".position", position, 0, n - 1);
+        sample(c, g, r);
+    }
+    if (c.vocabulary >= 0 && !s.logits.empty())
+        c.equal(f + ".logits", s.logits.size(), c.vocabulary, "one per token of the saved vocabulary");
+    c.size(f + ".logits", s.logits.size(), L::kVocabulary, "logits");
+    for (std::size_t k = 0; k < s.logits.size(); ++k)
+        c.not_nan(at(f + ".logits", k), s.logits[k]);
+}
+
+void kv(const Check& c, const KvDoc& k)
+{
+    const std::string f = "kv";
+    c.text(f + ".source", k.source, 64);
+    c.text(f + ".device", k.device);
+    c.range(f + ".n_ctx", k.n_ctx, 0, L::kContextTokens);
+    c.range(f + ".block_tokens", k.block_tokens, k.n_ctx > 0 ? 1 : 0, L::kContextTokens);
+    const int64_t blocks = k.block_tokens > 0 ? (int64_t(k.n_ctx) + k.block_tokens - 1) / k.block_tokens : 0;
+    c.range(f + ".blocks_per_layer", k.blocks_per_layer, blocks, blocks); // n_ctx / block_tokens, rounded up
+    c.range(f + ".n_layers", k.n_layers, 0, L::kLayers);
+    c.equal(f + ".layers", k.layers.size(), k.n_layers, "one per layer (n_layers)");
+    if (int64_t(k.n_layers) * blocks > L::kKvBlockCells)
+        refuse(f + ".blocks_per_layer", fmt::format("× n_layers is {} blocks, more than the limit of {}",
+                                                    int64_t(k.n_layers) * blocks, L::kKvBlockCells));
+    c.range(f + ".tokens_cached", k.tokens_cached, 0, k.n_ctx);
+    c.range(f + ".prompt_tokens", k.prompt_tokens, 0, L::kContextTokens);
+    c.range(f + ".reused_tokens", k.reused_tokens, 0, L::kContextTokens);
+    c.range(f + ".n_kv_heads", k.n_kv_heads, 0, L::kHeadsPerLayer);
+    c.range(f + ".head_dim", k.head_dim, 0, L::kHeadDim);
+    c.range(f + ".bytes_per_value", k.bytes_per_value, 0, 16);
+    for (const auto& [name, v] : {std::pair{"bytes_in_use", k.bytes_in_use},
+                                  {"bytes_allocated", k.bytes_allocated},
+                                  {"bytes_per_block", k.bytes_per_block},
+                                  {"weight_bytes", k.weight_bytes},
+                                  {"device_total", k.device_total},
+                                  {"device_available", k.device_available}})
+        c.bytes(f + "." + name, v);
+    for (std::size_t l = 0; l < k.layers.size(); ++l) {
+        const std::string g = at(f + ".layers", l);
+        const KvLayerDoc& x = k.layers[l];
+        c.range(g + ".tokens_in_use", x.tokens_in_use, 0, k.n_ctx);
+        c.range(g + ".blocks", x.blocks, 0, blocks);
+        c.range(g + ".first_stored", x.first_stored, 0, k.n_ctx);
+        c.range(g + ".window", x.window, 0, L::kContextTokens);
+        c.bytes(g + ".bytes_in_use", x.bytes_in_use);
+        c.bytes(g + ".bytes_allocated", x.bytes_allocated);
+    }
+}
+
+void timeline(const Check& c, const TimelineDoc& t)
+{
+    const std::string f = "timeline";
+    c.text(f + ".source", t.source, 64);
+    c.text(f + ".note", t.note);
+    c.text(f + ".server", t.server);
+    c.size(f + ".events", t.events.size(), L::kTimelineEvents, "events");
+    c.size(f + ".steps", t.steps.size(), L::kSequenceTokens, "steps");
+    constexpr int kStages = int(TimelineStage::Detokenize) + 1;
+    for (std::size_t i = 0; i < t.events.size(); ++i) {
+        const std::string g = at(f + ".events", i);
+        const TimelineEventDoc& e = t.events[i];
+        c.range(g + "[0] (stage)", e.stage, 0, kStages - 1);
+        c.range(g + "[1] (step)", e.step, -1, int64_t(t.steps.size()) - 1);
+        c.range(g + "[2] (begin, ns)", e.begin_ns, 0, L::kTimelineSpanNs);
+        c.range(g + "[3] (end, ns)", e.end_ns, e.begin_ns, L::kTimelineSpanNs);
+    }
+    for (std::size_t i = 0; i < t.steps.size(); ++i) {
+        const std::string g = at(f + ".steps", i);
+        const TimelineStepDoc& s = t.steps[i];
+        c.id(g + ".token", s.token);
+        c.text(g + ".text", s.text);
+        for (const auto& [name, v] : {std::pair{"forward_ms", s.forward_ms},
+                                      {"sample_ms", s.sample_ms},
+                                      {"detokenize_ms", s.detokenize_ms},
+                                      {"latency_ms", s.latency_ms},
+                                      {"flops", s.flops},
+                                      {"bytes_read", s.bytes_read}})
+            c.measure(g + "." + name, v);
+    }
+    constexpr double span_ms = double(L::kTimelineSpanNs) / 1e6;
+    for (const auto& [name, v] : {std::pair{"tokenize_ms", t.tokenize_ms},
+                                  {"prefill_ms", t.prefill_ms},
+                                  {"ttft_ms", t.ttft_ms},
+                                  {"total_ms", t.total_ms}}) {
+        c.measure(f + "." + name, v);
+        if (v > span_ms)
+            refuse(f + "." + name, fmt::format("is {} ms, more than the limit of {} ms", v, span_ms));
+    }
+    c.measure(f + ".prefill_flops", t.prefill_flops);
+    c.measure(f + ".prefill_bytes", t.prefill_bytes);
+    c.range(f + ".prompt_tokens", t.prompt_tokens, 0, L::kContextTokens);
+    c.range(f + ".prefill_computed", t.prefill_computed, 0, L::kContextTokens);
+    for (const auto& [name, v] :
+         {std::pair{"server_prompt_ms", t.server_prompt_ms}, {"server_generation_ms", t.server_generation_ms}})
+        if (!(v == -1.0 || (std::isfinite(v) && v >= 0 && v <= span_ms)))
+            refuse(f + "." + name,
+                   fmt::format("is {}, neither -1 (not reported) nor a time of 0 to {} ms", v, span_ms));
+    c.range(f + ".server_generated", t.server_generated, -1, L::kContextTokens);
+}
+
+void attention(const Check& c, const AttentionDoc& a)
+{
+    const std::string f = "attention";
+    c.text(f + ".source", a.source, 64);
+    c.text(f + ".text", a.text, L::kTextBytes);
+    tokens(c, f + ".tokens", a.tokens, L::kAttentionTokens);
+    c.range(f + ".n_layers", a.n_layers, 0, L::kLayers);
+    c.equal(f + ".heads_per_layer", a.heads_per_layer.size(), a.n_layers, "one per layer (n_layers)");
+    c.equal(f + ".kv_heads_per_layer", a.kv_heads_per_layer.size(), a.n_layers, "one per layer (n_layers)");
+    c.equal(f + ".window", a.window.size(), a.n_layers, "one per layer (n_layers)");
+    c.ints(f + ".heads_per_layer", a.heads_per_layer, 1, L::kHeadsPerLayer);
+    c.ints(f + ".window", a.window, 0, L::kContextTokens);
+    for (std::size_t l = 0; l < a.kv_heads_per_layer.size(); ++l)
+        c.range(at(f + ".kv_heads_per_layer", l), a.kv_heads_per_layer[l], 1, a.heads_per_layer[l]);
+    c.bytes(f + ".bytes", a.bytes);
+    c.measure(f + ".ms", a.ms);
+    c.size(f + ".heads", a.heads.size(), L::kHeads, "heads");
+    const auto n = int64_t(a.tokens.size());
+    std::set<std::pair<int, int>> seen;
+    for (std::size_t i = 0; i < a.heads.size(); ++i) {
+        const std::string g = at(f + ".heads", i);
+        const AttentionHeadDoc& h = a.heads[i];
+        c.range(g + ".layer", h.layer, 0, a.n_layers - 1);
+        c.range(g + ".head", h.head, 0, a.heads_per_layer[std::size_t(h.layer)] - 1);
+        c.range(g + ".kv_head", h.kv_head, 0, a.kv_heads_per_layer[std::size_t(h.layer)] - 1);
+        if (!seen.emplace(h.layer, h.head).second)
+            refuse(g, fmt::format("records layer {} head {} a second time", h.layer, h.head));
+        c.finite(g + ".scale", h.scale);
+        // Every head covers the recorded tokens: row = query, column = key.
+        c.range(g + ".n", h.n, n, n);
+        c.range(g + ".head_dim", h.head_dim, 1, L::kHeadDim);
+        c.equal(g + ".weights", h.weights.size(), n * n, "n × n");
+        for (const auto& [name, v] : {std::pair{".q", &h.q}, {".k", &h.k}, {".v", &h.v}})
+            c.equal(g + name, v->size(), n * h.head_dim, "n × head_dim");
+        for (std::size_t k = 0; k < h.weights.size(); ++k)
+            c.probability(at(g + ".weights", k), h.weights[k]);
+        for (const auto& [name, v] : {std::pair{".q", &h.q}, {".k", &h.k}, {".v", &h.v}})
+            for (std::size_t k = 0; k < v->size(); ++k)
+                c.finite(at(g + name, k), (*v)[k]);
+    }
+}
+
+void text_analysis(const Check& c, const TextAnalysisDoc& t)
+{
+    const std::string f = "text_analysis";
+    c.text(f + ".model_a", t.model_a);
+    c.text(f + ".model_b", t.model_b);
+    c.range(f + ".window", t.window, 0, L::kContextTokens);
+    c.size(f + ".tokens", t.tokens.size(), L::kAnalysisTokens, "tokens");
+    std::size_t text_bytes = 0;
+    for (std::size_t i = 0; i < t.tokens.size(); ++i) {
+        const std::string g = at(f + ".tokens", i);
+        const AnalyzedTokenDoc& k = t.tokens[i];
+        c.id(g + ".id", k.id);
+        c.text(g + ".text", k.text);
+        text_bytes += k.text.size();
+        c.probability(g + ".p", k.p);
+        c.probability(g + ".p_b", k.p_b);
+        c.not_nan(g + ".surprisal_bits", k.surprisal_bits);
+        if (k.surprisal_bits < 0)
+            refuse(g + ".surprisal_bits", "is negative");
+        c.measure(g + ".entropy_bits", k.entropy_bits);
+        c.measure(g + ".kl", k.kl);
+        c.measure(g + ".reverse_kl", k.reverse_kl);
+        c.range(g + ".rank", k.rank, 0, L::kVocabulary);
+        c.size(g + ".top", k.top.size(), L::kCandidates, "candidates");
+        for (std::size_t j = 0; j < k.top.size(); ++j) {
+            c.text(at(g + ".top", j) + "[0]", k.top[j].first);
+            c.probability(at(g + ".top", j) + "[1]", k.top[j].second);
+        }
+        c.size(g + ".candidates", k.candidates.size(), L::kCandidates, "candidates");
+        for (std::size_t j = 0; j < k.candidates.size(); ++j) {
+            const std::string h = at(g + ".candidates", j);
+            c.id(h + "[0]", k.candidates[j].id);
+            c.text(h + "[1]", k.candidates[j].text);
+            c.probability(h + "[2]", k.candidates[j].p_a);
+            c.probability(h + "[3]", k.candidates[j].p_b);
+        }
+    }
+    if (text_bytes > L::kTextBytes)
+        refuse(f + ".tokens",
+               fmt::format("spell {} bytes of text, more than the limit of {}", text_bytes, L::kTextBytes));
+    for (const auto& [name, v] : {std::pair{"perplexity", t.perplexity},
+                                  {"mean_kl", t.mean_kl},
+                                  {"same_top", t.same_top},
+                                  {"rms_dp", t.rms_dp},
+                                  {"ms", t.ms}})
+        if (std::isnan(v) || v < 0)
+            refuse(f + "." + name, fmt::format("is {}, not a quantity of at least 0", v));
+}
+
+void grid(const Check& c, const std::string& f, const std::vector<std::vector<double>>& g, int rows, int columns)
+{
+    c.equal(f, g.size(), rows, "one row per layer (n_layers)");
+    for (std::size_t r = 0; r < g.size(); ++r) {
+        c.equal(at(f, r), g[r].size(), columns, "one value per column (n_columns)");
+        for (std::size_t k = 0; k < g[r].size(); ++k)
+            if (std::isinf(g[r][k]))
+                refuse(at(at(f, r), k), "is infinite (null marks a cell not run)");
+    }
+}
+
+void patching(const Check& c, const PatchingDoc& p)
+{
+    const std::string f = "lab.patching";
+    c.range(f + ".settings.metric", p.metric, 0, 2);
+    c.range(f + ".settings.over", p.over, 0, 3);
+    for (const auto& [name, s] : {std::pair{"settings.clean", &p.clean}, {"settings.corrupted", &p.corrupted}})
+        c.text(f + "." + name, *s, L::kTextBytes);
+    for (const auto& [name, s] : {std::pair{"settings.token_a", &p.settings_token_a},
+                                  {"settings.token_b", &p.settings_token_b},
+                                  {"token_a", &p.token_a},
+                                  {"token_b", &p.token_b},
+                                  {"metric_name", &p.metric_name},
+                                  {"over_name", &p.over_name},
+                                  {"backend", &p.backend}})
+        c.text(f + "." + name, *s);
+    c.range(f + ".n_layers", p.n_layers, 0, L::kLayers);
+    c.range(f + ".n_columns", p.n_columns, 0, L::kSequenceTokens);
+    if (int64_t(p.n_layers) * p.n_columns > L::kGridCells)
+        refuse(f + ".n_columns", fmt::format("× n_layers is {} cells, more than the limit of {}",
+                                             int64_t(p.n_layers) * p.n_columns, L::kGridCells));
+    c.texts(f + ".clean_pieces", p.clean_pieces);
+    c.texts(f + ".corrupted_pieces", p.corrupted_pieces);
+    if (p.over != 3) { // columns are positions: each labelled by the two prompts' tokens
+        c.equal(f + ".clean_pieces", p.clean_pieces.size(), p.n_columns, "one per column (n_columns)");
+        c.equal(f + ".corrupted_pieces", p.corrupted_pieces.size(), p.n_columns, "one per column (n_columns)");
+    }
+    grid(c, f + ".effect", p.effect, p.n_layers, p.n_columns);
+    if (!p.raw.empty())
+        grid(c, f + ".raw", p.raw, p.n_layers, p.n_columns);
+    c.not_nan(f + ".clean_metric", p.clean_metric);
+    c.not_nan(f + ".corrupted_metric", p.corrupted_metric);
+    c.range(f + ".runs", p.runs, 0, L::kGridCells + 2);
+    c.measure(f + ".ms", p.ms);
+}
+
+void attribution(const Check& c, const AttributionDoc& a)
+{
+    const std::string f = "lab.attribution";
+    c.text(f + ".token", a.token);
+    c.text(f + ".versus", a.versus);
+    c.text(f + ".backend", a.backend);
+    if (a.token_id != -1)
+        c.id(f + ".token_id", a.token_id);
+    c.range(f + ".position", a.position, 0, L::kSequenceTokens);
+    c.finite(f + ".logit", a.logit);
+    c.finite(f + ".final_norm_scale", a.final_norm_scale);
+    c.size(f + ".parts", a.parts.size(), L::kListEntries * 16, "parts");
+    for (std::size_t i = 0; i < a.parts.size(); ++i) {
+        const std::string g = at(f + ".parts", i);
+        c.text(g + ".name", a.parts[i].name);
+        c.range(g + ".kind", a.parts[i].kind, 0, 64);
+        c.range(g + ".layer", a.parts[i].layer, -1, L::kLayers);
+        c.range(g + ".head", a.parts[i].head, -1, L::kHeadsPerLayer);
+        c.finite(g + ".value", a.parts[i].value); // sorted by size: NaN has no order
+    }
+    c.measure(f + ".ms", a.ms);
+}
+
+void heads(const Check& c, const std::string& f, const HeadsDoc& h)
+{
+    c.text(f + ".kind", h.kind, 64);
+    c.text(f + ".token", h.token);
+    c.range(f + ".n_layers", h.n_layers, 0, L::kLayers);
+    c.range(f + ".n_heads", h.n_heads, 0, L::kHeadsPerLayer);
+    const int64_t cells = int64_t(h.n_layers) * h.n_heads;
+    if (cells > L::kHeads)
+        refuse(f + ".n_heads", fmt::format("× n_layers is {} heads, more than the limit of {}", cells, L::kHeads));
+    // The head map draws every layer × head cell and reads heads[layer * n_heads + head].
+    c.equal(f + ".heads", h.heads.size(), cells, "n_layers × n_heads, in order");
+    for (std::size_t i = 0; i < h.heads.size(); ++i) {
+        const std::string g = at(f + ".heads", i);
+        const HeadInfoDoc& x = h.heads[i];
+        c.range(g + ".layer", x.layer, int64_t(i) / h.n_heads, int64_t(i) / h.n_heads);
+        c.range(g + ".head", x.head, int64_t(i) % h.n_heads, int64_t(i) % h.n_heads);
+        c.range(g + ".class", x.cls, 0, 5);
+        if (!x.scores.empty())
+            c.equal(g + ".scores", x.scores.size(), 5, "one per head class, or none");
+        for (std::size_t k = 0; k < x.scores.size(); ++k)
+            c.finite(at(g + ".scores", k), x.scores[k]);
+        c.finite(g + ".entropy", x.entropy);
+        c.finite(g + ".kl", x.kl);
+        c.finite(g + ".logit_change", x.logit_change);
+    }
+    c.range(f + ".runs", h.runs, 0, L::kHeads + 2);
+    c.measure(f + ".ms", h.ms);
+}
+
+void candidates(const Check& c, const std::string& f, const std::vector<CandidateDoc>& v)
+{
+    c.size(f, v.size(), 64, "candidates");
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        c.id(at(f, i) + "[0]", v[i].id);
+        c.text(at(f, i) + "[1]", v[i].text);
+        c.probability(at(f, i) + "[2]", v[i].p);
+    }
+}
+
+void ablation(const Check& c, const AblationDoc& a)
+{
+    const std::string f = "lab.ablation";
+    candidates(c, f + ".before", a.before);
+    candidates(c, f + ".after", a.after);
+    c.measure(f + ".kl", a.kl);
+    c.text(f + ".token", a.token);
+    c.finite(f + ".logit", a.logit);
+    c.finite(f + ".ablated_logit", a.ablated_logit);
+    c.range(f + ".positions", a.positions, 0, L::kSequenceTokens);
+    c.size(f + ".heads", a.heads.size(), L::kHeads, "heads");
+    for (std::size_t i = 0; i < a.heads.size(); ++i) {
+        c.range(at(f + ".heads", i) + "[0]", a.heads[i].first, 0, L::kLayers - 1);
+        c.range(at(f + ".heads", i) + "[1]", a.heads[i].second, 0, L::kHeadsPerLayer - 1);
+    }
+}
+
+void steering(const Check& c, const SteeringDoc& s)
+{
+    const std::string f = "lab.steering";
+    c.text(f + ".settings.plus", s.plus, L::kTextBytes);
+    c.text(f + ".settings.minus", s.minus, L::kTextBytes);
+    c.text(f + ".settings.prompt", s.prompt, L::kTextBytes);
+    c.text(f + ".default_text", s.default_text, L::kTextBytes);
+    c.text(f + ".steered_text", s.steered_text, L::kTextBytes);
+    c.text(f + ".architecture", s.architecture);
+    c.range(f + ".n_layers", s.n_layers, 0, L::kLayers);
+    c.range(f + ".settings.layer", s.layer, 0, std::max(0, s.n_layers - 1));
+    c.finite(f + ".settings.strength", s.strength);
+    if (std::abs(s.strength) > 1e6)
+        refuse(f + ".settings.strength", fmt::format("is {}, outside -1e6 to 1e6", s.strength));
+    c.range(f + ".settings.tokens", s.tokens, 0, L::kContextTokens);
+    c.measure(f + ".kl", s.kl);
+    c.measure(f + ".norm", s.norm);
+    c.size(f + ".direction", s.direction.size(), L::kEmbedding, "values");
+    for (std::size_t k = 0; k < s.direction.size(); ++k)
+        c.finite(at(f + ".direction", k), s.direction[k]);
+}
+
+} // namespace
+
+void validate(const Document& doc, const Tokenizer* vocabulary)
+{
+    Check c;
+    if (vocabulary)
+        c.vocabulary = int64_t(vocabulary->vocab().size());
+    c.text("saved_at", doc.saved_at, 64);
+    if (doc.model)
+        model(c, *doc.model);
+    if (doc.stepper)
+        stepper(c, *doc.stepper);
+    if (doc.kv)
+        kv(c, *doc.kv);
+    if (doc.timeline)
+        timeline(c, *doc.timeline);
+    if (doc.attention)
+        attention(c, *doc.attention);
+    if (doc.text_analysis)
+        text_analysis(c, *doc.text_analysis);
+    if (doc.patching)
+        patching(c, *doc.patching);
+    if (doc.attribution)
+        attribution(c, *doc.attribution);
+    if (doc.head_classes)
+        heads(c, "lab.head_classes", *doc.head_classes);
+    if (doc.head_scan)
+        heads(c, "lab.head_scan", *doc.head_scan);
+    if (doc.head_classes && doc.head_scan &&
+        (doc.head_classes->n_layers != doc.head_scan->n_layers || doc.head_classes->n_heads != doc.head_scan->n_heads))
+        refuse("lab.head_scan", "covers another layout of heads than lab.head_classes (n_layers × n_heads)");
+    if (doc.ablation)
+        ablation(c, *doc.ablation);
+    if (doc.steering)
+        steering(c, *doc.steering);
+}
+
+} // namespace engine::run
