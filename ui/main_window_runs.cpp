@@ -131,6 +131,7 @@ QDialog* MainWindow::saveRunQuestion()
     dialog->setWindowTitle(tr("Save run"));
     auto* layout = new QVBoxLayout(dialog);
     auto* text = new QLabel(runSummary());
+    text->setTextFormat(Qt::PlainText); // the model's name comes from the file
     text->setWordWrap(true);
     text->setFixedWidth(text->fontMetrics().averageCharWidth() * 70); // a paragraph, not a column of words
     layout->addWidget(text);
@@ -264,7 +265,7 @@ void MainWindow::showRun(std::shared_ptr<const RunDocument> run)
                                   "SHA-256 %6… · no model loaded: open one to run live")
                                    .arg(file.toHtmlEscaped(), model.toHtmlEscaped(), m.architecture.toHtmlEscaped())
                                    .arg(double(m.parameters) / 1e6, 0, 'f', 0)
-                                   .arg(m.quant_types.toHtmlEscaped(), d.model_sha256.left(12)));
+                                   .arg(m.quant_types.toHtmlEscaped(), d.model_sha256.left(12).toHtmlEscaped()));
     }
     statusBar()->showMessage(
         tr("Opened %1: %2%3")

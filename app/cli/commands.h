@@ -23,3 +23,4 @@ CommandRunner add_steer_command(CLI::App& app);
 CommandRunner add_perplexity_command(CLI::App& app);
 CommandRunner add_compare_command(CLI::App& app);
 CommandRunner add_requantize_command(CLI::App& app);
+CommandRunner add_check_run_command(CLI::App& app);

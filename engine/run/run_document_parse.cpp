@@ -4,6 +4,7 @@
 #include "run/run_document.h"
 #include "run/run_json.h"
 
+#include <set>
 #include <spdlog/fmt/fmt.h>
 
 namespace engine::run {
@@ -16,9 +17,12 @@ std::string item(const std::string& path, std::size_t i)
 }
 
 // The tensors the document names, each taken at most once and checked against the size it must have.
+// (Named twice, one array would be copied as often as the document names it: a few bytes of JSON
+// asking for gigabytes.)
 struct ArrayIn {
     const RunContents& in;
-    std::vector<float> get(const Fields& o, const char* key, uint64_t expected) const
+    std::set<std::string> taken;
+    std::vector<float> get(const Fields& o, const char* key, uint64_t expected)
     {
         const std::string name = o.string(key);
         if (name.empty())
@@ -26,6 +30,8 @@ struct ArrayIn {
         const RunArray* a = in.find(name);
         if (!a)
             refuse(o.at(key), "it names an array '" + name + "' that the file does not hold");
+        if (!taken.insert(name).second)
+            refuse(o.at(key), "it names array '" + name + "', which another field already uses");
         if (expected && a->values.size() != expected)
             refuse(o.at(key),
                    fmt::format("array '{}' has {} values where {} are expected", name, a->values.size(), expected));
@@ -97,7 +103,7 @@ SampleResult sample_from(const Fields& o)
     return r;
 }
 
-StepperDoc stepper_from(const Fields& o, const ArrayIn& arrays)
+StepperDoc stepper_from(const Fields& o, ArrayIn& arrays)
 {
     StepperDoc s;
     const Fields settings = o.object("settings");
@@ -231,7 +237,7 @@ TimelineDoc timeline_from(const Fields& o)
     return t;
 }
 
-AttentionDoc attention_from(const Fields& o, const ArrayIn& arrays)
+AttentionDoc attention_from(const Fields& o, ArrayIn& arrays)
 {
     AttentionDoc a;
     a.source = o.string("source");
@@ -422,7 +428,7 @@ AblationDoc ablation_from(const Fields& o)
     return a;
 }
 
-SteeringDoc steering_from(const Fields& o, const ArrayIn& arrays)
+SteeringDoc steering_from(const Fields& o, ArrayIn& arrays)
 {
     SteeringDoc s;
     const Fields c = o.object("settings");
@@ -442,21 +448,41 @@ SteeringDoc steering_from(const Fields& o, const ArrayIn& arrays)
     return s;
 }
 
-// JSON nested deeper than the schema is refused while parsing, before it is built: no legitimate run
-// goes past 6 levels, and a deep nest of brackets costs memory for nothing.
+// JSON nested deeper than the schema is refused before it is parsed: no legitimate run goes past 6
+// levels, and a deep nest of brackets costs memory for nothing. (A scan of the text: nlohmann's
+// parser callback, which could count depth, is quadratic in the members of an object.)
 constexpr int kMaxJsonDepth = 16;
+
+void check_depth(std::string_view text)
+{
+    int depth = 0;
+    bool in_string = false;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (in_string) {
+            if (c == '\\')
+                ++i;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > kMaxJsonDepth)
+                throw FormatError(fmt::format("the run's document nests deeper than {} levels", kMaxJsonDepth));
+        } else if (c == ']' || c == '}') {
+            --depth;
+        }
+    }
+}
 
 } // namespace
 
 Document parse_document(const RunContents& contents)
 {
+    check_depth(contents.document);
     json root;
     try {
-        root = json::parse(contents.document, [](int depth, json::parse_event_t, json&) {
-            if (depth > kMaxJsonDepth)
-                throw FormatError(fmt::format("the run's document nests deeper than {} levels", kMaxJsonDepth));
-            return true;
-        });
+        root = json::parse(contents.document);
     } catch (const json::exception& e) {
         throw FormatError(std::string("the run's document is not valid JSON: ") + e.what());
     }

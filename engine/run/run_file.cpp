@@ -114,14 +114,26 @@ uint64_t run_file_size(const RunContents& run, const gguf::GgufFile* model_file)
     return build(run, model_file).byte_size();
 }
 
-void write_run_file(const std::filesystem::path& path, const RunContents& run, const gguf::GgufFile* model_file)
+std::vector<std::byte> run_file_bytes(const RunContents& run, const gguf::GgufFile* model_file)
 {
     std::vector<std::byte> bytes = build(run, model_file).serialize();
     const std::size_t at = find_checksum(bytes);
     const std::string sum = checksum_with_placeholder(bytes, at);
     std::memcpy(bytes.data() + at, sum.data(), sum.size());
+    return bytes;
+}
+
+void write_run_file(const std::filesystem::path& path, const RunContents& run, const gguf::GgufFile* model_file)
+{
+    const std::vector<std::byte> bytes = run_file_bytes(run, model_file);
     write_file_atomically(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
+
+namespace {
+
+OpenedRun opened_from(std::shared_ptr<const gguf::GgufFile> file, const std::string& name);
+
+} // namespace
 
 OpenedRun read_run_file(const std::filesystem::path& path)
 {
@@ -135,6 +147,25 @@ OpenedRun read_run_file(const std::filesystem::path& path)
         throw FormatError(
             fmt::format("{} is damaged or truncated and cannot be opened as a saved run ({})", name, e.what()));
     }
+    return opened_from(std::move(file), name);
+}
+
+OpenedRun read_run_bytes(std::span<const std::byte> bytes, const std::string& name)
+{
+    std::shared_ptr<const gguf::GgufFile> file;
+    try {
+        file = gguf::GgufFile::parse(bytes, name);
+    } catch (const Error& e) {
+        throw FormatError(
+            fmt::format("{} is damaged or truncated and cannot be opened as a saved run ({})", name, e.what()));
+    }
+    return opened_from(std::move(file), name);
+}
+
+namespace {
+
+OpenedRun opened_from(std::shared_ptr<const gguf::GgufFile> file, const std::string& name)
+{
     const auto type = file->get_string("general.type");
     if (!type || *type != kFileType)
         throw FormatError(
@@ -208,5 +239,7 @@ OpenedRun read_run_file(const std::filesystem::path& path)
     out.file = std::move(file);
     return out;
 }
+
+} // namespace
 
 } // namespace engine::run

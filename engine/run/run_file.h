@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -78,8 +79,13 @@ struct OpenedRun {
     std::shared_ptr<const gguf::GgufFile> file;
 };
 
+// The file's bytes, signed, as write_run_file() stores them.
+std::vector<std::byte> run_file_bytes(const RunContents& run, const gguf::GgufFile* model_file);
+
 // Throws FormatError with a message that names the file and what is wrong: not a run, written by a
 // newer or an older version (both numbers), truncated or damaged (checksum), a broken document.
 OpenedRun read_run_file(const std::filesystem::path& path);
+// The same from bytes in memory (the fuzzer's entry point; the bytes must outlive the result).
+OpenedRun read_run_bytes(std::span<const std::byte> bytes, const std::string& name);
 
 } // namespace engine::run

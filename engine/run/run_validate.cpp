@@ -43,7 +43,12 @@ struct Check {
     void equal(const std::string& f, std::size_t n, int64_t expected, const std::string& because) const
     {
         if (int64_t(n) != expected)
-            refuse(f, fmt::format("holds {} entries where {} must ({})", n, expected, because));
+            refuse(f, fmt::format("holds {} entries where it must hold {} ({})", n, expected, because));
+    }
+    void exactly(const std::string& f, int64_t v, int64_t expected, const std::string& because) const
+    {
+        if (v != expected)
+            refuse(f, fmt::format("is {} where it must be {} ({})", v, expected, because));
     }
     void text(const std::string& f, const std::string& s, std::size_t limit = L::kTokenTextBytes) const
     {
@@ -228,7 +233,7 @@ void kv(const Check& c, const KvDoc& k)
     c.range(f + ".n_ctx", k.n_ctx, 0, L::kContextTokens);
     c.range(f + ".block_tokens", k.block_tokens, k.n_ctx > 0 ? 1 : 0, L::kContextTokens);
     const int64_t blocks = k.block_tokens > 0 ? (int64_t(k.n_ctx) + k.block_tokens - 1) / k.block_tokens : 0;
-    c.range(f + ".blocks_per_layer", k.blocks_per_layer, blocks, blocks); // n_ctx / block_tokens, rounded up
+    c.exactly(f + ".blocks_per_layer", k.blocks_per_layer, blocks, "n_ctx / block_tokens, rounded up");
     c.range(f + ".n_layers", k.n_layers, 0, L::kLayers);
     c.equal(f + ".layers", k.layers.size(), k.n_layers, "one per layer (n_layers)");
     if (int64_t(k.n_layers) * blocks > L::kKvBlockCells)
@@ -339,7 +344,7 @@ void attention(const Check& c, const AttentionDoc& a)
             refuse(g, fmt::format("records layer {} head {} a second time", h.layer, h.head));
         c.finite(g + ".scale", h.scale);
         // Every head covers the recorded tokens: row = query, column = key.
-        c.range(g + ".n", h.n, n, n);
+        c.exactly(g + ".n", h.n, n, "the recorded tokens");
         c.range(g + ".head_dim", h.head_dim, 1, L::kHeadDim);
         c.equal(g + ".weights", h.weights.size(), n * n, "n × n");
         for (const auto& [name, v] : {std::pair{".q", &h.q}, {".k", &h.k}, {".v", &h.v}})
@@ -484,8 +489,8 @@ void heads(const Check& c, const std::string& f, const HeadsDoc& h)
     for (std::size_t i = 0; i < h.heads.size(); ++i) {
         const std::string g = at(f + ".heads", i);
         const HeadInfoDoc& x = h.heads[i];
-        c.range(g + ".layer", x.layer, int64_t(i) / h.n_heads, int64_t(i) / h.n_heads);
-        c.range(g + ".head", x.head, int64_t(i) % h.n_heads, int64_t(i) % h.n_heads);
+        c.exactly(g + ".layer", x.layer, int64_t(i) / h.n_heads, "heads are listed layer by layer");
+        c.exactly(g + ".head", x.head, int64_t(i) % h.n_heads, "heads are listed layer by layer");
         c.range(g + ".class", x.cls, 0, 5);
         if (!x.scores.empty())
             c.equal(g + ".scores", x.scores.size(), 5, "one per head class, or none");

@@ -38,6 +38,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <cmath>
+#include <functional>
+#include <nlohmann/json.hpp>
 
 using namespace tokenscope::ui;
 
@@ -103,6 +105,7 @@ private slots:
     void cleanupTestCase();
     void aRunReopensInEveryPanelWithoutTheModel();
     void damagedFilesAreRefused();
+    void hostileRunsAreRefusedAndTheWindowKeepsItsRun();
     void aCliTraceOpensInTheApp();
     void aServedReplysTimelineRoundTrips();
     void committedRunsOpenUnchanged_data();
@@ -440,6 +443,47 @@ void TestSavedRuns::damagedFilesAreRefused()
         const QString error = opened.at(0).at(1).toString();
         QVERIFY2(error.contains(QFileInfo(path).fileName()), qPrintable(error));
         QVERIFY2(path.contains("missing") || error.contains("damaged"), qPrintable(error));
+        QCOMPARE(m_b->stepperPanel()->state(), shown); // what the window showed stays
+    }
+}
+
+// Documents that disagree with themselves, re-signed after editing as an attacker would: each crashed
+// a panel (or ran for minutes) before runs were validated. Now each is refused naming the field, and
+// the window keeps the run it showed.
+void TestSavedRuns::hostileRunsAreRefusedAndTheWindowKeepsItsRun()
+{
+    using json = nlohmann::ordered_json;
+    QVERIFY(!m_saved.isEmpty());
+    const engine::run::OpenedRun good = engine::run::read_run_file(m_saved.toStdString());
+    const json doc = json::parse(good.contents.document);
+    QVERIFY(doc.contains("attention") && doc["lab"].contains("patching") && doc["lab"].contains("head_classes"));
+    const auto shown = m_b->stepperPanel()->state();
+    QVERIFY(shown);
+    const std::vector<std::pair<const char*, std::function<void(json&)>>> cases = {
+        {"attention.heads[0].weights", [](json& d) { d["attention"]["heads"][0].erase("weights"); }},
+        {"attention.heads[0].q", [](json& d) { d["attention"]["heads"][0].erase("q"); }},
+        {"lab.patching.corrupted_pieces", [](json& d) { d["lab"]["patching"]["corrupted_pieces"].erase(0); }},
+        {"lab.patching.effect[0]", [](json& d) { d["lab"]["patching"]["effect"][0].erase(0); }},
+        {"lab.patching.n_columns", [](json& d) { d["lab"]["patching"]["n_columns"] = 2147483647; }},
+        {"lab.head_classes.heads", [](json& d) { d["lab"]["head_classes"]["heads"].erase(0); }},
+        {"stepper.distributions[0].position", [](json& d) { d["stepper"]["distributions"][0]["position"] = -1; }},
+        {"stepper.generated_text", [](json& d) { d["stepper"]["generated_text"] = std::string(5000000, 'z'); }},
+        {"kv.blocks_per_layer", [](json& d) { d["kv"]["blocks_per_layer"] = 10000000; }},
+        {"timeline.events[0][3]", [](json& d) { d["timeline"]["events"][0][3] = 1e15; }},
+        {"model.sha256", [](json& d) { d["model"]["sha256"] = "<b>not a hash</b>"; }},
+    };
+    for (const auto& [field, edit] : cases) {
+        json d = doc;
+        edit(d);
+        engine::run::RunContents c = good.contents;
+        c.document = d.dump();
+        const QString path = m_dir.filePath("hostile.tsrun");
+        engine::run::write_run_file(path.toStdString(), c, good.file.get());
+        QSignalSpy opened(m_b.get(), &MainWindow::runOpened);
+        m_b->openRun(path);
+        QVERIFY(testsupport::seen(opened, 1, 60000));
+        const QString error = opened.at(0).at(1).toString();
+        QVERIFY2(error.contains("hostile.tsrun") && error.contains(field), qPrintable(field + (": " + error)));
         QCOMPARE(m_b->stepperPanel()->state(), shown); // what the window showed stays
     }
 }

@@ -309,7 +309,7 @@ void KvPanel::onSnapshot(std::shared_ptr<const KvSnapshot> snapshot)
             .arg(total_blocks)
             .arg(total_blocks - blocks)
             .arg(s.block_tokens)
-            .arg(binary(double(s.bytes_per_block)), binary(double(s.weight_bytes)), s.device,
+            .arg(binary(double(s.bytes_per_block)), binary(double(s.weight_bytes)), s.device.toHtmlEscaped(),
                  binary(double(s.device_total)), binary(double(s.device_available)));
     if (s.source == "chat" && s.prompt_tokens > 0)
         summary +=

@@ -110,6 +110,7 @@ LabHeadsTab::LabHeadsTab(EngineController* engine, QWidget* parent) : QWidget(pa
     v->addLayout(run);
     m_status = new QLabel(tr("Click heads in the grid to put them in the ablation set."));
     m_status->setWordWrap(true);
+    m_status->setTextFormat(Qt::PlainText); // it names tokens: never markup
     v->addWidget(m_status);
 
     auto* split = new QSplitter(Qt::Horizontal);
@@ -251,6 +252,11 @@ void LabHeadsTab::showSaved(std::shared_ptr<const HeadsSnapshot> classes, std::s
     for (quint64 id : {m_classes_request, m_scan_request, m_ablate_request})
         if (id)
             m_engine->cancel(id);
+    // The run replaces what the tab showed: a part it lacks is not left over from another model.
+    m_classes.reset();
+    m_scan.reset();
+    m_grid->setClasses(nullptr);
+    m_grid->setScan(nullptr);
     if (classes) {
         m_classes_request = classes->request_id;
         onHeads(std::move(classes));
@@ -277,6 +283,8 @@ void LabHeadsTab::onHeads(std::shared_ptr<const HeadsSnapshot> s)
             m_status->setText(s->error);
         } else {
             m_classes = s;
+            if (m_scan && (m_scan->n_layers != s->n_layers || m_scan->n_heads != s->n_heads))
+                m_scan.reset(); // another model's: the grid drops it too
             m_grid->setClasses(s);
             m_grid->showScan(m_by_scan->isChecked());
             int counts[6] = {};
@@ -306,6 +314,8 @@ void LabHeadsTab::onHeads(std::shared_ptr<const HeadsSnapshot> s)
         return;
     }
     m_scan = s;
+    if (m_classes && (m_classes->n_layers != s->n_layers || m_classes->n_heads != s->n_heads))
+        m_classes.reset();
     m_grid->setScan(s);
     m_by_scan->setEnabled(true);
     m_by_scan->setChecked(true);
@@ -361,14 +371,14 @@ void LabHeadsTab::fillTable()
         const int layer = base->heads[r].layer, head = base->heads[r].head;
         m_table->setItem(int(r), 0, number(layer, 0));
         m_table->setItem(int(r), 1, number(head, 0));
-        if (m_classes && !m_classes->heads[r].scores.empty()) {
+        if (m_classes && r < m_classes->heads.size() && m_classes->heads[r].scores.size() == 5) {
             const HeadInfo& c = m_classes->heads[r];
             m_table->setItem(int(r), 2, new QTableWidgetItem(class_name(c.cls)));
             for (int k = 0; k < 5; ++k)
                 m_table->setItem(int(r), 3 + k, number(c.scores[std::size_t(k)]));
             m_table->setItem(int(r), 8, number(c.entropy));
         }
-        if (m_scan && m_scan->heads[r].kl >= 0) {
+        if (m_scan && r < m_scan->heads.size() && m_scan->heads[r].kl >= 0) {
             m_table->setItem(int(r), 9, number(m_scan->heads[r].kl, 5));
             m_table->setItem(int(r), 10, number(m_scan->heads[r].logit_change, 4));
         }

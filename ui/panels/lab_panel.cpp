@@ -125,6 +125,7 @@ QWidget* LabPanel::buildPatchingTab()
     v->addLayout(run_row);
     m_patch_status = new QLabel(tr("Two prompts of the same token length, differing where it matters."));
     m_patch_status->setWordWrap(true);
+    m_patch_status->setTextFormat(Qt::PlainText); // it names tokens and prompts: never markup
     v->addWidget(m_patch_status);
     m_grid = new EffectGrid;
     v->addWidget(m_grid, 1);
@@ -165,6 +166,7 @@ QWidget* LabPanel::buildAttributionTab()
     v->addLayout(row);
     m_attr_status = new QLabel;
     m_attr_status->setWordWrap(true);
+    m_attr_status->setTextFormat(Qt::PlainText);
     v->addWidget(m_attr_status);
     m_waterfall = new AttributionWaterfall;
     v->addWidget(m_waterfall, 1);

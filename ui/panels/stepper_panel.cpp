@@ -477,8 +477,9 @@ void StepperPanel::onState(std::shared_ptr<const StepperState> state)
     QString generated = tr("<b>Generated so far:</b> %1").arg(m_state->generated_text.toHtmlEscaped());
     if (!m_state->stop_reason.isEmpty())
         generated += m_state->action == "replay"
-                         ? tr("<br><b>Stopped:</b> %1.").arg(m_state->stop_reason)
-                         : tr("<br><b>Stopped:</b> %1 — press Back or Prefill to go on.").arg(m_state->stop_reason);
+                         ? tr("<br><b>Stopped:</b> %1.").arg(m_state->stop_reason.toHtmlEscaped())
+                         : tr("<br><b>Stopped:</b> %1 — press Back or Prefill to go on.")
+                               .arg(m_state->stop_reason.toHtmlEscaped());
     m_generated->setText(generated);
     m_branches->clear();
     m_branches->addItems(m_state->branches);

@@ -50,6 +50,7 @@ TextPanel::TextPanel(EngineController* engine, QWidget* parent) : QWidget(parent
     row->addWidget(m_progress);
     m_status = new QLabel;
     m_status->setWordWrap(true);
+    m_status->setTextFormat(Qt::PlainText); // it names model files: never markup
     m_legend = new QLabel;
     m_legend->setObjectName("textLegend");
     m_legend->setEnabled(false); // secondary text

@@ -5,6 +5,7 @@
 
 #include "run/run_document.h"
 #include "run/run_validate.h"
+#include "util/error.h"
 
 #include <QFileInfo>
 #include <QObject>
@@ -604,8 +605,13 @@ RunDocument run_document_from(const engine::run::OpenedRun& opened, const QStrin
 {
     // Checked as a whole before any panel sees it: a document that disagrees with itself or exceeds a
     // limit is refused here, naming the field.
-    run::Document o = run::parse_document(opened.contents);
-    run::validate(o, opened.tokenizer.get());
+    run::Document o;
+    try {
+        o = run::parse_document(opened.contents);
+        run::validate(o, opened.tokenizer.get());
+    } catch (const engine::FormatError& e) {
+        throw engine::FormatError(QFileInfo(path).fileName().toStdString() + ": " + e.what());
+    }
     RunDocument d;
     d.path = path;
     d.file_size = opened.file_size;
