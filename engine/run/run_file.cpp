@@ -204,9 +204,7 @@ OpenedRun opened_from(std::shared_ptr<const gguf::GgufFile> file, const std::str
     c.model.architecture = text_of(*file, "tokenscope.run.model.architecture");
     c.model.sha256 = text_of(*file, "tokenscope.run.model.sha256");
     c.model.file_size = uint64_t(file->get_int("tokenscope.run.model.file_size").value_or(0));
-    c.document = text_of(*file, "tokenscope.run.document");
-    if (!nlohmann::json::accept(c.document))
-        throw FormatError(fmt::format("{} is damaged: its document is not valid JSON", name));
+    c.document = text_of(*file, "tokenscope.run.document"); // parsed, with its errors, by parse_document()
     for (const auto& t : file->tensors()) {
         if (t.type.type != GgmlType::F16 && t.type.type != GgmlType::F32)
             throw FormatError(

@@ -20,6 +20,8 @@
 #include "panels/stepper_panel.h"
 #include "panels/text_panel.h"
 #include "panels/timeline_panel.h"
+#include "run/run_validate.h"
+#include "run_mutator.h"
 #include "session/generator.h"
 #include "signal_wait.h"
 #include "storage/conversation_store.h"
@@ -30,6 +32,7 @@
 #include "widgets/model_head_map.h"
 
 #include <QDir>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QFileInfo>
 #include <QPlainTextEdit>
@@ -106,6 +109,8 @@ private slots:
     void aRunReopensInEveryPanelWithoutTheModel();
     void damagedFilesAreRefused();
     void hostileRunsAreRefusedAndTheWindowKeepsItsRun();
+    void theLargestLegitimateRunsOpen();
+    void theRunFuzzersCorpusOpensOrIsRefused();
     void aCliTraceOpensInTheApp();
     void aServedReplysTimelineRoundTrips();
     void committedRunsOpenUnchanged_data();
@@ -486,6 +491,122 @@ void TestSavedRuns::hostileRunsAreRefusedAndTheWindowKeepsItsRun()
         QVERIFY2(error.contains("hostile.tsrun") && error.contains(field), qPrintable(field + (": " + error)));
         QCOMPARE(m_b->stepperPanel()->state(), shown); // what the window showed stays
     }
+}
+
+// Runs at the limits a legitimate run reaches (README, "Saved runs"): a stepper over a 128K context,
+// a text analysis as long as a document holds. Each opens in every panel; how long it takes is printed (no timed
+// assertion: bench/open_run.sh reports it).
+void TestSavedRuns::theLargestLegitimateRunsOpen()
+{
+    using json = nlohmann::ordered_json;
+    using L = engine::run::RunLimits;
+    const engine::run::OpenedRun good = engine::run::read_run_file(m_saved.toStdString());
+    const json doc = json::parse(good.contents.document);
+    const auto n_vocab = int(good.tokenizer->vocab().size());
+    const std::vector<std::pair<const char*, std::function<void(json&)>>> runs = {
+        {"a text analysis filling the document",
+         [&](json& d) {
+             json& t = d["text_analysis"];
+             const json first = t["tokens"][1];
+             json tokens = json::array();
+             // As many as the document holds (its 16 MiB bound before the token limit here).
+             const int64_t room = int64_t(engine::run::kMaxDocumentBytes) - int64_t(d.dump().size()) - 4096;
+             const int64_t count = std::min<int64_t>(L::kAnalysisTokens, room / int64_t(first.dump().size() + 8));
+             for (int64_t i = 0; i < count; ++i) {
+                 json k = first;
+                 k["id"] = int(i % n_vocab);
+                 k["text"] = QString("w%1 ").arg(i % 89).toStdString();
+                 tokens.push_back(std::move(k));
+             }
+             t["tokens"] = tokens;
+         }},
+        {"a stepper over 131,072 tokens",
+         [&](json& d) {
+             json& st = d["stepper"];
+             const json first = st["tokens"][0];
+             json tokens = json::array(), history = json::array();
+             for (int64_t i = 0; i < L::kSequenceTokens; ++i) {
+                 json t = first;
+                 t["id"] = int(i % n_vocab);
+                 t["text"] = QString("tok%1").arg(i % 97).toStdString();
+                 t["prompt"] = i < L::kSequenceTokens - st["steps"].get<int>();
+                 tokens.push_back(std::move(t));
+                 history.push_back(int(i % n_vocab));
+             }
+             json distributions = json::array();
+             for (auto& r : st["distributions"]) {
+                 r["position"] = L::kSequenceTokens - st["steps"].get<int>() + int(distributions.size());
+                 distributions.push_back(r);
+             }
+             st["tokens"] = tokens;
+             st["history"] = history;
+             st["prompt_length"] = L::kSequenceTokens - st["steps"].get<int>();
+             st["distributions"] = distributions;
+             json& kv = d["kv"];
+             kv["n_ctx"] = L::kSequenceTokens;
+             kv["blocks_per_layer"] = L::kSequenceTokens / kv["block_tokens"].get<int>();
+             kv["tokens_cached"] = L::kSequenceTokens - 1;
+             d.erase("attention");
+         }},
+    };
+    for (const auto& [name, edit] : runs) {
+        json d = doc;
+        edit(d);
+        engine::run::RunContents c = good.contents;
+        c.document = d.dump();
+        QVERIFY2(c.document.size() <= engine::run::kMaxDocumentBytes, name);
+        const QString path = m_dir.filePath("largest.tsrun");
+        engine::run::write_run_file(path.toStdString(), c, good.file.get());
+        QSignalSpy opened(m_b.get(), &MainWindow::runOpened);
+        QElapsedTimer clock;
+        clock.start();
+        m_b->openRun(path);
+        QVERIFY(testsupport::seen(opened, 1, 300000));
+        QVERIFY2(opened.at(0).at(1).toString().isEmpty(), qPrintable(opened.at(0).at(1).toString()));
+        m_b->repaint();
+        QCoreApplication::processEvents();
+        qInfo("opened %s (%.1f MiB document) in %lld ms", name, double(c.document.size()) / 1048576.0,
+              qint64(clock.elapsed()));
+    }
+    QCOMPARE(m_b->stepperPanel()->state()->tokens.size(), std::size_t(engine::run::RunLimits::kSequenceTokens));
+}
+
+// The run fuzzer's minimized corpus (tests/data/fuzz/run: edit scripts, see tests/support/run_mutator)
+// replayed into run files and opened in the app: each opens in every panel or is refused, and the
+// window goes on showing what it showed.
+void TestSavedRuns::theRunFuzzersCorpusOpensOrIsRefused()
+{
+    const QDir corpus(QStringLiteral(TOKENSCOPE_TEST_DATA_DIR "/fuzz/run"));
+    const QStringList inputs = corpus.entryList(QDir::Files, QDir::Name);
+    QVERIFY2(inputs.size() >= 20, qPrintable(corpus.path() + " holds too few inputs"));
+    int opened_count = 0, refused = 0;
+    for (const QString& name : inputs) {
+        QFile f(corpus.filePath(name));
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QByteArray input = f.readAll();
+        const std::vector<std::byte> run = testsupport::mutated_run(
+            std::span(reinterpret_cast<const uint8_t*>(input.constData()), std::size_t(input.size())));
+        if (run.empty())
+            continue; // the writer refused the edit itself
+        const QString path = m_dir.filePath("fuzzed.tsrun");
+        QFile out(path);
+        QVERIFY(out.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        out.write(reinterpret_cast<const char*>(run.data()), qint64(run.size()));
+        out.close();
+        QSignalSpy opened(m_b.get(), &MainWindow::runOpened);
+        m_b->openRun(path);
+        QVERIFY2(testsupport::seen(opened, 1, 60000), qPrintable(name));
+        const QString error = opened.at(0).at(1).toString();
+        if (error.isEmpty()) {
+            ++opened_count;
+            m_b->repaint(); // every panel paints what it was given
+        } else {
+            QVERIFY2(error.contains("fuzzed.tsrun"), qPrintable(name + ": " + error));
+            ++refused;
+        }
+    }
+    qInfo("%d inputs: %d opened, %d refused", int(inputs.size()), opened_count, refused);
+    QVERIFY(opened_count > 0 && refused > 0); // both outcomes are exercised
 }
 
 void TestSavedRuns::aCliTraceOpensInTheApp()

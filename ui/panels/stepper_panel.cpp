@@ -704,8 +704,22 @@ QString StepperPanel::sequenceHtml() const
             "underlined, forced ones marked ⚑. Click a token to select it in every panel.</p>");
     const QColor accent = palette().color(QPalette::Highlight);
     const int selected = m_selection->position();
+    // A long sequence (a 128K-token prompt) is drawn as a window of it: the text layout of every token
+    // as its own link costs minutes at that length. The window ends at the last token, or holds the
+    // selected one when it lies earlier.
+    constexpr std::size_t kDrawn = 2048;
+    const std::size_t n = m_state->tokens.size();
+    std::size_t first = n > kDrawn ? n - kDrawn : 0;
+    if (selected >= 0 && std::size_t(selected) < first)
+        first = std::size_t(selected) > kDrawn / 2 ? std::size_t(selected) - kDrawn / 2 : 0;
+    const std::size_t last = std::min(n, first + kDrawn);
     QString html = "<div style='font-family: monospace; line-height: 170%'>";
-    for (std::size_t i = 0; i < m_state->tokens.size(); ++i) {
+    if (first > 0)
+        html += "<p style='color:gray'>" +
+                tr("… %1 earlier tokens not drawn (positions 0 to %2): select one in another panel to show it here.")
+                    .arg(QLocale().toString(qulonglong(first)), QLocale().toString(qulonglong(first - 1))) +
+                "</p>";
+    for (std::size_t i = first; i < last; ++i) {
         const StepperToken& t = m_state->tokens[i];
         QString style = "text-decoration: none; color: palette(text);";
         if (!t.prompt)
@@ -726,6 +740,9 @@ QString StepperPanel::sequenceHtml() const
                     .arg(i)
                     .arg(tip.toHtmlEscaped(), style, t.text.toHtmlEscaped(), t.forced ? "<sup>⚑</sup>" : "");
     }
+    if (last < n)
+        html += "<p style='color:gray'>" +
+                tr("… %1 later tokens not drawn.").arg(QLocale().toString(qulonglong(n - last))) + "</p>";
     return html + "</div>";
 }
 

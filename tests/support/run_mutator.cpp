@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "run_mutator.h"
+
+#include "gguf/gguf_file.h"
+#include "util/error.h"
+
+#include <nlohmann/json.hpp>
+
+namespace testsupport {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+struct Bytes {
+    std::span<const uint8_t> in;
+    std::size_t at = 0;
+    bool empty() const { return at >= in.size(); }
+    uint8_t next() { return at < in.size() ? in[at++] : 0; }
+    uint32_t u32()
+    {
+        return uint32_t(next()) | uint32_t(next()) << 8 | uint32_t(next()) << 16 | uint32_t(next()) << 24;
+    }
+};
+
+json hostile_number(Bytes& b)
+{
+    switch (b.next() % 16) {
+    case 0:
+        return 0;
+    case 1:
+        return -1;
+    case 2:
+        return 1;
+    case 3:
+        return 2147483647;
+    case 4:
+        return -2147483647 - 1;
+    case 5:
+        return int64_t(1) << 40;
+    case 6:
+        return 1e15;
+    case 7:
+        return 9.2e18;
+    case 8:
+        return 1e308;
+    case 9:
+        return nullptr; // NaN
+    case 10:
+        return "inf";
+    case 11:
+        return "-inf";
+    case 12:
+        return 0.5;
+    case 13:
+        return -0.5;
+    case 14:
+        return uint64_t(18446744073709551615ull);
+    default:
+        return int64_t(b.u32() % 100000) - 100;
+    }
+}
+
+json hostile_string(Bytes& b)
+{
+    switch (b.next() % 8) {
+    case 0:
+        return "";
+    case 1:
+        return std::string(5000, 'a');
+    case 2:
+        return "<b>bold</b><!--";
+    case 3:
+        return "<0xZZ>";
+    case 4:
+        return std::string("\xff\xfe\xc3", 3); // not UTF-8
+    case 5:
+        return "attention.0.0.weights"; // another field's array
+    case 6:
+        return "12345678901234567890123";
+    default: {
+        std::string s;
+        for (int n = b.next() % 24; n > 0; --n)
+            s.push_back(char(b.next()));
+        return s;
+    }
+    }
+}
+
+// Walks from `v` to a child chosen by the input, a few levels down, and edits what it reaches.
+void edit(json& v, Bytes& b, int depth)
+{
+    const bool descend = depth < 6 && (v.is_object() || v.is_array()) && !v.empty() && b.next() % 4 != 0;
+    if (descend) {
+        const std::size_t i = b.next() % v.size();
+        if (v.is_object()) {
+            auto it = v.begin();
+            std::advance(it, long(i));
+            edit(it.value(), b, depth + 1);
+        } else {
+            edit(v[i], b, depth + 1);
+        }
+        return;
+    }
+    switch (b.next() % 10) {
+    case 0:
+    case 1:
+        v = hostile_number(b);
+        break;
+    case 2:
+        v = hostile_string(b);
+        break;
+    case 3:
+        v = bool(b.next() & 1);
+        break;
+    case 4: // grow: an element repeated (lengths that disagree with their counts)
+        if (v.is_array() && !v.empty()) {
+            const json e = v[b.next() % v.size()];
+            for (int n = 1 + b.next() % 64; n > 0; --n)
+                v.push_back(e);
+        }
+        break;
+    case 5: // shrink
+        if (v.is_array() && !v.empty())
+            v.erase(b.next() % v.size());
+        else if (v.is_object() && !v.empty()) {
+            auto it = v.begin();
+            std::advance(it, long(b.next() % v.size()));
+            v.erase(it.key());
+        }
+        break;
+    case 6:
+        v = json::array();
+        break;
+    case 7:
+        v = json::object();
+        break;
+    case 8: // a number nudged by one (off-by-one lengths and indices)
+        if (v.is_number_integer())
+            v = v.get<int64_t>() + ((b.next() & 1) ? 1 : -1);
+        break;
+    default: // a type swapped for its container
+        v = json::array({v});
+        break;
+    }
+}
+
+void edit_arrays(std::vector<engine::run::RunArray>& arrays, Bytes& b)
+{
+    if (arrays.empty())
+        return;
+    engine::run::RunArray& a = arrays[b.next() % arrays.size()];
+    switch (b.next() % 4) {
+    case 0: // dropped from the file
+        arrays.erase(arrays.begin() + long(&a - arrays.data()));
+        break;
+    case 1: // one value fewer: the dims say so too
+        if (a.values.size() > 1) {
+            a.values.pop_back();
+            a.dims = {a.values.size()};
+        }
+        break;
+    case 2: // a value that is not a number
+        if (!a.values.empty())
+            a.values[b.next() % a.values.size()] =
+                (b.next() & 1) ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+        break;
+    default: // renamed to another array's name is refused by the GGUF reader; to a new one is unnamed
+        a.name += "x";
+        break;
+    }
+}
+
+json lab_parts(const json& head_classes)
+{
+    json lab = json::object();
+    lab["patching"] = {{"settings", {{"clean", "a b c"}, {"corrupted", "a b d"}, {"metric", 0}, {"over", 0}}},
+                       {"clean_pieces", {"a", " b", " c"}},
+                       {"corrupted_pieces", {"a", " b", " d"}},
+                       {"n_layers", 2},
+                       {"n_columns", 3},
+                       {"effect", {{0.1, 0.2, nullptr}, {0.5, 1.0, 0.0}}},
+                       {"raw", {{0.1, 0.2, nullptr}, {0.5, 1.0, 0.0}}},
+                       {"runs", 6}};
+    lab["attribution"] = {{"token", " c"},
+                          {"token_id", 5},
+                          {"logit", 3.5},
+                          {"parts",
+                           {{{"kind", 0}, {"name", "embedding"}, {"value", 1.5}},
+                            {{"kind", 1}, {"name", "L0 attention"}, {"layer", 0}, {"value", -0.5}}}}};
+    if (!head_classes.is_null()) {
+        lab["head_classes"] = head_classes;
+        json scan = head_classes;
+        scan["kind"] = "scan";
+        lab["head_scan"] = scan;
+    }
+    lab["ablation"] = {
+        {"heads", {{0, 1}}}, {"before", {{5, " c", 0.5}}}, {"after", {{6, " d", 0.4}}}, {"kl", 0.1}, {"positions", 3}};
+    return lab;
+}
+
+} // namespace
+
+// Lists no count refers to, cut short: a fuzzer's execution is mostly parsing, and these lengths add
+// nothing the first few elements do not already exercise.
+void trim_free_lists(json& doc)
+{
+    const auto cut = [](json& a, std::size_t n) {
+        if (a.is_array() && a.size() > n)
+            a.erase(a.begin() + long(n), a.end());
+    };
+    if (doc.contains("text_analysis")) {
+        json& t = doc["text_analysis"];
+        cut(t["tokens"], 6);
+        for (json& k : t["tokens"]) {
+            cut(k["top"], 3);
+            cut(k["candidates"], 3);
+        }
+    }
+    if (doc.contains("stepper"))
+        for (json& r : doc["stepper"]["distributions"])
+            for (json& stage : r["stages"])
+                cut(stage["top"], 4);
+}
+
+std::string with_every_lab_part(const std::string& document)
+{
+    json doc = json::parse(document);
+    const json classes =
+        doc.contains("lab") && doc["lab"].contains("head_classes") ? doc["lab"]["head_classes"] : json();
+    json lab = lab_parts(classes);
+    if (doc.contains("lab"))
+        for (auto& [k, v] : doc["lab"].items())
+            if (!lab.contains(k))
+                lab[k] = v;
+    doc["lab"] = lab;
+    return doc.dump();
+}
+
+const RunSeeds& RunSeeds::get()
+{
+    static const RunSeeds seeds = [] {
+        RunSeeds s;
+        for (const char* name : {"app-gemma3-tiny.tsrun", "cli-trace-gemma3-tiny.tsrun"}) {
+            engine::run::OpenedRun r =
+                engine::run::read_run_file(std::string(TOKENSCOPE_TEST_DATA_DIR "/runs/") + name);
+            json doc = json::parse(with_every_lab_part(r.contents.document));
+            trim_free_lists(doc);
+            r.contents.document = doc.dump();
+            s.runs.push_back(std::move(r));
+        }
+        return s;
+    }();
+    return seeds;
+}
+
+std::vector<std::byte> mutated_run(std::span<const uint8_t> input)
+{
+    Bytes b{input};
+    const RunSeeds& seeds = RunSeeds::get();
+    static const std::vector<json> parsed = [&] {
+        std::vector<json> v;
+        for (const auto& r : seeds.runs)
+            v.push_back(json::parse(r.contents.document));
+        return v;
+    }();
+    const std::size_t which = b.next() % seeds.runs.size();
+    const engine::run::OpenedRun& seed = seeds.runs[which];
+    engine::run::RunContents c = seed.contents;
+    json doc = parsed[which];
+    for (int n = 1 + b.next() % 6; n > 0 && !b.empty(); --n) {
+        if (b.next() % 8 == 0)
+            edit_arrays(c.arrays, b);
+        else
+            edit(doc, b, 0);
+    }
+    c.document = doc.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (c.document.size() > engine::run::kMaxDocumentBytes)
+        return {};
+    try {
+        return engine::run::run_file_bytes(c, seed.file.get());
+    } catch (const engine::Error&) {
+        return {}; // an array whose dims no longer match: the writer refuses it, nothing to read
+    }
+}
+
+} // namespace testsupport
