@@ -116,14 +116,14 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
     restoreState(settings.value("window/state").toByteArray());
 
     connect(engine, &EngineController::loadProgress, this, [this](int percent, const QString& what) {
-        m_progress->setVisible(percent < 100);
-        m_cancel->setVisible(percent < 100);
+        setBarWidgetVisible(m_progress, percent < 100);
+        setBarWidgetVisible(m_cancel, percent < 100);
         m_progress->setValue(percent);
         statusBar()->showMessage(what);
     });
     connect(engine, &EngineController::modelLoaded, this, [this](std::shared_ptr<const ModelSummary> m) {
-        m_progress->hide();
-        m_cancel->hide();
+        setBarWidgetVisible(m_progress, false);
+        setBarWidgetVisible(m_cancel, false);
         showModel(m);
         if (!m->remote && m_remember_models)
             rememberRecent(m->path);
@@ -134,8 +134,8 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
     });
     connectServerSignals();
     connect(engine, &EngineController::loadFailed, this, [this](const QString& message) {
-        m_progress->hide();
-        m_cancel->hide();
+        setBarWidgetVisible(m_progress, false);
+        setBarWidgetVisible(m_cancel, false);
         // The bar said "Loading X…": back to the model still loaded (a failed load keeps it), or none.
         if (const auto loaded = m_engine->model()) {
             showModel(loaded);
@@ -207,18 +207,29 @@ void MainWindow::buildModelBar()
     });
     bar->addWidget(new QLabel(tr(" Backend ")));
     bar->addWidget(m_backend);
+    m_progress = new QProgressBar;
+    m_progress->setMaximumWidth(200);
+    bar->addWidget(m_progress)->setVisible(false);
+    m_cancel = new QPushButton(tr("Cancel"));
+    connect(m_cancel, &QPushButton::clicked, this, [this] { m_engine->cancel(m_load_request); }); // the load only
+    bar->addWidget(m_cancel)->setVisible(false);
+    m_cancel_open = new QPushButton(tr("Cancel opening"));
+    m_cancel_open->setObjectName("cancel-open-run");
+    connect(m_cancel_open, &QPushButton::clicked, this, &MainWindow::cancelOpenRun);
+    bar->addWidget(m_cancel_open)->setVisible(false);
+    // The label last: a long one (a saved run's) is cut, not the progress and its Cancel buttons.
     m_model_label = new QLabel(tr("  No model loaded — open a .gguf file or drop one here."));
     m_model_label->setObjectName("modelBarLabel");
     m_model_label->setTextInteractionFlags(Qt::TextSelectableByMouse);
     bar->addWidget(m_model_label);
-    m_progress = new QProgressBar;
-    m_progress->setMaximumWidth(200);
-    m_progress->hide();
-    bar->addWidget(m_progress);
-    m_cancel = new QPushButton(tr("Cancel"));
-    m_cancel->hide();
-    connect(m_cancel, &QPushButton::clicked, this, [this] { m_engine->cancel(m_load_request); }); // the load only
-    bar->addWidget(m_cancel);
+}
+
+void MainWindow::setBarWidgetVisible(QWidget* widget, bool visible)
+{
+    if (auto* bar = qobject_cast<QToolBar*>(widget->parentWidget()))
+        for (QAction* a : bar->actions())
+            if (bar->widgetForAction(a) == widget)
+                a->setVisible(visible);
 }
 
 void MainWindow::addCudaDevices(const engine::CudaDeviceListing& listing)

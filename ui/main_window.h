@@ -86,6 +86,12 @@ public:
     // Reads a run in the background and shows it in every panel, with or without a model loaded;
     // runOpened reports the end (error empty when it worked).
     void openRun(const QString& path);
+    // Stops waiting for the run being opened (its Cancel button): the window keeps what it shows and
+    // runOpened reports "cancelled".
+    void cancelOpenRun();
+    // A widget of the model bar (a QToolBar) is shown and hidden through its action: its own
+    // show()/hide() leave it unplaced (Qt's documented rule), which hid the Cancel buttons.
+    static void setBarWidgetVisible(QWidget* widget, bool visible);
     const std::shared_ptr<const RunDocument>& openedRun() const { return m_run; }
 
 signals:
@@ -137,8 +143,11 @@ private:
     QMenu* m_recent = nullptr;
     QMenu* m_view = nullptr;
     std::map<QString, QWidget*> m_panels;
-    std::shared_ptr<const RunDocument> m_run;  // the run last opened
-    bool m_showing_run = false;                // no live result has replaced it since
+    std::shared_ptr<const RunDocument> m_run; // the run last opened
+    bool m_showing_run = false;               // no live result has replaced it since
+    quint64 m_run_opening = 0;                // the open under way (0: none); a newer one or Cancel drops it
+    QString m_run_opening_path;
+    QPushButton* m_cancel_open = nullptr;
     std::map<QString, QString> m_model_sha256; // model path → SHA-256, computed when a run is first saved
 };
 

@@ -26,6 +26,7 @@
 #include <QLabel>
 #include <QLocale>
 #include <QMessageBox>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QStatusBar>
 #include <QVBoxLayout>
@@ -214,7 +215,18 @@ void MainWindow::openRun(const QString& path)
         std::shared_ptr<const RunDocument> run;
         QString error;
     };
-    statusBar()->showMessage(tr("Opening %1…").arg(QFileInfo(path).fileName()));
+    static quint64 next_open = 0;
+    if (m_run_opening)
+        cancelOpenRun(); // the newer file wins
+    const quint64 ticket = m_run_opening = ++next_open;
+    m_run_opening_path = path;
+    // A large run takes seconds to read and check: the bar shows it is busy, and Cancel stops waiting.
+    // (No temporary message: the status bar would draw it over the button.)
+    statusBar()->clearMessage();
+    m_cancel_open->setText(tr("Cancel opening %1").arg(QFileInfo(path).fileName()));
+    m_progress->setRange(0, 0);
+    setBarWidgetVisible(m_progress, true);
+    setBarWidgetVisible(m_cancel_open, true);
     run_in_background(
         this,
         [path] {
@@ -227,13 +239,33 @@ void MainWindow::openRun(const QString& path)
             }
             return r;
         },
-        [path](MainWindow& w, Opened r) {
+        [path, ticket](MainWindow& w, Opened r) {
+            if (w.m_run_opening != ticket)
+                return; // cancelled, or another file opened since: its result is not shown
+            w.m_run_opening = 0;
+            setBarWidgetVisible(w.m_progress, false);
+            w.m_progress->setRange(0, 100);
+            setBarWidgetVisible(w.m_cancel_open, false);
             if (!r.error.isEmpty())
                 w.reportRunError(QObject::tr("Cannot open the run"), r.error);
             else
                 w.showRun(std::move(r.run));
             emit w.runOpened(path, r.error);
         });
+}
+
+void MainWindow::cancelOpenRun()
+{
+    if (!m_run_opening)
+        return;
+    m_run_opening = 0;
+    setBarWidgetVisible(m_progress, false);
+    m_progress->setRange(0, 100);
+    setBarWidgetVisible(m_cancel_open, false);
+    statusBar()->showMessage(
+        tr("Stopped opening %1: the window shows what it showed before").arg(QFileInfo(m_run_opening_path).fileName()),
+        8000);
+    emit runOpened(m_run_opening_path, tr("cancelled"));
 }
 
 void MainWindow::showRun(std::shared_ptr<const RunDocument> run)

@@ -37,6 +37,7 @@
 #include <QFileInfo>
 #include <QPlainTextEdit>
 #include <QProcess>
+#include <QPushButton>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
@@ -568,7 +569,30 @@ void TestSavedRuns::theLargestLegitimateRunsOpen()
         qInfo("opened %s (%.1f MiB document) in %lld ms", name, double(c.document.size()) / 1048576.0,
               qint64(clock.elapsed()));
     }
-    QCOMPARE(m_b->stepperPanel()->state()->tokens.size(), std::size_t(engine::run::RunLimits::kSequenceTokens));
+    const auto shown = m_b->stepperPanel()->state();
+    QCOMPARE(shown->tokens.size(), std::size_t(engine::run::RunLimits::kSequenceTokens));
+
+    // Opening shows it is busy and can be cancelled: the window keeps what it showed, and the
+    // dropped result does not replace it when the reading ends.
+    engine::run::RunContents small = good.contents;
+    const QString path = m_dir.filePath("small.tsrun");
+    engine::run::write_run_file(path.toStdString(), small, good.file.get());
+    QSignalSpy opened(m_b.get(), &MainWindow::runOpened);
+    m_b->openRun(m_dir.filePath("largest.tsrun"));
+    auto* cancel = m_b->findChild<QPushButton*>("cancel-open-run");
+    QCoreApplication::processEvents(); // laid out in the model bar (the reading takes seconds)
+    QVERIFY(cancel && cancel->isVisible() && cancel->isEnabled());
+    QCOMPARE(opened.size(), 0);
+    QTest::mouseClick(cancel, Qt::LeftButton);
+    QCOMPARE(opened.size(), 1);
+    QCOMPARE(opened.at(0).at(1).toString(), QString("cancelled"));
+    QCoreApplication::processEvents();
+    QVERIFY(!cancel->isVisible());
+    m_b->openRun(path); // a run opened after it is shown, not the cancelled one
+    QVERIFY(testsupport::seen(opened, 2, 120000));
+    QCOMPARE(opened.at(1).at(0).toString(), path);
+    QVERIFY(m_b->stepperPanel()->state() != shown);
+    QVERIFY(m_b->stepperPanel()->state()->tokens.size() < 1000);
 }
 
 // The run fuzzer's minimized corpus (tests/data/fuzz/run: edit scripts, see tests/support/run_mutator)
