@@ -8,6 +8,7 @@
 #include "run/run_document.h"
 #include "run/run_file.h"
 #include "run/run_validate.h"
+#include "run_mutator.h"
 #include "test_paths.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/vocab.h"
@@ -27,31 +28,6 @@ namespace {
 
 const std::string kFixture = std::string(TOKENSCOPE_TEST_DATA_DIR) + "/runs/app-gemma3-tiny.tsrun";
 
-// A valid patching, attribution, scan and ablation beside the fixture's parts, so that each edit below
-// starts from a run that opens.
-void add_lab(json& doc)
-{
-    doc["lab"]["patching"] = {{"settings", {{"clean", "a b c"}, {"corrupted", "a b d"}, {"metric", 0}, {"over", 0}}},
-                              {"clean_pieces", {"a", " b", " c"}},
-                              {"corrupted_pieces", {"a", " b", " d"}},
-                              {"n_layers", 2},
-                              {"n_columns", 3},
-                              {"effect", {{0.1, 0.2, nullptr}, {0.5, 1.0, 0.0}}},
-                              {"raw", {{0.1, 0.2, nullptr}, {0.5, 1.0, 0.0}}},
-                              {"runs", 6}};
-    doc["lab"]["attribution"] = {{"token", " c"},
-                                 {"token_id", 5},
-                                 {"logit", 3.5},
-                                 {"parts",
-                                  {{{"kind", 0}, {"name", "embedding"}, {"value", 1.5}},
-                                   {{"kind", 1}, {"name", "L0 attention"}, {"layer", 0}, {"value", -0.5}}}}};
-    json scan = doc["lab"]["head_classes"];
-    scan["kind"] = "scan";
-    doc["lab"]["head_scan"] = scan;
-    doc["lab"]["ablation"] = {
-        {"heads", {{0, 1}}}, {"before", {{5, " c", 0.5}}}, {"after", {{6, " d", 0.4}}}, {"kl", 0.1}, {"positions", 3}};
-}
-
 struct Base {
     engine::run::OpenedRun opened;
     json doc;
@@ -59,9 +35,10 @@ struct Base {
 
 Base base()
 {
+    // The fixture with a patching, an attribution, a head scan and an ablation added beside its parts,
+    // so that each edit below starts from a run that opens.
     Base b{engine::run::read_run_file(kFixture), {}};
-    b.doc = json::parse(b.opened.contents.document);
-    add_lab(b.doc);
+    b.doc = json::parse(testsupport::with_every_lab_part(b.opened.contents.document));
     return b;
 }
 
