@@ -29,6 +29,7 @@ private slots:
     void sigkillDuringReplyLosesNoCompletedMessage();
     void overflowIsToldBeforeSendingAndPrefillStops();
     void maxTokensOverTheLimitIsShownNotChanged();
+    void aModelSwitchIsMarkedAndEveryReplyNamesItsModel();
 
 private:
     QTemporaryDir m_dir;
@@ -243,6 +244,62 @@ void TestChatUi::maxTokensOverTheLimitIsShownNotChanged()
         QVERIFY(box->valid());
         QVERIFY(go->isEnabled());
     }
+}
+
+// A conversation that goes on after another model is loaded: the switch is marked in the transcript
+// where it happens, the line under each reply names the model that wrote it, and the conversation
+// database records it (messages.model, user_version 2). Typed and sent with real key events.
+void TestChatUi::aModelSwitchIsMarkedAndEveryReplyNamesItsModel()
+{
+    REQUIRE_DEFAULT_MODEL(base);
+    REQUIRE_CHAT_MODEL(instruct);
+    const QString db = m_dir.filePath("switch.sqlite");
+    ConversationStore store(db, "switch");
+    EngineController engine;
+    MainWindow window(&engine, &store);
+    window.show();
+    QSignalSpy loaded(&engine, &EngineController::modelLoaded);
+    window.openModel(QString::fromStdString(base));
+    QVERIFY(loaded.wait(120000));
+    const QString first_model = engine.model()->name;
+    ChatPanel* chat = window.chatPanel();
+    auto s = chat->sampling();
+    s.temperature = 0.0f;
+    s.max_tokens = 6;
+    chat->setSampling(s);
+    auto* input = chat->findChild<QPlainTextEdit*>("messageInput");
+    QVERIFY(input);
+    QSignalSpy finished(chat, &ChatPanel::replyFinished);
+    const auto say = [&](const QString& text) {
+        input->setFocus();
+        QTest::keyClicks(input, text);
+        QTest::keyClick(input, Qt::Key_Return, Qt::ControlModifier);
+        return finished.wait(180000);
+    };
+    QVERIFY(say("The lighthouse keeper"));
+    QVERIFY(!chat->transcriptText().contains("Model changed"));
+    QVERIFY2(chat->transcriptText().contains(first_model + " · "), qPrintable(chat->transcriptText()));
+
+    window.openModel(QString::fromStdString(instruct));
+    QVERIFY(loaded.wait(120000));
+    const QString second_model = engine.model()->name;
+    QVERIFY(second_model != first_model);
+    QVERIFY2(chat->transcriptText().contains(QString("Model changed to %1: the next reply").arg(second_model)),
+             qPrintable(chat->transcriptText()));
+    QVERIFY(say("Say hello."));
+    const QString text = chat->transcriptText();
+    QVERIFY2(text.contains(QString("Model changed to %1: it read the whole conversation").arg(second_model)),
+             qPrintable(text));
+    QVERIFY(!text.contains("the next reply re-reads"));
+    QVERIFY(text.contains(first_model + " · ") && text.contains(second_model + " · "));
+
+    ConversationStore reread(db, "switch-reread");
+    const auto saved = reread.latest();
+    QVERIFY(saved.has_value());
+    QCOMPARE(saved->messages.size(), 4);
+    QCOMPARE(saved->messages[1].model, first_model);
+    QCOMPARE(saved->messages[3].model, second_model);
+    window.close();
 }
 
 QTEST_MAIN(TestChatUi)

@@ -3,6 +3,9 @@
 // truncation (edit-and-resend, regenerate) removes exactly the later messages.
 #include "storage/conversation_store.h"
 
+#include <QFile>
+#include <QSqlDatabase>
+#include <QSqlQuery>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -13,6 +16,7 @@ class TestConversationStore : public QObject {
 private slots:
     void messagesSurviveReopen();
     void truncateRemovesLaterMessages();
+    void aVersion1DatabaseOpensIntactAndRecordsModelsFromNowOn();
 };
 
 void TestConversationStore::messagesSurviveReopen()
@@ -56,6 +60,48 @@ void TestConversationStore::truncateRemovesLaterMessages()
     QCOMPARE(c->messages.back().content, QString("2"));
     QVERIFY(store.appendMessage(id, "user", "again"));
     QCOMPARE(store.load(id)->messages.back().seq, 3);
+}
+
+// tests/data/conversations-v1.sqlite has the schema the store wrote before replies recorded their
+// model (user_version 1): it opens with every message as it was, gains the column (user_version 2),
+// and a reply appended from now on names its model.
+void TestConversationStore::aVersion1DatabaseOpensIntactAndRecordsModelsFromNowOn()
+{
+    QTemporaryDir dir;
+    const QString path = dir.filePath("v1.sqlite");
+    QVERIFY(QFile::copy(QStringLiteral(TOKENSCOPE_TEST_DATA_DIR "/conversations-v1.sqlite"), path));
+    QFile::setPermissions(path, QFile::ReadOwner | QFile::WriteOwner);
+    {
+        ConversationStore store(path, "v1");
+        QVERIFY2(store.ok(), qPrintable(store.error()));
+        const auto c = store.latest();
+        QVERIFY(c.has_value());
+        QCOMPARE(c->title, QString("Hello there"));
+        QCOMPARE(c->system_prompt, QString("Be brief."));
+        QCOMPARE(c->messages.size(), 4);
+        QCOMPARE(c->messages[3].content,
+                 QString("Silent lines of code\nA model reads them slowly\nTokens fall like rain"));
+        QVERIFY(c->messages[3].stats.startsWith("17 tokens"));
+        for (const auto& m : c->messages)
+            QVERIFY(m.model.isEmpty()); // not recorded then
+        QVERIFY(store.appendMessage(c->id, "user", "Another one"));
+        QVERIFY(store.appendMessage(c->id, "assistant", "Short reply", "3 tokens", "Gemma 3 270m"));
+    }
+    {
+        QSqlDatabase db = QSqlDatabase::addDatabase("QSQLITE", "raw");
+        db.setDatabaseName(path);
+        QVERIFY(db.open());
+        QSqlQuery q(db);
+        QVERIFY(q.exec("PRAGMA user_version") && q.next());
+        QCOMPARE(q.value(0).toInt(), 2);
+    }
+    QSqlDatabase::removeDatabase("raw");
+    ConversationStore reopened(path, "v2");
+    const auto c = reopened.latest();
+    QCOMPARE(c->messages.size(), 6);
+    QCOMPARE(c->messages[5].model, QString("Gemma 3 270m"));
+    QCOMPARE(c->messages[5].stats, QString("3 tokens"));
+    QVERIFY(c->messages[4].model.isEmpty());
 }
 
 QTEST_GUILESS_MAIN(TestConversationStore)

@@ -10,6 +10,7 @@
 #include <QCheckBox>
 #include <QClipboard>
 #include <QDoubleSpinBox>
+#include <QFileInfo>
 #include <QFontDatabase>
 #include <QFormLayout>
 #include <QGuiApplication>
@@ -142,6 +143,7 @@ ChatPanel::ChatPanel(EngineController* engine, ConversationStore* store, QWidget
     connect(m_engine, &EngineController::modelLoaded, this, [this] {
         updateButtons();
         updateModelNotice();
+        render(); // a switch of model is marked in the transcript
     });
     if (m_store)
         connect(m_store, &ConversationStore::statusChanged, this, &ChatPanel::updateStorageNotice);
@@ -339,7 +341,7 @@ void ChatPanel::restore()
         m_system->setText(c->system_prompt);
         for (const auto& m : c->messages) {
             m_turns.push_back({m.role, m.content});
-            m_turn_stats.push_back(m.stats);
+            m_turn_stats.push_back({m.stats, m.model});
         }
     }
 }
@@ -484,9 +486,10 @@ void ChatPanel::onFinished(std::shared_ptr<const ReplyStats> stats)
     m_replying = false;
     m_last_stats = stats;
     const QString line = stats_line(*stats);
+    const QString model = currentModelName();
     m_turns.push_back({"assistant", m_streaming.trimmed()});
-    m_turn_stats.push_back(line);
-    m_store->appendMessage(m_conversation, "assistant", m_streaming.trimmed(), line);
+    m_turn_stats.push_back({line, model});
+    m_store->appendMessage(m_conversation, "assistant", m_streaming.trimmed(), line, model);
     m_streaming.clear();
     m_status->setText(stats->notice.isEmpty() ? line : stats->notice + "\n" + line);
     m_prompt_view->setPlainText(tr("Text after the chat template (%1):\n%2\n\nTokens:\n%3")
@@ -521,9 +524,36 @@ void ChatPanel::render()
     doc->clear();
     QTextCursor cursor(doc);
     const QString muted = palette().color(QPalette::PlaceholderText).name();
+    // A change of model between replies is marked where it happened: the next reply was written by
+    // another model, which read the whole conversation so far afresh.
+    const auto mark_switch = [&](const QString& to, bool coming) {
+        QTextBlockFormat block;
+        block.setTopMargin(10);
+        cursor.insertBlock(block);
+        cursor.insertHtml(QString("<span style='color:%1'>%2</span>")
+                              .arg(muted, (coming ? tr("— Model changed to %1: the next reply re-reads the whole "
+                                                       "conversation with it —")
+                                                  : tr("— Model changed to %1: it read the whole conversation so "
+                                                       "far afresh —"))
+                                              .arg(to)
+                                              .toHtmlEscaped()));
+    };
+    // The mark goes before the message the new model first answered.
+    std::vector<QString> switched_before(m_turns.size());
+    QString last_model;
+    for (std::size_t i = 0; i < m_turns.size(); ++i) {
+        const QString& model = m_turn_stats[i].model;
+        if (m_turns[i].role == "user" || model.isEmpty())
+            continue;
+        if (!last_model.isEmpty() && model != last_model)
+            switched_before[i > 0 && m_turns[i - 1].role == "user" ? i - 1 : i] = model;
+        last_model = model;
+    }
     for (std::size_t i = 0; i < m_turns.size(); ++i) {
         const auto& t = m_turns[i];
         const bool user = t.role == "user";
+        if (!switched_before[i].isEmpty())
+            mark_switch(switched_before[i], false);
         insert_heading(cursor, user ? tr("You") : tr("Model"), i == 0);
         if (user) {
             insert_plain(cursor, t.content);
@@ -533,19 +563,31 @@ void ChatPanel::render()
         insert_markdown(cursor, t.content, palette());
         // The statistics line and the reply's Copy link (the raw Markdown, not the rendering).
         cursor.insertBlock(QTextBlockFormat(), QTextCharFormat());
-        cursor.insertHtml(QString("<span style='color:%1; font-size:small'>%2</span> "
-                                  "<a href='copy:%3' style='font-size:small'>%4</a>")
-                              .arg(muted, m_turn_stats[i].toHtmlEscaped())
-                              .arg(i)
-                              .arg(tr("Copy")));
+        cursor.insertHtml(
+            QString("<span style='color:%1; font-size:small'>%2</span> "
+                    "<a href='copy:%3' style='font-size:small'>%4</a>")
+                .arg(muted, (m_turn_stats[i].model.isEmpty() ? m_turn_stats[i].stats
+                                                             : m_turn_stats[i].model + " · " + m_turn_stats[i].stats)
+                                .toHtmlEscaped())
+                .arg(i)
+                .arg(tr("Copy")));
     }
     m_stream_start = -1;
+    if (const QString now = currentModelName();
+        !m_replying && !last_model.isEmpty() && !now.isEmpty() && now != last_model)
+        mark_switch(now, true);
     if (m_replying) {
         insert_heading(cursor, tr("Model"), m_turns.empty());
         m_stream_start = cursor.position();
         renderStreaming();
     }
     m_transcript->verticalScrollBar()->setValue(m_transcript->verticalScrollBar()->maximum());
+}
+
+QString ChatPanel::currentModelName() const
+{
+    const auto& m = m_engine->model();
+    return m ? (m->name.isEmpty() ? QFileInfo(m->path).fileName() : m->name) : QString();
 }
 
 const QTextDocument* ChatPanel::transcriptDocument() const

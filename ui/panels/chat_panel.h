@@ -80,11 +80,17 @@ private:
     EngineController* m_engine;
     ConversationStore* m_store;
     qint64 m_conversation = 0;
-    std::vector<ChatTurn> m_turns;     // completed messages (system prompt kept separately)
-    std::vector<QString> m_turn_stats; // one line under each assistant message
-    QString m_streaming;               // the reply being generated
-    QString m_pending;                 // deltas not yet shown (flushed once per frame)
-    int m_stream_start = -1;           // where the streaming reply begins in the transcript
+    std::vector<ChatTurn> m_turns; // completed messages (system prompt kept separately)
+    struct TurnLine {
+        QString stats; // the line under an assistant message
+        QString model; // the model that wrote it (empty: a user message, or not recorded)
+    };
+    std::vector<TurnLine> m_turn_stats; // one per message
+    // The model answering now, for the transcript's mark when it differs from the last reply's.
+    QString currentModelName() const;
+    QString m_streaming;     // the reply being generated
+    QString m_pending;       // deltas not yet shown (flushed once per frame)
+    int m_stream_start = -1; // where the streaming reply begins in the transcript
     quint64 m_request = 0;
     bool m_replying = false;
     std::shared_ptr<const ReplyStats> m_last_stats;

@@ -156,14 +156,31 @@ bool ConversationStore::createSchema()
           "CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY, conversation_id INTEGER NOT NULL "
           "REFERENCES conversations(id) ON DELETE CASCADE, seq INTEGER NOT NULL, role TEXT NOT NULL, content TEXT NOT "
           "NULL, "
-          "stats TEXT NOT NULL DEFAULT '', created TEXT NOT NULL)",
-          "CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, seq)",
-          // A write the file must take: a read-only file or folder shows here, not at the first message.
-          "PRAGMA user_version = 1"}) {
+          "stats TEXT NOT NULL DEFAULT '', created TEXT NOT NULL, model TEXT NOT NULL DEFAULT '')",
+          "CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, seq)"}) {
         if (!q.exec(QString::fromLatin1(sql))) {
             m_error = q.lastError().text();
             return false;
         }
+    }
+    // Version 2: each message records the model that wrote it. A version-1 database (written before)
+    // gains the column, its messages kept as they were, with no model named.
+    bool has_model = false;
+    if (!q.exec("PRAGMA table_info(messages)")) {
+        m_error = q.lastError().text();
+        return false;
+    }
+    while (q.next())
+        has_model = has_model || q.value(1).toString() == "model";
+    q.finish();
+    if (!has_model && !q.exec("ALTER TABLE messages ADD COLUMN model TEXT NOT NULL DEFAULT ''")) {
+        m_error = q.lastError().text();
+        return false;
+    }
+    // A write the file must take: a read-only file or folder shows here, not at the first message.
+    if (!q.exec("PRAGMA user_version = 2")) {
+        m_error = q.lastError().text();
+        return false;
     }
     return true;
 }
@@ -245,14 +262,16 @@ bool ConversationStore::apply(const Op& op, qint64* created_id)
             return false;
         }
         {
-            q.prepare(
-                "INSERT INTO messages (conversation_id, seq, role, content, stats, created) VALUES (?, ?, ?, ?, ?, ?)");
+            q.prepare("INSERT INTO messages (conversation_id, seq, role, content, stats, created, model) VALUES (?, ?, "
+                      "?, ?, ?, "
+                      "?, ?)");
             q.addBindValue(id);
             q.addBindValue(next);
             q.addBindValue(text(op.a));
             q.addBindValue(text(op.b));
             q.addBindValue(text(op.c));
             q.addBindValue(now_iso());
+            q.addBindValue(text(op.d));
             ok = q.exec();
         }
         break;
@@ -360,9 +379,9 @@ void ConversationStore::setSystemPrompt(qint64 conversation, const QString& syst
 }
 
 bool ConversationStore::appendMessage(qint64 conversation, const QString& role, const QString& content,
-                                      const QString& stats)
+                                      const QString& stats, const QString& model)
 {
-    return submit({Op::Append, conversation, role, content, stats, 0});
+    return submit({Op::Append, conversation, role, content, stats, 0, model});
 }
 
 void ConversationStore::truncate(qint64 conversation, int seq)
@@ -386,12 +405,12 @@ std::optional<StoredConversation> ConversationStore::load(qint64 conversation) c
     out.system_prompt = c.value(2).toString();
     out.model_path = c.value(3).toString();
     QSqlQuery m(db);
-    m.prepare("SELECT id, seq, role, content, stats FROM messages WHERE conversation_id = ? ORDER BY seq");
+    m.prepare("SELECT id, seq, role, content, stats, model FROM messages WHERE conversation_id = ? ORDER BY seq");
     m.addBindValue(out.id);
     m.exec();
     while (m.next())
         out.messages.push_back({m.value(0).toLongLong(), m.value(1).toInt(), m.value(2).toString(),
-                                m.value(3).toString(), m.value(4).toString()});
+                                m.value(3).toString(), m.value(4).toString(), m.value(5).toString()});
     return out;
 }
 

@@ -19,6 +19,7 @@ struct StoredMessage {
     QString role;
     QString content;
     QString stats; // one line shown under a reply
+    QString model; // the model that wrote a reply (empty: a user message, or stored before version 2)
 };
 
 struct StoredConversation {
@@ -68,7 +69,8 @@ public:
     void setTitle(qint64 conversation, const QString& title);
     void setSystemPrompt(qint64 conversation, const QString& system_prompt);
     // True when the message reached the database now; false when it is held in memory (see problem()).
-    bool appendMessage(qint64 conversation, const QString& role, const QString& content, const QString& stats = {});
+    bool appendMessage(qint64 conversation, const QString& role, const QString& content, const QString& stats = {},
+                       const QString& model = {});
     // Removes the messages from position `seq` on (edit-and-resend, regenerate).
     void truncate(qint64 conversation, int seq);
     std::optional<StoredConversation> load(qint64 conversation) const;
@@ -83,6 +85,7 @@ private:
         qint64 conversation = 0; // the caller's id (provisional when negative)
         QString a, b, c;         // Create: system, model; Title/System: text; Append: role, content, stats
         int seq = 0;             // Truncate
+        QString d;               // Append: the model that wrote it
     };
     bool openDatabase(QString* why);
     bool keepDamagedAside(const QString& reason);
