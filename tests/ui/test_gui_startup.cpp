@@ -61,6 +61,37 @@ private slots:
         const QByteArray written = settings.open(QIODevice::ReadOnly) ? settings.readAll() : QByteArray();
         QVERIFY2(!written.contains("recent"), written.constData());
     }
+
+    // `--panel lab --tab heads` opens the Heads tab (it opened the Patching tab's heads mode);
+    // patching over heads is `--tab patch-heads`.
+    void labTabHeadsOpensTheHeadsTab_data()
+    {
+        QTest::addColumn<QString>("tab");
+        QTest::addColumn<QString>("said");
+        QTest::newRow("heads") << "heads"
+                               << "lab: the Heads tab";
+        QTest::newRow("patch-heads") << "patch-heads"
+                                     << "lab: the Patching tab, over heads";
+    }
+    void labTabHeadsOpensTheHeadsTab()
+    {
+        QFETCH(QString, tab);
+        QFETCH(QString, said);
+        REQUIRE_DEFAULT_MODEL(path);
+        QTemporaryDir home;
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert("QT_QPA_PLATFORM", "offscreen");
+        env.insert("XDG_CONFIG_HOME", home.filePath("config"));
+        env.insert("XDG_DATA_HOME", home.filePath("data"));
+        p.setProcessEnvironment(env);
+        p.start(TOKENSCOPE_GUI_PATH, {"--screenshot", home.filePath("lab.png"), "--panel", "lab", "--tab", tab,
+                                      "--model", QString::fromStdString(path)});
+        QVERIFY(p.waitForFinished(300000));
+        const QString err = QString::fromUtf8(p.readAllStandardError());
+        QVERIFY2(p.exitCode() == 0 && err.contains(said), qPrintable(err));
+        QVERIFY(QFile::exists(home.filePath("lab.png")));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestGuiStartup)

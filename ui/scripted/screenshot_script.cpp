@@ -193,8 +193,9 @@ void script_attention(QApplication& app, EngineController& engine, MainWindow& w
     });
 }
 
-// The lab: a patching grid (--tab heads: over heads; default: the residual stream) on the default
-// prompts, or (--tab attribution) the waterfall of the most likely token's logit.
+// The lab: a patching grid (--tab attention|mlp|patch-heads: over those; default: the residual stream)
+// on the default prompts, (--tab attribution) the waterfall of the most likely token's logit, or the
+// Heads tab (--tab heads or classes: the heads classified; scan: and an ablation scan).
 void script_lab(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
 {
     QDockWidget* dock = float_dock(window, "lab", 1100, 820);
@@ -205,7 +206,8 @@ void script_lab(QApplication& app, EngineController& engine, MainWindow& window,
             lab->attribute("The Eiffel Tower is in the city of");
             return;
         }
-        if (o->tab == "classes" || o->tab == "scan") {
+        if (o->tab == "heads" || o->tab == "classes" || o->tab == "scan") {
+            std::fprintf(stderr, "lab: the Heads tab (%s)\n", o->tab == "scan" ? "classes, then a scan" : "classes");
             lab->showTab(2);
             lab->headsTab()->classify();
             return;
@@ -220,7 +222,12 @@ void script_lab(QApplication& app, EngineController& engine, MainWindow& window,
         s.corrupted = "The Colosseum is in the city of";
         s.token_a = " Paris";
         s.token_b = " Rome";
-        s.over = o->tab == "heads" ? 3 : o->tab == "mlp" ? 2 : o->tab == "attention" ? 1 : 0;
+        s.over = o->tab == "patch-heads" ? 3 : o->tab == "mlp" ? 2 : o->tab == "attention" ? 1 : 0;
+        std::fprintf(stderr, "lab: the Patching tab, over %s\n",
+                     s.over == 3   ? "heads"
+                     : s.over == 2 ? "MLPs"
+                     : s.over == 1 ? "attention"
+                                   : "the residual stream");
         lab->runPatching(s);
     });
     QObject::connect(lab, &LabPanel::patchingFinished, &window, grab);
