@@ -14,8 +14,11 @@
 #include "bridge/engine_controller.h"
 #include "main_window.h"
 #include "panels/chat_panel.h"
+#include "scripted/screenshot_script.h"
 #include "storage/conversation_store.h"
+#include "widgets/connect_server_dialog.h"
 
+#include <QComboBox>
 #include <QFile>
 #include <QProcess>
 #include <QSignalSpy>
@@ -51,6 +54,7 @@ private slots:
     void screenshotEndsWhenTheServerFails_data();
     void screenshotEndsWhenTheServerFails();
     void screenshotEndsWhenTheModelFailsToLoad();
+    void connectScreenshotShowsAnExampleUrlAndNoKey();
 
 private:
     struct Run {
@@ -191,6 +195,27 @@ void TestRemoteAppHostile::screenshotEndsWhenTheModelFailsToLoad()
     QCOMPARE(r.exit_code, 1);
     QVERIFY2(!r.err.trimmed().isEmpty(), "the reason is printed");
     QVERIFY(!QFile::exists(shot));
+}
+
+// The Connect dialog's screenshot showed the chat prompt as the server URL and a made-up key as dots.
+void TestRemoteAppHostile::connectScreenshotShowsAnExampleUrlAndNoKey()
+{
+    EngineController engine;
+    ConversationStore store(m_dir.filePath("connect.sqlite"), "connect-shot");
+    MainWindow window(&engine, &store);
+    window.setDialogsEnabled(false);
+    ScreenshotOptions o;
+    o.file = m_dir.filePath("connect.png");
+    o.panel = "connect";
+    o.prompt = "Explain in two sentences why the sky is blue."; // the option's default
+    script_screenshot(*qApp, engine, window, o);
+    auto* dialog = window.findChild<ConnectServerDialog*>();
+    QVERIFY(dialog);
+    auto* url = dialog->findChild<QComboBox*>();
+    QVERIFY(url);
+    QCOMPARE(url->currentText(), QString("http://127.0.0.1:8080"));
+    QCOMPARE(dialog->apiKey(), QString());
+    dialog->close();
 }
 
 QTEST_MAIN(TestRemoteAppHostile)

@@ -279,13 +279,13 @@ void script_library(QApplication& app, MainWindow& window, const Options& o)
     library->show();
 }
 
-// File → Connect to server… filled with --prompt as the URL and a key, once the keyring (or its
-// absence) has answered: the note under the key says where keys are kept.
+// File → Connect to server… as a user first sees it: an example URL (not --prompt, a chat message)
+// and an empty key field with its hint, once the keyring (or its absence) has answered: the note
+// under the key says where keys are kept. (A made-up key drawn as dots looked like a saved one.)
 void script_connect(QApplication& app, MainWindow& window, const Options& o)
 {
     auto* dialog = new ConnectServerDialog(&window);
-    dialog->setUrl(o->prompt.isEmpty() ? QString("http://127.0.0.1:8080") : o->prompt);
-    dialog->setApiKey("sk-example-key");
+    dialog->setUrl("http://127.0.0.1:8080");
     auto grabbed = std::make_shared<bool>(false);
     QObject::connect(&ServerKeys::instance(), &ServerKeys::fetched, &window, [&app, &window, dialog, o, grabbed] {
         if (!std::exchange(*grabbed, true))
