@@ -50,6 +50,7 @@
 #include <QStyleFactory>
 #include <QThreadPool>
 #include <QToolBar>
+#include <QWhatsThis>
 #include <memory>
 
 namespace tokenscope::ui {
@@ -352,6 +353,10 @@ void MainWindow::buildMenus()
         });
     }
     auto* help = menuBar()->addMenu(tr("&Help"));
+    QAction* whats_this = QWhatsThis::createAction(this);
+    whats_this->setText(tr("&What is this?"));
+    whats_this->setObjectName("whats-this");
+    help->addAction(whats_this);
     help->addAction(tr("&About Tokenscope"), this, [this] {
         QMessageBox::about(this, tr("About Tokenscope"),
                            tr("<b>Tokenscope %1</b><br>Watch a language model generate, token by token, on your own "

@@ -18,6 +18,7 @@
 #include "panels/tokenizer_panel.h"
 
 #include <QDockWidget>
+#include <QFile>
 
 namespace tokenscope::ui {
 
@@ -83,6 +84,14 @@ void MainWindow::addPanel(const QString& name, const QString& title, QWidget* wi
 {
     auto* dock = new QDockWidget(title, this);
     dock->setObjectName("dock-" + name);
+    // "What is this?" (Help menu, Shift+F1, then a click anywhere in the panel): a short text bundled
+    // with the app (resources/help), from the README's section on the panel.
+    QFile help(":/help/" + name + ".html");
+    if (help.open(QIODevice::ReadOnly)) {
+        const QString text = QString::fromUtf8(help.readAll());
+        widget->setWhatsThis(text);
+        dock->setWhatsThis(text);
+    }
     dock->setWidget(widget);
     addDockWidget(area, dock);
     m_panels[name] = widget;

@@ -12,6 +12,7 @@
 
 #include <QAbstractButton>
 #include <QAction>
+#include <QApplication>
 #include <QDockWidget>
 #include <QPlainTextEdit>
 #include <QPushButton>
@@ -20,6 +21,7 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QWhatsThis>
 
 using namespace tokenscope::ui;
 
@@ -150,6 +152,41 @@ private slots:
         QTest::keyClick(prompt, Qt::Key_Enter, Qt::ControlModifier); // the keypad's Enter too
         QCOMPARE(prefilled.count(), 1);
         QCOMPARE(sent.count(), 1);
+    }
+
+    // Help → What is this? (Shift+F1), then a click in a panel: every panel explains itself with the
+    // text bundled for it (resources/help), typed and clicked as a user does.
+    void whatIsThisExplainsEveryPanel()
+    {
+        ConversationStore store(m_dir.filePath("c.sqlite"), "shortcuts-3");
+        EngineController engine;
+        MainWindow window(&engine, &store);
+        window.resize(1400, 900);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowActive(&window));
+        const auto docks = window.findChildren<QDockWidget*>();
+        QVERIFY(docks.size() >= 9);
+        for (QDockWidget* dock : docks) {
+            QWidget* panel = dock->widget();
+            QVERIFY2(panel->whatsThis().startsWith("<h3>" + dock->windowTitle() + "</h3>"),
+                     qPrintable(dock->objectName() + ": " + panel->whatsThis().left(80)));
+            QVERIFY(panel->whatsThis().size() > 200);
+            dock->show();
+            dock->raise();
+            QCoreApplication::processEvents();
+            panel->setFocus();
+            QTest::keyClick(panel, Qt::Key_F1, Qt::ShiftModifier);
+            QVERIFY2(QWhatsThis::inWhatsThisMode(), qPrintable(dock->objectName()));
+            QTest::mouseClick(panel, Qt::LeftButton, {}, panel->rect().center());
+            QVERIFY(!QWhatsThis::inWhatsThisMode());
+            bool shown = false;
+            for (QWidget* w : QApplication::topLevelWidgets())
+                shown = shown || (w->isVisible() && QByteArray(w->metaObject()->className()) == "QWhatsThat");
+            QVERIFY2(shown, qPrintable(dock->objectName() + ": no text shown"));
+            QWhatsThis::hideText();
+            window.activateWindow(); // the text's popup took the activation
+            QVERIFY(QTest::qWaitForWindowActive(&window));
+        }
     }
 
 private:
