@@ -20,6 +20,7 @@ struct MakeTestModelArgs {
     std::string out;
     std::string vocab;
     uint64_t seed = 1;
+    uint32_t layers = 0; // 0: the architecture's own count
 };
 
 int run_make_test_model(const MakeTestModelArgs& a)
@@ -32,6 +33,10 @@ int run_make_test_model(const MakeTestModelArgs& a)
         throw engine::Error("--vocab only applies to --arch; --like copies the model's own tokenizer");
     if (a.out.empty())
         throw engine::Error("--out FILE is required");
+    if (a.layers && a.arch.empty())
+        throw engine::Error("--layers only applies to --arch");
+    if (a.layers > 512)
+        throw engine::Error(fmt::format("--layers {} is more than the 512 a test model may have", a.layers));
 
     engine::gguf::GgufWriter writer;
     if (!a.like.empty()) {
@@ -43,7 +48,14 @@ int run_make_test_model(const MakeTestModelArgs& a)
         std::shared_ptr<const engine::gguf::GgufFile> vocab;
         if (!a.vocab.empty())
             vocab = engine::gguf::GgufFile::open(a.vocab);
-        writer = engine::make_test_model(a.arch, a.seed, vocab.get());
+        if (a.layers) {
+            // Deep models for layout checks (a 30-layer model in every panel); matrices are F32.
+            engine::TestModelShape shape;
+            shape.n_layer = a.layers;
+            writer = engine::make_test_model(a.arch, a.seed, shape, vocab.get());
+        } else {
+            writer = engine::make_test_model(a.arch, a.seed, vocab.get());
+        }
     }
     writer.write(a.out);
 
@@ -73,6 +85,8 @@ CommandRunner add_make_test_model_command(CLI::App& app)
     cmd->add_option("--preset", a->preset,
                     "Build a full-size twin of a published model's configuration (" + presets + ")");
     cmd->add_option("-o,--out", a->out, "Output GGUF file (written atomically)")->required();
+    cmd->add_option("--layers", a->layers,
+                    "With --arch: this many layers instead of the architecture's (matrices F32)");
     cmd->add_option("--seed", a->seed, "Random seed; the same seed gives a byte-identical file (default 1)");
     cmd->add_option("--vocab", a->vocab,
                     "With --arch: take every tokenizer.* key from this GGUF instead of the "

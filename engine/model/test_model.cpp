@@ -612,9 +612,10 @@ gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const ggu
     return make_test_model_impl(arch, seed, vocab, nullptr);
 }
 
-gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const TestModelShape& shape)
+gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const TestModelShape& shape,
+                                 const gguf::GgufFile* vocab)
 {
-    return make_test_model_impl(arch, seed, nullptr, &shape);
+    return make_test_model_impl(arch, seed, vocab, &shape);
 }
 
 const std::vector<std::string>& test_model_presets()

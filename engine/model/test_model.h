@@ -42,7 +42,9 @@ gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const ggu
 struct TestModelShape {
     std::optional<uint32_t> n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff;
 };
-gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const TestModelShape& shape);
+// `vocab`, when given, as above.
+gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const TestModelShape& shape,
+                                 const gguf::GgufFile* vocab = nullptr);
 
 // Full-size shape twins of published models: gemma3-270m, qwen2.5-0.5b, llama-3.1-8b (their
 // configurations, the built-in vocabulary padded to the real vocabulary's size, the Q4_K_M-like mix

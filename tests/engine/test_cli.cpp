@@ -61,6 +61,7 @@ private slots:
     void attributeJsonPartsAddUp();
     void errorsGoToStderr_data();
     void errorsGoToStderr();
+    void aDeepTestModelWithTheChatModelsVocabulary();
 };
 
 void TestCli::infoOnDefaultModelWithoutFlags()
@@ -412,6 +413,26 @@ void TestCli::benchPrintsBothTests()
     QVERIFY(j["pp"].toObject()["tokens_per_second"].toDouble() > 0);
     QVERIFY(j["tg"].toObject()["tokens_per_second"].toDouble() > 0);
     QCOMPARE(j["pp"].toObject()["n"].toInt(), 32);
+}
+
+// `make-test-model --arch qwen2 --layers 30 --vocab CHAT_MODEL`: a 30-layer random model with the chat
+// model's tokenizer (the model the layout checks use); it loads and generates.
+void TestCli::aDeepTestModelWithTheChatModelsVocabulary()
+{
+    REQUIRE_CHAT_MODEL(chat);
+    QTemporaryDir dir;
+    const QString model = dir.filePath("deep.gguf");
+    const Run made = cli({"make-test-model", "--arch", "qwen2", "--layers", "30", "--vocab",
+                          QString::fromStdString(chat), "--out", model});
+    QVERIFY2(made.exit_code == 0, qPrintable(made.err));
+    const Run info = cli({"info", model, "--json"});
+    QCOMPARE(info.exit_code, 0);
+    const auto j = QJsonDocument::fromJson(info.out.toUtf8()).object();
+    QCOMPARE(j["n_layer"].toInt(), 30);
+    QCOMPARE(j["n_vocab"].toInt(), 151936); // the chat model's vocabulary
+    const Run gen = cli({"generate", "-m", model, "-p", "Hello", "-n", "3", "--temp", "0"});
+    QVERIFY2(gen.exit_code == 0, qPrintable(gen.err));
+    QCOMPARE(cli({"make-test-model", "--preset", "gemma3-270m", "--layers", "30", "--out", model}).exit_code, 1);
 }
 
 // --backend vulkan runs the f32 arithmetic; --vulkan-exact the 64-bit one; both say so in the
