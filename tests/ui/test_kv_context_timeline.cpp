@@ -22,13 +22,16 @@
 #include "session/stepper.h"
 #include "storage/conversation_store.h"
 #include "test_paths.h"
+#include "widgets/chart_style.h"
 #include "widgets/kv_heat_strip.h"
 #include "widgets/kv_layer_view.h"
 #include "widgets/timeline_view.h"
 
+#include <QChartView>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QValueAxis>
 #include <cmath>
 
 using namespace tokenscope::ui;
@@ -272,6 +275,30 @@ void TestKvContextTimeline::timelineShowsTheTrace()
     }
     QVERIFY2(m_timeline->statsText().contains(QString("TTFT %1 ms").arg(t->ttft_ms, 0, 'f', 1)),
              qPrintable(m_timeline->statsText()));
+    // The latency chart's axes tick at 1, 2 or 5 × 10^n: whole tokens on the token axis (12 tokens:
+    // every 2, not every 2.4 as Qt's five default ticks put them).
+    const auto nice = [](double step) {
+        const double decade = std::pow(10.0, std::floor(std::log10(step)));
+        const double m = step / decade;
+        return std::abs(m - 1) < 1e-9 || std::abs(m - 2) < 1e-9 || std::abs(m - 5) < 1e-9;
+    };
+    auto* chart = m_timeline->findChild<QChartView*>();
+    QVERIFY(chart && chart->chart());
+    const auto axes = chart->chart()->axes();
+    QCOMPARE(axes.size(), 2);
+    for (QAbstractAxis* a : axes) {
+        auto* v = qobject_cast<QValueAxis*>(a);
+        QVERIFY(v && v->tickType() == QValueAxis::TicksDynamic);
+        QVERIFY2(nice(v->tickInterval()), qPrintable(QString::number(v->tickInterval())));
+        QVERIFY(std::abs(std::remainder(v->max(), v->tickInterval())) < 1e-9 * v->max());
+    }
+    auto* tokens = qobject_cast<QValueAxis*>(chart->chart()->axes(Qt::Horizontal).first());
+    QCOMPARE(tokens->tickInterval(), 2.0);
+    QCOMPARE(tokens->max(), 12.0);
+    QCOMPARE(nice_step(37, true), 10.0);
+    QCOMPARE(nice_step(3, true), 1.0);
+    QCOMPARE(nice_step(0.734, false), 0.2);
+    QCOMPARE(nice_step(1234567, true), 500000.0);
 
     // The machine probe answers with positive peaks, shown against the run.
     QSignalSpy peaks(m_timeline.get(), &TimelinePanel::peaksChanged);

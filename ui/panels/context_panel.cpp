@@ -320,8 +320,7 @@ void ContextPanel::drawCharts()
     x->setTitleText(tr("request"));
     auto* y = new QValueAxis;
     y->setTitleText(tr("tokens"));
-    y->setRange(0, std::max(1.0, double(window())) * 1.05);
-    y->setLabelFormat("%.0f");
+    nice_axis(y, 0, std::max(1.0, double(window())) * 1.05, true);
     show_chart(m_bars, chart, x, y, palette());
 
     auto* without = new QLineSeries;
@@ -341,12 +340,10 @@ void ContextPanel::drawCharts()
     cumulative->addSeries(with);
     cumulative->setTitle(tr("Cumulative tokens processed"));
     auto* cx = new QValueAxis;
-    cx->setRange(1, std::max<double>(2, double(m_requests.size())));
-    cx->setLabelFormat("%.0f");
+    nice_axis(cx, 1, std::max<double>(2, double(m_requests.size())), true);
     cx->setTitleText(tr("request"));
     auto* cy = new QValueAxis;
-    cy->setRange(0, top * 1.05);
-    cy->setLabelFormat("%.0f");
+    nice_axis(cy, 0, top * 1.05, true);
     cy->setTitleText(tr("tokens"));
     show_chart(m_cumulative, cumulative, cx, cy, palette());
 }

@@ -643,11 +643,10 @@ void KvPanel::recalculate()
     }
     auto* x = new QValueAxis;
     x->setTitleText(tr("context (tokens)"));
-    x->setLabelFormat("%.0f");
-    x->setRange(0, double(max_ctx));
+    nice_axis(x, 0, double(max_ctx), true);
     auto* y = new QValueAxis;
     y->setTitleText(tr("GiB"));
-    y->setRange(0, top * 1.1 + 1e-9);
+    nice_axis(y, 0, top * 1.05 + 1e-9, false);
     show_chart(m_chart, chart, x, y, palette());
 }
 

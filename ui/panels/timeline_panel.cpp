@@ -261,11 +261,10 @@ void TimelinePanel::drawChart()
     chart->addSeries(ttft);
     auto* x = new QValueAxis;
     x->setTitleText(tr("token"));
-    x->setLabelFormat("%.0f");
-    x->setRange(0, m_timeline ? std::max<double>(1, double(m_timeline->steps.size())) : 1);
+    nice_axis(x, 0, m_timeline ? std::max<double>(1, double(m_timeline->steps.size())) : 1, true);
     auto* y = new QValueAxis;
     y->setTitleText(tr("ms"));
-    y->setRange(0, top * 1.1);
+    nice_axis(y, 0, top * 1.05, false);
     show_chart(m_chart, chart, x, y, palette());
 }
 
