@@ -96,7 +96,33 @@ struct Check {
     void ints(const std::string& f, const std::vector<int>& v, int64_t lo, int64_t hi) const
     {
         for (std::size_t i = 0; i < v.size(); ++i)
-            range(at(f, i), v[i], lo, hi);
+            if (v[i] < lo || v[i] > hi)
+                range(at(f, i), v[i], lo, hi);
+    }
+    // Bulk values: the element's name is spelled only for the one refused (a million logits).
+    void ids(const std::string& f, const std::vector<int>& v) const
+    {
+        for (std::size_t i = 0; i < v.size(); ++i)
+            if (v[i] < 0 || (vocabulary >= 0 && v[i] >= vocabulary))
+                id(at(f, i), v[i]);
+    }
+    void probabilities(const std::string& f, const std::vector<float>& v) const
+    {
+        for (std::size_t i = 0; i < v.size(); ++i)
+            if (!(v[i] >= 0.0f && v[i] <= 1.0f + 1e-3f))
+                probability(at(f, i), v[i]);
+    }
+    void finites(const std::string& f, const std::vector<float>& v) const
+    {
+        for (std::size_t i = 0; i < v.size(); ++i)
+            if (!std::isfinite(v[i]))
+                finite(at(f, i), v[i]);
+    }
+    void not_nans(const std::string& f, const std::vector<float>& v) const
+    {
+        for (std::size_t i = 0; i < v.size(); ++i)
+            if (std::isnan(v[i]))
+                not_nan(at(f, i), v[i]);
     }
 };
 
@@ -195,8 +221,7 @@ void stepper(const Check& c, const StepperDoc& s)
     c.size(f + ".layer_window", s.layer_window.size(), L::kLayers, "layers");
     c.ints(f + ".layer_window", s.layer_window, 0, L::kContextTokens);
     c.size(f + ".history", s.history.size(), L::kSequenceTokens, "tokens");
-    for (std::size_t i = 0; i < s.history.size(); ++i)
-        c.id(at(f + ".history", i), s.history[i]);
+    c.ids(f + ".history", s.history);
     c.size(f + ".lens", s.lens.size(), L::kLayers, "layers");
     for (std::size_t l = 0; l < s.lens.size(); ++l) {
         const std::string g = at(f + ".lens", l);
@@ -221,8 +246,7 @@ void stepper(const Check& c, const StepperDoc& s)
     if (c.vocabulary >= 0 && !s.logits.empty())
         c.equal(f + ".logits", s.logits.size(), c.vocabulary, "one per token of the saved vocabulary");
     c.size(f + ".logits", s.logits.size(), L::kVocabulary, "logits");
-    for (std::size_t k = 0; k < s.logits.size(); ++k)
-        c.not_nan(at(f + ".logits", k), s.logits[k]);
+    c.not_nans(f + ".logits", s.logits);
 }
 
 void kv(const Check& c, const KvDoc& k)
@@ -349,11 +373,9 @@ void attention(const Check& c, const AttentionDoc& a)
         c.equal(g + ".weights", h.weights.size(), n * n, "n × n");
         for (const auto& [name, v] : {std::pair{".q", &h.q}, {".k", &h.k}, {".v", &h.v}})
             c.equal(g + name, v->size(), n * h.head_dim, "n × head_dim");
-        for (std::size_t k = 0; k < h.weights.size(); ++k)
-            c.probability(at(g + ".weights", k), h.weights[k]);
+        c.probabilities(g + ".weights", h.weights);
         for (const auto& [name, v] : {std::pair{".q", &h.q}, {".k", &h.k}, {".v", &h.v}})
-            for (std::size_t k = 0; k < v->size(); ++k)
-                c.finite(at(g + name, k), (*v)[k]);
+            c.finites(g + name, *v);
     }
 }
 
@@ -549,8 +571,7 @@ void steering(const Check& c, const SteeringDoc& s)
     c.measure(f + ".kl", s.kl);
     c.measure(f + ".norm", s.norm);
     c.size(f + ".direction", s.direction.size(), L::kEmbedding, "values");
-    for (std::size_t k = 0; k < s.direction.size(); ++k)
-        c.finite(at(f + ".direction", k), s.direction[k]);
+    c.finites(f + ".direction", s.direction);
 }
 
 } // namespace
