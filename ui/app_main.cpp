@@ -219,6 +219,9 @@ int run_app(int argc, char** argv)
     }
     if (!path.isEmpty() && !parser.isSet(server))
         window.openModel(path);
+    // The tour is offered once, on a first start the user made (never for pictures or probes).
+    if (shot.isEmpty() && !parser.isSet(latency) && !parser.isSet(latency_paste) && run_path.isEmpty())
+        window.offerTourOnce();
 
     if (shot.isEmpty() && parser.isSet(auto_send)) {
         auto sampling = window.chatPanel()->sampling();

@@ -4,6 +4,7 @@
 #include "bridge/inspection_client.h"
 #include "bridge/lab_client.h"
 #include "bridge/stepper_client.h"
+#include "tour/guided_tour.h"
 
 #include "backend/cuda/cuda_backend.h"
 #include "bridge/background.h"
@@ -225,6 +226,28 @@ void MainWindow::buildModelBar()
     bar->addWidget(m_model_label);
 }
 
+GuidedTour* MainWindow::showTour()
+{
+    if (!m_tour) {
+        m_tour = new GuidedTour(this, m_engine);
+        m_tour->setAttribute(Qt::WA_DeleteOnClose);
+        m_tour->move(mapToGlobal(QPoint(width() - m_tour->sizeHint().width() - 40, 80)));
+    }
+    m_tour->showStep(0);
+    m_tour->show();
+    m_tour->raise();
+    return m_tour;
+}
+
+void MainWindow::offerTourOnce()
+{
+    QSettings settings;
+    if (settings.value("tour/offered").toBool())
+        return;
+    settings.setValue("tour/offered", true);
+    showTour();
+}
+
 void MainWindow::setBarWidgetVisible(QWidget* widget, bool visible)
 {
     if (auto* bar = qobject_cast<QToolBar*>(widget->parentWidget()))
@@ -357,6 +380,8 @@ void MainWindow::buildMenus()
     whats_this->setText(tr("&What is this?"));
     whats_this->setObjectName("whats-this");
     help->addAction(whats_this);
+    QAction* tour = help->addAction(tr("&Tour: how a model writes"), this, [this] { showTour(); });
+    tour->setObjectName("tour");
     help->addAction(tr("&About Tokenscope"), this, [this] {
         QMessageBox::about(this, tr("About Tokenscope"),
                            tr("<b>Tokenscope %1</b><br>Watch a language model generate, token by token, on your own "

@@ -5,6 +5,7 @@
 #include "remote/remote_client.h"
 
 #include <QMainWindow>
+#include <QPointer>
 #include <map>
 #include <memory>
 #include <vector>
@@ -22,6 +23,8 @@ struct CudaDeviceListing;
 } // namespace engine
 
 namespace tokenscope::ui {
+
+class GuidedTour;
 
 class AttentionPanel;
 class ChatPanel;
@@ -93,6 +96,10 @@ public:
     // show()/hide() leave it unplaced (Qt's documented rule), which hid the Cancel buttons.
     static void setBarWidgetVisible(QWidget* widget, bool visible);
     const std::shared_ptr<const RunDocument>& openedRun() const { return m_run; }
+    // Help → Tour (ui/tour): shows it from its first page; the window it returns stays until closed.
+    GuidedTour* showTour();
+    // On a first start (not in screenshot mode or tests: the entry point asks): the tour, offered.
+    void offerTourOnce();
 
 signals:
     void runSaved(const QString& path, const QString& error);
@@ -148,6 +155,7 @@ private:
     quint64 m_run_opening = 0;                // the open under way (0: none); a newer one or Cancel drops it
     QString m_run_opening_path;
     QPushButton* m_cancel_open = nullptr;
+    QPointer<GuidedTour> m_tour;
     std::map<QString, QString> m_model_sha256; // model path → SHA-256, computed when a run is first saved
 };
 
