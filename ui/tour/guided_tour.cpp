@@ -95,7 +95,7 @@ void GuidedTour::buildSteps()
     StepperPanel* stepper = m_window->stepperPanel();
     // Presses a stepper button and waits until the stepper's state shows it done (a prefill reports
     // progress on the way; a step is done when the step count moved).
-    const auto press = [this, stepper](const QString& text, std::function<bool()> done_when) {
+    const auto press = [this](const QString& text, std::function<bool()> done_when) {
         if (QPushButton* b = stepperButton(text); b && b->isEnabled()) {
             m_waiting = true;
             m_done_when = std::move(done_when);
