@@ -17,8 +17,7 @@ namespace {
 int run_check(const std::string& path)
 {
     const engine::run::OpenedRun opened = engine::run::read_run_file(path);
-    const engine::run::Document doc = engine::run::parse_document(opened.contents);
-    engine::run::validate(doc, opened.tokenizer.get());
+    const engine::run::Document doc = engine::run::checked_document(opened);
     std::vector<std::string> parts;
     if (doc.stepper)
         parts.push_back(fmt::format("stepper ({} tokens, {} steps)", doc.stepper->tokens.size(), doc.stepper->steps));

@@ -99,71 +99,7 @@ std::string text_of(const gguf::GgufFile& f, std::string_view key)
     return v ? std::string(*v) : std::string();
 }
 
-} // namespace
-
-const RunArray* RunContents::find(std::string_view name) const
-{
-    for (const auto& a : arrays)
-        if (a.name == name)
-            return &a;
-    return nullptr;
-}
-
-uint64_t run_file_size(const RunContents& run, const gguf::GgufFile* model_file)
-{
-    return build(run, model_file).byte_size();
-}
-
-std::vector<std::byte> run_file_bytes(const RunContents& run, const gguf::GgufFile* model_file)
-{
-    std::vector<std::byte> bytes = build(run, model_file).serialize();
-    const std::size_t at = find_checksum(bytes);
-    const std::string sum = checksum_with_placeholder(bytes, at);
-    std::memcpy(bytes.data() + at, sum.data(), sum.size());
-    return bytes;
-}
-
-void write_run_file(const std::filesystem::path& path, const RunContents& run, const gguf::GgufFile* model_file)
-{
-    const std::vector<std::byte> bytes = run_file_bytes(run, model_file);
-    write_file_atomically(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-}
-
-namespace {
-
-OpenedRun opened_from(std::shared_ptr<const gguf::GgufFile> file, const std::string& name);
-
-} // namespace
-
-OpenedRun read_run_file(const std::filesystem::path& path)
-{
-    const std::string name = path.filename().string();
-    std::shared_ptr<const gguf::GgufFile> file;
-    try {
-        file = gguf::GgufFile::open(path);
-    } catch (const IoError&) {
-        throw;
-    } catch (const Error& e) {
-        throw FormatError(
-            fmt::format("{} is damaged or truncated and cannot be opened as a saved run ({})", name, e.what()));
-    }
-    return opened_from(std::move(file), name);
-}
-
-OpenedRun read_run_bytes(std::span<const std::byte> bytes, const std::string& name)
-{
-    std::shared_ptr<const gguf::GgufFile> file;
-    try {
-        file = gguf::GgufFile::parse(bytes, name);
-    } catch (const Error& e) {
-        throw FormatError(
-            fmt::format("{} is damaged or truncated and cannot be opened as a saved run ({})", name, e.what()));
-    }
-    return opened_from(std::move(file), name);
-}
-
-namespace {
-
+// The checks and the contents common to a run read from a file or from bytes.
 OpenedRun opened_from(std::shared_ptr<const gguf::GgufFile> file, const std::string& name)
 {
     const auto type = file->get_string("general.type");
@@ -239,5 +175,60 @@ OpenedRun opened_from(std::shared_ptr<const gguf::GgufFile> file, const std::str
 }
 
 } // namespace
+
+const RunArray* RunContents::find(std::string_view name) const
+{
+    for (const auto& a : arrays)
+        if (a.name == name)
+            return &a;
+    return nullptr;
+}
+
+uint64_t run_file_size(const RunContents& run, const gguf::GgufFile* model_file)
+{
+    return build(run, model_file).byte_size();
+}
+
+std::vector<std::byte> run_file_bytes(const RunContents& run, const gguf::GgufFile* model_file)
+{
+    std::vector<std::byte> bytes = build(run, model_file).serialize();
+    const std::size_t at = find_checksum(bytes);
+    const std::string sum = checksum_with_placeholder(bytes, at);
+    std::memcpy(bytes.data() + at, sum.data(), sum.size());
+    return bytes;
+}
+
+void write_run_file(const std::filesystem::path& path, const RunContents& run, const gguf::GgufFile* model_file)
+{
+    const std::vector<std::byte> bytes = run_file_bytes(run, model_file);
+    write_file_atomically(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+}
+
+OpenedRun read_run_file(const std::filesystem::path& path)
+{
+    const std::string name = path.filename().string();
+    std::shared_ptr<const gguf::GgufFile> file;
+    try {
+        file = gguf::GgufFile::open(path);
+    } catch (const IoError&) {
+        throw;
+    } catch (const Error& e) {
+        throw FormatError(
+            fmt::format("{} is damaged or truncated and cannot be opened as a saved run ({})", name, e.what()));
+    }
+    return opened_from(std::move(file), name);
+}
+
+OpenedRun read_run_bytes(std::span<const std::byte> bytes, const std::string& name)
+{
+    std::shared_ptr<const gguf::GgufFile> file;
+    try {
+        file = gguf::GgufFile::parse(bytes, name);
+    } catch (const Error& e) {
+        throw FormatError(
+            fmt::format("{} is damaged or truncated and cannot be opened as a saved run ({})", name, e.what()));
+    }
+    return opened_from(std::move(file), name);
+}
 
 } // namespace engine::run

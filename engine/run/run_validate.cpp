@@ -576,6 +576,13 @@ void steering(const Check& c, const SteeringDoc& s)
 
 } // namespace
 
+Document checked_document(const OpenedRun& opened)
+{
+    Document doc = parse_document(opened.contents);
+    validate(doc, opened.tokenizer.get());
+    return doc;
+}
+
 void validate(const Document& doc, const Tokenizer* vocabulary)
 {
     Check c;

@@ -50,4 +50,8 @@ struct RunLimits {
 // (a run saved without one): ids are then only checked to be non-negative.
 void validate(const Document& doc, const Tokenizer* vocabulary);
 
+// What every reader of a saved run calls: the opened file's document parsed and validated against its
+// own saved vocabulary, so that no caller can take the document without the checks.
+Document checked_document(const OpenedRun& opened);
+
 } // namespace engine::run

@@ -53,8 +53,7 @@ std::string open_edited(const Base& b, const std::function<void(json&, RunConten
     const std::vector<std::byte> bytes = engine::run::run_file_bytes(c, b.opened.file.get());
     try {
         const auto opened = engine::run::read_run_bytes(bytes, "hostile.tsrun");
-        const auto parsed = engine::run::parse_document(opened.contents);
-        engine::run::validate(parsed, opened.tokenizer.get());
+        engine::run::checked_document(opened);
         return {};
     } catch (const engine::FormatError& e) {
         return e.what();

@@ -68,8 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
         return 0;
     try {
         const engine::run::OpenedRun opened = engine::run::read_run_bytes(bytes, "fuzz.tsrun");
-        const engine::run::Document doc = engine::run::parse_document(opened.contents);
-        engine::run::validate(doc, opened.tokenizer.get());
+        const engine::run::Document doc = engine::run::checked_document(opened);
         index_like_the_panels(doc);
         // What was accepted is written and read back the same way (one schema, both directions).
         const engine::run::Document again = engine::run::parse_document(engine::run::to_contents(doc, "fuzz"));

@@ -607,8 +607,7 @@ RunDocument run_document_from(const engine::run::OpenedRun& opened, const QStrin
     // limit is refused here, naming the field.
     run::Document o;
     try {
-        o = run::parse_document(opened.contents);
-        run::validate(o, opened.tokenizer.get());
+        o = run::checked_document(opened);
     } catch (const engine::FormatError& e) {
         throw engine::FormatError(QFileInfo(path).fileName().toStdString() + ": " + e.what());
     }
