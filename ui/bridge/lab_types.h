@@ -79,6 +79,12 @@ struct HeadsSnapshot {
     int runs = 0;
     bool cancelled = false;
     double ms = 0.0;
+    // Classes and a scan are shown on one grid and one table only when they cover the same heads: one of
+    // another model (switched since, or a run opened) is dropped rather than indexed with other counts.
+    bool sameLayout(const HeadsSnapshot& other) const
+    {
+        return n_layers == other.n_layers && n_heads == other.n_heads && heads.size() == other.heads.size();
+    }
 };
 
 struct AblationSettings {

@@ -283,7 +283,7 @@ void LabHeadsTab::onHeads(std::shared_ptr<const HeadsSnapshot> s)
             m_status->setText(s->error);
         } else {
             m_classes = s;
-            if (m_scan && (m_scan->n_layers != s->n_layers || m_scan->n_heads != s->n_heads))
+            if (m_scan && !m_scan->sameLayout(*s))
                 m_scan.reset(); // another model's: the grid drops it too
             m_grid->setClasses(s);
             m_grid->showScan(m_by_scan->isChecked());
@@ -314,7 +314,7 @@ void LabHeadsTab::onHeads(std::shared_ptr<const HeadsSnapshot> s)
         return;
     }
     m_scan = s;
-    if (m_classes && (m_classes->n_layers != s->n_layers || m_classes->n_heads != s->n_heads))
+    if (m_classes && !m_classes->sameLayout(*s))
         m_classes.reset();
     m_grid->setScan(s);
     m_by_scan->setEnabled(true);

@@ -36,19 +36,10 @@ QColor ModelHeadMap::classColour(int cls)
     return colours[std::clamp(cls, 0, 5)];
 }
 
-namespace {
-// Classes and a scan are drawn on one grid: one of another model's layout (a model switched, a run
-// opened) is dropped rather than indexed with the wrong counts.
-bool same_layout(const std::shared_ptr<const HeadsSnapshot>& a, const std::shared_ptr<const HeadsSnapshot>& b)
-{
-    return a && b && a->n_layers == b->n_layers && a->n_heads == b->n_heads && a->heads.size() == b->heads.size();
-}
-} // namespace
-
 void ModelHeadMap::setClasses(std::shared_ptr<const HeadsSnapshot> classes)
 {
     m_classes = std::move(classes);
-    if (m_scan && !same_layout(m_classes, m_scan) && m_classes) {
+    if (m_scan && m_classes && !m_classes->sameLayout(*m_scan)) {
         m_scan.reset();
         m_show_scan = false;
     }
@@ -58,7 +49,7 @@ void ModelHeadMap::setClasses(std::shared_ptr<const HeadsSnapshot> classes)
 void ModelHeadMap::setScan(std::shared_ptr<const HeadsSnapshot> scan)
 {
     m_scan = std::move(scan);
-    if (m_classes && m_scan && !same_layout(m_classes, m_scan))
+    if (m_classes && m_scan && !m_scan->sameLayout(*m_classes))
         m_classes.reset();
     m_show_scan = m_scan != nullptr;
     update();
