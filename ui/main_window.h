@@ -124,6 +124,7 @@ private:
     void selectSavedBackend();
     void showRun(std::shared_ptr<const RunDocument> run);
     void reportRunError(const QString& what, const QString& error);
+    void endRunOpening();              // the busy bar and Cancel opening hidden, no open under way
     static QStringList savedBackend(); // the backend the next load uses ({kind, device})
 
     EngineController* m_engine;

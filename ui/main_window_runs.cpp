@@ -242,10 +242,7 @@ void MainWindow::openRun(const QString& path)
         [path, ticket](MainWindow& w, Opened r) {
             if (w.m_run_opening != ticket)
                 return; // cancelled, or another file opened since: its result is not shown
-            w.m_run_opening = 0;
-            setBarWidgetVisible(w.m_progress, false);
-            w.m_progress->setRange(0, 100);
-            setBarWidgetVisible(w.m_cancel_open, false);
+            w.endRunOpening();
             if (!r.error.isEmpty())
                 w.reportRunError(QObject::tr("Cannot open the run"), r.error);
             else
@@ -254,14 +251,19 @@ void MainWindow::openRun(const QString& path)
         });
 }
 
+void MainWindow::endRunOpening()
+{
+    m_run_opening = 0;
+    setBarWidgetVisible(m_progress, false);
+    m_progress->setRange(0, 100); // the load's percentages again
+    setBarWidgetVisible(m_cancel_open, false);
+}
+
 void MainWindow::cancelOpenRun()
 {
     if (!m_run_opening)
         return;
-    m_run_opening = 0;
-    setBarWidgetVisible(m_progress, false);
-    m_progress->setRange(0, 100);
-    setBarWidgetVisible(m_cancel_open, false);
+    endRunOpening();
     statusBar()->showMessage(
         tr("Stopped opening %1: the window shows what it showed before").arg(QFileInfo(m_run_opening_path).fileName()),
         8000);

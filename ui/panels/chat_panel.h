@@ -76,6 +76,8 @@ private:
     void updateModelNotice();
     void updateStorageNotice();
     void renderStreaming();
+    // The model answering now, for the transcript's mark when it differs from the last reply's.
+    QString currentModelName() const;
 
     EngineController* m_engine;
     ConversationStore* m_store;
@@ -86,11 +88,9 @@ private:
         QString model; // the model that wrote it (empty: a user message, or not recorded)
     };
     std::vector<TurnLine> m_turn_stats; // one per message
-    // The model answering now, for the transcript's mark when it differs from the last reply's.
-    QString currentModelName() const;
-    QString m_streaming;     // the reply being generated
-    QString m_pending;       // deltas not yet shown (flushed once per frame)
-    int m_stream_start = -1; // where the streaming reply begins in the transcript
+    QString m_streaming;                // the reply being generated
+    QString m_pending;                  // deltas not yet shown (flushed once per frame)
+    int m_stream_start = -1;            // where the streaming reply begins in the transcript
     quint64 m_request = 0;
     bool m_replying = false;
     std::shared_ptr<const ReplyStats> m_last_stats;

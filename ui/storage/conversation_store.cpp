@@ -150,39 +150,34 @@ bool ConversationStore::createSchema()
 {
     QSqlDatabase db = QSqlDatabase::database(m_connection);
     QSqlQuery q(db);
+    const auto run = [&](const char* sql) {
+        if (q.exec(QString::fromLatin1(sql)))
+            return true;
+        m_error = q.lastError().text();
+        return false;
+    };
     for (const char* sql :
          {"CREATE TABLE IF NOT EXISTS conversations (id INTEGER PRIMARY KEY, title TEXT NOT NULL DEFAULT '', "
           "system_prompt TEXT NOT NULL DEFAULT '', model_path TEXT NOT NULL DEFAULT '', created TEXT NOT NULL)",
           "CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY, conversation_id INTEGER NOT NULL "
-          "REFERENCES conversations(id) ON DELETE CASCADE, seq INTEGER NOT NULL, role TEXT NOT NULL, content TEXT NOT "
-          "NULL, "
-          "stats TEXT NOT NULL DEFAULT '', created TEXT NOT NULL, model TEXT NOT NULL DEFAULT '')",
-          "CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, seq)"}) {
-        if (!q.exec(QString::fromLatin1(sql))) {
-            m_error = q.lastError().text();
+          "REFERENCES conversations(id) ON DELETE CASCADE, seq INTEGER NOT NULL, role TEXT NOT NULL, "
+          "content TEXT NOT NULL, stats TEXT NOT NULL DEFAULT '', created TEXT NOT NULL, "
+          "model TEXT NOT NULL DEFAULT '')",
+          "CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, seq)"})
+        if (!run(sql))
             return false;
-        }
-    }
     // Version 2: each message records the model that wrote it. A version-1 database (written before)
     // gains the column, its messages kept as they were, with no model named.
-    bool has_model = false;
-    if (!q.exec("PRAGMA table_info(messages)")) {
-        m_error = q.lastError().text();
+    if (!run("PRAGMA table_info(messages)"))
         return false;
-    }
+    bool has_model = false;
     while (q.next())
         has_model = has_model || q.value(1).toString() == "model";
     q.finish();
-    if (!has_model && !q.exec("ALTER TABLE messages ADD COLUMN model TEXT NOT NULL DEFAULT ''")) {
-        m_error = q.lastError().text();
+    if (!has_model && !run("ALTER TABLE messages ADD COLUMN model TEXT NOT NULL DEFAULT ''"))
         return false;
-    }
     // A write the file must take: a read-only file or folder shows here, not at the first message.
-    if (!q.exec("PRAGMA user_version = 2")) {
-        m_error = q.lastError().text();
-        return false;
-    }
-    return true;
+    return run("PRAGMA user_version = 2");
 }
 
 QString ConversationStore::problem() const
@@ -262,9 +257,8 @@ bool ConversationStore::apply(const Op& op, qint64* created_id)
             return false;
         }
         {
-            q.prepare("INSERT INTO messages (conversation_id, seq, role, content, stats, created, model) VALUES (?, ?, "
-                      "?, ?, ?, "
-                      "?, ?)");
+            q.prepare("INSERT INTO messages (conversation_id, seq, role, content, stats, created, model) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?)");
             q.addBindValue(id);
             q.addBindValue(next);
             q.addBindValue(text(op.a));
