@@ -9,6 +9,7 @@
 #include "run/run_file.h"
 #include "run/run_validate.h"
 #include "run_mutator.h"
+#include "sanitizers.h"
 #include "test_paths.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/vocab.h"
@@ -290,13 +291,8 @@ void TestRunValidate::aByteTokenThatIsNotHexReadsAsItsText()
 
 void TestRunValidate::openingAHostileRunStaysWithinMemory()
 {
-#if defined(__SANITIZE_ADDRESS__)
-    QSKIP("memory is measured in the Release tree (ASan's shadow memory is not the reader's)");
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-    QSKIP("memory is measured in the Release tree (ASan's shadow memory is not the reader's)");
-#endif
-#endif
+    if (testsupport::kUnderAddressSanitizer)
+        QSKIP("memory is measured in the Release tree (ASan's shadow memory is not the reader's)");
     // The largest documents a run holds (16 MiB of JSON), shaped to cost the most memory per byte:
     // a million stepper tokens, millions of one-digit numbers, a grid claiming 5·10^7 columns. Each is
     // refused by `check-run` (the app's reader without a window) in under 1 GiB.

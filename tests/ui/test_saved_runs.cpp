@@ -22,6 +22,7 @@
 #include "panels/timeline_panel.h"
 #include "run/run_validate.h"
 #include "run_mutator.h"
+#include "sanitizers.h"
 #include "session/generator.h"
 #include "signal_wait.h"
 #include "storage/conversation_store.h"
@@ -605,14 +606,7 @@ void TestSavedRuns::theRunFuzzersCorpusOpensOrIsRefused()
     QVERIFY2(all.size() >= 20, qPrintable(corpus.path() + " holds too few inputs"));
     // Every input in the Release tree (about 20 s); every 8th under the sanitizers, which run the
     // whole corpus through the reader as the fuzzer's seeds anyway (fuzz_run in CI).
-    int stride = 1;
-#if defined(__SANITIZE_ADDRESS__)
-    stride = 8;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-    stride = 8;
-#endif
-#endif
+    const int stride = testsupport::kUnderAddressSanitizer ? 8 : 1;
     QStringList inputs;
     for (qsizetype i = 0; i < all.size(); i += stride)
         inputs << all[i];
