@@ -4,6 +4,7 @@
 // integer block sums and its float steps. One workgroup of 32 lanes per block of one token;
 // blocks never straddle tokens (cols is a multiple of the block size). Layout, in 32-bit words:
 //   F16   (1): one word per element, the f32 value of the F16-rounded input
+//   BF16  (5): one word per element, the f32 value of the BF16-rounded input (ties to even; NaN quiet)
 //   Q8_0  (2) / Q8_1 (4): 10 words per 32 elements: d (f32 of the F16 scale), s (Q8_1: F16-rounded
 //         d·Σq), qs[32] int8 packed four to a word
 //   Q8_K  (3): 81 words per 256 elements: d (f32), bsums[16] (int), qs[256] int8 packed
@@ -15,7 +16,7 @@ layout(std430, binding = 0) readonly buffer X { float x[]; };  // [n_tokens][col
 layout(std430, binding = 1) writeonly buffer A { uint act[]; };
 
 layout(push_constant) uniform Params {
-    uint cols;      // F16: the element count over all tokens
+    uint cols;      // F16, BF16: the element count over all tokens
     uint n_blocks;  // over all tokens
     uint format;
     uint x_offset;  // floats
@@ -35,10 +36,10 @@ void main()
     if (block >= p.n_blocks)
         return;
     const uint lane = gl_LocalInvocationID.x;
-    if (p.format == 1u) {
+    if (p.format == 1u || p.format == 5u) {
         const uint e = block * 32u + lane;
         if (e < p.cols)
-            act[e] = floatBitsToUint(round_f16(x[p.x_offset + e]));
+            act[e] = p.format == 1u ? floatBitsToUint(round_f16(x[p.x_offset + e])) : bf16_bits(x[p.x_offset + e]) << 16;
         return;
     }
     const uint bs = p.format == 3u ? 256u : 32u;

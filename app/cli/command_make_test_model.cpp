@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// `make-test-model (--like MODEL | --arch NAME | --preset NAME) --out FILE [--seed S] [--vocab FILE]`:
+// `make-test-model (--like MODEL | --arch NAME | --preset NAME) --out FILE [--seed S] [--vocab FILE] [--type T]`:
 // writes a random-weight GGUF: a shape twin of an existing model, a small model from scratch, or a
 // full-size twin of a published model's configuration.
 #include "commands.h"
@@ -19,6 +19,7 @@ struct MakeTestModelArgs {
     std::string preset;
     std::string out;
     std::string vocab;
+    std::string type; // every matrix of this type
     uint64_t seed = 1;
     uint32_t layers = 0; // 0: the architecture's own count
 };
@@ -35,6 +36,16 @@ int run_make_test_model(const MakeTestModelArgs& a)
         throw engine::Error("--out FILE is required");
     if (a.layers && a.arch.empty())
         throw engine::Error("--layers only applies to --arch");
+    std::optional<engine::GgmlType> matrix_type;
+    if (!a.type.empty()) {
+        if (!a.like.empty())
+            throw engine::Error("--type applies to --arch and --preset; --like copies the model's own types");
+        matrix_type = engine::ggml_type_from_name(a.type);
+        if (!matrix_type || !engine::ggml_type_traits(*matrix_type).dequantizable)
+            throw engine::Error(fmt::format("--type {}: not a weight type Tokenscope reads (F32, F16, BF16, Q4_0, "
+                                            "Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)",
+                                            a.type));
+    }
     if (a.layers > 512)
         throw engine::Error(fmt::format("--layers {} is more than the 512 a test model may have", a.layers));
 
@@ -43,15 +54,18 @@ int run_make_test_model(const MakeTestModelArgs& a)
         const auto like = engine::gguf::GgufFile::open(a.like);
         writer = engine::make_test_model_like(*like, a.seed);
     } else if (!a.preset.empty()) {
-        writer = engine::make_test_model_preset(a.preset, a.seed);
+        writer = engine::make_test_model_preset(a.preset, a.seed, matrix_type);
     } else {
         std::shared_ptr<const engine::gguf::GgufFile> vocab;
         if (!a.vocab.empty())
             vocab = engine::gguf::GgufFile::open(a.vocab);
-        if (a.layers) {
-            // Deep models for layout checks (a 30-layer model in every panel); matrices are F32.
+        if (a.layers || matrix_type) {
+            // Deep models for layout checks (a 30-layer model in every panel): matrices F32 unless
+            // --type names one; one type throughout for the weight-type suites.
             engine::TestModelShape shape;
-            shape.n_layer = a.layers;
+            if (a.layers)
+                shape.n_layer = a.layers;
+            shape.matrix_type = matrix_type;
             writer = engine::make_test_model(a.arch, a.seed, shape, vocab.get());
         } else {
             writer = engine::make_test_model(a.arch, a.seed, vocab.get());
@@ -87,6 +101,9 @@ CommandRunner add_make_test_model_command(CLI::App& app)
     cmd->add_option("-o,--out", a->out, "Output GGUF file (written atomically)")->required();
     cmd->add_option("--layers", a->layers,
                     "With --arch: this many layers instead of the architecture's (matrices F32)");
+    cmd->add_option("--type", a->type,
+                    "With --arch or --preset: store every matrix (embeddings and output head included) as this "
+                    "type, e.g. Q4_1 or IQ4_XS; norms stay F32");
     cmd->add_option("--seed", a->seed, "Random seed; the same seed gives a byte-identical file (default 1)");
     cmd->add_option("--vocab", a->vocab,
                     "With --arch: take every tokenizer.* key from this GGUF instead of the "

@@ -33,7 +33,7 @@ void require_supported_tensor_types(const gguf::GgufFile& file)
         throw UnsupportedError(
             fmt::format("{}: tensor '{}' uses quantization type {}, which Tokenscope does not "
                         "support{} (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
-                        "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)",
+                        "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)",
                         file.name(), first->name, first->type.name,
                         count > 1 ? fmt::format("; {} tensors in all use unsupported types", count) : ""));
 }

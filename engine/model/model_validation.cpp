@@ -109,10 +109,10 @@ struct ScaleLayout {
     uint32_t count;
 };
 constexpr ScaleLayout kScaleLayouts[] = {
-    {GgmlType::Q4_0, {0, 0}, 1},   {GgmlType::Q4_1, {0, 2}, 2}, {GgmlType::Q5_0, {0, 0}, 1},
-    {GgmlType::Q5_1, {0, 2}, 2},   {GgmlType::Q8_0, {0, 0}, 1}, {GgmlType::Q2_K, {80, 82}, 2},
-    {GgmlType::Q3_K, {108, 0}, 1}, {GgmlType::Q4_K, {0, 2}, 2}, {GgmlType::Q5_K, {0, 2}, 2},
-    {GgmlType::Q6_K, {208, 0}, 1},
+    {GgmlType::Q4_0, {0, 0}, 1},   {GgmlType::Q4_1, {0, 2}, 2},   {GgmlType::Q5_0, {0, 0}, 1},
+    {GgmlType::Q5_1, {0, 2}, 2},   {GgmlType::Q8_0, {0, 0}, 1},   {GgmlType::Q2_K, {80, 82}, 2},
+    {GgmlType::Q3_K, {108, 0}, 1}, {GgmlType::Q4_K, {0, 2}, 2},   {GgmlType::Q5_K, {0, 2}, 2},
+    {GgmlType::Q6_K, {208, 0}, 1}, {GgmlType::IQ4_NL, {0, 0}, 1}, {GgmlType::IQ4_XS, {0, 0}, 1},
 };
 
 // The first block of a quantized tensor whose F16 scale is NaN or infinite, or -1. One 16-bit load

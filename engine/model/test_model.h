@@ -41,17 +41,22 @@ gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const ggu
 // a valid tensor.
 struct TestModelShape {
     std::optional<uint32_t> n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff;
+    // Every matrix (embeddings and output head included) stored as this type instead; norms stay
+    // F32. Alone, it keeps the architecture's dimensions; every row must be whole blocks of the type.
+    std::optional<GgmlType> matrix_type;
 };
 // `vocab`, when given, as above.
 gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const TestModelShape& shape,
                                  const gguf::GgufFile* vocab = nullptr);
 
-// Full-size shape twins of published models: gemma3-270m, qwen2.5-0.5b, llama-3.1-8b (their
-// configurations, the built-in vocabulary padded to the real vocabulary's size, the Q4_K_M-like mix
-// with llama.cpp's fallbacks for rows that are not whole K-quant super-blocks).
+// Full-size shape twins of published models: gemma3-270m, qwen2.5-0.5b, qwen3-0.6b, llama-3.1-8b
+// (their configurations, the built-in vocabulary padded to the real vocabulary's size, the
+// Q4_K_M-like mix with llama.cpp's fallbacks for rows that are not whole K-quant super-blocks, or
+// every matrix as `matrix_type`).
 const std::vector<std::string>& test_model_presets();
 // Throws UnsupportedError for a name not in test_model_presets().
-gguf::GgufWriter make_test_model_preset(std::string_view name, uint64_t seed);
+gguf::GgufWriter make_test_model_preset(std::string_view name, uint64_t seed,
+                                        std::optional<GgmlType> matrix_type = std::nullopt);
 
 // Fills one tensor's bytes with random data of its type (used by both generators; exposed for
 // tests). `unit` asks for values near 1 (norm weights) instead of small ones around 0.

@@ -99,8 +99,14 @@ ActivationFormat activation_format(GgmlType t)
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
         return ActivationFormat::Q8_K;
+    case GgmlType::IQ4_NL:
+        return ActivationFormat::Q8_0;
+    case GgmlType::IQ4_XS:
+        return ActivationFormat::Q8_K;
     case GgmlType::F16:
         return ActivationFormat::F16; // ggml multiplies F16 weights with F16 activations
+    case GgmlType::BF16:
+        return ActivationFormat::BF16; // … and BF16 weights with BF16 activations
     default:
         return ActivationFormat::F32;
     }
@@ -113,6 +119,7 @@ std::size_t activation_row_bytes(ActivationFormat f, int64_t n)
     case ActivationFormat::F32:
         return un * sizeof(float);
     case ActivationFormat::F16:
+    case ActivationFormat::BF16:
         return un * sizeof(uint16_t);
     case ActivationFormat::Q8_0:
         return un / 32 * sizeof(BlockQ8_0);
@@ -133,6 +140,10 @@ void quantize_activations(ActivationFormat f, const float* x, void* out, int64_t
     case ActivationFormat::F16:
         for (int64_t i = 0; i < n; ++i)
             static_cast<uint16_t*>(out)[i] = f32_to_fp16(x[i]);
+        break;
+    case ActivationFormat::BF16:
+        for (int64_t i = 0; i < n; ++i)
+            static_cast<uint16_t*>(out)[i] = f32_to_bf16(x[i]);
         break;
     case ActivationFormat::Q8_0:
         quantize_q8_0(x, static_cast<BlockQ8_0*>(out), n);

@@ -26,7 +26,7 @@ struct BlockQ8_K {
     int16_t bsums[16];
 };
 
-enum class ActivationFormat { F32, F16, Q8_0, Q8_1, Q8_K };
+enum class ActivationFormat { F32, F16, BF16, Q8_0, Q8_1, Q8_K };
 
 // The activation format a weight type's dot product consumes.
 ActivationFormat activation_format(GgmlType weight_type);

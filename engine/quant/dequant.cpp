@@ -194,6 +194,34 @@ void dequant_q6_k(const uint8_t* b, float* y)
     }
 }
 
+// ---- IQ4_NL / IQ4_XS: 4-bit indices into a non-linear table ------------------------------------
+
+constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+void dequant_iq4_nl(const uint8_t* b, float* y)
+{ // d half · qs[16]
+    const float d = load_half(b);
+    for (int j = 0; j < QK / 2; ++j) {
+        y[j] = d * static_cast<float>(kIq4Values[b[2 + j] & 0x0F]);
+        y[j + QK / 2] = d * static_cast<float>(kIq4Values[b[2 + j] >> 4]);
+    }
+}
+
+void dequant_iq4_xs(const uint8_t* b, float* y)
+{ // d half · scales_h u16 · scales_l[4] · qs[128]; sub-block scale d · (ls − 32)
+    const float d = load_half(b);
+    const uint16_t scales_h = load_u16(b + 2);
+    for (int ib = 0; ib < QK_K / 32; ++ib) {
+        const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 0x0F) | (((scales_h >> (2 * ib)) & 3) << 4);
+        const float dl = d * static_cast<float>(ls - 32);
+        const uint8_t* qs = b + 8 + 16 * ib;
+        for (int j = 0; j < 16; ++j) {
+            y[32 * ib + j] = dl * static_cast<float>(kIq4Values[qs[j] & 0x0F]);
+            y[32 * ib + 16 + j] = dl * static_cast<float>(kIq4Values[qs[j] >> 4]);
+        }
+    }
+}
+
 using BlockDecoder = void (*)(const uint8_t*, float*);
 
 BlockDecoder block_decoder(GgmlType type)
@@ -219,6 +247,10 @@ BlockDecoder block_decoder(GgmlType type)
         return dequant_q5_k;
     case GgmlType::Q6_K:
         return dequant_q6_k;
+    case GgmlType::IQ4_NL:
+        return dequant_iq4_nl;
+    case GgmlType::IQ4_XS:
+        return dequant_iq4_xs;
     default:
         return nullptr;
     }

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "quant/ggml_type.h"
 
+#include <cctype>
+
 #include <array>
 
 namespace engine {
@@ -27,10 +29,10 @@ constexpr std::array kTypes = {
     GgmlTypeTraits{GgmlType::IQ2_XS, "IQ2_XS", 256, 74, false},
     GgmlTypeTraits{GgmlType::IQ3_XXS, "IQ3_XXS", 256, 98, false},
     GgmlTypeTraits{GgmlType::IQ1_S, "IQ1_S", 256, 50, false},
-    GgmlTypeTraits{GgmlType::IQ4_NL, "IQ4_NL", 32, 18, false},
+    GgmlTypeTraits{GgmlType::IQ4_NL, "IQ4_NL", 32, 18, true},
     GgmlTypeTraits{GgmlType::IQ3_S, "IQ3_S", 256, 110, false},
     GgmlTypeTraits{GgmlType::IQ2_S, "IQ2_S", 256, 82, false},
-    GgmlTypeTraits{GgmlType::IQ4_XS, "IQ4_XS", 256, 136, false},
+    GgmlTypeTraits{GgmlType::IQ4_XS, "IQ4_XS", 256, 136, true},
     GgmlTypeTraits{GgmlType::I8, "I8", 1, 1, false},
     GgmlTypeTraits{GgmlType::I16, "I16", 1, 2, false},
     GgmlTypeTraits{GgmlType::I32, "I32", 1, 4, false},
@@ -61,6 +63,18 @@ GgmlTypeTraits ggml_type_traits(GgmlType type)
 std::string_view ggml_type_name(GgmlType type)
 {
     return ggml_type_traits(type).name;
+}
+
+std::optional<GgmlType> ggml_type_from_name(std::string_view name)
+{
+    for (const auto& t : kTypes) {
+        bool same = t.name.size() == name.size();
+        for (std::size_t i = 0; same && i < name.size(); ++i)
+            same = std::toupper(static_cast<unsigned char>(name[i])) == t.name[i];
+        if (same)
+            return t.type;
+    }
+    return std::nullopt;
 }
 
 } // namespace engine

@@ -57,6 +57,8 @@ std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t type_id);
 GgmlTypeTraits ggml_type_traits(GgmlType type);
 
 std::string_view ggml_type_name(GgmlType type);
+// The type named `name` as ggml spells it (case-insensitive: "q4_k" is Q4_K), or nullopt.
+std::optional<GgmlType> ggml_type_from_name(std::string_view name);
 
 // Bytes taken by `elements` values of this type; elements must be a multiple of the block size.
 inline uint64_t ggml_row_bytes(const GgmlTypeTraits& t, uint64_t elements)

@@ -87,25 +87,29 @@ VecDotFn vec_dot_scalar(GgmlType type)
     case GgmlType::BF16:
         return dot_bf16;
     case GgmlType::Q4_0:
-        return dot_legacy<GgmlType::Q4_0>;
+        return dot_lanes<GgmlType::Q4_0>;
     case GgmlType::Q4_1:
-        return dot_q4_1;
+        return dot_offset<GgmlType::Q4_1>;
     case GgmlType::Q5_0:
-        return dot_legacy<GgmlType::Q5_0>;
+        return dot_lanes<GgmlType::Q5_0>;
     case GgmlType::Q5_1:
-        return dot_q5_1;
+        return dot_offset<GgmlType::Q5_1>;
     case GgmlType::Q8_0:
-        return dot_legacy<GgmlType::Q8_0>;
+        return dot_lanes<GgmlType::Q8_0>;
+    case GgmlType::IQ4_NL:
+        return dot_iq4_nl_pairs;
     case GgmlType::Q2_K:
-        return dot_k<GgmlType::Q2_K>;
+        return dot_lanes<GgmlType::Q2_K>;
     case GgmlType::Q3_K:
-        return dot_k<GgmlType::Q3_K>;
+        return dot_lanes<GgmlType::Q3_K>;
     case GgmlType::Q4_K:
         return dot_q45_k_lanes<false>;
     case GgmlType::Q5_K:
         return dot_q45_k_lanes<true>;
     case GgmlType::Q6_K:
-        return dot_q6_k_lanes;
+        return dot_lanes<GgmlType::Q6_K>;
+    case GgmlType::IQ4_XS:
+        return dot_lanes<GgmlType::IQ4_XS>;
     default:
         return nullptr;
     }
@@ -124,6 +128,24 @@ VecDotFn vec_dot_tiled_scalar(GgmlType type)
         return dot_k_tiled<GgmlType::Q5_K>;
     case GgmlType::Q6_K:
         return dot_k_tiled<GgmlType::Q6_K>;
+    case GgmlType::IQ4_XS:
+        return dot_k_tiled<GgmlType::IQ4_XS>;
+    default:
+        return nullptr;
+    }
+}
+
+VecDotFn vec_dot_batched_scalar(GgmlType type, int64_t n)
+{
+    switch (type) {
+    case GgmlType::F32:
+        return n % 8 == 0 ? dot_f32_batched : nullptr;
+    case GgmlType::F16:
+        return n % 8 == 0 ? dot_f16_batched : nullptr;
+    case GgmlType::BF16:
+        return n % 8 == 0 ? dot_bf16_batched : nullptr;
+    case GgmlType::IQ4_NL:
+        return dot_lanes<GgmlType::IQ4_NL>;
     default:
         return nullptr;
     }
@@ -131,8 +153,15 @@ VecDotFn vec_dot_tiled_scalar(GgmlType type)
 
 VecDotFn vec_dot_for_batch(GgmlType type, int64_t n, int64_t n_tokens)
 {
-    if (type == GgmlType::F16 && n_tokens >= 2 && n % 8 == 0)
-        return dot_f16_batched;
+    if (n_tokens >= 2 && vec_dot_batched_scalar(type, n)) {
+        if (simd_level() == SimdLevel::Avx512)
+            if (VecDotFn f = simd::vec_dot_batched_avx512(type, n))
+                return f;
+        if (simd_level() != SimdLevel::Scalar)
+            if (VecDotFn f = simd::vec_dot_batched_avx2(type, n))
+                return f;
+        return vec_dot_batched_scalar(type, n);
+    }
     if (n_tokens >= kTiledMinBatch) {
         if (simd_level() == SimdLevel::Avx512)
             if (VecDotFn f = simd::vec_dot_tiled_avx512(type))

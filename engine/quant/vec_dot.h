@@ -34,16 +34,19 @@ void pack8_activations(ActivationFormat format, const uint8_t* rows, std::size_t
 // nullptr when the type has no dot product (IQ*, TQ*).
 VecDotFn vec_dot_for(GgmlType type);
 // The kernel for a weight row multiplied with a batch of n_tokens activation rows of n elements.
-// llama.cpp changes its float summation order with the batch: F16 weights use a tiled matmul from 2
-// rows on, k-quants a scalar-per-element tiled matmul from 8 rows on (each block's integer sum
-// scaled by the weight scale, then fused into the accumulator with the activation scale). The
+// llama.cpp changes its float summation order with the batch: F32, F16, BF16 and IQ4_NL weights use
+// its llamafile matmul from 2 rows on, k-quants and IQ4_XS a scalar-per-element tiled matmul from 8 rows on (each
+// block's integer sum scaled by the weight scale, then fused into the accumulator with the activation scale). The
 // results here follow it, so prefill logits track llama.cpp's.
 VecDotFn vec_dot_for_batch(GgmlType type, int64_t n, int64_t n_tokens);
 VecDotX4Fn vec_dot_x4_for_batch(GgmlType type, int64_t n_tokens);
 // nullptr where the CPU (or $TOKENSCOPE_SIMD) gives no eight-row kernel for the type.
 VecDotX8Fn vec_dot_x8_for_batch(GgmlType type, int64_t n_tokens);
-// The k-quant tiled order, portable (tests compare the SIMD version with it).
+// The k-quant (and IQ4_XS) tiled order, portable (tests compare the SIMD version with it).
 VecDotFn vec_dot_tiled_scalar(GgmlType type);
+// llama.cpp's order for 2+ rows where its llamafile matmul takes them (F32, F16 and BF16 rows of a
+// multiple of 8, IQ4_NL), portable; nullptr for other types and widths.
+VecDotFn vec_dot_batched_scalar(GgmlType type, int64_t n);
 
 // The portable scalar implementation (tests compare every SIMD path against it).
 VecDotFn vec_dot_scalar(GgmlType type);

@@ -34,13 +34,27 @@ TS_HD inline float hsum8(const float* a)
 
 // ---- legacy blocks × Q8_0: lane l takes elements 4l … 4l + 3 of every block ------------------------
 
-template <GgmlType T> constexpr int kLegacyBlockBytes = T == GgmlType::Q4_0 ? 18 : T == GgmlType::Q5_0 ? 22 : 34;
+template <GgmlType T>
+constexpr int kLegacyBlockBytes = T == GgmlType::Q4_0 || T == GgmlType::IQ4_NL ? 18
+                                  : T == GgmlType::Q5_0                        ? 22
+                                                                               : 34;
 
-// Element e of a Q4_0, Q5_0 or Q8_0 block as its signed integer.
+// IQ4_NL and IQ4_XS store 4-bit indices into a non-linear table (ggml-common.h's kvalues_iq4nl:
+// −127, −104, −83, −65, −49, −35, −22, −10, 1, 13, 25, 38, 53, 69, 89, 113), here as the bytes of two
+// constants: an array indexed at run time would live in a GPU thread's local memory.
+TS_HD inline int iq4_value(int index)
+{
+    const uint64_t bytes = index < 8 ? 0xF6EADDCFBFAD9881ull : 0x7159453526190D01ull;
+    return static_cast<int8_t>(static_cast<uint8_t>(bytes >> (8 * (index & 7))));
+}
+
+// Element e of a Q4_0, Q5_0, Q8_0 or IQ4_NL block as its signed integer.
 template <GgmlType T> TS_HD inline int legacy_q(const uint8_t* x, int e)
 {
     if constexpr (T == GgmlType::Q4_0) {
         return (e < 16 ? (x[2 + e] & 0x0F) : (x[2 + e - 16] >> 4)) - 8;
+    } else if constexpr (T == GgmlType::IQ4_NL) {
+        return iq4_value(e < 16 ? (x[2 + e] & 0x0F) : (x[2 + e - 16] >> 4));
     } else if constexpr (T == GgmlType::Q5_0) {
         const uint32_t qh = load_u32(x + 2);
         const int low = e < 16 ? (x[6 + e] & 0x0F) : (x[6 + e - 16] >> 4);
@@ -84,6 +98,9 @@ template <> struct LaneBlocks<GgmlType::Q5_0> : LegacyLaneBlocks<GgmlType::Q5_0>
 };
 template <> struct LaneBlocks<GgmlType::Q8_0> : LegacyLaneBlocks<GgmlType::Q8_0> {
 };
+// IQ4_NL in llama.cpp's batched order (its llamafile matmul, 2+ rows): one accumulator, as Q4_0.
+template <> struct LaneBlocks<GgmlType::IQ4_NL> : LegacyLaneBlocks<GgmlType::IQ4_NL> {
+};
 
 // The eight lanes over a whole row, block by block (each block read once for the eight).
 template <GgmlType T> TS_HD inline void lanes_of_row(const void* w, const void* a, int64_t n, KLaneAcc* r)
@@ -97,7 +114,38 @@ template <GgmlType T> TS_HD inline void lanes_of_row(const void* w, const void* 
         B::step(x + b * B::bytes, y[b], l, r[l]);
 }
 
-template <GgmlType T> TS_HD inline float dot_legacy(const void* w, const void* a, int64_t n)
+// ---- legacy blocks with a minimum × Q8_1, in the AVX2 kernels' order ----------------------------
+// The values' lanes as Q4_0's (unsigned quants, d_w · d_a per block); the minimum's m · s summed in one
+// float, a fused multiply-add per block (GCC contracts llama.cpp's `summs += m * s`), added last.
+
+template <GgmlType T> TS_HD inline int offset_q(const uint8_t* x, int e)
+{
+    const uint8_t* qs = x + (T == GgmlType::Q4_1 ? 4 : 8);
+    int q = e < 16 ? (qs[e] & 0x0F) : (qs[e - 16] >> 4);
+    if constexpr (T == GgmlType::Q5_1)
+        q |= static_cast<int>(((load_u32(x + 4) >> e) & 1u) << 4);
+    return q;
+}
+
+template <GgmlType T> struct OffsetLaneBlocks {
+    using Act = BlockQ8_1;
+    static constexpr int bytes = T == GgmlType::Q4_1 ? 20 : 24, elements = 32;
+    TS_HD static void step(const uint8_t* x, const Act& y, int l, KLaneAcc& r)
+    {
+        int s = 0;
+        TS_UNROLL
+        for (int j = 4 * l; j < 4 * l + 4; ++j)
+            s += offset_q<T>(x, j) * y.qs[j];
+        r.acc = fma_rn(half(x) * y.d, static_cast<float>(s), r.acc);
+        r.mins = fma_rn(half(x + 2), y.s, r.mins); // the same in every lane
+    }
+};
+template <> struct LaneBlocks<GgmlType::Q4_1> : OffsetLaneBlocks<GgmlType::Q4_1> {
+};
+template <> struct LaneBlocks<GgmlType::Q5_1> : OffsetLaneBlocks<GgmlType::Q5_1> {
+};
+
+template <GgmlType T> TS_HD inline float dot_offset(const void* w, const void* a, int64_t n)
 {
     KLaneAcc r[8];
     lanes_of_row<T>(w, a, n, r);
@@ -105,39 +153,37 @@ template <GgmlType T> TS_HD inline float dot_legacy(const void* w, const void* a
     TS_UNROLL
     for (int l = 0; l < 8; ++l)
         acc[l] = r[l].acc;
-    return hsum8(acc);
+    return hsum8(acc) + r[0].mins;
 }
 
-// ---- legacy blocks with a minimum × Q8_1 (no AVX2 kernel: ggml's reference order) ---------------
-
-TS_HD inline float dot_q4_1(const void* w, const void* a, int64_t n)
+// ---- IQ4_NL × Q8_0 in the AVX2 one-row order ------------------------------------------------------
+// Lanes as Q4_0's through the table; even blocks feed one set of eight accumulators and odd blocks
+// another, added lane by lane before the horizontal sum; an odd last block joins the result with a
+// fused multiply-add (GCC contracts `sumf += d * sumi`).
+TS_HD inline float dot_iq4_nl_pairs(const void* w, const void* a, int64_t n)
 {
+    using B = LaneBlocks<GgmlType::IQ4_NL>;
     const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_1*>(a);
-    float sum = 0.0f;
-    for (int64_t b = 0; b < n / 32; ++b, x += 20) {
-        int isum = 0;
-        for (int j = 0; j < 16; ++j)
-            isum += (x[4 + j] & 0x0F) * y[b].qs[j] + (x[4 + j] >> 4) * y[b].qs[j + 16];
-        sum += (half(x) * y[b].d) * static_cast<float>(isum) + half(x + 2) * y[b].s;
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    const int64_t nb = n / 32;
+    KLaneAcc even[8], odd[8];
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2)
+        TS_UNROLL
+    for (int l = 0; l < 8; ++l) {
+        B::step(x + b * 18, y[b], l, even[l]);
+        B::step(x + (b + 1) * 18, y[b + 1], l, odd[l]);
     }
-    return sum;
-}
-
-TS_HD inline float dot_q5_1(const void* w, const void* a, int64_t n)
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_1*>(a);
-    float sum = 0.0f;
-    for (int64_t b = 0; b < n / 32; ++b, x += 24) {
-        const uint32_t qh = load_u32(x + 4);
+    float acc[8];
+    TS_UNROLL
+    for (int l = 0; l < 8; ++l)
+        acc[l] = even[l].acc + odd[l].acc;
+    float sum = hsum8(acc);
+    if (b < nb) {
         int isum = 0;
-        for (int j = 0; j < 16; ++j) {
-            const int lo = (x[8 + j] & 0x0F) | static_cast<int>(((qh >> j) & 1u) << 4);
-            const int hi = (x[8 + j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
-            isum += lo * y[b].qs[j] + hi * y[b].qs[j + 16];
-        }
-        sum += (half(x) * y[b].d) * static_cast<float>(isum) + half(x + 2) * y[b].s;
+        for (int e = 0; e < 32; ++e)
+            isum += legacy_q<GgmlType::IQ4_NL>(x + b * 18, e) * y[b].qs[e];
+        sum = fma_rn(cuda::half_to_f32(y[b].d) * half(x + b * 18), static_cast<float>(isum), sum);
     }
     return sum;
 }
@@ -254,6 +300,33 @@ TS_HD inline KBlockSums sums_q6_k(const uint8_t* x, const BlockQ8_K& y)
     return r;
 }
 
+// IQ4_XS: the six-bit scale of 32-element sub-block ib, less 32.
+TS_HD inline int iq4_xs_scale(const uint8_t* x, int ib)
+{ // d half · scales_h u16 · scales_l[4] · qs[128]
+    const int low = (x[4 + ib / 2] >> (4 * (ib % 2))) & 0x0F;
+    const int high = (cuda::load_u16(x + 2) >> (2 * ib)) & 3;
+    return (low | (high << 4)) - 32;
+}
+
+// Element j (< 32) of sub-block ib of an IQ4_XS block, through the table.
+TS_HD inline int iq4_xs_q(const uint8_t* x, int ib, int j)
+{
+    const uint8_t byte = x[8 + 16 * ib + (j % 16)];
+    return iq4_value(j < 16 ? (byte & 0x0F) : (byte >> 4));
+}
+
+TS_HD inline KBlockSums sums_iq4_xs(const uint8_t* x, const BlockQ8_K& y)
+{
+    KBlockSums r;
+    for (int ib = 0; ib < 8; ++ib) {
+        int s = 0;
+        for (int j = 0; j < 32; ++j)
+            s += iq4_xs_q(x, ib, j) * y.qs[32 * ib + j];
+        r.s1 += iq4_xs_scale(x, ib) * s;
+    }
+    return r;
+}
+
 // Where each format keeps its f16 scale d and, if it has mins, dmin.
 template <GgmlType T> struct KLayout;
 template <> struct KLayout<GgmlType::Q2_K> {
@@ -272,27 +345,97 @@ template <> struct KLayout<GgmlType::Q5_K> {
     static constexpr int block_bytes = 176, d_offset = 0, dmin_offset = 2;
     TS_HD static KBlockSums sums(const uint8_t* x, const BlockQ8_K& y) { return sums_q45_k<true>(x, y); }
 };
+template <> struct KLayout<GgmlType::IQ4_XS> {
+    static constexpr int block_bytes = 136, d_offset = 0, dmin_offset = -1;
+    TS_HD static KBlockSums sums(const uint8_t* x, const BlockQ8_K& y) { return sums_iq4_xs(x, y); }
+};
 template <> struct KLayout<GgmlType::Q6_K> {
     static constexpr int block_bytes = 210, d_offset = 208, dmin_offset = -1;
     TS_HD static KBlockSums sums(const uint8_t* x, const BlockQ8_K& y) { return sums_q6_k(x, y); }
 };
 
-// llama.cpp's vec_dot order: per block sum += (d·d8)·s1 − (dmin·d8)·s2.
-template <GgmlType T> TS_HD inline float dot_k(const void* w, const void* a, int64_t n)
+// Q2_K, Q3_K and IQ4_XS in the AVX2 kernels' order. Q2_K and Q3_K: each 32-element chunk c
+// (of 8) feeds lane l with its elements 4l … 4l + 3, times the scale of 16-group 2c (lanes 0–3) or
+// 2c + 1 (lanes 4–7); Q2_K first folds its minimums into the lane (pair l of the 16 scale · bsum
+// products). IQ4_XS: chunk ib is sub-block ib, with its own scale.
+TS_HD inline int q2_k_lane_isum(const uint8_t* x, const BlockQ8_K& y, int l)
 {
-    using L = KLayout<T>;
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_K*>(a);
-    float sum = 0.0f;
-    for (int64_t b = 0; b < n / 256; ++b, x += L::block_bytes) {
-        const KBlockSums r = L::sums(x, y[b]);
-        const float d = y[b].d * half(x + L::d_offset);
-        if constexpr (L::dmin_offset >= 0)
-            sum += d * static_cast<float>(r.s1) - y[b].d * half(x + L::dmin_offset) * static_cast<float>(r.s2);
-        else
-            sum += d * static_cast<float>(r.s1);
+    int isum = 0;
+    TS_UNROLL
+    for (int c = 0; c < 8; ++c) {
+        const int scale = x[2 * c + (l >= 4 ? 1 : 0)] & 0x0F;
+        TS_UNROLL
+        for (int e = 32 * c + 4 * l; e < 32 * c + 4 * l + 4; ++e)
+            isum += scale * low2_of(x + 16, e) * y.qs[e];
     }
-    return sum;
+    return isum;
+}
+TS_HD inline int q3_k_lane_isum(const uint8_t* x, const BlockQ8_K& y, int l)
+{
+    const uint8_t* hmask = x;
+    int isum = 0;
+    TS_UNROLL
+    for (int c = 0; c < 8; ++c) {
+        const int scale = q3_k_scale(x + 96, 2 * c + (l >= 4 ? 1 : 0));
+        TS_UNROLL
+        for (int e = 32 * c + 4 * l; e < 32 * c + 4 * l + 4; ++e) {
+            const bool high = (hmask[e % 32] >> (e / 32)) & 1;
+            isum += scale * (low2_of(x + 32, e) - (high ? 0 : 4)) * y.qs[e];
+        }
+    }
+    return isum;
+}
+TS_HD inline int iq4_xs_lane_isum(const uint8_t* x, const BlockQ8_K& y, int l)
+{
+    int isum = 0;
+    TS_UNROLL
+    for (int ib = 0; ib < 8; ++ib) {
+        int s = 0;
+        TS_UNROLL
+        for (int j = 4 * l; j < 4 * l + 4; ++j)
+            s += iq4_xs_q(x, ib, j) * y.qs[32 * ib + j];
+        isum += iq4_xs_scale(x, ib) * s;
+    }
+    return isum;
+}
+
+template <> struct LaneBlocks<GgmlType::Q2_K> {
+    using Act = BlockQ8_K;
+    static constexpr int bytes = 84, elements = 256;
+    TS_HD static void step(const uint8_t* x, const Act& y, int l, KLaneAcc& r)
+    {
+        const int mins = (x[2 * l] >> 4) * y.bsums[2 * l] + (x[2 * l + 1] >> 4) * y.bsums[2 * l + 1];
+        r.acc = fma_rn(-y.d * half(x + 82), static_cast<float>(mins), r.acc);
+        r.acc = fma_rn(y.d * half(x + 80), static_cast<float>(q2_k_lane_isum(x, y, l)), r.acc);
+    }
+};
+template <> struct LaneBlocks<GgmlType::Q3_K> {
+    using Act = BlockQ8_K;
+    static constexpr int bytes = 110, elements = 256;
+    TS_HD static void step(const uint8_t* x, const Act& y, int l, KLaneAcc& r)
+    {
+        r.acc = fma_rn(y.d * half(x + 108), static_cast<float>(q3_k_lane_isum(x, y, l)), r.acc);
+    }
+};
+template <> struct LaneBlocks<GgmlType::IQ4_XS> {
+    using Act = BlockQ8_K;
+    static constexpr int bytes = 136, elements = 256;
+    TS_HD static void step(const uint8_t* x, const Act& y, int l, KLaneAcc& r)
+    {
+        r.acc = fma_rn(half(x) * y.d, static_cast<float>(iq4_xs_lane_isum(x, y, l)), r.acc);
+    }
+};
+
+// A row of one of the lane-split types whose lanes hold everything (no separate minimum).
+template <GgmlType T> TS_HD inline float dot_lanes(const void* w, const void* a, int64_t n)
+{
+    KLaneAcc r[8];
+    lanes_of_row<T>(w, a, n, r);
+    float acc[8];
+    TS_UNROLL
+    for (int l = 0; l < 8; ++l)
+        acc[l] = r[l].acc;
+    return hsum8(acc);
 }
 
 // llama.cpp's tiled order (batches of 8+ rows): res = d·s1, res = fma(−dmin, s2, res),
@@ -426,39 +569,84 @@ template <> struct LaneBlocks<GgmlType::Q6_K> {
     }
 };
 
-TS_HD inline float dot_q6_k_lanes(const void* w, const void* a, int64_t n)
+// ---- float weights -------------------------------------------------------------------------------
+// ggml's one-row order (ggml_vec_dot_f32/_f16/_bf16 on AVX2): four 8-lane accumulators over
+// 32-element steps (lane l of accumulator j: element 8j + l of each step), reduced (a0 + a2) + (a1 + a3)
+// and summed horizontally, then the tail one product at a time. F32 and F16 sum horizontally in the
+// hadd order and F32 adds its tail in float (fused), F16 and BF16 in double; BF16 sums in the
+// extract order. llama.cpp's batched order (its llamafile matmul, 2+ rows, n a multiple of 8): one
+// 8-lane accumulator, summed in the extract order. Activations: F32 for F32 weights, F16 for F16,
+// BF16 for BF16 (ggml converts them to the weight's own type).
+
+TS_HD inline float f32_value(const void* p, int64_t i)
 {
-    KLaneAcc r[8];
-    lanes_of_row<GgmlType::Q6_K>(w, a, n, r);
-    float acc[8];
-    TS_UNROLL
-    for (int l = 0; l < 8; ++l)
-        acc[l] = r[l].acc;
-    return hsum8(acc);
+    return static_cast<const float*>(p)[i];
+}
+TS_HD inline float f16_value(const void* p, int64_t i)
+{
+    return cuda::half_to_f32(static_cast<const uint16_t*>(p)[i]);
+}
+TS_HD inline float bf16_value(const void* p, int64_t i)
+{
+    return bits_float(uint32_t(static_cast<const uint16_t*>(p)[i]) << 16);
 }
 
-// ---- float weights × f32 activations -------------------------------------------------------------
-
-// The AVX2 kernel's order: two 8-lane accumulators over 16-element steps, added lane by lane and
-// summed horizontally, then the tail one product at a time. Lane l: elements l and 8 + l of each step.
-TS_HD inline float f32_lane(const void* w, const void* a, int64_t n, int l)
+template <float (*Value)(const void*, int64_t)>
+TS_HD inline float float_lane(const void* w, const void* a, int64_t n, int l)
 {
-    const auto* x = static_cast<const float*>(w);
-    const auto* y = static_cast<const float*>(a);
-    float acc0 = 0.0f, acc1 = 0.0f;
-    for (int64_t i = 0; i + 16 <= n; i += 16) {
-        acc0 = fma_rn(x[i + l], y[i + l], acc0);
-        acc1 = fma_rn(x[i + 8 + l], y[i + 8 + l], acc1);
-    }
-    return acc0 + acc1;
+    float acc[4] = {};
+    const int64_t np = n & ~int64_t(31);
+    for (int64_t i = 0; i < np; i += 32)
+        TS_UNROLL
+    for (int j = 0; j < 4; ++j)
+        acc[j] = fma_rn(Value(w, i + 8 * j + l), Value(a, i + 8 * j + l), acc[j]);
+    acc[0] += acc[2];
+    acc[1] += acc[3];
+    return acc[0] + acc[1];
 }
-TS_HD inline float f32_tail(const void* w, const void* a, int64_t n, float sum)
+template <float (*Value)(const void*, int64_t)>
+TS_HD inline float float_batched_lane(const void* w, const void* a, int64_t n, int l)
 {
-    const auto* x = static_cast<const float*>(w);
-    const auto* y = static_cast<const float*>(a);
-    for (int64_t i = n & ~int64_t(15); i < n; ++i)
-        sum += x[i] * y[i];
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n; i += 8)
+        acc = fma_rn(Value(w, i + l), Value(a, i + l), acc);
+    return acc;
+}
+
+// The hadd order: ((a0+a4)+(a1+a5)) + ((a2+a6)+(a3+a7)).
+TS_HD inline float hsum8_hadd(const float* a)
+{
+    const float t0 = a[0] + a[4], t1 = a[1] + a[5], t2 = a[2] + a[6], t3 = a[3] + a[7];
+    return (t0 + t1) + (t2 + t3);
+}
+
+TS_HD inline float f32_tail(const void* w, const void* a, int64_t n, float lanes_sum)
+{
+    float sum = lanes_sum;
+    for (int64_t i = n & ~int64_t(31); i < n; ++i)
+        sum = fma_rn(f32_value(w, i), f32_value(a, i), sum);
     return sum;
+}
+template <float (*Value)(const void*, int64_t)>
+TS_HD inline float double_tail(const void* w, const void* a, int64_t n, float lanes_sum)
+{
+    double sum = lanes_sum;
+    for (int64_t i = n & ~int64_t(31); i < n; ++i)
+        sum += static_cast<double>(Value(w, i) * Value(a, i));
+    return static_cast<float>(sum);
+}
+TS_HD inline float f16_tail(const void* w, const void* a, int64_t n, float lanes_sum)
+{
+    return double_tail<f16_value>(w, a, n, lanes_sum);
+}
+
+TS_HD inline float f16_lane(const void* w, const void* a, int64_t n, int l)
+{
+    return float_lane<f16_value>(w, a, n, l);
+}
+TS_HD inline float f16_batched_lane(const void* w, const void* a, int64_t n, int l)
+{
+    return float_batched_lane<f16_value>(w, a, n, l);
 }
 
 TS_HD inline float dot_f32(const void* w, const void* a, int64_t n)
@@ -466,41 +654,8 @@ TS_HD inline float dot_f32(const void* w, const void* a, int64_t n)
     float acc[8];
     TS_UNROLL
     for (int l = 0; l < 8; ++l)
-        acc[l] = f32_lane(w, a, n, l);
-    return f32_tail(w, a, n, hsum8(acc));
-}
-
-// F16 weights × F16 activations in ggml's AVX2 order: four 8-lane accumulators over 32-element
-// steps (lane l: elements 8j + l), reduced as (a0 + a2) + (a1 + a3), summed in the hadd order, then
-// the tail in double.
-TS_HD inline float f16_lane(const void* w, const void* a, int64_t n, int l)
-{
-    const auto* x = static_cast<const uint16_t*>(w);
-    const auto* y = static_cast<const uint16_t*>(a);
-    float acc[4] = {};
-    const int64_t np = n & ~int64_t(31);
-    for (int64_t i = 0; i < np; i += 32)
-        TS_UNROLL
-    for (int j = 0; j < 4; ++j)
-        acc[j] = fma_rn(cuda::half_to_f32(x[i + 8 * j + l]), cuda::half_to_f32(y[i + 8 * j + l]), acc[j]);
-    acc[0] += acc[2];
-    acc[1] += acc[3];
-    return acc[0] + acc[1];
-}
-// The hadd order: ((a0+a4)+(a1+a5)) + ((a2+a6)+(a3+a7)).
-TS_HD inline float hsum8_hadd(const float* a)
-{
-    const float t0 = a[0] + a[4], t1 = a[1] + a[5], t2 = a[2] + a[6], t3 = a[3] + a[7];
-    return (t0 + t1) + (t2 + t3);
-}
-TS_HD inline float f16_tail(const void* w, const void* a, int64_t n, float lanes_sum)
-{
-    const auto* x = static_cast<const uint16_t*>(w);
-    const auto* y = static_cast<const uint16_t*>(a);
-    double sum = lanes_sum;
-    for (int64_t i = n & ~int64_t(31); i < n; ++i)
-        sum += static_cast<double>(cuda::half_to_f32(x[i]) * cuda::half_to_f32(y[i]));
-    return static_cast<float>(sum);
+        acc[l] = float_lane<f32_value>(w, a, n, l);
+    return f32_tail(w, a, n, hsum8_hadd(acc));
 }
 
 TS_HD inline float dot_f16(const void* w, const void* a, int64_t n)
@@ -512,35 +667,36 @@ TS_HD inline float dot_f16(const void* w, const void* a, int64_t n)
     return f16_tail(w, a, n, hsum8_hadd(acc));
 }
 
-// The same product as llama.cpp's tiled matmul computes it for batches of 2+ rows: one 8-lane
-// accumulator, summed by halves. Only valid when n is a multiple of 8.
-TS_HD inline float f16_batched_lane(const void* w, const void* a, int64_t n, int l)
-{
-    const auto* x = static_cast<const uint16_t*>(w);
-    const auto* y = static_cast<const uint16_t*>(a);
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n; i += 8)
-        acc = fma_rn(cuda::half_to_f32(x[i + l]), cuda::half_to_f32(y[i + l]), acc);
-    return acc;
-}
-
-TS_HD inline float dot_f16_batched(const void* w, const void* a, int64_t n)
+TS_HD inline float dot_bf16(const void* w, const void* a, int64_t n)
 {
     float acc[8];
     TS_UNROLL
     for (int l = 0; l < 8; ++l)
-        acc[l] = f16_batched_lane(w, a, n, l);
-    return hsum8(acc);
+        acc[l] = float_lane<bf16_value>(w, a, n, l);
+    return double_tail<bf16_value>(w, a, n, hsum8(acc));
 }
 
-TS_HD inline float dot_bf16(const void* w, const void* a, int64_t n)
+// The batched order; only valid when n is a multiple of 8.
+template <float (*Value)(const void*, int64_t)>
+TS_HD inline float dot_float_batched(const void* w, const void* a, int64_t n)
 {
-    const auto* x = static_cast<const uint16_t*>(w);
-    const auto* y = static_cast<const float*>(a);
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n; ++i)
-        sum += bits_float(uint32_t(x[i]) << 16) * y[i];
-    return sum;
+    float acc[8];
+    TS_UNROLL
+    for (int l = 0; l < 8; ++l)
+        acc[l] = float_batched_lane<Value>(w, a, n, l);
+    return hsum8(acc);
+}
+TS_HD inline float dot_f32_batched(const void* w, const void* a, int64_t n)
+{
+    return dot_float_batched<f32_value>(w, a, n);
+}
+TS_HD inline float dot_f16_batched(const void* w, const void* a, int64_t n)
+{
+    return dot_float_batched<f16_value>(w, a, n);
+}
+TS_HD inline float dot_bf16_batched(const void* w, const void* a, int64_t n)
+{
+    return dot_float_batched<bf16_value>(w, a, n);
 }
 
 // llama.cpp's k-quant tiled matmul takes over from batches of this many rows.
@@ -551,33 +707,38 @@ constexpr int64_t kTiledMinBatch = 8;
 TS_HD inline float dot_for_batch(GgmlType type, const void* w, const void* a, int64_t n, int64_t order)
 {
     const bool tiled = order >= kTiledMinBatch;
+    const bool batched = order >= 2 && n % 8 == 0; // llama.cpp's llamafile matmul (float weights)
     switch (type) {
     case GgmlType::F32:
-        return dot_f32(w, a, n);
+        return batched ? dot_f32_batched(w, a, n) : dot_f32(w, a, n);
     case GgmlType::F16:
-        return order >= 2 && n % 8 == 0 ? dot_f16_batched(w, a, n) : dot_f16(w, a, n);
+        return batched ? dot_f16_batched(w, a, n) : dot_f16(w, a, n);
     case GgmlType::BF16:
-        return dot_bf16(w, a, n);
+        return batched ? dot_bf16_batched(w, a, n) : dot_bf16(w, a, n);
     case GgmlType::Q4_0:
-        return dot_legacy<GgmlType::Q4_0>(w, a, n);
+        return dot_lanes<GgmlType::Q4_0>(w, a, n);
     case GgmlType::Q4_1:
-        return dot_q4_1(w, a, n);
+        return dot_offset<GgmlType::Q4_1>(w, a, n);
     case GgmlType::Q5_0:
-        return dot_legacy<GgmlType::Q5_0>(w, a, n);
+        return dot_lanes<GgmlType::Q5_0>(w, a, n);
     case GgmlType::Q5_1:
-        return dot_q5_1(w, a, n);
+        return dot_offset<GgmlType::Q5_1>(w, a, n);
     case GgmlType::Q8_0:
-        return dot_legacy<GgmlType::Q8_0>(w, a, n);
+        return dot_lanes<GgmlType::Q8_0>(w, a, n);
+    case GgmlType::IQ4_NL:
+        return order >= 2 ? dot_lanes<GgmlType::IQ4_NL>(w, a, n) : dot_iq4_nl_pairs(w, a, n);
     case GgmlType::Q2_K:
-        return tiled ? dot_k_tiled<GgmlType::Q2_K>(w, a, n) : dot_k<GgmlType::Q2_K>(w, a, n);
+        return tiled ? dot_k_tiled<GgmlType::Q2_K>(w, a, n) : dot_lanes<GgmlType::Q2_K>(w, a, n);
     case GgmlType::Q3_K:
-        return tiled ? dot_k_tiled<GgmlType::Q3_K>(w, a, n) : dot_k<GgmlType::Q3_K>(w, a, n);
+        return tiled ? dot_k_tiled<GgmlType::Q3_K>(w, a, n) : dot_lanes<GgmlType::Q3_K>(w, a, n);
     case GgmlType::Q4_K:
         return tiled ? dot_k_tiled<GgmlType::Q4_K>(w, a, n) : dot_q45_k_lanes<false>(w, a, n);
     case GgmlType::Q5_K:
         return tiled ? dot_k_tiled<GgmlType::Q5_K>(w, a, n) : dot_q45_k_lanes<true>(w, a, n);
     case GgmlType::Q6_K:
-        return tiled ? dot_k_tiled<GgmlType::Q6_K>(w, a, n) : dot_q6_k_lanes(w, a, n);
+        return tiled ? dot_k_tiled<GgmlType::Q6_K>(w, a, n) : dot_lanes<GgmlType::Q6_K>(w, a, n);
+    case GgmlType::IQ4_XS:
+        return tiled ? dot_k_tiled<GgmlType::IQ4_XS>(w, a, n) : dot_lanes<GgmlType::IQ4_XS>(w, a, n);
     default:
         return bits_float(0x7FC00000u);
     }

@@ -68,4 +68,13 @@ constexpr float bf16_to_f32(uint16_t b)
     return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
 }
 
+// binary32 → bfloat16 as ggml rounds it: to nearest, ties to even; a NaN stays a (quiet) NaN.
+constexpr uint16_t f32_to_bf16(float f)
+{
+    const uint32_t u = std::bit_cast<uint32_t>(f);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+        return static_cast<uint16_t>((u >> 16) | 64u);
+    return static_cast<uint16_t>((u + (0x7FFFu + ((u >> 16) & 1u))) >> 16);
+}
+
 } // namespace engine

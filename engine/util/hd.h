@@ -139,6 +139,15 @@ TS_HD inline float half_to_f32(uint16_t h)
     return fp16_to_f32(h);
 #endif
 }
+// binary32 → bfloat16: to nearest, ties to even; a NaN stays a quiet NaN (ggml's rounding).
+TS_HD inline uint16_t f32_to_bf16(float f)
+{
+    const uint32_t u = float_bits(f);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+        return static_cast<uint16_t>((u >> 16) | 64u);
+    return static_cast<uint16_t>((u + (0x7FFFu + ((u >> 16) & 1u))) >> 16);
+}
+
 TS_HD inline uint16_t f32_to_half(float f)
 {
 #ifdef __CUDA_ARCH__

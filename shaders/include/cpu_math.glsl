@@ -111,6 +111,15 @@ uint f16_bits(float f)
 
 float round_f16(float v) { return unpackHalf2x16(f16_bits(v)).x; }
 
+// binary32 → bfloat16 bits as ggml rounds: to nearest, ties to even; a NaN stays a quiet NaN.
+uint bf16_bits(float v)
+{
+    const uint u = floatBitsToUint(v);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+        return (u >> 16) | 64u;
+    return (u + (0x7FFFu + ((u >> 16) & 1u))) >> 16;
+}
+
 // a / b rounded to nearest: the quotient corrected by its exact remainder.
 float div_rn(float a, float b)
 {

@@ -4,6 +4,7 @@
 // reference computed from the dequantized weights and the dequantized activation blocks; the
 // portable kernels give the AVX2 kernels' bits, and the AVX-512 ones too.
 #include "gguf/gguf_file.h"
+#include "model/test_model.h"
 #include "quant/activation_quant.h"
 #include "quant/dequant.h"
 #include "quant/simd/vec_dot_simd.h"
@@ -31,6 +32,10 @@ std::vector<double> dequant_activations(ActivationFormat f, const void* q, const
         const auto* h = static_cast<const uint16_t*>(q);
         for (std::size_t i = 0; i < x.size(); ++i)
             out[i] = fp16_to_f32(h[i]);
+    } else if (f == ActivationFormat::BF16) {
+        const auto* h = static_cast<const uint16_t*>(q);
+        for (std::size_t i = 0; i < x.size(); ++i)
+            out[i] = bf16_to_f32(h[i]);
     } else if (f == ActivationFormat::Q8_0) {
         const auto* b = static_cast<const BlockQ8_0*>(q);
         for (std::size_t i = 0; i < x.size(); ++i)
@@ -45,6 +50,29 @@ std::vector<double> dequant_activations(ActivationFormat f, const void* q, const
             out[i] = double(b[i / 256].d) * b[i / 256].qs[i % 256];
     }
     return out;
+}
+
+// A weight row of at least 1024 elements: the ggml-quantized blocks of tests/data/quant/blocks.gguf,
+// or for the types gguf-py cannot quantize (IQ4_NL, IQ4_XS) random blocks of sane scales.
+struct WeightRow {
+    GgmlType type;
+    int64_t elements;
+    std::vector<uint8_t> bytes;
+};
+WeightRow weight_row(const QString& name)
+{
+    const auto type = ggml_type_from_name(name.toStdString());
+    if (*type == GgmlType::IQ4_NL || *type == GgmlType::IQ4_XS) {
+        const int64_t n = 1024;
+        std::vector<uint8_t> bytes(ggml_row_bytes(ggml_type_traits(*type), n));
+        fill_random_tensor(std::as_writable_bytes(std::span(bytes)), *type, false, 7, 1);
+        return {*type, n, bytes};
+    }
+    const auto f = gguf::GgufFile::open(testsupport::data_dir() + "/quant/blocks.gguf");
+    const auto* t = f->find_tensor((name + ".quant").toStdString());
+    const auto data = f->tensor_data(*t);
+    const auto* first = reinterpret_cast<const uint8_t*>(data.data());
+    return {t->type.type, int64_t(t->ne[0]), std::vector<uint8_t>(first, first + data.size())};
 }
 
 // Rows of n normally distributed activations, quantized to the format a weight type takes.
@@ -100,14 +128,13 @@ void TestVecDot::avx512KernelsMatchAvx2()
     QFETCH(QString, type);
     if (!simd::avx512_kernels_usable())
         QSKIP("this CPU has no AVX-512 VNNI (F, BW, VL, VNNI): the AVX-512 kernels are not run here");
-    const auto f = gguf::GgufFile::open(testsupport::data_dir() + "/quant/blocks.gguf");
-    const auto* t = f->find_tensor((type + ".quant").toStdString());
-    const GgmlType gt = t->type.type;
+    const WeightRow row = weight_row(type);
+    const GgmlType gt = row.type;
     if (!simd::vec_dot_avx512(gt) && !simd::vec_dot_x8_avx512(gt) && !simd::vec_dot_tiled_avx512(gt))
         QSKIP("no AVX-512 kernel for this type (its AVX2 or scalar kernel runs)");
     const int64_t n = 1024;
     const auto xq = random_activation_rows(activation_format(gt), n, 23, 8);
-    const void* w = f->tensor_data(*t).data();
+    const void* w = row.bytes.data();
     const void* a[8];
     for (int i = 0; i < 8; ++i)
         a[i] = xq[static_cast<std::size_t>(i)].data();
@@ -148,13 +175,12 @@ void TestVecDot::scalarKernelsMatchAvx2()
     QFETCH(QString, type);
     if (simd_level() == SimdLevel::Scalar)
         QSKIP("this CPU (or TOKENSCOPE_SIMD) runs no AVX2 code: nothing to compare the portable kernels with");
-    const auto f = gguf::GgufFile::open(testsupport::data_dir() + "/quant/blocks.gguf");
-    const auto* t = f->find_tensor((type + ".quant").toStdString());
-    const GgmlType gt = t->type.type;
+    const WeightRow row = weight_row(type);
+    const GgmlType gt = row.type;
     const VecDotFn avx2 = simd::vec_dot_avx2(gt);
     if (!avx2)
         QSKIP("no AVX2 kernel for this type: both paths run the portable one");
-    const void* w = f->tensor_data(*t).data();
+    const void* w = row.bytes.data();
     int compared = 0;
     for (const int64_t n : {int64_t(256), int64_t(512), int64_t(1024)}) {
         const auto xq = random_activation_rows(activation_format(gt), n, 31 + uint32_t(n), 8);
@@ -186,15 +212,14 @@ void TestVecDot::tiledOrderSimdMatchesScalar()
     // Batches of 8+ rows use llama.cpp's tiled order for k-quants: SIMD one-row, four-row and the
     // scalar version give the same bits, and stay close to the dequantized reference.
     QFETCH(QString, type);
-    const auto f = gguf::GgufFile::open(testsupport::data_dir() + "/quant/blocks.gguf");
-    const auto* t = f->find_tensor((type + ".quant").toStdString());
-    const GgmlType gt = t->type.type;
+    const WeightRow row = weight_row(type);
+    const GgmlType gt = row.type;
     const VecDotFn scalar = vec_dot_tiled_scalar(gt);
     if (!scalar)
         QSKIP("only k-quants have a tiled order");
     const int64_t n = 1024;
     const auto xq = random_activation_rows(activation_format(gt), n, 5);
-    const void* w = f->tensor_data(*t).data();
+    const void* w = row.bytes.data();
     const void* a[4] = {xq[0].data(), xq[1].data(), xq[2].data(), xq[3].data()};
     const VecDotFn one = vec_dot_for_batch(gt, n, 8);
     float four[4] = {};
@@ -213,9 +238,8 @@ void TestVecDot::tiledOrderSimdMatchesScalar()
 void TestVecDot::fourRowKernelsMatchOneRow()
 {
     QFETCH(QString, type);
-    const auto f = gguf::GgufFile::open(testsupport::data_dir() + "/quant/blocks.gguf");
-    const auto* t = f->find_tensor((type + ".quant").toStdString());
-    const GgmlType gt = t->type.type;
+    const WeightRow row = weight_row(type);
+    const GgmlType gt = row.type;
     const VecDotX4Fn dot4 = vec_dot_x4_for_batch(gt, 4);
     if (!dot4)
         QSKIP("no four-row kernel for this type on this CPU");
@@ -223,10 +247,9 @@ void TestVecDot::fourRowKernelsMatchOneRow()
     const auto xq = random_activation_rows(activation_format(gt), n, 11);
     const void* a[4] = {xq[0].data(), xq[1].data(), xq[2].data(), xq[3].data()};
     float out[4];
-    dot4(f->tensor_data(*t).data(), a, n, out);
+    dot4(row.bytes.data(), a, n, out);
     for (int i = 0; i < 4; ++i)
-        QCOMPARE(std::bit_cast<uint32_t>(out[i]),
-                 std::bit_cast<uint32_t>(vec_dot_for(gt)(f->tensor_data(*t).data(), a[i], n)));
+        QCOMPARE(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(vec_dot_for(gt)(row.bytes.data(), a[i], n)));
 }
 
 void TestVecDot::avx2EightRowKernelsMatchOneRow()
@@ -237,13 +260,12 @@ void TestVecDot::avx2EightRowKernelsMatchOneRow()
     QFETCH(QString, type);
     if (simd_level() == SimdLevel::Scalar)
         QSKIP("this CPU (or TOKENSCOPE_SIMD) runs no AVX2 code");
-    const auto f = gguf::GgufFile::open(testsupport::data_dir() + "/quant/blocks.gguf");
-    const auto* t = f->find_tensor((type + ".quant").toStdString());
-    const GgmlType gt = t->type.type;
+    const WeightRow row = weight_row(type);
+    const GgmlType gt = row.type;
     const bool plain = simd::vec_dot_x8_avx2(gt) != nullptr, tiled = simd::vec_dot_tiled_x8_avx2(gt) != nullptr;
     if (!plain && !tiled)
         QSKIP("no AVX2 eight-row kernel for this type (the four-row kernel runs)");
-    const void* w = f->tensor_data(*t).data();
+    const void* w = row.bytes.data();
     const ActivationFormat format = activation_format(gt);
     int compared = 0;
     for (const int64_t n : {int64_t(256), int64_t(512), int64_t(1024)}) {
@@ -274,21 +296,19 @@ void TestVecDot::avx2EightRowKernelsMatchOneRow()
 void TestVecDot::matchesDequantizedReference_data()
 {
     QTest::addColumn<QString>("type");
-    for (const char* t :
-         {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"})
+    for (const char* t : {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
+                          "Q6_K", "IQ4_NL", "IQ4_XS"})
         QTest::newRow(t) << QString(t);
 }
 
 void TestVecDot::matchesDequantizedReference()
 {
     QFETCH(QString, type);
-    const auto f = gguf::GgufFile::open(testsupport::data_dir() + "/quant/blocks.gguf");
-    const auto* t = f->find_tensor((type + ".quant").toStdString());
-    QVERIFY(t);
+    const WeightRow row = weight_row(type);
     const int64_t n = 1024; // four k-quant super-blocks, 32 legacy blocks
-    QVERIFY(int64_t(t->ne[0]) >= n);
-    const GgmlType gt = t->type.type;
-    const void* w = f->tensor_data(*t).data();
+    QVERIFY(row.elements >= n);
+    const GgmlType gt = row.type;
+    const void* w = row.bytes.data();
     std::mt19937 rng(7);
     std::normal_distribution<float> dist(0.0f, 1.0f);
     // The BF16 fixture holds arbitrary bit patterns (huge magnitudes): use weights of a sane size.

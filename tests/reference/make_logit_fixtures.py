@@ -29,7 +29,7 @@ Usage:
         --full-logits 2 --chat-format gemma|chatml --out tests/data/logits/grown-MODEL.gguf [--model PATH]
   .venv/bin/python tests/reference/make_logit_fixtures.py --test-model ARCH [--seed 1] [--cli PATH] [--check]
 
---test-model ARCH (llama, qwen2, qwen3, gemma3) generates the random-weight model with our
+--test-model ARCH [--type T] (llama, qwen2, qwen3, gemma3; T a weight type) generates the random-weight model with our
 CLI (`tokenscope-cli make-test-model --arch ARCH --seed S`, default build/release/app/tokenscope-cli)
 into a temporary directory (never into the repository) and uses it as --model; the defaults
 then become --prompts tests/data/logits/prompts-small.json, --out tests/data/logits/test-ARCH.gguf,
@@ -82,11 +82,14 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def make_test_model(cli: str, arch: str, seed: int, dest_dir: Path) -> Path:
-    """Writes the seeded random-weight model of `arch` into dest_dir (a temporary directory)."""
-    out = dest_dir / f"test-model-{arch}-seed{seed}.gguf"
-    subprocess.run([cli, "make-test-model", "--arch", arch, "--seed", str(seed), "--out", str(out)],
-                   check=True, stdout=subprocess.DEVNULL)
+def make_test_model(cli: str, arch: str, seed: int, dest_dir: Path, wtype: str | None = None) -> Path:
+    """Writes the seeded random-weight model of `arch` (every matrix `wtype` when given) into dest_dir
+    (a temporary directory)."""
+    out = dest_dir / f"test-model-{arch}-seed{seed}{'-' + wtype if wtype else ''}.gguf"
+    cmd = [cli, "make-test-model", "--arch", arch, "--seed", str(seed), "--out", str(out)]
+    if wtype:
+        cmd += ["--type", wtype]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return out
 
 
@@ -256,7 +259,8 @@ def generate(args, tool: str, out: Path) -> None:
     w.add_string("tokenscope.model.desc", h0["model_desc"])
     if args.test_model:  # only for generated models, so that older fixtures stay byte-identical
         w.add_string("tokenscope.model.generator",
-                     f"tokenscope-cli make-test-model --arch {args.test_model} --seed {args.seed}")
+                     f"tokenscope-cli make-test-model --arch {args.test_model} --seed {args.seed}"
+                     + (f" --type {args.type}" if args.type else ""))
         w.add_uint64("tokenscope.model.size", model.stat().st_size)
     w.add_uint32("tokenscope.n_ctx", h0["n_ctx"])
     w.add_uint32("tokenscope.n_batch", h0["n_batch"])
@@ -359,6 +363,8 @@ def main() -> int:
     ap.add_argument("--test-model", metavar="ARCH",
                     help="generate the random-weight test model of ARCH with tokenscope-cli (into a temp dir)")
     ap.add_argument("--seed", type=int, default=1, help="seed for --test-model (default 1)")
+    ap.add_argument("--type", help="with --test-model: every matrix of this weight type (make-test-model --type); "
+                    "defaults become --prompts prompts-types.json, --out types/ARCH-TYPE.gguf, --n-predict 16")
     ap.add_argument("--cli", default=str(DEFAULT_CLI), help="tokenscope-cli for --test-model")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--check", action="store_true", help="regenerate and compare with --out")
@@ -370,17 +376,21 @@ def main() -> int:
     small = args.test_model is not None
     if small and args.model:
         ap.error("give --model or --test-model, not both")
+    if args.type and not small:
+        ap.error("--type goes with --test-model")
     if args.prompts is None:
-        args.prompts = str(DATA_DIR / ("prompts-small.json" if small else "prompts.json"))
+        args.prompts = str(DATA_DIR / ("prompts-types.json" if args.type else
+                                       "prompts-small.json" if small else "prompts.json"))
     if args.out is None:
-        args.out = str(DATA_DIR / (f"test-{args.test_model}.gguf" if small else "gemma3-270m.gguf"))
+        args.out = str(DATA_DIR / (f"types/{args.test_model}-{args.type}.gguf" if args.type else
+                                   f"test-{args.test_model}.gguf" if small else "gemma3-270m.gguf"))
     if args.n_predict is None:
-        args.n_predict = 32 if small else 64
+        args.n_predict = 16 if args.type else 32 if small else 64
 
     tool = args.dump_logits or build_tool()
     with tempfile.TemporaryDirectory() as model_dir:
         if small:
-            args.model = str(make_test_model(args.cli, args.test_model, args.seed, Path(model_dir)))
+            args.model = str(make_test_model(args.cli, args.test_model, args.seed, Path(model_dir), args.type))
             print(f"model {args.model}: {Path(args.model).stat().st_size} bytes, sha256 {sha256_file(Path(args.model))}")
         elif args.model is None:
             args.model = str(default_model())

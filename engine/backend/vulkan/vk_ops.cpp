@@ -222,6 +222,7 @@ uint32_t Kernels::activation_words(GgmlType type, uint32_t cols)
     case ActivationFormat::F32:
         return 0;
     case ActivationFormat::F16:
+    case ActivationFormat::BF16:
         return cols;
     case ActivationFormat::Q8_0:
     case ActivationFormat::Q8_1:
@@ -242,6 +243,9 @@ uint32_t Kernels::quantize_act(Recorder& rec, GgmlType type, const Buffer& x, ui
     case ActivationFormat::F16:
         format = 1;
         break;
+    case ActivationFormat::BF16:
+        format = 5;
+        break;
     case ActivationFormat::Q8_0:
         format = 2;
         break;
@@ -254,13 +258,14 @@ uint32_t Kernels::quantize_act(Recorder& rec, GgmlType type, const Buffer& x, ui
         break;
     }
     const uint64_t elements = uint64_t(n_tokens) * cols;
-    if (format != 1 && cols % block != 0)
+    const bool per_element = format == 1 || format == 5; // F16, BF16: any width
+    if (!per_element && cols % block != 0)
         throw Error(fmt::format("internal error: {} activations of width {} do not fill whole blocks",
                                 ggml_type_name(type), cols));
     const uint64_t blocks = (elements + block - 1) / block;
     uint32_t gy = 1;
     const uint32_t gx = rec.split_groups(blocks, &gy);
-    const QuantizeActPush push{format == 1 ? checked_u32(elements, "an activation count") : cols,
+    const QuantizeActPush push{per_element ? checked_u32(elements, "an activation count") : cols,
                                checked_u32(blocks, "a block count"), format, x_offset, gx};
     rec.dispatch(pipeline("quantize_act", 2, sizeof(push), {}), {whole(x), whole(act)}, &push, sizeof(push), gx, gy);
     return activation_words(type, cols);

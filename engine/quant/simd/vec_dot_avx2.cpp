@@ -197,22 +197,6 @@ float dot_q6_k(const void* w, const void* a, int64_t n)
     return hsum(acc);
 }
 
-float dot_f32(const void* w, const void* a, int64_t n)
-{
-    const auto* x = static_cast<const float*>(w);
-    const auto* y = static_cast<const float*>(a);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), acc1);
-    }
-    float sum = hsum(_mm256_add_ps(acc0, acc1));
-    for (; i < n; ++i)
-        sum += x[i] * y[i];
-    return sum;
-}
-
 // ---- four activation rows per weight row (prefill) ------------------------------------------------
 // Each token keeps its own accumulator fed in the same block order as the one-row kernels above,
 // so the results are the same bits; the weight block is unpacked once for the four.
@@ -599,11 +583,14 @@ VecDotFn vec_dot_avx2(GgmlType type)
         return dot_q5_k;
     case GgmlType::Q6_K:
         return dot_q6_k;
-    case GgmlType::F32:
-        return dot_f32;
     default:
         return nullptr;
     }
+}
+
+VecDotFn vec_dot_batched_avx2(GgmlType, int64_t)
+{
+    return nullptr;
 }
 
 } // namespace engine::simd

@@ -324,4 +324,9 @@ VecDotX8Fn vec_dot_tiled_x8_avx512(GgmlType type)
     }
 }
 
+VecDotFn vec_dot_batched_avx512(GgmlType, int64_t)
+{
+    return nullptr;
+}
+
 } // namespace engine::simd

@@ -12,6 +12,8 @@ VecDotFn vec_dot_avx2(GgmlType type);
 VecDotX4Fn vec_dot_x4_avx2(GgmlType type);
 // k-quants in llama.cpp's tiled order (see vec_dot_for_batch); nullptr for other types.
 VecDotFn vec_dot_tiled_avx2(GgmlType type);
+// The batched (llamafile) order of vec_dot_batched_scalar; nullptr where there is none.
+VecDotFn vec_dot_batched_avx2(GgmlType type, int64_t n);
 VecDotX4Fn vec_dot_tiled_x4_avx2(GgmlType type);
 // Eight packed activation rows (pack8_activations) against one weight row; nullptr for types that
 // have none (the four-row kernels then run).
@@ -26,6 +28,7 @@ VecDotFn vec_dot_avx512(GgmlType type);
 VecDotX4Fn vec_dot_x4_avx512(GgmlType type);
 VecDotX8Fn vec_dot_x8_avx512(GgmlType type);
 VecDotFn vec_dot_tiled_avx512(GgmlType type);
+VecDotFn vec_dot_batched_avx512(GgmlType type, int64_t n);
 VecDotX4Fn vec_dot_tiled_x4_avx512(GgmlType type);
 VecDotX8Fn vec_dot_tiled_x8_avx512(GgmlType type);
 

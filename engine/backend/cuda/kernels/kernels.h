@@ -91,10 +91,10 @@ struct RmsNorm {
 
 // Activations into the format the weight type's dot product reads (quant/activation_quant.h), the
 // CPU's blocks bit for bit: Q8_0/Q8_1 a warp per block of 32, lane l quantizing element l; Q8_K a
-// warp per block of 256, lane l quantizing elements 8l … 8l + 7; F16 a warp per 32 elements.
+// warp per block of 256, lane l quantizing elements 8l … 8l + 7; F16 and BF16 a warp per 32 elements.
 struct QuantizeAct {
     struct Args {
-        const float* x; // [rows][cols], cols a multiple of 32 (of 256 for Q8_K; any for F16)
+        const float* x; // [rows][cols], cols a multiple of 32 (of 256 for Q8_K; any for F16, BF16)
         uint32_t cols, n_rows;
         ActivationFormat format; // not F32 (the matmul reads x itself then)
         uint8_t* out;            // [rows][activation row bytes]
@@ -102,7 +102,7 @@ struct QuantizeAct {
     TS_HD static uint32_t block(ActivationFormat f) { return f == ActivationFormat::Q8_K ? 256 : 32; }
     TS_HD static uint64_t warps(const Args& a)
     {
-        if (a.format == ActivationFormat::F16) // any width: the elements of all rows, 32 per warp
+        if (a.format == ActivationFormat::F16 || a.format == ActivationFormat::BF16) // any width: 32 elements a warp
             return div_up(uint64_t(a.n_rows) * a.cols, kWarp);
         return uint64_t(a.n_rows) * (a.cols / block(a.format));
     }
@@ -112,12 +112,14 @@ struct QuantizeAct {
         case ActivationFormat::Q8_K:
             q8_k<L>(a, b);
             return;
-        case ActivationFormat::F16: {
+        case ActivationFormat::F16:
+        case ActivationFormat::BF16: {
             auto* out = reinterpret_cast<uint16_t*>(a.out);
+            const bool brain = a.format == ActivationFormat::BF16;
             L::each_do([&](uint32_t l) {
                 const uint64_t i = b * kWarp + l;
                 if (i < uint64_t(a.n_rows) * a.cols)
-                    out[i] = f32_to_half(a.x[i]);
+                    out[i] = brain ? f32_to_bf16(a.x[i]) : f32_to_half(a.x[i]);
             });
             return;
         }
@@ -227,7 +229,7 @@ struct MatmulRows {
 };
 
 // The same products for the orders whose float sums sit in the CPU's eight SIMD lanes (the one-row
-// orders of Q4_0, Q5_0, Q8_0, Q4_K, Q5_K and Q6_K; F32; F16 in both orders): eight threads per row,
+// orders of Q4_0, Q5_0, Q8_0, Q4_K, Q5_K and Q6_K; F32, F16 and BF16 in both orders): eight threads per row,
 // thread k accumulating the CPU's lane k over the whole row, the lanes meeting by shuffles in the
 // CPU's horizontal order; neighbouring threads read neighbouring bytes of a block. A warp per 4 rows
 // and a tile of up to 4 tokens: each weight block is read once for the tile's tokens (each token
@@ -244,6 +246,7 @@ struct MatmulLanes {
         case GgmlType::Q8_0:
         case GgmlType::F32:
         case GgmlType::F16:
+        case GgmlType::BF16:
             return true;
         case GgmlType::Q4_K:
         case GgmlType::Q5_K:
@@ -254,7 +257,8 @@ struct MatmulLanes {
         }
     }
     TS_HD static uint64_t warps(const Args& a) { return div_up(a.rows, kRowsPerWarp) * div_up(a.n_tokens, kTile); }
-    TS_HD static bool batched_f16(const Args& a) { return a.order >= 2 && a.cols % 8 == 0; }
+    // float weights in llama.cpp's batched order (dot_for_batch)
+    TS_HD static bool batched_float(const Args& a) { return a.order >= 2 && a.cols % 8 == 0; }
 
     struct Tile {
         portable::KLaneAcc t[kTile];
@@ -295,15 +299,21 @@ struct MatmulLanes {
         case GgmlType::Q6_K:
             blocks<GgmlType::Q6_K>(a, w, x, nt, k, r);
             break;
-        default: // F32, F16: token by token
+        default: // F32, F16, BF16: token by token
             TS_UNROLL
             for (uint32_t t = 0; t < kTile; ++t) {
                 if (t >= nt)
                     continue;
                 const uint8_t* xt = x + t * a.x_row_bytes;
-                r.t[t].acc = a.type == GgmlType::F32 ? f32_lane(w, xt, a.cols, k)
-                             : batched_f16(a)        ? f16_batched_lane(w, xt, a.cols, k)
-                                                     : f16_lane(w, xt, a.cols, k);
+                const bool batched = batched_float(a);
+                if (a.type == GgmlType::F32)
+                    r.t[t].acc = batched ? float_batched_lane<f32_value>(w, xt, a.cols, k)
+                                         : float_lane<f32_value>(w, xt, a.cols, k);
+                else if (a.type == GgmlType::BF16)
+                    r.t[t].acc = batched ? float_batched_lane<bf16_value>(w, xt, a.cols, k)
+                                         : float_lane<bf16_value>(w, xt, a.cols, k);
+                else
+                    r.t[t].acc = batched ? f16_batched_lane(w, xt, a.cols, k) : f16_lane(w, xt, a.cols, k);
             }
         }
         return r;
@@ -318,9 +328,11 @@ struct MatmulLanes {
             const uint32_t r = r0 + l / 8;
             return r < a.rows ? lane(a, a.w + uint64_t(r) * a.row_bytes, x, nt, int(l % 8)) : Tile{};
         });
-        // the CPU's horizontal sums: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)), or for F16's one-row
-        // order ((a0+a4)+(a1+a5)) + ((a2+a6)+(a3+a7)); Q4_K's four minimum lanes ((m0+m2)+(m1+m3))
-        const bool hadd = a.type == GgmlType::F16 && !batched_f16(a);
+        // the CPU's horizontal sums: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)), or for F32's and F16's
+        // one-row order ((a0+a4)+(a1+a5)) + ((a2+a6)+(a3+a7)); Q4_K's four minimum lanes ((m0+m2)+(m1+m3))
+        const bool float_tail =
+            (a.type == GgmlType::F32 || a.type == GgmlType::F16 || a.type == GgmlType::BF16) && !batched_float(a);
+        const bool hadd = float_tail && a.type != GgmlType::BF16;
         TS_UNROLL
         for (uint32_t t = 0; t < kTile; ++t) {
             if (t >= nt) // the same for the whole warp: the shuffles below stay convergent
@@ -340,10 +352,12 @@ struct MatmulLanes {
                     v = v + L::mine(min_sum, l);
                 else if (a.type == GgmlType::Q5_K)
                     v = v + L::mine(mins, l);
-                else if (a.type == GgmlType::F32)
+                else if (float_tail && a.type == GgmlType::F32)
                     v = portable::f32_tail(row, xt, a.cols, v);
-                else if (a.type == GgmlType::F16 && !batched_f16(a))
+                else if (float_tail && a.type == GgmlType::F16)
                     v = portable::f16_tail(row, xt, a.cols, v);
+                else if (float_tail)
+                    v = portable::double_tail<portable::bf16_value>(row, xt, a.cols, v);
                 a.out[uint64_t(t0 + t) * a.out_stride + a.out_row0 + r] = v;
             });
         }

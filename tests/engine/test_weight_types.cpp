@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Every weight type the engine reads, end to end against llama.cpp: for each type a random-weight
+// llama model whose every matrix (embeddings and output head included) has that type
+// (`make-test-model --arch llama --type T`, regenerated here byte for byte: its sha256 must be the one
+// llama.cpp ran, recorded in tests/data/logits/types/llama-T.gguf). Prompts of 1, 3, 4, 5, 7, 8, 64 and
+// 600 tokens, so that every batch path runs (one row, llama.cpp's batched float order from 2 rows, the
+// four- and eight-row kernels, the tiled order from 8). Against the AVX2 build's fixtures the claim is
+// its bits: the last position's logits equal llama.cpp's bit for bit and every 16-token greedy
+// continuation is identical, on the path this CPU chooses (ctest also runs the scalar and AVX2 paths
+// over the same cases: test_weight_types_scalar, test_weight_types_avx2).
+#include "backend/backend.h"
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
+#include "logit_compare.h"
+#include "model/model.h"
+#include "model/test_model.h"
+#include "quant/vec_dot.h"
+#include "session/session.h"
+#include "test_paths.h"
+
+#include <QCryptographicHash>
+#include <QFile>
+#include <QTemporaryDir>
+#include <QTest>
+#include <bit>
+
+using namespace engine;
+using namespace testsupport;
+
+class TestWeightTypes : public QObject {
+    Q_OBJECT
+private slots:
+    void matchesLlamaCppBitForBit_data();
+    void matchesLlamaCppBitForBit();
+};
+
+void TestWeightTypes::matchesLlamaCppBitForBit_data()
+{
+    QTest::addColumn<QString>("type");
+    for (const char* t : {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
+                          "Q6_K", "IQ4_NL", "IQ4_XS"})
+        QTest::newRow(t) << QString(t);
+}
+
+void TestWeightTypes::matchesLlamaCppBitForBit()
+{
+    QFETCH(QString, type);
+    const auto fixture = gguf::GgufFile::open(data_dir() + "/logits/types/llama-" + type.toStdString() + ".gguf");
+    const auto wtype = ggml_type_from_name(type.toStdString());
+    QVERIFY(wtype);
+    QTemporaryDir dir;
+    const QString path = dir.filePath(type + ".gguf");
+    TestModelShape shape;
+    shape.matrix_type = *wtype;
+    make_test_model("llama", 1, shape).write(path.toStdString());
+    QFile file(path);
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    const QByteArray sha = QCryptographicHash::hash(file.readAll(), QCryptographicHash::Sha256).toHex();
+    QCOMPARE(sha.toStdString(), std::string(*fixture->get_string("tokenscope.model.sha256")));
+
+    const auto model = Model::load(path.toStdString());
+    for (const char* name : {"token_embd.weight", "output.weight", "blk.0.attn_q.weight", "blk.3.ffn_down.weight"})
+        QCOMPARE(model->file().find_tensor(name)->type.type, *wtype);
+    Session session(model, make_cpu_backend(model, {.threads = 0, .n_ctx = 2048}), 2048);
+    const bool bits_claimed = fixture->get_string("tokenscope.llama_cpp.cpu_variant").value_or("") == "avx2";
+    const int prompts = int(*fixture->get_int("tokenscope.n_prompts"));
+    QCOMPARE(prompts, 8);
+    int bit_equal = 0, identical = 0;
+    for (int i = 0; i < prompts; ++i) {
+        const std::string p = prompt_key(i);
+        const auto tokens = tensor_values<int32_t>(*fixture, p + ".tokens");
+        const auto reference = tensor_values<float>(*fixture, p + ".logits");
+        const auto greedy = tensor_values<int32_t>(*fixture, p + ".greedy");
+        session.truncate(0); // from an empty cache: the batch is the whole prompt, as llama.cpp ran it
+        session.prefill(tokens);
+        const auto ours = session.logits();
+        QCOMPARE(ours.size(), reference.size());
+        int differing = 0;
+        float max_delta = 0;
+        for (std::size_t k = 0; k < ours.size(); ++k) {
+            differing += std::bit_cast<uint32_t>(ours[k]) != std::bit_cast<uint32_t>(reference[k]);
+            max_delta = std::max(max_delta, std::abs(ours[k] - reference[k]));
+        }
+        bit_equal += differing == 0;
+        if (bits_claimed)
+            QVERIFY2(
+                differing == 0,
+                qPrintable(QString("%1, %2 tokens: %3 of %4 logits differ from llama.cpp's AVX2 build (max |Δ| %5)")
+                               .arg(type)
+                               .arg(tokens.size())
+                               .arg(differing)
+                               .arg(ours.size())
+                               .arg(double(max_delta))));
+        const double r = pearson(ours, reference);
+        QVERIFY2(r >= 0.9999, qPrintable(QString("%1, %2 tokens: Pearson %3").arg(type).arg(tokens.size()).arg(r)));
+        std::size_t step = 0;
+        for (; step < greedy.size(); ++step) {
+            const int32_t next = argmax(session.logits());
+            if (next != greedy[step])
+                break;
+            session.decode(next);
+        }
+        identical += step == greedy.size();
+        if (bits_claimed)
+            QVERIFY2(step == greedy.size(), qPrintable(QString("%1, %2 tokens: the greedy continuation parted from "
+                                                               "llama.cpp's at step %3")
+                                                           .arg(type)
+                                                           .arg(tokens.size())
+                                                           .arg(step)));
+    }
+    qInfo("%s on the %s path: last logits bit-equal on %d of %d prompts, greedy continuations identical on %d",
+          qPrintable(type), simd_level_name(simd_level()).data(), bit_equal, prompts, identical);
+}
+
+QTEST_GUILESS_MAIN(TestWeightTypes)
+#include "test_weight_types.moc"
