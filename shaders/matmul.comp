@@ -5,7 +5,7 @@
 // lanes, scaled and accumulated with the same fused multiply-adds in the same order, and summed
 // across lanes in the same tree. The activations a come from quantize_act.comp in the CPU's format
 // for the type (or raw f32). `order` selects the CPU's batch orders: k-quants switch to llama.cpp's
-// tiled order for batches of 8+ rows, F16 to its batched order from 2 rows. One invocation per
+// tiled order for batches of 8+ rows, float weights to its batched order from 2 rows. One invocation per
 // row and NT tokens: NT CPU dot products sharing the weight decoding, each with its own accumulators.
 // LANE_SPLIT (the f32 path): eight invocations per row, one per SIMD lane, the lanes gathered into
 // the row's first invocation for the CPU's horizontal sum: the same arithmetic, in f32 with each
@@ -147,17 +147,16 @@ int lane_dot(uint w, int a)
 void rows_dot(uint row, uint ab0, uint nt, out float res[NT])
 {
     const uint nb = p.cols / 32u;
-#if defined(TYPE_Q4_1) || defined(TYPE_Q5_1)
-    // scalar: sum += (d·d8)·isum + m·s8
-    precise float sum[NT];
-    for (uint t = 0u; t < NT; ++t)
-        sum[t] = 0.0;
-#else
     // AVX2: lane l holds the int sum of elements 4l…4l+3; acc_l = fma(d·d8, lane, acc_l)
     precise float acc[NT][8];
     for (uint t = 0u; t < NT; ++t)
         for (uint l = 0u; l < 8u; ++l)
             acc[t][l] = 0.0;
+#if defined(TYPE_Q4_1) || defined(TYPE_Q5_1)
+    // the minimum's m · s8 in one float, a fused multiply-add per block, added after the lanes
+    precise float mins[NT];
+    for (uint t = 0u; t < NT; ++t)
+        mins[t] = 0.0;
 #endif
     for (uint b = 0u; b < nb; ++b) {
         const uint blk = row + b * BB;
@@ -176,30 +175,24 @@ void rows_dot(uint row, uint ab0, uint nt, out float res[NT])
             if (t >= nt)
                 break;
             const uint qb = ab0 + t * p.a_row_words + 10u * b;
-#if defined(TYPE_Q4_1) || defined(TYPE_Q5_1)
-            int isum = 0;
-            LANES(l)
-                isum += lane_dot(w[l], int(act[qb + 2u + l]));
-            precise float t1 = (dw * af(qb)) * float(isum);
-            precise float t2 = ld_half(blk + 2u) * af(qb + 1u);
-            sum[t] = sum[t] + (t1 + t2);
-#else
             precise float d = dw * af(qb);
             LANES(l)
                 acc[t][l] = fma_rn(d, float(lane_dot(w[l], int(act[qb + 2u + l]))), acc[t][l]);
+#if defined(TYPE_Q4_1) || defined(TYPE_Q5_1)
+            mins[t] = fma_rn(ld_half(blk + 2u), af(qb + 1u), mins[t]);
 #endif
         }
     }
     for (uint t = 0u; t < NT; ++t) {
-#if defined(TYPE_Q4_1) || defined(TYPE_Q5_1)
-        res[t] = sum[t];
-#else
         float a[8];
         for (uint l = 0u; l < 8u; ++l)
             a[l] = acc[t][l];
         gather_lanes(a, 0u);
-        res[t] = hsum8_halves(a);
+        precise float total = hsum8_halves(a);
+#if defined(TYPE_Q4_1) || defined(TYPE_Q5_1)
+        total = total + mins[t];
 #endif
+        res[t] = total;
     }
 }
 
@@ -322,42 +315,46 @@ void block_lanes(uint blk, uint qb0, uint nt, out int lane[NT][8], out int s2[NT
         LANES(l)
             lane[t][l] -= 32 * (ld8s(blk + 192u + 2u * l) * bsum(qb, 2u * l) + ld8s(blk + 192u + 2u * l + 1u) * bsum(qb, 2u * l + 1u));
     }
-#elif defined(TYPE_Q2_K)
-    // scales[16] · qs[64]: element e = 2-bit field (e%128)/32 of byte 32·(e/128) + e%32
-    for (uint t = 0u; t < NT; ++t) {
-        if (t >= nt)
-            break;
-        const uint qb = qb0 + t * p.a_row_words;
-        for (uint g = 0u; g < 16u; ++g) {
-            const uint sc = ld8(blk + g);
-            int s = 0;
-            for (uint k = 0u; k < 16u; ++k) {
-                const uint e = 16u * g + k;
-                s += int((ld8(blk + 16u + 32u * (e / 128u) + e % 32u) >> (2u * ((e % 128u) / 32u))) & 3u) * q8(qb, e);
-            }
-            lane[t][0] += int(sc & 15u) * s;
-            s2[t] += bsum(qb, g) * int(sc >> 4);
-        }
-    }
-#elif defined(TYPE_Q3_K)
-    for (uint t = 0u; t < NT; ++t) {
-        if (t >= nt)
-            break;
-        const uint qb = qb0 + t * p.a_row_words;
-        for (uint g = 0u; g < 16u; ++g) {
+#elif defined(TYPE_Q2_K) || defined(TYPE_Q3_K)
+    // 32-element chunk c (of 8) feeds lane l with its elements 4l…4l+3 (byte 4l + j of the chunk's
+    // 2-bit field c % 4 in quant bytes 32·(c/4) …), times the scale of 16-group 2c (lanes 0–3) or
+    // 2c + 1 (lanes 4–7)
+    for (uint c = 0u; c < 8u; ++c)
+        LANES(l) {
+            const uint g = 2u * c + (l < 4u ? 0u : 1u);
+#if defined(TYPE_Q2_K)
+            const int scale = int(ld8(blk + g) & 15u);
+            const uint v = (ld32(blk + 16u + 32u * (c / 4u) + 4u * l) >> (2u * (c % 4u))) & 0x03030303u;
+            const uint hbits = 0u;
+            const int offset = 0;
+#else
             const uint low4 = g < 8u ? (ld8(blk + 96u + g) & 15u) : (ld8(blk + 96u + g - 8u) >> 4);
             const uint high2 = (ld8(blk + 104u + (g & 3u)) >> (2u * (g / 4u))) & 3u;
             const int scale = int(low4 | (high2 << 4)) - 32;
-            int s = 0;
-            for (uint k = 0u; k < 16u; ++k) {
-                const uint e = 16u * g + k;
-                const int low = int((ld8(blk + 32u + 32u * (e / 128u) + e % 32u) >> (2u * ((e % 128u) / 32u))) & 3u);
-                const bool high = ((ld8(blk + e % 32u) >> (e / 32u)) & 1u) != 0u;
-                s += (low - (high ? 0 : 4)) * q8(qb, e);
+            const uint v = (ld32(blk + 32u + 32u * (c / 4u) + 4u * l) >> (2u * (c % 4u))) & 0x03030303u;
+            const uint hbits = (ld32(blk + 4u * l) >> c) & 0x01010101u; // hmask bit c of byte 4l + j
+            const int offset = -4; // q − 4 where the high bit is clear
+#endif
+            for (uint t = 0u; t < NT; ++t) {
+                if (t >= nt)
+                    break;
+                const int a = int(act[qb0 + t * p.a_row_words + 17u + 8u * c + l]);
+                int sum = 0;
+                for (uint j = 0u; j < 4u; ++j) {
+                    const int q = int(bitfieldExtract(v, int(8u * j), 8)) + offset + 4 * int(bitfieldExtract(hbits, int(8u * j), 8));
+                    sum += q * bitfieldExtract(a, int(8u * j), 8);
+                }
+                lane[t][l] += scale * sum;
             }
-            lane[t][0] += scale * s;
         }
+#if defined(TYPE_Q2_K)
+    for (uint t = 0u; t < NT; ++t) {
+        if (t >= nt)
+            break;
+        for (uint g = 0u; g < 16u; ++g)
+            s2[t] += bsum(qb0 + t * p.a_row_words, g) * int(ld8(blk + g) >> 4);
     }
+#endif
 #endif
 }
 
@@ -390,30 +387,6 @@ void rows_dot(uint row, uint ab0, uint nt, out float res[NT])
             res[t] = acc[t];
         return;
     }
-#if defined(TYPE_Q2_K) || defined(TYPE_Q3_K)
-    // scalar vec_dot: sum += (d8·d)·s1 − (d8·dmin)·s2
-    precise float sum[NT];
-    for (uint t = 0u; t < NT; ++t)
-        sum[t] = 0.0;
-    for (uint b = 0u; b < nb; ++b) {
-        const uint blk = row + b * SB;
-        block_lanes(blk, ab0 + 81u * b, nt, lane, s2);
-        for (uint t = 0u; t < NT; ++t) {
-            if (t >= nt)
-                break;
-            const float d8 = af(ab0 + t * p.a_row_words + 81u * b);
-            precise float d = d8 * ld_half(blk + D_OFF);
-#ifdef DMIN_OFF
-            precise float v = d * float(lane[t][0]) - (d8 * ld_half(blk + DMIN_OFF)) * float(s2[t]);
-            sum[t] = sum[t] + v;
-#else
-            sum[t] = sum[t] + d * float(lane[t][0]);
-#endif
-        }
-    }
-    for (uint t = 0u; t < NT; ++t)
-        res[t] = sum[t];
-#else
     precise float acc[NT][8];
     for (uint t = 0u; t < NT; ++t)
         for (uint l = 0u; l < 8u; ++l)
@@ -451,6 +424,14 @@ void rows_dot(uint row, uint ab0, uint nt, out float res[NT])
 #elif defined(TYPE_Q5_K)
             precise float neg_dmin = -af(qb) * ld_half(blk + DMIN_OFF);
             summs[t] = fma_rn(neg_dmin, float(s2[t]), summs[t]);
+#elif defined(TYPE_Q2_K)
+            // minimums first, in the lanes: lane l = min[2l]·bsum[2l] + min[2l+1]·bsum[2l+1]
+            precise float neg_dmin = -af(qb) * ld_half(blk + DMIN_OFF);
+            LANES(l) {
+                const int mins = int(ld8(blk + 2u * l) >> 4) * bsum(qb, 2u * l) +
+                                 int(ld8(blk + 2u * l + 1u) >> 4) * bsum(qb, 2u * l + 1u);
+                acc[t][l] = fma_rn(neg_dmin, float(mins), acc[t][l]);
+            }
 #endif
             LANES(l)
                 acc[t][l] = fma_rn(d, float(lane[t][l]), acc[t][l]);
@@ -470,11 +451,20 @@ void rows_dot(uint row, uint ab0, uint nt, out float res[NT])
 #endif
         res[t] = total;
     }
-#endif
 }
 
-#elif defined(TYPE_F16)
-// ---- F16 weights × F16-rounded activations (one word per element) --------------------------------
+#elif defined(TYPE_F16) || defined(TYPE_F32) || defined(TYPE_BF16)
+// ---- float weights × activations rounded to the weight's type (one f32 word per element) --------
+// ggml's one-row order: four 8-lane accumulators over 32-element steps, reduced pairwise, summed
+// horizontally (F32, F16: the hadd order; BF16: the extract order), then the tail (F32: fused, in
+// float; F16, BF16: in double). The batched order (2+ rows, n a multiple of 8): one 8-lane accumulator.
+#if defined(TYPE_F16)
+float wv(uint row, uint e) { return ld_half(row + 2u * e); }
+#elif defined(TYPE_F32)
+float wv(uint row, uint e) { return uintBitsToFloat(ld32(row + 4u * e)); }
+#else
+float wv(uint row, uint e) { return uintBitsToFloat(ld16(row + 2u * e) << 16); }
+#endif
 float row_dot(uint row, uint ab)
 {
     const uint n = p.cols;
@@ -484,11 +474,10 @@ float row_dot(uint row, uint ab)
             acc[l] = 0.0;
         for (uint i = 0u; i < n; i += 8u)
             LANES(l)
-                acc[l] = fma_rn(ld_half(row + 2u * (i + l)), af(ab + i + l), acc[l]);
+                acc[l] = fma_rn(wv(row, i + l), af(ab + i + l), acc[l]);
         gather_lanes(acc, 0u);
         return hsum8_halves(acc);
     }
-    // four 8-lane accumulators over 32-element steps, reduced pairwise, the tail in double
     precise float acc[4][8];
     for (uint j = 0u; j < 4u; ++j)
         for (uint l = 0u; l < 8u; ++l)
@@ -498,61 +487,37 @@ float row_dot(uint row, uint ab)
         for (uint j = 0u; j < 4u; ++j)
             LANES(l) {
                 const uint e = i + 8u * j + l;
-                acc[j][l] = fma_rn(ld_half(row + 2u * e), af(ab + e), acc[j][l]);
+                acc[j][l] = fma_rn(wv(row, e), af(ab + e), acc[j][l]);
             }
     for (uint j = 0u; j < 4u; ++j)
         gather_lanes(acc[j], j);
-    WIDE sum = wide_add(WIDE_ZERO, hsum_4x8(acc));
+#if defined(TYPE_F32)
+    precise float sum = hsum_4x8(acc);
+    for (uint e = np; e < n; ++e)
+        sum = fma_rn(wv(row, e), af(ab + e), sum);
+    return sum;
+#else
+#if defined(TYPE_F16)
+    const float lanes_sum = hsum_4x8(acc);
+#else
+    float r[8];
+    for (uint l = 0u; l < 8u; ++l) {
+        precise float a02 = acc[0][l] + acc[2][l];
+        precise float a13 = acc[1][l] + acc[3][l];
+        precise float v = a02 + a13;
+        r[l] = v;
+    }
+    const float lanes_sum = hsum8_halves(r);
+#endif
+    WIDE sum = wide_add(WIDE_ZERO, lanes_sum);
     for (uint e = np; e < n; ++e) {
-        precise float prod = ld_half(row + 2u * e) * af(ab + e);
+        precise float prod = wv(row, e) * af(ab + e);
         sum = wide_add(sum, prod);
     }
     return wide_float(sum);
+#endif
 }
 
-#elif defined(TYPE_F32)
-// ---- F32 weights × f32 activations: AVX2 dot_f32 (two 8-lane accumulators over 16 elements) -----
-float wf(uint row, uint e) { return uintBitsToFloat(ld32(row + 4u * e)); }
-float row_dot(uint row, uint ab)
-{
-    precise float acc0[8], acc1[8];
-    for (uint l = 0u; l < 8u; ++l) {
-        acc0[l] = 0.0;
-        acc1[l] = 0.0;
-    }
-    uint i = 0u;
-    for (; i + 16u <= p.cols; i += 16u)
-        LANES(l) {
-            acc0[l] = fma_rn(wf(row, i + l), af(ab + i + l), acc0[l]);
-            acc1[l] = fma_rn(wf(row, i + 8u + l), af(ab + i + 8u + l), acc1[l]);
-        }
-    float v[8];
-    for (uint l = 0u; l < 8u; ++l) {
-        precise float s = acc0[l] + acc1[l];
-        v[l] = s;
-    }
-    gather_lanes(v, 0u);
-    precise float sum = hsum8_halves(v);
-    for (; i < p.cols; ++i) {
-        precise float prod = wf(row, i) * af(ab + i);
-        sum = sum + prod;
-    }
-    return sum;
-}
-
-#elif defined(TYPE_BF16)
-// ---- BF16 weights × f32 activations: the scalar sum in element order ------------------------------
-float row_dot(uint row, uint ab)
-{
-    precise float sum = 0.0;
-    if (g_l0 >= g_l1)
-        return sum; // the row's first invocation sums it
-    for (uint e = 0u; e < p.cols; ++e) {
-        precise float prod = uintBitsToFloat(ld16(row + 2u * e) << 16) * af(ab + e);
-        sum = sum + prod;
-    }
-    return sum;
-}
 #else
 #error "define one TYPE_<name>"
 #endif
@@ -583,9 +548,7 @@ void main()
         return; // whole workgroups: every invocation below reaches the barriers
     const uint r = min(r0 + g_slot, p.rows - 1u);
     const uint nt = min(NT, p.n_tokens - t0);
-#if defined(TYPE_Q4_1) || defined(TYPE_Q5_1) || defined(TYPE_Q2_K) || defined(TYPE_Q3_K) || defined(TYPE_BF16)
-    const bool scalar_order = true;
-#elif defined(SB)
+#if defined(SB)
     const bool scalar_order = p.order != 0u; // the tiled order sums the lanes per block
 #else
     const bool scalar_order = false;

@@ -298,7 +298,7 @@ void Kernels::matmul(Recorder& rec, const DeviceMatrix& w, const Buffer& x, uint
     const bool quantized = act_words != 0;
     const Buffer& input = quantized ? act : x;
     // The CPU's summation order for this batch size (vec_dot_for_batch): k-quants tiled from 8 rows,
-    // F16 batched from 2.
+    // float weights batched from 2.
     const uint32_t order = std::max(order_batch, n_tokens);
     const bool k_quant = activation_format(w.type) == ActivationFormat::Q8_K;
     const bool exact = m_ctx.has_float64();
@@ -306,7 +306,8 @@ void Kernels::matmul(Recorder& rec, const DeviceMatrix& w, const Buffer& x, uint
         matmul_kq_tiled(rec, w, act, n_tokens, y, y_offset, out_stride);
         return;
     }
-    const uint32_t batch_order = (k_quant && order >= 8) || (w.type == GgmlType::F16 && order >= 2) ? 1u : 0u;
+    const bool float_weights = w.type == GgmlType::F32 || w.type == GgmlType::F16 || w.type == GgmlType::BF16;
+    const uint32_t batch_order = (k_quant && order >= 8) || (float_weights && order >= 2) ? 1u : 0u;
     const uint32_t per_invocation = n_tokens > 1 ? kMatmulTokens : 1;
     const uint32_t token_groups = (n_tokens + per_invocation - 1) / per_invocation;
     if (token_groups > m_ctx.limits().max_group_count[2])
