@@ -115,6 +115,8 @@ private slots:
     void avx2EightRowKernelsMatchOneRow();
     void tiledOrderSimdMatchesScalar_data() { matchesDequantizedReference_data(); }
     void tiledOrderSimdMatchesScalar();
+    void batchedOrderSimdMatchesScalar_data() { matchesDequantizedReference_data(); }
+    void batchedOrderSimdMatchesScalar();
     void avx512KernelsMatchAvx2_data() { matchesDequantizedReference_data(); }
     void avx512KernelsMatchAvx2();
     void scalarKernelsMatchAvx2_data() { matchesDequantizedReference_data(); }
@@ -235,6 +237,35 @@ void TestVecDot::tiledOrderSimdMatchesScalar()
     }
 }
 
+void TestVecDot::batchedOrderSimdMatchesScalar()
+{
+    // llama.cpp's llamafile order for batches of 2+ rows (float types with rows of a multiple of 8,
+    // IQ4_NL): the AVX2 kernel gives the portable kernel's bits; other widths and types have none.
+    QFETCH(QString, type);
+    const WeightRow row = weight_row(type);
+    const GgmlType gt = row.type;
+    if (!vec_dot_batched_scalar(gt, 1024))
+        QSKIP("no batched order for this type: batches use its one-row or tiled order");
+    if (gt != GgmlType::IQ4_NL)
+        QVERIFY(!vec_dot_batched_scalar(gt, 1001));
+    if (simd_level() == SimdLevel::Scalar)
+        QSKIP("this CPU (or TOKENSCOPE_SIMD) runs no AVX2 code");
+    const VecDotFn avx2 = simd::vec_dot_batched_avx2(gt, 1024);
+    QVERIFY(avx2);
+    int compared = 0;
+    for (const int64_t n : {int64_t(256), int64_t(1024)}) {
+        const auto xq = random_activation_rows(activation_format(gt), n, 61 + uint32_t(n));
+        for (const auto& a : xq) {
+            const float want = vec_dot_batched_scalar(gt, n)(row.bytes.data(), a.data(), n);
+            QCOMPARE(std::bit_cast<uint32_t>(avx2(row.bytes.data(), a.data(), n)), std::bit_cast<uint32_t>(want));
+            QCOMPARE(std::bit_cast<uint32_t>(vec_dot_for_batch(gt, n, 2)(row.bytes.data(), a.data(), n)),
+                     std::bit_cast<uint32_t>(want));
+            ++compared;
+        }
+    }
+    QCOMPARE(compared, 8);
+}
+
 void TestVecDot::fourRowKernelsMatchOneRow()
 {
     QFETCH(QString, type);
@@ -248,8 +279,10 @@ void TestVecDot::fourRowKernelsMatchOneRow()
     const void* a[4] = {xq[0].data(), xq[1].data(), xq[2].data(), xq[3].data()};
     float out[4];
     dot4(row.bytes.data(), a, n, out);
+    // the one-row kernel of the same batch order (IQ4_NL's batches sum otherwise than its one row)
+    const VecDotFn one = vec_dot_for_batch(gt, n, 4);
     for (int i = 0; i < 4; ++i)
-        QCOMPARE(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(vec_dot_for(gt)(row.bytes.data(), a[i], n)));
+        QCOMPARE(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(one(row.bytes.data(), a[i], n)));
 }
 
 void TestVecDot::avx2EightRowKernelsMatchOneRow()
@@ -285,8 +318,9 @@ void TestVecDot::avx2EightRowKernelsMatchOneRow()
                 ++compared;
             }
         };
-        if (plain)
-            check(simd::vec_dot_x8_avx2(gt), simd::vec_dot_avx2(gt));
+        if (plain) // against the one-row kernel of the batch order (IQ4_NL: the batched one)
+            check(simd::vec_dot_x8_avx2(gt),
+                  simd::vec_dot_batched_avx2(gt, n) ? simd::vec_dot_batched_avx2(gt, n) : simd::vec_dot_avx2(gt));
         if (tiled)
             check(simd::vec_dot_tiled_x8_avx2(gt), simd::vec_dot_tiled_avx2(gt));
     }

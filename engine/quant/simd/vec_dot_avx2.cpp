@@ -343,55 +343,6 @@ void dot_q6_k_x4(const void* w, const void* const a[4], int64_t n, float out[4])
         out[t] = hsum(acc[t]);
 }
 
-// ---- eight activation rows per weight row, packed (pack8_activations) ----------------------------
-// The weight block is unpacked once for eight tokens. The packed layout is the one the AVX-512 VNNI
-// kernels read: per block the eight f32 scales, then the eight tokens' quants stored + 128 as
-// unsigned bytes; an exclusive or with 0x80 gives the signed quants back. Each token keeps its own
-// accumulator fed in the one-row kernel's order, so the results are the same bits. On a Zen 2 core
-// (one 256-bit integer multiplier) this took the Q5_0 kernel from 5.5 to 3.8 cycles per block and
-// token against the four-row kernel: the eight named accumulators, the weight and its absolute
-// value and the constants fit the 16 registers without spilling.
-
-template <int kBlockBytes, __m256i (*Unpack)(const uint8_t*)>
-void dot_legacy_x8(const void* w, const void* packed, int64_t n, float out[8])
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* p = static_cast<const uint8_t*>(packed);
-    // named accumulators: an array of them was kept in memory, a store per token and block
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-    const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int64_t b = 0; b < n / 32; ++b, x += kBlockBytes, p += 8 * (sizeof(float) + 32)) {
-        const __m256i q = Unpack(x);
-        const __m256i abs_q = _mm256_sign_epi8(q, q);
-        const __m256 dx = _mm256_set1_ps(half(x));
-        const auto* dy = reinterpret_cast<const float*>(p);
-        const uint8_t* qy = p + 8 * sizeof(float);
-        // dx · dy rounded once, as the one-row kernel's scalar product
-        const auto step = [&](__m256& acc, int t) {
-            const __m256i y = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qy + 32 * t)), bias);
-            const __m256i prod = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(y, q)), ones);
-            acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, _mm256_broadcast_ss(dy + t)), _mm256_cvtepi32_ps(prod), acc);
-        };
-        step(a0, 0);
-        step(a1, 1);
-        step(a2, 2);
-        step(a3, 3);
-        step(a4, 4);
-        step(a5, 5);
-        step(a6, 6);
-        step(a7, 7);
-    }
-    out[0] = hsum(a0);
-    out[1] = hsum(a1);
-    out[2] = hsum(a2);
-    out[3] = hsum(a3);
-    out[4] = hsum(a4);
-    out[5] = hsum(a5);
-    out[6] = hsum(a6);
-    out[7] = hsum(a7);
-}
-
 // ---- k-quants in llama.cpp's tiled order ---------------------------------------------------------
 // The integer block sums are exact in any lane layout; only the float steps are ordered, scalar.
 
@@ -478,30 +429,6 @@ struct Q6kBlock {
     }
 };
 
-template <typename Block, int kBlockBytes> float dot_tiled(const void* w, const void* a, int64_t n)
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_K*>(a);
-    float acc = 0.0f;
-    for (int64_t b = 0; b < n / 256; ++b, x += kBlockBytes)
-        acc = Block(x).step(acc, y[b]);
-    return acc;
-}
-
-template <typename Block, int kBlockBytes>
-void dot_tiled_x4(const void* w, const void* const a[4], int64_t n, float out[4])
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t b = 0; b < n / 256; ++b, x += kBlockBytes) {
-        const Block blk(x);
-        for (int t = 0; t < 4; ++t)
-            acc[t] = blk.step(acc[t], static_cast<const BlockQ8_K*>(a[t])[b]);
-    }
-    for (int t = 0; t < 4; ++t)
-        out[t] = acc[t];
-}
-
 } // namespace
 
 VecDotFn vec_dot_tiled_avx2(GgmlType type)
@@ -512,7 +439,7 @@ VecDotFn vec_dot_tiled_avx2(GgmlType type)
     case GgmlType::Q6_K:
         return dot_tiled<Q6kBlock, 210>;
     default:
-        return nullptr;
+        return types_avx2::tiled(type);
     }
 }
 
@@ -524,7 +451,7 @@ VecDotX4Fn vec_dot_tiled_x4_avx2(GgmlType type)
     case GgmlType::Q6_K:
         return dot_tiled_x4<Q6kBlock, 210>;
     default:
-        return nullptr;
+        return types_avx2::tiled_x4(type);
     }
 }
 
@@ -532,11 +459,11 @@ VecDotX8Fn vec_dot_x8_avx2(GgmlType type)
 {
     switch (type) {
     case GgmlType::Q8_0:
-        return dot_legacy_x8<34, unpack_q8_0>;
+        return dot_blocks_x8<34, unpack_q8_0>;
     case GgmlType::Q5_0:
-        return dot_legacy_x8<22, unpack_q5_0>;
+        return dot_blocks_x8<22, unpack_q5_0>;
     default:
-        return nullptr;
+        return types_avx2::x8(type);
     }
 }
 
@@ -548,7 +475,7 @@ VecDotX8Fn vec_dot_tiled_x8_avx2(GgmlType type)
     case GgmlType::Q6_K:
         return dot_tiled_x8<Q6kBlock, 210>;
     default:
-        return nullptr;
+        return types_avx2::tiled_x8(type);
     }
 }
 
@@ -564,7 +491,7 @@ VecDotX4Fn vec_dot_x4_avx2(GgmlType type)
     case GgmlType::Q6_K:
         return dot_q6_k_x4;
     default:
-        return nullptr;
+        return types_avx2::x4(type);
     }
 }
 
@@ -584,13 +511,13 @@ VecDotFn vec_dot_avx2(GgmlType type)
     case GgmlType::Q6_K:
         return dot_q6_k;
     default:
-        return nullptr;
+        return types_avx2::one_row(type);
     }
 }
 
-VecDotFn vec_dot_batched_avx2(GgmlType, int64_t)
+VecDotFn vec_dot_batched_avx2(GgmlType type, int64_t n)
 {
-    return nullptr;
+    return types_avx2::batched(type, n);
 }
 
 } // namespace engine::simd

@@ -226,16 +226,6 @@ struct Q6kBlock {
     }
 };
 
-template <typename Block, int kBlockBytes> float dot_tiled(const void* w, const void* a, int64_t n)
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_K*>(a);
-    float acc = 0.0f;
-    for (int64_t b = 0; b < n / 256; ++b, x += kBlockBytes)
-        acc = Block(x).step(acc, y[b]);
-    return acc;
-}
-
 template <typename Block, int kBlockBytes, int kTokens>
 void dot_tiled_xn(const void* w, const void* const a[kTokens], int64_t n, float out[kTokens])
 {

@@ -20,6 +20,18 @@ VecDotX4Fn vec_dot_tiled_x4_avx2(GgmlType type);
 VecDotX8Fn vec_dot_x8_avx2(GgmlType type);
 VecDotX8Fn vec_dot_tiled_x8_avx2(GgmlType type);
 
+// The AVX2 kernels of the types beyond the shipped models' mix (vec_dot_types_avx2.cpp): the
+// functions above return them where their own file has none.
+namespace types_avx2 {
+VecDotFn one_row(GgmlType type);
+VecDotFn batched(GgmlType type, int64_t n);
+VecDotX4Fn x4(GgmlType type);
+VecDotX8Fn x8(GgmlType type);
+VecDotFn tiled(GgmlType type);
+VecDotX4Fn tiled_x4(GgmlType type);
+VecDotX8Fn tiled_x8(GgmlType type);
+} // namespace types_avx2
+
 // AVX-512 VNNI versions, bit-identical to the AVX2 ones (vec_dot_avx512.cpp, compiled with
 // -mavx512vnni; call only after avx512_kernels_usable(), defined in vec_dot.cpp). nullptr for types
 // that have none.

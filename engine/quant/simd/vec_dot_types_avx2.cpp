@@ -1,0 +1,543 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// AVX2 kernels for the weight types beyond the shipped models' mix: Q4_0's and IQ4_NL's batches,
+// Q4_1 and Q5_1, Q2_K, Q3_K and IQ4_XS (one row and llama.cpp's tiled order), Q5_K's tiled order,
+// and the float types (F32, F16, BF16) in ggml's one-row and llamafile orders. Each gives the
+// portable kernels' bits (vec_dot_portable.h, which spells out the orders); vec_dot_avx2.cpp's
+// dispatch consults these after its own.
+#include "quant/simd/vec_dot_simd.h"
+#include "quant/simd/x86_block_helpers.h"
+
+#include <cmath>
+#include <cstring>
+#include <immintrin.h>
+
+namespace engine::simd {
+
+namespace {
+
+// ---- 32-element blocks -------------------------------------------------------------------------
+
+inline __m256i unpack_q4_0(const uint8_t* x)
+{
+    return _mm256_sub_epi8(nibbles_32(x + 2), _mm256_set1_epi8(8));
+}
+
+// IQ4_NL's indices through its table (kvalues_iq4nl), as signed bytes.
+inline __m256i iq4_lookup(const uint8_t* qs)
+{
+    const __m256i table = _mm256_broadcastsi128_si256(
+        _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113));
+    return _mm256_shuffle_epi8(table, nibbles_32(qs));
+}
+inline __m256i unpack_iq4_nl(const uint8_t* x)
+{
+    return iq4_lookup(x + 2);
+}
+
+// Q4_1 / Q5_1: the unsigned quants (the minimum is applied apart).
+template <bool Five> inline __m256i unpack_offset(const uint8_t* x)
+{
+    if constexpr (Five) {
+        uint32_t qh;
+        std::memcpy(&qh, x + 4, 4);
+        return _mm256_or_si256(nibbles_32(x + 8), _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
+    } else {
+        return nibbles_32(x + 4);
+    }
+}
+
+inline __m256i load_qs(const int8_t* qs)
+{
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
+}
+
+// One accumulator fed block by block (Q4_0's order; IQ4_NL's for batches of 2+ rows).
+template <int kBytes, __m256i (*Unpack)(const uint8_t*)> float dot_blocks(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 32; ++b, x += kBytes) {
+        prefetch_ahead(x, 1);
+        const __m256 d = _mm256_set1_ps(half(x) * _cvtsh_ss(y[b].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(Unpack(x), load_qs(y[b].qs))), acc);
+    }
+    return hsum(acc);
+}
+
+template <int kBytes, __m256i (*Unpack)(const uint8_t*)>
+void dot_blocks_x4(const void* w, const void* const a[4], int64_t n, float out[4])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const BlockQ8_0* y[4] = {static_cast<const BlockQ8_0*>(a[0]), static_cast<const BlockQ8_0*>(a[1]),
+                             static_cast<const BlockQ8_0*>(a[2]), static_cast<const BlockQ8_0*>(a[3])};
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t b = 0; b < n / 32; ++b, x += kBytes) {
+        const __m256i q = Unpack(x);
+        const __m256i abs_q = _mm256_sign_epi8(q, q);
+        const float dx = half(x);
+        for (int t = 0; t < 4; ++t) {
+            const __m256i prod =
+                _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(load_qs(y[t][b].qs), q)), ones);
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * _cvtsh_ss(y[t][b].d)), _mm256_cvtepi32_ps(prod), acc[t]);
+        }
+    }
+    for (int t = 0; t < 4; ++t)
+        out[t] = hsum(acc[t]);
+}
+
+// IQ4_NL's one-row order: even and odd blocks in two accumulators, an odd last block fused in last.
+float dot_iq4_nl_pairs(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    const int64_t nb = n / 32;
+    __m256 even = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2) {
+        const uint8_t* x0 = x + b * 18;
+        prefetch_ahead(x0, 36);
+        const __m256i p0 = dot_i8(unpack_iq4_nl(x0), load_qs(y[b].qs));
+        const __m256i p1 = dot_i8(unpack_iq4_nl(x0 + 18), load_qs(y[b + 1].qs));
+        even = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(y[b].d) * half(x0)), _mm256_cvtepi32_ps(p0), even);
+        odd = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(y[b + 1].d) * half(x0 + 18)), _mm256_cvtepi32_ps(p1), odd);
+    }
+    float sum = hsum(_mm256_add_ps(even, odd));
+    if (b < nb) {
+        const int isum = hsum_i32(dot_i8(unpack_iq4_nl(x + b * 18), load_qs(y[b].qs)));
+        sum = std::fma(_cvtsh_ss(y[b].d) * half(x + b * 18), static_cast<float>(isum), sum);
+    }
+    return sum;
+}
+
+// Q4_1 / Q5_1 × Q8_1: the values' lanes, and m · s in one float (fused), added after the lanes.
+template <bool Five> float dot_offset(const void* w, const void* a, int64_t n)
+{
+    constexpr int kBytes = Five ? 24 : 20;
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_1*>(a);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc = _mm256_setzero_ps();
+    float summs = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b, x += kBytes) {
+        prefetch_ahead(x, 1);
+        const __m256i prod = _mm256_madd_epi16(_mm256_maddubs_epi16(unpack_offset<Five>(x), load_qs(y[b].qs)), ones);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(x) * y[b].d), _mm256_cvtepi32_ps(prod), acc);
+        summs = std::fma(half(x + 2), y[b].s, summs);
+    }
+    return hsum(acc) + summs;
+}
+
+template <bool Five> void dot_offset_x4(const void* w, const void* const a[4], int64_t n, float out[4])
+{
+    constexpr int kBytes = Five ? 24 : 20;
+    const auto* x = static_cast<const uint8_t*>(w);
+    const BlockQ8_1* y[4] = {static_cast<const BlockQ8_1*>(a[0]), static_cast<const BlockQ8_1*>(a[1]),
+                             static_cast<const BlockQ8_1*>(a[2]), static_cast<const BlockQ8_1*>(a[3])};
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    float summs[4] = {};
+    for (int64_t b = 0; b < n / 32; ++b, x += kBytes) {
+        const __m256i q = unpack_offset<Five>(x);
+        const float dx = half(x), mx = half(x + 2);
+        for (int t = 0; t < 4; ++t) {
+            const __m256i prod = _mm256_madd_epi16(_mm256_maddubs_epi16(q, load_qs(y[t][b].qs)), ones);
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y[t][b].d), _mm256_cvtepi32_ps(prod), acc[t]);
+            summs[t] = std::fma(mx, y[t][b].s, summs[t]);
+        }
+    }
+    for (int t = 0; t < 4; ++t)
+        out[t] = hsum(acc[t]) + summs[t];
+}
+
+// ---- 256-element blocks ------------------------------------------------------------------------
+// A Block decodes a super-block once: 8 chunks of 32 quants (unsigned, or signed with their
+// absolute values for maddubs) and each chunk's pair of 16-group scales as int16 lanes (lanes 0–3
+// of the chunk's integer sums take the first, 4–7 the second). lanes(y) gives the eight exact
+// integer lanes; lane_step the AVX2 one-row order; step the tiled order (dot_tiled*).
+
+inline __m256i scale_pair(int first, int second)
+{
+    return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(second)), _mm_set1_epi16(static_cast<short>(first)));
+}
+
+struct Q2kBlock {
+    __m256i q[8], scale[8];
+    __m256i mins16; // the 16 minimums as int16, for madd with the 16 bsums
+    float d, dmin;
+    explicit Q2kBlock(const uint8_t* x)
+    {
+        const __m256i two_bits = _mm256_set1_epi8(3);
+        for (int j = 0; j < 2; ++j) {
+            const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 + 32 * j));
+            for (int k = 0; k < 4; ++k)
+                q[4 * j + k] = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), two_bits);
+        }
+        for (int c = 0; c < 8; ++c)
+            scale[c] = scale_pair(x[2 * c] & 0x0F, x[2 * c + 1] & 0x0F);
+        const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
+        mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(0x0F)));
+        d = half(x + 80);
+        dmin = half(x + 82);
+    }
+    __m256i lanes(const BlockQ8_K& y) const
+    {
+        __m256i isum = _mm256_setzero_si256();
+        for (int c = 0; c < 8; ++c)
+            isum =
+                _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], load_qs(y.qs + 32 * c)), scale[c]));
+        return isum;
+    }
+    __m256i mins(const BlockQ8_K& y) const { return _mm256_madd_epi16(mins16, load_bsums(y.bsums)); }
+    __m256 lane_step(__m256 acc, const BlockQ8_K& y) const
+    {
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(-y.d * dmin), _mm256_cvtepi32_ps(mins(y)), acc);
+        return _mm256_fmadd_ps(_mm256_set1_ps(y.d * d), _mm256_cvtepi32_ps(lanes(y)), acc);
+    }
+    float step(float acc, const BlockQ8_K& y) const
+    {
+        int s1 = 0, s2 = 0;
+        hsum2_i32(lanes(y), mins(y), s1, s2);
+        return tiled_step(acc, d, s1, dmin, s2, y.d, true);
+    }
+};
+
+// Signed quants: |q| and q for maddubs' unsigned-by-signed product.
+struct SignedChunks {
+    __m256i q[8], abs_q[8], scale[8];
+    __m256i lanes(const BlockQ8_K& y) const
+    {
+        __m256i isum = _mm256_setzero_si256();
+        for (int c = 0; c < 8; ++c) {
+            const __m256i p = _mm256_maddubs_epi16(abs_q[c], _mm256_sign_epi8(load_qs(y.qs + 32 * c), q[c]));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scale[c]));
+        }
+        return isum;
+    }
+};
+
+struct Q3kBlock : SignedChunks {
+    float d;
+    explicit Q3kBlock(const uint8_t* x)
+    {
+        const __m256i two_bits = _mm256_set1_epi8(3);
+        const __m256i hmask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+        const __m256i one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
+        for (int j = 0; j < 2; ++j) {
+            const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 + 32 * j));
+            for (int k = 0; k < 4; ++k) {
+                const int c = 4 * j + k;
+                const __m256i low = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), two_bits);
+                // q − 4 where the chunk's high bit (bit c of each hmask byte) is clear
+                const __m256i high = _mm256_and_si256(_mm256_srli_epi16(hmask, c), one);
+                q[c] = _mm256_sub_epi8(low, _mm256_andnot_si256(_mm256_slli_epi16(high, 2), four));
+                abs_q[c] = _mm256_sign_epi8(q[c], q[c]);
+            }
+        }
+        const uint8_t* sc = x + 96;
+        int scales[16];
+        for (int g = 0; g < 16; ++g) {
+            const int low4 = g < 8 ? (sc[g] & 0x0F) : (sc[g - 8] >> 4);
+            const int high2 = (sc[8 + g % 4] >> (2 * (g / 4))) & 3;
+            scales[g] = (low4 | (high2 << 4)) - 32;
+        }
+        for (int c = 0; c < 8; ++c)
+            scale[c] = scale_pair(scales[2 * c], scales[2 * c + 1]);
+        d = half(x + 108);
+    }
+    __m256 lane_step(__m256 acc, const BlockQ8_K& y) const
+    {
+        return _mm256_fmadd_ps(_mm256_set1_ps(y.d * d), _mm256_cvtepi32_ps(lanes(y)), acc);
+    }
+    float step(float acc, const BlockQ8_K& y) const
+    {
+        return tiled_step(acc, d, hsum_i32(lanes(y)), 0.0f, 0, y.d, false);
+    }
+};
+
+struct Iq4xsBlock : SignedChunks {
+    float d;
+    explicit Iq4xsBlock(const uint8_t* x)
+    {
+        uint16_t scales_h;
+        std::memcpy(&scales_h, x + 2, 2);
+        for (int ib = 0; ib < 8; ++ib) {
+            q[ib] = iq4_lookup(x + 8 + 16 * ib);
+            abs_q[ib] = _mm256_sign_epi8(q[ib], q[ib]);
+            const int ls = ((x[4 + ib / 2] >> (4 * (ib % 2))) & 0x0F) | (((scales_h >> (2 * ib)) & 3) << 4);
+            scale[ib] = _mm256_set1_epi16(static_cast<short>(ls - 32));
+        }
+        d = half(x);
+    }
+    __m256 lane_step(__m256 acc, const BlockQ8_K& y) const
+    {
+        return _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), _mm256_cvtepi32_ps(lanes(y)), acc);
+    }
+    float step(float acc, const BlockQ8_K& y) const
+    {
+        return tiled_step(acc, d, hsum_i32(lanes(y)), 0.0f, 0, y.d, false);
+    }
+};
+
+// Q5_K in the tiled order (its one-row kernel is vec_dot_avx2.cpp's): Q4_K's unpacking with the
+// fifth bit, the minimums as one exact sum.
+struct Q5kBlock {
+    __m256i lo[4], hi[4];
+    __m256i mins; // mins_pairs_epi16
+    int sc[8];
+    float d, dmin;
+    explicit Q5kBlock(const uint8_t* x)
+    {
+        const __m256i low_mask = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+        int m[8];
+        scale_min_k4(x + 4, sc, m);
+        mins = mins_pairs_epi16(m);
+        const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16));
+        for (int c = 0; c < 4; ++c) {
+            const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 48 + 32 * c));
+            const __m256i bit_lo = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * c), one);
+            const __m256i bit_hi = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * c + 1), one);
+            lo[c] = _mm256_or_si256(_mm256_and_si256(bytes, low_mask), _mm256_slli_epi16(bit_lo, 4));
+            hi[c] =
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_mask), _mm256_slli_epi16(bit_hi, 4));
+        }
+        d = half(x);
+        dmin = half(x + 2);
+    }
+    float step(float acc, const BlockQ8_K& y) const
+    {
+        __m256i isum = _mm256_setzero_si256();
+        for (int c = 0; c < 4; ++c) {
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], load_qs(y.qs + 64 * c)),
+                                                            _mm256_set1_epi16(static_cast<short>(sc[2 * c]))));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], load_qs(y.qs + 64 * c + 32)),
+                                                            _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]))));
+        }
+        int s1 = 0, s2 = 0;
+        hsum2_i32(isum, _mm256_madd_epi16(load_bsums(y.bsums), mins), s1, s2);
+        return tiled_step(acc, d, s1, dmin, s2, y.d, true);
+    }
+};
+
+template <typename Block, int kBytes> float dot_k_lanes(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 256; ++b, x += kBytes) {
+        prefetch_ahead(x, kBytes);
+        acc = Block(x).lane_step(acc, y[b]);
+    }
+    return hsum(acc);
+}
+
+// ---- float weights -----------------------------------------------------------------------------
+
+inline __m256 load_f32(const void* p, int64_t i)
+{
+    return _mm256_loadu_ps(static_cast<const float*>(p) + i);
+}
+inline __m256 load_f16(const void* p, int64_t i)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i)));
+}
+inline __m256 load_bf16(const void* p, int64_t i)
+{
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+// ((a0+a4)+(a1+a5)) + ((a2+a6)+(a3+a7))
+inline float hsum_hadd(__m256 v)
+{
+    __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    t = _mm_hadd_ps(t, t);
+    t = _mm_hadd_ps(t, t);
+    return _mm_cvtss_f32(t);
+}
+
+enum class FloatKind { F32, F16, BF16 };
+
+template <FloatKind K> __m256 load_float(const void* p, int64_t i)
+{
+    if constexpr (K == FloatKind::F32)
+        return load_f32(p, i);
+    else if constexpr (K == FloatKind::F16)
+        return load_f16(p, i);
+    else
+        return load_bf16(p, i);
+}
+template <FloatKind K> float scalar_value(const void* p, int64_t i)
+{
+    if constexpr (K == FloatKind::F32)
+        return static_cast<const float*>(p)[i];
+    else if constexpr (K == FloatKind::F16)
+        return _cvtsh_ss(static_cast<const uint16_t*>(p)[i]);
+    else
+        return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+}
+
+// ggml's one-row order (vec_dot_portable.h's dot_f32 / dot_f16 / dot_bf16).
+template <FloatKind K> float dot_float(const void* w, const void* a, int64_t n)
+{
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    const int64_t np = n & ~int64_t(31);
+    for (int64_t i = 0; i < np; i += 32) {
+        acc0 = _mm256_fmadd_ps(load_float<K>(w, i), load_float<K>(a, i), acc0);
+        acc1 = _mm256_fmadd_ps(load_float<K>(w, i + 8), load_float<K>(a, i + 8), acc1);
+        acc2 = _mm256_fmadd_ps(load_float<K>(w, i + 16), load_float<K>(a, i + 16), acc2);
+        acc3 = _mm256_fmadd_ps(load_float<K>(w, i + 24), load_float<K>(a, i + 24), acc3);
+    }
+    const __m256 lanes = _mm256_add_ps(_mm256_add_ps(acc0, acc2), _mm256_add_ps(acc1, acc3));
+    if constexpr (K == FloatKind::F32) {
+        float sum = hsum_hadd(lanes);
+        for (int64_t i = np; i < n; ++i)
+            sum = std::fma(scalar_value<K>(w, i), scalar_value<K>(a, i), sum);
+        return sum;
+    } else {
+        double sum = K == FloatKind::F16 ? hsum_hadd(lanes) : hsum(lanes);
+        for (int64_t i = np; i < n; ++i)
+            sum += static_cast<double>(scalar_value<K>(w, i) * scalar_value<K>(a, i));
+        return static_cast<float>(sum);
+    }
+}
+
+// llama.cpp's llamafile order for 2+ rows (n a multiple of 8): one 8-lane accumulator.
+template <FloatKind K> float dot_float_batched(const void* w, const void* a, int64_t n)
+{
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n; i += 8)
+        acc = _mm256_fmadd_ps(load_float<K>(w, i), load_float<K>(a, i), acc);
+    return hsum(acc);
+}
+
+} // namespace
+
+// ---- lookups (vec_dot_avx2.cpp's dispatch asks these after its own) ---------------------------------
+
+namespace types_avx2 {
+
+VecDotFn one_row(GgmlType type)
+{
+    switch (type) {
+    case GgmlType::Q4_1:
+        return dot_offset<false>;
+    case GgmlType::Q5_1:
+        return dot_offset<true>;
+    case GgmlType::IQ4_NL:
+        return dot_iq4_nl_pairs;
+    case GgmlType::Q2_K:
+        return dot_k_lanes<Q2kBlock, 84>;
+    case GgmlType::Q3_K:
+        return dot_k_lanes<Q3kBlock, 110>;
+    case GgmlType::IQ4_XS:
+        return dot_k_lanes<Iq4xsBlock, 136>;
+    case GgmlType::F32:
+        return dot_float<FloatKind::F32>;
+    case GgmlType::F16:
+        return dot_float<FloatKind::F16>;
+    case GgmlType::BF16:
+        return dot_float<FloatKind::BF16>;
+    default:
+        return nullptr;
+    }
+}
+
+VecDotFn batched(GgmlType type, int64_t n)
+{
+    switch (type) {
+    case GgmlType::IQ4_NL:
+        return dot_blocks<18, unpack_iq4_nl>;
+    case GgmlType::F32:
+        return n % 8 == 0 ? dot_float_batched<FloatKind::F32> : nullptr;
+    case GgmlType::F16:
+        return n % 8 == 0 ? dot_float_batched<FloatKind::F16> : nullptr;
+    case GgmlType::BF16:
+        return n % 8 == 0 ? dot_float_batched<FloatKind::BF16> : nullptr;
+    default:
+        return nullptr;
+    }
+}
+
+// Four rows: Q4_0 and Q4_1/Q5_1 in their one-row order, IQ4_NL in its batched order (the four-row
+// kernels run for batches of 4+ rows only).
+VecDotX4Fn x4(GgmlType type)
+{
+    switch (type) {
+    case GgmlType::Q4_0:
+        return dot_blocks_x4<18, unpack_q4_0>;
+    case GgmlType::IQ4_NL:
+        return dot_blocks_x4<18, unpack_iq4_nl>;
+    case GgmlType::Q4_1:
+        return dot_offset_x4<false>;
+    case GgmlType::Q5_1:
+        return dot_offset_x4<true>;
+    default:
+        return nullptr;
+    }
+}
+
+VecDotX8Fn x8(GgmlType type)
+{
+    switch (type) {
+    case GgmlType::Q4_0:
+        return dot_blocks_x8<18, unpack_q4_0>;
+    case GgmlType::IQ4_NL:
+        return dot_blocks_x8<18, unpack_iq4_nl>;
+    default:
+        return nullptr;
+    }
+}
+
+VecDotFn tiled(GgmlType type)
+{
+    switch (type) {
+    case GgmlType::Q2_K:
+        return dot_tiled<Q2kBlock, 84>;
+    case GgmlType::Q3_K:
+        return dot_tiled<Q3kBlock, 110>;
+    case GgmlType::Q5_K:
+        return dot_tiled<Q5kBlock, 176>;
+    case GgmlType::IQ4_XS:
+        return dot_tiled<Iq4xsBlock, 136>;
+    default:
+        return nullptr;
+    }
+}
+
+VecDotX4Fn tiled_x4(GgmlType type)
+{
+    switch (type) {
+    case GgmlType::Q2_K:
+        return dot_tiled_x4<Q2kBlock, 84>;
+    case GgmlType::Q3_K:
+        return dot_tiled_x4<Q3kBlock, 110>;
+    case GgmlType::Q5_K:
+        return dot_tiled_x4<Q5kBlock, 176>;
+    case GgmlType::IQ4_XS:
+        return dot_tiled_x4<Iq4xsBlock, 136>;
+    default:
+        return nullptr;
+    }
+}
+
+VecDotX8Fn tiled_x8(GgmlType type)
+{
+    switch (type) {
+    case GgmlType::Q2_K:
+        return dot_tiled_x8<Q2kBlock, 84>;
+    case GgmlType::Q3_K:
+        return dot_tiled_x8<Q3kBlock, 110>;
+    case GgmlType::Q5_K:
+        return dot_tiled_x8<Q5kBlock, 176>;
+    case GgmlType::IQ4_XS:
+        return dot_tiled_x8<Iq4xsBlock, 136>;
+    default:
+        return nullptr;
+    }
+}
+
+} // namespace types_avx2
+
+} // namespace engine::simd
