@@ -45,6 +45,8 @@ class TestCudaBackend : public QObject {
 private slots:
     void testModels_data();
     void testModels();
+    void weightTypes_data();
+    void weightTypes();
     void twinsOnDevice_data();
     void twinsOnDevice();
     void longPromptInChunks();
@@ -99,6 +101,48 @@ void TestCudaBackend::testModels()
     const auto mem = cuda->memory();
     QVERIFY(mem.weight_bytes > 0);
     QCOMPARE(mem.kv_bytes_allocated, cpu->memory().kv_bytes_allocated);
+}
+
+void TestCudaBackend::weightTypes_data()
+{
+    QTest::addColumn<QString>("type");
+    QTest::addColumn<bool>("device");
+    for (const bool device : {false, true})
+        for (const char* t : {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K",
+                              "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS"})
+            QTest::addRow("%s %s", t, device ? "device" : "emulated") << QString(t) << device;
+}
+
+// Every weight type the CPU reads (make-test-model --type: every matrix of that type) on the CUDA
+// backend: the CPU's bits in emulation, the random-weight criteria on a device. A prompt of 12
+// tokens (the batched and tiled orders) and 8 greedy steps (the one-row orders).
+void TestCudaBackend::weightTypes()
+{
+    QFETCH(QString, type);
+    QFETCH(bool, device);
+    if (device) {
+        const CudaDeviceListing listing = list_cuda_devices();
+        if (listing.devices.empty())
+            QSKIP(qPrintable("no CUDA device: " + QString::fromStdString(listing.why_unavailable)));
+    }
+    QTemporaryDir dir;
+    const QString path = dir.filePath(type + ".gguf");
+    TestModelShape shape;
+    shape.matrix_type = ggml_type_from_name(type.toStdString());
+    make_test_model("llama", 1, shape).write(path.toStdString());
+    const auto model = Model::load(path.toStdString());
+    auto cpu = make_cpu_backend(model, {.threads = 0, .n_ctx = 256});
+    auto cuda = make_cuda_backend(model, {.n_ctx = 256, .emulate = !device});
+    testsupport::ParityReport r;
+    testsupport::run_parity(*cpu, *cuda, random_tokens(*model, 12, 3), 8, r,
+                            {.min_pearson = 0.9999, .attention = 1e-3});
+    if (QTest::currentTestFailed())
+        return;
+    qInfo("%s: logits Pearson >= %.7f, max |Δ| %.3g; greedy %d/%d steps identical", qPrintable(type), r.min_pearson,
+          r.max_abs_diff, r.greedy_matched, r.greedy_steps);
+    QVERIFY(r.greedy_steps > 0);
+    if (!device)
+        QCOMPARE(r.max_abs_diff, 0.0);
 }
 
 void TestCudaBackend::twinsOnDevice_data()

@@ -155,6 +155,26 @@ void TestVulkanParity::factory()
     QVERIFY2(note.find("no Vulkan device 99") != std::string::npos, note.c_str());
     QCOMPARE(parse_backend_kind("Vulkan"), std::optional(BackendKind::Vulkan));
     QVERIFY(!parse_backend_kind("metal"));
+
+    // IQ4_NL and IQ4_XS weights: the shaders do not read them; the backend refuses them by name and
+    // the factory runs the CPU, saying why (auto on a machine whose Vulkan GPU would be chosen too)
+    for (const GgmlType type : {GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
+        const std::string name(ggml_type_name(type));
+        const QString iq_path = dir.filePath(QString::fromStdString(name) + ".gguf");
+        TestModelShape shape;
+        shape.matrix_type = type;
+        make_test_model("llama", 1, shape).write(iq_path.toStdString());
+        const auto iq = Model::load(iq_path.toStdString());
+        auto refused = make_backend(BackendKind::Vulkan, iq, 256, 1, &note);
+        QVERIFY(QString::fromStdString(refused->name()).startsWith("CPU"));
+        QVERIFY2(note.find("cannot read " + name + " weights") != std::string::npos, note.c_str());
+        QVERIFY2(note.find("using the CPU") != std::string::npos, note.c_str());
+        qputenv("TOKENSCOPE_VULKAN_AUTO_SOFTWARE", "1");
+        auto automatic_iq = make_backend(BackendKind::Auto, iq, 256, 1, &note);
+        qunsetenv("TOKENSCOPE_VULKAN_AUTO_SOFTWARE");
+        QVERIFY(QString::fromStdString(automatic_iq->name()).startsWith("CPU"));
+        QVERIFY2(note.find("cannot read " + name + " weights") != std::string::npos, note.c_str());
+    }
 }
 
 void TestVulkanParity::decodeReplay_data()

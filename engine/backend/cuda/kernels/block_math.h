@@ -40,7 +40,7 @@ TS_HD inline bool is_quantized(GgmlType t)
 TS_HD inline bool is_k_quant(GgmlType t)
 {
     return t == GgmlType::Q2_K || t == GgmlType::Q3_K || t == GgmlType::Q4_K || t == GgmlType::Q5_K ||
-           t == GgmlType::Q6_K;
+           t == GgmlType::Q6_K || t == GgmlType::IQ4_XS;
 }
 // Bytes of one block (32 elements, 256 for the k-quants); 0 for a type the kernels do not read.
 TS_HD inline uint32_t block_bytes(GgmlType t)
@@ -66,6 +66,10 @@ TS_HD inline uint32_t block_bytes(GgmlType t)
         return 176;
     case GgmlType::Q6_K:
         return 210;
+    case GgmlType::IQ4_NL:
+        return 18;
+    case GgmlType::IQ4_XS:
+        return 136;
     default:
         return 0;
     }
@@ -124,6 +128,12 @@ TS_HD inline WeightGroup unpack_group(GgmlType t, const uint8_t* row, uint32_t j
             }
             break;
         }
+        case GgmlType::IQ4_NL: // d · qs[16]: indices into the non-linear table
+            for (uint32_t i = 0; i < 16; ++i) {
+                put_q(g, i, portable::iq4_value(b[2 + i] & 0x0F));
+                put_q(g, i + 16, portable::iq4_value(b[2 + i] >> 4));
+            }
+            break;
         default: // Q8_0
             for (uint32_t i = 0; i < 32; ++i)
                 put_q(g, i, int32_t(int8_t(b[2 + i])));
@@ -174,6 +184,13 @@ TS_HD inline WeightGroup unpack_group(GgmlType t, const uint8_t* row, uint32_t j
         g.d[0] = g.d[1] = d * float(sc);
         g.m[0] = g.m[1] = -(dmin * float(m));
         g.has_min = true;
+        break;
+    }
+    case GgmlType::IQ4_XS: { // d · scales_h · scales_l[4] · qs[128]; sub-block scale d · (ls − 32)
+        const float dl = half_at(b) * float(portable::iq4_xs_scale(b, int(sub)));
+        for (uint32_t l = 0; l < 32; ++l)
+            put_q(g, l, portable::iq4_xs_q(b, int(sub), int(l)));
+        g.d[0] = g.d[1] = dl;
         break;
     }
     default: { // Q6_K: ql[128] · qh[64] · scales[16] · d

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Speed per weight type, Tokenscope against llama.cpp, side by side in one run:
+#   bench/types_vs_llama_cpp.sh [REPS]
+# One random-weight twin per type of a shape whose every matrix width is a multiple of 256
+# (`make-test-model --preset qwen3-0.6b`, so K-quants and IQ4_XS are really used), written as F16 by
+# Tokenscope and then quantized with `llama-quantize --pure` from the same llama.cpp build that is
+# measured (built natively from the registry's sdist by tests/reference/build_llama_cpp.sh). A twin
+# in which `tokenscope-cli info` shows a matrix of another type is refused. Then `llama-bench -fa 0`
+# with --repack 0 and 1 (the faster counts) against `tokenscope-cli bench`, pp512 and tg128 by
+# default, THREADS (default 2) threads; decode also shows the bytes Tokenscope reads per token as a
+# share of this machine's read bandwidth. Smaller runs: TYPES="Q4_1 IQ4_XS" PP=128 TG=32 REPS=1.
+# Disk: the F16 source (1.2 GB) and one twin at a time, in a temporary directory (TMPDIR).
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+REPS="${1:-${REPS:-3}}"
+PP="${PP:-512}"
+TG="${TG:-128}"
+THREADS="${THREADS:-2}"
+TYPES="${TYPES:-F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS}"
+OURS="$ROOT/build/release/app/tokenscope-cli"
+[ -x "$OURS" ] || { echo "build first: bash scripts/setup.sh run" >&2; exit 1; }
+KV="$(TOKENSCOPE_REF_CPU=native LLAMA_CPP_TARGETS="llama-bench llama-quantize" "$ROOT/tests/reference/build_llama_cpp.sh")"
+LLAMA_BENCH="$(sed -n 's/^LLAMA_BENCH=//p' <<< "$KV")"
+LLAMA_QUANTIZE="$(sed -n 's/^LLAMA_QUANTIZE=//p' <<< "$KV")"
+[ -x "$LLAMA_BENCH" ] && [ -x "$LLAMA_QUANTIZE" ] || { echo "llama-bench or llama-quantize was not built" >&2; exit 1; }
+OUT="$(mktemp -d)"
+trap 'rm -rf "$OUT"' EXIT
+
+echo "llama.cpp: $LLAMA_BENCH; Tokenscope: $(git -C "$ROOT" rev-parse --short HEAD)"
+echo "reps $REPS; pp $PP; tg $TG; threads $THREADS; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+"$OURS" make-test-model --preset qwen3-0.6b --type F16 --out "$OUT/source-F16.gguf" > /dev/null
+
+i=0
+for type in $TYPES; do
+    i=$((i + 1))
+    twin="$OUT/twin-$type.gguf"
+    if [ "$type" = F16 ]; then
+        mv "$OUT/source-F16.gguf" "$twin"
+    else
+        src="$OUT/source-F16.gguf"
+        [ -f "$src" ] || src="$OUT/twin-F16.gguf"
+        "$LLAMA_QUANTIZE" --pure "$src" "$twin" "$type" "$THREADS" > "$OUT/$i.quantize.log" 2>&1 ||
+            { echo "llama-quantize failed for $type:" >&2; tail -5 "$OUT/$i.quantize.log" >&2; exit 1; }
+    fi
+    # every matrix of the twin must be of the type measured
+    "$OURS" info --json "$twin" | python3 -c '
+import json, sys
+want = sys.argv[1]
+other = [f"{t[\"name\"]} ({t[\"type\"]})" for t in json.load(sys.stdin)["tensors"] if len(t["shape"]) == 2 and t["type"] != want]
+if other:
+    sys.exit(f"refused: the {want} twin holds matrices of other types: " + ", ".join(other[:5]))
+' "$type"
+    for rpk in 0 1; do
+        "$LLAMA_BENCH" -m "$twin" -t "$THREADS" -r "$REPS" -fa 0 --repack "$rpk" -p "$PP" -n "$TG" -o jsonl \
+            > "$OUT/$i.theirs.$rpk" 2> /dev/null || true
+    done
+    "$OURS" bench "$twin" -t "$THREADS" -p "$PP" -n 0 -r "$REPS" --json > "$OUT/$i.ours.pp"
+    "$OURS" bench "$twin" -t "$THREADS" -p 0 -n "$TG" -r "$REPS" --json > "$OUT/$i.ours.tg"
+    echo "$type $(stat -c %s "$twin")" > "$OUT/$i.what"
+    [ "$type" = F16 ] || rm -f "$twin"
+done
+rm -f "$OUT"/twin-*.gguf "$OUT/source-F16.gguf"
+"$OURS" bench "$ROOT/tests/data/logits/types/llama-Q4_0.gguf" -t 1 -p 0 -n 1 -r 1 --probe-threads "$THREADS" --json \
+    > "$OUT/probe" 2> /dev/null || true
+
+python3 - "$OUT" "$i" "$PP" "$TG" <<'PY'
+import json, sys
+out, n, pp, tg = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+try:
+    probe = json.load(open(f"{out}/probe"))["tg"]["probe"]["read_bytes_per_second"]
+    print(f"read bandwidth probe: {probe / 1e9:.2f} GB/s")
+except Exception:
+    probe = None
+print("(t/s: mean over the repetitions ± standard deviation; ratio: Tokenscope / the faster llama.cpp)")
+print(f"{'type':<8}{'size':>9} {'test':<7}{'llama.cpp rpk0':>16}{'rpk1':>16}{'tokenscope':>16}{'ratio':>7}{'decode GB/s':>13}{'share':>7}")
+below = []
+for i in range(1, n + 1):
+    wtype, size = open(f"{out}/{i}.what").read().split()
+    rows = {}
+    for rpk in (0, 1):
+        for line in open(f"{out}/{i}.theirs.{rpk}"):
+            r = json.loads(line)
+            key = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
+            rows.setdefault(key, [None, None])[rpk] = (r["avg_ts"], r.get("stddev_ts", 0.0))
+    ours = {f"pp{pp}": json.load(open(f"{out}/{i}.ours.pp"))["pp"], f"tg{tg}": json.load(open(f"{out}/{i}.ours.tg"))["tg"]}
+    for key, o in ours.items():
+        r0, r1 = rows.get(key, [None, None])
+        best = max(x[0] for x in (r0, r1, (0.0, 0.0)) if x is not None)
+        ratio = o["tokens_per_second"] / best if best else float("nan")
+        bw = o.get("read_bytes_per_second")
+        f = lambda x: f"{x[0]:.1f} ± {x[1]:.1f}" if x is not None else "failed"
+        mine = (o["tokens_per_second"], o.get("stddev", 0.0))
+        share = f"{bw / 1e9:>13.2f}{bw / probe:>7.0%}" if bw and probe else ""
+        print(f"{wtype:<8}{int(size) / 2**20:>8.0f}M {key:<7}{f(r0):>16}{f(r1):>16}{f(mine):>16}{ratio:>7.2f}{share}")
+        if not ratio >= 1.0:
+            below.append(f"{wtype} {key} ({ratio:.2f})")
+print("below llama.cpp: " + (", ".join(below) if below else "none"))
+PY
