@@ -191,8 +191,17 @@ void MainWindow::buildModelBar()
     // them, so that "…, exact" stays readable.
     m_backend->setSizeAdjustPolicy(QComboBox::AdjustToContents);
     m_backend->addItem(tr("CPU"), QStringList{"cpu", "-1"});
+    m_backend->setItemData(0,
+                           tr("The CPU, summing as llama.cpp does by default: on a CPU with AVX2 it repacks Q4_0, "
+                              "IQ4_NL and Q4_K matrices and sums them in another order"),
+                           Qt::ToolTipRole);
+    m_backend->addItem(tr("CPU, plain order"), QStringList{"cpu-plain", "-1"});
+    m_backend->setItemData(1,
+                           tr("The CPU, summing as llama.cpp does with --no-repack (its plain order for every "
+                              "matrix)"),
+                           Qt::ToolTipRole);
     m_backend->addItem(tr("Auto"), QStringList{"auto", "-1"});
-    m_backend->setItemData(1, tr("A CUDA device when one is usable, else a Vulkan GPU, else the CPU"), Qt::ToolTipRole);
+    m_backend->setItemData(2, tr("A CUDA device when one is usable, else a Vulkan GPU, else the CPU"), Qt::ToolTipRole);
     selectSavedBackend();
     // Asking the Vulkan loader (30–130 ms) and the CUDA module for their devices: off the UI thread,
     // not in start-up.

@@ -21,6 +21,9 @@ void add_backend_options(CLI::App* cmd, BackendArgs& a)
     cmd->add_flag("--vulkan-exact", a.vulkan_exact,
                   "Vulkan: 64-bit arithmetic, the CPU backend's results by construction (slow on GPUs). Default: "
                   "f32 in the same order, equal to the CPU's in the test suites");
+    cmd->add_flag("--no-repack", a.no_repack,
+                  "CPU: llama.cpp's plain summation order, as its --no-repack runs. Default: its default order, which "
+                  "on a CPU with AVX2 repacks Q4_0, IQ4_NL and Q4_K matrices and sums them in another order");
 }
 
 std::unique_ptr<engine::Backend> make_cli_backend(const BackendArgs& a, std::shared_ptr<const engine::Model> model,
@@ -35,7 +38,9 @@ std::unique_ptr<engine::Backend> make_cli_backend(const BackendArgs& a, std::sha
         throw engine::Error("--threads must be 0 (all cores) or a positive count, not " + std::to_string(threads));
     const auto kind = engine::parse_backend_kind(a.backend).value_or(engine::BackendKind::Cpu);
     std::string note;
-    auto backend = engine::make_backend(kind, std::move(model), n_ctx, threads, &note, a.device, a.vulkan_exact);
+    auto backend =
+        engine::make_backend(kind, std::move(model), n_ctx, threads, &note, a.device, a.vulkan_exact,
+                             a.no_repack ? engine::WeightOrder::Plain : engine::WeightOrder::LlamaCppDefault);
     // Asked for CUDA by name and not given it: an error, not a quiet run on the CPU (a benchmark or a
     // script that wants the GPU must not measure the CPU instead).
     if (!note.empty() && kind == engine::BackendKind::Cuda)

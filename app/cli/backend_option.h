@@ -7,11 +7,13 @@
 #include <memory>
 #include <string>
 
-// --backend cpu|vulkan|auto, --device N and --vulkan-exact, shared by the commands that run a model.
+// --backend cpu|vulkan|auto, --device N, --vulkan-exact and --no-repack, shared by the commands that run
+// a model.
 struct BackendArgs {
     std::string backend = "cpu";
     int device = -1;
     bool vulkan_exact = false; // the 64-bit shaders, bit-equal to the CPU (default: the f32 path)
+    bool no_repack = false;    // the CPU in llama.cpp's plain order (default: its repacked order, as it runs)
 };
 
 void add_backend_options(CLI::App* cmd, BackendArgs& a);

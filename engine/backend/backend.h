@@ -145,9 +145,21 @@ struct QueryScaling {
 };
 QueryScaling query_scaling(const Model& model);
 
+// Which of llama.cpp's summation orders the CPU backend's matrices follow. llama.cpp's default x86
+// build repacks Q4_0, IQ4_NL and Q4_K matrices (rows a multiple of 8) into interleaved layouts whose
+// kernels sum in another order (vec_dot.h: vec_dot_repacked); `--no-repack` keeps the plain one.
+enum class WeightOrder {
+    Plain,           // llama.cpp --no-repack (the test fixtures' order)
+    Repacked,        // llama.cpp's default on a CPU with AVX2, on any path
+    LlamaCppDefault, // Repacked where the CPU has AVX2 (where llama.cpp repacks), Plain elsewhere
+};
+std::string_view weight_order_name(WeightOrder order); // "repacked" or "plain" (resolved)
+WeightOrder resolved_weight_order(WeightOrder order);  // LlamaCppDefault decided for this CPU
+
 struct CpuBackendOptions {
     int threads = 0;       // 0: all hardware threads
     uint32_t n_ctx = 4096; // positions the KV cache may hold (capped at the model's training context)
+    WeightOrder order = WeightOrder::Plain;
 };
 
 std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const Model> model, const CpuBackendOptions& options);

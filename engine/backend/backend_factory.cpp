@@ -47,6 +47,8 @@ std::optional<BackendKind> parse_backend_kind(std::string_view text)
 
 std::optional<BackendChoice> parse_backend_choice(std::string_view text)
 {
+    if (text == "cpu-plain")
+        return BackendChoice{BackendKind::Cpu, false, WeightOrder::Plain};
     constexpr std::string_view exact = "-exact";
     const bool is_exact = text.size() > exact.size() && text.substr(text.size() - exact.size()) == exact;
     const auto kind = parse_backend_kind(is_exact ? text.substr(0, text.size() - exact.size()) : text);
@@ -76,7 +78,7 @@ bool validation_wanted()
 } // namespace
 
 std::unique_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<const Model> model, uint32_t n_ctx, int threads,
-                                      std::string* fallback_note, int device, bool vulkan_exact)
+                                      std::string* fallback_note, int device, bool vulkan_exact, WeightOrder cpu_order)
 {
     if (fallback_note)
         fallback_note->clear();
@@ -85,7 +87,7 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<const Mo
             *fallback_note = why;
         if (!why.empty())
             spdlog::warn("{}", why);
-        return make_cpu_backend(model, {.threads = threads, .n_ctx = n_ctx});
+        return make_cpu_backend(model, {.threads = threads, .n_ctx = n_ctx, .order = cpu_order});
     };
     if (kind == BackendKind::Cpu)
         return cpu({});
@@ -120,7 +122,7 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<const Mo
             std::string why =
                 no_cuda + "; " + (devices.empty() ? "no Vulkan device found" : "no usable Vulkan GPU found");
             // Auto choosing the CPU is not a fallback the user needs to hear about, but say why.
-            auto b = make_cpu_backend(model, {.threads = threads, .n_ctx = n_ctx});
+            auto b = make_cpu_backend(model, {.threads = threads, .n_ctx = n_ctx, .order = cpu_order});
             if (fallback_note)
                 *fallback_note = why + "; using the CPU";
             return b;

@@ -23,8 +23,10 @@ std::optional<BackendKind> parse_backend_kind(std::string_view text);
 struct BackendChoice {
     BackendKind kind = BackendKind::Cpu;
     bool vulkan_exact = false; // the 64-bit shaders, bit-equal to the CPU (default: the f32 path)
+    WeightOrder cpu_order = WeightOrder::LlamaCppDefault; // the CPU backend's (and a fallback's) order
 };
-// parse_backend_kind's names, and "vulkan-exact" / "auto-exact" (the exact arithmetic).
+// parse_backend_kind's names, "vulkan-exact" / "auto-exact" (the exact arithmetic) and "cpu-plain"
+// (the CPU in llama.cpp's --no-repack order).
 std::optional<BackendChoice> parse_backend_choice(std::string_view text);
 
 // Vulkan or CUDA requested explicitly but unavailable falls back to the CPU too; `fallback_note` (when not
@@ -32,7 +34,9 @@ std::optional<BackendChoice> parse_backend_choice(std::string_view text);
 // `device`: a Vulkan (or CUDA) device index, -1 for the best one. `vulkan_exact`: VulkanBackendOptions::exact
 // (a device without 64-bit floats then falls back to the CPU, saying why).
 // Auto takes hardware GPUs only, unless TOKENSCOPE_VULKAN_AUTO_SOFTWARE=1 (tests on lavapipe).
+// `cpu_order`: the CPU backend's summation order (CpuBackendOptions::order), a fallback's too.
 std::unique_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<const Model> model, uint32_t n_ctx, int threads,
-                                      std::string* fallback_note, int device = -1, bool vulkan_exact = false);
+                                      std::string* fallback_note, int device = -1, bool vulkan_exact = false,
+                                      WeightOrder cpu_order = WeightOrder::Plain);
 
 } // namespace engine

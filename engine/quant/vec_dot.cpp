@@ -231,6 +231,38 @@ VecDotX8Fn vec_dot_x8_for_batch(GgmlType type, int64_t n_tokens)
     return tiled ? simd::vec_dot_tiled_x8_avx2(type) : simd::vec_dot_x8_avx2(type);
 }
 
+bool llama_cpp_repacks(GgmlType type, int64_t rows)
+{
+    return (type == GgmlType::Q4_0 || type == GgmlType::IQ4_NL || type == GgmlType::Q4_K) && rows % 8 == 0;
+}
+
+VecDotFn vec_dot_repacked_scalar(GgmlType type, bool gemm)
+{
+    switch (type) {
+    case GgmlType::Q4_0:
+        return dot_repacked_b32<GgmlType::Q4_0>;
+    case GgmlType::IQ4_NL:
+        return dot_repacked_b32<GgmlType::IQ4_NL>;
+    case GgmlType::Q4_K:
+        return gemm ? dot_repacked_q4_k_gemm : dot_repacked_q4_k;
+    default:
+        return nullptr;
+    }
+}
+
+VecDotFn vec_dot_repacked(GgmlType type, bool gemm)
+{
+    if (simd_level() != SimdLevel::Scalar)
+        if (VecDotFn f = simd::types_avx2::repacked(type, gemm))
+            return f;
+    return vec_dot_repacked_scalar(type, gemm);
+}
+
+VecDotX4Fn vec_dot_repacked_x4(GgmlType type)
+{
+    return simd_level() != SimdLevel::Scalar ? simd::types_avx2::repacked_x4(type) : nullptr;
+}
+
 VecDotFn vec_dot_for(GgmlType type)
 {
     if (simd_level() == SimdLevel::Avx512)

@@ -48,6 +48,18 @@ VecDotFn vec_dot_tiled_scalar(GgmlType type);
 // multiple of 8, IQ4_NL), portable; nullptr for other types and widths.
 VecDotFn vec_dot_batched_scalar(GgmlType type, int64_t n);
 
+// llama.cpp's repacked order (vec_dot_portable.h: dot_repacked_*), which its default x86 build uses for
+// the matrices of these types it interleaves: Q4_0, IQ4_NL and Q4_K with a multiple of 8 rows (the
+// embedding table, read a row at a time, never; a head tied to it neither). The same for every
+// batch size.
+bool llama_cpp_repacks(GgmlType type, int64_t rows);
+// The widest kernels the CPU has for that order (nullptr for a type llama.cpp does not repack): its
+// gemm's (gemm = true: the rows of a batch's whole groups of four, when it has four or more) or its
+// gemv's (the others); the four-row kernels are the gemm's.
+VecDotFn vec_dot_repacked(GgmlType type, bool gemm);
+VecDotX4Fn vec_dot_repacked_x4(GgmlType type);
+VecDotFn vec_dot_repacked_scalar(GgmlType type, bool gemm);
+
 // The portable scalar implementation (tests compare every SIMD path against it).
 VecDotFn vec_dot_scalar(GgmlType type);
 

@@ -699,6 +699,68 @@ TS_HD inline float dot_bf16_batched(const void* w, const void* a, int64_t n)
     return dot_float_batched<bf16_value>(w, a, n);
 }
 
+// ---- llama.cpp's repacked order ---------------------------------------------------------------------
+// What its CPU_REPACK buffer computes for the Q4_0, IQ4_NL and Q4_K matrices it interleaves (x86 with
+// AVX2, rows a multiple of 8, its default): for every output, one float accumulator over the
+// blocks, each block's whole integer sum fused in with d_w · d_a; Q4_K's minimums in a second
+// accumulator, subtracted at the end. Its gemm (the first n − n % 4 rows of a batch of 4 or more)
+// fuses Q4_K per 64-element half-block pair instead (dot_repacked_q4_k_gemm); its gemv (the other
+// rows) per block.
+
+template <GgmlType T> TS_HD inline float dot_repacked_b32(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b, x += 18) {
+        int isum = 0;
+        for (int e = 0; e < 32; ++e)
+            isum += legacy_q<T>(x, e) * y[b].qs[e];
+        acc = fma_rn(static_cast<float>(isum), half(x) * cuda::half_to_f32(y[b].d), acc);
+    }
+    return acc;
+}
+
+TS_HD inline float dot_repacked_q4_k(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float acc = 0.0f, acc_min = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b, x += 144) {
+        const KBlockSums r = sums_q45_k<false>(x, y[b]);
+        acc = fma_rn(static_cast<float>(r.s1), half(x) * y[b].d, acc);
+        acc_min = fma_rn(static_cast<float>(r.s2), half(x + 2) * y[b].d, acc_min);
+    }
+    return acc - acc_min;
+}
+
+TS_HD inline float dot_repacked_q4_k_gemm(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float acc = 0.0f, acc_min = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b, x += 144) {
+        const float d = half(x) * y[b].d, dmin = half(x + 2) * y[b].d;
+        for (int pair = 0; pair < 4; ++pair) {
+            int s1 = 0, s2 = 0;
+            for (int sub = 2 * pair; sub < 2 * pair + 2; ++sub) {
+                int sc = 0, m = 0;
+                scale_min_k4(x + 4, sub, sc, m);
+                int s = 0;
+                for (int l = 0; l < 32; ++l) {
+                    const uint8_t byte = x[16 + 32 * (sub / 2) + l];
+                    s += ((sub % 2 == 0) ? (byte & 0x0F) : (byte >> 4)) * y[b].qs[sub * 32 + l];
+                }
+                s1 += sc * s;
+                s2 += m * (y[b].bsums[2 * sub] + y[b].bsums[2 * sub + 1]);
+            }
+            acc = fma_rn(static_cast<float>(s1), d, acc);
+            acc_min = fma_rn(static_cast<float>(s2), dmin, acc_min);
+        }
+    }
+    return acc - acc_min;
+}
+
 // llama.cpp's k-quant tiled matmul takes over from batches of this many rows.
 constexpr int64_t kTiledMinBatch = 8;
 

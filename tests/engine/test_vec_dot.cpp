@@ -117,6 +117,8 @@ private slots:
     void tiledOrderSimdMatchesScalar();
     void batchedOrderSimdMatchesScalar_data() { matchesDequantizedReference_data(); }
     void batchedOrderSimdMatchesScalar();
+    void repackedOrderSimdMatchesScalar_data() { matchesDequantizedReference_data(); }
+    void repackedOrderSimdMatchesScalar();
     void avx512KernelsMatchAvx2_data() { matchesDequantizedReference_data(); }
     void avx512KernelsMatchAvx2();
     void scalarKernelsMatchAvx2_data() { matchesDequantizedReference_data(); }
@@ -264,6 +266,34 @@ void TestVecDot::batchedOrderSimdMatchesScalar()
         }
     }
     QCOMPARE(compared, 8);
+}
+
+void TestVecDot::repackedOrderSimdMatchesScalar()
+{
+    // llama.cpp's repacked order (Q4_0, IQ4_NL, Q4_K): the AVX2 gemv- and gemm-order kernels and the
+    // four-row (gemm-order) kernel give the portable kernels' bits.
+    QFETCH(QString, type);
+    const WeightRow row = weight_row(type);
+    const GgmlType gt = row.type;
+    QCOMPARE(llama_cpp_repacks(gt, 64), gt == GgmlType::Q4_0 || gt == GgmlType::IQ4_NL || gt == GgmlType::Q4_K);
+    QVERIFY(!llama_cpp_repacks(gt, 67));
+    if (!vec_dot_repacked_scalar(gt, false))
+        QSKIP("llama.cpp does not repack this type");
+    if (simd_level() == SimdLevel::Scalar)
+        QSKIP("this CPU (or TOKENSCOPE_SIMD) runs no AVX2 code");
+    const int64_t n = 1024;
+    const auto xq = random_activation_rows(activation_format(gt), n, 71);
+    const void* w = row.bytes.data();
+    const void* a[4] = {xq[0].data(), xq[1].data(), xq[2].data(), xq[3].data()};
+    float four[4] = {};
+    vec_dot_repacked_x4(gt)(w, a, n, four);
+    for (int i = 0; i < 4; ++i) {
+        for (const bool gemm : {false, true})
+            QCOMPARE(std::bit_cast<uint32_t>(vec_dot_repacked(gt, gemm)(w, a[i], n)),
+                     std::bit_cast<uint32_t>(vec_dot_repacked_scalar(gt, gemm)(w, a[i], n)));
+        QCOMPARE(std::bit_cast<uint32_t>(four[i]),
+                 std::bit_cast<uint32_t>(vec_dot_repacked_scalar(gt, true)(w, a[i], n)));
+    }
 }
 
 void TestVecDot::fourRowKernelsMatchOneRow()

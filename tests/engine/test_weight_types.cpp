@@ -32,7 +32,114 @@ class TestWeightTypes : public QObject {
 private slots:
     void matchesLlamaCppBitForBit_data();
     void matchesLlamaCppBitForBit();
+    void repackedOrderMatchesLlamaCppDefault_data();
+    void repackedOrderMatchesLlamaCppDefault();
+    void backendNamesItsOrder();
 };
+
+namespace {
+
+// The random llama model of one weight type (every matrix), checked to be the file llama.cpp ran.
+std::shared_ptr<const Model> type_model(const QTemporaryDir& dir, const QString& type, const gguf::GgufFile& fixture)
+{
+    const QString path = dir.filePath(type + ".gguf");
+    TestModelShape shape;
+    shape.matrix_type = ggml_type_from_name(type.toStdString());
+    make_test_model("llama", 1, shape).write(path.toStdString());
+    QFile file(path);
+    if (!file.open(QIODevice::ReadOnly))
+        return nullptr;
+    const QByteArray sha = QCryptographicHash::hash(file.readAll(), QCryptographicHash::Sha256).toHex();
+    if (sha.toStdString() != std::string(*fixture.get_string("tokenscope.model.sha256")))
+        return nullptr;
+    return Model::load(path.toStdString());
+}
+
+struct Agreement {
+    int prompts = 0, bit_equal = 0, identical = 0;
+    QString first_difference;
+};
+
+// Every prompt of the fixture from an empty cache: last logits bit for bit, greedy continuation.
+Agreement agreement(Session& session, const gguf::GgufFile& fixture)
+{
+    Agreement a;
+    a.prompts = int(*fixture.get_int("tokenscope.n_prompts"));
+    for (int i = 0; i < a.prompts; ++i) {
+        const std::string p = prompt_key(i);
+        const auto tokens = tensor_values<int32_t>(fixture, p + ".tokens");
+        const auto reference = tensor_values<float>(fixture, p + ".logits");
+        const auto greedy = tensor_values<int32_t>(fixture, p + ".greedy");
+        session.truncate(0); // from an empty cache: the batch is the whole prompt, as llama.cpp ran it
+        session.prefill(tokens);
+        const auto ours = session.logits();
+        int differing = 0;
+        for (std::size_t k = 0; k < ours.size() && k < reference.size(); ++k)
+            differing += std::bit_cast<uint32_t>(ours[k]) != std::bit_cast<uint32_t>(reference[k]);
+        a.bit_equal += differing == 0 && ours.size() == reference.size();
+        if (differing && a.first_difference.isEmpty())
+            a.first_difference =
+                QString("%1 of %2 logits differ after %3 tokens").arg(differing).arg(ours.size()).arg(tokens.size());
+        std::size_t step = 0;
+        for (; step < greedy.size() && argmax(session.logits()) == greedy[step]; ++step)
+            session.decode(greedy[step]);
+        a.identical += step == greedy.size();
+        if (step != greedy.size() && a.first_difference.isEmpty())
+            a.first_difference =
+                QString("the greedy continuation parted at step %1 after %2 tokens").arg(step).arg(tokens.size());
+    }
+    return a;
+}
+
+} // namespace
+
+void TestWeightTypes::repackedOrderMatchesLlamaCppDefault_data()
+{
+    QTest::addColumn<QString>("type");
+    for (const char* t : {"Q4_0", "Q4_K", "IQ4_NL"})
+        QTest::newRow(t) << QString(t);
+}
+
+// llama.cpp's default (repacking) build on the types it repacks: the repacked order gives its bits on
+// every path (the portable kernels included); the plain order does not on every prompt, so the
+// fixture tells the orders apart.
+void TestWeightTypes::repackedOrderMatchesLlamaCppDefault()
+{
+    QFETCH(QString, type);
+    const auto fixture =
+        gguf::GgufFile::open(data_dir() + "/logits/types/llama-" + type.toStdString() + "-repack.gguf");
+    QVERIFY(*fixture->get_bool("tokenscope.use_extra_bufts"));
+    QTemporaryDir dir;
+    const auto model = type_model(dir, type, *fixture);
+    QVERIFY2(model, "the generated model is not the one llama.cpp ran");
+    Session repacked(model, make_cpu_backend(model, {.threads = 0, .n_ctx = 2048, .order = WeightOrder::Repacked}),
+                     2048);
+    const Agreement r = agreement(repacked, *fixture);
+    qInfo("%s, repacked order on the %s path: bit-equal on %d of %d prompts, greedy identical on %d", qPrintable(type),
+          simd_level_name(simd_level()).data(), r.bit_equal, r.prompts, r.identical);
+    QVERIFY2(r.bit_equal == r.prompts && r.identical == r.prompts, qPrintable(r.first_difference));
+    Session plain(model, make_cpu_backend(model, {.threads = 0, .n_ctx = 2048, .order = WeightOrder::Plain}), 2048);
+    const Agreement p = agreement(plain, *fixture);
+    QVERIFY2(p.bit_equal < p.prompts, "the plain order gave the repacked fixture's bits: the fixture does not test it");
+}
+
+void TestWeightTypes::backendNamesItsOrder()
+{
+    QTemporaryDir dir;
+    const QString path = dir.filePath("llama.gguf");
+    make_test_model("llama", 1).write(path.toStdString());
+    const auto model = Model::load(path.toStdString());
+    const auto name = [&](WeightOrder o) {
+        return make_cpu_backend(model, {.threads = 1, .n_ctx = 64, .order = o})->name();
+    };
+    QCOMPARE(QString::fromStdString(name(WeightOrder::Plain)), QString("CPU (1 threads, llama.cpp order: plain)"));
+    QCOMPARE(QString::fromStdString(name(WeightOrder::Repacked)),
+             QString("CPU (1 threads, llama.cpp order: repacked)"));
+    // llama.cpp's default: repacked where it repacks (x86 with AVX2), plain on the portable path
+    const bool avx2 = simd_level() != SimdLevel::Scalar;
+    QCOMPARE(QString::fromStdString(name(WeightOrder::LlamaCppDefault)),
+             QString("CPU (1 threads, llama.cpp order: %1)").arg(avx2 ? "repacked" : "plain"));
+}
 
 void TestWeightTypes::matchesLlamaCppBitForBit_data()
 {

@@ -153,10 +153,13 @@ def format_chat(messages: list[dict], fmt: str) -> str:
     raise ValueError(f"unknown chat format {fmt!r}")
 
 
-def run_dump(tool: str, model: Path, prompt: dict, n_predict: int, threads: int, tmp: Path) -> dict:
+def run_dump(tool: str, model: Path, prompt: dict, n_predict: int, threads: int, tmp: Path,
+             repack: bool = False) -> dict:
     """A prompt is {"name", "text"} (tokenized by llama.cpp) or {"name", "tokens": [ids]} (used as is)."""
     of = tmp / "out.bin"
     cmd = [tool, "-m", str(model), "-o", str(of), "--n-predict", str(n_predict), "--threads", str(threads)]
+    if repack:
+        cmd.append("--repack")
     if "tokens" in prompt:
         pf = tmp / "prompt.ids"
         pf.write_text(" ".join(str(int(t)) for t in prompt["tokens"]))
@@ -217,7 +220,7 @@ def generate(args, tool: str, out: Path) -> None:
     results = []
     with tempfile.TemporaryDirectory() as td:
         for p in prompts:
-            r = run_dump(tool, model, p, args.n_predict, args.threads, Path(td))
+            r = run_dump(tool, model, p, args.n_predict, args.threads, Path(td), args.repack)
             results.append(r)
 
     # ---- sanity checks
@@ -363,6 +366,9 @@ def main() -> int:
     ap.add_argument("--test-model", metavar="ARCH",
                     help="generate the random-weight test model of ARCH with tokenscope-cli (into a temp dir)")
     ap.add_argument("--seed", type=int, default=1, help="seed for --test-model (default 1)")
+    ap.add_argument("--repack", action="store_true",
+                    help="llama.cpp's default weight repacking (its CPU extra buffers) instead of --no-repack; "
+                         "with --type the default --out becomes types/ARCH-TYPE-repack.gguf")
     ap.add_argument("--type", help="with --test-model: every matrix of this weight type (make-test-model --type); "
                     "defaults become --prompts prompts-types.json, --out types/ARCH-TYPE.gguf, --n-predict 16")
     ap.add_argument("--cli", default=str(DEFAULT_CLI), help="tokenscope-cli for --test-model")
@@ -382,7 +388,8 @@ def main() -> int:
         args.prompts = str(DATA_DIR / ("prompts-types.json" if args.type else
                                        "prompts-small.json" if small else "prompts.json"))
     if args.out is None:
-        args.out = str(DATA_DIR / (f"types/{args.test_model}-{args.type}.gguf" if args.type else
+        args.out = str(DATA_DIR / (f"types/{args.test_model}-{args.type}{'-repack' if args.repack else ''}.gguf"
+                                   if args.type else
                                    f"test-{args.test_model}.gguf" if small else "gemma3-270m.gguf"))
     if args.n_predict is None:
         args.n_predict = 16 if args.type else 32 if small else 64

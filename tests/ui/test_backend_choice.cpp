@@ -3,6 +3,7 @@
 // the default model loads on a Vulkan device (lavapipe in CI) and the stepper runs a step there,
 // with the KV gauges naming the device; auto without a CUDA device or a Vulkan GPU falls back to the
 // CPU and says why.
+#include "backend/backend_factory.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/vulkan/vulkan_backend.h"
 #include "bridge/engine_controller.h"
@@ -44,12 +45,17 @@ void TestBackendChoice::pickerListsTheDevices()
     const auto cuda = engine::list_cuda_devices();
     // CUDA devices first (or one greyed-out entry saying why there is none), then each Vulkan device
     // in the default f32 arithmetic, and again ("Vulkan exact: …") where it has 64-bit floats
-    int expected = 2 + std::max<int>(1, int(cuda.devices.size()));
+    int expected = 3 + std::max<int>(1, int(cuda.devices.size()));
     for (const auto& d : devices)
         expected += d.usable && d.float64 ? 2 : 1;
     QCOMPARE(picker->count(), expected);
     QCOMPARE(picker->itemText(0), QString("CPU"));
-    int item = 2;
+    // the CPU once more in llama.cpp's plain (--no-repack) order
+    QCOMPARE(picker->itemText(1), QString("CPU, plain order"));
+    QCOMPARE(picker->itemData(1).toStringList().value(0), QString("cpu-plain"));
+    QCOMPARE(engine::parse_backend_choice("cpu-plain")->cpu_order, engine::WeightOrder::Plain);
+    QCOMPARE(engine::parse_backend_choice("cpu")->cpu_order, engine::WeightOrder::LlamaCppDefault);
+    int item = 3;
     auto* items = qobject_cast<QStandardItemModel*>(picker->model());
     QVERIFY(items);
     if (cuda.devices.empty()) {

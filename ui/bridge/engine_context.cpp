@@ -60,17 +60,24 @@ engine::Session& EngineContext::stepperSession()
         const engine::BackendChoice choice =
             engine::parse_backend_choice(backend_name.toStdString()).value_or(engine::BackendChoice{});
         std::string fallback;
-        auto backend = engine::make_backend(choice.kind, model, n_ctx, threads, &fallback, device, choice.vulkan_exact);
+        auto backend = engine::make_backend(choice.kind, model, n_ctx, threads, &fallback, device, choice.vulkan_exact,
+                                            choice.cpu_order);
         spdlog::info("stepper: a session of its own on {}", backend->name());
         stepper_session = std::make_unique<engine::Session>(model, std::move(backend), 128);
     }
     return *stepper_session;
 }
 
+engine::WeightOrder EngineContext::cpuOrder() const
+{
+    return engine::parse_backend_choice(backend_name.toStdString()).value_or(engine::BackendChoice{}).cpu_order;
+}
+
 engine::Backend& EngineContext::labBackend()
 {
     if (!lab_backend)
-        lab_backend = engine::make_cpu_backend(model, {.threads = threads, .n_ctx = uint32_t(kMaxLabTokens) + 1});
+        lab_backend = engine::make_cpu_backend(
+            model, {.threads = threads, .n_ctx = uint32_t(kMaxLabTokens) + 1, .order = cpuOrder()});
     return *lab_backend;
 }
 

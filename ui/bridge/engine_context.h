@@ -3,6 +3,7 @@
 
 #include "bridge/engine_types.h"
 
+#include "backend/backend.h"
 #include "chat/chat_prompt.h"
 #include "session/attention_recorder.h"
 
@@ -80,6 +81,9 @@ public:
     int threads = 0;
     quint32 n_ctx = 0;
     QString backend_name; // as the load asked for it, for the stepper's session
+    // The CPU backends' summation order for this backend choice (the lab's, attention's and text
+    // analysis' backends run on the CPU in the order the user chose).
+    engine::WeightOrder cpuOrder() const;
     int device = -1;
 
 private:

@@ -9,6 +9,7 @@
 #include "model/memory_plan.h"
 #include "model/model.h"
 #include "quant/dequant.h"
+#include "quant/vec_dot.h"
 #include "util/error.h"
 #include "util/fp16.h"
 
@@ -45,7 +46,11 @@ class CpuBackend final : public LayeredBackend {
 public:
     CpuBackend(std::shared_ptr<const Model> model, const CpuBackendOptions& options);
 
-    std::string name() const override { return fmt::format("CPU ({} threads)", m_pool.size()); }
+    std::string name() const override
+    {
+        return fmt::format("CPU ({} threads, llama.cpp order: {})", m_pool.size(),
+                           weight_order_name(m_repack ? WeightOrder::Repacked : WeightOrder::Plain));
+    }
     std::string_view kind() const override { return "cpu"; }
     KvCache& kv_cache() override { return m_kv; }
     const KvCache& kv_cache() const override { return m_kv; }
@@ -105,6 +110,7 @@ private:
     const std::vector<float>& vector_of(const TensorView& t) const { return m_vectors.at(t.info); }
 
     ThreadPool m_pool;
+    bool m_repack = false; // llama.cpp's repacked order for the matrices it repacks
     KvCache m_kv;
     std::unordered_map<const gguf::TensorInfo*, std::vector<float>> m_vectors;
     cpu::MatMul m_matmul;
@@ -120,6 +126,7 @@ private:
 
 CpuBackend::CpuBackend(std::shared_ptr<const Model> model, const CpuBackendOptions& options)
     : LayeredBackend(std::move(model)), m_pool(options.threads > 0 ? options.threads : default_thread_count()),
+      m_repack(resolved_weight_order(options.order) == WeightOrder::Repacked),
       m_kv(checked_kv_config(m_model->config(), options.n_ctx))
 {
     for_each_weight(*m_model, [&](const TensorView& t, WeightUse use) {
@@ -219,8 +226,12 @@ void CpuBackend::rmsnorm(Act in, Act out, const TensorView& weight, uint32_t wid
 
 void CpuBackend::matmul_rows(const TensorView& w, Act in, Act out, uint32_t row0, uint32_t n_rows, uint32_t order)
 {
+    // llama.cpp repacks a matrix read by its matmuls only: never the embedding table (nor a head tied
+    // to it)
+    const bool repacked =
+        m_repack && llama_cpp_repacks(w.type(), w.rows()) && w.info && w.info->name != "token_embd.weight";
     m_matmul.run(m_pool, w, buffer(in).data() + std::size_t(row0) * std::size_t(w.cols()), n_rows,
-                 buffer(out).data() + std::size_t(row0) * std::size_t(w.rows()), order, m_matmul_input == in);
+                 buffer(out).data() + std::size_t(row0) * std::size_t(w.rows()), order, m_matmul_input == in, repacked);
     if (in == out)
         m_matmul_input.reset();
     else
@@ -464,6 +475,18 @@ void CpuBackend::read_cache(uint32_t layer, uint32_t kv_head, uint32_t n, std::v
 }
 
 } // namespace
+
+std::string_view weight_order_name(WeightOrder order)
+{
+    return resolved_weight_order(order) == WeightOrder::Repacked ? "repacked" : "plain";
+}
+
+WeightOrder resolved_weight_order(WeightOrder order)
+{
+    if (order != WeightOrder::LlamaCppDefault)
+        return order;
+    return simd_level() != SimdLevel::Scalar ? WeightOrder::Repacked : WeightOrder::Plain;
+}
 
 std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const Model> model, const CpuBackendOptions& options)
 {

@@ -89,7 +89,7 @@ void kernel_swiglu(const float* gate, const float* up, float* y, int64_t n)
 }
 
 void MatMul::run(ThreadPool& pool, const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t order_batch,
-                 bool x_unchanged)
+                 bool x_unchanged, bool repacked)
 {
     const int64_t cols = w.cols();
     const ActivationFormat format = activation_format(w.type());
@@ -97,7 +97,7 @@ void MatMul::run(ThreadPool& pool, const TensorView& w, const float* x, int64_t 
                        m_holds.format == format;
     if (!reuse)
         quantize_rows(pool, x, n_tokens, cols, format);
-    multiply(pool, w, n_tokens, y, order_batch);
+    multiply(pool, w, n_tokens, y, order_batch, repacked);
 }
 
 void MatMul::quantize_rows(ThreadPool& pool, const float* x, int64_t n_tokens, int64_t cols, ActivationFormat format)
@@ -129,16 +129,23 @@ void MatMul::quantize_rows(ThreadPool& pool, const float* x, int64_t n_tokens, i
     m_holds = {x, n_tokens, cols, format};
 }
 
-void MatMul::multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, float* y, int64_t order_batch)
+void MatMul::multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, float* y, int64_t order_batch,
+                      bool repacked)
 {
     const int64_t cols = w.cols(), rows = w.rows();
     const std::size_t row_bytes = activation_row_bytes(m_holds.format, cols);
     const int64_t order = std::max(n_tokens, order_batch);
-    const VecDotFn dot = vec_dot_for_batch(w.type(), cols, order);
+    const VecDotFn dot = repacked ? vec_dot_repacked(w.type(), false) : vec_dot_for_batch(w.type(), cols, order);
     if (!dot)
         throw UnsupportedError(fmt::format("no dot product for {} (tensor {})", w.info->type.name, w.info->name));
-    const VecDotX4Fn dot4 = n_tokens >= 4 ? vec_dot_x4_for_batch(w.type(), order) : nullptr;
-    const VecDotX8Fn dot8 = m_packed8.empty() ? nullptr : vec_dot_x8_for_batch(w.type(), order);
+    // llama.cpp's repacked matmul takes a batch's whole groups of four tokens through its gemm and the
+    // rest through its gemv, which sum Q4_K in different orders
+    const int64_t gemm_tokens = repacked && n_tokens > 3 ? n_tokens - n_tokens % 4 : 0;
+    const VecDotFn dot_gemm = repacked ? vec_dot_repacked(w.type(), true) : dot;
+    const VecDotX4Fn dot4 = n_tokens < 4 ? nullptr
+                            : repacked   ? vec_dot_repacked_x4(w.type())
+                                         : vec_dot_x4_for_batch(w.type(), order);
+    const VecDotX8Fn dot8 = m_packed8.empty() || repacked ? nullptr : vec_dot_x8_for_batch(w.type(), order);
     const std::size_t group_bytes = packed8_bytes(m_holds.format, cols);
     const uint8_t* xq = m_quantized.data();
     // Rows in chunks of 16, tokens in tiles of 32: a tile's quantized activations and the chunk's
@@ -167,8 +174,8 @@ void MatMul::multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, f
                             for (int i = 0; i < 8; ++i)
                                 y[(t + i) * rows + r] = out[i];
                         }
-                    if (dot4) // four tokens per pass
-                        for (; t + 4 <= t1; t += 4) {
+                    if (dot4) // four tokens per pass (in the repacked order, the gemm's tokens only)
+                        for (; t + 4 <= (repacked ? std::min(t1, gemm_tokens) : t1); t += 4) {
                             const void* a[4];
                             for (int i = 0; i < 4; ++i)
                                 a[i] = xq + static_cast<std::size_t>(t + i) * row_bytes;
@@ -178,7 +185,8 @@ void MatMul::multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, f
                                 y[(t + i) * rows + r] = out[i];
                         }
                     for (; t < t1; ++t)
-                        y[t * rows + r] = dot(wr, xq + static_cast<std::size_t>(t) * row_bytes, cols);
+                        y[t * rows + r] =
+                            (t < gemm_tokens ? dot_gemm : dot)(wr, xq + static_cast<std::size_t>(t) * row_bytes, cols);
                 }
             }
         }

@@ -33,12 +33,15 @@ public:
     // caller vouches that x holds what it held at the previous run; if that run quantized the same
     // x (same address, rows, width and format) its quantized rows are used again — Q, K and V (and
     // gate and up) read one input, which is then quantized once for the group.
+    // repacked: llama.cpp's repacked order for this matrix (vec_dot_repacked; the caller checks
+    // llama_cpp_repacks), whatever the batch.
     void run(ThreadPool& pool, const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t order_batch = 0,
-             bool x_unchanged = false);
+             bool x_unchanged = false, bool repacked = false);
 
 private:
     void quantize_rows(ThreadPool& pool, const float* x, int64_t n_tokens, int64_t cols, ActivationFormat format);
-    void multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, float* y, int64_t order_batch);
+    void multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, float* y, int64_t order_batch,
+                  bool repacked);
 
     struct Quantized {
         const float* x = nullptr;

@@ -30,6 +30,9 @@ VecDotX8Fn x8(GgmlType type);
 VecDotFn tiled(GgmlType type);
 VecDotX4Fn tiled_x4(GgmlType type);
 VecDotX8Fn tiled_x8(GgmlType type);
+// llama.cpp's repacked order (vec_dot_repacked)
+VecDotFn repacked(GgmlType type, bool gemm);
+VecDotX4Fn repacked_x4(GgmlType type);
 } // namespace types_avx2
 
 // AVX-512 VNNI versions, bit-identical to the AVX2 ones (vec_dot_avx512.cpp, compiled with

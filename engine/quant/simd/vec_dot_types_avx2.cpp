@@ -280,32 +280,36 @@ struct Iq4xsBlock : SignedChunks {
     }
 };
 
-// Q5_K in the tiled order (its one-row kernel is vec_dot_avx2.cpp's): Q4_K's unpacking with the
-// fifth bit, the minimums as one exact sum.
-struct Q5kBlock {
+// Q4_K and Q5_K decoded for the orders that sum a whole super-block's integers: llama.cpp's tiled
+// order (Q5_K; Q4_K's is vec_dot_avx2.cpp's) and its repacked order (Q4_K). The minimums as one exact
+// sum.
+template <bool Five> struct Q45kBlock {
     __m256i lo[4], hi[4];
     __m256i mins; // mins_pairs_epi16
-    int sc[8];
+    int sc[8], m[8];
     float d, dmin;
-    explicit Q5kBlock(const uint8_t* x)
+    explicit Q45kBlock(const uint8_t* x)
     {
         const __m256i low_mask = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-        int m[8];
         scale_min_k4(x + 4, sc, m);
         mins = mins_pairs_epi16(m);
         const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16));
         for (int c = 0; c < 4; ++c) {
-            const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 48 + 32 * c));
-            const __m256i bit_lo = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * c), one);
-            const __m256i bit_hi = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * c + 1), one);
-            lo[c] = _mm256_or_si256(_mm256_and_si256(bytes, low_mask), _mm256_slli_epi16(bit_lo, 4));
-            hi[c] =
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_mask), _mm256_slli_epi16(bit_hi, 4));
+            const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + (Five ? 48 : 16) + 32 * c));
+            lo[c] = _mm256_and_si256(bytes, low_mask);
+            hi[c] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_mask);
+            if constexpr (Five) {
+                const __m256i bit_lo = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * c), one);
+                const __m256i bit_hi = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * c + 1), one);
+                lo[c] = _mm256_or_si256(lo[c], _mm256_slli_epi16(bit_lo, 4));
+                hi[c] = _mm256_or_si256(hi[c], _mm256_slli_epi16(bit_hi, 4));
+            }
         }
         d = half(x);
         dmin = half(x + 2);
     }
-    float step(float acc, const BlockQ8_K& y) const
+    // s1 = Σ scale · (q · q8), s2 = Σ min · (bsum pair), both exact
+    void sums(const BlockQ8_K& y, int& s1, int& s2) const
     {
         __m256i isum = _mm256_setzero_si256();
         for (int c = 0; c < 4; ++c) {
@@ -314,11 +318,132 @@ struct Q5kBlock {
             isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], load_qs(y.qs + 64 * c + 32)),
                                                             _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]))));
         }
-        int s1 = 0, s2 = 0;
         hsum2_i32(isum, _mm256_madd_epi16(load_bsums(y.bsums), mins), s1, s2);
+    }
+    float step(float acc, const BlockQ8_K& y) const
+    {
+        int s1 = 0, s2 = 0;
+        sums(y, s1, s2);
         return tiled_step(acc, d, s1, dmin, s2, y.d, true);
     }
+    // The same sums per 64-element pair c (sub-blocks 2c and 2c + 1), exact
+    void pair_sums(const BlockQ8_K& y, int s1[4], int s2[4]) const
+    {
+        __m256i v[4];
+        for (int c = 0; c < 4; ++c)
+            v[c] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], load_qs(y.qs + 64 * c)),
+                                                      _mm256_set1_epi16(static_cast<short>(sc[2 * c]))),
+                                    _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], load_qs(y.qs + 64 * c + 32)),
+                                                      _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]))));
+        const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(s1),
+                         _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+        for (int c = 0; c < 4; ++c)
+            s2[c] = m[2 * c] * (y.bsums[4 * c] + y.bsums[4 * c + 1]) +
+                    m[2 * c + 1] * (y.bsums[4 * c + 2] + y.bsums[4 * c + 3]);
+    }
 };
+using Q5kBlock = Q45kBlock<true>;
+
+// ---- llama.cpp's repacked order -------------------------------------------------------------------
+// Each block's whole integer sum, fused into one float accumulator with d_w · d_a (Q4_K: the
+// minimums into a second one, subtracted at the end).
+
+template <__m256i (*Unpack)(const uint8_t*)> float dot_repacked_b32(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b, x += 18) {
+        prefetch_ahead(x, 1);
+        const int isum = hsum_i32(dot_i8(Unpack(x), load_qs(y[b].qs)));
+        acc = std::fma(static_cast<float>(isum), half(x) * _cvtsh_ss(y[b].d), acc);
+    }
+    return acc;
+}
+
+template <__m256i (*Unpack)(const uint8_t*)>
+void dot_repacked_b32_x4(const void* w, const void* const a[4], int64_t n, float out[4])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const BlockQ8_0* y[4] = {static_cast<const BlockQ8_0*>(a[0]), static_cast<const BlockQ8_0*>(a[1]),
+                             static_cast<const BlockQ8_0*>(a[2]), static_cast<const BlockQ8_0*>(a[3])};
+    const __m256i ones = _mm256_set1_epi16(1);
+    float acc[4] = {};
+    for (int64_t b = 0; b < n / 32; ++b, x += 18) {
+        const __m256i q = Unpack(x);
+        const __m256i abs_q = _mm256_sign_epi8(q, q);
+        const float dx = half(x);
+        __m256i p[4];
+        for (int t = 0; t < 4; ++t)
+            p[t] = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(load_qs(y[t][b].qs), q)), ones);
+        // four horizontal sums at once (exact): pairs, then quads
+        const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+        const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        alignas(16) int isum[4];
+        _mm_store_si128(reinterpret_cast<__m128i*>(isum), s);
+        for (int t = 0; t < 4; ++t)
+            acc[t] = std::fma(static_cast<float>(isum[t]), dx * _cvtsh_ss(y[t][b].d), acc[t]);
+    }
+    for (int t = 0; t < 4; ++t)
+        out[t] = acc[t];
+}
+
+float dot_repacked_q4_k(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float acc = 0.0f, acc_min = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b, x += 144) {
+        prefetch_ahead(x, 144);
+        const Q45kBlock<false> blk(x);
+        int s1 = 0, s2 = 0;
+        blk.sums(y[b], s1, s2);
+        acc = std::fma(static_cast<float>(s1), blk.d * y[b].d, acc);
+        acc_min = std::fma(static_cast<float>(s2), blk.dmin * y[b].d, acc_min);
+    }
+    return acc - acc_min;
+}
+
+// Its gemm's order (rows in whole groups of four): fused per 64-element pair.
+float dot_repacked_q4_k_gemm(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    float acc = 0.0f, acc_min = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b, x += 144) {
+        const Q45kBlock<false> blk(x);
+        int s1[4], s2[4];
+        blk.pair_sums(y[b], s1, s2);
+        const float d = blk.d * y[b].d, dmin = blk.dmin * y[b].d;
+        for (int c = 0; c < 4; ++c) {
+            acc = std::fma(static_cast<float>(s1[c]), d, acc);
+            acc_min = std::fma(static_cast<float>(s2[c]), dmin, acc_min);
+        }
+    }
+    return acc - acc_min;
+}
+
+void dot_repacked_q4_k_x4(const void* w, const void* const a[4], int64_t n, float out[4])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    float acc[4] = {}, acc_min[4] = {};
+    for (int64_t b = 0; b < n / 256; ++b, x += 144) {
+        const Q45kBlock<false> blk(x);
+        for (int t = 0; t < 4; ++t) {
+            const BlockQ8_K& y = static_cast<const BlockQ8_K*>(a[t])[b];
+            int s1[4], s2[4];
+            blk.pair_sums(y, s1, s2);
+            const float d = blk.d * y.d, dmin = blk.dmin * y.d;
+            for (int c = 0; c < 4; ++c) {
+                acc[t] = std::fma(static_cast<float>(s1[c]), d, acc[t]);
+                acc_min[t] = std::fma(static_cast<float>(s2[c]), dmin, acc_min[t]);
+            }
+        }
+    }
+    for (int t = 0; t < 4; ++t)
+        out[t] = acc[t] - acc_min[t];
+}
 
 template <typename Block, int kBytes> float dot_k_lanes(const void* w, const void* a, int64_t n)
 {
@@ -533,6 +658,34 @@ VecDotX8Fn tiled_x8(GgmlType type)
         return dot_tiled_x8<Q5kBlock, 176>;
     case GgmlType::IQ4_XS:
         return dot_tiled_x8<Iq4xsBlock, 136>;
+    default:
+        return nullptr;
+    }
+}
+
+VecDotFn repacked(GgmlType type, bool gemm)
+{
+    switch (type) {
+    case GgmlType::Q4_0:
+        return dot_repacked_b32<unpack_q4_0>;
+    case GgmlType::IQ4_NL:
+        return dot_repacked_b32<unpack_iq4_nl>;
+    case GgmlType::Q4_K:
+        return gemm ? dot_repacked_q4_k_gemm : dot_repacked_q4_k;
+    default:
+        return nullptr;
+    }
+}
+
+VecDotX4Fn repacked_x4(GgmlType type)
+{
+    switch (type) {
+    case GgmlType::Q4_0:
+        return dot_repacked_b32_x4<unpack_q4_0>;
+    case GgmlType::IQ4_NL:
+        return dot_repacked_b32_x4<unpack_iq4_nl>;
+    case GgmlType::Q4_K:
+        return dot_repacked_q4_k_x4;
     default:
         return nullptr;
     }
