@@ -47,7 +47,7 @@ for type in $TYPES; do
     "$OURS" info --json "$twin" | python3 -c '
 import json, sys
 want = sys.argv[1]
-other = [f"{t[\"name\"]} ({t[\"type\"]})" for t in json.load(sys.stdin)["tensors"] if len(t["shape"]) == 2 and t["type"] != want]
+other = ["%s (%s)" % (t["name"], t["type"]) for t in json.load(sys.stdin)["tensors"] if len(t["shape"]) == 2 and t["type"] != want]
 if other:
     sys.exit(f"refused: the {want} twin holds matrices of other types: " + ", ".join(other[:5]))
 ' "$type"

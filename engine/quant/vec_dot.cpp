@@ -258,6 +258,16 @@ VecDotFn vec_dot_repacked(GgmlType type, bool gemm)
     return vec_dot_repacked_scalar(type, gemm);
 }
 
+VecDotRows8Fn vec_dot_repacked_rows8(GgmlType type, bool gemm)
+{
+    return simd_level() != SimdLevel::Scalar ? simd::types_avx2::repacked_rows8(type, gemm) : nullptr;
+}
+
+VecDotRows8x4Fn vec_dot_repacked_rows8x4(GgmlType type)
+{
+    return simd_level() != SimdLevel::Scalar ? simd::types_avx2::repacked_rows8x4(type) : nullptr;
+}
+
 VecDotX4Fn vec_dot_repacked_x4(GgmlType type)
 {
     return simd_level() != SimdLevel::Scalar ? simd::types_avx2::repacked_x4(type) : nullptr;

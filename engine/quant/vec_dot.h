@@ -53,11 +53,21 @@ VecDotFn vec_dot_batched_scalar(GgmlType type, int64_t n);
 // embedding table, read a row at a time, never; a head tied to it neither). The same for every
 // batch size.
 bool llama_cpp_repacks(GgmlType type, int64_t rows);
+// Eight consecutive weight rows (row_bytes apart) against one activation row: out[i] for row i.
+using VecDotRows8Fn = void (*)(const void* w, std::size_t row_bytes, const void* a, int64_t n, float out[8]);
+// The same for four activation rows: out[t][i] for token t and row i.
+using VecDotRows8x4Fn = void (*)(const void* w, std::size_t row_bytes, const void* const a[4], int64_t n,
+                                 float out[4][8]);
 // The widest kernels the CPU has for that order (nullptr for a type llama.cpp does not repack): its
 // gemm's (gemm = true: the rows of a batch's whole groups of four, when it has four or more) or its
 // gemv's (the others); the four-row kernels are the gemm's.
 VecDotFn vec_dot_repacked(GgmlType type, bool gemm);
 VecDotX4Fn vec_dot_repacked_x4(GgmlType type);
+// Eight rows at once, each row's accumulator in a SIMD lane as llama.cpp's interleaved kernels keep
+// it (the same bits as eight one-row calls); nullptr where the CPU has none.
+VecDotRows8Fn vec_dot_repacked_rows8(GgmlType type, bool gemm);
+// Eight rows against four tokens in the gemm's order (each weight block decoded once for the four).
+VecDotRows8x4Fn vec_dot_repacked_rows8x4(GgmlType type);
 VecDotFn vec_dot_repacked_scalar(GgmlType type, bool gemm);
 
 // The portable scalar implementation (tests compare every SIMD path against it).

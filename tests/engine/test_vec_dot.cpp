@@ -294,6 +294,23 @@ void TestVecDot::repackedOrderSimdMatchesScalar()
         QCOMPARE(std::bit_cast<uint32_t>(four[i]),
                  std::bit_cast<uint32_t>(vec_dot_repacked_scalar(gt, true)(w, a[i], n)));
     }
+    // eight rows at once, each in its own lane: each row's one-row bits, in both orders
+    const std::size_t row_bytes = ggml_row_bytes(ggml_type_traits(gt), n);
+    std::vector<uint8_t> rows8(8 * row_bytes);
+    fill_random_tensor(std::as_writable_bytes(std::span(rows8)), gt, false, 11, 2);
+    for (const bool gemm : {false, true}) {
+        float eight[8] = {};
+        vec_dot_repacked_rows8(gt, gemm)(rows8.data(), row_bytes, a[0], n, eight);
+        for (int r = 0; r < 8; ++r)
+            QCOMPARE(std::bit_cast<uint32_t>(eight[r]),
+                     std::bit_cast<uint32_t>(vec_dot_repacked_scalar(gt, gemm)(rows8.data() + r * row_bytes, a[0], n)));
+    }
+    float block[4][8] = {};
+    vec_dot_repacked_rows8x4(gt)(rows8.data(), row_bytes, a, n, block);
+    for (int t = 0; t < 4; ++t)
+        for (int r = 0; r < 8; ++r)
+            QCOMPARE(std::bit_cast<uint32_t>(block[t][r]),
+                     std::bit_cast<uint32_t>(vec_dot_repacked_scalar(gt, true)(rows8.data() + r * row_bytes, a[t], n)));
 }
 
 void TestVecDot::fourRowKernelsMatchOneRow()

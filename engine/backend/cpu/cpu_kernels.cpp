@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cmath>
+#include <functional>
 #include <spdlog/fmt/fmt.h>
 
 namespace engine::cpu {
@@ -191,10 +192,47 @@ void MatMul::multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, f
             }
         }
     };
+    // The repacked order's eight-row kernels: each of eight rows in its own SIMD lane, as llama.cpp's
+    // interleaved layout has them (the same bits as one row at a time).
+    const VecDotRows8Fn rows8 = repacked ? vec_dot_repacked_rows8(w.type(), false) : nullptr;
+    const VecDotRows8Fn rows8_gemm = repacked ? vec_dot_repacked_rows8(w.type(), true) : nullptr;
+    const VecDotRows8x4Fn rows8x4 = repacked ? vec_dot_repacked_rows8x4(w.type()) : nullptr;
+    const auto body_rows8 = [&](std::size_t begin, std::size_t end) {
+        for (std::size_t task = begin; task < end; ++task) {
+            const int64_t r0 = static_cast<int64_t>(task) * kRowsPerTask;
+            const int64_t r1 = std::min(rows, r0 + kRowsPerTask);
+            for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
+                const int64_t t1 = std::min(n_tokens, t0 + kTokenTile);
+                for (int64_t r = r0; r + 8 <= r1; r += 8) {
+                    int64_t t = t0;
+                    if (rows8x4) // the gemm's tokens four at a time: each weight block decoded once
+                        for (; t + 4 <= std::min(t1, gemm_tokens); t += 4) {
+                            const void* a[4];
+                            for (int i = 0; i < 4; ++i)
+                                a[i] = xq + static_cast<std::size_t>(t + i) * row_bytes;
+                            float out[4][8];
+                            rows8x4(w.row(r), w.row_bytes, a, cols, out);
+                            for (int i = 0; i < 4; ++i)
+                                for (int k = 0; k < 8; ++k)
+                                    y[(t + i) * rows + r + k] = out[i][k];
+                        }
+                    for (; t < t1; ++t) {
+                        float out[8];
+                        (t < gemm_tokens ? rows8_gemm : rows8)(w.row(r), w.row_bytes,
+                                                               xq + static_cast<std::size_t>(t) * row_bytes, cols, out);
+                        for (int i = 0; i < 8; ++i)
+                            y[t * rows + r + i] = out[i];
+                    }
+                }
+            }
+        }
+    };
+    using Range = std::function<void(std::size_t, std::size_t)>;
+    const Range run = rows8 && rows8_gemm && rows % 8 == 0 ? Range(body_rows8) : Range(body);
     if (n_tokens >= 8)
-        pool.parallel_for_dynamic(tasks, 1, body);
+        pool.parallel_for_dynamic(tasks, 1, run);
     else
-        pool.parallel_for(tasks, body);
+        pool.parallel_for(tasks, run);
 }
 
 } // namespace engine::cpu

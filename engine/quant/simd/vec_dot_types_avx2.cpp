@@ -405,6 +405,156 @@ float dot_repacked_q4_k(const void* w, const void* a, int64_t n)
     return acc - acc_min;
 }
 
+// Eight vectors of eight exact int32 partial sums → one vector of their eight totals (exact).
+inline __m256i transpose_sums(const __m256i v[8])
+{
+    // lanes: [v0 lo, v1 lo, v2 lo, v3 lo | v0 hi, v1 hi, v2 hi, v3 hi] (lo: lanes 0–3 summed, hi: 4–7)
+    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
+}
+
+// Eight rows, one token: each row's accumulator in its own lane (llama.cpp's interleaved gemv keeps
+// eight columns so), fed block by block with the same fused multiply-adds as the one-row kernel.
+template <__m256i (*Unpack)(const uint8_t*)>
+void dot_repacked_b32_rows8(const void* w, std::size_t row_bytes, const void* a, int64_t n, float out[8])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const __m256i qy = load_qs(y[b].qs);
+        __m256i v[8];
+        alignas(32) float dw[8];
+        for (int r = 0; r < 8; ++r) {
+            const uint8_t* xr = x + r * row_bytes + b * 18;
+            const __m256i q = Unpack(xr);
+            v[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(qy, q)), ones);
+            dw[r] = half(xr);
+        }
+        const __m256 d = _mm256_mul_ps(_mm256_load_ps(dw), _mm256_set1_ps(_cvtsh_ss(y[b].d)));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums(v)), d, acc);
+    }
+    _mm256_storeu_ps(out, acc);
+}
+
+template <__m256i (*Unpack)(const uint8_t*)>
+void dot_repacked_b32_rows8x4(const void* w, std::size_t row_bytes, const void* const a[4], int64_t n, float out[4][8])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t b = 0; b < n / 32; ++b) {
+        __m256i q[8], abs_q[8];
+        alignas(32) float dw[8];
+        for (int r = 0; r < 8; ++r) {
+            const uint8_t* xr = x + r * row_bytes + b * 18;
+            q[r] = Unpack(xr);
+            abs_q[r] = _mm256_sign_epi8(q[r], q[r]);
+            dw[r] = half(xr);
+        }
+        const __m256 d_rows = _mm256_load_ps(dw);
+        for (int t = 0; t < 4; ++t) {
+            const BlockQ8_0& y = static_cast<const BlockQ8_0*>(a[t])[b];
+            const __m256i qy = load_qs(y.qs);
+            __m256i v[8];
+            for (int r = 0; r < 8; ++r)
+                v[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q[r], _mm256_sign_epi8(qy, q[r])), ones);
+            const __m256 d = _mm256_mul_ps(d_rows, _mm256_set1_ps(_cvtsh_ss(y.d)));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums(v)), d, acc[t]);
+        }
+    }
+    for (int t = 0; t < 4; ++t)
+        _mm256_storeu_ps(out[t], acc[t]);
+}
+
+void dot_repacked_q4_k_rows8x4(const void* w, std::size_t row_bytes, const void* const a[4], int64_t n, float out[4][8])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    __m256 acc[4], acc_min[4];
+    for (int t = 0; t < 4; ++t)
+        acc[t] = acc_min[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 256; ++b) {
+        alignas(32) int s1[4][4][8], s2[4][4][8]; // [token][pair][row]
+        alignas(32) float dw[8], dminw[8];
+        for (int r = 0; r < 8; ++r) {
+            const Q45kBlock<false> blk(x + r * row_bytes + b * 144);
+            for (int t = 0; t < 4; ++t) {
+                int p1[4], p2[4];
+                blk.pair_sums(static_cast<const BlockQ8_K*>(a[t])[b], p1, p2);
+                for (int c = 0; c < 4; ++c) {
+                    s1[t][c][r] = p1[c];
+                    s2[t][c][r] = p2[c];
+                }
+            }
+            dw[r] = blk.d;
+            dminw[r] = blk.dmin;
+        }
+        for (int t = 0; t < 4; ++t) {
+            const float dy = static_cast<const BlockQ8_K*>(a[t])[b].d;
+            const __m256 d = _mm256_mul_ps(_mm256_load_ps(dw), _mm256_set1_ps(dy));
+            const __m256 dmin = _mm256_mul_ps(_mm256_load_ps(dminw), _mm256_set1_ps(dy));
+            for (int c = 0; c < 4; ++c) {
+                acc[t] = _mm256_fmadd_ps(
+                    _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s1[t][c]))), d, acc[t]);
+                acc_min[t] =
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s2[t][c]))),
+                                    dmin, acc_min[t]);
+            }
+        }
+    }
+    for (int t = 0; t < 4; ++t)
+        _mm256_storeu_ps(out[t], _mm256_sub_ps(acc[t], acc_min[t]));
+}
+
+template <bool Gemm>
+void dot_repacked_q4_k_rows8(const void* w, std::size_t row_bytes, const void* a, int64_t n, float out[8])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 256; ++b) {
+        alignas(32) float dw[8], dminw[8];
+        if constexpr (Gemm) {
+            alignas(32) int s1[4][8], s2[4][8]; // [pair][row]
+            for (int r = 0; r < 8; ++r) {
+                const Q45kBlock<false> blk(x + r * row_bytes + b * 144);
+                int p1[4], p2[4];
+                blk.pair_sums(y[b], p1, p2);
+                for (int c = 0; c < 4; ++c) {
+                    s1[c][r] = p1[c];
+                    s2[c][r] = p2[c];
+                }
+                dw[r] = blk.d;
+                dminw[r] = blk.dmin;
+            }
+            const __m256 d = _mm256_mul_ps(_mm256_load_ps(dw), _mm256_set1_ps(y[b].d));
+            const __m256 dmin = _mm256_mul_ps(_mm256_load_ps(dminw), _mm256_set1_ps(y[b].d));
+            for (int c = 0; c < 4; ++c) {
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s1[c]))), d,
+                                      acc);
+                acc_min = _mm256_fmadd_ps(
+                    _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s2[c]))), dmin, acc_min);
+            }
+        } else {
+            alignas(32) int s1[8], s2[8];
+            for (int r = 0; r < 8; ++r) {
+                const Q45kBlock<false> blk(x + r * row_bytes + b * 144);
+                blk.sums(y[b], s1[r], s2[r]);
+                dw[r] = blk.d;
+                dminw[r] = blk.dmin;
+            }
+            const __m256 d = _mm256_mul_ps(_mm256_load_ps(dw), _mm256_set1_ps(y[b].d));
+            const __m256 dmin = _mm256_mul_ps(_mm256_load_ps(dminw), _mm256_set1_ps(y[b].d));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s1))), d, acc);
+            acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s2))), dmin,
+                                      acc_min);
+        }
+    }
+    _mm256_storeu_ps(out, _mm256_sub_ps(acc, acc_min));
+}
+
 // Its gemm's order (rows in whole groups of four): fused per 64-element pair.
 float dot_repacked_q4_k_gemm(const void* w, const void* a, int64_t n)
 {
@@ -537,6 +687,29 @@ template <FloatKind K> float dot_float_batched(const void* w, const void* a, int
     return hsum(acc);
 }
 
+// Four tokens against one row in the batched order (the four-row kernels run for batches of 4+ rows);
+// a width that is not a multiple of 8 has no batched order: the one-row kernel, token by token.
+template <FloatKind K> void dot_float_batched_x4(const void* w, const void* const a[4], int64_t n, float out[4])
+{
+    if (n % 8 != 0) {
+        for (int t = 0; t < 4; ++t)
+            out[t] = dot_float<K>(w, a[t], n);
+        return;
+    }
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    for (int64_t i = 0; i < n; i += 8) {
+        const __m256 x = load_float<K>(w, i);
+        acc0 = _mm256_fmadd_ps(x, load_float<K>(a[0], i), acc0);
+        acc1 = _mm256_fmadd_ps(x, load_float<K>(a[1], i), acc1);
+        acc2 = _mm256_fmadd_ps(x, load_float<K>(a[2], i), acc2);
+        acc3 = _mm256_fmadd_ps(x, load_float<K>(a[3], i), acc3);
+    }
+    out[0] = hsum(acc0);
+    out[1] = hsum(acc1);
+    out[2] = hsum(acc2);
+    out[3] = hsum(acc3);
+}
+
 } // namespace
 
 // ---- lookups (vec_dot_avx2.cpp's dispatch asks these after its own) ---------------------------------
@@ -585,11 +758,17 @@ VecDotFn batched(GgmlType type, int64_t n)
     }
 }
 
-// Four rows: Q4_0 and Q4_1/Q5_1 in their one-row order, IQ4_NL in its batched order (the four-row
-// kernels run for batches of 4+ rows only).
+// Four rows: Q4_0 and Q4_1/Q5_1 in their one-row order, IQ4_NL and the float types in their batched
+// order (the four-row kernels run for batches of 4+ rows only).
 VecDotX4Fn x4(GgmlType type)
 {
     switch (type) {
+    case GgmlType::F32:
+        return dot_float_batched_x4<FloatKind::F32>;
+    case GgmlType::F16:
+        return dot_float_batched_x4<FloatKind::F16>;
+    case GgmlType::BF16:
+        return dot_float_batched_x4<FloatKind::BF16>;
     case GgmlType::Q4_0:
         return dot_blocks_x4<18, unpack_q4_0>;
     case GgmlType::IQ4_NL:
@@ -672,6 +851,34 @@ VecDotFn repacked(GgmlType type, bool gemm)
         return dot_repacked_b32<unpack_iq4_nl>;
     case GgmlType::Q4_K:
         return gemm ? dot_repacked_q4_k_gemm : dot_repacked_q4_k;
+    default:
+        return nullptr;
+    }
+}
+
+VecDotRows8Fn repacked_rows8(GgmlType type, bool gemm)
+{
+    switch (type) {
+    case GgmlType::Q4_0:
+        return dot_repacked_b32_rows8<unpack_q4_0>;
+    case GgmlType::IQ4_NL:
+        return dot_repacked_b32_rows8<unpack_iq4_nl>;
+    case GgmlType::Q4_K:
+        return gemm ? dot_repacked_q4_k_rows8<true> : dot_repacked_q4_k_rows8<false>;
+    default:
+        return nullptr;
+    }
+}
+
+VecDotRows8x4Fn repacked_rows8x4(GgmlType type)
+{
+    switch (type) {
+    case GgmlType::Q4_0:
+        return dot_repacked_b32_rows8x4<unpack_q4_0>;
+    case GgmlType::IQ4_NL:
+        return dot_repacked_b32_rows8x4<unpack_iq4_nl>;
+    case GgmlType::Q4_K:
+        return dot_repacked_q4_k_rows8x4;
     default:
         return nullptr;
     }
