@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Greedy continuations of ordinary prompts (not the fixtures'), Tokenscope against llama.cpp's AVX2
-# build in one run: for each prompt and model, where `tokenscope-cli trace --temp 0` parts from
-# llama.cpp's greedy tokens (dump_logits: no flash attention, no weight repacking, one batch — the
-# settings the engine mirrors) and llama.cpp's own top-2 gap at the first near-tie (< 0.1); then,
-# as text, llama-completion with its default weight repacking and with --no-repack beside ours.
+# build in one run, in both of llama.cpp's weight orders: for each prompt and model, where
+# `tokenscope-cli trace --temp 0` (its default: llama.cpp's default, repacked order) parts from
+# llama.cpp's greedy tokens with its default weight repacking (dump_logits --repack), and where
+# `trace --no-repack` parts from llama.cpp's with --no-repack (no flash attention, one batch), with
+# llama.cpp's own top-2 gap at the first near-tie (< 0.1); then, as text, llama-completion with its
+# default weight repacking and with --no-repack.
 #   bench/parity_beyond_fixtures.sh [PROMPTS_FILE] [N]   (prompts: one per line, "\n" for a newline)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,27 +34,31 @@ def read_dump(path):
     greedy = list(struct.unpack(f'<{k}i', d[off:off + 4 * k])); off += 8 * k
     gaps = list(struct.unpack(f'<{k}f', d[off:off + 4 * k]))
     return greedy, gaps
-same = 0
+same = {'repack': 0, 'no-repack': 0}
 lines = [l.replace('\\n', '\n') for l in open(prompts, encoding='utf-8').read().splitlines() if l.strip()]
 for i, p in enumerate(lines):
     pf = f'{tmp}/p.txt'; open(pf, 'w', encoding='utf-8').write(p)
-    subprocess.run([dump, '-m', model, '-f', pf, '-o', f'{tmp}/ref.bin', '--n-predict', n, '--threads', '2'],
-                   check=True, capture_output=True)
-    ref, gaps = read_dump(f'{tmp}/ref.bin')
-    subprocess.run([cli, 'trace', model, '-p', p, '-n', n, '--temp', '0', '--json', f'{tmp}/t.json'],
-                   check=True, capture_output=True)
-    ours = [s['token'] for s in json.load(open(f'{tmp}/t.json'))['steps']]
-    part = next((j for j in range(min(len(ours), len(ref))) if ours[j] != ref[j]), None)
-    tie = next((j for j, g in enumerate(gaps) if g < 0.1), None)
-    same += part is None and len(ours) == len(ref)
+    verdicts = []
+    for order, dump_extra, ours_extra in (('repack', ['--repack'], []), ('no-repack', [], ['--no-repack'])):
+        subprocess.run([dump, '-m', model, '-f', pf, '-o', f'{tmp}/ref.bin', '--n-predict', n, '--threads', '2']
+                       + dump_extra, check=True, capture_output=True)
+        ref, gaps = read_dump(f'{tmp}/ref.bin')
+        subprocess.run([cli, 'trace', model, '-p', p, '-n', n, '--temp', '0', '--json', f'{tmp}/t.json'] + ours_extra,
+                       check=True, capture_output=True)
+        ours = [s['token'] for s in json.load(open(f'{tmp}/t.json'))['steps']]
+        part = next((j for j in range(min(len(ours), len(ref))) if ours[j] != ref[j]), None)
+        tie = next((j for j, g in enumerate(gaps) if g < 0.1), None)
+        same[order] += part is None and len(ours) == len(ref)
+        verdicts.append(f'{order}: {"identical" if part is None else f"parts at step {part}"} (first top-2 gap < 0.1 at {tie})')
     texts = {}
     for label, extra in (('repack', []), ('no-repack', ['--no-repack'])):
         r = subprocess.run([completion, '-m', model, '-p', p, '-n', n, '--temp', '0', '-fa', 'off', '-c', '4096',
                             '-b', '2048', '-ub', '2048', '-t', '2', '-no-cnv', '--no-warmup'] + extra,
                            capture_output=True, text=True)
         texts[label] = r.stdout
-    print(f'{i}: {"identical" if part is None else f"parts at step {part}"} (llama.cpp first top-2 gap < 0.1 at '
-          f'{tie}); llama-completion text: default repacking {"equal" if texts["repack"] == texts["no-repack"] else "differs from"} --no-repack')
-print(f'identical: {same} of {len(lines)}')
+    print(f'{i}: ' + '; '.join(verdicts) + '; llama-completion text: default repacking '
+          f'{"equal" if texts["repack"] == texts["no-repack"] else "differs from"} --no-repack')
+print(f'identical: {same["repack"]} of {len(lines)} in llama.cpp\'s default (repacked) order, '
+      f'{same["no-repack"]} of {len(lines)} with --no-repack')
 PYEOF
 done

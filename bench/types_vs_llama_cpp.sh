@@ -58,11 +58,12 @@ if other:
     "$OURS" bench "$twin" -t "$THREADS" -p "$PP" -n 0 -r "$REPS" --json > "$OUT/$i.ours.pp"
     "$OURS" bench "$twin" -t "$THREADS" -p 0 -n "$TG" -r "$REPS" --json > "$OUT/$i.ours.tg"
     echo "$type $(stat -c %s "$twin")" > "$OUT/$i.what"
+    # the machine's read bandwidth (for decode's share), measured once with a twin at hand
+    [ -s "$OUT/probe" ] || "$OURS" bench "$twin" -t 1 -p 0 -n 1 -r 1 --probe-threads "$THREADS" --json \
+        > "$OUT/probe" 2> /dev/null || true
     [ "$type" = F16 ] || rm -f "$twin"
 done
 rm -f "$OUT"/twin-*.gguf "$OUT/source-F16.gguf"
-"$OURS" bench "$ROOT/tests/data/logits/types/llama-Q4_0.gguf" -t 1 -p 0 -n 1 -r 1 --probe-threads "$THREADS" --json \
-    > "$OUT/probe" 2> /dev/null || true
 
 python3 - "$OUT" "$i" "$PP" "$TG" <<'PY'
 import json, sys

@@ -427,8 +427,11 @@ void dot_repacked_b32_rows8(const void* w, std::size_t row_bytes, const void* a,
         const __m256i qy = load_qs(y[b].qs);
         __m256i v[8];
         alignas(32) float dw[8];
+        const bool new_line = (b * 18) % 64 < 18; // eight row streams: read each ahead once per cache line
         for (int r = 0; r < 8; ++r) {
             const uint8_t* xr = x + r * row_bytes + b * 18;
+            if (new_line)
+                prefetch_ahead(xr, 1);
             const __m256i q = Unpack(xr);
             v[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(qy, q)), ones);
             dw[r] = half(xr);
@@ -516,6 +519,8 @@ void dot_repacked_q4_k_rows8(const void* w, std::size_t row_bytes, const void* a
     __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / 256; ++b) {
         alignas(32) float dw[8], dminw[8];
+        for (int r = 0; r < 8; ++r)
+            prefetch_ahead(x + r * row_bytes + b * 144, 144);
         if constexpr (Gemm) {
             alignas(32) int s1[4][8], s2[4][8]; // [pair][row]
             for (int r = 0; r < 8; ++r) {
