@@ -2,6 +2,7 @@
 // The panels on the chat model (Qwen2.5-Coder 0.5B Instruct, offscreen): the attention layer grid
 // groups its 14 query heads 7 per KV head with each cell equal to an independent capture, and the
 // KV panel's gauges and formula follow a stepper run with 24 layers × 2 KV heads × 64 dims.
+#include "app_weight_order.h"
 #include "backend/backend.h"
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
@@ -75,7 +76,9 @@ void TestChatModelPanels::layerGridGroupsSevenHeadsPerKvHead()
     QVERIFY(h);
     QCOMPARE(h->head, 9);
     QCOMPARE(h->kv_head, 1);
-    engine::Session s(m_model, engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = 512}), 2048);
+    engine::Session s(
+        m_model, engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = 512, .order = testsupport::kAppWeightOrder}),
+        2048);
     engine::CaptureRequest capture;
     capture.heads.emplace_back(4u, 9u);
     s.prefill(m_model->tokenizer().encode_ids(prompt.toStdString()), &capture);

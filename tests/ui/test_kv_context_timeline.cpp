@@ -5,6 +5,7 @@
 // simulator counts turns with the real tokenizer; the timeline shows the engine's durations, TTFT
 // and inter-token latencies add up; selection is linked across the timeline, the KV contents view
 // and the stepper.
+#include "app_weight_order.h"
 #include "backend/backend.h"
 #include "backend/vulkan/vulkan_backend.h"
 #include "bridge/engine_controller.h"
@@ -94,7 +95,10 @@ std::shared_ptr<const StepperState> TestKvContextTimeline::act(const std::functi
 void TestKvContextTimeline::liveGaugeEqualsTheEngineAtEveryStep()
 {
     // The same run in an independent session: the gauge must show its accounting at every step.
-    engine::Session reference(m_model, engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = m_n_ctx}), 128);
+    engine::Session reference(
+        m_model,
+        engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = m_n_ctx, .order = testsupport::kAppWeightOrder}),
+        128);
     const QString prompt = "The KV cache stores one key and one value per token, per layer:";
     StepperSettings s = m_stepper->settings();
     s.greedy = true;
@@ -150,7 +154,10 @@ void TestKvContextTimeline::contentsShowTheCachedVectors()
     QCOMPARE(c->n_positions, m_stepper->state()->kv_tokens);
     QCOMPARE(c->head_dim, int(m_model->config().head_dim_k));
     // Values drawn equal the stepper engine's cache, read back independently here.
-    engine::Session reference(m_model, engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = m_n_ctx}), 128);
+    engine::Session reference(
+        m_model,
+        engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = m_n_ctx, .order = testsupport::kAppWeightOrder}),
+        128);
     std::vector<int32_t> ids;
     for (const auto& t : m_stepper->state()->tokens)
         ids.push_back(t.id);

@@ -4,6 +4,7 @@
 // computes for the same input on an independent backend; Stop leaves the cells not run empty and
 // says so; prompts of different lengths are refused with both counts; every export format is
 // written and reads back; the stepper's Attribute sends its sequence and the token Step would take.
+#include "app_weight_order.h"
 #include "bridge/engine_controller.h"
 #include "bridge/lab_client.h"
 #include "bridge/token_selection.h"
@@ -48,7 +49,7 @@ const QString kCorrupt = "The Colosseum is in the city of";
 // The engine's own patching of the same settings, on a backend of its own.
 engine::PatchingResult engine_patching(const std::shared_ptr<const engine::Model>& model, const PatchingSettings& s)
 {
-    auto backend = engine::make_cpu_backend(model, {.threads = 0, .n_ctx = 257});
+    auto backend = engine::make_cpu_backend(model, {.threads = 0, .n_ctx = 257, .order = testsupport::kAppWeightOrder});
     engine::PatchingRequest req;
     req.clean = model->tokenizer().encode_ids(s.clean.toStdString());
     req.corrupted = model->tokenizer().encode_ids(s.corrupted.toStdString());
@@ -258,7 +259,8 @@ void TestLabPanel::attributionWaterfallIsTheEngines()
     const auto snap = m_lab->attribution();
     QVERIFY(snap);
     QVERIFY2(snap->error.isEmpty(), qPrintable(snap->error));
-    auto backend = engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 257});
+    auto backend =
+        engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 257, .order = testsupport::kAppWeightOrder});
     const auto ids = m_model->tokenizer().encode_ids(kClean.toStdString());
     const auto logits = engine::run_fresh(*backend, ids).logits;
     const int best = int(std::max_element(logits.begin(), logits.end()) - logits.begin());
@@ -318,7 +320,8 @@ void TestLabPanel::headClassesAreTheEngines()
     QVERIFY(testsupport::seen(done, 1, 120000));
     const auto snap = tab->classes();
     QVERIFY(snap && snap->error.isEmpty());
-    auto backend = engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 257});
+    auto backend =
+        engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 257, .order = testsupport::kAppWeightOrder});
     const auto want = engine::classify_heads(*backend, engine::make_head_probe(m_model->tokenizer(), 24, 1));
     QCOMPARE(snap->heads.size(), want.size());
     for (const auto& w : want) {
@@ -344,7 +347,8 @@ void TestLabPanel::ablationScanAndSelectionAreTheEngines()
     QVERIFY(testsupport::seen(scanned, 1, 300000));
     const auto snap = tab->scanned();
     QVERIFY(snap && snap->error.isEmpty());
-    auto backend = engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 257});
+    auto backend =
+        engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 257, .order = testsupport::kAppWeightOrder});
     const auto ids = m_model->tokenizer().encode_ids(kClean.toStdString());
     const engine::AblationScan want = engine::scan_head_ablations(*backend, ids, engine::AblationMode::Zero);
     QCOMPARE(snap->runs, int(want.runs));
@@ -403,13 +407,15 @@ void TestLabPanel::steeringSideBySideAndExport()
     QVERIFY(r);
     QVERIFY2(r->error.isEmpty(), qPrintable(r->error));
     // the engine's own greedy continuations with and without the same steering
-    auto lab = engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 257});
+    auto lab = engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 257, .order = testsupport::kAppWeightOrder});
     const engine::Tokenizer& tok = m_model->tokenizer();
     const engine::SteeringVector v = engine::steering_vector(*lab, tok.encode_ids(s.plus.toStdString()),
                                                              tok.encode_ids(s.minus.toStdString()), uint32_t(s.layer));
     QCOMPARE(r->direction, v.direction);
     const auto continuation = [&](bool steered) {
-        engine::Session session(m_model, engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 64}));
+        engine::Session session(
+            m_model,
+            engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 64, .order = testsupport::kAppWeightOrder}));
         if (steered)
             session.set_interventions({engine::steering_intervention(v, 2.0f)});
         engine::SamplerConfig greedy;
@@ -454,11 +460,13 @@ void TestLabPanel::steeringAppliesToTheStepper()
     const std::vector<float> steered = prefill();
     QVERIFY(!steered.empty());
     // the stepper's prefill is the engine's steered prefill (batches of 128, as the app's sessions)
-    auto lab = engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 257});
+    auto lab = engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 257, .order = testsupport::kAppWeightOrder});
     const engine::Tokenizer& tok = m_model->tokenizer();
     const engine::SteeringVector v = engine::steering_vector(*lab, tok.encode_ids(s.plus.toStdString()),
                                                              tok.encode_ids(s.minus.toStdString()), uint32_t(s.layer));
-    engine::Session session(m_model, engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 512}), 128);
+    engine::Session session(
+        m_model, engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 512, .order = testsupport::kAppWeightOrder}),
+        128);
     session.set_interventions({engine::steering_intervention(v, float(s.strength))});
     session.prefill(tok.encode_ids("The weather today is"));
     QVERIFY(std::equal(steered.begin(), steered.end(), session.logits().begin(), session.logits().end()));
@@ -509,7 +517,7 @@ void TestLabPanel::chatModel()
     const auto classes = lab.headsTab()->classes();
     QVERIFY(classes && classes->error.isEmpty());
     QCOMPARE(classes->n_heads, int(model->config().n_head[0]));
-    auto backend = engine::make_cpu_backend(model, {.threads = 0, .n_ctx = 257});
+    auto backend = engine::make_cpu_backend(model, {.threads = 0, .n_ctx = 257, .order = testsupport::kAppWeightOrder});
     const auto scores = engine::classify_heads(*backend, engine::make_head_probe(model->tokenizer(), 24, 1));
     for (const auto& w : scores)
         QCOMPARE(classes->heads[std::size_t(w.layer) * std::size_t(classes->n_heads) + w.head].scores[1], w.score[1]);

@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include "backend/backend.h"
+
+namespace testsupport {
+
+// The app's CPU backends sum in llama.cpp's default order (repacked Q4_0, IQ4_NL and Q4_K matrices
+// where the CPU has AVX2; the backend picker's "CPU" entry): an engine session that a UI test holds
+// the app's numbers to is made in the same order.
+inline constexpr engine::WeightOrder kAppWeightOrder = engine::WeightOrder::LlamaCppDefault;
+
+} // namespace testsupport
