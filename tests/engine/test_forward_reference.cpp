@@ -5,8 +5,10 @@
 // each file). Two sets per model: the 12 hand-written prompts (all logits kept) and the 96 prompts of
 // tests/reference/make_parity_prompts.py (prose, facts, code, chat turns in the model's template,
 // ten languages, structured text, numbers, edge cases, texts of 525–910 tokens; the leading 40
-// logits and a 4,096-id sample kept, all logits for two). TOKENSCOPE_FIXTURES=original|grown picks
-// one set (ctest runs each as its own entry); unset, both.
+// logits and a 4,096-id sample kept, all logits for two), and the 12 hand-written prompts again run
+// by llama.cpp with its default weight repacking (the repacked set: the leading 40 and a sample; the
+// engine then runs in llama.cpp's repacked order, WeightOrder::Repacked). TOKENSCOPE_FIXTURES=
+// original|grown|repacked picks one set (ctest runs each as its own entry); unset, all three.
 //
 // Every kernel path computes the AVX2 kernels' arithmetic (test_vec_dot compares bits), so against
 // the AVX2 fixtures the claim is bit-equality: the last position's logits equal llama.cpp's bit for
@@ -38,33 +40,35 @@ namespace {
 
 struct ReferenceModel {
     const char* name;
-    const char* fixtures[2]; // under tests/data/logits: the hand-written prompts, the generated ones
+    // under tests/data/logits: the hand-written prompts, the generated ones, the hand-written ones run
+    // by llama.cpp with its default weight repacking
+    const char* fixtures[3];
     std::string (*path)();
     const char* sha256; // of the model file the fixtures were made from
 };
 
 const ReferenceModel kModels[] = {
     {"gemma3-270m",
-     {"gemma3-270m.gguf", "grown-gemma3-270m.gguf"},
+     {"gemma3-270m.gguf", "grown-gemma3-270m.gguf", "gemma3-270m-repack.gguf"},
      testsupport::default_model_path,
      "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"},
     {"qwen2.5-coder-0.5b",
-     {"qwen2.5-coder-0.5b.gguf", "grown-qwen2.5-coder-0.5b.gguf"},
+     {"qwen2.5-coder-0.5b.gguf", "grown-qwen2.5-coder-0.5b.gguf", "qwen2.5-coder-0.5b-repack.gguf"},
      testsupport::chat_model_path,
      "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"},
 };
-const char* const kSetNames[3] = {"original", "grown", "file"};
-constexpr int kMinPrompts[3] = {12, 96, 1};
-constexpr int kFileSet = 2; // TOKENSCOPE_FIXTURES=/path/to/fixture.gguf: one file, for the model it was made from
+const char* const kSetNames[4] = {"original", "grown", "repacked", "file"};
+constexpr int kMinPrompts[4] = {12, 96, 12, 1};
+constexpr int kFileSet = 3; // TOKENSCOPE_FIXTURES=/path/to/fixture.gguf: one file, for the model it was made from
 
-// The fixture sets this run checks (TOKENSCOPE_FIXTURES=original|grown|a fixture file made with
-// make_logit_fixtures.py, e.g. from prompts of your own; both sets when unset).
+// The fixture sets this run checks (TOKENSCOPE_FIXTURES=original|grown|repacked|a fixture file made
+// with make_logit_fixtures.py, e.g. from prompts of your own; all three sets when unset).
 std::vector<int> selected_sets()
 {
     const QByteArray only = qgetenv("TOKENSCOPE_FIXTURES");
     if (only.isEmpty())
-        return {0, 1};
-    for (int s = 0; s < 2; ++s)
+        return {0, 1, 2};
+    for (int s = 0; s < 3; ++s)
         if (only == kSetNames[s])
             return {s};
     if (only.endsWith(".gguf"))
@@ -185,7 +189,19 @@ private slots:
 private:
     struct Loaded {
         std::shared_ptr<const Model> model;
-        std::unique_ptr<Session> session;
+        std::unique_ptr<Session> session;          // llama.cpp's plain order (--no-repack)
+        std::unique_ptr<Session> repacked_session; // its default, repacked order (made when first needed)
+        // The session in the order the fixture was made in (tokenscope.use_extra_bufts: repacking on).
+        Session& session_for(const gguf::GgufFile& fixture)
+        {
+            if (!fixture.get_bool("tokenscope.use_extra_bufts").value_or(false))
+                return *session;
+            if (!repacked_session)
+                repacked_session = std::make_unique<Session>(
+                    model, make_cpu_backend(model, {.threads = 0, .n_ctx = 4096, .order = WeightOrder::Repacked}),
+                    2048);
+            return *repacked_session;
+        }
     };
     struct Tally {
         int continued = 0;   // prompts whose greedy continuation was followed
@@ -264,9 +280,10 @@ void TestForwardReference::lastLogitsAndGreedyMatchLlamaCpp()
     // 1. The last position's logits: llama.cpp's bits where that is claimed, close to them everywhere.
     // From an empty cache, as llama.cpp evaluated it: a prefix kept from the previous prompt (its BOS
     // at least) would leave a batch one or more rows shorter, and batch sizes choose summation orders.
-    l->session->truncate(0);
-    l->session->prefill(tokens);
-    const auto ours = l->session->logits();
+    Session& session = l->session_for(*fixture);
+    session.truncate(0);
+    session.prefill(tokens);
+    const auto ours = session.logits();
     QCOMPARE(ours.size(), std::size_t(l->model->config().n_vocab));
     const double r = reference.correlation(ours);
     float max_delta = 0;
@@ -299,10 +316,10 @@ void TestForwardReference::lastLogitsAndGreedyMatchLlamaCpp()
     QCOMPARE(greedy.size(), std::size_t(64));
     std::size_t step = 0;
     for (; step < greedy.size(); ++step) {
-        const int32_t next = argmax(l->session->logits());
+        const int32_t next = argmax(session.logits());
         if (next != greedy[step])
             break;
-        l->session->decode(next);
+        session.decode(next);
     }
     ++tally.continued;
     if (step == greedy.size()) {
