@@ -102,6 +102,16 @@ template <> struct LaneBlocks<GgmlType::Q8_0> : LegacyLaneBlocks<GgmlType::Q8_0>
 template <> struct LaneBlocks<GgmlType::IQ4_NL> : LegacyLaneBlocks<GgmlType::IQ4_NL> {
 };
 
+// The eight lanes' value accumulators summed in the AVX2 horizontal order.
+TS_HD inline float hsum_lanes(const KLaneAcc* r)
+{
+    float acc[8];
+    TS_UNROLL
+    for (int l = 0; l < 8; ++l)
+        acc[l] = r[l].acc;
+    return hsum8(acc);
+}
+
 // The eight lanes over a whole row, block by block (each block read once for the eight).
 template <GgmlType T> TS_HD inline void lanes_of_row(const void* w, const void* a, int64_t n, KLaneAcc* r)
 {
@@ -149,11 +159,7 @@ template <GgmlType T> TS_HD inline float dot_offset(const void* w, const void* a
 {
     KLaneAcc r[8];
     lanes_of_row<T>(w, a, n, r);
-    float acc[8];
-    TS_UNROLL
-    for (int l = 0; l < 8; ++l)
-        acc[l] = r[l].acc;
-    return hsum8(acc) + r[0].mins;
+    return hsum_lanes(r) + r[0].mins;
 }
 
 // ---- IQ4_NL × Q8_0 in the AVX2 one-row order ------------------------------------------------------
@@ -431,11 +437,7 @@ template <GgmlType T> TS_HD inline float dot_lanes(const void* w, const void* a,
 {
     KLaneAcc r[8];
     lanes_of_row<T>(w, a, n, r);
-    float acc[8];
-    TS_UNROLL
-    for (int l = 0; l < 8; ++l)
-        acc[l] = r[l].acc;
-    return hsum8(acc);
+    return hsum_lanes(r);
 }
 
 // llama.cpp's tiled order (batches of 8+ rows): res = d·s1, res = fma(−dmin, s2, res),
@@ -526,13 +528,9 @@ template <bool Five> TS_HD inline float dot_q45_k_lanes(const void* w, const voi
 {
     KLaneAcc r[8];
     lanes_of_row<Five ? GgmlType::Q5_K : GgmlType::Q4_K>(w, a, n, r);
-    float acc[8];
-    TS_UNROLL
-    for (int l = 0; l < 8; ++l)
-        acc[l] = r[l].acc;
     if constexpr (Five)
-        return hsum8(acc) + r[0].mins; // the one minimum float, the same in every lane
-    return hsum8(acc) + ((r[0].mins + r[2].mins) + (r[1].mins + r[3].mins));
+        return hsum_lanes(r) + r[0].mins; // the one minimum float, the same in every lane
+    return hsum_lanes(r) + ((r[0].mins + r[2].mins) + (r[1].mins + r[3].mins));
 }
 
 // Q6_K in the AVX2 kernel's order: for each half h and quarter q, byte j of the 32 decoded values
