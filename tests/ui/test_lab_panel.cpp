@@ -4,7 +4,6 @@
 // computes for the same input on an independent backend; Stop leaves the cells not run empty and
 // says so; prompts of different lengths are refused with both counts; every export format is
 // written and reads back; the stepper's Attribute sends its sequence and the token Step would take.
-#include "app_weight_order.h"
 #include "bridge/engine_controller.h"
 #include "bridge/lab_client.h"
 #include "bridge/token_selection.h"
@@ -41,6 +40,9 @@
 
 using namespace tokenscope::ui;
 
+// The order the suite loads the model in (below) and holds the app's numbers to.
+constexpr engine::WeightOrder kLabOrder = engine::WeightOrder::Plain;
+
 namespace {
 
 const QString kClean = "The Eiffel Tower is in the city of";
@@ -49,7 +51,7 @@ const QString kCorrupt = "The Colosseum is in the city of";
 // The engine's own patching of the same settings, on a backend of its own.
 engine::PatchingResult engine_patching(const std::shared_ptr<const engine::Model>& model, const PatchingSettings& s)
 {
-    auto backend = engine::make_cpu_backend(model, {.threads = 0, .n_ctx = 257, .order = testsupport::kAppWeightOrder});
+    auto backend = engine::make_cpu_backend(model, {.threads = 0, .n_ctx = 257, .order = kLabOrder});
     engine::PatchingRequest req;
     req.clean = model->tokenizer().encode_ids(s.clean.toStdString());
     req.corrupted = model->tokenizer().encode_ids(s.corrupted.toStdString());
@@ -102,7 +104,10 @@ void TestLabPanel::initTestCase()
     m_lab->resize(1000, 760);
     m_lab->show();
     QSignalSpy loaded(m_engine.get(), &EngineController::modelLoaded);
-    m_engine->loadModel(QString::fromStdString(path), 2, 512);
+    // llama.cpp's plain order: in its repacked one (the app's default) a batch's whole groups of four
+    // tokens sum otherwise than the rest, so a stepper prefill that reuses part of its cache would not
+    // give a full prefill's bits, which steeringAppliesToTheStepper compares (its lab sessions follow)
+    m_engine->loadModel(QString::fromStdString(path), 2, 512, "cpu-plain");
     QVERIFY(loaded.wait(120000));
     const auto a = m_model->tokenizer().encode_ids(kClean.toStdString());
     const auto b = m_model->tokenizer().encode_ids(kCorrupt.toStdString());
@@ -259,8 +264,7 @@ void TestLabPanel::attributionWaterfallIsTheEngines()
     const auto snap = m_lab->attribution();
     QVERIFY(snap);
     QVERIFY2(snap->error.isEmpty(), qPrintable(snap->error));
-    auto backend =
-        engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 257, .order = testsupport::kAppWeightOrder});
+    auto backend = engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 257, .order = kLabOrder});
     const auto ids = m_model->tokenizer().encode_ids(kClean.toStdString());
     const auto logits = engine::run_fresh(*backend, ids).logits;
     const int best = int(std::max_element(logits.begin(), logits.end()) - logits.begin());
@@ -320,8 +324,7 @@ void TestLabPanel::headClassesAreTheEngines()
     QVERIFY(testsupport::seen(done, 1, 120000));
     const auto snap = tab->classes();
     QVERIFY(snap && snap->error.isEmpty());
-    auto backend =
-        engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 257, .order = testsupport::kAppWeightOrder});
+    auto backend = engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 257, .order = kLabOrder});
     const auto want = engine::classify_heads(*backend, engine::make_head_probe(m_model->tokenizer(), 24, 1));
     QCOMPARE(snap->heads.size(), want.size());
     for (const auto& w : want) {
@@ -347,8 +350,7 @@ void TestLabPanel::ablationScanAndSelectionAreTheEngines()
     QVERIFY(testsupport::seen(scanned, 1, 300000));
     const auto snap = tab->scanned();
     QVERIFY(snap && snap->error.isEmpty());
-    auto backend =
-        engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 257, .order = testsupport::kAppWeightOrder});
+    auto backend = engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 257, .order = kLabOrder});
     const auto ids = m_model->tokenizer().encode_ids(kClean.toStdString());
     const engine::AblationScan want = engine::scan_head_ablations(*backend, ids, engine::AblationMode::Zero);
     QCOMPARE(snap->runs, int(want.runs));
@@ -407,15 +409,14 @@ void TestLabPanel::steeringSideBySideAndExport()
     QVERIFY(r);
     QVERIFY2(r->error.isEmpty(), qPrintable(r->error));
     // the engine's own greedy continuations with and without the same steering
-    auto lab = engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 257, .order = testsupport::kAppWeightOrder});
+    auto lab = engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 257, .order = kLabOrder});
     const engine::Tokenizer& tok = m_model->tokenizer();
     const engine::SteeringVector v = engine::steering_vector(*lab, tok.encode_ids(s.plus.toStdString()),
                                                              tok.encode_ids(s.minus.toStdString()), uint32_t(s.layer));
     QCOMPARE(r->direction, v.direction);
     const auto continuation = [&](bool steered) {
-        engine::Session session(
-            m_model,
-            engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 64, .order = testsupport::kAppWeightOrder}));
+        engine::Session session(m_model,
+                                engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 64, .order = kLabOrder}));
         if (steered)
             session.set_interventions({engine::steering_intervention(v, 2.0f)});
         engine::SamplerConfig greedy;
@@ -460,13 +461,12 @@ void TestLabPanel::steeringAppliesToTheStepper()
     const std::vector<float> steered = prefill();
     QVERIFY(!steered.empty());
     // the stepper's prefill is the engine's steered prefill (batches of 128, as the app's sessions)
-    auto lab = engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 257, .order = testsupport::kAppWeightOrder});
+    auto lab = engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 257, .order = kLabOrder});
     const engine::Tokenizer& tok = m_model->tokenizer();
     const engine::SteeringVector v = engine::steering_vector(*lab, tok.encode_ids(s.plus.toStdString()),
                                                              tok.encode_ids(s.minus.toStdString()), uint32_t(s.layer));
-    engine::Session session(
-        m_model, engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 512, .order = testsupport::kAppWeightOrder}),
-        128);
+    engine::Session session(m_model,
+                            engine::make_cpu_backend(m_model, {.threads = 0, .n_ctx = 512, .order = kLabOrder}), 128);
     session.set_interventions({engine::steering_intervention(v, float(s.strength))});
     session.prefill(tok.encode_ids("The weather today is"));
     QVERIFY(std::equal(steered.begin(), steered.end(), session.logits().begin(), session.logits().end()));
@@ -486,7 +486,7 @@ void TestLabPanel::chatModel()
     lab.resize(1000, 760);
     lab.show();
     QSignalSpy loaded(&engine, &EngineController::modelLoaded);
-    engine.loadModel(QString::fromStdString(path), 2, 512);
+    engine.loadModel(QString::fromStdString(path), 2, 512, "cpu-plain");
     QVERIFY(loaded.wait(120000));
     PatchingSettings s;
     s.clean = "total = price +";
@@ -517,7 +517,7 @@ void TestLabPanel::chatModel()
     const auto classes = lab.headsTab()->classes();
     QVERIFY(classes && classes->error.isEmpty());
     QCOMPARE(classes->n_heads, int(model->config().n_head[0]));
-    auto backend = engine::make_cpu_backend(model, {.threads = 0, .n_ctx = 257, .order = testsupport::kAppWeightOrder});
+    auto backend = engine::make_cpu_backend(model, {.threads = 0, .n_ctx = 257, .order = kLabOrder});
     const auto scores = engine::classify_heads(*backend, engine::make_head_probe(model->tokenizer(), 24, 1));
     for (const auto& w : scores)
         QCOMPARE(classes->heads[std::size_t(w.layer) * std::size_t(classes->n_heads) + w.head].scores[1], w.score[1]);
