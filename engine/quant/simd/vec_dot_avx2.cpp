@@ -26,51 +26,6 @@ inline __m256i unpack_q8_0(const uint8_t* x)
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2));
 }
 
-float dot_q8_0(const void* w, const void* a, int64_t n)
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_0*>(a);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / 32; ++b, x += 34) {
-        prefetch_ahead(x, 1);
-        const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2));
-        const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs));
-        const __m256 d = _mm256_set1_ps(half(x) * _cvtsh_ss(y[b].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(qx, qy)), acc);
-    }
-    return hsum(acc);
-}
-
-float dot_q5_0(const void* w, const void* a, int64_t n)
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_0*>(a);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / 32; ++b, x += 22) {
-        prefetch_ahead(x, 1);
-        const __m256i q = unpack_q5_0(x);
-        const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs));
-        const __m256 d = _mm256_set1_ps(half(x) * _cvtsh_ss(y[b].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(q, qy)), acc);
-    }
-    return hsum(acc);
-}
-
-float dot_q4_0(const void* w, const void* a, int64_t n)
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_0*>(a);
-    __m256 acc = _mm256_setzero_ps();
-    const __m256i offset = _mm256_set1_epi8(8);
-    for (int64_t b = 0; b < n / 32; ++b, x += 18) {
-        const __m256i q = _mm256_sub_epi8(nibbles_32(x + 2), offset);
-        const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs));
-        const __m256 d = _mm256_set1_ps(half(x) * _cvtsh_ss(y[b].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(q, qy)), acc);
-    }
-    return hsum(acc);
-}
-
 float dot_q4_k(const void* w, const void* a, int64_t n)
 {
     const auto* x = static_cast<const uint8_t*>(w);
@@ -201,48 +156,6 @@ float dot_q6_k(const void* w, const void* a, int64_t n)
 // Each token keeps its own accumulator fed in the same block order as the one-row kernels above,
 // so the results are the same bits; the weight block is unpacked once for the four.
 
-void dot_q8_0_x4(const void* w, const void* const a[4], int64_t n, float out[4])
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const BlockQ8_0* y[4] = {static_cast<const BlockQ8_0*>(a[0]), static_cast<const BlockQ8_0*>(a[1]),
-                             static_cast<const BlockQ8_0*>(a[2]), static_cast<const BlockQ8_0*>(a[3])};
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t b = 0; b < n / 32; ++b, x += 34) {
-        const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2));
-        const __m256i abs_x = _mm256_sign_epi8(qx, qx);
-        const float dx = half(x);
-        for (int t = 0; t < 4; ++t) {
-            const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs));
-            const __m256i prod =
-                _mm256_madd_epi16(_mm256_maddubs_epi16(abs_x, _mm256_sign_epi8(qy, qx)), _mm256_set1_epi16(1));
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * _cvtsh_ss(y[t][b].d)), _mm256_cvtepi32_ps(prod), acc[t]);
-        }
-    }
-    for (int t = 0; t < 4; ++t)
-        out[t] = hsum(acc[t]);
-}
-
-void dot_q5_0_x4(const void* w, const void* const a[4], int64_t n, float out[4])
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const BlockQ8_0* y[4] = {static_cast<const BlockQ8_0*>(a[0]), static_cast<const BlockQ8_0*>(a[1]),
-                             static_cast<const BlockQ8_0*>(a[2]), static_cast<const BlockQ8_0*>(a[3])};
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t b = 0; b < n / 32; ++b, x += 22) {
-        const __m256i q = unpack_q5_0(x);
-        const __m256i abs_q = _mm256_sign_epi8(q, q);
-        const float dx = half(x);
-        for (int t = 0; t < 4; ++t) {
-            const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs));
-            const __m256i prod =
-                _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(qy, q)), _mm256_set1_epi16(1));
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * _cvtsh_ss(y[t][b].d)), _mm256_cvtepi32_ps(prod), acc[t]);
-        }
-    }
-    for (int t = 0; t < 4; ++t)
-        out[t] = hsum(acc[t]);
-}
-
 void dot_q4_k_x4(const void* w, const void* const a[4], int64_t n, float out[4])
 {
     const auto* x = static_cast<const uint8_t*>(w);
@@ -346,42 +259,6 @@ void dot_q6_k_x4(const void* w, const void* const a[4], int64_t n, float out[4])
 // ---- k-quants in llama.cpp's tiled order ---------------------------------------------------------
 // The integer block sums are exact in any lane layout; only the float steps are ordered, scalar.
 
-struct Q4kBlock {
-    __m256i lo[4], hi[4];
-    __m256i mins; // mins_pairs_epi16
-    int sc[8];
-    float d, dmin;
-    explicit Q4kBlock(const uint8_t* x)
-    {
-        const __m256i low_mask = _mm256_set1_epi8(0x0F);
-        int m[8];
-        scale_min_k4(x + 4, sc, m);
-        mins = mins_pairs_epi16(m);
-        for (int c = 0; c < 4; ++c) {
-            const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 + 32 * c));
-            lo[c] = _mm256_and_si256(bytes, low_mask);
-            hi[c] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_mask);
-        }
-        d = half(x);
-        dmin = half(x + 2);
-    }
-    float step(float acc, const BlockQ8_K& y) const
-    {
-        __m256i isum = _mm256_setzero_si256();
-        for (int c = 0; c < 4; ++c) {
-            const __m256i y_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * c));
-            const __m256i y_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * c + 32));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], y_lo),
-                                                            _mm256_set1_epi16(static_cast<short>(sc[2 * c]))));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], y_hi),
-                                                            _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]))));
-        }
-        int s1 = 0, s2 = 0;
-        hsum2_i32(isum, _mm256_madd_epi16(load_bsums(y.bsums), mins), s1, s2);
-        return tiled_step(acc, d, s1, dmin, s2, y.d, true);
-    }
-};
-
 struct Q6kBlock {
     __m256i quarter[2][4];
     __m256i scale[2][4];
@@ -435,7 +312,7 @@ VecDotFn vec_dot_tiled_avx2(GgmlType type)
 {
     switch (type) {
     case GgmlType::Q4_K:
-        return dot_tiled<Q4kBlock, 144>;
+        return dot_tiled<Q45kBlock<false>, 144>;
     case GgmlType::Q6_K:
         return dot_tiled<Q6kBlock, 210>;
     default:
@@ -447,7 +324,7 @@ VecDotX4Fn vec_dot_tiled_x4_avx2(GgmlType type)
 {
     switch (type) {
     case GgmlType::Q4_K:
-        return dot_tiled_x4<Q4kBlock, 144>;
+        return dot_tiled_x4<Q45kBlock<false>, 144>;
     case GgmlType::Q6_K:
         return dot_tiled_x4<Q6kBlock, 210>;
     default:
@@ -471,7 +348,7 @@ VecDotX8Fn vec_dot_tiled_x8_avx2(GgmlType type)
 {
     switch (type) {
     case GgmlType::Q4_K:
-        return dot_tiled_x8<Q4kBlock, 144>;
+        return dot_tiled_x8<Q45kBlock<false>, 144>;
     case GgmlType::Q6_K:
         return dot_tiled_x8<Q6kBlock, 210>;
     default:
@@ -483,9 +360,9 @@ VecDotX4Fn vec_dot_x4_avx2(GgmlType type)
 {
     switch (type) {
     case GgmlType::Q8_0:
-        return dot_q8_0_x4;
+        return dot_blocks_x4<34, unpack_q8_0>;
     case GgmlType::Q5_0:
-        return dot_q5_0_x4;
+        return dot_blocks_x4<22, unpack_q5_0>;
     case GgmlType::Q4_K:
         return dot_q4_k_x4;
     case GgmlType::Q6_K:
@@ -499,11 +376,11 @@ VecDotFn vec_dot_avx2(GgmlType type)
 {
     switch (type) {
     case GgmlType::Q8_0:
-        return dot_q8_0;
+        return dot_blocks<34, unpack_q8_0>;
     case GgmlType::Q4_0:
-        return dot_q4_0;
+        return dot_blocks<18, unpack_q4_0>;
     case GgmlType::Q5_0:
-        return dot_q5_0;
+        return dot_blocks<22, unpack_q5_0>;
     case GgmlType::Q4_K:
         return dot_q4_k;
     case GgmlType::Q5_K:

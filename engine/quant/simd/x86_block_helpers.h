@@ -122,6 +122,116 @@ inline __m256i load_bsums(const int16_t* bsums)
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums));
 }
 
+// A Q4_0 block's 32 weights as signed bytes.
+inline __m256i unpack_q4_0(const uint8_t* x)
+{
+    return _mm256_sub_epi8(nibbles_32(x + 2), _mm256_set1_epi8(8));
+}
+
+inline __m256i load_qs(const int8_t* qs)
+{
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
+}
+
+// One accumulator fed block by block (Q4_0's order; IQ4_NL's for batches of 2+ rows).
+template <int kBytes, __m256i (*Unpack)(const uint8_t*)> float dot_blocks(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 32; ++b, x += kBytes) {
+        prefetch_ahead(x, 1);
+        const __m256 d = _mm256_set1_ps(half(x) * _cvtsh_ss(y[b].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(Unpack(x), load_qs(y[b].qs))), acc);
+    }
+    return hsum(acc);
+}
+
+template <int kBytes, __m256i (*Unpack)(const uint8_t*)>
+void dot_blocks_x4(const void* w, const void* const a[4], int64_t n, float out[4])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const BlockQ8_0* y[4] = {static_cast<const BlockQ8_0*>(a[0]), static_cast<const BlockQ8_0*>(a[1]),
+                             static_cast<const BlockQ8_0*>(a[2]), static_cast<const BlockQ8_0*>(a[3])};
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t b = 0; b < n / 32; ++b, x += kBytes) {
+        const __m256i q = Unpack(x);
+        const __m256i abs_q = _mm256_sign_epi8(q, q);
+        const float dx = half(x);
+        for (int t = 0; t < 4; ++t) {
+            const __m256i prod =
+                _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(load_qs(y[t][b].qs), q)), ones);
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * _cvtsh_ss(y[t][b].d)), _mm256_cvtepi32_ps(prod), acc[t]);
+        }
+    }
+    for (int t = 0; t < 4; ++t)
+        out[t] = hsum(acc[t]);
+}
+
+// Q4_K and Q5_K decoded for the orders that sum a whole super-block's integers: llama.cpp's tiled
+// order and its repacked order (Q4_K). The minimums as one exact
+// sum.
+template <bool Five> struct Q45kBlock {
+    __m256i lo[4], hi[4];
+    __m256i mins; // mins_pairs_epi16
+    int sc[8], m[8];
+    float d, dmin;
+    explicit Q45kBlock(const uint8_t* x)
+    {
+        const __m256i low_mask = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+        scale_min_k4(x + 4, sc, m);
+        mins = mins_pairs_epi16(m);
+        const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16));
+        for (int c = 0; c < 4; ++c) {
+            const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + (Five ? 48 : 16) + 32 * c));
+            lo[c] = _mm256_and_si256(bytes, low_mask);
+            hi[c] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_mask);
+            if constexpr (Five) {
+                const __m256i bit_lo = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * c), one);
+                const __m256i bit_hi = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * c + 1), one);
+                lo[c] = _mm256_or_si256(lo[c], _mm256_slli_epi16(bit_lo, 4));
+                hi[c] = _mm256_or_si256(hi[c], _mm256_slli_epi16(bit_hi, 4));
+            }
+        }
+        d = half(x);
+        dmin = half(x + 2);
+    }
+    // s1 = Σ scale · (q · q8), s2 = Σ min · (bsum pair), both exact
+    void sums(const BlockQ8_K& y, int& s1, int& s2) const
+    {
+        __m256i isum = _mm256_setzero_si256();
+        for (int c = 0; c < 4; ++c) {
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], load_qs(y.qs + 64 * c)),
+                                                            _mm256_set1_epi16(static_cast<short>(sc[2 * c]))));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], load_qs(y.qs + 64 * c + 32)),
+                                                            _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]))));
+        }
+        hsum2_i32(isum, _mm256_madd_epi16(load_bsums(y.bsums), mins), s1, s2);
+    }
+    float step(float acc, const BlockQ8_K& y) const
+    {
+        int s1 = 0, s2 = 0;
+        sums(y, s1, s2);
+        return tiled_step(acc, d, s1, dmin, s2, y.d, true);
+    }
+    // The same sums per 64-element pair c (sub-blocks 2c and 2c + 1), exact
+    void pair_sums(const BlockQ8_K& y, int s1[4], int s2[4]) const
+    {
+        __m256i v[4];
+        for (int c = 0; c < 4; ++c)
+            v[c] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], load_qs(y.qs + 64 * c)),
+                                                      _mm256_set1_epi16(static_cast<short>(sc[2 * c]))),
+                                    _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], load_qs(y.qs + 64 * c + 32)),
+                                                      _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]))));
+        const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(s1),
+                         _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+        for (int c = 0; c < 4; ++c)
+            s2[c] = m[2 * c] * (y.bsums[4 * c] + y.bsums[4 * c + 1]) +
+                    m[2 * c + 1] * (y.bsums[4 * c + 2] + y.bsums[4 * c + 3]);
+    }
+};
 // A k-quant (or IQ4_XS) weight row in llama.cpp's tiled order, one and four activation rows: each
 // file's Block unpacks a super-block once with its own instructions and steps a token's scalar
 // accumulator (Block::step).
