@@ -40,6 +40,14 @@ std::vector<TokenId> random_tokens(const Model& model, std::size_t n, uint32_t s
 
 } // namespace
 
+// The device rows need an NVIDIA GPU: skipped, with the driver's reason, without one.
+#define SKIP_WITHOUT_CUDA_DEVICE()                                                                                     \
+    do {                                                                                                               \
+        const CudaDeviceListing listing_ = list_cuda_devices();                                                        \
+        if (listing_.devices.empty())                                                                                  \
+            QSKIP(qPrintable("no CUDA device: " + QString::fromStdString(listing_.why_unavailable)));                  \
+    } while (false)
+
 class TestCudaBackend : public QObject {
     Q_OBJECT
 private slots:
@@ -73,11 +81,8 @@ void TestCudaBackend::testModels()
     QFETCH(QString, arch);
     QFETCH(int, prompt);
     QFETCH(bool, device);
-    if (device) {
-        const CudaDeviceListing listing = list_cuda_devices();
-        if (listing.devices.empty())
-            QSKIP(qPrintable("no CUDA device: " + QString::fromStdString(listing.why_unavailable)));
-    }
+    if (device)
+        SKIP_WITHOUT_CUDA_DEVICE();
     QTemporaryDir dir;
     const auto model = test_model(dir, arch);
     auto cpu = make_cpu_backend(model, {.threads = 0, .n_ctx = 512});
@@ -120,11 +125,8 @@ void TestCudaBackend::weightTypes()
 {
     QFETCH(QString, type);
     QFETCH(bool, device);
-    if (device) {
-        const CudaDeviceListing listing = list_cuda_devices();
-        if (listing.devices.empty())
-            QSKIP(qPrintable("no CUDA device: " + QString::fromStdString(listing.why_unavailable)));
-    }
+    if (device)
+        SKIP_WITHOUT_CUDA_DEVICE();
     QTemporaryDir dir;
     const QString path = dir.filePath(type + ".gguf");
     TestModelShape shape;
@@ -158,9 +160,7 @@ void TestCudaBackend::twinsOnDevice_data()
 void TestCudaBackend::twinsOnDevice()
 {
     QFETCH(QString, preset);
-    const CudaDeviceListing listing = list_cuda_devices();
-    if (listing.devices.empty())
-        QSKIP(qPrintable("no CUDA device: " + QString::fromStdString(listing.why_unavailable)));
+    SKIP_WITHOUT_CUDA_DEVICE();
     QTemporaryDir dir;
     const QString path = dir.filePath(preset + ".gguf");
     make_test_model_preset(preset.toStdString(), 1).write(path.toStdString());
