@@ -49,21 +49,32 @@ void check_residual_width(const ModelConfig& c, std::span<const float> residual)
                                 c.n_embd));
 }
 
-void apply_final_softcap(const ModelConfig& c, std::span<float> logits)
+void apply_output_scaling(const ModelConfig& c, std::span<float> logits)
 {
-    if (!c.final_logit_softcap)
-        return;
-    const float cap = *c.final_logit_softcap;
-    for (float& l : logits)
-        l = cap * std::tanh(l / cap);
+    // as llama.cpp's graphs: ggml_scale by the reciprocal (not a division), then tanh and the cap
+    if (c.logit_scale) {
+        const float inv = 1.0f / *c.logit_scale;
+        for (float& l : logits)
+            l *= inv;
+    }
+    if (c.final_logit_softcap) {
+        const float cap = *c.final_logit_softcap, inv = 1.0f / cap;
+        for (float& l : logits)
+            l = std::tanh(l * inv) * cap;
+    }
 }
 
 QueryScaling query_scaling(const Model& model)
 {
-    const float inv_sqrt = 1.0f / std::sqrt(static_cast<float>(model.config().head_dim_k));
-    if (model.traits().query_prescaled)
+    const ModelConfig& c = model.config();
+    const float inv_sqrt = 1.0f / std::sqrt(static_cast<float>(c.head_dim_k));
+    if (model.traits().query_prescaled) {
+        // Gemma 2 27B (46 layers) scales by the width per head instead (llama.cpp, from gemma_pytorch)
+        if (model.architecture() == Architecture::Gemma2 && c.n_layer == 46 && c.n_head[0])
+            return {1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head[0])), 1.0f};
         return {inv_sqrt, 1.0f};
-    return {1.0f, inv_sqrt};
+    }
+    return {1.0f, c.attention_scale.value_or(inv_sqrt)};
 }
 
 } // namespace engine

@@ -135,8 +135,9 @@ void check_forward_request(const ModelConfig& config, const ForwardRequest& requ
 void check_kv_head(const ModelConfig& config, uint32_t layer, uint32_t kv_head);
 // Throws Error when a logit-lens input is not one residual vector of the model's width.
 void check_residual_width(const ModelConfig& config, std::span<const float> residual);
-// cap · tanh(logit / cap) for models with a final logit soft-cap; nothing otherwise.
-void apply_final_softcap(const ModelConfig& config, std::span<float> logits);
+// What the models' graphs do to the output head's result, in llama.cpp's order: × 1/logit_scale
+// (granite), then cap · tanh(logit · 1/cap) (a final logit soft-cap, gemma2); nothing otherwise.
+void apply_output_scaling(const ModelConfig& config, std::span<float> logits);
 // How queries are scaled: after RoPE (gemma's pre-scaling, 1 elsewhere) and inside the attention
 // scores (1 / sqrt(head_dim) unless the queries were pre-scaled).
 struct QueryScaling {

@@ -26,9 +26,9 @@ void for_each_weight(const Model& model, const std::function<void(const TensorVi
         for (const TensorView* m :
              {&L.attn_q, &L.attn_k, &L.attn_v, &L.attn_output, &L.ffn_gate, &L.ffn_up, &L.ffn_down})
             fn(*m, WeightUse::Matrix);
-        for (const TensorView* v :
-             {&L.attn_norm, &L.ffn_norm, &L.attn_q_norm, &L.attn_k_norm, &L.post_attention_norm, &L.post_ffw_norm,
-              &L.attn_q_bias, &L.attn_k_bias, &L.attn_v_bias, &L.attn_output_bias})
+        for (const TensorView* v : {&L.attn_norm, &L.ffn_norm, &L.attn_q_norm, &L.attn_k_norm, &L.post_attention_norm,
+                                    &L.post_ffw_norm, &L.attn_q_bias, &L.attn_k_bias, &L.attn_v_bias,
+                                    &L.attn_output_bias, &L.ffn_gate_bias, &L.ffn_up_bias, &L.ffn_down_bias})
             if (*v)
                 fn(*v, WeightUse::Vector);
     }
@@ -139,9 +139,65 @@ private:
 
 LayeredBackend::LayeredBackend(std::shared_ptr<const Model> model) : m_model(std::move(model))
 {
-    m_rope_factors = tensor_to_f32(m_model->weights().rope_freqs);
+    const ModelWeights& w = m_model->weights();
+    m_rope_factors = tensor_to_f32(w.rope_freqs);
     if (!m_rope_factors.empty() && m_rope_factors.size() < m_model->config().n_rot / 2)
         throw FormatError("rope_freqs has fewer factors than rotated pairs");
+    if (m_rope_factors.empty()) { // llama.cpp's get_rope_factors: rope_freqs first, else LongRoPE's pair
+        m_rope_factors = tensor_to_f32(w.rope_factors_short);
+        m_rope_factors_long = tensor_to_f32(w.rope_factors_long);
+        if (m_rope_factors.empty())
+            m_rope_factors = m_rope_factors_long;
+    }
+}
+
+float query_temperature(const RopeShape& r, uint32_t pos)
+{
+    if (r.temperature_beta == 0.0f)
+        return 1.0f;
+    // llama.cpp's llm_graph_input_attn_temp: a float quotient, the logarithm in double
+    const float p = static_cast<float>(pos);
+    return static_cast<float>(
+        std::log(std::floor(p / static_cast<float>(r.temperature_floor)) + 1.0) * r.temperature_beta + 1.0);
+}
+
+std::string gpu_unsupported_features(const Model& model)
+{
+    const ModelConfig& c = model.config();
+    const ArchitectureTraits& t = model.traits();
+    std::vector<std::string> f;
+    if (c.attn_logit_softcap)
+        f.push_back("attention soft-capping");
+    if (c.residual_multiplier)
+        f.push_back("residual multipliers");
+    if (!t.pre_norms || t.qk_norm_whole_row)
+        f.push_back("blocks without pre-norms and whole-row Q/K norms");
+    if (c.rope_ext_factor != 0.0f || c.rope_attn_factor != 1.0f)
+        f.push_back("YaRN / scaled-magnitude RoPE");
+    if (c.attn_temperature_scale)
+        f.push_back("query temperature scaling");
+    if (t.no_rope_period || !c.rope_enabled)
+        f.push_back("layers without RoPE");
+    if (model.weights().rope_factors_long || model.weights().rope_factors_short)
+        f.push_back("LongRoPE factors");
+    for (const LayerWeights& L : model.weights().layers)
+        if (L.attn_q.is_view() || L.ffn_gate.is_view() || L.ffn_gate_bias || L.ffn_up_bias || L.ffn_down_bias) {
+            f.push_back(L.ffn_gate_bias || L.ffn_up_bias || L.ffn_down_bias ? "feed-forward biases"
+                                                                            : "fused Q/K/V or gate/up tensors");
+            break;
+        }
+    std::string out;
+    for (const auto& s : f)
+        out += (out.empty() ? "" : ", ") + s;
+    if (!out.empty())
+        out += fmt::format(" ({})", c.architecture);
+    return out;
+}
+
+void LayeredBackend::scale_rows(Act, uint32_t, uint32_t, float)
+{
+    throw UnsupportedError(
+        fmt::format("this backend cannot scale rows (needed by {})", m_model->config().architecture));
 }
 
 RopeShape LayeredBackend::rope_shape(uint32_t il) const
@@ -151,8 +207,22 @@ RopeShape LayeredBackend::rope_shape(uint32_t il) const
     r.n_rot = c.n_rot;
     r.neox = m_model->traits().rope_neox;
     r.base = m_model->layer_rope_base(il);
-    r.freq_scale = c.layer_is_swa[il] ? 1.0f : c.rope_freq_scale; // local layers are never scaled
-    r.factors = m_rope_factors.empty() ? nullptr : m_rope_factors.data();
+    const bool local = c.layer_is_swa[il]; // local layers are never scaled (nor YaRN-mixed: OLMo 3)
+    r.freq_scale = local ? 1.0f : c.rope_freq_scale;
+    const bool long_factors = !m_rope_factors_long.empty() && kv_cache().config().n_ctx > c.rope_n_ctx_orig;
+    const std::vector<float>& factors = long_factors ? m_rope_factors_long : m_rope_factors;
+    r.factors = factors.empty() ? nullptr : factors.data();
+    r.ext_factor = local ? 0.0f : c.rope_ext_factor;
+    r.attn_factor = local ? 1.0f : c.rope_attn_factor;
+    if (r.ext_factor != 0.0f) { // ggml_rope_yarn_corr_dims
+        const auto dim = [&](float rotations) {
+            return static_cast<float>(c.n_rot) *
+                   std::log(static_cast<float>(c.rope_n_ctx_orig) / (rotations * 2.0f * static_cast<float>(M_PI))) /
+                   (2.0f * std::log(r.base));
+        };
+        r.corr_low = std::max(0.0f, std::floor(dim(c.yarn_beta_fast)));
+        r.corr_high = std::min(static_cast<float>(c.n_rot - 1), std::ceil(dim(c.yarn_beta_slow)));
+    }
     return r;
 }
 
@@ -269,7 +339,7 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
             a.v = values;
         }
     }
-    apply_final_softcap(c, result.logits);
+    apply_output_scaling(c, result.logits);
     kv.commit(pos0 + n);
     result.captures = std::move(captures);
     return result;
@@ -288,7 +358,7 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
 
     // ---- embeddings: X [n][E] (gemma scales them by sqrt(E))
     if (m_start_layer == 0) {
-        embed(tokens, arch.embedding_scale ? std::sqrt(static_cast<float>(E)) : 1.0f);
+        embed(tokens, arch.embedding_scale ? std::sqrt(static_cast<float>(E)) : c.embedding_multiplier.value_or(1.0f));
         at_site(Site::Embedding, 0, Act::X, plan);
     } else { // resumed: X is the residual stream after layer m_start_layer − 1
         RowEdit e;
@@ -305,27 +375,43 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
         const LayerWeights& L = w.layers[il];
         const uint32_t H = c.n_head[il], Hkv = c.n_head_kv[il], F = c.n_ff[il];
 
-        // ---- attention block: H = norm(X); Q, K, V projections (+ biases: qwen2)
-        if (!h_normed)
+        // ---- attention block: H = norm(X); Q, K, V projections (+ biases: qwen2). olmo2 has no
+        // pre-norm: the projections read X itself.
+        const Act attn_in = arch.pre_norms ? Act::H : Act::X;
+        if (!h_normed && arch.pre_norms)
             rmsnorm(Act::X, Act::H, L.attn_norm, E, n, eps);
         h_normed = false;
-        matmul(L.attn_q, Act::H, Act::Q, n, order); // [n][H·D]
-        matmul(L.attn_k, Act::H, Act::K, n, order); // [n][Hkv·D]
-        matmul(L.attn_v, Act::H, Act::V, n, order); // [n][Hkv·D]
+        matmul(L.attn_q, attn_in, Act::Q, n, order); // [n][H·D]
+        matmul(L.attn_k, attn_in, Act::K, n, order); // [n][Hkv·D]
+        matmul(L.attn_v, attn_in, Act::V, n, order); // [n][Hkv·D]
         if (L.attn_q_bias)
             add_bias(Act::Q, L.attn_q_bias, n);
         if (L.attn_k_bias)
             add_bias(Act::K, L.attn_k_bias, n);
         if (L.attn_v_bias)
             add_bias(Act::V, L.attn_v_bias, n);
-        // per-head norms of queries and keys (qwen3, gemma3), then RoPE; gemma pre-scales the queries
-        if (arch.qk_norm) {
+        // norms of queries and keys: per head (qwen3, gemma3) or over the whole row (olmo2); then
+        // RoPE (not on smollm3's every fourth layer); gemma and phi3 pre-scale the queries, mistral3
+        // multiplies them by a temperature of their position
+        if (arch.qk_norm && arch.qk_norm_whole_row) {
+            rmsnorm(Act::Q, Act::Q, L.attn_q_norm, H * D, n, eps);
+            rmsnorm(Act::K, Act::K, L.attn_k_norm, Hkv * D, n, eps);
+        } else if (arch.qk_norm) {
             rmsnorm(Act::Q, Act::Q, L.attn_q_norm, D, n * H, eps);
             rmsnorm(Act::K, Act::K, L.attn_k_norm, D, n * Hkv, eps);
         }
-        const RopeShape rope_of_layer = rope_shape(il);
-        rope(Act::Q, H, D, rope_of_layer, scaling.query);
-        rope(Act::K, Hkv, D, rope_of_layer, 1.0f);
+        if (model.layer_has_rope(il)) {
+            RopeShape rope_of_layer = rope_shape(il);
+            RopeShape rope_of_keys = rope_of_layer;
+            if (c.attn_temperature_scale) {
+                rope_of_layer.temperature_beta = *c.attn_temperature_scale;
+                rope_of_layer.temperature_floor = c.rope_n_ctx_orig;
+            }
+            rope(Act::Q, H, D, rope_of_layer, scaling.query);
+            rope(Act::K, Hkv, D, rope_of_keys, 1.0f);
+        } else if (scaling.query != 1.0f) {
+            scale_rows(Act::Q, H * D, n, scaling.query);
+        }
         store_kv(il, Hkv, D); // the cache holds post-RoPE keys
 
         AttentionShape shape;
@@ -337,6 +423,7 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
         shape.pos0 = plan.pos0;
         shape.window = model.layer_window(il);
         shape.scale = scaling.attention;
+        shape.softcap = c.attn_logit_softcap.value_or(0.0f);
         shape.batched = order > 1;
         const bool deliver = next_capture < plan.attention_layers.size() && plan.attention_layers[next_capture] == il;
         next_capture += deliver ? 1 : 0;
@@ -349,8 +436,10 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
             add_bias(Act::O, L.attn_output_bias, n);
         if (arch.post_norms)
             rmsnorm(Act::O, Act::O, L.post_attention_norm, E, n, eps);
+        if (c.residual_multiplier) // granite: the block's output scaled, then added
+            scale_rows(Act::O, E, n, *c.residual_multiplier);
         at_site(Site::AttentionOut, il, Act::O, plan);
-        const bool mid_fused = site_idle(Site::ResidualMid, il, plan);
+        const bool mid_fused = arch.pre_norms && site_idle(Site::ResidualMid, il, plan);
         if (mid_fused) {
             add_residual_rmsnorm(n, L.ffn_norm, Act::H, eps);
         } else {
@@ -372,16 +461,25 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
             if (reorder_logit_rows)
                 matmul_rows(m, in, out, plan.logit_row0, k, k);
         };
-        if (!mid_fused)
+        const Act ffn_in = arch.pre_norms ? Act::H : Act::X;
+        if (!mid_fused && arch.pre_norms)
             rmsnorm(Act::X, Act::H, L.ffn_norm, E, n, eps);
-        ffn_matmul(L.ffn_gate, Act::H, Act::Gate); // [n][F]
-        ffn_matmul(L.ffn_up, Act::H, Act::Up);     // [n][F]
+        ffn_matmul(L.ffn_gate, ffn_in, Act::Gate); // [n][F]
+        if (L.ffn_gate_bias)
+            add_bias(Act::Gate, L.ffn_gate_bias, n);
+        ffn_matmul(L.ffn_up, ffn_in, Act::Up); // [n][F]
+        if (L.ffn_up_bias)
+            add_bias(Act::Up, L.ffn_up_bias, n);
         glu(F, n, arch.gelu_ffn);
         ffn_matmul(L.ffn_down, Act::Gate, Act::O); // [n][E]
+        if (L.ffn_down_bias)
+            add_bias(Act::O, L.ffn_down_bias, n);
         if (arch.post_norms)
             rmsnorm(Act::O, Act::O, L.post_ffw_norm, E, n, eps);
+        if (c.residual_multiplier)
+            scale_rows(Act::O, E, n, *c.residual_multiplier);
         at_site(Site::MlpOut, il, Act::O, plan);
-        if (il + 1 < c.n_layer && !plan.residuals && site_idle(Site::Residual, il, plan)) {
+        if (il + 1 < c.n_layer && arch.pre_norms && !plan.residuals && site_idle(Site::Residual, il, plan)) {
             add_residual_rmsnorm(n, w.layers[il + 1].attn_norm, Act::H, eps); // the next layer's norm
             h_normed = true;
         } else {
@@ -489,7 +587,7 @@ std::vector<float> LayeredBackend::project_to_vocab(std::span<const float> resid
     load_residual(residual);
     output_head(m_model->weights().output_norm, m_model->weights().output, 0, 1, 1, c.norm_eps);
     finish_chunk();
-    apply_final_softcap(c, logits);
+    apply_output_scaling(c, logits);
     return logits;
 }
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace engine {
@@ -92,6 +93,7 @@ struct AttentionShape {
     uint32_t pos0 = 0;    // position of the first query
     uint32_t window = 0;  // sliding window in tokens, 0: every earlier position
     float scale = 1.0f;   // applied to q·k before the softmax
+    float softcap = 0.0f; // gemma2: q·k ← c·tanh(q·k · 1/c) before the scale; 0: none
     bool batched = false; // the summation order of a request of 2+ tokens
 };
 
@@ -102,7 +104,21 @@ struct RopeShape {
     float base = 10000.0f;
     float freq_scale = 1.0f;
     const float* factors = nullptr; // per-pair frequency factors (rope_freqs), or null
+    // ggml's rope_yarn: the mix of interpolated and extrapolated angles (0: none) between the
+    // correction dimensions, and the factor on cos and sin
+    float ext_factor = 0.0f;
+    float attn_factor = 1.0f;
+    float corr_low = 0.0f, corr_high = 0.0f;
+    // mistral3's query temperature: after the rotation, × 1 + beta·ln(floor(pos / floor_positions) + 1)
+    float temperature_beta = 0.0f; // 0: none
+    uint32_t temperature_floor = 0;
+    // Whether rotating differs from the plain rotation (YaRN, a magnitude factor or a temperature):
+    // the GPU backends implement the plain one only.
+    bool beyond_plain() const { return ext_factor != 0.0f || attn_factor != 1.0f || temperature_beta != 0.0f; }
 };
+// The multiplier of a query at `pos` under the shape's temperature (1 without one), as llama.cpp's
+// llm_graph_input_attn_temp computes it.
+float query_temperature(const RopeShape& rope, uint32_t pos);
 
 // How the pass uses a weight: the operations a backend prepares it for.
 enum class WeightUse {
@@ -112,6 +128,11 @@ enum class WeightUse {
 };
 // Every weight of the model the pass reads, once each (a tied output head is the embedding).
 void for_each_weight(const Model& model, const std::function<void(const TensorView&, WeightUse)>& fn);
+
+// What of the model this pass would ask of operations the GPU backends do not implement (attention
+// soft-capping, YaRN, residual multipliers, …), as "attention soft-capping (gemma2)"; empty when
+// nothing. Their constructors refuse such a model by name, and `auto` falls back to the CPU.
+std::string gpu_unsupported_features(const Model& model);
 
 // A backend made of operations: forward(), read_kv() and project_to_vocab() are the shared pass.
 class LayeredBackend : public Backend {
@@ -159,6 +180,9 @@ protected:
     }
     // x[t] += bias for every row (width = bias length).
     virtual void add_bias(Act x, const TensorView& bias, uint32_t n_rows) = 0;
+    // x[t] ·= factor over rows of `width` (granite's residual multiplier). Backends without it refuse
+    // the models that need it (gpu_unsupported_features).
+    virtual void scale_rows(Act x, uint32_t width, uint32_t n_rows, float factor);
     // Rotary embedding of every head of every row in place (row t at position pos0 + t), then × scale.
     virtual void rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShape& rope, float scale) = 0;
     // K and V rows of the chunk into the layer's cache at positions pos0 …, as F16.
@@ -205,6 +229,7 @@ private:
     uint32_t m_start_layer = 0;                    // of the request being run
     std::span<const float> m_start_rows;           // its start residual's rows of the chunk
     std::vector<float> m_rope_factors;
+    std::vector<float> m_rope_factors_long; // phi3's LongRoPE: used when the context exceeds the original
 };
 
 } // namespace engine

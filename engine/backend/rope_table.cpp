@@ -8,8 +8,24 @@
 
 namespace engine {
 
+void rope_yarn_cos_sin(float theta_extrap, float freq_scale, const RopeYarn& yarn, int32_t i0, float& cos_theta,
+                       float& sin_theta)
+{
+    const float theta_interp = freq_scale * theta_extrap;
+    float theta = theta_interp;
+    float mscale = yarn.attn_factor;
+    if (yarn.ext_factor != 0.0f) {
+        const float y = (static_cast<float>(i0 / 2) - yarn.corr_low) / std::max(0.001f, yarn.corr_high - yarn.corr_low);
+        const float ramp_mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * yarn.ext_factor;
+        theta = std::fma(theta_interp, 1.0f - ramp_mix, theta_extrap * ramp_mix);
+        mscale *= std::fma(0.1f, std::log(1.0f / freq_scale), 1.0f);
+    }
+    cos_theta = std::cos(theta) * mscale;
+    sin_theta = std::sin(theta) * mscale;
+}
+
 void rope_cos_sin(float* out, uint32_t pos, uint32_t n_tokens, uint32_t n_rot, float base, float freq_scale,
-                  const float* factors)
+                  const float* factors, const RopeYarn& yarn)
 {
     const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
     const uint32_t half_rot = n_rot / 2;
@@ -18,9 +34,7 @@ void rope_cos_sin(float* out, uint32_t pos, uint32_t n_tokens, uint32_t n_rot, f
         float* row = out + 2 * std::size_t(t) * half_rot;
         for (uint32_t i = 0; i < half_rot; ++i) {
             const float factor = factors ? factors[i] : 1.0f;
-            const float theta = freq_scale * (theta_base / factor);
-            row[2 * i] = std::cos(theta);
-            row[2 * i + 1] = std::sin(theta);
+            rope_yarn_cos_sin(theta_base / factor, freq_scale, yarn, int32_t(2 * i), row[2 * i], row[2 * i + 1]);
             theta_base *= theta_scale;
         }
     }

@@ -7,11 +7,24 @@
 
 namespace engine {
 
+// ggml's rope_yarn beyond the plain rotation: the mix of interpolated and extrapolated angles (YaRN,
+// ext_factor 0: none) between the correction dimensions, and the factor on cos and sin.
+struct RopeYarn {
+    float ext_factor = 0.0f;
+    float attn_factor = 1.0f;
+    float corr_low = 0.0f, corr_high = 0.0f;
+};
+
+// cos and sin of the angle of pair index i0/2 (i0 even) whose unscaled angle is theta_extrap, as
+// ggml's CPU rope computes them (its multiply-adds fused as its compiled C fuses them).
+void rope_yarn_cos_sin(float theta_extrap, float freq_scale, const RopeYarn& yarn, int32_t i0, float& cos_theta,
+                       float& sin_theta);
+
 // The (cos, sin) pairs of the rotary embedding for positions pos … pos + n_tokens − 1: out[t][i][2]
 // for the pair i < n_rot/2, computed exactly as the CPU backend's kernel_rope computes its angles.
 // The GPU backends read these tables (rope.comp, the CUDA Rope kernel).
 void rope_cos_sin(float* out, uint32_t pos, uint32_t n_tokens, uint32_t n_rot, float base, float freq_scale,
-                  const float* factors);
+                  const float* factors, const RopeYarn& yarn = {});
 
 // The distinct (base, frequency scale) pairs of a model's layers, in the order added: a GPU backend
 // keeps one cos/sin table per pair for the positions of a chunk, side by side in one buffer, and

@@ -153,6 +153,18 @@ std::optional<double> MetaArray::float_at(uint64_t i) const
     return packed_float(element_type, packed.data() + i * size);
 }
 
+std::optional<bool> MetaArray::bool_at(uint64_t i) const
+{
+    if (element_type == ValueType::Bool) {
+        if (i >= count || packed.size() < count)
+            return std::nullopt;
+        return std::to_integer<uint8_t>(packed[i]) != 0;
+    }
+    if (auto v = int_at(i))
+        return *v != 0;
+    return std::nullopt;
+}
+
 std::optional<std::vector<int64_t>> MetaArray::to_ints() const
 {
     if (!is_integer(element_type))

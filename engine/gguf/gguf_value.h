@@ -47,6 +47,8 @@ struct MetaArray {
     // Element i converted, or nullopt when the element type does not convert.
     std::optional<int64_t> int_at(uint64_t i) const;
     std::optional<double> float_at(uint64_t i) const;
+    // Element i of a Bool array (or an integer one: non-zero), else nullopt.
+    std::optional<bool> bool_at(uint64_t i) const;
 
     // Whole-array conversions; nullopt when the element type does not fit the request.
     std::optional<std::vector<int64_t>> to_ints() const;

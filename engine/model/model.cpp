@@ -18,19 +18,62 @@ std::vector<float> tensor_to_f32(const TensorView& t)
     return out;
 }
 
+namespace {
+
+// The architectures the forward pass runs and what sets each apart (shared/reference/
+// architectures.md §0b): the rest is hyperparameters and optional tensors.
+struct ArchitectureEntry {
+    std::string_view name;
+    Architecture arch;
+    ArchitectureTraits traits;
+};
+const ArchitectureEntry kArchitectures[] = {
+    {"gemma2",
+     Architecture::Gemma2,
+     {.rope_neox = true, .embedding_scale = true, .post_norms = true, .gelu_ffn = true, .query_prescaled = true}},
+    {"gemma3",
+     Architecture::Gemma3,
+     {.rope_neox = true,
+      .embedding_scale = true,
+      .qk_norm = true,
+      .post_norms = true,
+      .gelu_ffn = true,
+      .query_prescaled = true}},
+    {"granite", Architecture::Granite, {}},
+    {"llama", Architecture::Llama, {}},
+    {"mistral3", Architecture::Mistral3, {}},
+    {"olmo2",
+     Architecture::Olmo2,
+     {.rope_neox = true, .qk_norm = true, .post_norms = true, .pre_norms = false, .qk_norm_whole_row = true}},
+    {"phi3", Architecture::Phi3, {.rope_neox = true, .query_prescaled = true}},
+    {"qwen2", Architecture::Qwen2, {.rope_neox = true}},
+    {"qwen3", Architecture::Qwen3, {.rope_neox = true, .qk_norm = true}},
+    {"smollm3", Architecture::Smollm3, {.no_rope_period = 4}},
+};
+
+} // namespace
+
 std::string_view architecture_name(Architecture arch)
 {
-    switch (arch) {
-    case Architecture::Llama:
-        return "llama";
-    case Architecture::Qwen2:
-        return "qwen2";
-    case Architecture::Qwen3:
-        return "qwen3";
-    case Architecture::Gemma3:
-        return "gemma3";
-    }
+    for (const auto& e : kArchitectures)
+        if (e.arch == arch)
+            return e.name;
     return "?";
+}
+
+std::string supported_architectures()
+{
+    std::string out;
+    for (const auto& e : kArchitectures)
+        out += (out.empty() ? "" : ", ") + std::string(e.name);
+    return out;
+}
+
+bool Model::layer_has_rope(uint32_t il) const
+{
+    if (!m_config.rope_enabled)
+        return false;
+    return m_traits.no_rope_period == 0 || (il + 1) % m_traits.no_rope_period != 0;
 }
 
 float Model::layer_rope_base(uint32_t il) const
@@ -45,31 +88,20 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path)
     auto model = std::shared_ptr<Model>(new Model());
     model->m_file = gguf::GgufFile::open(path);
     const auto& file = *model->m_file;
+    // the architecture first: an unknown one is refused by name before its keys are read
+    const std::string arch(file.get_string("general.architecture").value_or(""));
+    if (arch.empty())
+        throw FormatError(fmt::format("{}: general.architecture is missing", file.name()));
+    const ArchitectureEntry* entry = nullptr;
+    for (const auto& e : kArchitectures)
+        if (e.name == arch)
+            entry = &e;
+    if (!entry)
+        throw UnsupportedError(fmt::format("{}: architecture '{}' is not supported (supported: {})", file.name(), arch,
+                                           supported_architectures()));
+    model->m_arch = entry->arch;
+    model->m_traits = entry->traits;
     model->m_config = ModelConfig::from_gguf(file);
-    const std::string& arch = model->m_config.architecture;
-    ArchitectureTraits& t = model->m_traits;
-    if (arch == "llama") {
-        model->m_arch = Architecture::Llama;
-    } else if (arch == "qwen2") {
-        model->m_arch = Architecture::Qwen2;
-        t.rope_neox = true;
-    } else if (arch == "qwen3") {
-        model->m_arch = Architecture::Qwen3;
-        t.rope_neox = true;
-        t.qk_norm = true;
-    } else if (arch == "gemma3") {
-        model->m_arch = Architecture::Gemma3;
-        t = {.rope_neox = true,
-             .embedding_scale = true,
-             .qk_norm = true,
-             .post_norms = true,
-             .gelu_ffn = true,
-             .query_prescaled = true};
-    } else {
-        throw UnsupportedError(fmt::format("{}: architecture '{}' is not supported (supported: gemma3, llama, "
-                                           "qwen2, qwen3)",
-                                           file.name(), arch));
-    }
     validate_hyperparameters(file, model->m_config); // before any size is computed from them
     require_supported_tensor_types(file);
     model->m_tokenizer = std::make_unique<Tokenizer>(Vocab::from_gguf(file));
@@ -107,39 +139,68 @@ void Model::bind_weights()
     const uint64_t n_embd = c.n_embd, n_vocab = c.n_vocab;
     m_weights.token_embd = get("token_embd.weight", n_embd, n_vocab, true);
     m_weights.output_norm = get("output_norm.weight", n_embd, 1, true);
-    m_weights.output = get("output.weight", n_embd, n_vocab, false);
+    // gemma2's head is always the embedding (llama.cpp ignores an output tensor there)
+    if (m_arch != Architecture::Gemma2)
+        m_weights.output = get("output.weight", n_embd, n_vocab, false);
     if (!m_weights.output) {
         m_weights.output = m_weights.token_embd;
         m_weights.tied_output = true;
     }
     if (const auto* rf = file.find_tensor("rope_freqs.weight"))
         m_weights.rope_freqs = view_of(rf);
+    m_weights.rope_factors_long = get("rope_factors_long.weight", c.n_rot / 2, 1, false);
+    m_weights.rope_factors_short = get("rope_factors_short.weight", c.n_rot / 2, 1, false);
 
-    const bool qk_norm = m_traits.qk_norm;
+    const ArchitectureTraits& tr = m_traits;
     for (uint32_t il = 0; il < c.n_layer; ++il) {
         const std::string p = fmt::format("blk.{}.", il);
         const uint64_t q_dim = uint64_t(c.head_dim_k) * c.n_head[il];
         const uint64_t k_dim = uint64_t(c.head_dim_k) * c.n_head_kv[il];
         const uint64_t v_dim = uint64_t(c.head_dim_v) * c.n_head_kv[il];
         const uint64_t o_in = uint64_t(c.head_dim_v) * c.n_head[il];
+        const uint64_t n_ff = c.n_ff[il];
         LayerWeights L;
-        L.attn_norm = get(p + "attn_norm.weight", n_embd, 1, true);
-        L.attn_q = get(p + "attn_q.weight", n_embd, q_dim, true);
-        L.attn_k = get(p + "attn_k.weight", n_embd, k_dim, true);
-        L.attn_v = get(p + "attn_v.weight", n_embd, v_dim, true);
+        L.attn_norm = get(p + "attn_norm.weight", n_embd, 1, tr.pre_norms);
+        // Q, K and V as one fused tensor (llama.cpp's create_tensor_qkv: rows [0, q) are Q, then K,
+        // then V) are three views of it, not copies.
+        if (file.find_tensor(p + "attn_qkv.weight")) {
+            const TensorView qkv = get(p + "attn_qkv.weight", n_embd, q_dim + k_dim + v_dim, true);
+            L.attn_q = qkv.view(0, int64_t(q_dim));
+            L.attn_k = qkv.view(int64_t(q_dim), int64_t(k_dim));
+            L.attn_v = qkv.view(int64_t(q_dim + k_dim), int64_t(v_dim));
+            if (file.find_tensor(p + "attn_qkv.bias"))
+                throw UnsupportedError(
+                    fmt::format("{}: tensor '{}attn_qkv.bias' (a fused Q/K/V bias) is not supported", file.name(), p));
+        } else {
+            L.attn_q = get(p + "attn_q.weight", n_embd, q_dim, true);
+            L.attn_k = get(p + "attn_k.weight", n_embd, k_dim, true);
+            L.attn_v = get(p + "attn_v.weight", n_embd, v_dim, true);
+        }
         L.attn_output = get(p + "attn_output.weight", o_in, n_embd, true);
         L.attn_q_bias = get(p + "attn_q.bias", q_dim, 1, false);
         L.attn_k_bias = get(p + "attn_k.bias", k_dim, 1, false);
         L.attn_v_bias = get(p + "attn_v.bias", v_dim, 1, false);
         L.attn_output_bias = get(p + "attn_output.bias", n_embd, 1, false);
-        L.attn_q_norm = get(p + "attn_q_norm.weight", c.head_dim_k, 1, qk_norm);
-        L.attn_k_norm = get(p + "attn_k_norm.weight", c.head_dim_k, 1, qk_norm);
-        L.post_attention_norm = get(p + "post_attention_norm.weight", n_embd, 1, m_traits.post_norms);
-        L.post_ffw_norm = get(p + "post_ffw_norm.weight", n_embd, 1, m_traits.post_norms);
-        L.ffn_norm = get(p + "ffn_norm.weight", n_embd, 1, true);
-        L.ffn_gate = get(p + "ffn_gate.weight", n_embd, c.n_ff[il], true);
-        L.ffn_up = get(p + "ffn_up.weight", n_embd, c.n_ff[il], true);
-        L.ffn_down = get(p + "ffn_down.weight", c.n_ff[il], n_embd, true);
+        // per-head norms (qwen3, gemma3) or over the whole projected row (olmo2)
+        L.attn_q_norm = get(p + "attn_q_norm.weight", tr.qk_norm_whole_row ? q_dim : c.head_dim_k, 1, tr.qk_norm);
+        L.attn_k_norm = get(p + "attn_k_norm.weight", tr.qk_norm_whole_row ? k_dim : c.head_dim_k, 1, tr.qk_norm);
+        L.post_attention_norm = get(p + "post_attention_norm.weight", n_embd, 1, tr.post_norms);
+        L.post_ffw_norm = get(p + "post_ffw_norm.weight", n_embd, 1, tr.post_norms);
+        L.ffn_norm = get(p + "ffn_norm.weight", n_embd, 1, tr.pre_norms);
+        if (!file.find_tensor(p + "ffn_gate.weight") && file.find_tensor(p + "ffn_up.weight") &&
+            file.find_tensor(p + "ffn_up.weight")->ne[1] == 2 * n_ff) {
+            // phi3: gate and up fused in ffn_up, the gate first (ggml's swiglu of one tensor)
+            const TensorView up = get(p + "ffn_up.weight", n_embd, 2 * n_ff, true);
+            L.ffn_gate = up.view(0, int64_t(n_ff));
+            L.ffn_up = up.view(int64_t(n_ff), int64_t(n_ff));
+        } else {
+            L.ffn_gate = get(p + "ffn_gate.weight", n_embd, n_ff, true);
+            L.ffn_up = get(p + "ffn_up.weight", n_embd, n_ff, true);
+        }
+        L.ffn_down = get(p + "ffn_down.weight", n_ff, n_embd, true);
+        L.ffn_gate_bias = get(p + "ffn_gate.bias", n_ff, 1, false);
+        L.ffn_up_bias = get(p + "ffn_up.bias", n_ff, 1, false);
+        L.ffn_down_bias = get(p + "ffn_down.bias", n_embd, 1, false);
         m_weights.layers.push_back(L);
     }
     for (const auto& t : file.tensors()) {

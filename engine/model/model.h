@@ -13,8 +13,10 @@
 
 namespace engine {
 
-enum class Architecture { Llama, Qwen2, Qwen3, Gemma3 };
+enum class Architecture { Llama, Qwen2, Qwen3, Gemma3, Gemma2, Phi3, Granite, Olmo2, Smollm3, Mistral3 };
 std::string_view architecture_name(Architecture arch);
+// "gemma2, gemma3, granite, …": the architectures Model::load accepts, for messages.
+std::string supported_architectures();
 
 // A weight tensor inside the mapped file: ne[0] is the row length (input features), ne[1] the
 // number of rows (output features).
@@ -22,10 +24,24 @@ struct TensorView {
     const gguf::TensorInfo* info = nullptr;
     const std::byte* data = nullptr;
     uint64_t row_bytes = 0;
+    // A view of rows [row0, row0 + row_count) of a fused tensor (phi3's attn_qkv, its gate|up):
+    // `data` points at row0; 0 means every row of the tensor.
+    int64_t row0 = 0;
+    int64_t row_count = 0;
 
     GgmlType type() const { return info->type.type; }
     int64_t cols() const { return static_cast<int64_t>(info->ne[0]); }
-    int64_t rows() const { return static_cast<int64_t>(info->ne[1]); }
+    int64_t rows() const { return row_count ? row_count : static_cast<int64_t>(info->ne[1]); }
+    bool is_view() const { return row_count != 0; }
+    // The rows [first, first + count) of this tensor, without a copy.
+    TensorView view(int64_t first, int64_t count) const
+    {
+        TensorView v = *this;
+        v.data = row(first);
+        v.row0 = row0 + first;
+        v.row_count = count;
+        return v;
+    }
     const std::byte* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }
     explicit operator bool() const { return info != nullptr; }
 };
@@ -40,6 +56,7 @@ struct LayerWeights {
     TensorView attn_q_norm, attn_k_norm;                                // qwen3, gemma3
     TensorView post_attention_norm, post_ffw_norm;                      // gemma3
     TensorView ffn_norm, ffn_gate, ffn_up, ffn_down;
+    TensorView ffn_gate_bias, ffn_up_bias, ffn_down_bias; // granite, mistral3 (optional)
 };
 
 struct ModelWeights {
@@ -47,6 +64,7 @@ struct ModelWeights {
     TensorView output_norm;
     TensorView output; // the LM head: `output.weight`, or token_embd when the embeddings are tied
     TensorView rope_freqs;
+    TensorView rope_factors_long, rope_factors_short; // phi3's LongRoPE (128K-context models)
     bool tied_output = false;
     std::vector<LayerWeights> layers;
 };
@@ -56,9 +74,12 @@ struct ArchitectureTraits {
     bool rope_neox = false;       // rotate (i, i + n_rot/2) instead of (2i, 2i+1)
     bool embedding_scale = false; // gemma: x · sqrt(n_embd)
     bool qk_norm = false;
-    bool post_norms = false;      // gemma: norms after attention and FFN
-    bool gelu_ffn = false;        // GeGLU (gemma) instead of SwiGLU
-    bool query_prescaled = false; // gemma: Q · 1/sqrt(head_dim) before attention, kq_scale 1
+    bool post_norms = false;        // gemma: norms after attention and FFN
+    bool gelu_ffn = false;          // GeGLU (gemma) instead of SwiGLU
+    bool query_prescaled = false;   // gemma, phi3: Q · scale after RoPE, kq_scale 1
+    bool pre_norms = true;          // olmo2: no attn_norm / ffn_norm, the blocks read X itself
+    bool qk_norm_whole_row = false; // olmo2: Q and K normed over all heads together, not per head
+    uint32_t no_rope_period = 0;    // smollm3 (4): layer il has no RoPE iff (il + 1) % period == 0
 };
 
 // A loaded model: the mapped GGUF, its hyperparameters, tokenizer and every weight bound by name
@@ -80,6 +101,7 @@ public:
     // Window of a layer in tokens (0: attends to everything before it).
     uint32_t layer_window(uint32_t il) const { return m_config.layer_is_swa[il] ? m_config.sliding_window : 0; }
     float layer_rope_base(uint32_t il) const;
+    bool layer_has_rope(uint32_t il) const;
 
 private:
     Model() = default;

@@ -4,6 +4,7 @@
 #include "gguf/gguf_file.h"
 #include "util/error.h"
 
+#include <cmath>
 #include <spdlog/fmt/fmt.h>
 
 namespace engine {
@@ -15,7 +16,9 @@ std::vector<bool> default_swa_pattern(const std::string& arch, uint32_t n_layer)
     if (arch == "gemma3")
         period = 6; // layer il is local iff il % 6 < 5 (llama.cpp set_swa_pattern(6))
     else if (arch == "gemma2")
-        period = 2;
+        period = 2; // even layers local, odd global
+    else if (arch == "olmo2")
+        period = 4; // OLMo 3: three local layers for every global one
     if (period)
         for (uint32_t il = 0; il < n_layer; ++il)
             swa[il] = il % period < period - 1;
@@ -113,14 +116,82 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file)
     c.sliding_window = optional_u32(p + "attention.sliding_window").value_or(0);
     c.layer_is_swa =
         c.sliding_window ? default_swa_pattern(c.architecture, c.n_layer) : std::vector<bool>(c.n_layer, false);
-    if (auto pattern = optional_u32(p + "attention.sliding_window_pattern");
-        pattern && *pattern > 0 && c.sliding_window)
-        for (uint32_t il = 0; il < c.n_layer; ++il)
-            c.layer_is_swa[il] = il % *pattern < *pattern - 1;
+    if (const gguf::MetaValue* v = file.find(p + "attention.sliding_window_pattern"); v && c.sliding_window) {
+        if (const gguf::MetaArray* a = v->as_array()) { // one flag per layer (llama.cpp's load_swa_pattern)
+            if (a->count != c.n_layer)
+                throw fail(p + "attention.sliding_window_pattern",
+                           fmt::format("has {} entries for {} layers", a->count, c.n_layer));
+            for (uint32_t il = 0; il < c.n_layer; ++il) {
+                const auto flag = a->bool_at(il);
+                if (!flag)
+                    throw fail(p + "attention.sliding_window_pattern", "holds a value that is not a boolean");
+                c.layer_is_swa[il] = *flag;
+            }
+        } else if (auto pattern = optional_u32(p + "attention.sliding_window_pattern"); pattern && *pattern > 0) {
+            for (uint32_t il = 0; il < c.n_layer; ++il)
+                c.layer_is_swa[il] = il % *pattern < *pattern - 1;
+        }
+    }
     if (auto cap = file.get_float(p + "attn_logit_softcapping"); cap && *cap != 0.0)
         c.attn_logit_softcap = static_cast<float>(*cap);
     if (auto cap = file.get_float(p + "final_logit_softcapping"); cap && *cap != 0.0)
         c.final_logit_softcap = static_cast<float>(*cap);
+    // RoPE scaling, as llama.cpp's load_hparams and llama_context read it
+    if (c.rope_scaling_type == "none")
+        c.rope_freq_scale = 1.0f; // never scaled when the type says none
+    c.rope_n_ctx_orig = optional_u32(p + "rope.scaling.original_context_length").value_or(c.n_ctx_train);
+    if (auto f = file.get_float(p + "rope.scaling.yarn_beta_fast"))
+        c.yarn_beta_fast = static_cast<float>(*f);
+    if (auto f = file.get_float(p + "rope.scaling.yarn_beta_slow"))
+        c.yarn_beta_slow = static_cast<float>(*f);
+    if (c.rope_scaling_type == "yarn") {
+        c.rope_ext_factor = 1.0f;
+        const auto mscale = [](float scale, float m) {
+            return scale <= 1.0f ? 1.0f : 0.1f * m * std::log(scale) + 1.0f;
+        };
+        const float factor = 1.0f / c.rope_freq_scale;
+        const float log_mul = static_cast<float>(file.get_float(p + "rope.scaling.yarn_log_multiplier").value_or(0.0));
+        c.rope_attn_factor = log_mul != 0.0f ? mscale(factor, 1.0f) / mscale(factor, log_mul) : mscale(factor, 1.0f);
+        // cancels the factor ggml's rope_yarn applies on top (llama_context does the same)
+        c.rope_attn_factor *= 1.0f / (1.0f + 0.1f * std::log(factor));
+    }
+    c.rope_attn_factor *= static_cast<float>(file.get_float(p + "rope.scaling.attn_factor").value_or(1.0));
+    if (auto b = file.get_bool(p + "rope.scaling.finetuned"); b && c.architecture == "granite")
+        c.rope_enabled = *b;
+    const auto optional_float = [&](const std::string& key) -> std::optional<float> {
+        if (auto v = file.get_float(key); v && *v != 0.0)
+            return static_cast<float>(*v);
+        return std::nullopt;
+    };
+    if (c.architecture == "granite") { // llama.cpp reads these keys for granite only
+        c.embedding_multiplier = optional_float(p + "embedding_scale");
+        c.residual_multiplier = optional_float(p + "residual_scale");
+        c.logit_scale = optional_float(p + "logit_scale");
+        c.attention_scale = optional_float(p + "attention.scale");
+        if (!c.logit_scale)
+            throw fail(p + "logit_scale", "is missing or 0 (granite models need it)");
+    }
+    if (c.architecture == "mistral3") {
+        c.attn_temperature_scale = optional_float(p + "attention.temperature_scale");
+        if (c.attn_temperature_scale && c.rope_n_ctx_orig == 0)
+            throw fail(p + "rope.scaling.original_context_length",
+                       "is 0, and the attention temperature divides positions by it");
+    }
+    if (c.architecture == "gemma2") { // llama.cpp's defaults when the keys are absent
+        if (!c.attn_logit_softcap && !file.find(p + "attn_logit_softcapping"))
+            c.attn_logit_softcap = 50.0f;
+        if (!c.final_logit_softcap && !file.find(p + "final_logit_softcapping"))
+            c.final_logit_softcap = 30.0f;
+        if (!file.find(p + "attention.sliding_window")) {
+            c.sliding_window = 4096;
+            c.layer_is_swa = default_swa_pattern(c.architecture, c.n_layer);
+        }
+    }
+    if (c.architecture == "phi3") { // llama.cpp turns Phi's sliding window off (its PR 13676)
+        c.sliding_window = 0;
+        c.layer_is_swa.assign(c.n_layer, false);
+    }
+
     if (auto ft = file.get_int("general.file_type"); ft && *ft >= 0)
         c.file_type = static_cast<uint32_t>(*ft);
 

@@ -35,6 +35,21 @@ struct ModelConfig {
     std::vector<bool> layer_is_swa; // per layer: uses the sliding window
     std::optional<float> attn_logit_softcap;
     std::optional<float> final_logit_softcap;
+    // RoPE scaling as llama.cpp applies it (ggml's rope_yarn): YaRN mixes interpolated and extrapolated
+    // angles between the correction dimensions; cos and sin are multiplied by rope_attn_factor.
+    float rope_ext_factor = 0.0f;  // 1 for rope.scaling.type = yarn
+    float rope_attn_factor = 1.0f; // the magnitude scale, YaRN's correction included
+    float yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
+    uint32_t rope_n_ctx_orig = 0; // rope.scaling.original_context_length, else context_length
+    bool rope_enabled = true;     // granite: rope.scaling.finetuned = false turns RoPE off everywhere
+    // granite's multipliers (absent: 1): embeddings, each block's output before the residual add, and
+    // the logits (multiplied by 1 / logit_scale); and its attention scale (absent: 1/sqrt(head_dim))
+    std::optional<float> embedding_multiplier;
+    std::optional<float> residual_multiplier;
+    std::optional<float> logit_scale;
+    std::optional<float> attention_scale;
+    // mistral3: queries × 1 + β·ln(floor(pos / rope_n_ctx_orig) + 1) after RoPE
+    std::optional<float> attn_temperature_scale;
     std::optional<uint32_t> file_type;
 
     // Throws FormatError when a required key is missing or malformed.

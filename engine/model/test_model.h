@@ -21,7 +21,8 @@ class GgufFile;
 // any machine and standard library. Weights are drawn so that a forward pass stays finite and
 // non-degenerate: |w| ~ 0.02–0.05 in every tensor type, norm weights near 1.
 
-// The architectures make_test_model builds from scratch: llama, qwen2, qwen3, gemma3.
+// The architectures make_test_model builds from scratch: llama, qwen2, qwen3, gemma3, gemma2, granite,
+// mistral3, olmo2, phi3, smollm3.
 const std::vector<std::string>& test_model_architectures();
 
 // A "shape twin" of `like`: every metadata key (tokenizer included) copied as it is, and the same

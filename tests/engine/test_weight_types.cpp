@@ -9,20 +9,17 @@
 // continuation is identical, on the path this CPU chooses (ctest also runs the scalar and AVX2 paths
 // over the same cases: test_weight_types_scalar, test_weight_types_avx2).
 #include "backend/backend.h"
+#include "fixture_agreement.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
-#include "logit_compare.h"
 #include "model/model.h"
 #include "model/test_model.h"
 #include "quant/vec_dot.h"
 #include "session/session.h"
 #include "test_paths.h"
 
-#include <QCryptographicHash>
-#include <QFile>
 #include <QTemporaryDir>
 #include <QTest>
-#include <bit>
 
 using namespace engine;
 using namespace testsupport;
@@ -42,56 +39,9 @@ namespace {
 // The random llama model of one weight type (every matrix), checked to be the file llama.cpp ran.
 std::shared_ptr<const Model> type_model(const QTemporaryDir& dir, const QString& type, const gguf::GgufFile& fixture)
 {
-    const QString path = dir.filePath(type + ".gguf");
     TestModelShape shape;
     shape.matrix_type = ggml_type_from_name(type.toStdString());
-    make_test_model("llama", 1, shape).write(path.toStdString());
-    QFile file(path);
-    if (!file.open(QIODevice::ReadOnly))
-        return nullptr;
-    const QByteArray sha = QCryptographicHash::hash(file.readAll(), QCryptographicHash::Sha256).toHex();
-    if (sha.toStdString() != std::string(*fixture.get_string("tokenscope.model.sha256")))
-        return nullptr;
-    return Model::load(path.toStdString());
-}
-
-struct Agreement {
-    int prompts = 0, bit_equal = 0, identical = 0;
-    double min_pearson = 1.0;
-    QString first_difference;
-};
-
-// Every prompt of the fixture from an empty cache: last logits bit for bit, greedy continuation.
-Agreement agreement(Session& session, const gguf::GgufFile& fixture)
-{
-    Agreement a;
-    a.prompts = int(*fixture.get_int("tokenscope.n_prompts"));
-    for (int i = 0; i < a.prompts; ++i) {
-        const std::string p = prompt_key(i);
-        const auto tokens = tensor_values<int32_t>(fixture, p + ".tokens");
-        const auto reference = tensor_values<float>(fixture, p + ".logits");
-        const auto greedy = tensor_values<int32_t>(fixture, p + ".greedy");
-        session.truncate(0); // from an empty cache: the batch is the whole prompt, as llama.cpp ran it
-        session.prefill(tokens);
-        const auto ours = session.logits();
-        int differing = 0;
-        for (std::size_t k = 0; k < ours.size() && k < reference.size(); ++k)
-            differing += std::bit_cast<uint32_t>(ours[k]) != std::bit_cast<uint32_t>(reference[k]);
-        a.bit_equal += differing == 0 && ours.size() == reference.size();
-        if (ours.size() == reference.size())
-            a.min_pearson = std::min(a.min_pearson, pearson(ours, reference));
-        if (differing && a.first_difference.isEmpty())
-            a.first_difference =
-                QString("%1 of %2 logits differ after %3 tokens").arg(differing).arg(ours.size()).arg(tokens.size());
-        std::size_t step = 0;
-        for (; step < greedy.size() && argmax(session.logits()) == greedy[step]; ++step)
-            session.decode(greedy[step]);
-        a.identical += step == greedy.size();
-        if (step != greedy.size() && a.first_difference.isEmpty())
-            a.first_difference =
-                QString("the greedy continuation parted at step %1 after %2 tokens").arg(step).arg(tokens.size());
-    }
-    return a;
+    return fixture_model(dir, type, make_test_model("llama", 1, shape), fixture);
 }
 
 } // namespace

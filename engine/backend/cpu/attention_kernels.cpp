@@ -88,7 +88,7 @@ void attention_row_scalar(const AttentionRow& row, float* out, float* weights, A
         }
         for (uint32_t i = 0; i < D; ++i)
             kf[i] = fp16_to_f32(row.keys[j][i]);
-        s.scores[j] = dot_f16_order(kf.data(), s.q16.data(), D, row.batched) * row.scale;
+        s.scores[j] = attention_score(dot_f16_order(kf.data(), s.q16.data(), D, row.batched), row);
         max = std::max(max, s.scores[j]);
     }
     // softmax: exponentials in chunks of 8, each chunk's sum (halves order) added in double

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -19,6 +20,7 @@ struct AttentionRow {
     uint32_t n_slots = 0;                    // key positions 0 … n_slots − 1
     uint32_t head_dim = 0;
     float scale = 1.0f;   // applied to q·k before the softmax
+    float softcap = 0.0f; // gemma2: q·k ← c·tanh(q·k · 1/c) before the scale (0: none)
     bool batched = false; // evaluated together with other queries (prefill)
     uint32_t first = 0;   // slots before this one are masked too (the row's own window start)
 };
@@ -39,6 +41,15 @@ void attention_rows(const AttentionRow* rows, uint32_t n_rows, float* const* out
                     AttentionScratch& scratch);
 // The portable implementation (the SIMD one must give identical bits; tests check).
 void attention_row_scalar(const AttentionRow& row, float* out, float* weights, AttentionScratch& scratch);
+
+// A score from q·k: soft-capped when the row asks (ggml's scale, tanh, scale), then × scale as
+// ggml's soft_max_ext.
+inline float attention_score(float qk, const AttentionRow& row)
+{
+    if (row.softcap != 0.0f)
+        qk = std::tanh(qk * (1.0f / row.softcap)) * row.softcap;
+    return qk * row.scale;
+}
 
 // expf as ggml's vectorised softmax computes it (exact to its last bit).
 float softmax_expf(float x);

@@ -68,6 +68,7 @@ private:
     void rmsnorm(Act in, Act out, const TensorView& weight, uint32_t width, uint32_t n_rows, float eps) override;
     void matmul_rows(const TensorView& w, Act in, Act out, uint32_t row0, uint32_t n_rows, uint32_t order) override;
     void add_bias(Act x, const TensorView& bias, uint32_t n_rows) override;
+    void scale_rows(Act x, uint32_t width, uint32_t n_rows, float factor) override;
     void rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShape& rope, float scale) override;
     void store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim) override;
     void attention(const AttentionShape& shape, bool deliver) override;
@@ -248,15 +249,28 @@ void CpuBackend::add_bias(Act x, const TensorView& bias, uint32_t n_rows)
             y[t * b.size() + i] += b[i];
 }
 
+void CpuBackend::scale_rows(Act x, uint32_t width, uint32_t n_rows, float factor)
+{
+    m_matmul_input.reset();
+    float* y = buffer(x).data();
+    for (std::size_t i = 0; i < std::size_t(n_rows) * width; ++i)
+        y[i] *= factor;
+}
+
 void CpuBackend::rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShape& r, float scale)
 {
     m_matmul_input.reset();
     float* base = buffer(x).data();
+    const RopeYarn yarn{r.ext_factor, r.attn_factor, r.corr_low, r.corr_high};
     rows_in_parallel(m_plan.n_tokens, [&](std::size_t t) {
         const auto pos = static_cast<int32_t>(m_plan.pos0 + t);
+        const float temperature = query_temperature(r, uint32_t(pos));
         for (uint32_t h = 0; h < n_heads; ++h) {
             float* v = base + (t * n_heads + h) * head_dim;
-            cpu::kernel_rope(v, static_cast<int32_t>(r.n_rot), pos, r.base, r.freq_scale, r.neox, r.factors);
+            cpu::kernel_rope(v, static_cast<int32_t>(r.n_rot), pos, r.base, r.freq_scale, r.neox, r.factors, yarn);
+            if (temperature != 1.0f)
+                for (uint32_t i = 0; i < head_dim; ++i)
+                    v[i] *= temperature;
             if (scale != 1.0f)
                 for (uint32_t i = 0; i < head_dim; ++i)
                     v[i] *= scale;
@@ -363,6 +377,7 @@ void CpuBackend::attention(const AttentionShape& s, bool deliver)
                         row.first = window_start(pos);
                         row.head_dim = D;
                         row.scale = s.scale;
+                        row.softcap = s.softcap;
                         row.batched = s.batched;
                         rows.push_back(row);
                         outs.push_back(out + row_index * D);

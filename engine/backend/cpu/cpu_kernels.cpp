@@ -27,14 +27,14 @@ void kernel_rmsnorm(const float* x, const float* w, float* y, int64_t n, float e
 }
 
 void kernel_rope(float* x, int32_t n_rot, int32_t pos, float base, float freq_scale, bool neox,
-                 const float* freq_factors)
+                 const float* freq_factors, const RopeYarn& yarn)
 {
     const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
     float theta_base = static_cast<float>(pos);
     for (int32_t i0 = 0; i0 < n_rot; i0 += 2) {
         const float factor = freq_factors ? freq_factors[i0 / 2] : 1.0f;
-        const float theta = freq_scale * (theta_base / factor);
-        const float c = std::cos(theta), s = std::sin(theta);
+        float c, s;
+        rope_yarn_cos_sin(theta_base / factor, freq_scale, yarn, i0, c, s);
         const int32_t a = neox ? i0 / 2 : i0;
         const int32_t b = neox ? i0 / 2 + n_rot / 2 : i0 + 1;
         const float x0 = x[a], x1 = x[b];

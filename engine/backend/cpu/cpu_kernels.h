@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #pragma once
 
+#include "backend/rope_table.h"
 #include "model/model.h"
 #include "quant/activation_quant.h"
 #include "util/thread_pool.h"
@@ -16,8 +17,9 @@ void kernel_rmsnorm(const float* x, const float* w, float* y, int64_t n, float e
 
 // Rotary position embedding of one head in place: pairs (i, i + n_rot/2) for NEOX, (2i, 2i+1)
 // otherwise; theta advances by multiplying with base^(−2/n_rot) as ggml's rope does.
+// `yarn`: ggml's YaRN mix and magnitude factor (the default: none).
 void kernel_rope(float* x, int32_t n_rot, int32_t pos, float base, float freq_scale, bool neox,
-                 const float* freq_factors);
+                 const float* freq_factors, const RopeYarn& yarn = {});
 
 // GeGLU with ggml's F16 GELU table: y = gelu(gate) · up; SwiGLU: y = silu(gate) · up.
 // gelu(x) for every F16 x as F16 bits, the table kernel_geglu reads (the Vulkan GeGLU reads it too).

@@ -213,6 +213,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, std::unique_ptr<cud
       }())
 {
     const ModelConfig& c = m_model->config();
+    if (const std::string missing = gpu_unsupported_features(*m_model); !missing.empty())
+        throw UnsupportedError("the CUDA backend does not implement " + missing);
     const cuda::DeviceInfo info = m_dev->info();
     m_device_name = info.name;
     m_device_total = info.total_bytes;

@@ -163,6 +163,8 @@ VulkanBackend::VulkanBackend(std::shared_ptr<const Model> model, const VulkanBac
       }())
 {
     const ModelConfig& c = m_model->config();
+    if (const std::string missing = gpu_unsupported_features(*m_model); !missing.empty())
+        throw UnsupportedError("the Vulkan backend does not implement " + missing);
     m_n_ctx = m_kv.config().n_ctx;
     m_ctx = std::make_unique<vk::Context>(
         vk::ContextOptions{options.device, options.validation, options.max_binding_bytes, options.exact});

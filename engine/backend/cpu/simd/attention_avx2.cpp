@@ -84,7 +84,7 @@ void scores_tile(const AttentionRow* rows, const float* const q[NR], const uint1
                 sc[r][j] = -std::numeric_limits<float>::infinity();
                 continue;
             }
-            sc[r][j] = hsum_halves(acc[r][kk]) * rows[r].scale;
+            sc[r][j] = attention_score(hsum_halves(acc[r][kk]), rows[r]);
             max[r] = std::max(max[r], sc[r][j]);
         }
 }
@@ -294,7 +294,7 @@ void attention_rows_avx2(const AttentionRow* rows, uint32_t n_rows, float* const
                     scores[j] = kNegInf;
                     continue;
                 }
-                scores[j] = dot_k(row.keys[j], q16, D, false) * row.scale;
+                scores[j] = attention_score(dot_k(row.keys[j], q16, D, false), row);
                 max[r] = std::max(max[r], scores[j]);
             }
         }

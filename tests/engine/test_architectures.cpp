@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The architectures of users' models beyond the shipped two, end to end against llama.cpp: for each, a
+// random-weight model with what sets the architecture apart (`make-test-model --arch A`, regenerated here
+// byte for byte: its sha256 must be the one llama.cpp ran, recorded in tests/data/logits/archs/A.gguf):
+//   phi3      fused Q/K/V and gate|up tensors, queries pre-scaled after RoPE
+//   gemma2    attention and final logit soft-caps, alternating sliding window (64), post-norms
+//   granite   embedding, residual, attention and logit multipliers
+//   olmo2     no pre-norms, Q/K norms over the whole row, post-norms
+//   smollm3   no RoPE on every fourth layer
+//   mistral3  YaRN RoPE scaling and the query temperature past its original context (256)
+// Prompts of 1, 3, 4, 5, 7, 8, 64 and 600 tokens (every batch path; the 600-token prompt crosses
+// gemma2's window and mistral3's original context). Against the AVX2 build's fixtures the claim is its
+// bits: the last position's logits equal llama.cpp's bit for bit and every 16-token greedy continuation
+// is identical, on the path this CPU chooses (ctest runs the AVX2 path too: test_architectures_avx2).
+#include "backend/backend.h"
+#include "backend/backend_factory.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/forward_pass.h"
+#include "fixture_agreement.h"
+#include "model/test_model.h"
+#include "quant/vec_dot.h"
+#include "test_paths.h"
+#include "util/error.h"
+#include "vulkan_test_support.h"
+
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace engine;
+using namespace testsupport;
+
+class TestArchitectures : public QObject {
+    Q_OBJECT
+private slots:
+    void matchesLlamaCppBitForBit_data();
+    void matchesLlamaCppBitForBit();
+    void whatSetsEachApartIsRead_data();
+    void whatSetsEachApartIsRead();
+    void gpuBackendsRefuseByNameAndAutoFallsBack();
+    void unknownArchitectureIsRefusedByName();
+};
+
+namespace {
+
+const char* const kArchitectures[] = {"phi3", "gemma2", "granite", "olmo2", "smollm3", "mistral3"};
+
+std::shared_ptr<const Model> arch_model(const QTemporaryDir& dir, const QString& arch)
+{
+    const auto fixture = gguf::GgufFile::open(data_dir() + "/logits/archs/" + arch.toStdString() + ".gguf");
+    return fixture_model(dir, arch, make_test_model(arch.toStdString(), 1), *fixture);
+}
+
+} // namespace
+
+void TestArchitectures::matchesLlamaCppBitForBit_data()
+{
+    QTest::addColumn<QString>("arch");
+    for (const char* a : kArchitectures)
+        QTest::newRow(a) << QString(a);
+}
+
+void TestArchitectures::matchesLlamaCppBitForBit()
+{
+    QFETCH(QString, arch);
+    const auto fixture = gguf::GgufFile::open(data_dir() + "/logits/archs/" + arch.toStdString() + ".gguf");
+    QTemporaryDir dir;
+    const auto model = arch_model(dir, arch);
+    QVERIFY2(model, "the generated model is not the one llama.cpp ran");
+    QCOMPARE(QString::fromStdString(model->config().architecture), arch);
+    Session session(model, make_cpu_backend(model, {.threads = 0, .n_ctx = 2048}), 2048);
+    const bool bits_claimed = fixture->get_string("tokenscope.llama_cpp.cpu_variant").value_or("") == "avx2";
+    const Agreement a = agreement(session, *fixture);
+    QCOMPARE(a.prompts, 8);
+    qInfo("%s on the %s path: last logits bit-equal on %d of %d prompts (min Pearson %.7f), greedy continuations "
+          "identical on %d",
+          qPrintable(arch), simd_level_name(simd_level()).data(), a.bit_equal, a.prompts, a.min_pearson, a.identical);
+    if (bits_claimed)
+        QVERIFY2(a.bit_equal == a.prompts && a.identical == a.prompts, qPrintable(arch + ": " + a.first_difference));
+    QVERIFY2(a.min_pearson >= 0.9999, qPrintable(QString("%1: Pearson %2").arg(arch).arg(a.min_pearson)));
+}
+
+void TestArchitectures::whatSetsEachApartIsRead_data()
+{
+    QTest::addColumn<QString>("arch");
+    for (const char* a : kArchitectures)
+        QTest::newRow(a) << QString(a);
+}
+
+// What the fixtures test is really in the models: without it the bit-equality above could pass by a
+// generator that left the difference out.
+void TestArchitectures::whatSetsEachApartIsRead()
+{
+    QFETCH(QString, arch);
+    QTemporaryDir dir;
+    const auto model = arch_model(dir, arch);
+    QVERIFY(model);
+    const ModelConfig& c = model->config();
+    const ArchitectureTraits& t = model->traits();
+    const LayerWeights& L0 = model->weights().layers[0];
+    if (arch == "phi3") {
+        QVERIFY(L0.attn_q.is_view() && L0.attn_k.is_view() && L0.attn_v.is_view());
+        QCOMPARE(L0.attn_k.row0, int64_t(L0.attn_q.rows()));
+        QCOMPARE(L0.ffn_up.row0, int64_t(c.n_ff[0])); // the gate first, then up
+        QVERIFY(t.query_prescaled && t.rope_neox);
+    } else if (arch == "gemma2") {
+        QCOMPARE(c.attn_logit_softcap.value_or(0), 50.0f);
+        QCOMPARE(c.final_logit_softcap.value_or(0), 30.0f);
+        QVERIFY(c.layer_is_swa[0] && !c.layer_is_swa[1] && c.layer_is_swa[2]);
+        QVERIFY(model->weights().tied_output);
+    } else if (arch == "granite") {
+        QCOMPARE(c.embedding_multiplier.value_or(0), 12.0f);
+        QCOMPARE(c.residual_multiplier.value_or(0), 0.22f);
+        QCOMPARE(c.attention_scale.value_or(0), 0.015625f);
+        QCOMPARE(c.logit_scale.value_or(0), 6.0f);
+        QCOMPARE(query_scaling(*model).attention, 0.015625f);
+    } else if (arch == "olmo2") {
+        QVERIFY(!t.pre_norms && t.qk_norm_whole_row && t.post_norms);
+        QVERIFY(!L0.attn_norm && !L0.ffn_norm);
+        QCOMPARE(L0.attn_q_norm.cols(), int64_t(c.n_head[0]) * c.head_dim_k);
+    } else if (arch == "smollm3") {
+        QVERIFY(model->layer_has_rope(0) && model->layer_has_rope(2) && !model->layer_has_rope(3));
+    } else if (arch == "mistral3") {
+        QCOMPARE(c.rope_ext_factor, 1.0f);
+        QCOMPARE(c.rope_n_ctx_orig, 256u);
+        QCOMPARE(c.attn_temperature_scale.value_or(0), 0.1f);
+        QVERIFY(c.rope_attn_factor != 1.0f); // YaRN's magnitude correction, less its cancelled part
+        RopeShape r;
+        r.temperature_beta = 0.1f;
+        r.temperature_floor = 256;
+        QCOMPARE(query_temperature(r, 255), 1.0f);
+        QVERIFY(query_temperature(r, 256) > 1.0f);
+    }
+}
+
+// Vulkan and CUDA lack these operations (soft-capping, YaRN, multipliers, fused views, …): they refuse
+// such a model by name, and a request for them runs on the CPU, saying why.
+void TestArchitectures::gpuBackendsRefuseByNameAndAutoFallsBack()
+{
+    QTemporaryDir dir;
+    const bool vulkan = usable_vulkan_device(), cuda = !list_cuda_devices().devices.empty();
+    if (!vulkan && !cuda)
+        qInfo("no Vulkan or CUDA device here: the refusals are checked through the features they name only");
+    for (const char* a : kArchitectures) {
+        const auto model = arch_model(dir, a);
+        QVERIFY(model);
+        const std::string missing = gpu_unsupported_features(*model);
+        QVERIFY2(!missing.empty(), a);
+        QVERIFY2(missing.find(a) != std::string::npos, missing.c_str()); // names the architecture
+        for (BackendKind kind : {BackendKind::Vulkan, BackendKind::Cuda}) {
+            std::string note;
+            const auto backend = make_backend(kind, model, 256, 1, &note);
+            QVERIFY(backend);
+            QVERIFY2(QString::fromStdString(backend->name()).startsWith("CPU"), backend->name().c_str());
+            QVERIFY2(!note.empty(), a);
+            if (kind == BackendKind::Vulkan ? vulkan : cuda)
+                QVERIFY2(note.find("does not implement " + missing) != std::string::npos, note.c_str());
+        }
+    }
+    // the shipped architectures need nothing of the kind
+    for (const char* a : {"llama", "qwen2", "qwen3", "gemma3"}) {
+        const std::string path = dir.filePath(QString(a) + ".gguf").toStdString();
+        make_test_model(a, 1).write(path);
+        QCOMPARE(QString::fromStdString(gpu_unsupported_features(*Model::load(path))), QString());
+    }
+}
+
+void TestArchitectures::unknownArchitectureIsRefusedByName()
+{
+    QTemporaryDir dir;
+    auto w = make_test_model("llama", 1); // llama.* keys: the architecture is refused before any is read
+    w.set_string("general.architecture", "qwen35");
+    const std::string path = dir.filePath("qwen35.gguf").toStdString();
+    w.write(path);
+    try {
+        Model::load(path);
+        QFAIL("an unknown architecture loaded");
+    } catch (const UnsupportedError& e) {
+        const QString what = e.what();
+        QVERIFY2(what.contains("'qwen35'") && what.contains("phi3") && what.contains("gemma2"), e.what());
+    }
+}
+
+QTEST_GUILESS_MAIN(TestArchitectures)
+#include "test_architectures.moc"

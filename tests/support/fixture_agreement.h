@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+// A random-weight model against its llama.cpp fixture (make_logit_fixtures.py --test-model): the model
+// regenerated here must be the file llama.cpp ran (its sha256), then every prompt of the fixture from an
+// empty cache: last logits bit for bit, and the greedy continuation.
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
+#include "logit_compare.h"
+#include "model/model.h"
+#include "session/session.h"
+
+#include <QCryptographicHash>
+#include <QFile>
+#include <QString>
+#include <QTemporaryDir>
+#include <bit>
+#include <memory>
+
+namespace testsupport {
+
+// Writes `writer` to dir/name.gguf and loads it when its sha256 is the fixture's; null otherwise.
+inline std::shared_ptr<const engine::Model> fixture_model(const QTemporaryDir& dir, const QString& name,
+                                                          const engine::gguf::GgufWriter& writer,
+                                                          const engine::gguf::GgufFile& fixture)
+{
+    const QString path = dir.filePath(name + ".gguf");
+    writer.write(path.toStdString());
+    QFile file(path);
+    if (!file.open(QIODevice::ReadOnly))
+        return nullptr;
+    const QByteArray sha = QCryptographicHash::hash(file.readAll(), QCryptographicHash::Sha256).toHex();
+    if (sha.toStdString() != std::string(*fixture.get_string("tokenscope.model.sha256")))
+        return nullptr;
+    return engine::Model::load(path.toStdString());
+}
+
+struct Agreement {
+    int prompts = 0, bit_equal = 0, identical = 0;
+    double min_pearson = 1.0;
+    QString first_difference;
+};
+
+// Every prompt of the fixture from an empty cache: last logits bit for bit, greedy continuation.
+inline Agreement agreement(engine::Session& session, const engine::gguf::GgufFile& fixture)
+{
+    Agreement a;
+    a.prompts = int(*fixture.get_int("tokenscope.n_prompts"));
+    for (int i = 0; i < a.prompts; ++i) {
+        const std::string p = prompt_key(i);
+        const auto tokens = tensor_values<int32_t>(fixture, p + ".tokens");
+        const auto reference = tensor_values<float>(fixture, p + ".logits");
+        const auto greedy = tensor_values<int32_t>(fixture, p + ".greedy");
+        session.truncate(0); // from an empty cache: the batch is the whole prompt, as llama.cpp ran it
+        session.prefill(tokens);
+        const auto ours = session.logits();
+        int differing = 0;
+        for (std::size_t k = 0; k < ours.size() && k < reference.size(); ++k)
+            differing += std::bit_cast<uint32_t>(ours[k]) != std::bit_cast<uint32_t>(reference[k]);
+        a.bit_equal += differing == 0 && ours.size() == reference.size();
+        if (ours.size() == reference.size())
+            a.min_pearson = std::min(a.min_pearson, pearson(ours, reference));
+        if (differing && a.first_difference.isEmpty())
+            a.first_difference =
+                QString("%1 of %2 logits differ after %3 tokens").arg(differing).arg(ours.size()).arg(tokens.size());
+        std::size_t step = 0;
+        for (; step < greedy.size() && argmax(session.logits()) == greedy[step]; ++step)
+            session.decode(greedy[step]);
+        a.identical += step == greedy.size();
+        if (step != greedy.size() && a.first_difference.isEmpty())
+            a.first_difference =
+                QString("the greedy continuation parted at step %1 after %2 tokens").arg(step).arg(tokens.size());
+    }
+    return a;
+}
+
+} // namespace testsupport
