@@ -176,8 +176,6 @@ std::string gpu_unsupported_features(const Model& model)
         f.push_back("YaRN / scaled-magnitude RoPE");
     if (c.attn_temperature_scale)
         f.push_back("query temperature scaling");
-    if (t.no_rope_period || !c.rope_enabled)
-        f.push_back("layers without RoPE");
     if (model.weights().rope_factors_long || model.weights().rope_factors_short)
         f.push_back("LongRoPE factors");
     for (const LayerWeights& L : model.weights().layers)

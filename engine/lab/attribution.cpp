@@ -77,9 +77,13 @@ Attribution attribute_logit(Backend& backend, std::span<const TokenId> tokens, T
     const std::vector<float> g = tensor_to_f32(w.output_norm);
     const std::vector<float> w_tok = dequantized_row(w.output, token);
     const std::vector<float> w_vs = versus ? dequantized_row(w.output, *versus) : std::vector<float>(E, 0.0f);
+    // granite divides the logits by its logit scale: every part is measured in the logit's units
+    const double head_scale = c.logit_scale ? 1.0 / double(*c.logit_scale) : 1.0;
     a.direction.resize(E);
     for (uint32_t i = 0; i < E; ++i)
-        a.direction[i] = double(g[i]) * a.final_norm_scale * (double(w_tok[i]) - double(w_vs[i]));
+        a.direction[i] = double(g[i]) * a.final_norm_scale * (double(w_tok[i]) - double(w_vs[i])) * head_scale;
+    // granite scales each block's output before adding it to the residual stream
+    const double branch_scale = c.residual_multiplier.value_or(1.0f);
 
     const auto add = [&](AttributionPart::Kind kind, std::string name, int32_t layer, int32_t head, double value) {
         a.parts.push_back({kind, std::move(name), layer, head, value});
@@ -120,7 +124,8 @@ Attribution attribute_logit(Backend& backend, std::span<const TokenId> tokens, T
         for (uint32_t h = 0; h < H; ++h) {
             double v = 0.0;
             for (uint32_t e = 0; e < E; ++e)
-                v += a.direction[e] * share[h][e] * (post_g.empty() ? 1.0 : double(post_g[e]) * post_scale);
+                v += a.direction[e] * share[h][e] * (post_g.empty() ? 1.0 : double(post_g[e]) * post_scale) *
+                     branch_scale;
             heads_total += v;
             add(AttributionPart::Kind::Head, fmt::format("L{} H{}", il, h), int32_t(il), int32_t(h), v);
         }

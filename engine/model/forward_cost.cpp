@@ -15,13 +15,14 @@ double keys_seen_through(double m, double window)
     return window * (window + 1.0) / 2.0 + (m - window) * window;
 }
 
+// Of the view's rows only: a fused tensor's Q, K and V views each count their own part.
 double elements(const TensorView& t)
 {
-    return t ? static_cast<double>(t.info->n_elements()) : 0.0;
+    return t ? static_cast<double>(t.rows()) * static_cast<double>(t.cols()) : 0.0;
 }
 double bytes(const TensorView& t)
 {
-    return t ? static_cast<double>(t.info->n_bytes) : 0.0;
+    return t ? static_cast<double>(t.rows()) * static_cast<double>(t.row_bytes) : 0.0;
 }
 
 } // namespace

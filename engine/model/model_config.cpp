@@ -137,8 +137,9 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file)
     if (auto cap = file.get_float(p + "final_logit_softcapping"); cap && *cap != 0.0)
         c.final_logit_softcap = static_cast<float>(*cap);
     // RoPE scaling, as llama.cpp's load_hparams and llama_context read it
-    if (c.rope_scaling_type == "none")
-        c.rope_freq_scale = 1.0f; // never scaled when the type says none
+    // never scaled when the type says none; a factor without a type is linear (llama.cpp's default)
+    if (file.get_string(p + "rope.scaling.type").value_or("linear") == "none")
+        c.rope_freq_scale = 1.0f;
     c.rope_n_ctx_orig = optional_u32(p + "rope.scaling.original_context_length").value_or(c.n_ctx_train);
     if (auto f = file.get_float(p + "rope.scaling.yarn_beta_fast"))
         c.yarn_beta_fast = static_cast<float>(*f);

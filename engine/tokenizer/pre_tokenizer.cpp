@@ -22,6 +22,15 @@ const char* const kQwen2 =
 const char* const kQwen35 =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+// Mistral's Tekken (Mistral Nemo, Ministral 3) and OpenAI's o200k (GPT-4o; Phi-4-mini, Llama 4): case-
+// split words as llama.cpp writes them — "(?=[\p{L}])([^a-z])" for an upper-case letter, so a letter
+// outside ASCII counts as both cases there, as in llama.cpp — then single digits (Tekken) or runs of
+// up to three (o200k), with o200k's contractions attached to the word.
+const char* const kTekken =
+    R"([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const char* const kGpt4o =
+    R"([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
 // DeepSeek LLM (v1/v2): newlines alone, then cased Latin/Greek/Cyrillic/… letter runs, ASCII and
 // full-width punctuation runs, trailing whitespace, CJK/Hangul runs, digit runs. The letter class
 // lists code point ranges rather than \p{L}, so other scripts' letters stay unsplit here.
@@ -47,6 +56,10 @@ std::vector<std::string> patterns_for(std::string_view pre)
         return {kQwen2};
     if (pre == "qwen35")
         return {kQwen35};
+    if (pre == "tekken")
+        return {kTekken};
+    if (pre == "gpt-4o" || pre == "llama4" || pre == "kanana2" || pre == "talkie" || pre == "minimax-m2")
+        return {kGpt4o};
     if (pre == "deepseek-llm")
         return {"[\r\n]", kDeepseekLlmLetters, kDeepseekPunctuation, R"(\s+$)", kDeepseekCjk, R"(\p{N}+)"};
     if (pre == "deepseek-coder")
@@ -61,8 +74,8 @@ std::vector<std::string> patterns_for(std::string_view pre)
         return {R"(\p{N})", kGpt2};
     throw UnsupportedError(
         fmt::format("BPE pre-tokenizer '{}' is not supported (supported: default, gpt-2, "
-                    "llama-bpe/llama3, qwen2, qwen35, smollm/starcoder, deepseek-llm, deepseek-coder, falcon, "
-                    "gemma4 and their aliases)",
+                    "llama-bpe/llama3, qwen2, qwen35, tekken, gpt-4o, smollm/starcoder, deepseek-llm, "
+                    "deepseek-coder, falcon, gemma4 and their aliases)",
                     pre));
 }
 

@@ -109,12 +109,14 @@ Vocab Vocab::from_gguf(const gguf::GgufFile& file)
         // Gemma 4's tokenizer has one pre-tokenizer whatever tokenizer.ggml.pre says, as in llama.cpp.
         v.pre = v.model_name == "gemma4" ? std::string("gemma4")
                                          : std::string(file.get_string("tokenizer.ggml.pre").value_or("default"));
-        if (is_llama3_family(v.pre)) {
+        if (is_llama3_family(v.pre) || v.pre == "tekken") {
             v.ignore_merges = true;
             v.add_bos = true;
         }
         if (v.pre == "qwen2" || v.pre == "qwen35" || v.pre == "deepseek-r1-qwen" || v.pre == "megrez" ||
-            v.pre == "stablelm2" || v.pre == "deepseek-llm" || v.pre == "deepseek-coder" || v.pre == "command-r")
+            v.pre == "stablelm2" || v.pre == "deepseek-llm" || v.pre == "deepseek-coder" || v.pre == "command-r" ||
+            v.pre == "tekken" || v.pre == "gpt-4o" || v.pre == "llama4" || v.pre == "kanana2" || v.pre == "talkie" ||
+            v.pre == "minimax-m2" || v.pre == "smollm")
             v.clean_spaces = false;
         if (v.pre == "gemma4") {
             v.byte_encode = false;

@@ -43,6 +43,9 @@ private slots:
 namespace {
 
 const char* const kArchitectures[] = {"phi3", "gemma2", "granite", "olmo2", "smollm3", "mistral3"};
+// the ones Vulkan and CUDA refuse (smollm3's layers without RoPE need no operation of theirs: it runs
+// there, in test_vulkan_parity and test_cuda_backend)
+const char* const kCpuOnly[] = {"phi3", "gemma2", "granite", "olmo2", "mistral3"};
 
 std::shared_ptr<const Model> arch_model(const QTemporaryDir& dir, const QString& arch)
 {
@@ -140,7 +143,7 @@ void TestArchitectures::gpuBackendsRefuseByNameAndAutoFallsBack()
     const bool vulkan = usable_vulkan_device(), cuda = !list_cuda_devices().devices.empty();
     if (!vulkan && !cuda)
         qInfo("no Vulkan or CUDA device here: the refusals are checked through the features they name only");
-    for (const char* a : kArchitectures) {
+    for (const char* a : kCpuOnly) {
         const auto model = arch_model(dir, a);
         QVERIFY(model);
         const std::string missing = gpu_unsupported_features(*model);
@@ -157,7 +160,7 @@ void TestArchitectures::gpuBackendsRefuseByNameAndAutoFallsBack()
         }
     }
     // the shipped architectures need nothing of the kind
-    for (const char* a : {"llama", "qwen2", "qwen3", "gemma3"}) {
+    for (const char* a : {"llama", "qwen2", "qwen3", "gemma3", "smollm3"}) {
         const std::string path = dir.filePath(QString(a) + ".gguf").toStdString();
         make_test_model(a, 1).write(path);
         QCOMPARE(QString::fromStdString(gpu_unsupported_features(*Model::load(path))), QString());

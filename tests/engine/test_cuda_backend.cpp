@@ -71,7 +71,7 @@ void TestCudaBackend::testModels_data()
     QTest::addColumn<bool>("device");
     for (const bool device : {false, true})
         for (const char* a :
-             {"llama", "qwen2", "qwen3", "gemma3"}) // gemma3: 100 + 24 positions cross its 64-token window
+             {"llama", "qwen2", "qwen3", "gemma3", "smollm3"}) // gemma3: 100 + 24 positions cross its 64-token window
             QTest::addRow("%s %s", a, device ? "device" : "emulated")
                 << QString(a) << (QString(a) == "gemma3" ? 100 : 40) << device;
 }

@@ -203,6 +203,11 @@ void TestTestModel::everyArchLoads()
     const auto c = engine::ModelConfig::from_gguf(*f);
     engine::require_supported_tensor_types(*f);
     QCOMPARE(c.architecture, a);
+    if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "gemma3") {
+        // the users' architectures: what sets each apart is checked in test_architectures
+        QVERIFY(engine::Model::load(file));
+        return;
+    }
     QCOMPARE(c.n_embd, 256u);
     QCOMPARE(c.n_ctx_train, 2048u);
     QCOMPARE(c.n_head, std::vector<uint32_t>(c.n_layer, 4));

@@ -105,8 +105,8 @@ private slots:
 void TestTokenizer::fixturesCoverEveryVocabulary()
 {
     const QStringList files = fixture_files();
-    for (const char* name :
-         {"gemma3-270m", "qwen2.5-coder-0.5b", "bpe-gpt2", "bpe-llama-bpe", "bpe-qwen2", "bpe-default"})
+    for (const char* name : {"gemma3-270m", "qwen2.5-coder-0.5b", "bpe-gpt2", "bpe-llama-bpe", "bpe-qwen2",
+                             "bpe-default", "bpe-tekken", "bpe-gpt-4o", "bpe-smaug-bpe", "bpe-dbrx", "bpe-refact"})
         for (const char* mode : {"special", "nospecial"})
             QVERIFY2(files.contains(QString("fixtures-%1-%2.json").arg(name, mode)), name);
     const auto corpus = read_json(fixture_dir() + "/corpus.json")["cases"].toArray();
@@ -154,7 +154,8 @@ void TestTokenizer::roundTrip_data()
     QTest::addColumn<QString>("text");
     const auto corpus = read_json(fixture_dir() + "/corpus.json")["cases"].toArray();
     for (const char* vocab :
-         {"default-model", "chat-model", "bpe-gpt2.gguf", "bpe-llama-bpe.gguf", "bpe-qwen2.gguf", "bpe-default.gguf"})
+         {"default-model", "chat-model", "bpe-gpt2.gguf", "bpe-llama-bpe.gguf", "bpe-qwen2.gguf", "bpe-default.gguf",
+          "bpe-tekken.gguf", "bpe-gpt-4o.gguf", "bpe-smaug-bpe.gguf", "bpe-dbrx.gguf", "bpe-refact.gguf"})
         for (const auto& c : corpus)
             QTest::newRow(qPrintable(QString(vocab) + "/" + c.toObject()["name"].toString()))
                 << QString(vocab) << c.toObject()["text"].toString();

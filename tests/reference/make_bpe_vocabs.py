@@ -12,6 +12,11 @@ pre-tokenizer type to tests/data/tokenizer/bpe-<name>.gguf:
     bpe-llama-bpe.gguf   llama-bpe            llama                  (absent -> true, set by pre type)
     bpe-qwen2.gguf       qwen2                qwen2                  (absent -> false)
     bpe-default.gguf     default              gpt2                   true (explicit override)
+    bpe-tekken.gguf      tekken               llama                  (absent -> true, set by pre type)
+    bpe-gpt-4o.gguf      gpt-4o               llama                  (absent -> false)
+    bpe-smaug-bpe.gguf   smaug-bpe            llama                  (absent -> false)
+    bpe-dbrx.gguf        dbrx                 llama                  (absent -> false)
+    bpe-refact.gguf      refact               llama                  (absent -> false)
 
 Only tokenizer metadata is written (no tensors); llama.cpp loads such files with
 vocab_only = true (llama-tokenize does). Output is byte-for-byte deterministic:
@@ -59,6 +64,13 @@ VARIANTS: dict[str, tuple[str, str, bool | None]] = {
     "llama-bpe": ("llama-bpe", "llama", None),
     "qwen2": ("qwen2", "qwen2", None),
     "default": ("default", "gpt2", True),
+    # the pre-tokenizers of the architectures users run (issue 42): Ministral 3, Phi-4-mini / Llama 4,
+    # SmolLM3, OLMo 2 (cl100k, as DBRX), Granite 3
+    "tekken": ("tekken", "llama", None),
+    "gpt-4o": ("gpt-4o", "llama", None),
+    "smaug-bpe": ("smaug-bpe", "llama", None),
+    "dbrx": ("dbrx", "llama", None),
+    "refact": ("refact", "llama", None),
 }
 
 

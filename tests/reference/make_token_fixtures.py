@@ -43,7 +43,7 @@ DATA_DIR = REPO_ROOT / "tests" / "data" / "tokenizer"
 CORPUS = DATA_DIR / "corpus.json"
 BUILD_SCRIPT = REPO_ROOT / "tests" / "reference" / "build_llama_cpp.sh"
 
-BPE_VOCABS = ["gpt2", "llama-bpe", "qwen2", "default"]
+BPE_VOCABS = ["gpt2", "llama-bpe", "qwen2", "default", "tekken", "gpt-4o", "smaug-bpe", "dbrx", "refact"]
 
 
 CHAT_MODEL = Path.home() / ".local/share/tokenscope/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"

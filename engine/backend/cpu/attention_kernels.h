@@ -20,9 +20,9 @@ struct AttentionRow {
     uint32_t n_slots = 0;                    // key positions 0 … n_slots − 1
     uint32_t head_dim = 0;
     float scale = 1.0f;   // applied to q·k before the softmax
-    float softcap = 0.0f; // gemma2: q·k ← c·tanh(q·k · 1/c) before the scale (0: none)
     bool batched = false; // evaluated together with other queries (prefill)
     uint32_t first = 0;   // slots before this one are masked too (the row's own window start)
+    float softcap = 0.0f; // gemma2: q·k ← c·tanh(q·k · 1/c) before the scale (0: none)
 };
 
 // Per-thread scratch, reused between rows.
