@@ -45,6 +45,7 @@ struct AttentionCapture {
     std::vector<float> q;       // [n_queries][head_dim] post-RoPE query as used in q·k (F16-rounded)
     std::vector<float> k;       // [n_keys][head_dim] cached keys (post-RoPE, F16); zeros where freed
     std::vector<float> v;       // [n_keys][head_dim] cached values (F16); zeros where freed
+    float softcap = 0.0f;       // gemma2: q·k ← c·tanh(q·k / c) before the scale; 0: none
 };
 
 struct ForwardCaptures {

@@ -107,6 +107,7 @@ private:
         a.n_keys = m_pos0 + m_n_total;
         a.head_dim = m_c.head_dim_k;
         a.scale = m_scale;
+        a.softcap = m_c.attn_logit_softcap.value_or(0.0f);
         a.weights.assign(std::size_t(a.n_queries) * a.n_keys, 0.0f);
         a.q.assign(std::size_t(a.n_queries) * a.head_dim, 0.0f);
         return a;

@@ -123,6 +123,7 @@ struct AttentionHeadDoc {
     float scale = 1.0f;
     int n = 0, head_dim = 0;
     std::vector<float> weights, q, k, v; // [n][n], [n][head_dim] ×3 (F16 tensors: read back rounded)
+    float softcap = 0.0f;                // attention soft-cap (gemma2); absent from runs without one
 };
 
 struct AttentionDoc {

@@ -257,6 +257,7 @@ AttentionDoc attention_from(const Fields& o, ArrayIn& arrays)
         h.head = int(ho.integer("head"));
         h.kv_head = int(ho.integer("kv_head"));
         h.scale = float(ho.number("scale", 1.0));
+        h.softcap = float(ho.number("softcap", 0.0));
         h.n = int(ho.integer("n", 0, 0));
         h.head_dim = int(ho.integer("head_dim", 0, 0));
         const auto n = uint64_t(h.n), d = uint64_t(h.head_dim);

@@ -220,6 +220,8 @@ json attention_json(const AttentionDoc& a, ArrayOut& arrays)
                          {"q", arrays.put(base + ".q", true, {n, d}, h.q)},
                          {"k", arrays.put(base + ".k", true, {n, d}, h.k)},
                          {"v", arrays.put(base + ".v", true, {n, d}, h.v)}});
+        if (h.softcap != 0.0f)
+            heads.back()["softcap"] = num(h.softcap);
     }
     return {{"source", a.source},
             {"text", a.text},

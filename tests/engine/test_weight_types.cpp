@@ -113,16 +113,7 @@ void TestWeightTypes::matchesLlamaCppBitForBit()
     QVERIFY2(model, "the generated model is not the one llama.cpp ran");
     for (const char* name : {"token_embd.weight", "output.weight", "blk.0.attn_q.weight", "blk.3.ffn_down.weight"})
         QCOMPARE(model->file().find_tensor(name)->type.type, *wtype);
-    Session session(model, make_cpu_backend(model, {.threads = 0, .n_ctx = 2048}), 2048);
-    const bool bits_claimed = fixture->get_string("tokenscope.llama_cpp.cpu_variant").value_or("") == "avx2";
-    const Agreement a = agreement(session, *fixture);
-    QCOMPARE(a.prompts, 8);
-    qInfo("%s on the %s path: last logits bit-equal on %d of %d prompts (min Pearson %.7f), greedy continuations "
-          "identical on %d",
-          qPrintable(type), simd_level_name(simd_level()).data(), a.bit_equal, a.prompts, a.min_pearson, a.identical);
-    if (bits_claimed)
-        QVERIFY2(a.bit_equal == a.prompts && a.identical == a.prompts, qPrintable(type + ": " + a.first_difference));
-    QVERIFY2(a.min_pearson >= 0.9999, qPrintable(QString("%1: Pearson %2").arg(type).arg(a.min_pearson)));
+    require_llama_cpp_agreement(model, *fixture, type);
 }
 
 QTEST_GUILESS_MAIN(TestWeightTypes)

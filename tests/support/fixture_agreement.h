@@ -4,16 +4,19 @@
 // A random-weight model against its llama.cpp fixture (make_logit_fixtures.py --test-model): the model
 // regenerated here must be the file llama.cpp ran (its sha256), then every prompt of the fixture from an
 // empty cache: last logits bit for bit, and the greedy continuation.
+#include "backend/backend.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "logit_compare.h"
 #include "model/model.h"
+#include "quant/vec_dot.h"
 #include "session/session.h"
 
 #include <QCryptographicHash>
 #include <QFile>
 #include <QString>
 #include <QTemporaryDir>
+#include <QTest>
 #include <bit>
 #include <memory>
 
@@ -72,6 +75,25 @@ inline Agreement agreement(engine::Session& session, const engine::gguf::GgufFil
                 QString("the greedy continuation parted at step %1 after %2 tokens").arg(step).arg(tokens.size());
     }
     return a;
+}
+
+// The claim of the random-model suites: on a fixture of llama.cpp's AVX2 build, every prompt's last
+// logits bit-equal and every greedy continuation identical (on the CPU backend, the path this process
+// chose); on any fixture, a Pearson correlation of at least 0.9999. `label` names the case.
+inline void require_llama_cpp_agreement(const std::shared_ptr<const engine::Model>& model,
+                                        const engine::gguf::GgufFile& fixture, const QString& label)
+{
+    engine::Session session(model, engine::make_cpu_backend(model, {.threads = 0, .n_ctx = 2048}), 2048);
+    const bool bits_claimed = fixture.get_string("tokenscope.llama_cpp.cpu_variant").value_or("") == "avx2";
+    const Agreement a = agreement(session, fixture);
+    QCOMPARE(a.prompts, 8);
+    qInfo("%s on the %s path: last logits bit-equal on %d of %d prompts (min Pearson %.7f), greedy continuations "
+          "identical on %d",
+          qPrintable(label), engine::simd_level_name(engine::simd_level()).data(), a.bit_equal, a.prompts,
+          a.min_pearson, a.identical);
+    if (bits_claimed)
+        QVERIFY2(a.bit_equal == a.prompts && a.identical == a.prompts, qPrintable(label + ": " + a.first_difference));
+    QVERIFY2(a.min_pearson >= 0.9999, qPrintable(QString("%1: Pearson %2").arg(label).arg(a.min_pearson)));
 }
 
 } // namespace testsupport

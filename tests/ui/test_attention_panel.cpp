@@ -37,6 +37,7 @@ private slots:
     void cellsEqualTheEngineCapture();
     void layerAndHeadChangeTheView();
     void qkBreakdownGivesTheWeight();
+    void softCappedBreakdown();
     void meanOverHeads();
     void exportsEqualTheMatrix();
     void selectingARowSelectsTheToken();
@@ -150,6 +151,28 @@ void TestAttentionPanel::qkBreakdownGivesTheWeight()
     m_panel->selectCell(2, 5); // a future key
     QVERIFY(m_panel->qkView()->breakdown().masked);
     QCOMPARE(m_panel->qkView()->breakdown().weight, 0.0);
+}
+
+// gemma2 bends q·k through c·tanh(q·k / c) before the scale: the explanation follows it, and says so.
+void TestAttentionPanel::softCappedBreakdown()
+{
+    AttentionHead h;
+    h.n = 3;
+    h.head_dim = 2;
+    h.scale = 0.5f;
+    h.softcap = 50.0f;
+    h.q = {1, 0, 1, 0, 1, 0};
+    h.k = {0, 0, 80, 0, 60, 0}; // q·k of the last row: 0, 80, 60
+    h.weights.assign(9, 0.0f);
+    const QkBreakdown b = explain_cell(h, 0, 2, 1);
+    const auto cap = [](double x) { return 50.0 * std::tanh(x / 50.0); };
+    QCOMPARE(b.dot, 80.0);
+    QVERIFY(std::abs(b.capped - cap(80.0)) < 1e-9);
+    QVERIFY(std::abs(b.scaled - cap(80.0) * 0.5) < 1e-9);
+    const double e0 = std::exp(0.0), e1 = std::exp(cap(80.0) * 0.5), e2 = std::exp(cap(60.0) * 0.5);
+    QVERIFY2(std::abs(b.weight - e1 / (e0 + e1 + e2)) < 1e-12, qPrintable(QString::number(b.weight)));
+    h.softcap = 0.0f; // without the cap the larger score wins by far more
+    QVERIFY(explain_cell(h, 0, 2, 1).weight > b.weight + 1e-3);
 }
 
 void TestAttentionPanel::meanOverHeads()

@@ -284,6 +284,7 @@ struct AttentionHead {
     std::vector<float> q;       // [n][head_dim] post-RoPE queries (as used in q·k)
     std::vector<float> k;       // [n][head_dim] post-RoPE keys (F16 in the cache)
     std::vector<float> v;       // [n][head_dim] values
+    float softcap = 0.0f;       // gemma2: q·k ← c·tanh(q·k / c) before the scale; 0: none
 };
 
 struct AttentionSnapshot {

@@ -109,6 +109,7 @@ std::shared_ptr<AttentionSnapshot> capture_attention(EngineContext& context, con
                 h.head = int(c.head);
                 h.kv_head = int(c.kv_head);
                 h.scale = c.scale;
+                h.softcap = c.softcap;
                 h.n = int(c.n_queries);
                 h.head_dim = int(c.head_dim);
                 h.weights = c.weights;

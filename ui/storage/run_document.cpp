@@ -292,7 +292,7 @@ run::AttentionDoc attention_doc(const AttentionSnapshot& a)
     o.bytes = a.bytes;
     o.ms = a.ms;
     for (const auto& h : a.heads)
-        o.heads.push_back({h.layer, h.head, h.kv_head, h.scale, h.n, h.head_dim, h.weights, h.q, h.k, h.v});
+        o.heads.push_back({h.layer, h.head, h.kv_head, h.scale, h.n, h.head_dim, h.weights, h.q, h.k, h.v, h.softcap});
     return o;
 }
 std::shared_ptr<const AttentionSnapshot> attention_from(run::AttentionDoc& o)
@@ -309,7 +309,7 @@ std::shared_ptr<const AttentionSnapshot> attention_from(run::AttentionDoc& o)
     a->ms = o.ms;
     for (auto& h : o.heads)
         a->heads.push_back({h.layer, h.head, h.kv_head, h.scale, h.n, h.head_dim, std::move(h.weights), std::move(h.q),
-                            std::move(h.k), std::move(h.v)});
+                            std::move(h.k), std::move(h.v), h.softcap});
     return a;
 }
 

@@ -221,15 +221,20 @@ QkBreakdown explain_cell(const AttentionHead& head, int window, int row, int col
             dot += double(q[d]) * double(k[d]);
         return dot;
     };
+    // a soft-capped model (gemma2) bends q·k through c·tanh(q·k / c) before the scale
+    const auto capped = [&](double dot) {
+        return head.softcap != 0.0f ? double(head.softcap) * std::tanh(dot / double(head.softcap)) : dot;
+    };
     b.dot = score(column);
-    b.scaled = b.dot * double(head.scale);
+    b.capped = capped(b.dot);
+    b.scaled = b.capped * double(head.scale);
     b.row_max = -INFINITY;
     for (int j = 0; j < n; ++j)
         if (!is_masked(row, j, window))
-            b.row_max = std::max(b.row_max, score(j) * double(head.scale));
+            b.row_max = std::max(b.row_max, capped(score(j)) * double(head.scale));
     for (int j = 0; j < n; ++j)
         if (!is_masked(row, j, window))
-            b.row_sum += std::exp(score(j) * double(head.scale) - b.row_max);
+            b.row_sum += std::exp(capped(score(j)) * double(head.scale) - b.row_max);
     b.weight = b.masked ? 0.0 : std::exp(b.scaled - b.row_max) / b.row_sum;
     const float* k = head.k.data() + std::size_t(column) * std::size_t(D);
     for (int d = 0; d < D; ++d)
@@ -281,7 +286,7 @@ void QkView::setCell(std::shared_ptr<const AttentionSnapshot> snapshot, const At
         } else {
             m_text = tr("<b>Query</b> of “%1” (%2): <i>what am I looking for?</i> · <b>Key</b> of “%3” (%4): <i>what "
                         "do I offer?</i><br>"
-                        "q·k = %5 · × scale %6 = score <b>%7</b><br>"
+                        "q·k = %5%12 · × scale %6 = score <b>%7</b><br>"
                         "softmax over the row: exp(%7 − max %8) / Σ %9 = <b>%10</b> (shown: %11)<br>"
                         "<b>Values</b> — <i>what do I carry?</i> — the output of “%1” is Σ weight × value; the largest "
                         "weights: ")
@@ -295,7 +300,11 @@ void QkView::setCell(std::shared_ptr<const AttentionSnapshot> snapshot, const At
                          .arg(m_b.row_max, 0, 'f', 4)
                          .arg(m_b.row_sum, 0, 'f', 4)
                          .arg(m_b.weight, 0, 'f', 6)
-                         .arg(shown, 0, 'f', 6);
+                         .arg(shown, 0, 'f', 6)
+                         .arg(m_head->softcap != 0.0f ? tr(" → soft-capped %1·tanh(q·k / %1) = %2")
+                                                            .arg(double(m_head->softcap), 0, 'g', 4)
+                                                            .arg(m_b.capped, 0, 'f', 4)
+                                                      : QString());
             QStringList parts;
             for (const auto& [j, w] : m_b.top_values)
                 parts << QString("“%1” %2").arg(token(j)).arg(w, 0, 'f', 3);

@@ -70,6 +70,7 @@ private:
 // softmax over the row that turns it into the weight shown, and the value vectors the weights mix.
 struct QkBreakdown {
     double dot = 0.0;     // q · k
+    double capped = 0.0;  // after the soft-cap (= dot without one)
     double scaled = 0.0;  // × scale: the score
     double row_max = 0.0; // the largest visible score in the row
     double row_sum = 0.0; // Σ exp(score − max) over the visible keys
