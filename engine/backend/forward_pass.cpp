@@ -165,26 +165,12 @@ float query_temperature(const RopeShape& r, uint32_t pos)
 std::string gpu_unsupported_features(const Model& model)
 {
     const ModelConfig& c = model.config();
-    const ArchitectureTraits& t = model.traits();
     std::vector<std::string> f;
+    // tanh on a device is not glibc's tanhf: the soft-capped scores could not be the CPU's bits
     if (c.attn_logit_softcap)
         f.push_back("attention soft-capping");
-    if (c.residual_multiplier)
-        f.push_back("residual multipliers");
-    if (!t.pre_norms || t.qk_norm_whole_row)
-        f.push_back("blocks without pre-norms and whole-row Q/K norms");
-    if (c.rope_ext_factor != 0.0f || c.rope_attn_factor != 1.0f)
-        f.push_back("YaRN / scaled-magnitude RoPE");
     if (c.attn_temperature_scale)
         f.push_back("query temperature scaling");
-    if (model.weights().rope_factors_long || model.weights().rope_factors_short)
-        f.push_back("LongRoPE factors");
-    for (const LayerWeights& L : model.weights().layers)
-        if (L.attn_q.is_view() || L.ffn_gate.is_view() || L.ffn_gate_bias || L.ffn_up_bias || L.ffn_down_bias) {
-            f.push_back(L.ffn_gate_bias || L.ffn_up_bias || L.ffn_down_bias ? "feed-forward biases"
-                                                                            : "fused Q/K/V or gate/up tensors");
-            break;
-        }
     std::string out;
     for (const auto& s : f)
         out += (out.empty() ? "" : ", ") + s;
@@ -230,8 +216,9 @@ std::vector<RopeShape> LayeredBackend::distinct_rope_shapes() const
     std::vector<RopeShape> shapes;
     for (uint32_t il = 0; il < m_model->config().n_layer; ++il) {
         const RopeShape r = rope_shape(il);
-        if (std::none_of(shapes.begin(), shapes.end(),
-                         [&](const RopeShape& e) { return e.base == r.base && e.freq_scale == r.freq_scale; }))
+        if (std::none_of(shapes.begin(), shapes.end(), [&](const RopeShape& e) {
+                return e.base == r.base && e.freq_scale == r.freq_scale && e.yarn() == r.yarn();
+            }))
             shapes.push_back(r);
     }
     return shapes;

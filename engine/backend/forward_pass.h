@@ -9,6 +9,7 @@
 // Shapes: n = tokens of a chunk, E = n_embd, D = head_dim, H / Hkv = the layer's query / KV heads,
 // F = the layer's n_ff, V = n_vocab. Every activation is f32, rows of one token each.
 #include "backend/backend.h"
+#include "backend/rope_table.h"
 #include "model/model.h"
 
 #include <cstdint>
@@ -115,6 +116,7 @@ struct RopeShape {
     // Whether rotating differs from the plain rotation (YaRN, a magnitude factor or a temperature):
     // the GPU backends implement the plain one only.
     bool beyond_plain() const { return ext_factor != 0.0f || attn_factor != 1.0f || temperature_beta != 0.0f; }
+    RopeYarn yarn() const { return {ext_factor, attn_factor, corr_low, corr_high}; }
 };
 // The multiplier of a query at `pos` under the shape's temperature (1 without one), as llama.cpp's
 // llm_graph_input_attn_temp computes it.
@@ -130,7 +132,7 @@ enum class WeightUse {
 void for_each_weight(const Model& model, const std::function<void(const TensorView&, WeightUse)>& fn);
 
 // What of the model this pass would ask of operations the GPU backends do not implement (attention
-// soft-capping, YaRN, residual multipliers, …), as "attention soft-capping (gemma2)"; empty when
+// soft-capping, mistral3's query temperature), as "attention soft-capping (gemma2)"; empty when
 // nothing. Their constructors refuse such a model by name, and `auto` falls back to the CPU.
 std::string gpu_unsupported_features(const Model& model);
 

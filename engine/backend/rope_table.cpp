@@ -40,9 +40,9 @@ void rope_cos_sin(float* out, uint32_t pos, uint32_t n_tokens, uint32_t n_rot, f
     }
 }
 
-uint32_t RopeTables::index_of(float base, float freq_scale) const
+uint32_t RopeTables::index_of(float base, float freq_scale, const RopeYarn& yarn) const
 {
-    const auto it = std::find(m_pairs.begin(), m_pairs.end(), std::make_pair(base, freq_scale));
+    const auto it = std::find(m_pairs.begin(), m_pairs.end(), Rotation{base, freq_scale, yarn});
     if (it == m_pairs.end())
         throw std::logic_error("a RoPE table the backend did not prepare");
     return static_cast<uint32_t>(it - m_pairs.begin());
@@ -52,8 +52,8 @@ void RopeTables::fill(float* out, uint32_t pos, uint32_t n_tokens, uint32_t batc
                       const float* factors) const
 {
     for (std::size_t table = 0; table < m_pairs.size(); ++table)
-        rope_cos_sin(out + 2 * table * batch * (n_rot / 2), pos, n_tokens, n_rot, m_pairs[table].first,
-                     m_pairs[table].second, factors);
+        rope_cos_sin(out + 2 * table * batch * (n_rot / 2), pos, n_tokens, n_rot, m_pairs[table].base,
+                     m_pairs[table].freq_scale, factors, m_pairs[table].yarn);
 }
 
 } // namespace engine

@@ -13,6 +13,7 @@ struct RopeYarn {
     float ext_factor = 0.0f;
     float attn_factor = 1.0f;
     float corr_low = 0.0f, corr_high = 0.0f;
+    bool operator==(const RopeYarn&) const = default;
 };
 
 // cos and sin of the angle of pair index i0/2 (i0 even) whose unscaled angle is theta_extrap, as
@@ -26,21 +27,26 @@ void rope_yarn_cos_sin(float theta_extrap, float freq_scale, const RopeYarn& yar
 void rope_cos_sin(float* out, uint32_t pos, uint32_t n_tokens, uint32_t n_rot, float base, float freq_scale,
                   const float* factors, const RopeYarn& yarn = {});
 
-// The distinct (base, frequency scale) pairs of a model's layers, in the order added: a GPU backend
-// keeps one cos/sin table per pair for the positions of a chunk, side by side in one buffer, and
-// each layer's RoPE reads the table of its own pair.
+// The distinct rotations (base, frequency scale, YaRN) of a model's layers, in the order added: a GPU
+// backend keeps one cos/sin table per rotation for the positions of a chunk, side by side in one
+// buffer, and each layer's RoPE reads the table of its own.
 class RopeTables {
 public:
-    void add(float base, float freq_scale) { m_pairs.emplace_back(base, freq_scale); }
+    void add(float base, float freq_scale, const RopeYarn& yarn = {}) { m_pairs.push_back({base, freq_scale, yarn}); }
     std::size_t size() const { return m_pairs.size(); }
-    // The table of (base, freq_scale); throws std::logic_error for a pair never added.
-    uint32_t index_of(float base, float freq_scale) const;
+    // The table of a rotation; throws std::logic_error for one never added.
+    uint32_t index_of(float base, float freq_scale, const RopeYarn& yarn = {}) const;
     // Every table for positions pos … pos + n_tokens − 1 (rope_cos_sin), table i starting at
     // out + 2 · i · batch · (n_rot / 2) floats.
     void fill(float* out, uint32_t pos, uint32_t n_tokens, uint32_t batch, uint32_t n_rot, const float* factors) const;
 
 private:
-    std::vector<std::pair<float, float>> m_pairs;
+    struct Rotation {
+        float base, freq_scale;
+        RopeYarn yarn;
+        bool operator==(const Rotation&) const = default;
+    };
+    std::vector<Rotation> m_pairs;
 };
 
 } // namespace engine

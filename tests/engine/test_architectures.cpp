@@ -43,9 +43,8 @@ private slots:
 namespace {
 
 const char* const kArchitectures[] = {"phi3", "gemma2", "granite", "olmo2", "smollm3", "mistral3"};
-// the ones Vulkan and CUDA refuse (smollm3's layers without RoPE need no operation of theirs: it runs
-// there, in test_vulkan_parity and test_cuda_backend)
-const char* const kCpuOnly[] = {"phi3", "gemma2", "granite", "olmo2", "mistral3"};
+// the ones Vulkan and CUDA refuse (the others run there: test_vulkan_parity, test_cuda_backend)
+const char* const kCpuOnly[] = {"gemma2", "mistral3"};
 
 std::shared_ptr<const Model> arch_model(const QTemporaryDir& dir, const QString& arch)
 {
@@ -137,7 +136,7 @@ void TestArchitectures::whatSetsEachApartIsRead()
     }
 }
 
-// Vulkan and CUDA lack these operations (soft-capping, YaRN, multipliers, fused views, …): they refuse
+// Vulkan and CUDA lack two operations (attention soft-capping, the query temperature): they refuse
 // such a model by name, and a request for them runs on the CPU, saying why.
 void TestArchitectures::gpuBackendsRefuseByNameAndAutoFallsBack()
 {
@@ -162,7 +161,7 @@ void TestArchitectures::gpuBackendsRefuseByNameAndAutoFallsBack()
         }
     }
     // the shipped architectures need nothing of the kind
-    for (const char* a : {"llama", "qwen2", "qwen3", "gemma3", "smollm3"}) {
+    for (const char* a : {"llama", "qwen2", "qwen3", "gemma3", "smollm3", "phi3", "granite", "olmo2"}) {
         const std::string path = dir.filePath(QString(a) + ".gguf").toStdString();
         make_test_model(a, 1).write(path);
         QCOMPARE(QString::fromStdString(gpu_unsupported_features(*Model::load(path))), QString());

@@ -63,8 +63,9 @@ void TestVulkanParity::testModels_data()
     QTest::addColumn<bool>("exact");
     for (const bool exact : {true, false}) {
         const char* arithmetic = exact ? "exact" : "f32";
-        // smollm3: its fourth layer runs without RoPE (the pass skips the operation)
-        for (const char* a : {"llama", "qwen2", "qwen3", "smollm3"})
+        // smollm3: its fourth layer runs without RoPE (the pass skips the operation); phi3: fused Q/K/V
+        // and gate|up as views; granite: its multipliers; olmo2: no pre-norms, whole-row Q/K norms
+        for (const char* a : {"llama", "qwen2", "qwen3", "smollm3", "phi3", "granite", "olmo2"})
             QTest::addRow("%s %s", a, arithmetic) << QString(a) << 40 << exact;
         // gemma3's window is 64 tokens: 150 + 32 positions make the sliding-window layers free blocks
         QTest::addRow("gemma3 %s", arithmetic) << QString("gemma3") << 150 << exact;

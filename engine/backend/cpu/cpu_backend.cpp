@@ -261,7 +261,7 @@ void CpuBackend::rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShap
 {
     m_matmul_input.reset();
     float* base = buffer(x).data();
-    const RopeYarn yarn{r.ext_factor, r.attn_factor, r.corr_low, r.corr_high};
+    const RopeYarn yarn = r.yarn();
     rows_in_parallel(m_plan.n_tokens, [&](std::size_t t) {
         const auto pos = static_cast<int32_t>(m_plan.pos0 + t);
         const float temperature = query_temperature(r, uint32_t(pos));

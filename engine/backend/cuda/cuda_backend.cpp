@@ -124,6 +124,7 @@ private:
     void matmul_rows(const TensorView& w, Act in, Act out, uint32_t row0, uint32_t n_rows, uint32_t order) override;
     void add_bias(Act x, const TensorView& bias, uint32_t n_rows) override;
     void rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShape& rope, float scale) override;
+    void scale_rows(Act x, uint32_t width, uint32_t n_rows, float factor) override;
     void store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim) override;
     void attention(const AttentionShape& shape, bool deliver) override;
     void glu(uint32_t width, uint32_t n_rows, bool gelu) override;
@@ -142,8 +143,8 @@ private:
     void upload_weights();
     void allocate_scratch();
     float* buffer(Act a) { return m_activations[a].f(); }
-    const DeviceMatrix& matrix_of(const TensorView& t) const { return m_matrices.at(t.info); }
-    const float* vector_of(const TensorView& t) const { return m_vectors.at(t.info).f(); }
+    const DeviceMatrix& matrix_of(const TensorView& t) const { return m_matrices.at(t.data); }
+    const float* vector_of(const TensorView& t) const { return m_vectors.at(t.data).f(); }
     // Queues a copy of `bytes` from device memory into the download buffer; returns its offset.
     uint64_t download(const void* src, uint64_t bytes);
     void matmul_into(const DeviceMatrix& m, const float* in, uint32_t n_rows, float* out, uint32_t out_stride,
@@ -157,8 +158,8 @@ private:
     bool m_lost = false;
     std::string m_lost_why;
 
-    std::unordered_map<const gguf::TensorInfo*, DeviceMatrix> m_matrices;
-    std::unordered_map<const gguf::TensorInfo*, DeviceBuffer> m_vectors;
+    std::unordered_map<const std::byte*, DeviceMatrix> m_matrices;
+    std::unordered_map<const std::byte*, DeviceBuffer> m_vectors;
     std::vector<std::pair<DeviceBuffer, DeviceBuffer>> m_caches; // per layer: K, V [Hkv][n_ctx][D] F16
     RopeTables m_rope_tables;                                    // one cos/sin table per (base, freq_scale)
     DeviceBuffer m_gelu_table;                                   // [65536] F16
@@ -256,7 +257,7 @@ void CudaBackend::upload_weights()
             m_dev->copy_to_device(b.get(), v.data(), v.size() * sizeof(float));
             m_dev->synchronize(); // the host vector goes out of scope
             m_weight_bytes += b.size();
-            m_vectors.emplace(t.info, std::move(b));
+            m_vectors.emplace(t.data, std::move(b));
             return;
         }
         if (!t)
@@ -275,9 +276,9 @@ void CudaBackend::upload_weights()
         m.data = DeviceBuffer(m_dev.get(), std::size_t(m.row_bytes) * m.rows);
         m_dev->copy_to_device(m.data.get(), t.data, m.data.size()); // the mapped file outlives the copy
         m_weight_bytes += m.data.size();
-        m_matrices.emplace(t.info, std::move(m));
+        m_matrices.emplace(t.data, std::move(m));
     });
-    if ((w.tied_output || w.output.data == w.token_embd.data) && !m_matrices.count(w.output.info))
+    if ((w.tied_output || w.output.data == w.token_embd.data) && !m_matrices.count(w.output.data))
         throw FormatError("the tied output head is not the embedding tensor");
     const ModelConfig& c = m_model->config();
     for (const uint32_t n_kv_heads : m_kv.config().n_kv_heads) {
@@ -285,7 +286,7 @@ void CudaBackend::upload_weights()
         m_caches.emplace_back(DeviceBuffer(m_dev.get(), bytes), DeviceBuffer(m_dev.get(), bytes));
     }
     for (const RopeShape& r : distinct_rope_shapes())
-        m_rope_tables.add(r.base, r.freq_scale);
+        m_rope_tables.add(r.base, r.freq_scale, r.yarn());
     const auto& table = cpu::gelu_f16_table();
     m_gelu_table = DeviceBuffer(m_dev.get(), sizeof table);
     m_dev->copy_to_device(m_gelu_table.get(), table.data(), sizeof table);
@@ -490,8 +491,18 @@ void CudaBackend::rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeSha
 {
     m_act_held.reset();
     const float* cs =
-        m_cs.f() + std::size_t(m_rope_tables.index_of(r.base, r.freq_scale)) * m_batch * (r.n_rot / 2) * 2;
+        m_cs.f() + std::size_t(m_rope_tables.index_of(r.base, r.freq_scale, r.yarn())) * m_batch * (r.n_rot / 2) * 2;
     m_dev->launch(cuda::Rope::Args{buffer(x), cs, m_plan.n_tokens, n_heads, head_dim, r.n_rot, r.neox, scale});
+}
+
+// x ·= factor: the rotary kernel without a rotated pair (n_rot 0) multiplies every element, the CPU's
+// product bit for bit.
+void CudaBackend::scale_rows(Act x, uint32_t width, uint32_t n_rows, float factor)
+{
+    if (width % 2 != 0)
+        throw UnsupportedError(fmt::format("the CUDA backend scales rows of even widths only (not {})", width));
+    m_act_held.reset();
+    m_dev->launch(cuda::Rope::Args{buffer(x), m_cs.f(), n_rows, 1, width, 0, false, factor});
 }
 
 void CudaBackend::store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim)

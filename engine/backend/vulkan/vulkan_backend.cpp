@@ -74,6 +74,7 @@ private:
     void matmul_rows(const TensorView& w, Act in, Act out, uint32_t row0, uint32_t n_rows, uint32_t order) override;
     void add_bias(Act x, const TensorView& bias, uint32_t n_rows) override;
     void rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShape& rope, float scale) override;
+    void scale_rows(Act x, uint32_t width, uint32_t n_rows, float factor) override;
     void store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim) override;
     void attention(const AttentionShape& shape, bool deliver) override;
     void glu(uint32_t width, uint32_t n_rows, bool gelu) override;
@@ -92,8 +93,8 @@ private:
     void upload_weights();
     void allocate_scratch();
     Buffer& buffer(Act a) { return m_activations[a]; }
-    const DeviceMatrix& matrix_of(const TensorView& t) const { return m_matrices.at(t.info); }
-    const Buffer& vector_of(const TensorView& t) const { return m_vectors.at(t.info); }
+    const DeviceMatrix& matrix_of(const TensorView& t) const { return m_matrices.at(t.data); }
+    const Buffer& vector_of(const TensorView& t) const { return m_vectors.at(t.data); }
     Buffer& capture_buffer(std::size_t i, uint64_t bytes);
 
     std::unique_ptr<vk::Context> m_ctx;
@@ -113,8 +114,8 @@ private:
     uint32_t m_n_ctx = 0;
 
     // Every weight the pass reads, by tensor (a tied output head is the embedding matrix).
-    std::unordered_map<const gguf::TensorInfo*, DeviceMatrix> m_matrices;
-    std::unordered_map<const gguf::TensorInfo*, Buffer> m_vectors;
+    std::unordered_map<const std::byte*, DeviceMatrix> m_matrices;
+    std::unordered_map<const std::byte*, Buffer> m_vectors;
     std::vector<std::pair<Buffer, Buffer>> m_caches; // per layer: K, V [Hkv][n_ctx][D] F16, two per word
     RopeTables m_rope_tables;                        // one cos/sin table per (base, freq_scale)
     uint64_t m_weight_bytes = 0;
@@ -204,7 +205,7 @@ void VulkanBackend::upload_weights()
         if (use == WeightUse::Vector) {
             const auto v = tensor_to_f32(t);
             m_weight_bytes += v.size() * sizeof(float);
-            m_vectors.emplace(t.info, vk::upload_buffer(*m_ctx, up, v.data(), v.size() * sizeof(float)));
+            m_vectors.emplace(t.data, vk::upload_buffer(*m_ctx, up, v.data(), v.size() * sizeof(float)));
             return;
         }
         if (!t)
@@ -214,11 +215,11 @@ void VulkanBackend::upload_weights()
         DeviceMatrix m =
             vk::upload_matrix(*m_ctx, up, t.type(), t.data, uint32_t(t.cols()), uint32_t(t.rows()), t.row_bytes);
         m_weight_bytes += m.bytes();
-        m_matrices.emplace(t.info, std::move(m));
+        m_matrices.emplace(t.data, std::move(m));
     });
     if (w.tied_output || w.output.data == w.token_embd.data) {
         matmul_types.insert(w.token_embd.type()); // the output head reads the embedding matrix
-        if (!m_matrices.count(w.output.info))
+        if (!m_matrices.count(w.output.data))
             throw FormatError("the tied output head is not the embedding tensor");
     }
 
@@ -234,7 +235,7 @@ void VulkanBackend::upload_weights()
                               Buffer(m_ctx.get(), cache_bytes, Memory::Device));
     }
     for (const RopeShape& r : distinct_rope_shapes())
-        m_rope_tables.add(r.base, r.freq_scale);
+        m_rope_tables.add(r.base, r.freq_scale, r.yarn());
     m_k->prepare(std::vector<GgmlType>(matmul_types.begin(), matmul_types.end()), w.token_embd.type());
     m_k->load_gelu_table(up);
 }
@@ -411,8 +412,18 @@ void VulkanBackend::add_bias(Act x, const TensorView& bias, uint32_t n_rows)
 void VulkanBackend::rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShape& r, float scale)
 {
     m_act_held.reset();
-    const uint32_t cs_offset = m_rope_tables.index_of(r.base, r.freq_scale) * m_batch * (r.n_rot / 2);
+    const uint32_t cs_offset = m_rope_tables.index_of(r.base, r.freq_scale, r.yarn()) * m_batch * (r.n_rot / 2);
     m_k->rope(rec(), buffer(x), 0, m_cs, cs_offset, m_plan.n_tokens, n_heads, head_dim, r.n_rot, r.neox, scale);
+}
+
+// x ·= factor: the rotary shader without a rotated pair (n_rot 0) multiplies every element, the CPU's
+// product bit for bit.
+void VulkanBackend::scale_rows(Act x, uint32_t width, uint32_t n_rows, float factor)
+{
+    if (width % 2 != 0)
+        throw UnsupportedError(fmt::format("the Vulkan backend scales rows of even widths only (not {})", width));
+    m_act_held.reset();
+    m_k->rope(rec(), buffer(x), 0, m_cs, 0, n_rows, 1, width, 0, false, factor);
 }
 
 void VulkanBackend::store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim)
