@@ -21,6 +21,7 @@ layout(push_constant) uniform Params {
     float scale;
     uint cs_offset; // vec2 index of token 0's first pair
     uint groups_x;
+    uint temp_offset; // vec2 index of token 0's query temperature (mistral3); ~0u: none
 } p;
 
 #include "cpu_math.glsl"
@@ -34,6 +35,8 @@ void main()
     const uint i = id % pairs, th = id / pairs, t = th / p.n_heads;
     const uint base = p.x_offset + th * p.head_dim;
     const uint half_rot = p.n_rot / 2u;
+    // × the temperature (exactly 1 without one), then × scale, as the CPU multiplies
+    const float temp = p.temp_offset != 0xFFFFFFFFu ? cs[p.temp_offset + t].x : 1.0;
     if (i < half_rot) {
         const vec2 c = cs[p.cs_offset + t * half_rot + i];
         const uint a = p.neox != 0u ? i : 2u * i;
@@ -41,12 +44,14 @@ void main()
         const float x0 = x[base + a], x1 = x[base + b];
         precise float r0 = fma_rn(x0, c.x, -(x1 * c.y));
         precise float r1 = fma_rn(x0, c.y, x1 * c.x);
-        precise float s0 = r0 * p.scale, s1 = r1 * p.scale;
+        precise float t0 = r0 * temp, t1 = r1 * temp;
+        precise float s0 = t0 * p.scale, s1 = t1 * p.scale;
         x[base + a] = s0;
         x[base + b] = s1;
     } else {
         const uint a = p.n_rot + 2u * (i - half_rot);
-        x[base + a] *= p.scale;
-        x[base + a + 1u] *= p.scale;
+        precise float t0 = x[base + a] * temp, t1 = x[base + a + 1u] * temp;
+        x[base + a] = t0 * p.scale;
+        x[base + a + 1u] = t1 * p.scale;
     }
 }

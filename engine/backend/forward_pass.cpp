@@ -154,12 +154,7 @@ LayeredBackend::LayeredBackend(std::shared_ptr<const Model> model) : m_model(std
 
 float query_temperature(const RopeShape& r, uint32_t pos)
 {
-    if (r.temperature_beta == 0.0f)
-        return 1.0f;
-    // llama.cpp's llm_graph_input_attn_temp: a float quotient, the logarithm in double
-    const float p = static_cast<float>(pos);
-    return static_cast<float>(
-        std::log(std::floor(p / static_cast<float>(r.temperature_floor)) + 1.0) * r.temperature_beta + 1.0);
+    return rope_query_temperature(r.temperature_beta, r.temperature_floor, pos);
 }
 
 std::string gpu_unsupported_features(const Model& model)
@@ -169,8 +164,6 @@ std::string gpu_unsupported_features(const Model& model)
     // tanh on a device is not glibc's tanhf: the soft-capped scores could not be the CPU's bits
     if (c.attn_logit_softcap)
         f.push_back("attention soft-capping");
-    if (c.attn_temperature_scale)
-        f.push_back("query temperature scaling");
     std::string out;
     for (const auto& s : f)
         out += (out.empty() ? "" : ", ") + s;

@@ -132,7 +132,7 @@ enum class WeightUse {
 void for_each_weight(const Model& model, const std::function<void(const TensorView&, WeightUse)>& fn);
 
 // What of the model this pass would ask of operations the GPU backends do not implement (attention
-// soft-capping, mistral3's query temperature), as "attention soft-capping (gemma2)"; empty when
+// soft-capping), as "attention soft-capping (gemma2)"; empty when
 // nothing. Their constructors refuse such a model by name, and `auto` falls back to the CPU.
 std::string gpu_unsupported_features(const Model& model);
 

@@ -40,6 +40,24 @@ void rope_cos_sin(float* out, uint32_t pos, uint32_t n_tokens, uint32_t n_rot, f
     }
 }
 
+float rope_query_temperature(float beta, uint32_t floor_positions, uint32_t pos)
+{
+    if (beta == 0.0f)
+        return 1.0f;
+    const float p = static_cast<float>(pos);
+    return static_cast<float>(std::log(std::floor(p / static_cast<float>(floor_positions)) + 1.0) * beta + 1.0);
+}
+
+uint32_t RopeTables::temperature_offset(uint32_t batch, uint32_t n_rot) const
+{
+    return static_cast<uint32_t>(std::max<std::size_t>(1, m_pairs.size()) * batch * (n_rot / 2));
+}
+
+std::size_t RopeTables::floats(uint32_t batch, uint32_t n_rot) const
+{
+    return 2 * (std::size_t(temperature_offset(batch, n_rot)) + (has_temperature() ? batch : 0));
+}
+
 uint32_t RopeTables::index_of(float base, float freq_scale, const RopeYarn& yarn) const
 {
     const auto it = std::find(m_pairs.begin(), m_pairs.end(), Rotation{base, freq_scale, yarn});
@@ -54,6 +72,13 @@ void RopeTables::fill(float* out, uint32_t pos, uint32_t n_tokens, uint32_t batc
     for (std::size_t table = 0; table < m_pairs.size(); ++table)
         rope_cos_sin(out + 2 * table * batch * (n_rot / 2), pos, n_tokens, n_rot, m_pairs[table].base,
                      m_pairs[table].freq_scale, factors, m_pairs[table].yarn);
+    if (has_temperature()) {
+        float* t = out + 2 * std::size_t(temperature_offset(batch, n_rot));
+        for (uint32_t i = 0; i < n_tokens; ++i) {
+            t[2 * i] = rope_query_temperature(m_temperature_beta, m_temperature_floor, pos + i);
+            t[2 * i + 1] = 0.0f;
+        }
+    }
 }
 
 } // namespace engine

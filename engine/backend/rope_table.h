@@ -27,6 +27,10 @@ void rope_yarn_cos_sin(float theta_extrap, float freq_scale, const RopeYarn& yar
 void rope_cos_sin(float* out, uint32_t pos, uint32_t n_tokens, uint32_t n_rot, float base, float freq_scale,
                   const float* factors, const RopeYarn& yarn = {});
 
+// mistral3's query temperature at `pos`: 1 + beta·ln(floor(pos / floor_positions) + 1), as llama.cpp's
+// llm_graph_input_attn_temp computes it (a float quotient, the logarithm in double); 1 when beta is 0.
+float rope_query_temperature(float beta, uint32_t floor_positions, uint32_t pos);
+
 // The distinct rotations (base, frequency scale, YaRN) of a model's layers, in the order added: a GPU
 // backend keeps one cos/sin table per rotation for the positions of a chunk, side by side in one
 // buffer, and each layer's RoPE reads the table of its own.
@@ -34,6 +38,17 @@ class RopeTables {
 public:
     void add(float base, float freq_scale, const RopeYarn& yarn = {}) { m_pairs.push_back({base, freq_scale, yarn}); }
     std::size_t size() const { return m_pairs.size(); }
+    // The queries' temperature (beta 0: none): `fill` then also writes (t(pos), 0) for every position
+    // after the tables, at vec2 index temperature_offset.
+    void set_query_temperature(float beta, uint32_t floor_positions)
+    {
+        m_temperature_beta = beta;
+        m_temperature_floor = floor_positions;
+    }
+    bool has_temperature() const { return m_temperature_beta != 0.0f; }
+    uint32_t temperature_offset(uint32_t batch, uint32_t n_rot) const;
+    // The floats the tables (and temperatures) of `batch` positions take.
+    std::size_t floats(uint32_t batch, uint32_t n_rot) const;
     // The table of a rotation; throws std::logic_error for one never added.
     uint32_t index_of(float base, float freq_scale, const RopeYarn& yarn = {}) const;
     // Every table for positions pos … pos + n_tokens − 1 (rope_cos_sin), table i starting at
@@ -47,6 +62,8 @@ private:
         bool operator==(const Rotation&) const = default;
     };
     std::vector<Rotation> m_pairs;
+    float m_temperature_beta = 0.0f;
+    uint32_t m_temperature_floor = 0;
 };
 
 } // namespace engine

@@ -70,10 +70,13 @@ void TestCudaBackend::testModels_data()
     QTest::addColumn<int>("prompt");
     QTest::addColumn<bool>("device");
     for (const bool device : {false, true})
-        for (const char* a : {"llama", "qwen2", "qwen3", "gemma3", "smollm3", "phi3", "granite",
-                              "olmo2"}) // gemma3: 100 + 24 positions cross its 64-token window
-            QTest::addRow("%s %s", a, device ? "device" : "emulated")
-                << QString(a) << (QString(a) == "gemma3" ? 100 : 40) << device;
+        for (const char* a : {"llama", "qwen2", "qwen3", "gemma3", "smollm3", "phi3", "granite", "olmo2", "mistral3"})
+            // gemma3: 100 + 24 positions cross its 64-token window; mistral3: 300 cross its original context
+            QTest::addRow("%s %s", a, device ? "device" : "emulated") << QString(a)
+                                                                      << (QString(a) == "gemma3"     ? 100
+                                                                          : QString(a) == "mistral3" ? 300
+                                                                                                     : 40)
+                                                                      << device;
 }
 
 void TestCudaBackend::testModels()

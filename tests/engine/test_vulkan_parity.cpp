@@ -69,6 +69,8 @@ void TestVulkanParity::testModels_data()
             QTest::addRow("%s %s", a, arithmetic) << QString(a) << 40 << exact;
         // gemma3's window is 64 tokens: 150 + 32 positions make the sliding-window layers free blocks
         QTest::addRow("gemma3 %s", arithmetic) << QString("gemma3") << 150 << exact;
+        // mistral3's original context is 256: 300 positions put YaRN's tables and the query temperature to work
+        QTest::addRow("mistral3 %s", arithmetic) << QString("mistral3") << 300 << exact;
     }
 }
 

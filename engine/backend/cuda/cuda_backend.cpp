@@ -287,6 +287,8 @@ void CudaBackend::upload_weights()
     }
     for (const RopeShape& r : distinct_rope_shapes())
         m_rope_tables.add(r.base, r.freq_scale, r.yarn());
+    if (c.attn_temperature_scale)
+        m_rope_tables.set_query_temperature(*c.attn_temperature_scale, c.rope_n_ctx_orig);
     const auto& table = cpu::gelu_f16_table();
     m_gelu_table = DeviceBuffer(m_dev.get(), sizeof table);
     m_dev->copy_to_device(m_gelu_table.get(), table.data(), sizeof table);
@@ -314,7 +316,7 @@ void CudaBackend::allocate_scratch()
     const uint64_t widest = widths.widest();
     m_act = DeviceBuffer(m_dev.get(), m_batch * activation_row_bytes(ActivationFormat::F16, int64_t(widest)));
     m_scratch_bytes += m_act.size();
-    const std::size_t cs_floats = std::max<std::size_t>(1, m_rope_tables.size()) * m_batch * (c.n_rot / 2) * 2;
+    const std::size_t cs_floats = m_rope_tables.floats(m_batch, c.n_rot);
     m_ids = DeviceBuffer(m_dev.get(), m_batch * sizeof(uint32_t));
     m_ids_host = DeviceBuffer(m_dev.get(), m_batch * sizeof(uint32_t), true);
     m_cs = DeviceBuffer(m_dev.get(), cs_floats * sizeof(float));
@@ -492,7 +494,11 @@ void CudaBackend::rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeSha
     m_act_held.reset();
     const float* cs =
         m_cs.f() + std::size_t(m_rope_tables.index_of(r.base, r.freq_scale, r.yarn())) * m_batch * (r.n_rot / 2) * 2;
-    m_dev->launch(cuda::Rope::Args{buffer(x), cs, m_plan.n_tokens, n_heads, head_dim, r.n_rot, r.neox, scale});
+    const float* temperature = r.temperature_beta != 0.0f
+                                   ? m_cs.f() + 2 * std::size_t(m_rope_tables.temperature_offset(m_batch, r.n_rot))
+                                   : nullptr;
+    m_dev->launch(
+        cuda::Rope::Args{buffer(x), cs, m_plan.n_tokens, n_heads, head_dim, r.n_rot, r.neox, scale, temperature});
 }
 
 // x ·= factor: the rotary kernel without a rotated pair (n_rot 0) multiplies every element, the CPU's

@@ -49,7 +49,7 @@ struct RmsnormPush {
 struct RopePush {
     uint32_t n_tokens, n_heads, head_dim, n_rot, neox, x_offset;
     float scale;
-    uint32_t cs_offset, groups_x;
+    uint32_t cs_offset, groups_x, temp_offset;
 };
 struct KvStorePush {
     uint32_t n_tokens, n_kv_heads, head_dim, pos0, n_ctx, groups_x;
@@ -369,12 +369,14 @@ void Kernels::add_rmsnorm(Recorder& rec, const Buffer& x, const Buffer& o, const
 }
 
 void Kernels::rope(Recorder& rec, const Buffer& x, uint32_t x_offset, const Buffer& cs, uint32_t cs_offset,
-                   uint32_t n_tokens, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool neox, float scale)
+                   uint32_t n_tokens, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool neox, float scale,
+                   uint32_t temp_offset)
 {
     const uint64_t items = uint64_t(n_tokens) * n_heads * (head_dim / 2);
     uint32_t gy = 1;
     const uint32_t gx = rec.split_groups((items + kThreads - 1) / kThreads, &gy);
-    const RopePush push{n_tokens, n_heads, head_dim, n_rot, neox ? 1u : 0u, x_offset, scale, cs_offset, gx};
+    const RopePush push{n_tokens, n_heads, head_dim,  n_rot, neox ? 1u : 0u,
+                        x_offset, scale,   cs_offset, gx,    temp_offset};
     rec.dispatch(simple("rope", 2, sizeof(push)), {whole(x), whole(cs)}, &push, sizeof(push), gx, gy);
 }
 

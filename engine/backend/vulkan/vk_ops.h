@@ -90,8 +90,10 @@ public:
                      uint32_t width, uint32_t n_rows, float eps);
     // In place over x [n_tokens][n_heads][head_dim]; cs holds (cos, sin) [n_tokens][n_rot/2] from cs_offset (vec2
     // units).
+    // `temp_offset`: the vec2 index in `cs` of token 0's query temperature (mistral3), ~0u for none.
     void rope(Recorder& rec, const Buffer& x, uint32_t x_offset, const Buffer& cs, uint32_t cs_offset,
-              uint32_t n_tokens, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool neox, float scale);
+              uint32_t n_tokens, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool neox, float scale,
+              uint32_t temp_offset = 0xFFFFFFFFu);
     // Writes k, v [n_tokens][n_kv_heads][head_dim] as F16 into the caches [n_kv_heads][n_ctx][head_dim] at pos0.
     // With `step` (a buffer whose first word the host sets to the position before each submission),
     // pos0 is read from it when the commands run: a recording replayed at every decode step.

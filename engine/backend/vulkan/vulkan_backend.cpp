@@ -236,6 +236,8 @@ void VulkanBackend::upload_weights()
     }
     for (const RopeShape& r : distinct_rope_shapes())
         m_rope_tables.add(r.base, r.freq_scale, r.yarn());
+    if (c.attn_temperature_scale)
+        m_rope_tables.set_query_temperature(*c.attn_temperature_scale, c.rope_n_ctx_orig);
     m_k->prepare(std::vector<GgmlType>(matmul_types.begin(), matmul_types.end()), w.token_embd.type());
     m_k->load_gelu_table(up);
 }
@@ -259,9 +261,7 @@ void VulkanBackend::allocate_scratch()
     m_act = dev(m_batch * widths.widest());
     m_logits = dev(uint64_t(m_logit_rows) * c.n_vocab);
     m_ids = Buffer(m_ctx.get(), m_batch * sizeof(uint32_t), Memory::Upload);
-    m_cs = Buffer(m_ctx.get(),
-                  std::max<std::size_t>(1, m_rope_tables.size()) * m_batch * (c.n_rot / 2) * 2 * sizeof(float),
-                  Memory::Upload);
+    m_cs = Buffer(m_ctx.get(), m_rope_tables.floats(m_batch, c.n_rot) * sizeof(float), Memory::Upload);
     m_staging = Buffer(m_ctx.get(), E * sizeof(float), Memory::Upload);
     m_step = Buffer(m_ctx.get(), 16, Memory::Upload);
 }
@@ -413,7 +413,10 @@ void VulkanBackend::rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeS
 {
     m_act_held.reset();
     const uint32_t cs_offset = m_rope_tables.index_of(r.base, r.freq_scale, r.yarn()) * m_batch * (r.n_rot / 2);
-    m_k->rope(rec(), buffer(x), 0, m_cs, cs_offset, m_plan.n_tokens, n_heads, head_dim, r.n_rot, r.neox, scale);
+    const uint32_t temp_offset =
+        r.temperature_beta != 0.0f ? m_rope_tables.temperature_offset(m_batch, r.n_rot) : 0xFFFFFFFFu;
+    m_k->rope(rec(), buffer(x), 0, m_cs, cs_offset, m_plan.n_tokens, n_heads, head_dim, r.n_rot, r.neox, scale,
+              temp_offset);
 }
 
 // x ·= factor: the rotary shader without a rotated pair (n_rot 0) multiplies every element, the CPU's

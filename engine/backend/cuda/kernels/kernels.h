@@ -392,24 +392,29 @@ struct Rope {
         uint32_t n_tokens, n_heads, head_dim, n_rot;
         bool neox;
         float scale;
+        const float* temperature = nullptr; // [n][2]: (t, 0), the queries' temperature (mistral3), or null
     };
     TS_HD static uint64_t warps(const Args& a) { return uint64_t(a.n_tokens) * a.n_heads; }
     template <class L> TS_HD static void warp(const Args& a, uint64_t w)
     {
         const uint32_t t = uint32_t(w / a.n_heads), half = a.n_rot / 2;
         float* x = a.x + w * a.head_dim;
+        // × the temperature (exactly 1 without one), then × scale, as the CPU multiplies
+        const float temp = a.temperature ? a.temperature[uint64_t(t) * 2] : 1.0f;
         L::each_do([&](uint32_t l) {
             for (uint32_t i = l; i < a.head_dim / 2; i += kWarp) {
                 if (i < half) {
                     const float c = a.cs[(uint64_t(t) * half + i) * 2], s = a.cs[(uint64_t(t) * half + i) * 2 + 1];
                     const uint32_t p = a.neox ? i : 2 * i, q = a.neox ? i + half : 2 * i + 1;
                     const float x0 = x[p], x1 = x[q];
-                    x[p] = fma_rn(x0, c, -(x1 * s)) * a.scale;
-                    x[q] = fma_rn(x0, s, x1 * c) * a.scale;
+                    const float r0 = fma_rn(x0, c, -(x1 * s)) * temp, r1 = fma_rn(x0, s, x1 * c) * temp;
+                    x[p] = r0 * a.scale;
+                    x[q] = r1 * a.scale;
                 } else {
                     const uint32_t p = a.n_rot + 2 * (i - half);
-                    x[p] = x[p] * a.scale;
-                    x[p + 1] = x[p + 1] * a.scale;
+                    const float r0 = x[p] * temp, r1 = x[p + 1] * temp;
+                    x[p] = r0 * a.scale;
+                    x[p + 1] = r1 * a.scale;
                 }
             }
         });
