@@ -37,6 +37,8 @@ layout(push_constant) uniform Params {
     uint capture;
     uint n_keys; // pos0 + n_tokens
     uint batched;
+    float softcap;     // gemma2: q·k ← tanh(q·k · inv_softcap) · softcap before the scale; 0: none
+    float inv_softcap; // 1 / softcap, rounded on the host as the CPU rounds it
 } p;
 
 #include "cpu_math.glsl"
@@ -49,6 +51,18 @@ shared float pw[WINDOW];
 float k_at(uint row, uint d) { return unpackHalf2x16(kc[(row * p.head_dim + d) >> 1])[d & 1u]; }
 float v_at(uint row, uint d) { return unpackHalf2x16(vc[(row * p.head_dim + d) >> 1])[d & 1u]; }
 
+// The CPU's attention_score: soft-capped when the model asks, then × scale.
+float finish_score(float qk)
+{
+    if (p.softcap != 0.0) {
+        precise float scaled = qk * p.inv_softcap;
+        precise float capped = cpu_tanhf(scaled) * p.softcap;
+        qk = capped;
+    }
+    precise float s = qk * p.scale;
+    return s;
+}
+
 // q·k of cache row `row` times the scale, as dot_f16_order(k, q16, D, batched) · scale.
 float score(uint row)
 {
@@ -60,8 +74,7 @@ float score(uint row)
         for (uint i = 0u; i < D; i += 8u)
             for (uint l = 0u; l < 8u; ++l)
                 acc[l] = fma_rn(k_at(row, i + l), qs[i + l], acc[l]);
-        precise float s = hsum8_halves(acc) * p.scale;
-        return s;
+        return finish_score(hsum8_halves(acc));
     }
     precise float acc[4][8];
     for (uint j = 0u; j < 4u; ++j)
@@ -77,8 +90,7 @@ float score(uint row)
         precise float prod = k_at(row, i) * qs[i];
         sum = wide_add(sum, prod);
     }
-    precise float s = wide_float(sum) * p.scale;
-    return s;
+    return finish_score(wide_float(sum));
 }
 
 void main()

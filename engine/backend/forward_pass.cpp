@@ -157,21 +157,6 @@ float query_temperature(const RopeShape& r, uint32_t pos)
     return rope_query_temperature(r.temperature_beta, r.temperature_floor, pos);
 }
 
-std::string gpu_unsupported_features(const Model& model)
-{
-    const ModelConfig& c = model.config();
-    std::vector<std::string> f;
-    // tanh on a device is not glibc's tanhf: the soft-capped scores could not be the CPU's bits
-    if (c.attn_logit_softcap)
-        f.push_back("attention soft-capping");
-    std::string out;
-    for (const auto& s : f)
-        out += (out.empty() ? "" : ", ") + s;
-    if (!out.empty())
-        out += fmt::format(" ({})", c.architecture);
-    return out;
-}
-
 void LayeredBackend::scale_rows(Act, uint32_t, uint32_t, float)
 {
     throw UnsupportedError(

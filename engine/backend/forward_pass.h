@@ -113,9 +113,6 @@ struct RopeShape {
     // mistral3's query temperature: after the rotation, × 1 + beta·ln(floor(pos / floor_positions) + 1)
     float temperature_beta = 0.0f; // 0: none
     uint32_t temperature_floor = 0;
-    // Whether rotating differs from the plain rotation (YaRN, a magnitude factor or a temperature):
-    // the GPU backends implement the plain one only.
-    bool beyond_plain() const { return ext_factor != 0.0f || attn_factor != 1.0f || temperature_beta != 0.0f; }
     RopeYarn yarn() const { return {ext_factor, attn_factor, corr_low, corr_high}; }
 };
 // The multiplier of a query at `pos` under the shape's temperature (1 without one), as llama.cpp's
@@ -130,11 +127,6 @@ enum class WeightUse {
 };
 // Every weight of the model the pass reads, once each (a tied output head is the embedding).
 void for_each_weight(const Model& model, const std::function<void(const TensorView&, WeightUse)>& fn);
-
-// What of the model this pass would ask of operations the GPU backends do not implement (attention
-// soft-capping), as "attention soft-capping (gemma2)"; empty when
-// nothing. Their constructors refuse such a model by name, and `auto` falls back to the CPU.
-std::string gpu_unsupported_features(const Model& model);
 
 // A backend made of operations: forward(), read_kv() and project_to_vocab() are the shared pass.
 class LayeredBackend : public Backend {
@@ -182,8 +174,7 @@ protected:
     }
     // x[t] += bias for every row (width = bias length).
     virtual void add_bias(Act x, const TensorView& bias, uint32_t n_rows) = 0;
-    // x[t] ·= factor over rows of `width` (granite's residual multiplier). Backends without it refuse
-    // the models that need it (gpu_unsupported_features).
+    // x[t] ·= factor over rows of `width` (granite's residual multiplier).
     virtual void scale_rows(Act x, uint32_t width, uint32_t n_rows, float factor);
     // Rotary embedding of every head of every row in place (row t at position pos0 + t), then × scale.
     virtual void rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShape& rope, float scale) = 0;

@@ -170,6 +170,152 @@ float cpu_expf(float x)
     return res;
 }
 
+// expm1f and tanhf as Debian 12's C library computes them (engine/util/glibc_tanhf.h, step for step:
+// glibc 2.36's fdlibm code), for gemma2's soft-capped attention scores.
+float cpu_expm1f(float x)
+{
+    uint hx = floatBitsToUint(x);
+    const bool negative = (hx & 0x80000000u) != 0u;
+    hx &= 0x7fffffffu;
+    if (hx >= 0x4195b844u) {
+        if (hx >= 0x42b17218u) {
+            if (hx > 0x7f800000u) {
+                precise float nan_ = x + x;
+                return nan_;
+            }
+            if (hx == 0x7f800000u)
+                return negative ? -1.0 : x;
+            if (x > uintBitsToFloat(0x42b17180u))
+                return uintBitsToFloat(0x7f800000u);
+        }
+        if (negative)
+            return -1.0;
+    }
+    const float ln2_hi = uintBitsToFloat(0x3f317180u), ln2_lo = uintBitsToFloat(0x3717f7d1u);
+    precise float hi, lo, c = 0.0;
+    int k = 0;
+    if (hx > 0x3eb17218u) {
+        if (hx < 0x3F851592u) {
+            precise float h0 = negative ? x + ln2_hi : x - ln2_hi;
+            hi = h0;
+            lo = negative ? -ln2_lo : ln2_lo;
+            k = negative ? -1 : 1;
+        } else {
+            precise float kf = uintBitsToFloat(0x3fb8aa3bu) * x;
+            precise float kr = kf + (negative ? -0.5 : 0.5);
+            k = int(kr);
+            const float t = float(k);
+            precise float t_hi = t * ln2_hi;
+            hi = x - t_hi;
+            lo = t * ln2_lo;
+        }
+        precise float reduced = hi - lo;
+        precise float d = hi - reduced;
+        c = d - lo;
+        x = reduced;
+    } else if (hx < 0x33000000u) {
+        return x;
+    }
+    precise float hfx = 0.5 * x;
+    precise float hxs = x * hfx;
+    precise float p5 = hxs * uintBitsToFloat(0xb457edbbu);
+    precise float p4 = uintBitsToFloat(0x36867e54u) + p5;
+    precise float m4 = hxs * p4;
+    precise float p3 = uintBitsToFloat(0xb8a670cdu) + m4;
+    precise float m3 = hxs * p3;
+    precise float p2 = uintBitsToFloat(0x3ad00d01u) + m3;
+    precise float m2 = hxs * p2;
+    precise float p1 = uintBitsToFloat(0xbd088889u) + m2;
+    precise float m1 = hxs * p1;
+    precise float r1 = 1.0 + m1;
+    precise float rh = r1 * hfx;
+    precise float t = 3.0 - rh;
+    precise float xt = x * t;
+    precise float den = 6.0 - xt;
+    precise float num = r1 - t;
+    precise float e = hxs * div_rn(num, den);
+    if (k == 0) {
+        precise float xe = x * e;
+        precise float xe_h = xe - hxs;
+        precise float res = x - xe_h;
+        return res;
+    }
+    precise float ec = e - c;
+    precise float xec = x * ec;
+    precise float e1 = xec - c;
+    precise float e2 = e1 - hxs;
+    if (k == -1) {
+        precise float xe = x - e2;
+        precise float h = 0.5 * xe;
+        precise float res = h - 0.5;
+        return res;
+    }
+    if (k == 1) {
+        if (x < -0.25) {
+            precise float xh = x + 0.5;
+            precise float ex = e2 - xh;
+            precise float res = -2.0 * ex;
+            return res;
+        }
+        precise float xe = x - e2;
+        precise float d2 = 2.0 * xe;
+        precise float res = 1.0 + d2;
+        return res;
+    }
+    if (k <= -2 || k > 56) {
+        precise float ex = e2 - x;
+        precise float y = 1.0 - ex;
+        const float ys = uintBitsToFloat(floatBitsToUint(y) + (uint(k) << 23));
+        precise float res = ys - 1.0;
+        return res;
+    }
+    precise float y;
+    if (k < 23) {
+        const float t1 = uintBitsToFloat(0x3f800000u - (0x1000000u >> uint(k)));
+        precise float ex = e2 - x;
+        y = t1 - ex;
+    } else {
+        const float t2 = uintBitsToFloat(uint(0x7f - k) << 23);
+        precise float et = e2 + t2;
+        precise float y0 = x - et;
+        y = y0 + 1.0;
+    }
+    return uintBitsToFloat(floatBitsToUint(y) + (uint(k) << 23));
+}
+
+float cpu_tanhf(float x)
+{
+    const uint jx = floatBitsToUint(x), ix = jx & 0x7fffffffu;
+    const bool negative = (jx & 0x80000000u) != 0u;
+    if (ix >= 0x7f800000u) {
+        precise float r = negative ? div_rn(1.0, x) - 1.0 : div_rn(1.0, x) + 1.0;
+        return r;
+    }
+    precise float z;
+    if (ix < 0x41b00000u) {
+        if (ix == 0u)
+            return x;
+        if (ix < 0x24000000u) {
+            precise float one_x = 1.0 + x;
+            precise float r = x * one_x;
+            return r;
+        }
+        precise float ax2 = 2.0 * abs(x);
+        if (ix >= 0x3f800000u) {
+            precise float t = cpu_expm1f(ax2);
+            precise float q = div_rn(2.0, t + 2.0);
+            z = 1.0 - q;
+        } else {
+            precise float t = cpu_expm1f(-ax2);
+            precise float t2 = t + 2.0;
+            z = div_rn(-t, t2);
+        }
+    } else {
+        z = 1.0;
+    }
+    return negative ? -z : z;
+}
+
 // ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)): _mm256 extract/add, movehl, movehdup.
 float hsum8_halves(float a[8])
 {

@@ -70,13 +70,13 @@ void TestCudaBackend::testModels_data()
     QTest::addColumn<int>("prompt");
     QTest::addColumn<bool>("device");
     for (const bool device : {false, true})
-        for (const char* a : {"llama", "qwen2", "qwen3", "gemma3", "smollm3", "phi3", "granite", "olmo2", "mistral3"})
-            // gemma3: 100 + 24 positions cross its 64-token window; mistral3: 300 cross its original context
-            QTest::addRow("%s %s", a, device ? "device" : "emulated") << QString(a)
-                                                                      << (QString(a) == "gemma3"     ? 100
-                                                                          : QString(a) == "mistral3" ? 300
-                                                                                                     : 40)
-                                                                      << device;
+        for (const char* a :
+             {"llama", "qwen2", "qwen3", "gemma3", "smollm3", "phi3", "granite", "olmo2", "mistral3", "gemma2"}) {
+            // gemma3 and gemma2: 100 + 24 positions cross their 64-token window; mistral3: 300 its original context
+            const QString arch(a);
+            const int prompt = arch.startsWith("gemma") ? 100 : arch == "mistral3" ? 300 : 40;
+            QTest::addRow("%s %s", a, device ? "device" : "emulated") << arch << prompt << device;
+        }
 }
 
 void TestCudaBackend::testModels()

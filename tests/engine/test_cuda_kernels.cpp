@@ -452,12 +452,16 @@ void TestCudaKernels::attention_data()
     QTest::addColumn<int>("pos0");
     QTest::addColumn<int>("tokens");
     QTest::addColumn<int>("window");
-    QTest::newRow("prefill") << 4 << 4 << 64 << 0 << 7 << 0;
-    QTest::newRow("GQA, decode over 75 keys") << 6 << 2 << 64 << 74 << 1 << 0;
-    QTest::newRow("GQA, chunk after a prefix, head_dim 48") << 4 << 1 << 48 << 33 << 5 << 0;
-    QTest::newRow("sliding window 16") << 2 << 1 << 64 << 40 << 3 << 16;
-    QTest::newRow("head_dim 256") << 2 << 2 << 256 << 10 << 2 << 0;
-    QTest::newRow("decode, head_dim 48 (a double tail)") << 4 << 2 << 48 << 20 << 1 << 0;
+    QTest::addColumn<float>("softcap"); // gemma2's attention soft-cap (0: none)
+    QTest::newRow("prefill") << 4 << 4 << 64 << 0 << 7 << 0 << 0.0f;
+    QTest::newRow("GQA, decode over 75 keys") << 6 << 2 << 64 << 74 << 1 << 0 << 0.0f;
+    QTest::newRow("GQA, chunk after a prefix, head_dim 48") << 4 << 1 << 48 << 33 << 5 << 0 << 0.0f;
+    QTest::newRow("sliding window 16") << 2 << 1 << 64 << 40 << 3 << 16 << 0.0f;
+    QTest::newRow("head_dim 256") << 2 << 2 << 256 << 10 << 2 << 0 << 0.0f;
+    QTest::newRow("decode, head_dim 48 (a double tail)") << 4 << 2 << 48 << 20 << 1 << 0 << 0.0f;
+    // small caps put q·k / cap across every branch of the C library's tanhf (util/glibc_tanhf.h)
+    QTest::newRow("soft-capped at 0.5, prefill") << 2 << 1 << 64 << 30 << 6 << 0 << 0.5f;
+    QTest::newRow("soft-capped at 0.05, decode") << 2 << 2 << 64 << 60 << 1 << 0 << 0.05f;
 }
 
 // KV store, scores, softmax and values against the CPU backend's attention row, bit for bit (masked
@@ -470,6 +474,7 @@ void TestCudaKernels::attention()
     QFETCH(int, pos0);
     QFETCH(int, tokens);
     QFETCH(int, window);
+    QFETCH(float, softcap);
     const uint32_t H = uint32_t(heads), Hkv = uint32_t(kv_heads), D = uint32_t(head_dim), p0 = uint32_t(pos0),
                    n = uint32_t(tokens), win = uint32_t(window), n_ctx = 128, keys = p0 + n;
     const float scale = 1.0f / std::sqrt(float(D));
@@ -501,6 +506,7 @@ void TestCudaKernels::attention()
                 vp[j] = cv.data() + (std::size_t(kv) * n_ctx + j) * D;
             }
             cpu::AttentionRow row{q.data() + (t * H + h) * D, kp.data(), vp.data(), pos + 1, D, scale, n > 1};
+            row.softcap = softcap;
             cpu::attention_row(row, ref_out.data() + (t * H + h) * D, ref_w.data() + (t * H + h) * std::size_t(keys),
                                scratch);
         }
@@ -510,7 +516,8 @@ void TestCudaKernels::attention()
         d.launch(
             cuda::KvStore::Args{dkb.p(), dvb.p(), dk.p<uint16_t>(), dv.p<uint16_t>(), n, Hkv, D, p0, n_ctx, nullptr});
         const cuda::AttnShape s{nullptr, n, H, Hkv, D, p0, n_ctx, win, keys, n > 1};
-        d.launch(cuda::AttnScores::Args{s, dq.p(), dk.p<uint16_t>(), scale, scores.p()});
+        d.launch(cuda::AttnScores::Args{s, dq.p(), dk.p<uint16_t>(), scale, scores.p(), softcap,
+                                        softcap != 0.0f ? 1.0f / softcap : 0.0f});
         d.launch(cuda::AttnSoftmax::Args{s, scores.p()});
         d.launch(cuda::AttnValues::Args{s, scores.p(), dv.p<uint16_t>(), out.p()});
         CHECK_IN_RUN(dk.get<uint16_t>() == ck);

@@ -380,14 +380,19 @@ void TestVulkanKernels::attention_data()
     QTest::addColumn<int>("pos0");
     QTest::addColumn<int>("n_tokens");
     QTest::addColumn<int>("window");
-    QTest::addColumn<bool>("batched"); // the CPU's order for a request of 2+ tokens
-    QTest::newRow("causal prefill") << 2 << 2 << 64 << 0 << 9 << 0 << true;
-    QTest::newRow("causal decode, GQA 4:1") << 4 << 1 << 128 << 70 << 1 << 0 << false;
-    QTest::newRow("decode past 256 slots, head_dim 80 (a tail)") << 2 << 1 << 80 << 300 << 1 << 0 << false;
-    QTest::newRow("GQA 4:2, batch after a prefix") << 4 << 2 << 64 << 40 << 7 << 0 << true;
-    QTest::newRow("sliding window 16, batch") << 2 << 1 << 256 << 30 << 6 << 16 << true;
-    QTest::newRow("sliding window 64, decode") << 4 << 2 << 64 << 150 << 1 << 64 << false;
-    QTest::newRow("one token in a batch's order") << 2 << 2 << 64 << 20 << 1 << 0 << true;
+    QTest::addColumn<bool>("batched");  // the CPU's order for a request of 2+ tokens
+    QTest::addColumn<float>("softcap"); // gemma2's attention soft-cap (0: none)
+    QTest::newRow("causal prefill") << 2 << 2 << 64 << 0 << 9 << 0 << true << 0.0f;
+    QTest::newRow("causal decode, GQA 4:1") << 4 << 1 << 128 << 70 << 1 << 0 << false << 0.0f;
+    QTest::newRow("decode past 256 slots, head_dim 80 (a tail)") << 2 << 1 << 80 << 300 << 1 << 0 << false << 0.0f;
+    QTest::newRow("GQA 4:2, batch after a prefix") << 4 << 2 << 64 << 40 << 7 << 0 << true << 0.0f;
+    QTest::newRow("sliding window 16, batch") << 2 << 1 << 256 << 30 << 6 << 16 << true << 0.0f;
+    QTest::newRow("sliding window 64, decode") << 4 << 2 << 64 << 150 << 1 << 64 << false << 0.0f;
+    QTest::newRow("one token in a batch's order") << 2 << 2 << 64 << 20 << 1 << 0 << true << 0.0f;
+    // small caps put q·k / cap across tanh's branches (below 1, up to 22, beyond): every step of the
+    // C library's tanhf in the shader
+    QTest::newRow("soft-capped at 0.5, batch") << 2 << 1 << 64 << 40 << 8 << 0 << true << 0.5f;
+    QTest::newRow("soft-capped at 0.05, decode") << 2 << 2 << 64 << 120 << 1 << 0 << false << 0.05f;
 }
 
 void TestVulkanKernels::attention()
@@ -400,6 +405,7 @@ void TestVulkanKernels::attention()
     QFETCH(int, n_tokens);
     QFETCH(int, window);
     QFETCH(bool, batched);
+    QFETCH(float, softcap);
     const auto H = uint32_t(n_heads), Hkv = uint32_t(n_kv_heads), D = uint32_t(head_dim), n = uint32_t(n_tokens);
     const uint32_t n_keys = uint32_t(pos0) + n, n_ctx = n_keys + 5;
     const auto keys = random_floats(std::size_t(n_keys) * Hkv * D, 1),
@@ -416,7 +422,7 @@ void TestVulkanKernels::attention()
     m_rec->fill(kc.handle(), 0, kc.size(), 0);
     m_rec->fill(vc.handle(), 0, vc.size(), 0);
     m_k->kv_store(*m_rec, dk, dv, kc, vc, n_keys, Hkv, D, 0, n_ctx);
-    vk::Kernels::AttentionShape s{n, H, Hkv, D, uint32_t(pos0), n_ctx, uint32_t(window), scale, batched};
+    vk::Kernels::AttentionShape s{n, H, Hkv, D, uint32_t(pos0), n_ctx, uint32_t(window), scale, batched, softcap};
     m_k->attention(*m_rec, s, dq, kc, vc, out, &weights);
     m_rec->submit();
 
@@ -452,6 +458,7 @@ void TestVulkanKernels::attention()
             row.head_dim = D;
             row.scale = scale;
             row.batched = batched;
+            row.softcap = softcap;
             std::vector<float> ref(D), ref_w(pos + 1);
             cpu::AttentionScratch scratch;
             cpu::attention_row_scalar(row, ref.data(), ref_w.data(), scratch);

@@ -71,6 +71,8 @@ void TestVulkanParity::testModels_data()
         QTest::addRow("gemma3 %s", arithmetic) << QString("gemma3") << 150 << exact;
         // mistral3's original context is 256: 300 positions put YaRN's tables and the query temperature to work
         QTest::addRow("mistral3 %s", arithmetic) << QString("mistral3") << 300 << exact;
+        // gemma2: soft-capped scores (the C library's tanhf, step for step) and its 64-token window
+        QTest::addRow("gemma2 %s", arithmetic) << QString("gemma2") << 150 << exact;
     }
 }
 

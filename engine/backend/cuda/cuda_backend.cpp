@@ -214,8 +214,6 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, std::unique_ptr<cud
       }())
 {
     const ModelConfig& c = m_model->config();
-    if (const std::string missing = gpu_unsupported_features(*m_model); !missing.empty())
-        throw UnsupportedError("the CUDA backend does not implement " + missing);
     const cuda::DeviceInfo info = m_dev->info();
     m_device_name = info.name;
     m_device_total = info.total_bytes;
@@ -531,7 +529,8 @@ void CudaBackend::attention(const AttentionShape& s, bool deliver)
             download(m_activations[Act::Q].get(), uint64_t(s.n_tokens) * s.n_heads * s.head_dim * sizeof(float));
         q_delivered = q_offset;
     }
-    m_dev->launch(cuda::AttnScores::Args{shape, buffer(Act::Q), k_cache.get<uint16_t>(), s.scale, m_scores.f()});
+    m_dev->launch(cuda::AttnScores::Args{shape, buffer(Act::Q), k_cache.get<uint16_t>(), s.scale, m_scores.f(),
+                                         s.softcap, s.softcap != 0.0f ? 1.0f / s.softcap : 0.0f});
     m_dev->launch(cuda::AttnSoftmax::Args{shape, m_scores.f()});
     m_dev->launch(cuda::AttnValues::Args{shape, m_scores.f(), v_cache.get<uint16_t>(), buffer(Act::Attn)});
     if (deliver) // rows of pos0 + n keys: the layout the sink takes

@@ -58,6 +58,7 @@ struct AttentionPush {
     uint32_t n_tokens, n_heads, n_kv_heads, head_dim, pos0, n_ctx, window;
     float scale;
     uint32_t capture, n_keys, batched;
+    float softcap, inv_softcap;
 };
 struct GluPush {
     uint32_t n, gelu, groups_x, width;
@@ -408,9 +409,19 @@ void Kernels::attention(Recorder& rec, const AttentionShape& s, const Buffer& q,
         throw Error("internal error: an attention dispatch exceeds the device's workgroup counts");
     if (!m_dummy)
         m_dummy = Buffer(&m_ctx, 16, Memory::Device);
-    const AttentionPush push{
-        s.n_tokens, s.n_heads, s.n_kv_heads,      s.head_dim,          step ? 0xFFFFFFFFu : s.pos0, s.n_ctx,
-        s.window,   s.scale,   weights ? 1u : 0u, s.pos0 + s.n_tokens, s.batched ? 1u : 0u};
+    const AttentionPush push{s.n_tokens,
+                             s.n_heads,
+                             s.n_kv_heads,
+                             s.head_dim,
+                             step ? 0xFFFFFFFFu : s.pos0,
+                             s.n_ctx,
+                             s.window,
+                             s.scale,
+                             weights ? 1u : 0u,
+                             s.pos0 + s.n_tokens,
+                             s.batched ? 1u : 0u,
+                             s.softcap,
+                             s.softcap != 0.0f ? 1.0f / s.softcap : 0.0f};
     rec.dispatch(pipeline("attention", 6, sizeof(push), {}),
                  {whole(q), whole(k_cache), whole(v_cache), whole(out), whole(weights ? *weights : m_dummy),
                   whole(step ? *step : m_dummy)},

@@ -104,6 +104,7 @@ public:
         uint32_t n_tokens = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, pos0 = 0, n_ctx = 0, window = 0;
         float scale = 1.0f;
         bool batched = false; // the CPU's order for a request of 2+ tokens
+        float softcap = 0.0f; // gemma2's attention soft-cap (0: none)
     };
     // out [n_tokens][n_heads][head_dim]; weights (when not null) [n_tokens][n_heads][pos0 + n_tokens].
     // `step`: as for kv_store (no weights then).

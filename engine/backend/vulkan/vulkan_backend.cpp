@@ -164,8 +164,6 @@ VulkanBackend::VulkanBackend(std::shared_ptr<const Model> model, const VulkanBac
       }())
 {
     const ModelConfig& c = m_model->config();
-    if (const std::string missing = gpu_unsupported_features(*m_model); !missing.empty())
-        throw UnsupportedError("the Vulkan backend does not implement " + missing);
     m_n_ctx = m_kv.config().n_ctx;
     m_ctx = std::make_unique<vk::Context>(
         vk::ContextOptions{options.device, options.validation, options.max_binding_bytes, options.exact});
@@ -448,6 +446,7 @@ void VulkanBackend::attention(const AttentionShape& s, bool deliver)
     shape.window = s.window;
     shape.scale = s.scale;
     shape.batched = s.batched;
+    shape.softcap = s.softcap;
     Buffer* weights = nullptr;
     const uint64_t weight_bytes = uint64_t(s.n_tokens) * s.n_heads * (s.pos0 + s.n_tokens) * sizeof(float);
     const uint64_t q_bytes = uint64_t(s.n_tokens) * s.n_heads * s.head_dim * sizeof(float);

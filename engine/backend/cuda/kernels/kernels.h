@@ -9,6 +9,7 @@
 #include "backend/cuda/kernels/lanes.h"
 #include "quant/vec_dot_portable.h"
 #include "util/ggml_expf.h"
+#include "util/glibc_tanhf.h"
 
 namespace engine::cuda {
 
@@ -528,7 +529,9 @@ struct AttnScores {
         const float* q; // [n][H][D]
         const uint16_t* k_cache;
         float scale;
-        float* scores; // [n][H][key_stride]
+        float* scores;            // [n][H][key_stride]
+        float softcap = 0.0f;     // gemma2: q·k ← tanh(q·k · inv_softcap) · softcap before the scale; 0: none
+        float inv_softcap = 0.0f; // 1 / softcap, rounded as the CPU rounds it
     };
     TS_HD static uint64_t warps(const Args& a)
     {
@@ -552,9 +555,13 @@ struct AttnScores {
             if (j >= range.lo && j <= range.pos) {
                 const uint16_t* k = a.k_cache + (uint64_t(kv) * s.n_ctx + j) * s.head_dim;
                 score = f16_dot(
-                            s.batched, 0, s.head_dim, s.head_dim, [&](uint32_t d) { return half_to_f32(k[d]); },
-                            [&](uint32_t d) { return round_f16(q[d]); }) *
-                        a.scale;
+                    s.batched, 0, s.head_dim, s.head_dim, [&](uint32_t d) { return half_to_f32(k[d]); },
+                    [&](uint32_t d) { return round_f16(q[d]); });
+                if (a.softcap != 0.0f) {
+                    const float scaled = score * a.inv_softcap;
+                    score = glibc_tanhf(scaled) * a.softcap;
+                }
+                score = score * a.scale;
             }
             a.scores[th * s.key_stride + j] = score;
         });
