@@ -13,6 +13,7 @@
 #include "lab/patching.h"
 #include "lab/steering.h"
 #include "model/model.h"
+#include "model/test_model.h"
 #include "panels/lab_heads_tab.h"
 #include "panels/lab_panel.h"
 #include "panels/lab_steering_tab.h"
@@ -36,6 +37,7 @@
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
+#include <algorithm>
 #include <cmath>
 
 using namespace tokenscope::ui;
@@ -85,6 +87,7 @@ private slots:
     void steeringSideBySideAndExport();
     void steeringAppliesToTheStepper();
     void chatModel();
+    void softCappedAttributionSaysSo();
 
 private:
     std::shared_ptr<const PatchingSnapshot> patch(LabPanel& lab, const PatchingSettings& s);
@@ -475,6 +478,36 @@ void TestLabPanel::steeringAppliesToTheStepper()
     QVERIFY(testsupport::seen(applied, 2, 60000));
     QVERIFY(!tab->applied());
     QCOMPARE(prefill(), plain); // off again: the unsteered bits
+}
+
+// gemma2's final soft-cap bends the logit through tanh after the head: the waterfall shows that bend as
+// its own part and the status says the other parts add up to the uncapped logit.
+void TestLabPanel::softCappedAttributionSaysSo()
+{
+    QTemporaryDir dir;
+    const QString path = dir.filePath("gemma2.gguf");
+    engine::make_test_model("gemma2", 1).write(path.toStdString());
+    EngineController engine;
+    LabPanel lab(&engine);
+    lab.resize(1000, 760);
+    lab.show();
+    QSignalSpy loaded(&engine, &EngineController::modelLoaded);
+    engine.loadModel(path, 1, 256, "cpu-plain");
+    QVERIFY(loaded.wait(120000));
+    QSignalSpy attributed(&lab, &LabPanel::attributionFinished);
+    lab.attribute("hello world");
+    QVERIFY(testsupport::seen(attributed, 1, 120000));
+    const auto snap = lab.attribution();
+    QVERIFY(snap && snap->error.isEmpty());
+    const auto cap = std::find_if(snap->parts.begin(), snap->parts.end(), [](const AttributionPartUi& p) {
+        return p.kind == int(engine::AttributionPart::Kind::SoftCap);
+    });
+    QVERIFY(cap != snap->parts.end());
+    QVERIFY(cap->value != 0.0);
+    const QString status = lab.attributionStatus();
+    QVERIFY2(status.contains(QString("the final soft-cap bends it by %1").arg(cap->value, 0, 'f', 4)),
+             qPrintable(status));
+    QVERIFY2(status.contains(QString("the uncapped %1").arg(snap->logit - cap->value, 0, 'f', 4)), qPrintable(status));
 }
 
 void TestLabPanel::chatModel()

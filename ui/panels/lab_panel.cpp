@@ -3,6 +3,7 @@
 #include "bridge/lab_client.h"
 
 #include "bridge/engine_controller.h"
+#include "lab/attribution.h"
 #include "panels/lab_heads_tab.h"
 #include "panels/lab_steering_tab.h"
 #include "storage/atomic_save.h"
@@ -356,14 +357,25 @@ QString LabPanel::describeAttribution() const
     const QString source = m_attr_sequence_tokens
                                ? tr("The stepper's sequence (%n tokens): ", nullptr, m_attr_sequence_tokens)
                                : QString();
-    return source + tr("%1 = %2, the sum of %3 parts (%4) · final norm's scale frozen at %5 · %6 ms on %7")
-                        .arg(s.versus.isEmpty() ? tr("logit") : tr("difference"))
-                        .arg(s.logit, 0, 'f', 4)
-                        .arg(s.parts.size())
-                        .arg(sum, 0, 'f', 4)
-                        .arg(s.final_norm_scale, 0, 'g', 4)
-                        .arg(s.ms, 0, 'f', 0)
-                        .arg(s.backend);
+    // A soft-capped model (gemma2) bends the logit through tanh after the head: its part is that bend,
+    // not a linear share, and the other parts add up to the logit before it.
+    QString cap;
+    for (const auto& p : s.parts)
+        if (p.kind == int(engine::AttributionPart::Kind::SoftCap))
+            cap = tr(" · the final soft-cap bends it by %1 (a tanh, not a share: the other parts sum to the "
+                     "uncapped %2)")
+                      .arg(p.value, 0, 'f', 4)
+                      .arg(s.logit - p.value, 0, 'f', 4);
+    return source +
+           tr("%1 = %2, the sum of %3 parts (%4) · final norm's scale frozen at %5 · %6 ms on %7")
+               .arg(s.versus.isEmpty() ? tr("logit") : tr("difference"))
+               .arg(s.logit, 0, 'f', 4)
+               .arg(s.parts.size())
+               .arg(sum, 0, 'f', 4)
+               .arg(s.final_norm_scale, 0, 'g', 4)
+               .arg(s.ms, 0, 'f', 0)
+               .arg(s.backend) +
+           cap;
 }
 
 // ---- export ---------------------------------------------------------------------------------------
