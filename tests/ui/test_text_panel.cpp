@@ -20,7 +20,10 @@
 #include <QFile>
 #include <QPushButton>
 #include <QTest>
+#include <QTextBlock>
 #include <QTextBrowser>
+#include <QTextDocument>
+#include <QTextLayout>
 #include <cmath>
 
 using namespace tokenscope::ui;
@@ -44,6 +47,7 @@ private slots:
     void clickOpensTheStepperAtThatPosition();
     void stopSaysStopped();
     void badInputIsRefused();
+    void linesBreakBetweenWords();
 
 private:
     std::shared_ptr<const TextAnalysisSnapshot> run(const QString& text, const QString& compare_with = {});
@@ -219,6 +223,36 @@ void TestTextPanel::badInputIsRefused()
     m_panel->analyze("Some text to compare", QString::fromStdString(chat));
     QVERIFY(testsupport::seen(done, 3));
     QVERIFY2(m_panel->status().contains("vocabular"), qPrintable(m_panel->status()));
+}
+
+// A long text in a narrow view: every line break falls between words — the character before it is not a
+// letter or digit when the one after it is (the analysis view draws spaces as "·", which Qt does not
+// break at: "hap/pened" was cut across lines).
+void TestTextPanel::linesBreakBetweenWords()
+{
+    QString text;
+    for (int i = 0; i < 6; ++i)
+        text += "Nobody knew what had happened to the old keeper of the lighthouse that winter night. ";
+    const auto r = run(text);
+    QVERIFY(r && r->error.isEmpty());
+    auto* view = m_panel->findChild<QTextBrowser*>();
+    QVERIFY(view);
+    QTextDocument* doc = view->document();
+    doc->setTextWidth(360); // the view's lines at 360 px
+    int breaks = 0;
+    QStringList inside;
+    for (QTextBlock b = doc->begin(); b.isValid(); b = b.next()) {
+        QTextLayout* layout = b.layout();
+        const QString s = b.text();
+        for (int l = 1; l < layout->lineCount(); ++l) {
+            const int at = layout->lineAt(l).textStart();
+            ++breaks;
+            if (at > 0 && at < s.size() && s[at - 1].isLetterOrNumber() && s[at].isLetterOrNumber())
+                inside << s.mid(std::max(0, at - 8), 16);
+        }
+    }
+    QVERIFY2(breaks >= 5, qPrintable(QString("only %1 line breaks: the view is not narrow enough").arg(breaks)));
+    QVERIFY2(inside.isEmpty(), qPrintable("lines break inside words: " + inside.join(" | ")));
 }
 
 QTEST_MAIN(TestTextPanel)

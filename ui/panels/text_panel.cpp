@@ -306,6 +306,11 @@ void TextPanel::render()
                 x = t.kl / max_kl;
         }
         const QColor c = QColor::fromRgb(sequential_colour(float(1.0 - 0.85 * x)));
+        // Spaces show as "·", which offers no line break: a zero-width space before each token that
+        // starts a word (or after a line end) lets lines break between words, never inside one
+        // ("hap/pened").
+        if (i > 0 && (t.text.startsWith(QChar(0x00B7)) || m_result->tokens[i - 1].text.endsWith(QChar(0x21B5))))
+            html += QChar(0x200B);
         html += QString("<a href='token:%1' style='text-decoration:none;color:%2;background:%3'>%4</a>")
                     .arg(i)
                     .arg(x > 0.55 ? "#ffffff" : "#000000")
