@@ -38,6 +38,8 @@ private slots:
     void layerAndHeadChangeTheView();
     void qkBreakdownGivesTheWeight();
     void softCappedBreakdown();
+    void heatmapHasAColourScale();
+    void wholeModelGridScrollsInsteadOfCutting();
     void meanOverHeads();
     void exportsEqualTheMatrix();
     void selectingARowSelectsTheToken();
@@ -173,6 +175,50 @@ void TestAttentionPanel::softCappedBreakdown()
     QVERIFY2(std::abs(b.weight - e1 / (e0 + e1 + e2)) < 1e-12, qPrintable(QString::number(b.weight)));
     h.softcap = 0.0f; // without the cap the larger score wins by far more
     QVERIFY(explain_cell(h, 0, 2, 1).weight > b.weight + 1e-3);
+}
+
+// The heatmap says what its colours mean: a scale under the plot, inside the widget, with its ends
+// labelled — 0 … 1, or the log scale's range — and no cell drawn over it.
+void TestAttentionPanel::heatmapHasAColourScale()
+{
+    AttentionHeatmap* map = m_panel->heatmap();
+    QVERIFY(map->n() > 0);
+    const QRect legend = map->legendRect();
+    QVERIFY(!legend.isEmpty());
+    QVERIFY2(map->rect().contains(legend), "the colour scale is outside the heatmap widget");
+    QCOMPARE(map->cellAt(QPointF(legend.center())), std::make_pair(-1, -1)); // not over the cells
+    QCOMPARE(map->legendLabels().first(), QString("0"));
+    QCOMPARE(map->legendLabels().last(), QString("1"));
+    map->setLogScale(true);
+    QVERIFY2(map->legendLabels().first().contains(QString::fromUtf8("10\u207B\u2074")),
+             qPrintable(map->legendLabels().join(" ")));
+    map->setLogScale(false);
+    QCOMPARE(map->legendLabels().first(), QString("0"));
+}
+
+// Every layer × head of the model in a small panel: the thumbnails and their colour scale lie inside
+// the grid, which scrolls (it was cut off at the panel's edge).
+void TestAttentionPanel::wholeModelGridScrollsInsteadOfCutting()
+{
+    QVERIFY(waitCaptured([this] { m_panel->captureAllLayers(); }));
+    m_panel->showTab(1);
+    m_panel->setOverview(true);
+    const QSize before = m_panel->size();
+    m_panel->resize(600, 420);
+    QTest::qWait(20);
+    HeadGrid* grid = m_panel->grid();
+    const auto& thumbs = grid->thumbs();
+    QCOMPARE(int(thumbs.size()), int(m_model->config().n_layer * m_model->config().n_head[0]));
+    const QRect last = grid->thumbRect(int(thumbs.size()) - 1);
+    QVERIFY2(grid->rect().contains(last), qPrintable(QString("the last head at y %1–%2 is outside the grid's %3 px")
+                                                         .arg(last.top())
+                                                         .arg(last.bottom())
+                                                         .arg(grid->height())));
+    QVERIFY(!grid->legendRect().isEmpty());
+    QVERIFY(grid->rect().contains(grid->legendRect()));
+    m_panel->setOverview(false);
+    m_panel->showTab(0);
+    m_panel->resize(before);
 }
 
 void TestAttentionPanel::meanOverHeads()

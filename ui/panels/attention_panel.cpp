@@ -23,6 +23,7 @@
 #include <QLocale>
 #include <QPainter>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QSvgGenerator>
@@ -122,7 +123,12 @@ AttentionPanel::AttentionPanel(EngineController* engine, TokenSelection* selecti
     m_overview = new QCheckBox(tr("whole model (every layer × head; needs all layers captured)"));
     grid_layout->addWidget(m_overview);
     m_grid = new HeadGrid;
-    grid_layout->addWidget(m_grid, 1);
+    // a whole model's heads at their smallest can outgrow the page: they scroll, never cut off
+    auto* grid_scroll = new QScrollArea;
+    grid_scroll->setWidgetResizable(true);
+    grid_scroll->setFrameShape(QFrame::NoFrame);
+    grid_scroll->setWidget(m_grid);
+    grid_layout->addWidget(grid_scroll, 1);
     m_tabs->addTab(grid_page, tr("Layer grid"));
     // Lines
     m_lines = new AttentionLines;

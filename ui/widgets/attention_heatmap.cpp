@@ -4,6 +4,7 @@
 #include "widgets/colormap.h"
 
 #include <QHelpEvent>
+#include <QLocale>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QToolTip>
@@ -47,7 +48,32 @@ QRect AttentionHeatmap::plotRect() const
 {
     const int l = labelWidth();
     return {l, l / 2 + fontMetrics().height(), std::max(10, width() - l - 6),
-            std::max(10, height() - l / 2 - fontMetrics().height() - 6)};
+            std::max(10, height() - l / 2 - fontMetrics().height() - 6 - legendHeight())};
+}
+
+int AttentionHeatmap::legendHeight() const
+{
+    return m_full.isNull() ? 0 : colour_scale_height(fontMetrics()) + 8;
+}
+
+QRect AttentionHeatmap::legendRect() const
+{
+    if (m_full.isNull())
+        return {};
+    const QRect plot = plotRect();
+    return {plot.left(), plot.bottom() + 8, std::max(80, width() - plot.left() - 8),
+            colour_scale_height(fontMetrics())};
+}
+
+QStringList AttentionHeatmap::legendLabels() const
+{
+    if (m_m.diverging) {
+        const QString r = QLocale().toString(double(m_m.range), 'g', 2);
+        return {QString::fromUtf8("\u2212") + r, "0", "+" + r};
+    }
+    if (m_log)
+        return {QString::fromUtf8("\u2264 10\u207B\u2074"), QString::fromUtf8("10\u207B\u00B2"), "1"};
+    return {"0", QLocale().toString(0.5), "1"};
 }
 
 void AttentionHeatmap::setMatrix(Matrix matrix)
@@ -271,6 +297,17 @@ void AttentionHeatmap::paintEvent(QPaintEvent*)
                    QFontMetrics(small).elidedText(m_m.labels[j], Qt::ElideRight, plot.top() - 6));
     }
     p.restore();
+
+    // The colour scale
+    const bool diverging = m_m.diverging;
+    draw_colour_scale(
+        p, legendRect(), std::min(260, legendRect().width() / 2),
+        [diverging](float t) { return diverging ? diverging_colour(2.0f * t - 1.0f) : sequential_colour(t); },
+        legendLabels(),
+        diverging ? tr("difference")
+        : m_log   ? tr("attention weight (log scale)")
+                  : tr("attention weight"),
+        pal);
 }
 
 void AttentionHeatmap::wheelEvent(QWheelEvent* event)

@@ -12,8 +12,9 @@ namespace tokenscope::ui {
 // A query × key matrix (rows: the token that looks, columns: the tokens it looks at) drawn from an
 // image built once per matrix — with a max-pooled copy for long sequences, so thin peaks survive
 // zooming out — while hover reads the exact value. Masked cells (future tokens, and beyond a
-// sliding window) are hatched, never coloured as zero. Wheel zooms around the pointer, drag pans,
-// double-click fits.
+// sliding window) are hatched, never coloured as zero. A colour scale under the plot says what the
+// colours mean (weights 0 … 1, linear or logarithmic, or a difference's −range … +range). Wheel zooms
+// around the pointer, drag pans, double-click fits.
 class AttentionHeatmap : public QWidget {
     Q_OBJECT
 public:
@@ -43,6 +44,9 @@ public:
     QPointF cellCentre(int row, int column) const;
     double cellSize() const { return m_cell; }
     QSize sizeHint() const override;
+    // The colour scale: where it is drawn, and its labels from the low end to the high one.
+    QRect legendRect() const;
+    QStringList legendLabels() const;
 
 signals:
     void cellClicked(int row, int column);
@@ -61,6 +65,7 @@ private:
     void rebuildImages();
     QRect plotRect() const;
     int labelWidth() const;
+    int legendHeight() const;
 
     Matrix m_m;
     QImage m_full;

@@ -3,6 +3,7 @@
 
 #include "widgets/colormap.h"
 
+#include <QLocale>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QTextDocument>
@@ -63,8 +64,10 @@ int HeadGrid::cellSize() const
     const int rows = std::max(1, (int(m_thumbs.size()) + m_columns - 1) / m_columns);
     const int label = fontMetrics().height() + 4;
     const int by_width = (width() - 8) / m_columns - 8;
-    const int by_height = (height() - label - 8) / rows - label - 8;
-    return std::clamp(std::min(by_width, std::max(by_height, 48)), 32, 260);
+    const int by_height = (height() - label - 8 - colour_scale_height(fontMetrics()) - 8) / rows - label - 8;
+    // the largest cell that fits both ways, never under 32 px: the grid's minimum size (and the scroll
+    // area around it) make room for that
+    return std::clamp(std::min(by_width, by_height), 32, 260);
 }
 
 QRect HeadGrid::thumbRect(int index) const
@@ -72,6 +75,23 @@ QRect HeadGrid::thumbRect(int index) const
     const int s = cellSize(), label = fontMetrics().height() + 4;
     const int col = index % m_columns, row = index / m_columns;
     return {8 + col * (s + 8), label + 8 + row * (s + label + 8) + label, s, s};
+}
+
+QRect HeadGrid::legendRect() const
+{
+    if (m_thumbs.empty())
+        return {};
+    const QRect last = thumbRect(int(m_thumbs.size()) - 1);
+    return {8, last.bottom() + 10, std::max(80, width() - 16), colour_scale_height(fontMetrics())};
+}
+
+QSize HeadGrid::minimumSizeHint() const
+{
+    if (m_thumbs.empty())
+        return {120, 80};
+    const int label = fontMetrics().height() + 4, s = 32;
+    const int rows = (int(m_thumbs.size()) + m_columns - 1) / m_columns;
+    return {8 + m_columns * (s + 8), label + 8 + rows * (s + label + 8) + colour_scale_height(fontMetrics()) + 12};
 }
 
 QSize HeadGrid::sizeHint() const
@@ -108,6 +128,12 @@ void HeadGrid::paintEvent(QPaintEvent*)
         p.setBrush(Qt::NoBrush);
         p.drawRect(r.adjusted(-1, -1, 1, 1));
     }
+    // thumbnails shade the square root of the weight (faint structure stays visible): mid-bar is 0.25
+    const QRect legend = legendRect();
+    draw_colour_scale(
+        p, legend, std::min(220, legend.width() / 2), [](float t) { return sequential_colour(t); },
+        {"0", QLocale().toString(0.25), "1"}, tr("attention weight (square-root shading; each pixel its largest)"),
+        pal);
 }
 
 void HeadGrid::mousePressEvent(QMouseEvent* event)

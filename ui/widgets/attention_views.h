@@ -24,7 +24,12 @@ public:
     void setThumbs(std::vector<Thumb> thumbs, int columns, const QString& caption);
     const std::vector<Thumb>& thumbs() const { return m_thumbs; }
     QRect thumbRect(int index) const;
+    // The colour scale under the thumbnails (square-root shading), empty without them.
+    QRect legendRect() const;
     QSize sizeHint() const override;
+    // Every thumbnail at its smallest (32 px) and the colour scale: the grid sits in a scroll area,
+    // which grows it to this rather than cutting rows or columns off.
+    QSize minimumSizeHint() const override;
 
 signals:
     void headClicked(int layer, int head);

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "widgets/colormap.h"
 
+#include <QFontMetrics>
+#include <QPainter>
+#include <QPalette>
+#include <QRect>
 #include <algorithm>
 #include <cmath>
 
@@ -48,6 +52,33 @@ QRgb diverging_colour(float t)
     const int mid = 240;
     const auto mix = [&](int e) { return int(float(mid) + float(e - mid) * a); };
     return qRgb(mix(end[0]), mix(end[1]), mix(end[2]));
+}
+
+int colour_scale_height(const QFontMetrics& metrics)
+{
+    return std::max(6, metrics.height() / 2) + metrics.height() + 4;
+}
+
+void draw_colour_scale(QPainter& p, const QRect& area, int bar_width, const std::function<QRgb(float)>& colour,
+                       const QStringList& labels, const QString& title, const QPalette& palette)
+{
+    const QFontMetrics fm = p.fontMetrics();
+    const int bar_h = std::max(6, fm.height() / 2);
+    const QRect bar(area.left(), area.top(), std::clamp(bar_width, 16, std::max(16, area.width())), bar_h);
+    for (int x = 0; x < bar.width(); ++x) {
+        const float t = bar.width() > 1 ? float(x) / float(bar.width() - 1) : 0.0f;
+        p.setPen(QColor::fromRgb(colour(t)));
+        p.drawLine(bar.left() + x, bar.top(), bar.left() + x, bar.bottom());
+    }
+    p.setPen(palette.color(QPalette::Text));
+    const QRect text(bar.left(), bar.bottom() + 2, bar.width(), fm.height());
+    const Qt::Alignment where[] = {Qt::AlignLeft, Qt::AlignHCenter, Qt::AlignRight};
+    for (int i = 0; i < std::min<int>(3, int(labels.size())); ++i)
+        p.drawText(text, where[i] | Qt::AlignTop, labels[i]);
+    const int title_left = bar.right() + 10;
+    if (area.right() - title_left > 20)
+        p.drawText(QRect(title_left, bar.top() - fm.height() / 2 + bar_h / 2, area.right() - title_left, fm.height()),
+                   Qt::AlignLeft | Qt::AlignVCenter, fm.elidedText(title, Qt::ElideRight, area.right() - title_left));
 }
 
 } // namespace tokenscope::ui
