@@ -339,6 +339,15 @@ void TestKvContextTimeline::selectionIsLinked()
     QTest::mouseClick(strip, Qt::LeftButton, {}, QPoint(strip->width() / 2, y + 1));
     QCOMPARE(m_selection->position(), 2);
     QVERIFY(m_stepper->sequenceHtml().contains("href='pos:2'"));
+    // its colour scale: above the rows (a click there selects nothing), inside the strip, labelled with
+    // the clipping value at both ends
+    const QRect legend = strip->legendRect();
+    QVERIFY(strip->rect().contains(legend));
+    QCOMPARE(strip->rowAt(legend.center().y()), -1);
+    const QStringList labels = strip->legendLabels();
+    QCOMPARE(labels.size(), 3);
+    QCOMPARE(labels[1], QString("0"));
+    QVERIFY2(labels[2].endsWith(labels[0].mid(labels[0].indexOf(QChar(0x2212)) + 1)), qPrintable(labels.join(" ")));
 }
 
 QTEST_MAIN(TestKvContextTimeline)

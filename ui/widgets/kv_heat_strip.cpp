@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "widgets/kv_heat_strip.h"
 
+#include "widgets/colormap.h"
+
 #include <QHelpEvent>
+#include <QLocale>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QToolTip>
@@ -41,13 +44,24 @@ int KvHeatStrip::rowHeight() const
 QSize KvHeatStrip::sizeHint() const
 {
     const int rows = m_contents ? m_contents->n_positions : 16;
-    return {labelWidth() + 520, rows * rowHeight() + 4};
+    return {labelWidth() + 520, legendRect().bottom() + 6 + rows * rowHeight() + 4};
+}
+
+QRect KvHeatStrip::legendRect() const
+{
+    return {labelWidth() + 6, 2, std::max(64, width() - labelWidth() - 10), colour_scale_height(fontMetrics())};
+}
+
+QStringList KvHeatStrip::legendLabels() const
+{
+    const QString s = QLocale().toString(double(m_scale), 'g', 3);
+    return {QString::fromUtf8("\u2264 \u2212") + s, "0", QString::fromUtf8("\u2265 +") + s};
 }
 
 QRect KvHeatStrip::imageRect() const
 {
     const int rows = m_contents ? m_contents->n_positions : 0;
-    return {labelWidth() + 6, 2, std::max(64, width() - labelWidth() - 10), rows * rowHeight()};
+    return {labelWidth() + 6, legendRect().bottom() + 6, std::max(64, width() - labelWidth() - 10), rows * rowHeight()};
 }
 
 void KvHeatStrip::setContents(std::shared_ptr<const KvContents> contents, bool values)
@@ -126,6 +140,14 @@ void KvHeatStrip::paintEvent(QPaintEvent*)
                      "one value vector per layer and KV head, and they appear here as rows."));
         return;
     }
+    // the colour scale: the map is clipped at the 98th percentile of |x| (a few outliers would wash it out)
+    const QRect legend = legendRect();
+    draw_colour_scale(
+        p, legend, std::min(240, legend.width() / 2), [](float t) { return diverging(2.0f * t - 1.0f); },
+        legendLabels(),
+        m_values ? tr("value elements (clipped at the 98th percentile of |v|)")
+                 : tr("key elements (clipped at the 98th percentile of |k|)"),
+        pal);
     const QRect r = imageRect();
     p.drawImage(r, m_image);
     const int h = rowHeight();

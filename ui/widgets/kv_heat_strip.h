@@ -4,6 +4,7 @@
 #include "bridge/engine_types.h"
 
 #include <QImage>
+#include <QStringList>
 #include <QWidget>
 #include <memory>
 
@@ -22,6 +23,9 @@ public:
     int rowAt(int y) const;
     int columnAt(int x) const;
     float valueAt(int position, int dim) const;
+    // The colour scale above the rows, and its labels from the low end to the high one.
+    QRect legendRect() const;
+    QStringList legendLabels() const;
     QSize sizeHint() const override;
 
 signals:
