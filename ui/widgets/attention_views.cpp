@@ -404,8 +404,9 @@ void QkView::paintEvent(QPaintEvent*)
     for (const auto& [d, v] : m_b.top_dims)
         dims << QString("d%1: %2").arg(d).arg(v, 0, 'f', 3);
     p.setPen(pal.color(QPalette::Text));
-    p.drawText(QRectF(x0, y, width() - x0, h + 4), Qt::AlignLeft | Qt::AlignVCenter,
-               tr("largest terms of q·k: %1").arg(dims.join(", ")));
+    // wrapped between terms rather than cut at the edge
+    p.drawText(QRectF(x0, y, std::max(1.0, width() - x0 - 4), std::max(h + 4, height() - y)),
+               Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, tr("largest terms of q·k: %1").arg(dims.join(", ")));
 }
 
 } // namespace tokenscope::ui
