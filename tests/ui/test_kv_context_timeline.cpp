@@ -29,6 +29,9 @@
 #include "widgets/timeline_view.h"
 
 #include <QChartView>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QScrollBar>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -45,6 +48,7 @@ private slots:
     void contentsShowTheCachedVectors();
     void calculatorReproducesTheFigures();
     void simulatorCountsWithTheTokenizer();
+    void simulatorShowsItsTextWhole();
     void timelineShowsTheTrace();
     void selectionIsLinked();
 
@@ -229,6 +233,43 @@ void TestKvContextTimeline::simulatorCountsWithTheTokenizer()
     }
     QVERIFY(requests.back().overflow);
     QVERIFY2(m_context->gaugeText().contains("of 256 tokens used"), qPrintable(m_context->gaugeText()));
+}
+
+// A long system prompt and long request lines: the System field shows the prompt's beginning (and the
+// whole of it in its tooltip) and the request list wraps its lines instead of cutting them at the right.
+void TestKvContextTimeline::simulatorShowsItsTextWhole()
+{
+    m_context->clearTurns();
+    m_context->setWindow(256);
+    const QString system = "You are a careful assistant who explains how language models work, step by step, "
+                           "with small examples and without jargon.";
+    m_context->setSystemPrompt(system);
+    for (int i = 0; i < 6; ++i)
+        m_context->addSyntheticTurn(40, 60);
+    QTRY_VERIFY_WITH_TIMEOUT(m_context->counted(), 10000);
+    m_context->resize(900, 700);
+    QTest::qWait(20);
+    auto* field = m_context->findChild<QLineEdit*>("contextSystem");
+    QVERIFY(field);
+    QCOMPARE(field->cursorPosition(), 0); // shows its beginning
+    QCOMPARE(field->toolTip(), system);
+    auto* list = m_context->findChild<QListWidget*>("contextRequests");
+    QVERIFY(list && list->count() == 6);
+    QCOMPARE(list->horizontalScrollBar()->maximum(), 0);
+    for (int i = 0; i < list->count(); ++i) {
+        const QRect r = list->visualItemRect(list->item(i));
+        QVERIFY2(r.right() <= list->viewport()->width(),
+                 qPrintable(QString("request %1 runs to x %2 past the list's %3 px")
+                                .arg(i + 1)
+                                .arg(r.right())
+                                .arg(list->viewport()->width())));
+        QVERIFY2(list->fontMetrics().horizontalAdvance(list->item(i)->text()) <= r.width() ||
+                     r.height() > list->fontMetrics().height() + 4,
+                 qPrintable(QString("request %1 is cut: one line of %2 px in %3")
+                                .arg(i + 1)
+                                .arg(list->fontMetrics().horizontalAdvance(list->item(i)->text()))
+                                .arg(r.width())));
+    }
 }
 
 void TestKvContextTimeline::timelineShowsTheTrace()

@@ -71,6 +71,7 @@ ContextPanel::ContextPanel(EngineController* engine, QWidget* parent) : QWidget(
     auto* left = new QWidget;
     auto* form = new QFormLayout(left);
     m_system = new QLineEdit;
+    m_system->setObjectName("contextSystem");
     m_system->setPlaceholderText(tr("optional system prompt"));
     form->addRow(tr("System"), m_system);
     m_user = new QPlainTextEdit;
@@ -104,6 +105,11 @@ ContextPanel::ContextPanel(EngineController* engine, QWidget* parent) : QWidget(
     form->addRow(QString(), buttons);
     m_list = new QListWidget;
     m_list->setObjectName("contextRequests");
+    // long request lines wrap rather than run off the right edge
+    m_list->setWordWrap(true);
+    m_list->setTextElideMode(Qt::ElideNone);
+    m_list->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    m_list->setResizeMode(QListView::Adjust);
     form->addRow(m_list);
     split->addWidget(left);
 
@@ -189,6 +195,10 @@ void ContextPanel::setSystemPrompt(const QString& text)
 {
     if (m_system->text() != text)
         m_system->setText(text);
+    // a long prompt shows its beginning, and the whole of it on hover
+    if (!m_system->hasFocus())
+        m_system->setCursorPosition(0);
+    m_system->setToolTip(text);
     if (!m_turns.empty() && m_turns.front().role == "system")
         m_turns.erase(m_turns.begin());
     if (!text.trimmed().isEmpty())
