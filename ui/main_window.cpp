@@ -407,7 +407,9 @@ QWidget* MainWindow::panel(const QString& name) const
 
 void MainWindow::openModelLibrary()
 {
-    ModelLibraryDialog dialog(QSettings().value("models/recent").toStringList(), this);
+    const auto loaded = m_engine->model();
+    ModelLibraryDialog dialog(QSettings().value("models/recent").toStringList(),
+                              loaded && !loaded->remote ? loaded->path : QString(), this);
     if (dialog.exec() == QDialog::Accepted)
         openModel(dialog.selectedPath());
 }

@@ -20,6 +20,7 @@ class TestModelLibrary : public QObject {
     Q_OBJECT
 private slots:
     void listsDefaultModelAndBadFile();
+    void marksTheLoadedModelAndHoldsWholeNames();
 };
 
 void TestModelLibrary::listsDefaultModelAndBadFile()
@@ -74,6 +75,30 @@ void TestModelLibrary::listsDefaultModelAndBadFile()
     });
     QVERIFY(said);
     QVERIFY(!dialog.selectModel("/nonexistent.gguf"));
+}
+
+// The model the window has loaded is marked (bold, "(loaded)"); every name and path is whole in its
+// tooltip, so one cut by the column's width can still be read.
+void TestModelLibrary::marksTheLoadedModelAndHoldsWholeNames()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    ModelLibraryDialog dialog({}, QString::fromStdString(path));
+    QSignalSpy done(&dialog, &ModelLibraryDialog::scanFinished);
+    QVERIFY(done.wait(60000));
+    auto* tree = dialog.findChild<QTreeWidget*>();
+    QVERIFY(tree && tree->topLevelItemCount() >= 1);
+    int loaded = 0;
+    for (int i = 0; i < tree->topLevelItemCount(); ++i) {
+        const auto* item = tree->topLevelItem(i);
+        QCOMPARE(item->toolTip(6), item->text(6));
+        QVERIFY2(item->toolTip(0).contains(item->text(6)) || !item->data(0, Qt::UserRole).isValid(),
+                 qPrintable(item->toolTip(0)));
+        const bool is_loaded = item->text(6) == QString::fromStdString(path);
+        loaded += is_loaded;
+        QCOMPARE(item->text(0).endsWith(" (loaded)"), is_loaded);
+        QCOMPARE(item->font(0).bold(), is_loaded);
+    }
+    QCOMPARE(loaded, 1);
 }
 
 QTEST_MAIN(TestModelLibrary)

@@ -271,7 +271,8 @@ void script_text(QApplication& app, EngineController& engine, MainWindow& window
 // --model file selected: the line under the list says which rule decided its kind.
 void script_library(QApplication& app, MainWindow& window, const Options& o)
 {
-    auto* library = new ModelLibraryDialog(QSettings().value("models/recent").toStringList(), &window);
+    // the --model file is the one the window loads: marked as loaded
+    auto* library = new ModelLibraryDialog(QSettings().value("models/recent").toStringList(), o->model_path, &window);
     QObject::connect(library, &ModelLibraryDialog::scanFinished, &window, [&app, &window, library, o] {
         library->selectModel(o->model_path);
         grab_later(app, &window, library, o->file, 200);

@@ -7,6 +7,7 @@
 
 #include <QApplication>
 #include <QDialogButtonBox>
+#include <QFileInfo>
 #include <QHeaderView>
 #include <QLabel>
 #include <QLocale>
@@ -19,7 +20,8 @@
 
 namespace tokenscope::ui {
 
-ModelLibraryDialog::ModelLibraryDialog(const QStringList& recent, QWidget* parent) : QDialog(parent)
+ModelLibraryDialog::ModelLibraryDialog(const QStringList& recent, const QString& loaded, QWidget* parent)
+    : QDialog(parent)
 {
     setWindowTitle(tr("Model library"));
     resize(900, 460);
@@ -35,7 +37,12 @@ ModelLibraryDialog::ModelLibraryDialog(const QStringList& recent, QWidget* paren
               "base, else instruct when it has a chat template"));
     m_tree->setRootIsDecorated(false);
     m_tree->setAlternatingRowColors(true);
-    m_tree->header()->setSectionResizeMode(0, QHeaderView::Stretch);
+    // names take the room they need (the list scrolls sideways when they are long); the path, last, gets
+    // the rest, and the whole of a name or path is in its tooltip
+    for (int c = 0; c < 6; ++c)
+        m_tree->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
+    m_tree->header()->setStretchLastSection(true);
+    m_tree->setTextElideMode(Qt::ElideMiddle); // a cut path keeps its folder's start and the file name
     layout->addWidget(m_tree, 1);
     m_detail = new QLabel(tr("Select a model to see why it is marked base or instruct."));
     m_detail->setWordWrap(true);
@@ -64,17 +71,27 @@ ModelLibraryDialog::ModelLibraryDialog(const QStringList& recent, QWidget* paren
         roots.recent_files.emplace_back(r.toStdString());
     run_in_background(
         this, [roots] { return engine::discover_models(roots); },
-        [](ModelLibraryDialog& self, std::vector<engine::DiscoveredModel> found) {
+        [loaded](ModelLibraryDialog& self, std::vector<engine::DiscoveredModel> found) {
             for (const auto& m : found) {
                 auto* item = new QTreeWidgetItem(self.m_tree);
-                item->setText(0, QString::fromStdString(m.display_name));
+                const QString path = QString::fromStdString(m.path.string());
+                const bool is_loaded = !loaded.isEmpty() && QFileInfo(path) == QFileInfo(loaded);
+                item->setText(0, QString::fromStdString(m.display_name) + (is_loaded ? tr(" (loaded)") : QString()));
+                item->setToolTip(0, is_loaded ? tr("%1 — the model the window has loaded").arg(path) : path);
                 item->setText(1, QString::fromStdString(m.source));
                 item->setText(2, m.error ? QString() : m.instruct ? tr("instruct") : tr("base"));
                 item->setText(3, QString::fromStdString(m.architecture));
                 item->setText(4, QString::fromStdString(m.file_type));
                 item->setText(5,
                               QLocale().formattedDataSize(qint64(m.file_size), 1, QLocale::DataSizeTraditionalFormat));
-                item->setText(6, QString::fromStdString(m.path.string()));
+                item->setText(6, path);
+                item->setToolTip(6, path);
+                if (is_loaded) {
+                    QFont bold = item->font(0);
+                    bold.setBold(true);
+                    for (int c = 0; c < 7; ++c)
+                        item->setFont(c, bold);
+                }
                 if (m.error) {
                     item->setToolTip(0, QString::fromStdString(*m.error));
                     item->setText(3, tr("cannot be read"));
@@ -85,8 +102,9 @@ ModelLibraryDialog::ModelLibraryDialog(const QStringList& recent, QWidget* paren
                     // Which rule decided the kind: "general.finetune says "Instruct-AWQ"".
                     const QString reason = QString::fromStdString(m.kind_reason);
                     item->setToolTip(2, tr("%1: %2").arg(item->text(2), reason));
-                    item->setData(2, Qt::UserRole,
-                                  tr("%1 is marked %2: %3.").arg(item->text(0), item->text(2), reason));
+                    item->setData(
+                        2, Qt::UserRole,
+                        tr("%1 is marked %2: %3.").arg(QString::fromStdString(m.display_name), item->text(2), reason));
                 }
             }
             self.m_status->setText(found.empty()

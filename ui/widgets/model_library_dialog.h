@@ -14,7 +14,8 @@ namespace tokenscope::ui {
 class ModelLibraryDialog : public QDialog {
     Q_OBJECT
 public:
-    explicit ModelLibraryDialog(const QStringList& recent, QWidget* parent = nullptr);
+    // `loaded`: the path of the model the window has loaded, marked in the list (empty: none).
+    explicit ModelLibraryDialog(const QStringList& recent, const QString& loaded = {}, QWidget* parent = nullptr);
     QString selectedPath() const { return m_selected; }
     int modelCount() const;
     // Makes the model at `path` the current row (its kind's reason shows under the list); false when
