@@ -33,6 +33,7 @@
 #include <QJsonObject>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QTemporaryDir>
@@ -338,6 +339,10 @@ void TestLabPanel::headClassesAreTheEngines()
         QCOMPARE(got.entropy, w.entropy);
     }
     QCOMPARE(tab->table()->rowCount(), int(want.size()));
+    // the table shows every column whole in the panel (it was cut, scrolled sideways)
+    m_lab->showTab(2);
+    QTest::qWait(20);
+    QCOMPARE(tab->table()->horizontalScrollBar()->maximum(), 0);
     QVERIFY2(tab->status().contains(QString("%1 heads classified").arg(want.size())), qPrintable(tab->status()));
     const QString tip = tab->grid()->headText(int(want[0].layer), int(want[0].head));
     QVERIFY2(tip.contains("class:"), qPrintable(tip));

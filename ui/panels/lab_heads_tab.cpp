@@ -19,6 +19,7 @@
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTableWidget>
@@ -385,6 +386,11 @@ void LabHeadsTab::fillTable()
     }
     m_table->setSortingEnabled(true);
     m_table->sortItems(m_scan ? 9 : 4, Qt::DescendingOrder);
+    // every column whole: the splitter gives the table the width of its columns (the head map beside it
+    // scales down), rather than cutting the last ones behind a sideways scroll
+    m_table->resizeColumnsToContents();
+    m_table->setMinimumWidth(m_table->horizontalHeader()->length() + m_table->verticalScrollBar()->sizeHint().width() +
+                             2 * m_table->frameWidth());
     m_export->setEnabled(true);
 }
 

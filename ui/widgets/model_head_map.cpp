@@ -141,7 +141,9 @@ void ModelHeadMap::paintEvent(QPaintEvent*)
     if (m_show_scan)
         for (const HeadInfo& i : m_scan->heads)
             max_kl = std::max(max_kl, i.kl);
-    p.drawText(QRectF(kLeft, 2, g.width(), kTop - 4), Qt::AlignLeft | Qt::AlignVCenter,
+    // the title may run over the legend's column (the legend starts below it)
+    p.drawText(QRectF(kLeft, 2, std::max(g.width(), double(width() - kLeft - 4)), kTop - 4),
+               Qt::AlignLeft | Qt::AlignVCenter,
                m_show_scan ? tr("KL when ablated (darker = more), %1")
                                  .arg(m_scan->token.isEmpty() ? QString() : tr("next token %1").arg(m_scan->token))
                            : tr("head classes on repeated random tokens"));
