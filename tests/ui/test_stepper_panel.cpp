@@ -53,6 +53,7 @@ private slots:
     void emptyPromptIsRefusedClearly();
     void sequenceSurvivesAChatReply();
     void longPrefillCanBeStopped();
+    void oneTokenIsOneToken();
 
 private:
     // Runs an action and waits for the state it produces.
@@ -322,6 +323,22 @@ void TestStepperPanel::longPrefillCanBeStopped()
     QVERIFY2(m_panel->lastError().startsWith("Prefill cancelled after"), qPrintable(m_panel->lastError()));
     QVERIFY(!stop->isVisibleTo(m_panel.get()));
     QVERIFY(!m_panel->pending());
+}
+
+// A one-token prompt and a first step speak of one token, not "1 tokens".
+void TestStepperPanel::oneTokenIsOneToken()
+{
+    const auto ids = m_model->tokenizer().encode_ids("Hello");
+    auto state = act([&] { m_panel->prefillTokens({ids.front()}, QString()); });
+    QVERIFY(state && state->error.isEmpty());
+    QCOMPARE(state->prompt_length, 1);
+    QVERIFY2(m_panel->statusText().startsWith("Prompt prefilled: 1 token."), qPrintable(m_panel->statusText()));
+    QVERIFY2(m_panel->cacheSentence().contains("1 prompt token processed in parallel"),
+             qPrintable(m_panel->cacheSentence()));
+    state = act([&] { m_panel->step(); });
+    QVERIFY(state && state->action == "step");
+    QVERIFY2(m_panel->statusText().contains("sequence 2 tokens (1 prompt + 1 generated)"),
+             qPrintable(m_panel->statusText()));
 }
 
 QTEST_MAIN(TestStepperPanel)

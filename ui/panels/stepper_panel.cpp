@@ -499,19 +499,19 @@ QString StepperPanel::statusText() const
     if (!m_state)
         return m_status->text();
     if (m_state->action == "replay")
-        return tr("Saved run · %1 tokens (%2 prompt + %3 generated) · the distributions are those recorded; Prefill "
+        return tr("Saved run · %1 (%2 prompt + %3 generated) · the distributions are those recorded; Prefill "
                   "runs the prompt live on the loaded model")
-            .arg(m_state->tokens.size())
-            .arg(m_state->prompt_length)
-            .arg(m_state->steps);
+            .arg(countText(qint64(m_state->tokens.size()), tr("token"), tr("tokens")))
+            .arg(QLocale().toString(m_state->prompt_length))
+            .arg(QLocale().toString(m_state->steps));
     if (m_state->steps == 0)
-        return tr("Prompt prefilled: %1 tokens. The bars show the distribution of token %2.")
-            .arg(m_state->prompt_length)
-            .arg(m_state->tokens.size() + 1);
-    return tr("Step %1 · sequence %2 tokens (%3 prompt + %1 generated)")
-        .arg(m_state->steps)
-        .arg(m_state->tokens.size())
-        .arg(m_state->prompt_length);
+        return tr("Prompt prefilled: %1. The bars show the distribution of token %2.")
+            .arg(countText(m_state->prompt_length, tr("token"), tr("tokens")))
+            .arg(QLocale().toString(qint64(m_state->tokens.size()) + 1));
+    return tr("Step %1 · sequence %2 (%3 prompt + %1 generated)")
+        .arg(QLocale().toString(m_state->steps))
+        .arg(countText(qint64(m_state->tokens.size()), tr("token"), tr("tokens")))
+        .arg(QLocale().toString(m_state->prompt_length));
 }
 
 QString StepperPanel::cacheSentence() const
@@ -531,13 +531,15 @@ QString StepperPanel::cacheSentence() const
                                            .arg(window)
                                      : QString();
     if (s.action == "prefill") {
-        QString reused = s.prefill_reused
+        QString reused = s.prefill_reused == 1 ? tr(" The first token was already cached (shared prefix) and was not "
+                                                    "recomputed.")
+                         : s.prefill_reused
                              ? tr(" The first %1 tokens were already cached (shared prefix) and were not recomputed.")
-                                   .arg(s.prefill_reused)
+                                   .arg(QLocale().toString(s.prefill_reused))
                              : QString();
-        return tr("<b>Prefill:</b> %1 prompt tokens processed in parallel (%2 batch%3, %4 ms) — K/V pairs written for "
+        return tr("<b>Prefill:</b> %1 processed in parallel (%2 batch%3, %4 ms) — K/V pairs written for "
                   "each of them in every one of the %5 layers: %6 per layer and KV head, %7 in the cache now.%8")
-            .arg(s.prefill_computed)
+            .arg(countText(s.prefill_computed, tr("prompt token"), tr("prompt tokens")))
             .arg(s.prefill_batches)
             .arg(s.prefill_batches == 1 ? "" : "es")
             .arg(s.prefill_ms, 0, 'f', 1)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "panels/text_panel.h"
 #include "bridge/analysis_client.h"
+#include "widgets/count_text.h"
 
 #include "bridge/engine_controller.h"
 #include "tokenizer/tokenizer.h"
@@ -120,8 +121,8 @@ TextPanel::TextPanel(EngineController* engine, QWidget* parent) : QWidget(parent
             }
         }
         if (first >= 0)
-            m_status->setText(tr("Selection: %1 tokens, perplexity %2 · whole text %3")
-                                  .arg(last - first)
+            m_status->setText(tr("Selection: %1, perplexity %2 · whole text %3")
+                                  .arg(countText(last - first, tr("token"), tr("tokens")))
                                   .arg(selectionPerplexity(first, last), 0, 'f', 3)
                                   .arg(m_result->perplexity, 0, 'f', 3));
     });

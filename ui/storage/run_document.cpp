@@ -2,6 +2,7 @@
 // The panels' snapshots ↔ the engine's run document (engine/run/run_document.h): field for field,
 // strings as UTF-8. The JSON, the tensors and the checks live in the engine, shared with the CLI.
 #include "storage/run_document.h"
+#include "widgets/count_text.h"
 
 #include "run/run_document.h"
 #include "run/run_validate.h"
@@ -540,18 +541,21 @@ QString RunDocument::parts() const
 {
     QStringList p;
     if (stepper)
-        p << QObject::tr("stepper (%1 tokens, %2 steps)").arg(stepper->tokens.size()).arg(stepper->steps);
+        p << QObject::tr("stepper (%1, %2)")
+                 .arg(countText(qint64(stepper->tokens.size()), QObject::tr("token"), QObject::tr("tokens")))
+                 .arg(countText(stepper->steps, QObject::tr("step"), QObject::tr("steps")));
     if (attention)
-        p << QObject::tr("attention (%1 heads over %2 tokens)")
-                 .arg(attention->heads.size())
-                 .arg(attention->tokens.size());
+        p << QObject::tr("attention (%1 over %2)")
+                 .arg(countText(qint64(attention->heads.size()), QObject::tr("head"), QObject::tr("heads")))
+                 .arg(countText(qint64(attention->tokens.size()), QObject::tr("token"), QObject::tr("tokens")));
     if (kv)
         p << QObject::tr("KV cache");
     if (timeline)
-        p << QObject::tr("timeline (%1 steps)").arg(timeline->steps.size());
+        p << QObject::tr("timeline (%1)")
+                 .arg(countText(qint64(timeline->steps.size()), QObject::tr("step"), QObject::tr("steps")));
     if (text)
-        p << (text->compared ? QObject::tr("comparison (%1 tokens)") : QObject::tr("text analysis (%1 tokens)"))
-                 .arg(text->tokens.size());
+        p << (text->compared ? QObject::tr("comparison (%1)") : QObject::tr("text analysis (%1)"))
+                 .arg(countText(qint64(text->tokens.size()), QObject::tr("token"), QObject::tr("tokens")));
     if (patching)
         p << QObject::tr("patching");
     if (attribution)
