@@ -323,6 +323,24 @@ void TestKvContextTimeline::timelineShowsTheTrace()
     }
     QVERIFY2(m_timeline->statsText().contains(QString("TTFT %1 ms").arg(t->ttft_ms, 0, 'f', 1)),
              qPrintable(m_timeline->statsText()));
+    // Its axis and token labels stay inside the view, whole, however narrow it is (the last ones were
+    // cut at the right edge: "700" of "700 ms", "<|im_e").
+    for (const int w : {360, 520, 900}) {
+        view->resize(w, view->height());
+        const auto labels = view->labels();
+        QVERIFY(labels.size() >= 3);
+        for (const auto& l : labels) {
+            QVERIFY2(QRectF(view->rect()).contains(l.rect), qPrintable(QString("'%1' at x %2–%3 in a %4 px view")
+                                                                           .arg(l.text)
+                                                                           .arg(l.rect.left())
+                                                                           .arg(l.rect.right())
+                                                                           .arg(w)));
+            QFont f = view->font();
+            if (l.token)
+                f.setPointSizeF(std::max(6.0, f.pointSizeF() * 0.85));
+            QVERIFY(l.rect.width() >= QFontMetrics(f).horizontalAdvance(l.text));
+        }
+    }
     // The latency chart's axes tick at 1, 2 or 5 × 10^n: whole tokens on the token axis (12 tokens:
     // every 2, not every 2.4 as Qt's five default ticks put them).
     const auto nice = [](double step) {

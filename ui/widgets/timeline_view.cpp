@@ -66,6 +66,46 @@ QSize TimelineView::sizeHint() const
     return {800, (kLanes + 3) * laneHeight()};
 }
 
+std::vector<TimelineView::Label> TimelineView::labels() const
+{
+    std::vector<Label> out;
+    if (!m_timeline || m_timeline->events.empty())
+        return out;
+    const TimelineSnapshot& t = *m_timeline;
+    const int h = laneHeight();
+    // a rectangle of `w` starting at `x`, moved left as far as it must to end inside the view
+    const auto inside = [&](double x, double w) {
+        return std::max(double(labelWidth()), std::min(x, width() - w - 1));
+    };
+    const QFontMetrics axis(font());
+    const double end_ms = double(endNs()) / 1e6;
+    const double tick = end_ms > 2000 ? 500 : end_ms > 500 ? 100 : end_ms > 100 ? 20 : end_ms > 20 ? 5 : 1;
+    for (double ms = 0; ms <= end_ms; ms += tick) {
+        const QString text = QString("%1 ms").arg(ms, 0, 'f', 0);
+        const double w = axis.horizontalAdvance(text) + 2;
+        out.push_back({QRectF(inside(xOf(qint64(ms * 1e6)) + 2, w), 0, w, h - 4), text, false});
+    }
+    QFont small = font();
+    small.setPointSizeF(std::max(6.0, small.pointSizeF() * 0.85));
+    const QFontMetrics token(small);
+    const int token_row = h + kLanes * h;
+    double last_x = -1e9;
+    for (std::size_t i = 0; i < t.events.size(); ++i) {
+        const TimelineEventUi& e = t.events[i];
+        const bool last_of_step = i + 1 == t.events.size() || t.events[i + 1].step != e.step;
+        if (e.step < 0 || !last_of_step || std::size_t(e.step) >= t.steps.size())
+            continue;
+        const double x = xOf(e.end_ns);
+        if (x - last_x <= fontMetrics().horizontalAdvance("MMMM"))
+            continue; // thinned out: labels would overlap
+        const QString text = t.steps[std::size_t(e.step)].text.left(8);
+        const double w = token.horizontalAdvance(text) + 4;
+        out.push_back({QRectF(inside(x - w / 2, w), token_row + 5, w, h), text, true});
+        last_x = x;
+    }
+    return out;
+}
+
 double TimelineView::xOf(qint64 ns) const
 {
     const double end = double(std::max<qint64>(1, endNs()));
@@ -111,8 +151,11 @@ void TimelineView::paintEvent(QPaintEvent*)
     for (double ms = 0; ms <= end_ms; ms += tick) {
         const double x = xOf(qint64(ms * 1e6));
         p.drawLine(QPointF(x, h - 4), QPointF(x, h + kLanes * h));
-        p.drawText(QRectF(x + 2, 0, 80, h - 4), Qt::AlignLeft | Qt::AlignVCenter, QString("%1 ms").arg(ms, 0, 'f', 0));
     }
+    const std::vector<Label> all_labels = labels();
+    for (const Label& l : all_labels)
+        if (!l.token)
+            p.drawText(l.rect, Qt::AlignLeft | Qt::AlignVCenter, l.text);
     for (int lane = 0; lane < kLanes; ++lane) {
         p.setPen(pal.color(QPalette::Text));
         p.drawText(QRect(0, h + lane * h, labelWidth() - 6, h), Qt::AlignRight | Qt::AlignVCenter, stage_name(lane));
@@ -134,21 +177,18 @@ void TimelineView::paintEvent(QPaintEvent*)
     QFont small = font();
     small.setPointSizeF(std::max(6.0, small.pointSizeF() * 0.85));
     p.setFont(small);
-    double last_x = -1e9;
+    p.setPen(pal.color(QPalette::Highlight));
     for (std::size_t i = 0; i < t.events.size(); ++i) {
         const TimelineEventUi& e = t.events[i];
         const bool last_of_step = i + 1 == t.events.size() || t.events[i + 1].step != e.step;
         if (e.step < 0 || !last_of_step || std::size_t(e.step) >= t.steps.size())
             continue;
         const double x = xOf(e.end_ns);
-        p.setPen(pal.color(QPalette::Highlight));
         p.drawLine(QPointF(x, token_row), QPointF(x, token_row + 5));
-        if (x - last_x > fontMetrics().horizontalAdvance("MMMM")) {
-            p.drawText(QRectF(x - 30, token_row + 5, 60, h), Qt::AlignHCenter | Qt::AlignTop,
-                       t.steps[std::size_t(e.step)].text.left(8));
-            last_x = x;
-        }
     }
+    for (const Label& l : all_labels)
+        if (l.token)
+            p.drawText(l.rect, Qt::AlignHCenter | Qt::AlignTop, l.text);
     // TTFT
     if (t.ttft_ms > 0) {
         const double x = xOf(qint64(t.ttft_ms * 1e6));

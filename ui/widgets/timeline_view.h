@@ -5,6 +5,7 @@
 
 #include <QWidget>
 #include <memory>
+#include <vector>
 
 namespace tokenscope::ui {
 
@@ -21,6 +22,14 @@ public:
     qint64 endNs() const;
     int eventAt(const QPoint& pos) const;
     QRectF eventRect(std::size_t i) const; // where event i is drawn
+    // The time axis' labels ("100 ms") and the tokens' under the lanes, where they are drawn: each as
+    // wide as its text and kept inside the view (a label at the right edge is moved left, not cut).
+    struct Label {
+        QRectF rect;
+        QString text;
+        bool token = false; // drawn in the smaller font, centred
+    };
+    std::vector<Label> labels() const;
     QSize sizeHint() const override;
 
 signals:
