@@ -339,6 +339,10 @@ void TestStepperPanel::oneTokenIsOneToken()
     QVERIFY(state && state->action == "step");
     QVERIFY2(m_panel->statusText().contains("sequence 2 tokens (1 prompt + 1 generated)"),
              qPrintable(m_panel->statusText()));
+    QVERIFY2(m_panel->cacheSentence().contains("reuses 1 cached K/V pair;"), qPrintable(m_panel->cacheSentence()));
+    state = act([&] { m_panel->back(); });
+    QVERIFY(state && state->action == "back");
+    QVERIFY2(m_panel->cacheSentence().contains("truncated to 1 position and"), qPrintable(m_panel->cacheSentence()));
 }
 
 QTEST_MAIN(TestStepperPanel)

@@ -586,14 +586,13 @@ void AttentionPanel::refreshCompare()
     AttentionHeatmap::Matrix md{n, nullptr, m_difference.data(), diff_labels, window, true, range};
     m_diff->setMatrix(md);
     const int last = n - 1;
-    QString note =
-        tr("Layer %1, head %2. A: %3 tokens, B: %4 tokens; the difference covers the first %5. Largest change: %6.")
-            .arg(layer())
-            .arg(head())
-            .arg(ha->n)
-            .arg(hb->n)
-            .arg(n)
-            .arg(double(range), 0, 'f', 3);
+    QString note = tr("Layer %1, head %2. A: %3, B: %4; the difference covers the first %5. Largest change: %6.")
+                       .arg(layer())
+                       .arg(head())
+                       .arg(countText(ha->n, tr("token"), tr("tokens")))
+                       .arg(countText(hb->n, tr("token"), tr("tokens")))
+                       .arg(n)
+                       .arg(double(range), 0, 'f', 3);
     if (last >= 0 && m_a->tokens[std::size_t(last)].id == m_b->tokens[std::size_t(last)].id)
         note += tr(" The last token, “%1”, is the same id in both, yet its row differs: context changes attention.")
                     .arg(m_a->tokens[std::size_t(last)].text);

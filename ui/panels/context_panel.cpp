@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "panels/context_panel.h"
 #include "bridge/chat_client.h"
+#include "widgets/count_text.h"
 
 #include "bridge/engine_controller.h"
 #include "widgets/chart_style.h"
@@ -257,15 +258,17 @@ void ContextPanel::simulate()
 
     m_list->clear();
     for (const engine::SimRequest& r : m_requests) {
-        QString line = tr("Request %1: re-sends %2 tokens (%3 turns) + reply %4")
+        QString line = tr("Request %1: re-sends %2 (%3) + reply %4")
                            .arg(m_list->count() + 1)
-                           .arg(n(r.input_tokens))
-                           .arg(r.kept.size())
+                           .arg(countText(qint64(r.input_tokens), tr("token"), tr("tokens")))
+                           .arg(countText(qint64(r.kept.size()), tr("turn"), tr("turns")))
                            .arg(n(r.output_tokens));
         if (r.overflow)
-            line += r.cut_tokens
-                        ? tr(" · overflow: %1 turns dropped, %2 tokens cut").arg(r.dropped_turns).arg(n(r.cut_tokens))
-                        : tr(" · overflow: %1 oldest turns dropped").arg(r.dropped_turns);
+            line += r.cut_tokens ? tr(" · overflow: %1 dropped, %2 cut")
+                                       .arg(countText(qint64(r.dropped_turns), tr("turn"), tr("turns")))
+                                       .arg(countText(qint64(r.cut_tokens), tr("token"), tr("tokens")))
+                                 : tr(" · overflow: %1 dropped")
+                                       .arg(countText(qint64(r.dropped_turns), tr("oldest turn"), tr("oldest turns")));
         if (!r.fits)
             line += tr(" · does not fit even alone");
         line += tr(" · prefix cache reuses %1").arg(n(r.input_tokens - r.recomputed_tokens));
@@ -283,8 +286,8 @@ void ContextPanel::simulate()
         m_gauge->setRange(0, w);
         m_gauge->setValue(int(used));
         m_gauge->setFormat(tr("%1 of %2 tokens used (%p%) by the last request").arg(n(used), n(quint64(w))));
-        m_note->setText(tr("%1 requests · tokens processed without prefix caching %2, with it %3 (%4× less)")
-                            .arg(m_requests.size())
+        m_note->setText(tr("%1 · tokens processed without prefix caching %2, with it %3 (%4× less)")
+                            .arg(countText(qint64(m_requests.size()), tr("request"), tr("requests")))
                             .arg(n(last.processed_without_cache), n(last.processed_with_cache))
                             .arg(last.processed_with_cache
                                      ? double(last.processed_without_cache) / double(last.processed_with_cache)

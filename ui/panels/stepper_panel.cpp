@@ -549,17 +549,17 @@ QString StepperPanel::cacheSentence() const
             .arg(reused);
     }
     if (s.action == "back")
-        return tr("<b>Back:</b> the KV cache was truncated to %1 positions and only the last one was recomputed; the "
+        return tr("<b>Back:</b> the KV cache was truncated to %1 and only the last one was recomputed; the "
                   "distribution below is bit-identical to the one shown before that step.")
-            .arg(s.kv_tokens);
-    return tr("<b>Step %1:</b> reuses %2 cached K/V pairs; computes 1 new one — in each of the %3 layers%4. %5 ms; "
-              "cache %6 tokens, %7.")
+            .arg(countText(s.kv_tokens, tr("position"), tr("positions")));
+    return tr("<b>Step %1:</b> reuses %2; computes 1 new one — in each of the %3 layers%4. %5 ms; "
+              "cache %6, %7.")
         .arg(s.steps)
-        .arg(s.last_reused)
+        .arg(countText(s.last_reused, tr("cached K/V pair"), tr("cached K/V pairs")))
         .arg(s.n_layers)
         .arg(local_note)
         .arg(s.last_ms, 0, 'f', 1)
-        .arg(s.kv_tokens)
+        .arg(countText(s.kv_tokens, tr("token"), tr("tokens")))
         .arg(mib(s.kv_bytes_in_use));
 }
 

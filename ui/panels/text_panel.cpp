@@ -201,9 +201,9 @@ QString TextPanel::status() const
     if (!m_result)
         return m_status->text();
     const auto& s = *m_result;
-    QString text = tr("%1%2 tokens · perplexity %3 · %4 ms")
+    QString text = tr("%1%2 · perplexity %3 · %4 ms")
                        .arg(s.cancelled ? tr("Stopped: ") : QString())
-                       .arg(s.tokens.size())
+                       .arg(countText(qint64(s.tokens.size()), tr("token"), tr("tokens")))
                        .arg(s.perplexity, 0, 'f', 3)
                        .arg(s.ms, 0, 'f', 0);
     if (s.compared)

@@ -208,7 +208,9 @@ void TimelinePanel::renderServerStats(const TimelineSnapshot& t)
         itl += t.steps[i].latency_ms;
     QString text = tr("<b>TTFT %1 ms</b>, measured here: from sending the request to the first token's arrival · ")
                        .arg(t.ttft_ms, 0, 'f', 1);
-    text += n ? tr("mean inter-token latency <b>%1 ms</b> over %2 tokens, measured here").arg(itl / n, 0, 'f', 1).arg(n)
+    text += n ? tr("mean inter-token latency <b>%1 ms</b> over %2, measured here")
+                    .arg(itl / n, 0, 'f', 1)
+                    .arg(countText(n, tr("token"), tr("tokens")))
               : tr("one token");
     text += tr("<br><b>The server's account</b> (%1): ").arg(t.server.toHtmlEscaped());
     if (t.server_prompt_ms >= 0 || t.server_generation_ms >= 0) {
@@ -219,9 +221,9 @@ void TimelinePanel::renderServerStats(const TimelineSnapshot& t)
                          .arg(t.prefill_computed)
                          .arg(t.prompt_tokens - t.prefill_computed);
         if (t.server_generation_ms >= 0 && t.server_generated > 0)
-            parts << tr("generation %1 ms for %2 tokens = %3 tokens/s")
+            parts << tr("generation %1 ms for %2 = %3 tokens/s")
                          .arg(t.server_generation_ms, 0, 'f', 1)
-                         .arg(t.server_generated)
+                         .arg(countText(t.server_generated, tr("token"), tr("tokens")))
                          .arg(1000.0 * t.server_generated / std::max(1e-9, t.server_generation_ms), 0, 'f', 1);
         text += parts.join(" · ");
         if (t.server_prompt_ms >= 0)
