@@ -66,6 +66,19 @@ QSize TimelineView::sizeHint() const
     return {800, (kLanes + 3) * laneHeight()};
 }
 
+std::vector<std::pair<int, double>> TimelineView::tokenMarks() const
+{
+    std::vector<std::pair<int, double>> out;
+    const TimelineSnapshot& t = *m_timeline;
+    for (std::size_t i = 0; i < t.events.size(); ++i) {
+        const TimelineEventUi& e = t.events[i];
+        const bool last_of_step = i + 1 == t.events.size() || t.events[i + 1].step != e.step;
+        if (e.step >= 0 && last_of_step && std::size_t(e.step) < t.steps.size())
+            out.emplace_back(e.step, xOf(e.end_ns));
+    }
+    return out;
+}
+
 std::vector<TimelineView::Label> TimelineView::labels() const
 {
     std::vector<Label> out;
@@ -90,15 +103,10 @@ std::vector<TimelineView::Label> TimelineView::labels() const
     const QFontMetrics token(small);
     const int token_row = h + kLanes * h;
     double last_x = -1e9;
-    for (std::size_t i = 0; i < t.events.size(); ++i) {
-        const TimelineEventUi& e = t.events[i];
-        const bool last_of_step = i + 1 == t.events.size() || t.events[i + 1].step != e.step;
-        if (e.step < 0 || !last_of_step || std::size_t(e.step) >= t.steps.size())
-            continue;
-        const double x = xOf(e.end_ns);
+    for (const auto& [step, x] : tokenMarks()) {
         if (x - last_x <= fontMetrics().horizontalAdvance("MMMM"))
             continue; // thinned out: labels would overlap
-        const QString text = t.steps[std::size_t(e.step)].text.left(8);
+        const QString text = t.steps[std::size_t(step)].text.left(8);
         const double w = token.horizontalAdvance(text) + 4;
         out.push_back({QRectF(inside(x - w / 2, w), token_row + 5, w, h), text, true});
         last_x = x;
@@ -178,14 +186,8 @@ void TimelineView::paintEvent(QPaintEvent*)
     small.setPointSizeF(std::max(6.0, small.pointSizeF() * 0.85));
     p.setFont(small);
     p.setPen(pal.color(QPalette::Highlight));
-    for (std::size_t i = 0; i < t.events.size(); ++i) {
-        const TimelineEventUi& e = t.events[i];
-        const bool last_of_step = i + 1 == t.events.size() || t.events[i + 1].step != e.step;
-        if (e.step < 0 || !last_of_step || std::size_t(e.step) >= t.steps.size())
-            continue;
-        const double x = xOf(e.end_ns);
-        p.drawLine(QPointF(x, token_row), QPointF(x, token_row + 5));
-    }
+    for (const auto& mark : tokenMarks())
+        p.drawLine(QPointF(mark.second, token_row), QPointF(mark.second, token_row + 5));
     for (const Label& l : all_labels)
         if (l.token)
             p.drawText(l.rect, Qt::AlignHCenter | Qt::AlignTop, l.text);

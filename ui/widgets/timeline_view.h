@@ -41,6 +41,8 @@ protected:
     bool event(QEvent* event) override;
 
 private:
+    // Where each token became final (the end of its step's last event): (step, x), in time order.
+    std::vector<std::pair<int, double>> tokenMarks() const;
     int laneHeight() const;
     int labelWidth() const;
     double xOf(qint64 ns) const;
