@@ -60,9 +60,11 @@ QRect AttentionHeatmap::legendRect() const
 {
     if (m_full.isNull())
         return {};
+    // right under the drawn cells (a fitted square may end well above the plot's bottom)
     const QRect plot = plotRect();
-    return {plot.left(), plot.bottom() + 8, std::max(80, width() - plot.left() - 8),
-            colour_scale_height(fontMetrics())};
+    const int cells_bottom = int(std::ceil(plot.top() + (m_m.n - m_origin.y()) * m_cell));
+    return {plot.left(), std::clamp(cells_bottom, plot.top(), plot.bottom()) + 8,
+            std::max(80, width() - plot.left() - 8), colour_scale_height(fontMetrics())};
 }
 
 QStringList AttentionHeatmap::legendLabels() const
