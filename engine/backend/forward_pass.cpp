@@ -152,17 +152,6 @@ LayeredBackend::LayeredBackend(std::shared_ptr<const Model> model) : m_model(std
     }
 }
 
-float query_temperature(const RopeShape& r, uint32_t pos)
-{
-    return rope_query_temperature(r.temperature_beta, r.temperature_floor, pos);
-}
-
-void LayeredBackend::scale_rows(Act, uint32_t, uint32_t, float)
-{
-    throw UnsupportedError(
-        fmt::format("this backend cannot scale rows (needed by {})", m_model->config().architecture));
-}
-
 RopeShape LayeredBackend::rope_shape(uint32_t il) const
 {
     const ModelConfig& c = m_model->config();
@@ -189,17 +178,17 @@ RopeShape LayeredBackend::rope_shape(uint32_t il) const
     return r;
 }
 
-std::vector<RopeShape> LayeredBackend::distinct_rope_shapes() const
+RopeTables LayeredBackend::rope_tables() const
 {
-    std::vector<RopeShape> shapes;
-    for (uint32_t il = 0; il < m_model->config().n_layer; ++il) {
+    const ModelConfig& c = m_model->config();
+    RopeTables tables;
+    for (uint32_t il = 0; il < c.n_layer; ++il) {
         const RopeShape r = rope_shape(il);
-        if (std::none_of(shapes.begin(), shapes.end(), [&](const RopeShape& e) {
-                return e.base == r.base && e.freq_scale == r.freq_scale && e.yarn() == r.yarn();
-            }))
-            shapes.push_back(r);
+        tables.add(r.base, r.freq_scale, r.yarn());
     }
-    return shapes;
+    if (c.attn_temperature_scale)
+        tables.set_query_temperature(*c.attn_temperature_scale, c.rope_n_ctx_orig);
+    return tables;
 }
 
 ForwardResult LayeredBackend::forward(const ForwardRequest& request)

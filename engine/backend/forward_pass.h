@@ -115,9 +115,6 @@ struct RopeShape {
     uint32_t temperature_floor = 0;
     RopeYarn yarn() const { return {ext_factor, attn_factor, corr_low, corr_high}; }
 };
-// The multiplier of a query at `pos` under the shape's temperature (1 without one), as llama.cpp's
-// llm_graph_input_attn_temp computes it.
-float query_temperature(const RopeShape& rope, uint32_t pos);
 
 // How the pass uses a weight: the operations a backend prepares it for.
 enum class WeightUse {
@@ -140,9 +137,9 @@ protected:
     explicit LayeredBackend(std::shared_ptr<const Model> model);
     // The rotary embedding of a layer (its frequency factors live here).
     RopeShape rope_shape(uint32_t layer) const;
-    // The model's different rotary embeddings (by base and frequency scale), for backends that
-    // prepare a table for each.
-    std::vector<RopeShape> distinct_rope_shapes() const;
+    // The cos/sin tables of the model's rotations (one per distinct base, frequency scale and YaRN)
+    // and its query temperature, for backends that read the angles from tables.
+    RopeTables rope_tables() const;
 
     std::shared_ptr<const Model> m_model;
 
@@ -175,7 +172,7 @@ protected:
     // x[t] += bias for every row (width = bias length).
     virtual void add_bias(Act x, const TensorView& bias, uint32_t n_rows) = 0;
     // x[t] ·= factor over rows of `width` (granite's residual multiplier).
-    virtual void scale_rows(Act x, uint32_t width, uint32_t n_rows, float factor);
+    virtual void scale_rows(Act x, uint32_t width, uint32_t n_rows, float factor) = 0;
     // Rotary embedding of every head of every row in place (row t at position pos0 + t), then × scale.
     virtual void rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShape& rope, float scale) = 0;
     // K and V rows of the chunk into the layer's cache at positions pos0 …, as F16.

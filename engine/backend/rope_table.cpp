@@ -48,6 +48,13 @@ float rope_query_temperature(float beta, uint32_t floor_positions, uint32_t pos)
     return static_cast<float>(std::log(std::floor(p / static_cast<float>(floor_positions)) + 1.0) * beta + 1.0);
 }
 
+void RopeTables::add(float base, float freq_scale, const RopeYarn& yarn)
+{
+    const Rotation r{base, freq_scale, yarn};
+    if (std::find(m_pairs.begin(), m_pairs.end(), r) == m_pairs.end())
+        m_pairs.push_back(r);
+}
+
 uint32_t RopeTables::temperature_offset(uint32_t batch, uint32_t n_rot) const
 {
     return static_cast<uint32_t>(std::max<std::size_t>(1, m_pairs.size()) * batch * (n_rot / 2));

@@ -36,7 +36,8 @@ float rope_query_temperature(float beta, uint32_t floor_positions, uint32_t pos)
 // buffer, and each layer's RoPE reads the table of its own.
 class RopeTables {
 public:
-    void add(float base, float freq_scale, const RopeYarn& yarn = {}) { m_pairs.push_back({base, freq_scale, yarn}); }
+    // Adds a table for the rotation unless it has one already.
+    void add(float base, float freq_scale, const RopeYarn& yarn = {});
     std::size_t size() const { return m_pairs.size(); }
     // The queries' temperature (beta 0: none): `fill` then also writes (t(pos), 0) for every position
     // after the tables, at vec2 index temperature_offset.

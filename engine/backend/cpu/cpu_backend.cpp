@@ -264,7 +264,7 @@ void CpuBackend::rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShap
     const RopeYarn yarn = r.yarn();
     rows_in_parallel(m_plan.n_tokens, [&](std::size_t t) {
         const auto pos = static_cast<int32_t>(m_plan.pos0 + t);
-        const float temperature = query_temperature(r, uint32_t(pos));
+        const float temperature = rope_query_temperature(r.temperature_beta, r.temperature_floor, uint32_t(pos));
         for (uint32_t h = 0; h < n_heads; ++h) {
             float* v = base + (t * n_heads + h) * head_dim;
             cpu::kernel_rope(v, static_cast<int32_t>(r.n_rot), pos, r.base, r.freq_scale, r.neox, r.factors, yarn);

@@ -161,7 +161,7 @@ private:
     std::unordered_map<const std::byte*, DeviceMatrix> m_matrices;
     std::unordered_map<const std::byte*, DeviceBuffer> m_vectors;
     std::vector<std::pair<DeviceBuffer, DeviceBuffer>> m_caches; // per layer: K, V [Hkv][n_ctx][D] F16
-    RopeTables m_rope_tables;                                    // one cos/sin table per (base, freq_scale)
+    RopeTables m_rope_tables;                                    // one cos/sin table per rotation (rope_tables)
     DeviceBuffer m_gelu_table;                                   // [65536] F16
     uint64_t m_weight_bytes = 0;
 
@@ -283,10 +283,7 @@ void CudaBackend::upload_weights()
         const std::size_t bytes = std::size_t(n_kv_heads) * m_n_ctx * c.head_dim_k * 2;
         m_caches.emplace_back(DeviceBuffer(m_dev.get(), bytes), DeviceBuffer(m_dev.get(), bytes));
     }
-    for (const RopeShape& r : distinct_rope_shapes())
-        m_rope_tables.add(r.base, r.freq_scale, r.yarn());
-    if (c.attn_temperature_scale)
-        m_rope_tables.set_query_temperature(*c.attn_temperature_scale, c.rope_n_ctx_orig);
+    m_rope_tables = rope_tables();
     const auto& table = cpu::gelu_f16_table();
     m_gelu_table = DeviceBuffer(m_dev.get(), sizeof table);
     m_dev->copy_to_device(m_gelu_table.get(), table.data(), sizeof table);

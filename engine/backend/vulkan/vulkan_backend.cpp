@@ -117,7 +117,7 @@ private:
     std::unordered_map<const std::byte*, DeviceMatrix> m_matrices;
     std::unordered_map<const std::byte*, Buffer> m_vectors;
     std::vector<std::pair<Buffer, Buffer>> m_caches; // per layer: K, V [Hkv][n_ctx][D] F16, two per word
-    RopeTables m_rope_tables;                        // one cos/sin table per (base, freq_scale)
+    RopeTables m_rope_tables;                        // one cos/sin table per rotation (rope_tables)
     uint64_t m_weight_bytes = 0;
 
     // scratch for chunks of up to m_batch tokens
@@ -232,10 +232,7 @@ void VulkanBackend::upload_weights()
         m_caches.emplace_back(Buffer(m_ctx.get(), cache_bytes, Memory::Device),
                               Buffer(m_ctx.get(), cache_bytes, Memory::Device));
     }
-    for (const RopeShape& r : distinct_rope_shapes())
-        m_rope_tables.add(r.base, r.freq_scale, r.yarn());
-    if (c.attn_temperature_scale)
-        m_rope_tables.set_query_temperature(*c.attn_temperature_scale, c.rope_n_ctx_orig);
+    m_rope_tables = rope_tables();
     m_k->prepare(std::vector<GgmlType>(matmul_types.begin(), matmul_types.end()), w.token_embd.type());
     m_k->load_gelu_table(up);
 }
