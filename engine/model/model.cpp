@@ -151,6 +151,20 @@ void Model::bind_weights()
     m_weights.rope_factors_long = get("rope_factors_long.weight", c.n_rot / 2, 1, false);
     m_weights.rope_factors_short = get("rope_factors_short.weight", c.n_rot / 2, 1, false);
 
+    // A fused tensor's consecutive row blocks (Q|K|V; phi3's gate|up), as views of it: no copy.
+    const auto split_rows = [&](const std::string& name, std::initializer_list<uint64_t> rows) {
+        uint64_t total = 0;
+        for (const uint64_t r : rows)
+            total += r;
+        const TensorView whole = get(name, n_embd, total, true);
+        std::vector<TensorView> parts;
+        int64_t first = 0;
+        for (const uint64_t r : rows) {
+            parts.push_back(whole.view(first, int64_t(r)));
+            first += int64_t(r);
+        }
+        return parts;
+    };
     const ArchitectureTraits& tr = m_traits;
     for (uint32_t il = 0; il < c.n_layer; ++il) {
         const std::string p = fmt::format("blk.{}.", il);
@@ -162,12 +176,12 @@ void Model::bind_weights()
         LayerWeights L;
         L.attn_norm = get(p + "attn_norm.weight", n_embd, 1, tr.pre_norms);
         // Q, K and V as one fused tensor (llama.cpp's create_tensor_qkv: rows [0, q) are Q, then K,
-        // then V) are three views of it, not copies.
+        // then V)
         if (file.find_tensor(p + "attn_qkv.weight")) {
-            const TensorView qkv = get(p + "attn_qkv.weight", n_embd, q_dim + k_dim + v_dim, true);
-            L.attn_q = qkv.view(0, int64_t(q_dim));
-            L.attn_k = qkv.view(int64_t(q_dim), int64_t(k_dim));
-            L.attn_v = qkv.view(int64_t(q_dim + k_dim), int64_t(v_dim));
+            const auto qkv = split_rows(p + "attn_qkv.weight", {q_dim, k_dim, v_dim});
+            L.attn_q = qkv[0];
+            L.attn_k = qkv[1];
+            L.attn_v = qkv[2];
             if (file.find_tensor(p + "attn_qkv.bias"))
                 throw UnsupportedError(
                     fmt::format("{}: tensor '{}attn_qkv.bias' (a fused Q/K/V bias) is not supported", file.name(), p));
@@ -187,12 +201,12 @@ void Model::bind_weights()
         L.post_attention_norm = get(p + "post_attention_norm.weight", n_embd, 1, tr.post_norms);
         L.post_ffw_norm = get(p + "post_ffw_norm.weight", n_embd, 1, tr.post_norms);
         L.ffn_norm = get(p + "ffn_norm.weight", n_embd, 1, tr.pre_norms);
-        if (!file.find_tensor(p + "ffn_gate.weight") && file.find_tensor(p + "ffn_up.weight") &&
-            file.find_tensor(p + "ffn_up.weight")->ne[1] == 2 * n_ff) {
+        if (const auto* up = file.find_tensor(p + "ffn_up.weight");
+            !file.find_tensor(p + "ffn_gate.weight") && up && up->ne[1] == 2 * n_ff) {
             // phi3: gate and up fused in ffn_up, the gate first (ggml's swiglu of one tensor)
-            const TensorView up = get(p + "ffn_up.weight", n_embd, 2 * n_ff, true);
-            L.ffn_gate = up.view(0, int64_t(n_ff));
-            L.ffn_up = up.view(int64_t(n_ff), int64_t(n_ff));
+            const auto gate_up = split_rows(p + "ffn_up.weight", {n_ff, n_ff});
+            L.ffn_gate = gate_up[0];
+            L.ffn_up = gate_up[1];
         } else {
             L.ffn_gate = get(p + "ffn_gate.weight", n_embd, n_ff, true);
             L.ffn_up = get(p + "ffn_up.weight", n_embd, n_ff, true);
