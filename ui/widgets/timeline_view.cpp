@@ -66,6 +66,16 @@ QSize TimelineView::sizeHint() const
     return {800, (kLanes + 3) * laneHeight()};
 }
 
+std::vector<double> TimelineView::axisTicksMs() const
+{
+    const double end_ms = double(endNs()) / 1e6;
+    const double tick = end_ms > 2000 ? 500 : end_ms > 500 ? 100 : end_ms > 100 ? 20 : end_ms > 20 ? 5 : 1;
+    std::vector<double> out;
+    for (double ms = 0; ms <= end_ms; ms += tick)
+        out.push_back(ms);
+    return out;
+}
+
 std::vector<std::pair<int, double>> TimelineView::tokenMarks() const
 {
     std::vector<std::pair<int, double>> out;
@@ -91,9 +101,7 @@ std::vector<TimelineView::Label> TimelineView::labels() const
         return std::max(double(labelWidth()), std::min(x, width() - w - 1));
     };
     const QFontMetrics axis(font());
-    const double end_ms = double(endNs()) / 1e6;
-    const double tick = end_ms > 2000 ? 500 : end_ms > 500 ? 100 : end_ms > 100 ? 20 : end_ms > 20 ? 5 : 1;
-    for (double ms = 0; ms <= end_ms; ms += tick) {
+    for (const double ms : axisTicksMs()) {
         const QString text = QString("%1 ms").arg(ms, 0, 'f', 0);
         const double w = axis.horizontalAdvance(text) + 2;
         out.push_back({QRectF(inside(xOf(qint64(ms * 1e6)) + 2, w), 0, w, h - 4), text, false});
@@ -154,9 +162,7 @@ void TimelineView::paintEvent(QPaintEvent*)
     const int h = laneHeight();
     // Axis
     p.setPen(pal.color(QPalette::PlaceholderText));
-    const double end_ms = double(endNs()) / 1e6;
-    const double tick = end_ms > 2000 ? 500 : end_ms > 500 ? 100 : end_ms > 100 ? 20 : end_ms > 20 ? 5 : 1;
-    for (double ms = 0; ms <= end_ms; ms += tick) {
+    for (const double ms : axisTicksMs()) {
         const double x = xOf(qint64(ms * 1e6));
         p.drawLine(QPointF(x, h - 4), QPointF(x, h + kLanes * h));
     }

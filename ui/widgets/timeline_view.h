@@ -41,6 +41,8 @@ protected:
     bool event(QEvent* event) override;
 
 private:
+    // The time axis' ticks, in ms from the start: every 1, 5, 20, 100 or 500 ms by the run's length.
+    std::vector<double> axisTicksMs() const;
     // Where each token became final (the end of its step's last event): (step, x), in time order.
     std::vector<std::pair<int, double>> tokenMarks() const;
     int laneHeight() const;
