@@ -23,6 +23,7 @@
 #include "panels/timeline_panel.h"
 #include "panels/tokenizer_panel.h"
 #include "storage/conversation_store.h"
+#include "widgets/count_text.h"
 #include "widgets/model_library_dialog.h"
 
 #include "backend/vulkan/vulkan_backend.h"
@@ -216,7 +217,9 @@ void MainWindow::buildModelBar()
         if (!m_model_path.isEmpty())
             openModel(m_model_path);
     });
-    bar->addWidget(new QLabel(tr(" Backend ")));
+    auto* backendLabel = new QLabel(tr("Backend"));
+    backendLabel->setContentsMargins(6, 0, 6, 0); // room on both sides, not spaces in the words
+    bar->addWidget(backendLabel);
     bar->addWidget(m_backend);
     m_progress = new QProgressBar;
     m_progress->setMaximumWidth(200);
@@ -276,7 +279,7 @@ void MainWindow::addCudaDevices(const engine::CudaDeviceListing& listing)
                                    .arg(name)
                                    .arg(d.compute_major)
                                    .arg(d.compute_minor)
-                                   .arg(d.total_bytes >> 20),
+                                   .arg(numberText(qint64(d.total_bytes >> 20))),
                                Qt::ToolTipRole);
     }
     if (listing.devices.empty()) { // listed, greyed out, with the reason: where CUDA would be
@@ -307,7 +310,7 @@ void MainWindow::addVulkanDevices(const std::vector<engine::VulkanDeviceInfo>& d
             m_backend->setItemData(i,
                                    d.usable ? tr("%1 (%2), driver %3, %4 MiB device memory; %5")
                                                   .arg(name, type, QString::fromStdString(d.driver))
-                                                  .arg(d.device_local_bytes >> 20)
+                                                  .arg(numberText(qint64(d.device_local_bytes >> 20)))
                                                   .arg(arithmetic)
                                             : QString::fromStdString(d.why_not),
                                    Qt::ToolTipRole);
@@ -429,9 +432,10 @@ void MainWindow::showModel(const std::shared_ptr<const ModelSummary>& m)
             tr("  <b>%1</b> · served by %2 at %3 · context %4%5 · chat: %6 · attention, KV "
                "contents and the lab need a model on this machine")
                 .arg(m->name.toHtmlEscaped(), m->server_kind.toHtmlEscaped(), m->server_url.toHtmlEscaped())
-                .arg(m->n_ctx ? QString::number(m->n_ctx) : tr("unknown"))
-                .arg(m->context_length && m->context_length != m->n_ctx ? tr(" (model %1)").arg(m->context_length)
-                                                                        : QString())
+                .arg(m->n_ctx ? numberText(m->n_ctx) : tr("unknown"))
+                .arg(m->context_length && m->context_length != m->n_ctx
+                         ? tr(" (model %1)").arg(numberText(m->context_length))
+                         : QString())
                 .arg(m->chat_format.toHtmlEscaped()));
         m_model_label->setToolTip(QString());
         setWindowTitle(tr("%1 on %2 — Tokenscope").arg(m->name, m->server_url));
@@ -440,10 +444,9 @@ void MainWindow::showModel(const std::shared_ptr<const ModelSummary>& m)
     m_model_label->setText(
         tr("  <b>%1</b> · %2 · %3 M parameters · %4 · %5 · context %6 (model %7) · %8 · chat: %9")
             .arg(m->name.toHtmlEscaped(), m->architecture.toHtmlEscaped())
-            .arg(double(m->parameters) / 1e6, 0, 'f', 0)
+            .arg(decimalText(double(m->parameters) / 1e6, 0))
             .arg(m->quant_types, human_size(m->file_size))
-            .arg(m->n_ctx)
-            .arg(m->context_length)
+            .arg(numberText(m->n_ctx), numberText(m->context_length))
             .arg(m->backend, m->chat_format.toHtmlEscaped()) +
         (m->chat_template_notice.isEmpty() ? QString() : tr(" <span style='color:#b45309'>⚠</span>")));
     m_model_label->setToolTip(m->chat_template_notice);

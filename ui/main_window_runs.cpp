@@ -17,6 +17,7 @@
 #include "panels/timeline_panel.h"
 #include "storage/run_document.h"
 #include "util/sha256.h"
+#include "widgets/count_text.h"
 
 #include <QDateTime>
 #include <QDialog>
@@ -298,7 +299,7 @@ void MainWindow::showRun(std::shared_ptr<const RunDocument> run)
         m_model_label->setText(tr("  Saved run <b>%1</b> · recorded with <b>%2</b> · %3 · %4 M parameters · %5 · "
                                   "SHA-256 %6… · no model loaded: open one to run live")
                                    .arg(file.toHtmlEscaped(), model.toHtmlEscaped(), m.architecture.toHtmlEscaped())
-                                   .arg(double(m.parameters) / 1e6, 0, 'f', 0)
+                                   .arg(decimalText(double(m.parameters) / 1e6, 0))
                                    .arg(m.quant_types.toHtmlEscaped(), d.model_sha256.left(12).toHtmlEscaped()));
     }
     statusBar()->showMessage(

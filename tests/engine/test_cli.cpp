@@ -385,7 +385,9 @@ void TestCli::absurdFlagsAreClampedOrRefused()
         t.err.contains(
             QString("note: --threads 100000 is more than this machine's %1 hardware threads; using %1").arg(cores)),
         qPrintable(t.err));
-    QVERIFY2(t.err.contains(QString("backend CPU (%1 threads, llama.cpp order: ").arg(cores)), qPrintable(t.err));
+    QVERIFY2(
+        t.err.contains(QString("backend CPU (%1 thread%2, llama.cpp order: ").arg(cores).arg(cores == 1 ? "" : "s")),
+        qPrintable(t.err));
 
     for (const QStringList& bad :
          {QStringList{"--temp", "1e-45"}, QStringList{"--temp", "inf"}, QStringList{"--top-p", "2"},

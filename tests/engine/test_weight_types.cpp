@@ -85,13 +85,12 @@ void TestWeightTypes::backendNamesItsOrder()
     const auto name = [&](WeightOrder o) {
         return make_cpu_backend(model, {.threads = 1, .n_ctx = 64, .order = o})->name();
     };
-    QCOMPARE(QString::fromStdString(name(WeightOrder::Plain)), QString("CPU (1 threads, llama.cpp order: plain)"));
-    QCOMPARE(QString::fromStdString(name(WeightOrder::Repacked)),
-             QString("CPU (1 threads, llama.cpp order: repacked)"));
+    QCOMPARE(QString::fromStdString(name(WeightOrder::Plain)), QString("CPU (1 thread, llama.cpp order: plain)"));
+    QCOMPARE(QString::fromStdString(name(WeightOrder::Repacked)), QString("CPU (1 thread, llama.cpp order: repacked)"));
     // llama.cpp's default: repacked where it repacks (x86 with AVX2), plain on the portable path
     const bool avx2 = simd_level() != SimdLevel::Scalar;
     QCOMPARE(QString::fromStdString(name(WeightOrder::LlamaCppDefault)),
-             QString("CPU (1 threads, llama.cpp order: %1)").arg(avx2 ? "repacked" : "plain"));
+             QString("CPU (1 thread, llama.cpp order: %1)").arg(avx2 ? "repacked" : "plain"));
 }
 
 void TestWeightTypes::matchesLlamaCppBitForBit_data()

@@ -14,6 +14,7 @@
 #include "panels/stepper_panel.h"
 #include "session/session.h"
 #include "test_paths.h"
+#include "text_review.h"
 #include "widgets/attention_heatmap.h"
 #include "widgets/attention_views.h"
 
@@ -22,6 +23,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLocale>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -34,6 +36,7 @@ class TestAttentionPanel : public QObject {
     Q_OBJECT
 private slots:
     void initTestCase();
+    void cleanup(); // after every function: the words its state shows, proofread
     void cellsEqualTheEngineCapture();
     void layerAndHeadChangeTheView();
     void qkBreakdownGivesTheWeight();
@@ -71,6 +74,12 @@ void TestAttentionPanel::initTestCase()
     QSignalSpy loaded(m_engine.get(), &EngineController::modelLoaded);
     m_engine->loadModel(QString::fromStdString(path), 2, 512);
     QVERIFY(loaded.wait(120000));
+}
+
+void TestAttentionPanel::cleanup()
+{
+    if (m_panel)
+        QVERIFY_WORDING(m_panel.get());
 }
 
 engine::AttentionCapture TestAttentionPanel::reference(const QString& text, int layer, int head)
@@ -384,7 +393,7 @@ void TestAttentionPanel::tooLongIsRefused()
         text += "Long context costs memory. ";
     m_panel->setPrompt(text);
     QVERIFY(waitCaptured([&] { m_panel->run(); }));
-    QVERIFY2(m_panel->statusText().contains("at most 2048"), qPrintable(m_panel->statusText()));
+    QVERIFY2(m_panel->statusText().contains("at most " + QLocale().toString(2048)), qPrintable(m_panel->statusText()));
 }
 
 QTEST_MAIN(TestAttentionPanel)

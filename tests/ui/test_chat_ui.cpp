@@ -9,6 +9,7 @@
 #include "panels/stepper_panel.h"
 #include "storage/conversation_store.h"
 #include "test_paths.h"
+#include "text_review.h"
 #include "widgets/bounded_count_box.h"
 
 #include <QPlainTextEdit>
@@ -88,6 +89,7 @@ void TestChatUi::chatStreamsStopsReusesAndPersists()
         QCOMPARE(second->reused_tokens + second->computed_tokens, second->prompt_tokens);
         QVERIFY(chat->transcriptText().contains(QString("reused %1 cached tokens").arg(second->reused_tokens)));
         QCOMPARE(chat->messageCount(), 4);
+        QVERIFY_WORDING(&window);
         window.close();
     }
     // restart: the conversation is intact

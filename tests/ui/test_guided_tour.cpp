@@ -10,6 +10,7 @@
 #include "panels/tokenizer_panel.h"
 #include "storage/conversation_store.h"
 #include "test_paths.h"
+#include "text_review.h"
 #include "tour/guided_tour.h"
 
 #include <QAction>
@@ -69,6 +70,7 @@ private slots:
             QTRY_VERIFY_WITH_TIMEOUT(next->isEnabled(), 120000); // the panel finished the last page's work
             QTest::mouseClick(next, Qt::LeftButton);
             titles << tour->stepTitle();
+            QVERIFY_WORDING(tour);
             auto* outline = window.findChild<QFrame*>("tour-outline");
             if (tour->step() + 1 < tour->stepCount()) {
                 QVERIFY2(outline && outline->parentWidget()->isVisible(), qPrintable(tour->stepTitle()));
@@ -84,6 +86,7 @@ private slots:
         const auto state = window.stepperPanel()->state();
         QVERIFY(state && state->steps == 2);
         QVERIFY(state->prompt_length > 5);
+        QVERIFY_WORDING(&window);
         QTest::mouseClick(next, Qt::LeftButton); // Finish
         QTRY_VERIFY(window.findChild<GuidedTour*>() == nullptr);
         QCOMPARE(window.stepperPanel()->state()->steps, 2);

@@ -23,6 +23,7 @@
 #include "session/stepper.h"
 #include "storage/conversation_store.h"
 #include "test_paths.h"
+#include "text_review.h"
 #include "widgets/chart_style.h"
 #include "widgets/kv_heat_strip.h"
 #include "widgets/kv_layer_view.h"
@@ -44,6 +45,7 @@ class TestKvContextTimeline : public QObject {
     Q_OBJECT
 private slots:
     void initTestCase();
+    void cleanup(); // after every function: the words its state shows, proofread
     void liveGaugeEqualsTheEngineAtEveryStep();
     void contentsShowTheCachedVectors();
     void calculatorReproducesTheFigures();
@@ -84,6 +86,18 @@ void TestKvContextTimeline::initTestCase()
     QSignalSpy loaded(m_engine.get(), &EngineController::modelLoaded);
     m_engine->loadModel(QString::fromStdString(path), 2, m_n_ctx);
     QVERIFY(loaded.wait(120000));
+}
+
+void TestKvContextTimeline::cleanup()
+{
+    if (m_stepper)
+        QVERIFY_WORDING(m_stepper.get());
+    if (m_kv)
+        QVERIFY_WORDING(m_kv.get());
+    if (m_context)
+        QVERIFY_WORDING(m_context.get());
+    if (m_timeline)
+        QVERIFY_WORDING(m_timeline.get());
 }
 
 std::shared_ptr<const StepperState> TestKvContextTimeline::act(const std::function<void()>& action)
@@ -321,7 +335,7 @@ void TestKvContextTimeline::timelineShowsTheTrace()
         const double expected = std::max(1.5, px_per_ns * double(t->events[i].end_ns - t->events[i].begin_ns));
         QVERIFY(std::abs(view->eventRect(i).width() - expected) < 0.01);
     }
-    QVERIFY2(m_timeline->statsText().contains(QString("TTFT %1 ms").arg(t->ttft_ms, 0, 'f', 1)),
+    QVERIFY2(m_timeline->statsText().contains(QString("TTFT %1 ms").arg(QLocale().toString(t->ttft_ms, 'f', 1))),
              qPrintable(m_timeline->statsText()));
     // Its axis and token labels stay inside the view, whole, however narrow it is (the last ones were
     // cut at the right edge: "700" of "700 ms", "<|im_e").

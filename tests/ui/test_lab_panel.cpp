@@ -22,6 +22,7 @@
 #include "session/session.h"
 #include "signal_wait.h"
 #include "test_paths.h"
+#include "text_review.h"
 #include "widgets/attribution_waterfall.h"
 #include "widgets/effect_grid.h"
 #include "widgets/model_head_map.h"
@@ -76,6 +77,7 @@ class TestLabPanel : public QObject {
     Q_OBJECT
 private slots:
     void initTestCase();
+    void cleanup(); // after every function: the words its state shows, proofread
     void patchingGridIsTheEngines_data();
     void patchingGridIsTheEngines();
     void stopLeavesTheCellsNotRunEmpty();
@@ -116,6 +118,12 @@ void TestLabPanel::initTestCase()
     const auto a = m_model->tokenizer().encode_ids(kClean.toStdString());
     const auto b = m_model->tokenizer().encode_ids(kCorrupt.toStdString());
     QCOMPARE(a.size(), b.size()); // the test's prompts pair up on this tokenizer
+}
+
+void TestLabPanel::cleanup()
+{
+    if (m_lab)
+        QVERIFY_WORDING(m_lab.get());
 }
 
 PatchingSettings TestLabPanel::settings(int over) const

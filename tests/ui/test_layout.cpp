@@ -11,6 +11,7 @@
 #include "panels/stepper_panel.h"
 #include "storage/conversation_store.h"
 #include "test_paths.h"
+#include "text_review.h"
 
 #include <QAbstractScrollArea>
 #include <QDockWidget>
@@ -84,6 +85,7 @@ private slots:
     void theCheckFindsWhatDoesNotFit();
     void everyPanelFits_data();
     void everyPanelFits();
+    void theProofreadingFindsMiswording();
 
 private:
     QTemporaryDir m_dir;
@@ -168,6 +170,23 @@ void TestLayout::everyPanelFits()
         QVERIFY2(checked > 3, qPrintable(dock->windowTitle() + " shows nothing"));
     }
     QVERIFY2(all.isEmpty(), qPrintable("\n" + all.join("\n")));
+    // the words every panel shows in this state, tooltips and menus included
+    QVERIFY_WORDING(&window);
+}
+
+// The proofreading rules themselves: each fault is found, and the app's own forms pass.
+void TestLayout::theProofreadingFindsMiswording()
+{
+    using testsupport::text_faults;
+    for (const char* wrong :
+         {"3 token(s)", "1 tokens", "1 candidates survive", "2 head ablated", "context 32768", "at most %1 tokens",
+          "<b>TTFT</b> 3 ms", "CPU (1 threads)", "two  spaces", "a pause , then"})
+        QVERIFY2(!text_faults(wrong).isEmpty(), wrong);
+    for (const char* right :
+         {"1 token", "2,048 tokens", "1 candidate survives", "layer 2 token 'the'", "http://127.0.0.1:8080/v1",
+          "gemma-3-270m-Q4_K_M.gguf", "0.0001 s", "#1234", "32,768 tokens", "Qwen2.5 Coder 0.5B",
+          "an OpenAI .tiktoken file", "piece 7 · id 151643", "position 1 · 2 heads"})
+        QVERIFY2(text_faults(right).isEmpty(), qPrintable(QString(right) + ": " + text_faults(right).join("; ")));
 }
 
 QTEST_MAIN(TestLayout)

@@ -13,6 +13,7 @@
 #include "panels/stepper_panel.h"
 #include "panels/tokenizer_panel.h"
 #include "test_paths.h"
+#include "text_review.h"
 #include "widgets/distribution_view.h"
 
 #include <QPushButton>
@@ -43,6 +44,7 @@ class TestStepperPanel : public QObject {
     Q_OBJECT
 private slots:
     void initTestCase();
+    void cleanup(); // after every function: the words its state shows, proofread
     void prefillShowsEveryPromptTokenInEveryLayer();
     void temperatureZeroIsGreedyAndControlsReshapeThePreview();
     void forcedCandidateEntersTheSequence();
@@ -82,6 +84,14 @@ void TestStepperPanel::initTestCase()
     QSignalSpy loaded(m_engine.get(), &EngineController::modelLoaded);
     m_engine->loadModel(QString::fromStdString(path), 2, 512);
     QVERIFY(loaded.wait(120000));
+}
+
+void TestStepperPanel::cleanup()
+{
+    if (m_panel)
+        QVERIFY_WORDING(m_panel.get());
+    if (m_tokenizer)
+        QVERIFY_WORDING(m_tokenizer.get());
 }
 
 std::shared_ptr<const StepperState> TestStepperPanel::act(const std::function<void()>& action)

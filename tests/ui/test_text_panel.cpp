@@ -14,6 +14,7 @@
 #include "panels/text_panel.h"
 #include "signal_wait.h"
 #include "test_paths.h"
+#include "text_review.h"
 #include "tokenizer/tokenizer.h"
 #include "widgets/distribution_overlay.h"
 
@@ -42,6 +43,7 @@ class TestTextPanel : public QObject {
     Q_OBJECT
 private slots:
     void initTestCase();
+    void cleanup(); // after every function: the words its state shows, proofread
     void resultIsTheEngines();
     void comparedWithItselfIsExactlyZero();
     void clickOpensTheStepperAtThatPosition();
@@ -73,6 +75,12 @@ void TestTextPanel::initTestCase()
     // windows would give a token other bits there (as llama.cpp's own batches do)
     m_engine->loadModel(QString::fromStdString(path), 2, 512, "cpu-plain");
     QVERIFY(loaded.wait(120000));
+}
+
+void TestTextPanel::cleanup()
+{
+    if (m_panel)
+        QVERIFY_WORDING(m_panel.get());
 }
 
 std::shared_ptr<const TextAnalysisSnapshot> TestTextPanel::run(const QString& text, const QString& compare_with)

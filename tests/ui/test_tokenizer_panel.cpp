@@ -7,6 +7,7 @@
 #include "panels/tokenizer_comparison.h"
 #include "panels/tokenizer_panel.h"
 #include "test_paths.h"
+#include "text_review.h"
 #include "tokenizer/comparison_tokenizer.h"
 #include "tokenizer/token_diff.h"
 
@@ -26,6 +27,7 @@ using namespace tokenscope::ui;
 class TestTokenizerPanel : public QObject {
     Q_OBJECT
 private slots:
+    void cleanup(); // after every function: the words its state shows, proofread
     void tokensFollowTheText();
     void exportsJsonAndCsv();
     void tenThousandCharacters();
@@ -55,6 +57,12 @@ void TestTokenizerPanel::load()
     QSignalSpy loaded(m_engine.get(), &EngineController::modelLoaded);
     m_engine->loadModel(QString::fromStdString(path), 2, 256);
     QVERIFY(loaded.wait(120000));
+}
+
+void TestTokenizerPanel::cleanup()
+{
+    if (m_panel)
+        QVERIFY_WORDING(m_panel.get());
 }
 
 void TestTokenizerPanel::exportsJsonAndCsv()

@@ -8,6 +8,7 @@
 #include "model/model.h"
 #include "session/session.h"
 #include "util/error.h"
+#include "widgets/count_text.h"
 
 #include <QElapsedTimer>
 #include <spdlog/spdlog.h>
@@ -77,8 +78,7 @@ std::shared_ptr<AttentionSnapshot> capture_attention(EngineContext& context, con
         if (int(ids.size()) > kMaxAttentionTokens)
             throw engine::Error(QObject::tr("%1 tokens: the attention explorer takes at most %2 (a head's matrix grows "
                                             "with the square of the length).")
-                                    .arg(ids.size())
-                                    .arg(kMaxAttentionTokens)
+                                    .arg(numberText(qint64(ids.size())), numberText(kMaxAttentionTokens))
                                     .toStdString());
         if (!context.attention_session)
             context.attention_session = std::make_unique<engine::Session>(

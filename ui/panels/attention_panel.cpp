@@ -416,12 +416,12 @@ void AttentionPanel::refresh()
             for (int r = 0; r < other.n; ++r)
                 sum += double(other.weights[std::size_t(r) * std::size_t(other.n)]);
             const double mean = sum / other.n;
-            const QString s = QString("H%1 %2").arg(other.head).arg(mean, 0, 'f', 2);
+            const QString s = QString("H%1 %2").arg(other.head).arg(decimalText(mean, 2));
             sinks << (mean > 0.5 ? "<b style='color:#d0453a'>" + s + "</b>" : s);
         }
     // A recording ran no pass of its own: no time to give for it.
     const bool recorded = m_snapshot->source == "recorded";
-    const QString pass = recorded ? QString() : tr(" · forward pass %1 ms").arg(m_snapshot->ms, 0, 'f', 1);
+    const QString pass = recorded ? QString() : tr(" · forward pass %1 ms").arg(decimalText(m_snapshot->ms, 1));
     m_status->setText(
         tr("%1 · layer %2 (%3) · %4 captured, %5%6%7<br>Attention to the first "
            "token (sinks above 0.5 in red): %8")
@@ -592,7 +592,7 @@ void AttentionPanel::refreshCompare()
                        .arg(countText(ha->n, tr("token"), tr("tokens")))
                        .arg(countText(hb->n, tr("token"), tr("tokens")))
                        .arg(n)
-                       .arg(double(range), 0, 'f', 3);
+                       .arg(decimalText(double(range), 3));
     if (last >= 0 && m_a->tokens[std::size_t(last)].id == m_b->tokens[std::size_t(last)].id)
         note += tr(" The last token, “%1”, is the same id in both, yet its row differs: context changes attention.")
                     .arg(m_a->tokens[std::size_t(last)].text);

@@ -38,8 +38,8 @@ QString stats_line(const ReplyStats& s)
 {
     QString line = QObject::tr("%1 · TTFT %2 ms · %3 tokens/s · reused %4, processed %5 new")
                        .arg(countText(s.generated_tokens, QObject::tr("token"), QObject::tr("tokens")))
-                       .arg(s.ttft_ms, 0, 'f', 0)
-                       .arg(s.tokens_per_second, 0, 'f', 1)
+                       .arg(decimalText(s.ttft_ms, 0))
+                       .arg(decimalText(s.tokens_per_second, 1))
                        .arg(countText(s.reused_tokens, QObject::tr("cached token"), QObject::tr("cached tokens")))
                        .arg(QLocale().toString(s.computed_tokens));
     if (s.cancelled)

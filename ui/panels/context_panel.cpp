@@ -289,10 +289,10 @@ void ContextPanel::simulate()
         m_note->setText(tr("%1 · tokens processed without prefix caching %2, with it %3 (%4× less)")
                             .arg(countText(qint64(m_requests.size()), tr("request"), tr("requests")))
                             .arg(n(last.processed_without_cache), n(last.processed_with_cache))
-                            .arg(last.processed_with_cache
-                                     ? double(last.processed_without_cache) / double(last.processed_with_cache)
-                                     : 0.0,
-                                 0, 'f', 1));
+                            .arg(decimalText(last.processed_with_cache ? double(last.processed_without_cache) /
+                                                                             double(last.processed_with_cache)
+                                                                       : 0.0,
+                                             1)));
     }
     drawCharts();
     emit simulated();

@@ -10,6 +10,7 @@
 #include "kv/kv_calculator.h"
 #include "model/memory_plan.h"
 #include "widgets/chart_style.h"
+#include "widgets/count_text.h"
 #include "widgets/kv_heat_strip.h"
 #include "widgets/kv_layer_view.h"
 
@@ -217,7 +218,7 @@ void KvPanel::onServerCache(std::shared_ptr<const ServerCacheSnapshot> cache)
         m_server_request->setValue(int(std::lround(std::min(1.0, share) * 1000)));
         m_server_request->setFormat(tr("this conversation: %1 of %2 tokens a request may hold (%3%)")
                                         .arg(grouped(quint64(c.tokens_held)), grouped(quint64(c.context_length)))
-                                        .arg(100.0 * share, 0, 'f', 1));
+                                        .arg(decimalText(100.0 * share, 1)));
         m_server_request->show();
     } else {
         m_server_request->hide();
@@ -225,7 +226,8 @@ void KvPanel::onServerCache(std::shared_ptr<const ServerCacheSnapshot> cache)
     }
     if (c.kv_usage) {
         m_server_whole->setValue(int(std::lround(std::clamp(*c.kv_usage, 0.0, 1.0) * 1000)));
-        m_server_whole->setFormat(tr("the server's whole KV cache: %1% in use").arg(100.0 * *c.kv_usage, 0, 'f', 1));
+        m_server_whole->setFormat(
+            tr("the server's whole KV cache: %1% in use").arg(decimalText(100.0 * *c.kv_usage, 1)));
         m_server_whole->show();
     } else {
         m_server_whole->hide();
@@ -305,9 +307,7 @@ void KvPanel::onSnapshot(std::shared_ptr<const KvSnapshot> snapshot)
            "positions of one layer, %9) · weights %10 · %11 memory %12, %13 available")
             .arg(grouped(quint64(s.tokens_cached)), grouped(quint64(s.n_ctx)), both(double(s.bytes_in_use)),
                  both(double(s.bytes_allocated)))
-            .arg(blocks)
-            .arg(total_blocks)
-            .arg(total_blocks - blocks)
+            .arg(numberText(blocks), numberText(total_blocks), numberText(total_blocks - blocks))
             .arg(s.block_tokens)
             .arg(binary(double(s.bytes_per_block)), binary(double(s.weight_bytes)), s.device.toHtmlEscaped(),
                  binary(double(s.device_total)), binary(double(s.device_available)));

@@ -297,7 +297,7 @@ void LabHeadsTab::onHeads(std::shared_ptr<const HeadsSnapshot> s)
                     parts << QString("%1 %2").arg(counts[k]).arg(class_name(k));
             m_status->setText(tr("%1 heads classified in %2 ms: %3 (a class needs a score of at least 0.4)")
                                   .arg(s->heads.size())
-                                  .arg(s->ms, 0, 'f', 0)
+                                  .arg(decimalText(s->ms, 0))
                                   .arg(parts.join(", ")));
         }
         fillTable();
@@ -324,7 +324,7 @@ void LabHeadsTab::onHeads(std::shared_ptr<const HeadsSnapshot> s)
                          "change of %4's logit in the table")
                           .arg(s->cancelled ? tr("Stopped: ") : QString())
                           .arg(s->runs)
-                          .arg(s->ms / 1000.0, 0, 'f', 1)
+                          .arg(decimalText(s->ms / 1000.0, 1))
                           .arg(s->token));
     fillTable();
     emit scanFinished();
@@ -346,16 +346,16 @@ void LabHeadsTab::onAblation(std::shared_ptr<const AblationSnapshot> s)
     for (std::size_t i = 0; i < s->before.size(); ++i)
         m_before_after->setItem(
             int(i), 0,
-            new QTableWidgetItem(QString("%1  %2%").arg(s->before[i].text).arg(100 * s->before[i].p, 0, 'f', 2)));
+            new QTableWidgetItem(QString("%1 %2%").arg(s->before[i].text).arg(decimalText(100 * s->before[i].p, 2))));
     for (std::size_t i = 0; i < s->after.size(); ++i)
         m_before_after->setItem(
             int(i), 1,
-            new QTableWidgetItem(QString("%1  %2%").arg(s->after[i].text).arg(100 * s->after[i].p, 0, 'f', 2)));
+            new QTableWidgetItem(QString("%1 %2%").arg(s->after[i].text).arg(decimalText(100 * s->after[i].p, 2))));
     m_status->setText(tr("%5 ablated: KL(before ‖ after) = %1 nats; logit of %2 %3 → %4")
                           .arg(s->kl, 0, 'g', 4)
                           .arg(s->token)
-                          .arg(s->logit, 0, 'f', 3)
-                          .arg(s->ablated_logit, 0, 'f', 3)
+                          .arg(decimalText(s->logit, 3))
+                          .arg(decimalText(s->ablated_logit, 3))
                           .arg(countText(qint64(s->heads.size()), tr("head"), tr("heads"))));
     emit ablated();
 }

@@ -8,6 +8,7 @@
 #include "panels/lab_steering_tab.h"
 #include "storage/atomic_save.h"
 #include "widgets/attribution_waterfall.h"
+#include "widgets/count_text.h"
 #include "widgets/effect_grid.h"
 
 #include <QBuffer>
@@ -291,10 +292,10 @@ QString LabPanel::describePatching() const
               "0 = the corrupted run's")
         .arg(s.cancelled ? tr("Stopped: ") : QString())
         .arg(s.runs)
-        .arg(s.ms / 1000.0, 0, 'f', 1)
+        .arg(decimalText(s.ms / 1000.0, 1))
         .arg(s.backend, s.metric_name)
-        .arg(s.clean_metric, 0, 'f', 3)
-        .arg(s.corrupted_metric, 0, 'f', 3);
+        .arg(decimalText(s.clean_metric, 3))
+        .arg(decimalText(s.corrupted_metric, 3));
 }
 
 void LabPanel::attribute(const QString& prompt, const std::vector<int32_t>& ids, int token)
@@ -364,16 +365,16 @@ QString LabPanel::describeAttribution() const
         if (p.kind == int(engine::AttributionPart::Kind::SoftCap))
             cap = tr(" · the final soft-cap bends it by %1 (a tanh, not a share: the other parts sum to the "
                      "uncapped %2)")
-                      .arg(p.value, 0, 'f', 4)
-                      .arg(s.logit - p.value, 0, 'f', 4);
+                      .arg(decimalText(p.value, 4))
+                      .arg(decimalText(s.logit - p.value, 4));
     return source +
            tr("%1 = %2, the sum of %3 parts (%4) · final norm's scale frozen at %5 · %6 ms on %7")
                .arg(s.versus.isEmpty() ? tr("logit") : tr("difference"))
-               .arg(s.logit, 0, 'f', 4)
+               .arg(decimalText(s.logit, 4))
                .arg(s.parts.size())
-               .arg(sum, 0, 'f', 4)
+               .arg(decimalText(sum, 4))
                .arg(s.final_norm_scale, 0, 'g', 4)
-               .arg(s.ms, 0, 'f', 0)
+               .arg(decimalText(s.ms, 0))
                .arg(s.backend) +
            cap;
 }

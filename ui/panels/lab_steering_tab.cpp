@@ -5,6 +5,7 @@
 #include "bridge/engine_controller.h"
 #include "lab/steering.h"
 #include "util/error.h"
+#include "widgets/count_text.h"
 
 #include <QCheckBox>
 #include <QFileDialog>
@@ -193,8 +194,8 @@ void LabSteeringTab::onResult(std::shared_ptr<const SteeringSnapshot> s)
     m_status->setText(tr("Direction after layer %1 (norm %2) × %3 · KL of the first generated token's distribution "
                          "%4 nats · greedy on both sides")
                           .arg(s->settings.layer)
-                          .arg(s->norm, 0, 'f', 2)
-                          .arg(s->settings.strength, 0, 'f', 1)
+                          .arg(decimalText(s->norm, 2))
+                          .arg(decimalText(s->settings.strength, 1))
                           .arg(s->kl, 0, 'g', 4));
     emit finished();
 }

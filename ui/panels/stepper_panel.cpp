@@ -474,7 +474,9 @@ void StepperPanel::onState(std::shared_ptr<const StepperState> state)
                               "reuses what it cached of it; its contents are not visible from here.")
                                .arg(m_state->server));
     m_stage_box->setEnabled(m_state->server.isEmpty()); // a server sends one distribution, not the stages
-    QString generated = tr("<b>Generated so far:</b> %1").arg(m_state->generated_text.toHtmlEscaped());
+    QString generated = m_state->generated_text.isEmpty()
+                            ? tr("<b>Generated so far:</b> nothing yet")
+                            : tr("<b>Generated so far:</b> %1").arg(m_state->generated_text.toHtmlEscaped());
     if (!m_state->stop_reason.isEmpty())
         generated += m_state->action == "replay"
                          ? tr("<br><b>Stopped:</b> %1.").arg(m_state->stop_reason.toHtmlEscaped())
@@ -542,7 +544,7 @@ QString StepperPanel::cacheSentence() const
             .arg(countText(s.prefill_computed, tr("prompt token"), tr("prompt tokens")))
             .arg(s.prefill_batches)
             .arg(s.prefill_batches == 1 ? "" : "es")
-            .arg(s.prefill_ms, 0, 'f', 1)
+            .arg(decimalText(s.prefill_ms, 1))
             .arg(s.n_layers)
             .arg(s.kv_tokens)
             .arg(mib(s.kv_bytes_in_use))
@@ -558,7 +560,7 @@ QString StepperPanel::cacheSentence() const
         .arg(countText(s.last_reused, tr("cached K/V pair"), tr("cached K/V pairs")))
         .arg(s.n_layers)
         .arg(local_note)
-        .arg(s.last_ms, 0, 'f', 1)
+        .arg(decimalText(s.last_ms, 1))
         .arg(countText(s.kv_tokens, tr("token"), tr("tokens")))
         .arg(mib(s.kv_bytes_in_use));
 }
@@ -612,7 +614,7 @@ void StepperPanel::renderServerDistribution()
                       "probability. ")
                        .arg(m_state->server)
                        .arg(top.size())
-                       .arg(100.0 * shown, 0, 'f', 1);
+                       .arg(decimalText(100.0 * shown, 1));
     if (historic)
         note += tr("Position %1 (“%2”%3) came from this distribution; Esc shows the next token's.")
                     .arg(selected)
@@ -685,11 +687,11 @@ void StepperPanel::renderDistribution()
     if (!historic && m_state->action == "replay")
         note += tr(" Step would take “%1” (%2%) with these settings.")
                     .arg(tokenText(result.token))
-                    .arg(double(result.probability) * 100.0, 0, 'f', 1);
+                    .arg(decimalText(double(result.probability) * 100.0, 1));
     else if (!historic)
         note += tr(" Step would take “%1” (%2%). Click any bar to force that token instead.")
                     .arg(tokenText(result.token))
-                    .arg(double(result.probability) * 100.0, 0, 'f', 1);
+                    .arg(decimalText(double(result.probability) * 100.0, 1));
     m_stage_note->setText(note);
 }
 
@@ -736,7 +738,7 @@ QString StepperPanel::sequenceHtml() const
                                      : tr("generated at position %1 · id %2 · p = %3%4")
                                            .arg(i)
                                            .arg(t.id)
-                                           .arg(double(t.probability) * 100.0, 0, 'f', 1)
+                                           .arg(decimalText(double(t.probability) * 100.0, 1))
                                            .arg(t.forced ? tr(" · forced by you") : QString());
         html += QString("<a href='pos:%1' title='%2' style='%3'>%4%5</a>")
                     .arg(i)
@@ -784,7 +786,7 @@ void StepperPanel::renderLens()
         for (int c = 0; c < cols && c < int(lens[l].size()); ++c) {
             const LensCandidate& cand = lens[l][std::size_t(c)];
             auto* item = new QTableWidgetItem(
-                QString("%1  %2%").arg(cand.text).arg(double(cand.probability) * 100.0, 0, 'f', 1));
+                QString("%1 %2%").arg(cand.text).arg(decimalText(double(cand.probability) * 100.0, 1)));
             QColor shade = accent;
             shade.setAlphaF(std::clamp(cand.probability, 0.05f, 0.85f));
             item->setBackground(shade);
@@ -792,7 +794,7 @@ void StepperPanel::renderLens()
                                  .arg(l)
                                  .arg(cand.text)
                                  .arg(cand.id)
-                                 .arg(double(cand.probability), 0, 'f', 5));
+                                 .arg(decimalText(double(cand.probability), 5)));
             m_lens->setItem(int(l), c, item);
         }
     }

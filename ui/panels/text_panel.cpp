@@ -123,8 +123,8 @@ TextPanel::TextPanel(EngineController* engine, QWidget* parent) : QWidget(parent
         if (first >= 0)
             m_status->setText(tr("Selection: %1, perplexity %2 · whole text %3")
                                   .arg(countText(last - first, tr("token"), tr("tokens")))
-                                  .arg(selectionPerplexity(first, last), 0, 'f', 3)
-                                  .arg(m_result->perplexity, 0, 'f', 3));
+                                  .arg(decimalText(selectionPerplexity(first, last), 3))
+                                  .arg(decimalText(m_result->perplexity, 3)));
     });
     connect(&engine->analysis(), &AnalysisClient::textAnalyzed, this, &TextPanel::onResult);
     connect(&engine->analysis(), &AnalysisClient::analysisProgress, this, [this](quint64 id, int done, int total) {
@@ -204,14 +204,14 @@ QString TextPanel::status() const
     QString text = tr("%1%2 · perplexity %3 · %4 ms")
                        .arg(s.cancelled ? tr("Stopped: ") : QString())
                        .arg(countText(qint64(s.tokens.size()), tr("token"), tr("tokens")))
-                       .arg(s.perplexity, 0, 'f', 3)
-                       .arg(s.ms, 0, 'f', 0);
+                       .arg(decimalText(s.perplexity, 3))
+                       .arg(decimalText(s.ms, 0));
     if (s.compared)
         text += tr(" · against %1: mean KLD %2, same top %3%, RMS Δp %4%")
                     .arg(s.model_b)
-                    .arg(s.mean_kl, 0, 'f', 5)
-                    .arg(100 * s.same_top, 0, 'f', 2)
-                    .arg(100 * s.rms_dp, 0, 'f', 3);
+                    .arg(decimalText(s.mean_kl, 5))
+                    .arg(decimalText(100 * s.same_top, 2))
+                    .arg(decimalText(100 * s.rms_dp, 3));
     return text;
 }
 
@@ -235,11 +235,11 @@ QString TextPanel::tokenTip(int index) const
     QString tip = tr("“%1”: p %2 · %3 bits · rank %4 · entropy %5 bits")
                       .arg(t.text)
                       .arg(t.p, 0, 'g', 4)
-                      .arg(t.surprisal_bits, 0, 'f', 2)
+                      .arg(decimalText(t.surprisal_bits, 2))
                       .arg(t.rank)
-                      .arg(t.entropy_bits, 0, 'f', 2);
+                      .arg(decimalText(t.entropy_bits, 2));
     for (const auto& [text, p] : t.top)
-        tip += QString("\n  %1  %2%").arg(text).arg(100 * p, 0, 'f', 2);
+        tip += QString("\n  %1  %2%").arg(text).arg(decimalText(100 * p, 2));
     if (m_result->compared)
         tip += tr("\nsecond model: p %1 · KL %2 · %3")
                    .arg(t.p_b, 0, 'g', 4)

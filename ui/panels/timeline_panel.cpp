@@ -136,10 +136,10 @@ void TimelinePanel::renderStats()
                "arithmetic (FLOP/s). Decode produces one token per pass but must still read every weight: "
                "it is limited by memory bandwidth (bytes/s). Run a generation to see both measured.%1")
                 .arg(m_peaks.read_bytes_per_second > 0
-                         ? tr("<br>This machine: %1 GB/s memory read, %2 GFLOP/s (%3 threads, %4).")
-                               .arg(m_peaks.read_bytes_per_second / 1e9, 0, 'f', 1)
-                               .arg(m_peaks.flops_per_second / 1e9, 0, 'f', 1)
-                               .arg(m_peaks.threads)
+                         ? tr("<br>This machine: %1 GB/s memory read, %2 GFLOP/s (%3, %4).")
+                               .arg(decimalText(m_peaks.read_bytes_per_second / 1e9, 1))
+                               .arg(decimalText(m_peaks.flops_per_second / 1e9, 1))
+                               .arg(countText(m_peaks.threads, tr("thread"), tr("threads")))
                                .arg(m_peaks.simd)
                          : QString()));
         return;
@@ -164,32 +164,32 @@ void TimelinePanel::renderStats()
     const double decode_bytes = forward_ms > 0 ? bytes / (forward_ms / 1000.0) : 0.0;
     const double decode_flops = forward_ms > 0 ? flops / (forward_ms / 1000.0) : 0.0;
     const auto pct = [](double achieved, double peak) {
-        return peak > 0 ? QString(" = <b>%1%</b> of this machine's peak").arg(100.0 * achieved / peak, 0, 'f', 0)
+        return peak > 0 ? QString(" = <b>%1%</b> of this machine's peak").arg(decimalText(100.0 * achieved / peak, 0))
                         : QString();
     };
     QString text = tr("<b>TTFT %1 ms</b> = tokenize %2 + prefill %3 + sample and detokenize the first token · ")
-                       .arg(t.ttft_ms, 0, 'f', 1)
-                       .arg(t.tokenize_ms, 0, 'f', 2)
-                       .arg(t.prefill_ms, 0, 'f', 1);
+                       .arg(decimalText(t.ttft_ms, 1))
+                       .arg(decimalText(t.tokenize_ms, 2))
+                       .arg(decimalText(t.prefill_ms, 1));
     text += n ? tr("mean inter-token latency <b>%1 ms</b> over %2")
-                    .arg(itl / n, 0, 'f', 1)
+                    .arg(decimalText(itl / n, 1))
                     .arg(countText(n, tr("token"), tr("tokens")))
               : tr("one token so far");
     text += tr("<br><b>Prefill</b>: %1 in %2 ms = %3 tokens/s · %4 GFLOP/s achieved%5")
                 .arg(countText(t.prefill_computed, tr("token"), tr("tokens")))
-                .arg(t.prefill_ms, 0, 'f', 1)
-                .arg(prefill_tps, 0, 'f', 0)
-                .arg(prefill_flops / 1e9, 0, 'f', 1)
+                .arg(decimalText(t.prefill_ms, 1))
+                .arg(decimalText(prefill_tps, 0))
+                .arg(decimalText(prefill_flops / 1e9, 1))
                 .arg(pct(prefill_flops, m_peaks.flops_per_second));
     if (n)
         text +=
             tr("<br><b>Decode</b>: %1 tokens/s · reads %2 MB of weights and KV per token → %3 GB/s achieved%4 · only "
                "%5 GFLOP/s%6")
-                .arg(decode_tps, 0, 'f', 1)
-                .arg(bytes / n / 1e6, 0, 'f', 1)
-                .arg(decode_bytes / 1e9, 0, 'f', 2)
+                .arg(decimalText(decode_tps, 1))
+                .arg(decimalText(bytes / n / 1e6, 1))
+                .arg(decimalText(decode_bytes / 1e9, 2))
                 .arg(pct(decode_bytes, m_peaks.read_bytes_per_second))
-                .arg(decode_flops / 1e9, 0, 'f', 1)
+                .arg(decimalText(decode_flops / 1e9, 1))
                 .arg(pct(decode_flops, m_peaks.flops_per_second));
     if (m_peaks.read_bytes_per_second <= 0)
         text += tr("<br>Press <i>Measure this machine</i> to compare with its peaks.");
@@ -207,9 +207,9 @@ void TimelinePanel::renderServerStats(const TimelineSnapshot& t)
     for (std::size_t i = 1; i < t.steps.size(); ++i)
         itl += t.steps[i].latency_ms;
     QString text = tr("<b>TTFT %1 ms</b>, measured here: from sending the request to the first token's arrival · ")
-                       .arg(t.ttft_ms, 0, 'f', 1);
+                       .arg(decimalText(t.ttft_ms, 1));
     text += n ? tr("mean inter-token latency <b>%1 ms</b> over %2, measured here")
-                    .arg(itl / n, 0, 'f', 1)
+                    .arg(decimalText(itl / n, 1))
                     .arg(countText(n, tr("token"), tr("tokens")))
               : tr("one token");
     text += tr("<br><b>The server's account</b> (%1): ").arg(t.server.toHtmlEscaped());
@@ -217,20 +217,20 @@ void TimelinePanel::renderServerStats(const TimelineSnapshot& t)
         QStringList parts;
         if (t.server_prompt_ms >= 0)
             parts << tr("prompt %1 ms for %2 new tokens (%3 reused from its cache)")
-                         .arg(t.server_prompt_ms, 0, 'f', 1)
+                         .arg(decimalText(t.server_prompt_ms, 1))
                          .arg(t.prefill_computed)
                          .arg(t.prompt_tokens - t.prefill_computed);
         if (t.server_generation_ms >= 0 && t.server_generated > 0)
             parts << tr("generation %1 ms for %2 = %3 tokens/s")
-                         .arg(t.server_generation_ms, 0, 'f', 1)
+                         .arg(decimalText(t.server_generation_ms, 1))
                          .arg(countText(t.server_generated, tr("token"), tr("tokens")))
-                         .arg(1000.0 * t.server_generated / std::max(1e-9, t.server_generation_ms), 0, 'f', 1);
+                         .arg(decimalText(1000.0 * t.server_generated / std::max(1e-9, t.server_generation_ms), 1));
         text += parts.join(" · ");
         if (t.server_prompt_ms >= 0)
             text += tr("<br><b>Network, queue and streaming</b>: TTFT − the server's prompt time = %1 ms · the "
                        "whole reply took %2 ms here")
-                        .arg(t.ttft_ms - t.server_prompt_ms, 0, 'f', 1)
-                        .arg(t.total_ms, 0, 'f', 1);
+                        .arg(decimalText(t.ttft_ms - t.server_prompt_ms, 1))
+                        .arg(decimalText(t.total_ms, 1));
     } else {
         text += tr("it reports no timings (only what was measured here is shown)");
     }

@@ -6,6 +6,7 @@
 #include "model/model_discovery.h"
 #include "model/model_locator.h"
 #include "tokenizer/comparison_tokenizer.h"
+#include "widgets/count_text.h"
 
 #include <QComboBox>
 #include <QCoreApplication>
@@ -211,7 +212,7 @@ void TokenizerComparison::render()
                          .arg(m_model_name.toHtmlEscaped())
                          .arg(delta > 0 ? "+" : "")
                          .arg(delta)
-                         .arg(double(n) / m_model_count, 0, 'f', 2);
+                         .arg(decimalText(double(n) / m_model_count, 2));
         }
         html += QString("<p style='margin-top: 8px'><b>%1</b> <span style='color:gray'>%2 · %3 entries%4</span> "
                         "<a href='remove:%5'>remove</a><br>")

@@ -292,13 +292,11 @@ void TokenizerPanel::describeChanges(const Tokenization& before, const Tokenizat
         }
     }
     if (diff.changes.size() > 3)
-        lines << tr("and %1 more changes").arg(diff.changes.size() - 3);
+        lines << tr("and %1").arg(countText(qint64(diff.changes.size()) - 3, tr("more change"), tr("more changes")));
     m_changes->setText(tr("<b>What changed:</b> %1 · %2 → %3 tokens (%4%5)")
                            .arg(lines.isEmpty() ? tr("the same tokens") : lines.join("; ").toHtmlEscaped())
-                           .arg(a.size())
-                           .arg(b.size())
-                           .arg(diff.count_delta > 0 ? "+" : "")
-                           .arg(diff.count_delta));
+                           .arg(numberText(qint64(a.size())), numberText(qint64(b.size())),
+                                diff.count_delta > 0 ? "+" : "", numberText(diff.count_delta)));
 }
 
 void TokenizerPanel::clearChanges()
@@ -365,8 +363,8 @@ void TokenizerPanel::render()
                           .arg(countText(n, tr("token"), tr("tokens")))
                           .arg(countText(chars, tr("character"), tr("characters")))
                           .arg(countText(t.utf8.size(), tr("byte"), tr("bytes")))
-                          .arg(n ? double(chars) / n : 0.0, 0, 'f', 2)
-                          .arg(t.ms, 0, 'f', 1) +
+                          .arg(decimalText(n ? double(chars) / n : 0.0, 2))
+                          .arg(decimalText(t.ms, 1)) +
                       (t.source.isEmpty() ? QString() : tr(" · tokenized by %1").arg(t.source)));
 }
 

@@ -2,6 +2,7 @@
 #include "widgets/attention_heatmap.h"
 
 #include "widgets/colormap.h"
+#include "widgets/count_text.h"
 
 #include <QHelpEvent>
 #include <QLocale>
@@ -385,14 +386,14 @@ bool AttentionHeatmap::event(QEvent* event)
                    .arg(row)
                    .arg(k)
                    .arg(column)
-                   .arg(double(value(row, column)), 0, 'f', 5);
+                   .arg(decimalText(double(value(row, column)), 5));
     else
         text = tr("query “%1” (%2) → key “%3” (%4): weight %5")
                    .arg(q)
                    .arg(row)
                    .arg(k)
                    .arg(column)
-                   .arg(double(value(row, column)), 0, 'f', 6);
+                   .arg(decimalText(double(value(row, column)), 6));
     QToolTip::showText(help->globalPos(), text, this);
     return true;
 }

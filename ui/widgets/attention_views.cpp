@@ -2,6 +2,7 @@
 #include "widgets/attention_views.h"
 
 #include "widgets/colormap.h"
+#include "widgets/count_text.h"
 
 #include <QLocale>
 #include <QMouseEvent>
@@ -320,20 +321,20 @@ void QkView::setCell(std::shared_ptr<const AttentionSnapshot> snapshot, const At
                          .arg(row)
                          .arg(token(column))
                          .arg(column)
-                         .arg(m_b.dot, 0, 'f', 3)
+                         .arg(decimalText(m_b.dot, 3))
                          .arg(double(m_head->scale), 0, 'g', 4)
-                         .arg(m_b.scaled, 0, 'f', 4)
-                         .arg(m_b.row_max, 0, 'f', 4)
-                         .arg(m_b.row_sum, 0, 'f', 4)
-                         .arg(m_b.weight, 0, 'f', 6)
-                         .arg(shown, 0, 'f', 6)
+                         .arg(decimalText(m_b.scaled, 4))
+                         .arg(decimalText(m_b.row_max, 4))
+                         .arg(decimalText(m_b.row_sum, 4))
+                         .arg(decimalText(m_b.weight, 6))
+                         .arg(decimalText(shown, 6))
                          .arg(m_head->softcap != 0.0f ? tr(" → soft-capped %1·tanh(q·k / %1) = %2")
                                                             .arg(double(m_head->softcap), 0, 'g', 4)
-                                                            .arg(m_b.capped, 0, 'f', 4)
+                                                            .arg(decimalText(m_b.capped, 4))
                                                       : QString());
             QStringList parts;
             for (const auto& [j, w] : m_b.top_values)
-                parts << QString("“%1” %2").arg(token(j)).arg(w, 0, 'f', 3);
+                parts << QString("“%1” %2").arg(token(j)).arg(decimalText(w, 3));
             m_text += parts.join(", ");
         }
     }
@@ -393,7 +394,7 @@ void QkView::paintEvent(QPaintEvent*)
         const auto [j, w] = m_b.top_values[i];
         p.setPen(pal.color(QPalette::Text));
         p.drawText(QRectF(0, y, x0 - 4, h), Qt::AlignRight | Qt::AlignVCenter,
-                   QString("%1·v%2").arg(w, 0, 'f', 2).arg(j));
+                   QString("%1·v%2").arg(decimalText(w, 2)).arg(j));
         for (int d = 0; d < D; ++d)
             p.fillRect(QRectF(x0 + d * cell, y, std::ceil(cell), h),
                        QColor(diverging_colour(float(w) * m_head->v[std::size_t(j) * std::size_t(D) + std::size_t(d)] /
@@ -402,7 +403,7 @@ void QkView::paintEvent(QPaintEvent*)
     }
     QStringList dims;
     for (const auto& [d, v] : m_b.top_dims)
-        dims << QString("d%1: %2").arg(d).arg(v, 0, 'f', 3);
+        dims << QString("d%1: %2").arg(d).arg(decimalText(v, 3));
     p.setPen(pal.color(QPalette::Text));
     // wrapped between terms rather than cut at the edge
     p.drawText(QRectF(x0, y, std::max(1.0, width() - x0 - 4), std::max(h + 4, height() - y)),

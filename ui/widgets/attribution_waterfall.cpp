@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "widgets/attribution_waterfall.h"
+#include "widgets/count_text.h"
 
 #include <QHelpEvent>
 #include <QPainter>
@@ -159,9 +160,9 @@ bool AttributionWaterfall::event(QEvent* e)
             QToolTip::showText(help->globalPos(),
                                tr("%1: %2 (running sum %3 → %4)")
                                    .arg(m_bars[std::size_t(i)].name)
-                                   .arg(m_bars[std::size_t(i)].value, 0, 'f', 5)
-                                   .arg(m_start[std::size_t(i)], 0, 'f', 4)
-                                   .arg(m_start[std::size_t(i)] + m_bars[std::size_t(i)].value, 0, 'f', 4),
+                                   .arg(decimalText(m_bars[std::size_t(i)].value, 5))
+                                   .arg(decimalText(m_start[std::size_t(i)], 4))
+                                   .arg(decimalText(m_start[std::size_t(i)] + m_bars[std::size_t(i)].value, 4)),
                                this);
         else
             QToolTip::hideText();

@@ -5,9 +5,19 @@
 
 namespace tokenscope::ui {
 
+QString numberText(qint64 n)
+{
+    return QLocale().toString(n);
+}
+
+QString decimalText(double v, int decimals)
+{
+    return QLocale().toString(v, 'f', decimals);
+}
+
 QString countText(qint64 n, const QString& one, const QString& many)
 {
-    return QLocale().toString(n) + QLatin1Char(' ') + (n == 1 ? one : many);
+    return numberText(n) + QLatin1Char(' ') + (n == 1 ? one : many);
 }
 
 } // namespace tokenscope::ui

@@ -10,4 +10,10 @@ namespace tokenscope::ui {
 // ship none, so it showed "(s)".)
 QString countText(qint64 n, const QString& one, const QString& many);
 
+// A whole number as the app writes them, grouped by the locale ("32,768"); a count without its noun.
+QString numberText(qint64 n);
+
+// A decimal as the app writes them: the locale's grouping and point, `decimals` places ("1,234.5").
+QString decimalText(double v, int decimals);
+
 } // namespace tokenscope::ui

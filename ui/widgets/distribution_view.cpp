@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "widgets/distribution_view.h"
+#include "widgets/count_text.h"
 
 #include <QHelpEvent>
 #include <QMouseEvent>
@@ -134,11 +135,11 @@ bool DistributionView::event(QEvent* event)
                                   "next one; right-click to split its logit (Lab).")
                                    .arg(r.text)
                                    .arg(r.id)
-                                   .arg(double(r.logit), 0, 'f', 3)
+                                   .arg(decimalText(double(r.logit), 3))
                                    .arg(m_before)
-                                   .arg(double(r.before) * 100.0, 0, 'f', 2)
+                                   .arg(decimalText(double(r.before) * 100.0, 2))
                                    .arg(m_after)
-                                   .arg(double(r.after) * 100.0, 0, 'f', 2),
+                                   .arg(decimalText(double(r.after) * 100.0, 2)),
                                this);
         } else {
             QToolTip::hideText();

@@ -2,6 +2,7 @@
 #include "widgets/effect_grid.h"
 
 #include "widgets/colormap.h"
+#include "widgets/count_text.h"
 
 #include <QHelpEvent>
 #include <QPainter>
@@ -65,7 +66,7 @@ QString EffectGrid::cellText(int layer, int column) const
     const QString where = column < m_columns.size() ? m_columns[column] : QString::number(column);
     if (std::isnan(v))
         return tr("layer %1, %2: not run").arg(layer).arg(where);
-    return tr("layer %1, %2: effect %3").arg(layer).arg(where).arg(v, 0, 'f', 4);
+    return tr("layer %1, %2: effect %3").arg(layer).arg(where).arg(decimalText(v, 4));
 }
 
 void EffectGrid::render(QPainter& p, QSizeF size) const

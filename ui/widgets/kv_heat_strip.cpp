@@ -2,6 +2,7 @@
 #include "widgets/kv_heat_strip.h"
 
 #include "widgets/colormap.h"
+#include "widgets/count_text.h"
 
 #include <QHelpEvent>
 #include <QLocale>
@@ -200,7 +201,7 @@ bool KvHeatStrip::event(QEvent* event)
                                   .arg(token)
                                   .arg(m_values ? "V" : "K")
                                   .arg(col)
-                                  .arg(double(valueAt(row, col)), 0, 'f', 4)
+                                  .arg(decimalText(double(valueAt(row, col)), 4))
                             : tr("Position %1 “%2”: freed (outside this layer's sliding window)").arg(row).arg(token),
                        this);
     return true;

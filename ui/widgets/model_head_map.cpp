@@ -4,6 +4,7 @@
 #include "widgets/colormap.h"
 
 #include "lab/head_classes.h"
+#include "widgets/count_text.h"
 
 #include <QHelpEvent>
 #include <QMouseEvent>
@@ -106,12 +107,12 @@ QString ModelHeadMap::headText(int layer, int head) const
             text += tr("\nclass: %1\nprevious-token %2 · induction %3 · duplicate %4\nfirst-token %5 · self %6 · "
                        "entropy %7")
                         .arg(class_name(i.cls))
-                        .arg(i.scores[0], 0, 'f', 3)
-                        .arg(i.scores[1], 0, 'f', 3)
-                        .arg(i.scores[2], 0, 'f', 3)
-                        .arg(i.scores[3], 0, 'f', 3)
-                        .arg(i.scores[4], 0, 'f', 3)
-                        .arg(i.entropy, 0, 'f', 3);
+                        .arg(decimalText(i.scores[0], 3))
+                        .arg(decimalText(i.scores[1], 3))
+                        .arg(decimalText(i.scores[2], 3))
+                        .arg(decimalText(i.scores[3], 3))
+                        .arg(decimalText(i.scores[4], 3))
+                        .arg(decimalText(i.entropy, 3));
     }
     if (m_scan) {
         const HeadInfo& i = m_scan->heads[std::size_t(layer * m_scan->n_heads + head)];
@@ -119,7 +120,7 @@ QString ModelHeadMap::headText(int layer, int head) const
             text += tr("\nablated: KL %1 nats, logit of %2 %3")
                         .arg(i.kl, 0, 'g', 4)
                         .arg(m_scan->token)
-                        .arg(i.logit_change, 0, 'f', 4);
+                        .arg(decimalText(i.logit_change, 4));
     }
     text += m_selected.count({layer, head}) ? tr("\n(in the ablation set: click to take it out)")
                                             : tr("\n(click to add it to the ablation set)");

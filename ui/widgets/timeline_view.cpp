@@ -2,6 +2,7 @@
 #include "widgets/timeline_view.h"
 
 #include "session/generator.h"
+#include "widgets/count_text.h"
 
 #include <QHelpEvent>
 #include <QMouseEvent>
@@ -102,7 +103,7 @@ std::vector<TimelineView::Label> TimelineView::labels() const
     };
     const QFontMetrics axis(font());
     for (const double ms : axisTicksMs()) {
-        const QString text = QString("%1 ms").arg(ms, 0, 'f', 0);
+        const QString text = QString("%1 ms").arg(decimalText(ms, 0));
         const double w = axis.horizontalAdvance(text) + 2;
         out.push_back({QRectF(inside(xOf(qint64(ms * 1e6)) + 2, w), 0, w, h - 4), text, false});
     }
@@ -204,7 +205,7 @@ void TimelineView::paintEvent(QPaintEvent*)
         p.drawLine(QPointF(x, h - 6), QPointF(x, token_row));
         p.setFont(font());
         p.drawText(QRectF(x + 4, h, 240, h), Qt::AlignLeft | Qt::AlignVCenter,
-                   tr("TTFT %1 ms").arg(t.ttft_ms, 0, 'f', 1));
+                   tr("TTFT %1 ms").arg(decimalText(t.ttft_ms, 1)));
     }
     if (m_cursor >= 0) {
         p.setPen(QPen(pal.color(QPalette::Text), 1.5));
@@ -237,9 +238,9 @@ bool TimelineView::event(QEvent* event)
     QToolTip::showText(help->globalPos(),
                        tr("%1: %2 ms (%3 – %4 ms)")
                            .arg(what)
-                           .arg(double(e.end_ns - e.begin_ns) / 1e6, 0, 'f', 3)
-                           .arg(double(e.begin_ns) / 1e6, 0, 'f', 2)
-                           .arg(double(e.end_ns) / 1e6, 0, 'f', 2),
+                           .arg(decimalText(double(e.end_ns - e.begin_ns) / 1e6, 3))
+                           .arg(decimalText(double(e.begin_ns) / 1e6, 2))
+                           .arg(decimalText(double(e.end_ns) / 1e6, 2)),
                        this);
     return true;
 }

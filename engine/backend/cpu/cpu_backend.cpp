@@ -48,7 +48,7 @@ public:
 
     std::string name() const override
     {
-        return fmt::format("CPU ({} threads, llama.cpp order: {})", m_pool.size(),
+        return fmt::format("CPU ({} thread{}, llama.cpp order: {})", m_pool.size(), m_pool.size() == 1 ? "" : "s",
                            weight_order_name(m_repack ? WeightOrder::Repacked : WeightOrder::Plain));
     }
     std::string_view kind() const override { return "cpu"; }
