@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "bridge/engine_context.h"
+#include "widgets/count_text.h"
 
 #include "backend/backend.h"
 #include "backend/backend_factory.h"
@@ -90,8 +91,7 @@ std::vector<int32_t> EngineContext::labTokens(const QString& text, const char* w
         throw engine::Error(QObject::tr("The %1 prompt is %2 tokens; the lab takes at most %3 (every experiment "
                                         "evaluates it once per cell).")
                                 .arg(QObject::tr(what))
-                                .arg(ids.size())
-                                .arg(kMaxLabTokens)
+                                .arg(numberText(qint64(ids.size())), numberText(kMaxLabTokens))
                                 .toStdString());
     return ids;
 }

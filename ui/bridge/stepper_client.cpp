@@ -3,6 +3,7 @@
 // of its own, so a chat reply leaves its sequence alone), each answered with one immutable
 // StepperState, then the KV gauges and the stepper's timeline.
 #include "bridge/stepper_client.h"
+#include "widgets/count_text.h"
 
 #include "bridge/token_text.h"
 #include "model/model.h"
@@ -236,8 +237,8 @@ private:
                         return !cancel->load();
                     });
                 if (report.cancelled)
-                    refuse(
-                        QObject::tr("Prefill cancelled after %1 of %2 tokens.").arg(report.computed).arg(ids.size()));
+                    refuse(QObject::tr("Prefill cancelled after %1 of %2 tokens.")
+                               .arg(numberText(qint64(report.computed)), numberText(qint64(ids.size()))));
             });
     }
 

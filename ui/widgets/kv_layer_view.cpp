@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "widgets/kv_layer_view.h"
+#include "widgets/count_text.h"
 
 #include <QHelpEvent>
 #include <QLocale>
@@ -158,13 +159,11 @@ bool KvLayerView::event(QEvent* event)
         if (barRect(l).adjusted(-barRect(l).x(), -3, 0, 3).contains(help->pos())) {
             QToolTip::showText(
                 help->globalPos(),
-                tr("Layer %1 (%2): attention sees %3 of %4 cached positions; %5 in use, %6 allocated in %7 blocks")
+                tr("Layer %1 (%2): attention sees %3 of %4 cached positions; %5 in use, %6 allocated in %7")
                     .arg(l)
-                    .arg(L.window > 0 ? tr("sliding window of %1").arg(L.window) : tr("global"))
-                    .arg(L.tokens_in_use)
-                    .arg(s.tokens_cached)
-                    .arg(kib(L.bytes_in_use), kib(L.bytes_allocated))
-                    .arg(L.blocks),
+                    .arg(L.window > 0 ? tr("sliding window of %1").arg(numberText(L.window)) : tr("global"))
+                    .arg(numberText(L.tokens_in_use), numberText(qint64(s.tokens_cached)), kib(L.bytes_in_use),
+                         kib(L.bytes_allocated), countText(L.blocks, tr("block"), tr("blocks"))),
                 this);
             return true;
         }
