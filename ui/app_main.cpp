@@ -116,6 +116,7 @@ int run_app(int argc, char** argv)
                                    "main");
     const QCommandLineOption prompt("prompt", "Message sent before the screenshot.", "text",
                                     "Explain in two sentences why the sky is blue.");
+    const QCommandLineOption size("size", "Screenshot size, WIDTHxHEIGHT: the window's (main) or the panel's.", "size");
     const QCommandLineOption scale("scale", "Device pixel ratio for the screenshot (e.g. 2).", "factor");
     const QCommandLineOption max_tokens("max-tokens", "Reply length for --screenshot.", "n", "48");
     const QCommandLineOption steps("steps",
@@ -150,9 +151,10 @@ int run_app(int argc, char** argv)
     const QCommandLineOption server_model("server-model", "With --server: the served model to use.", "id");
     parser.addPositionalArgument("file", "A model (.gguf) to open, or a saved run (.tsrun) to show (File → Open run).",
                                  "[file]");
-    parser.addOptions({verbose, model, screenshot, panel, prompt, scale, max_tokens, steps, compare, edit, tab,
-                       bench_attention, auto_send, quit_after, latency, follow_up, latency_paste, server,
-                       server_model});
+    parser.addOptions({verbose, model,     screenshot,      panel,     prompt,
+                       size,    scale,     max_tokens,      steps,     compare,
+                       edit,    tab,       bench_attention, auto_send, quit_after,
+                       latency, follow_up, latency_paste,   server,    server_model});
     parser.process(app);
 
     setup_logging(parser.isSet(verbose));
@@ -265,6 +267,17 @@ int run_app(int argc, char** argv)
         o.compare = parser.values(compare);
         o.follow_ups = parser.values(follow_up);
         o.steps = parser.value(steps).toInt();
+        if (parser.isSet(size)) {
+            const QStringList wh = parser.value(size).split('x');
+            o.size = wh.size() == 2 ? QSize(wh[0].toInt(), wh[1].toInt()) : QSize();
+            if (!o.size.isValid() || o.size.width() < 200 || o.size.height() < 200 || o.size.width() > 8000 ||
+                o.size.height() > 8000) {
+                std::fprintf(stderr, "--size %s: give WIDTHxHEIGHT, each 200 to 8000 (e.g. 1280x800)\n",
+                             qPrintable(parser.value(size)));
+                return 2;
+            }
+            window.resize(o.size);
+        }
         o.model_path = path;
         o.run_path = run_path;
         script_screenshot(app, engine, window, o);

@@ -50,12 +50,28 @@
 #include <QStatusBar>
 #include <QStyle>
 #include <QStyleFactory>
+#include <QTextDocument>
 #include <QThreadPool>
 #include <QToolBar>
 #include <QWhatsThis>
 #include <memory>
 
 namespace tokenscope::ui {
+
+namespace {
+
+// The model bar's line: longer than a 1280-pixel window, so it takes the toolbar's remaining room
+// and is cut at its end there (the tooltip holds it whole) rather than asking for its whole width —
+// which the toolbar answers by hiding it in its overflow menu, or the window by growing past the
+// screen.
+class ModelBarLabel : public QLabel {
+public:
+    ModelBarLabel() { setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Preferred); }
+    QSize sizeHint() const override { return {fontMetrics().averageCharWidth() * 24, QLabel::sizeHint().height()}; }
+    QSize minimumSizeHint() const override { return sizeHint(); }
+};
+
+} // namespace
 
 void apply_theme(Theme theme)
 {
@@ -144,9 +160,9 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
             showModel(loaded);
             m_model_path = loaded->path;
         } else {
-            m_model_label->setText(tr("  No model loaded — %1 could not be loaded; open another .gguf file or drop one "
-                                      "here.")
-                                       .arg(QFileInfo(m_model_path).fileName().toHtmlEscaped()));
+            setModelBar(tr("  No model loaded — %1 could not be loaded; open another .gguf file or drop one "
+                           "here.")
+                            .arg(QFileInfo(m_model_path).fileName().toHtmlEscaped()));
         }
         statusBar()->showMessage(tr("The model could not be loaded"), 8000);
         if (m_dialogs) {
@@ -232,8 +248,9 @@ void MainWindow::buildModelBar()
     connect(m_cancel_open, &QPushButton::clicked, this, &MainWindow::cancelOpenRun);
     bar->addWidget(m_cancel_open)->setVisible(false);
     // The label last: a long one (a saved run's) is cut, not the progress and its Cancel buttons.
-    m_model_label = new QLabel(tr("  No model loaded — open a .gguf file or drop one here."));
+    m_model_label = new ModelBarLabel;
     m_model_label->setObjectName("modelBarLabel");
+    setModelBar(tr("  No model loaded — open a .gguf file or drop one here."));
     m_model_label->setTextInteractionFlags(Qt::TextSelectableByMouse);
     bar->addWidget(m_model_label);
 }
@@ -419,37 +436,43 @@ void MainWindow::openModelLibrary()
 
 void MainWindow::openModel(const QString& path)
 {
-    m_model_label->setText(tr("  Loading %1…").arg(QFileInfo(path).fileName().toHtmlEscaped()));
+    setModelBar(tr("  Loading %1…").arg(QFileInfo(path).fileName().toHtmlEscaped()));
     m_model_path = path;
     const QStringList backend = savedBackend();
     m_load_request = m_engine->loadModel(path, 0, 4096, backend.value(0, "cpu"), backend.value(1, "-1").toInt());
 }
 
+void MainWindow::setModelBar(const QString& html, const QString& note)
+{
+    m_model_label->setText(html);
+    QTextDocument doc;
+    doc.setHtml(html);
+    const QString whole = doc.toPlainText().trimmed();
+    m_model_label->setToolTip(note.isEmpty() ? whole : whole + "\n\n" + note);
+}
+
 void MainWindow::showModel(const std::shared_ptr<const ModelSummary>& m)
 {
     if (m->remote) {
-        m_model_label->setText(
-            tr("  <b>%1</b> · served by %2 at %3 · context %4%5 · chat: %6 · attention, KV "
-               "contents and the lab need a model on this machine")
-                .arg(m->name.toHtmlEscaped(), m->server_kind.toHtmlEscaped(), m->server_url.toHtmlEscaped())
-                .arg(m->n_ctx ? numberText(m->n_ctx) : tr("unknown"))
-                .arg(m->context_length && m->context_length != m->n_ctx
-                         ? tr(" (model %1)").arg(numberText(m->context_length))
-                         : QString())
-                .arg(m->chat_format.toHtmlEscaped()));
-        m_model_label->setToolTip(QString());
+        setModelBar(tr("  <b>%1</b> · served by %2 at %3 · context %4%5 · chat: %6 · attention, KV "
+                       "contents and the lab need a model on this machine")
+                        .arg(m->name.toHtmlEscaped(), m->server_kind.toHtmlEscaped(), m->server_url.toHtmlEscaped())
+                        .arg(m->n_ctx ? numberText(m->n_ctx) : tr("unknown"))
+                        .arg(m->context_length && m->context_length != m->n_ctx
+                                 ? tr(" (model %1)").arg(numberText(m->context_length))
+                                 : QString())
+                        .arg(m->chat_format.toHtmlEscaped()));
         setWindowTitle(tr("%1 on %2 — Tokenscope").arg(m->name, m->server_url));
         return;
     }
-    m_model_label->setText(
-        tr("  <b>%1</b> · %2 · %3 M parameters · %4 · %5 · context %6 (model %7) · %8 · chat: %9")
-            .arg(m->name.toHtmlEscaped(), m->architecture.toHtmlEscaped())
-            .arg(decimalText(double(m->parameters) / 1e6, 0))
-            .arg(m->quant_types, human_size(m->file_size))
-            .arg(numberText(m->n_ctx), numberText(m->context_length))
-            .arg(m->backend, m->chat_format.toHtmlEscaped()) +
-        (m->chat_template_notice.isEmpty() ? QString() : tr(" <span style='color:#b45309'>⚠</span>")));
-    m_model_label->setToolTip(m->chat_template_notice);
+    setModelBar(tr("  <b>%1</b> · %2 · %3 M parameters · %4 · %5 · context %6 (model %7) · %8 · chat: %9")
+                        .arg(m->name.toHtmlEscaped(), m->architecture.toHtmlEscaped())
+                        .arg(decimalText(double(m->parameters) / 1e6, 0))
+                        .arg(m->quant_types, human_size(m->file_size))
+                        .arg(numberText(m->n_ctx), numberText(m->context_length))
+                        .arg(m->backend, m->chat_format.toHtmlEscaped()) +
+                    (m->chat_template_notice.isEmpty() ? QString() : tr(" <span style='color:#b45309'>⚠</span>")),
+                m->chat_template_notice);
     setWindowTitle(tr("%1 — Tokenscope").arg(m->name));
 }
 

@@ -117,6 +117,8 @@ private:
     void createPanels(); // main_window_panels.cpp
     void addPanel(const QString& name, const QString& title, QWidget* widget, Qt::DockWidgetArea area);
     void showModel(const std::shared_ptr<const ModelSummary>& m);
+    // The model bar's text, and its tooltip: the same words whole (the bar may cut them), then `note`.
+    void setModelBar(const QString& html, const QString& note = QString());
     void rememberRecent(const QString& path);
     void rebuildRecentMenu();
     void addCudaDevices(const engine::CudaDeviceListing& listing);

@@ -16,6 +16,7 @@
 #include "panels/text_panel.h"
 #include "panels/timeline_panel.h"
 #include "panels/tokenizer_panel.h"
+#include "widgets/panel_scroll.h"
 
 #include <QDockWidget>
 #include <QFile>
@@ -92,7 +93,12 @@ void MainWindow::addPanel(const QString& name, const QString& title, QWidget* wi
         widget->setWhatsThis(text);
         dock->setWhatsThis(text);
     }
-    dock->setWidget(widget);
+    // A panel narrower or shorter than its controls need scrolls rather than widening the window past
+    // a 1280×800 screen (the docks beside each other added their minimum widths up).
+    auto* scroll = new PanelScroll(widget);
+    scroll->setObjectName("scroll-" + name);
+    scroll->setWhatsThis(widget->whatsThis());
+    dock->setWidget(scroll);
     addDockWidget(area, dock);
     m_panels[name] = widget;
 }

@@ -296,11 +296,11 @@ void MainWindow::showRun(std::shared_ptr<const RunDocument> run)
     if (!m_engine->model() && d.model) {
         // The model bar says whose run this is and that nothing runs live behind it.
         const ModelSummary& m = *d.model;
-        m_model_label->setText(tr("  Saved run <b>%1</b> · recorded with <b>%2</b> · %3 · %4 M parameters · %5 · "
-                                  "SHA-256 %6… · no model loaded: open one to run live")
-                                   .arg(file.toHtmlEscaped(), model.toHtmlEscaped(), m.architecture.toHtmlEscaped())
-                                   .arg(decimalText(double(m.parameters) / 1e6, 0))
-                                   .arg(m.quant_types.toHtmlEscaped(), d.model_sha256.left(12).toHtmlEscaped()));
+        setModelBar(tr("  Saved run <b>%1</b> · recorded with <b>%2</b> · %3 · %4 M parameters · %5 · "
+                       "SHA-256 %6… · no model loaded: open one to run live")
+                        .arg(file.toHtmlEscaped(), model.toHtmlEscaped(), m.architecture.toHtmlEscaped())
+                        .arg(decimalText(double(m.parameters) / 1e6, 0))
+                        .arg(m.quant_types.toHtmlEscaped(), d.model_sha256.left(12).toHtmlEscaped()));
     }
     statusBar()->showMessage(
         tr("Opened %1: %2%3")

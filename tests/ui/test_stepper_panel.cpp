@@ -9,6 +9,7 @@
 #include "bridge/engine_controller.h"
 #include "bridge/stepper_client.h"
 #include "bridge/token_selection.h"
+#include "line_breaks.h"
 #include "model/model.h"
 #include "panels/stepper_panel.h"
 #include "panels/tokenizer_panel.h"
@@ -56,6 +57,7 @@ private slots:
     void sequenceSurvivesAChatReply();
     void longPrefillCanBeStopped();
     void oneTokenIsOneToken();
+    void sequenceLinesBreakBetweenWords();
 
 private:
     // Runs an action and waits for the state it produces.
@@ -353,6 +355,22 @@ void TestStepperPanel::oneTokenIsOneToken()
     state = act([&] { m_panel->back(); });
     QVERIFY(state && state->action == "back");
     QVERIFY2(m_panel->cacheSentence().contains("truncated to 1 position and"), qPrintable(m_panel->cacheSentence()));
+}
+
+// The sequence view shows spaces as "·": its lines still break between words, never inside one.
+void TestStepperPanel::sequenceLinesBreakBetweenWords()
+{
+    QString prompt;
+    for (int i = 0; i < 4; ++i)
+        prompt += "Nobody knew what had happened to the old keeper of the lighthouse that winter night. ";
+    m_panel->setPrompt(prompt);
+    QVERIFY(act([&] { m_panel->prefill(); }));
+    auto* view = m_panel->findChild<QTextBrowser*>("stepperSequence");
+    QVERIFY(view);
+    int breaks = 0;
+    const QStringList inside = testsupport::words_broken(view->document(), 360, &breaks);
+    QVERIFY2(breaks >= 4, qPrintable(QString("only %1 line breaks: the view is not narrow enough").arg(breaks)));
+    QVERIFY2(inside.isEmpty(), qPrintable("lines break inside words: " + inside.join(" | ")));
 }
 
 QTEST_MAIN(TestStepperPanel)

@@ -9,6 +9,7 @@
 #include "analysis/text_analysis.h"
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
+#include "line_breaks.h"
 #include "model/model.h"
 #include "panels/stepper_panel.h"
 #include "panels/text_panel.h"
@@ -245,20 +246,8 @@ void TestTextPanel::linesBreakBetweenWords()
     QVERIFY(r && r->error.isEmpty());
     auto* view = m_panel->findChild<QTextBrowser*>();
     QVERIFY(view);
-    QTextDocument* doc = view->document();
-    doc->setTextWidth(360); // the view's lines at 360 px
     int breaks = 0;
-    QStringList inside;
-    for (QTextBlock b = doc->begin(); b.isValid(); b = b.next()) {
-        QTextLayout* layout = b.layout();
-        const QString s = b.text();
-        for (int l = 1; l < layout->lineCount(); ++l) {
-            const int at = layout->lineAt(l).textStart();
-            ++breaks;
-            if (at > 0 && at < s.size() && s[at - 1].isLetterOrNumber() && s[at].isLetterOrNumber())
-                inside << s.mid(std::max(0, at - 8), 16);
-        }
-    }
+    const QStringList inside = testsupport::words_broken(view->document(), 360, &breaks); // lines at 360 px
     QVERIFY2(breaks >= 5, qPrintable(QString("only %1 line breaks: the view is not narrow enough").arg(breaks)));
     QVERIFY2(inside.isEmpty(), qPrintable("lines break inside words: " + inside.join(" | ")));
 }

@@ -3,6 +3,7 @@
 // tokenizer gives (counted and spanned), and a token's details show its id, bytes and offsets.
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
+#include "line_breaks.h"
 #include "model/model.h"
 #include "panels/tokenizer_comparison.h"
 #include "panels/tokenizer_panel.h"
@@ -34,6 +35,7 @@ private slots:
     void whatChangedShowsSplitsAndTheCount();
     void theFirstTextTypedIsNotAChange();
     void comparesWithAnotherVocabulary();
+    void linesBreakBetweenWords();
 
 private:
     void load();
@@ -305,6 +307,24 @@ void TestTokenizerPanel::comparesWithAnotherVocabulary()
     QCOMPARE(comparison->entries().size(), std::size_t(1));
     comparison->removeTokenizer(0);
     QVERIFY(comparison->entries().empty());
+}
+
+// The token view shows spaces as "·": its lines still break between words, never inside one.
+void TestTokenizerPanel::linesBreakBetweenWords()
+{
+    load();
+    QString text;
+    for (int i = 0; i < 4; ++i)
+        text += "Nobody knew what had happened to the old keeper of the lighthouse that winter night. ";
+    m_panel->setText(text);
+    QTRY_VERIFY_WITH_TIMEOUT(m_panel->current() && m_panel->current()->text == text, 10000);
+    auto* view = m_panel->findChild<QTextBrowser*>("tokenizerView");
+    QVERIFY(view);
+    int breaks = 0;
+    QStringList inside;
+    // the spans are drawn in chunks, a turn of the event loop each
+    QTRY_VERIFY_WITH_TIMEOUT((inside = testsupport::words_broken(view->document(), 360, &breaks), breaks >= 4), 10000);
+    QVERIFY2(inside.isEmpty(), qPrintable("lines break inside words: " + inside.join(" | ")));
 }
 
 QTEST_MAIN(TestTokenizerPanel)

@@ -24,6 +24,14 @@ QString visible_whitespace(const QString& text)
     return s;
 }
 
+QString word_break_before(const QString& previous, const QString& token)
+{
+    const bool starts_word = token.startsWith(QChar(0x00B7)) || token.startsWith(QChar(0x2192));
+    const bool after_line = previous.endsWith(QChar(0x23CE)) || previous.endsWith(QChar(0x21B5)) ||
+                            previous.endsWith(QLatin1String("<br>"));
+    return !previous.isEmpty() && (starts_word || after_line) ? QString(QChar(0x200B)) : QString();
+}
+
 QString token_display_text(const engine::Tokenizer& tokenizer, int32_t id)
 {
     return QString::fromStdString(engine::token_display_text(tokenizer, id));

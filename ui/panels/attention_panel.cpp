@@ -9,6 +9,7 @@
 #include "widgets/attention_heatmap.h"
 #include "widgets/attention_views.h"
 #include "widgets/distribution_view.h"
+#include "widgets/flow_layout.h"
 
 #include <QBuffer>
 #include <QCheckBox>
@@ -58,6 +59,9 @@ AttentionPanel::AttentionPanel(EngineController* engine, TokenSelection* selecti
     m_source = new QComboBox;
     m_source->addItem(tr("Prompt typed here"));
     m_source->addItem(tr("The model's current sequence (chat or stepper)"));
+    // its longest item would set the panel's minimum width: shorter, with the whole text in the list
+    m_source->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    m_source->setMinimumContentsLength(18);
     top->addWidget(m_source);
     m_prompt = new QLineEdit;
     m_prompt->setObjectName("attentionPrompt");
@@ -70,19 +74,16 @@ AttentionPanel::AttentionPanel(EngineController* engine, TokenSelection* selecti
     top->addWidget(all_button);
     layout->addLayout(top);
 
-    auto* controls = new QHBoxLayout;
-    controls->addWidget(new QLabel(tr("Layer")));
+    auto* controls = new FlowLayout; // wraps in a narrow dock
     m_layer = new QSpinBox;
-    controls->addWidget(m_layer);
-    controls->addWidget(new QLabel(tr("Head")));
+    controls->addWidget(labelled(tr("Layer"), m_layer));
     m_head = new QSpinBox;
-    controls->addWidget(m_head);
+    controls->addWidget(labelled(tr("Head"), m_head));
     m_mode_box = new QComboBox;
     m_mode_box->addItems({tr("one head"), tr("mean over the layer's heads"), tr("max over the layer's heads")});
     controls->addWidget(m_mode_box);
     m_log = new QCheckBox(tr("log scale"));
     controls->addWidget(m_log);
-    controls->addStretch(1);
     for (const auto& [label, ext] : {std::pair<QString, QString>{tr("PNG"), "png"},
                                      {tr("SVG"), "svg"},
                                      {tr("CSV"), "csv"},

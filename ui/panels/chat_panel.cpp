@@ -6,6 +6,7 @@
 #include "storage/conversation_store.h"
 #include "widgets/bounded_count_box.h"
 #include "widgets/count_text.h"
+#include "widgets/flow_layout.h"
 
 #include <QCheckBox>
 #include <QClipboard>
@@ -161,38 +162,35 @@ void ChatPanel::buildUi()
     m_system = new QLineEdit;
     m_system->setPlaceholderText(tr("System prompt (optional): how the assistant should behave"));
     layout->addWidget(m_system);
-    auto* settings = new QHBoxLayout;
-    auto spin = [&](QDoubleSpinBox*& box, double lo, double hi, double step, double value, const QString& tip) {
+    // the sampler's settings wrap onto a second line in a narrow dock (each caption with its field)
+    auto* settings = new FlowLayout;
+    auto spin = [&](const QString& caption, QDoubleSpinBox*& box, double lo, double hi, double step, double value,
+                    const QString& tip) {
         box = new QDoubleSpinBox;
         box->setRange(lo, hi);
         box->setSingleStep(step);
         box->setDecimals(2);
         box->setValue(value);
         box->setToolTip(tip);
-        settings->addWidget(box);
+        settings->addWidget(labelled(caption, box));
     };
-    auto ispin = [&](QSpinBox*& box, int lo, int hi, int value, const QString& tip) {
+    auto ispin = [&](const QString& caption, QSpinBox*& box, int lo, int hi, int value, const QString& tip) {
         box = new QSpinBox;
         box->setRange(lo, hi);
         box->setValue(value);
         box->setToolTip(tip);
-        settings->addWidget(box);
+        settings->addWidget(labelled(caption, box));
     };
-    settings->addWidget(new QLabel(tr("temp")));
-    spin(m_temperature, 0.0, 2.0, 0.05, 0.8, tr("Temperature: 0 picks the most likely token every time"));
-    settings->addWidget(new QLabel(tr("top-k")));
-    ispin(m_top_k, 0, 1000, 40, tr("Keep only the k most likely tokens (0: off)"));
-    settings->addWidget(new QLabel(tr("top-p")));
-    spin(m_top_p, 0.0, 1.0, 0.01, 0.95, tr("Keep the smallest set of tokens whose probability reaches p (1: off)"));
-    settings->addWidget(new QLabel(tr("min-p")));
-    spin(m_min_p, 0.0, 1.0, 0.01, 0.05, tr("Drop tokens less likely than min-p × the most likely one (0: off)"));
-    settings->addWidget(new QLabel(tr("seed")));
-    ispin(m_seed, 0, 1 << 30, 0, tr("Random seed: the same seed gives the same reply"));
-    settings->addWidget(new QLabel(tr("max")));
+    spin(tr("temp"), m_temperature, 0.0, 2.0, 0.05, 0.8, tr("Temperature: 0 picks the most likely token every time"));
+    ispin(tr("top-k"), m_top_k, 0, 1000, 40, tr("Keep only the k most likely tokens (0: off)"));
+    spin(tr("top-p"), m_top_p, 0.0, 1.0, 0.01, 0.95,
+         tr("Keep the smallest set of tokens whose probability reaches p (1: off)"));
+    spin(tr("min-p"), m_min_p, 0.0, 1.0, 0.01, 0.05,
+         tr("Drop tokens less likely than min-p × the most likely one (0: off)"));
+    ispin(tr("seed"), m_seed, 0, 1 << 30, 0, tr("Random seed: the same seed gives the same reply"));
     m_max_tokens = new BoundedCountBox(1, 4096, 256, tr("Maximum tokens per reply"));
-    settings->addWidget(m_max_tokens);
+    settings->addWidget(labelled(tr("max"), m_max_tokens));
     connect(m_max_tokens, &BoundedCountBox::validityChanged, this, [this] { updateButtons(); });
-    settings->addStretch(1);
     layout->addLayout(settings);
 
     // A base model continues text rather than answering: say so, with a way to an instruct model.

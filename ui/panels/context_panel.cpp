@@ -2,6 +2,7 @@
 #include "panels/context_panel.h"
 #include "bridge/chat_client.h"
 #include "widgets/count_text.h"
+#include "widgets/flow_layout.h"
 
 #include "bridge/engine_controller.h"
 #include "widgets/chart_style.h"
@@ -49,23 +50,20 @@ ContextPanel::ContextPanel(EngineController* engine, QWidget* parent) : QWidget(
     intro->setWordWrap(true);
     layout->addWidget(intro);
 
-    auto* controls = new QHBoxLayout;
+    auto* controls = new FlowLayout; // wraps in a narrow dock
     m_window = new QComboBox;
     m_window->addItem("8K (8,192)", 8192);
     m_window->addItem("32K (32,768)", 32768);
     m_window->addItem("128K (131,072)", 131072);
     m_window->addItem(tr("small (1,024)"), 1024);
     m_window->setCurrentIndex(3);
-    controls->addWidget(new QLabel(tr("Context window")));
-    controls->addWidget(m_window);
+    controls->addWidget(labelled(tr("Context window"), m_window));
     m_policy = new QComboBox;
     for (auto p : {engine::OverflowPolicy::DropOldest, engine::OverflowPolicy::KeepSystemPrompt,
                    engine::OverflowPolicy::SlidingWindow})
         m_policy->addItem(QString::fromUtf8(engine::overflow_policy_name(p).data()), int(p));
     m_policy->setCurrentIndex(1);
-    controls->addWidget(new QLabel(tr("When it overflows")));
-    controls->addWidget(m_policy);
-    controls->addStretch(1);
+    controls->addWidget(labelled(tr("When it overflows"), m_policy));
     layout->addLayout(controls);
 
     auto* split = new QSplitter(Qt::Horizontal);

@@ -11,6 +11,7 @@
 #include "model/memory_plan.h"
 #include "widgets/chart_style.h"
 #include "widgets/count_text.h"
+#include "widgets/flow_layout.h"
 #include "widgets/kv_heat_strip.h"
 #include "widgets/kv_layer_view.h"
 
@@ -342,19 +343,16 @@ QWidget* KvPanel::buildContents()
 {
     auto* page = new QWidget;
     auto* layout = new QVBoxLayout(page);
-    auto* row = new QHBoxLayout;
+    auto* row = new FlowLayout; // wraps in a narrow dock
     m_layer = new QSpinBox;
     m_kv_head = new QSpinBox;
     auto* keys = new QRadioButton(tr("Keys"));
     keys->setChecked(true);
     m_show_values = new QRadioButton(tr("Values"));
-    row->addWidget(new QLabel(tr("Layer")));
-    row->addWidget(m_layer);
-    row->addWidget(new QLabel(tr("KV head")));
-    row->addWidget(m_kv_head);
+    row->addWidget(labelled(tr("Layer"), m_layer));
+    row->addWidget(labelled(tr("KV head"), m_kv_head));
     row->addWidget(keys);
     row->addWidget(m_show_values);
-    row->addStretch(1);
     layout->addLayout(row);
     m_contents_note = teaching_label();
     layout->addWidget(m_contents_note);
@@ -463,21 +461,19 @@ QWidget* KvPanel::buildCalculator()
     m_chart->setRenderHint(QPainter::Antialiasing);
     m_chart->setMinimumHeight(220);
     right->addWidget(m_chart, 1);
-    auto* plan_box = new QGroupBox(tr("Memory planner: will a GGUF file fit on this machine?"));
+    auto* plan_box = new QGroupBox(tr("Memory planner")); // a short title: a group box is as wide as its title
     auto* plan_layout = new QVBoxLayout(plan_box);
-    auto* plan_row = new QHBoxLayout;
+    auto* plan_row = new FlowLayout;
     auto* plan_button = new QPushButton(tr("Plan a GGUF file…"));
     m_plan_ctx = spin(1 << 24);
     m_plan_ctx->setValue(4096);
     plan_row->addWidget(plan_button);
-    plan_row->addWidget(new QLabel(tr("at context")));
-    plan_row->addWidget(m_plan_ctx);
-    plan_row->addStretch(1);
+    plan_row->addWidget(labelled(tr("at context"), m_plan_ctx));
     plan_layout->addLayout(plan_row);
     m_plan = teaching_label();
     m_plan->setText(
-        tr("Reads only the file's metadata (no weights): weights + KV cache at this context + working buffers, "
-           "against this machine's memory."));
+        tr("Will a GGUF file fit on this machine? Reads only the file's metadata (no weights): weights + KV cache "
+           "at this context + working buffers, against this machine's memory."));
     plan_layout->addWidget(m_plan);
     right->addWidget(plan_box);
     layout->addLayout(right, 1);

@@ -6,6 +6,7 @@
 #include "lab/head_classes.h"
 #include "storage/atomic_save.h"
 #include "widgets/count_text.h"
+#include "widgets/flow_layout.h"
 #include "widgets/model_head_map.h"
 
 #include <QCheckBox>
@@ -49,7 +50,7 @@ QTableWidgetItem* number(double v, int decimals = 3)
 LabHeadsTab::LabHeadsTab(EngineController* engine, QWidget* parent) : QWidget(parent), m_engine(engine)
 {
     auto* v = new QVBoxLayout(this);
-    auto* classes = new QHBoxLayout;
+    auto* classes = new FlowLayout; // the rows wrap in a narrow dock
     m_classify = new QPushButton(tr("Classify heads"));
     m_classify->setObjectName("labClassify");
     m_classify->setToolTip(tr("One pass over BOS + N random tokens repeated twice, every head's attention captured"));
@@ -65,7 +66,6 @@ LabHeadsTab::LabHeadsTab(EngineController* engine, QWidget* parent) : QWidget(pa
     classes->addWidget(m_classify);
     classes->addWidget(m_repeat);
     classes->addWidget(m_seed);
-    classes->addStretch(1);
     v->addLayout(classes);
 
     auto* form = new QFormLayout;
@@ -82,7 +82,7 @@ LabHeadsTab::LabHeadsTab(EngineController* engine, QWidget* parent) : QWidget(pa
     form->addRow(tr("Ablation"), mode_row);
     v->addLayout(form);
 
-    auto* run = new QHBoxLayout;
+    auto* run = new FlowLayout;
     m_scan_button = new QPushButton(tr("Scan every head"));
     m_scan_button->setObjectName("labScan");
     m_stop = new QPushButton(tr("Stop"));
@@ -103,7 +103,7 @@ LabHeadsTab::LabHeadsTab(EngineController* engine, QWidget* parent) : QWidget(pa
     m_by_scan->setEnabled(false);
     run->addWidget(m_scan_button);
     run->addWidget(m_stop);
-    run->addWidget(m_progress, 1);
+    run->addWidget(m_progress);
     run->addWidget(m_ablate);
     run->addWidget(m_on_stepper);
     run->addWidget(m_by_scan);

@@ -9,6 +9,7 @@
 #include "widgets/bounded_count_box.h"
 #include "widgets/count_text.h"
 #include "widgets/distribution_view.h"
+#include "widgets/flow_layout.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -137,7 +138,7 @@ void StepperPanel::buildPromptRow(QVBoxLayout* layout)
 // Step, Back, Play and its speed, the prefill's progress, the logit lens switch.
 void StepperPanel::buildRunControls(QVBoxLayout* layout)
 {
-    auto* controls = new QHBoxLayout;
+    auto* controls = new FlowLayout; // wraps in a narrow dock
     m_step = new QPushButton(tr("Step ▸"));
     m_step->setToolTip(tr("Draw the next token, append it and run one decode step (Space)"));
     m_back = new QPushButton(tr("◂ Back"));
@@ -170,7 +171,6 @@ void StepperPanel::buildRunControls(QVBoxLayout* layout)
     controls->addWidget(m_progress);
     controls->addWidget(m_stop_prefill);
     controls->addWidget(m_attribute);
-    controls->addStretch(1);
     m_lens_on = new QCheckBox(tr("Logit lens"));
     m_lens_on->setToolTip(tr("After every pass, apply the final norm and output head to each layer's residual stream"));
     controls->addWidget(m_lens_on);
@@ -180,7 +180,7 @@ void StepperPanel::buildRunControls(QVBoxLayout* layout)
 // The sampler's settings, as the chat has them.
 void StepperPanel::buildSamplingControls(QVBoxLayout* layout)
 {
-    auto* sampling = new QHBoxLayout;
+    auto* sampling = new FlowLayout; // wraps in a narrow dock, each caption with its field
     m_greedy = new QCheckBox(tr("Greedy"));
     m_temperature = new QDoubleSpinBox;
     m_temperature->setRange(0.0, 5.0);
@@ -212,11 +212,10 @@ void StepperPanel::buildSamplingControls(QVBoxLayout* layout)
                                                    {tr("Top-p"), m_top_p},      {tr("Min-p"), m_min_p},
                                                    {tr("Seed"), m_seed},        {tr("Max"), m_max_tokens}};
     sampling->addWidget(m_greedy);
-    for (const auto& [label, widget] : fields) {
-        sampling->addWidget(new QLabel(label));
-        sampling->addWidget(widget);
-    }
-    sampling->addWidget(m_stops, 1);
+    for (const auto& [label, widget] : fields)
+        sampling->addWidget(labelled(label, widget));
+    m_stops->setMinimumWidth(fontMetrics().horizontalAdvance(m_stops->placeholderText()) + 24);
+    sampling->addWidget(m_stops);
     layout->addLayout(sampling);
 }
 
@@ -740,6 +739,8 @@ QString StepperPanel::sequenceHtml() const
                                            .arg(t.id)
                                            .arg(decimalText(double(t.probability) * 100.0, 1))
                                            .arg(t.forced ? tr(" · forced by you") : QString());
+        if (i > first) // lines break between words, never inside one
+            html += word_break_before(m_state->tokens[i - 1].text, t.text);
         html += QString("<a href='pos:%1' title='%2' style='%3'>%4%5</a>")
                     .arg(i)
                     .arg(tip.toHtmlEscaped(), style, t.text.toHtmlEscaped(), t.forced ? "<sup>⚑</sup>" : "");

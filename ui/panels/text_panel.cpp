@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "panels/text_panel.h"
 #include "bridge/analysis_client.h"
+#include "bridge/token_text.h"
 #include "widgets/count_text.h"
+#include "widgets/flow_layout.h"
 
 #include "bridge/engine_controller.h"
 #include "tokenizer/tokenizer.h"
@@ -45,10 +47,12 @@ TextPanel::TextPanel(EngineController* engine, QWidget* parent) : QWidget(parent
     row->addWidget(open);
     row->addWidget(m_compare, 1);
     row->addWidget(pick);
-    row->addWidget(m_colour);
-    row->addWidget(m_run);
-    row->addWidget(m_stop);
-    row->addWidget(m_progress);
+    // the colouring and the run on a line of their own that wraps: the file row keeps its width
+    auto* run_row = new FlowLayout;
+    run_row->addWidget(m_colour);
+    run_row->addWidget(m_run);
+    run_row->addWidget(m_stop);
+    run_row->addWidget(m_progress);
     m_status = new QLabel;
     m_status->setWordWrap(true);
     m_status->setTextFormat(Qt::PlainText); // it names model files: never markup
@@ -68,6 +72,7 @@ TextPanel::TextPanel(EngineController* engine, QWidget* parent) : QWidget(parent
     split->setStretchFactor(1, 3);
     split->setStretchFactor(2, 1);
     v->addLayout(row);
+    v->addLayout(run_row);
     v->addWidget(m_status);
     v->addWidget(m_legend);
     v->addWidget(split, 1);
@@ -307,11 +312,8 @@ void TextPanel::render()
                 x = t.kl / max_kl;
         }
         const QColor c = QColor::fromRgb(sequential_colour(float(1.0 - 0.85 * x)));
-        // Spaces show as "·", which offers no line break: a zero-width space before each token that
-        // starts a word (or after a line end) lets lines break between words, never inside one
-        // ("hap/pened").
-        if (i > 0 && (t.text.startsWith(QChar(0x00B7)) || m_result->tokens[i - 1].text.endsWith(QChar(0x21B5))))
-            html += QChar(0x200B);
+        if (i > 0) // lines break between words, never inside one
+            html += word_break_before(m_result->tokens[i - 1].text, t.text);
         html += QString("<a href='token:%1' style='text-decoration:none;color:%2;background:%3'>%4</a>")
                     .arg(i)
                     .arg(x > 0.55 ? "#ffffff" : "#000000")

@@ -9,6 +9,7 @@
 #include "storage/atomic_save.h"
 #include "tokenizer/token_diff.h"
 #include "widgets/count_text.h"
+#include "widgets/flow_layout.h"
 
 #include <QApplication>
 #include <QCheckBox>
@@ -60,6 +61,7 @@ TokenizerPanel::TokenizerPanel(EngineController* engine, TokenSelection* selecti
                                    "see it. Try a misspelling, a number, code, or another language."));
     split->addWidget(m_input);
     m_view = new QTextBrowser;
+    m_view->setObjectName("tokenizerView");
     m_view->setOpenLinks(false);
     m_view->setMouseTracking(true);
     split->addWidget(m_view);
@@ -74,9 +76,9 @@ TokenizerPanel::TokenizerPanel(EngineController* engine, TokenSelection* selecti
     m_changes->setWordWrap(true);
     m_changes->setTextInteractionFlags(Qt::TextSelectableByMouse);
     layout->addWidget(m_changes);
-    auto* row = new QHBoxLayout;
+    auto* row = new FlowLayout; // the counts, then the buttons: on a second line in a narrow dock
     m_counts = new QLabel;
-    row->addWidget(m_counts, 1);
+    row->addWidget(m_counts);
     m_show_ids = new QCheckBox(tr("Show ids"));
     row->addWidget(m_show_ids);
     auto* copy_json = new QPushButton(tr("Copy JSON"));
@@ -398,6 +400,7 @@ QString TokenizerPanel::spansHtml(int begin, int end) const
     QString html;
     const bool ids = m_show_ids->isChecked();
     int previous_begin = begin > 0 ? t.tokens[std::size_t(begin - 1)].begin : -1;
+    QString previous_text;
     for (int i = begin; i < end; ++i) {
         const TokenSpan& s = t.tokens[std::size_t(i)];
         const bool special = s.type == "control" || s.type == "user-defined" || s.type == "unknown";
@@ -426,6 +429,8 @@ QString TokenizerPanel::spansHtml(int begin, int end) const
                                        : byte  ? " font-style: italic;"
                                                : "");
         const QString shown = text.isEmpty() ? QString("∅") : text;
+        html += word_break_before(previous_text, shown); // lines break between words, never inside one
+        previous_text = shown;
         html += QString("<a href='tok:%1' style='%2'>%3</a>%4").arg(i).arg(style, shown, ids ? " " : "");
     }
     return html;

@@ -64,19 +64,20 @@ void grab_later(QApplication& app, QWidget* owner, QWidget* target, const QStrin
     });
 }
 
-// A panel's dock, floating and roomy, so that the picture shows the whole panel.
-QDockWidget* float_dock(MainWindow& window, const QString& panel, int width, int height)
+// A panel's dock, floating and roomy, so that the picture shows the whole panel; --size overrides the
+// panel's own roomy size (to check it at a screen's size).
+QDockWidget* float_dock(MainWindow& window, const QString& panel, int width, int height, const Options& o)
 {
-    auto* dock = qobject_cast<QDockWidget*>(window.panel(panel)->parentWidget());
+    auto* dock = window.findChild<QDockWidget*>("dock-" + panel);
     dock->setFloating(true);
-    dock->resize(width, height);
+    dock->resize(o->size.isValid() ? o->size : QSize(width, height));
     return dock;
 }
 
 // The text, then (with --edit) its edited version; grabbed once every comparison has caught up.
 void script_tokenizer(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
 {
-    QDockWidget* dock = float_dock(window, "tokenizer", 1100, 900);
+    QDockWidget* dock = float_dock(window, "tokenizer", 1100, 900, o);
     TokenizerPanel* tokenizer = window.tokenizerPanel();
     for (const QString& file : o->compare)
         tokenizer->comparison()->addTokenizer(file);
@@ -118,7 +119,7 @@ void script_tokenizer(QApplication& app, EngineController& engine, MainWindow& w
 // Prefill, n steps, Back, the runner-up forced, one more step; a token selected.
 void script_stepper(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
 {
-    QDockWidget* dock = float_dock(window, "stepper", 1280, 900);
+    QDockWidget* dock = float_dock(window, "stepper", 1280, 900, o);
     StepperPanel* stepper = window.stepperPanel();
     StepperSettings settings = stepper->settings();
     settings.sampling.temperature = 0.7f;
@@ -161,7 +162,7 @@ void script_stepper(QApplication& app, EngineController& engine, MainWindow& win
 // One head, the layer grid, the whole-model overview, the lines view or the "bank" comparison.
 void script_attention(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
 {
-    QDockWidget* dock = float_dock(window, "attention", 1280, 900);
+    QDockWidget* dock = float_dock(window, "attention", 1280, 900, o);
     AttentionPanel* attention = window.attentionPanel();
     const QString which = o->tab.isEmpty() ? QString("head") : o->tab;
     const auto grab = [&app, &window, dock, o] { grab_later(app, &window, dock, o->file, 300); };
@@ -198,7 +199,7 @@ void script_attention(QApplication& app, EngineController& engine, MainWindow& w
 // Heads tab (--tab heads or classes: the heads classified; scan: and an ablation scan).
 void script_lab(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
 {
-    QDockWidget* dock = float_dock(window, "lab", 1100, 820);
+    QDockWidget* dock = float_dock(window, "lab", 1100, 820, o);
     LabPanel* lab = window.labPanel();
     const auto grab = [&app, &window, dock, o] { grab_later(app, &window, dock, o->file, 300); };
     QObject::connect(&engine, &EngineController::modelLoaded, &window, [lab, o] {
@@ -250,7 +251,7 @@ void script_lab(QApplication& app, EngineController& engine, MainWindow& window,
 // two distributions shown for the token where they disagree most.
 void script_text(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
 {
-    QDockWidget* dock = float_dock(window, "text", 1100, 820);
+    QDockWidget* dock = float_dock(window, "text", 1100, 820, o);
     TextPanel* text = window.textPanel();
     QObject::connect(&engine, &EngineController::modelLoaded, &window,
                      [text, o] { text->analyze(o->prompt, o->tab == "compare" ? o->follow_ups.value(0) : QString()); });
@@ -298,7 +299,7 @@ void script_connect(QApplication& app, MainWindow& window, const Options& o)
 // The context simulator with a system prompt, a typed turn and synthetic ones.
 void script_context(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
 {
-    QDockWidget* dock = float_dock(window, "context", 1280, 900);
+    QDockWidget* dock = float_dock(window, "context", 1280, 900, o);
     ContextPanel* context = window.contextPanel();
     QObject::connect(&engine, &EngineController::modelLoaded, &window, [&app, &window, o, context, dock] {
         context->setWindow(1024);
@@ -320,7 +321,7 @@ void script_context(QApplication& app, EngineController& engine, MainWindow& win
 // The KV cache or the timeline after a real chat reply (they are its measurements).
 void script_after_reply(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
 {
-    QDockWidget* dock = float_dock(window, o->panel, 1280, o->panel == "timeline" ? 760 : 900);
+    QDockWidget* dock = float_dock(window, o->panel, 1280, o->panel == "timeline" ? 760 : 900, o);
     const auto grab = [&app, &window, dock, o] { grab_later(app, &window, dock, o->file, 300); };
     QObject::connect(&engine, &EngineController::modelLoaded, &window,
                      [&window, o] { window.chatPanel()->send(o->prompt); });
@@ -391,7 +392,7 @@ void script_saved_run(QApplication& app, MainWindow& window, const Options& o)
                              }
                              return grab_later(app, &window, &window, o->file, 300);
                          }
-                         QDockWidget* dock = float_dock(window, o->panel, 1100, 820);
+                         QDockWidget* dock = float_dock(window, o->panel, 1100, 820, o);
                          if (o->panel == "lab")
                              window.labPanel()->showTab(o->tab == "attribution" ? 1
                                                         : o->tab == "classes"   ? 2

@@ -3,6 +3,7 @@
 // `tokenscope --screenshot FILE --panel NAME`: a real run scripted on the window (a chat reply, a
 // stepper session, an attention capture…), then the panel saved as a PNG and the app's exit code
 // set. One function per panel (screenshot_script.cpp).
+#include <QSize>
 #include <QString>
 #include <QStringList>
 
@@ -22,6 +23,7 @@ struct ScreenshotOptions {
     QStringList compare;    // tokenizer: files to compare with
     QStringList follow_ups; // chat, main: messages after the first reply
     int steps = 6;          // stepper: steps after Prefill
+    QSize size;             // the window's (main) or the panel's size; invalid: each panel's own
     QString model_path;     // the model the window opens (the memory planner reads it)
     QString run_path;       // a saved run shown instead of a live run (no model is loaded)
 };
