@@ -12,6 +12,7 @@
 #include "storage/conversation_store.h"
 #include "test_paths.h"
 #include "text_review.h"
+#include "widgets/kv_layer_view.h"
 
 #include <QAbstractScrollArea>
 #include <QDockWidget>
@@ -169,6 +170,19 @@ void TestLayout::everyPanelFits()
                             .arg(window.minimumSizeHint().width())
                             .arg(window.minimumSizeHint().height())));
     QStringList all;
+    // the KV panel's live view has a row for each of the 30 layers, within reach by scrolling
+    if (auto* layers = window.findChild<KvLayerView*>()) {
+        window.findChild<QDockWidget*>("dock-kv")->raise();
+        QTest::qWait(50);
+        if (layers->height() < layers->sizeHint().height())
+            all << QString("KV cache: the layer view is %1 px high, its rows for %2 layers need %3: the last are out "
+                           "of reach")
+                       .arg(layers->height())
+                       .arg(30)
+                       .arg(layers->sizeHint().height());
+    } else {
+        all << "KV cache: no layer view";
+    }
     for (QDockWidget* dock : window.findChildren<QDockWidget*>()) {
         dock->show();
         dock->raise();

@@ -46,9 +46,11 @@ QSize KvLayerView::sizeHint() const
     return {700, (rows + 1) * rowHeight() + 8};
 }
 
+// Every layer's row: the scroll area around the view scrolls to the last layer rather than squeezing
+// the view to its height (the rows past it were drawn outside, out of reach: layers 24–29 of 30).
 QSize KvLayerView::minimumSizeHint() const
 {
-    return {360, 4 * rowHeight()};
+    return {360, sizeHint().height()};
 }
 
 QRect KvLayerView::barRect(int layer) const
