@@ -91,6 +91,23 @@ void validate_hyperparameters(const gguf::GgufFile& file, const ModelConfig& c)
         ck.positive_finite("attn_logit_softcapping", *c.attn_logit_softcap);
     if (c.final_logit_softcap)
         ck.positive_finite("final_logit_softcapping", *c.final_logit_softcap);
+    // RoPE scaling and the per-architecture multipliers (granite, mistral3): each multiplies or divides
+    // every activation it touches, so one NaN, Inf, 0 or negative value would poison every logit.
+    ck.positive_finite("rope.scaling.attn_factor (with YaRN's magnitude correction)", c.rope_attn_factor);
+    ck.positive_finite("rope.scaling.yarn_beta_fast", c.yarn_beta_fast);
+    ck.positive_finite("rope.scaling.yarn_beta_slow", c.yarn_beta_slow);
+    if (c.rope_ext_factor > 0.0f && c.rope_n_ctx_orig == 0)
+        ck.fail(ck.prefix + "rope.scaling.original_context_length",
+                "is 0, and YaRN's correction dimensions divide by it");
+    const std::pair<const char*, const std::optional<float>*> multipliers[] = {
+        {"embedding_scale", &c.embedding_multiplier},
+        {"residual_scale", &c.residual_multiplier},
+        {"logit_scale", &c.logit_scale},
+        {"attention.scale", &c.attention_scale},
+        {"attention.temperature_scale", &c.attn_temperature_scale}};
+    for (const auto& [key, value] : multipliers)
+        if (value->has_value())
+            ck.positive_finite(key, **value);
     bool any_swa = false;
     for (bool s : c.layer_is_swa)
         any_swa |= s;

@@ -234,6 +234,65 @@ std::vector<Case> hostile_cases()
         d.arch = "gemma3";
         cases.push_back(d);
     }
+    // The architectures' own keys (gemma2, granite, mistral3; llama for YaRN): malformed values are
+    // refused by name, never turned into a poisoned pass.
+    const auto on = [&](const std::string& arch, const std::string& name, Mutation m, const std::string& expect) {
+        Case c = meta(name, std::move(m), expect);
+        c.arch = arch;
+        cases.push_back(c);
+    };
+    on(
+        "gemma2", "gemma2 sliding_window_pattern one entry short",
+        [](auto& w) {
+            const std::byte flags[] = {std::byte{1}, std::byte{0}, std::byte{1}}; // 3 flags for 4 layers
+            w.set_packed_array("gemma2.attention.sliding_window_pattern", gguf::ValueType::Bool, 3, flags);
+        },
+        "sliding_window_pattern");
+    on(
+        "gemma2", "gemma2 sliding_window_pattern of floats", // integers are flags, as llama.cpp reads them
+        [](auto& w) {
+            const float flags[] = {1.0f, 0.0f, 1.0f, 0.0f};
+            w.set_f32_array("gemma2.attention.sliding_window_pattern", flags);
+        },
+        "sliding_window_pattern");
+    for (float bad : {kNaN, -50.0f})
+        on(
+            "gemma2", "gemma2 attention soft-cap " + std::to_string(bad),
+            [bad](auto& w) { w.set_f32("gemma2.attn_logit_softcapping", bad); }, "attn_logit_softcapping");
+    on(
+        "granite", "granite without logit_scale", [](auto& w) { w.remove("granite.logit_scale"); }, "logit_scale");
+    for (const char* key : {"embedding_scale", "residual_scale", "logit_scale", "attention.scale"})
+        for (float bad : {kNaN, kInf, -2.0f})
+            on(
+                "granite", std::string("granite ") + key + " " + std::to_string(bad),
+                [key, bad](auto& w) { w.set_f32(std::string("granite.") + key, bad); }, key);
+    on(
+        "mistral3", "mistral3 temperature with original context 0",
+        [](auto& w) {
+            w.set_f32("mistral3.attention.temperature_scale", 0.1f);
+            w.set_u32("mistral3.rope.scaling.original_context_length", 0);
+        },
+        "original_context_length");
+    on(
+        "mistral3", "mistral3 temperature NaN",
+        [](auto& w) { w.set_f32("mistral3.attention.temperature_scale", kNaN); }, "temperature_scale");
+    on(
+        "llama", "YaRN with original context 0",
+        [](auto& w) {
+            w.set_string("llama.rope.scaling.type", "yarn");
+            w.set_f32("llama.rope.scaling.factor", 4.0f);
+            w.set_u32("llama.rope.scaling.original_context_length", 0);
+        },
+        "original_context_length");
+    for (const char* key : {"rope.scaling.attn_factor", "rope.scaling.yarn_beta_fast", "rope.scaling.yarn_beta_slow"})
+        on(
+            "llama", std::string("YaRN ") + key + " NaN",
+            [key](auto& w) {
+                w.set_string("llama.rope.scaling.type", "yarn");
+                w.set_f32("llama.rope.scaling.factor", 4.0f);
+                w.set_f32(std::string("llama.") + key, kNaN);
+            },
+            key);
     // Corrupt weights: NaN in a norm (found at load), Inf in a matrix (found at the first pass,
     // naming the layer).
     {

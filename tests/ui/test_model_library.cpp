@@ -3,6 +3,7 @@
 // (base or instruct), architecture and type, and a recently opened corrupt file with the loader's
 // message; the kind's tooltip and the line under the list say which rule decided it.
 #include "test_paths.h"
+#include "text_review.h"
 #include "widgets/model_library_dialog.h"
 
 #include <QFile>
@@ -99,6 +100,7 @@ void TestModelLibrary::marksTheLoadedModelAndHoldsWholeNames()
         QCOMPARE(item->font(0).bold(), is_loaded);
     }
     QCOMPARE(loaded, 1);
+    QVERIFY_WORDING(&dialog);
 }
 
 QTEST_MAIN(TestModelLibrary)

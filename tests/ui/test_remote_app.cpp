@@ -13,6 +13,7 @@
 #include "llama_server_process.h"
 #include "signal_wait.h"
 #include "test_paths.h"
+#include "text_review.h"
 
 #include "bridge/engine_controller.h"
 #include "main_window.h"
@@ -355,6 +356,7 @@ void TestRemoteApp::connectDialogProbesBeforeAccepting()
     dialog.check();
     QTRY_VERIFY_WITH_TIMEOUT(dialog.status().contains("HTTP 401"), 30000);
     QVERIFY(dialog.isVisible()); // still open: nothing was accepted
+    QVERIFY_WORDING(&dialog);
     dialog.setApiKey(kKey);
     QSignalSpy accepted(&dialog, &QDialog::accepted);
     dialog.check();

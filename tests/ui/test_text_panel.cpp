@@ -117,7 +117,7 @@ void TestTextPanel::resultIsTheEngines()
             QCOMPARE(got.top[i].second, double(w.top[i].second));
     }
     QCOMPARE(r->perplexity, want.perplexity);
-    QVERIFY2(m_panel->status().contains(QString::number(want.perplexity, 'f', 3)), qPrintable(m_panel->status()));
+    QVERIFY2(m_panel->status().contains(QLocale().toString(want.perplexity, 'f', 3)), qPrintable(m_panel->status()));
     // a selection's perplexity is that of its tokens
     const auto sel = std::span(want.predictions).subspan(40, 30); // tokens 41 … 70
     QCOMPARE(m_panel->selectionPerplexity(41, 71), engine::perplexity_of(sel));

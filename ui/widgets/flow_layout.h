@@ -11,8 +11,9 @@ namespace tokenscope::ui {
 // a trailing stretch is not needed (lines are left-aligned). Pair a caption with its field through
 // `labelled` so the two never part at a line break.
 class FlowLayout : public QLayout {
-public:
-    explicit FlowLayout(QWidget* parent = nullptr, int spacing = -1);
+    Q_OBJECT // so that findChildren<FlowLayout*> finds flows, not every layout
+
+        public : explicit FlowLayout(QWidget* parent = nullptr, int spacing = -1);
     ~FlowLayout() override;
 
     void addItem(QLayoutItem* item) override;
