@@ -24,6 +24,9 @@ void add_backend_options(CLI::App* cmd, BackendArgs& a)
     cmd->add_flag("--no-repack", a.no_repack,
                   "CPU: llama.cpp's plain summation order, as its --no-repack runs. Default: its default order, which "
                   "on a CPU with AVX2 repacks Q4_0, IQ4_NL and Q4_K matrices and sums them in another order");
+    cmd->add_flag("--deterministic", a.deterministic,
+                  "CPU: batch-invariant sums — a token's logits are the same bits whether it is evaluated alone or "
+                  "in a batch of any size (no longer llama.cpp's order, which depends on the batch size)");
 }
 
 std::unique_ptr<engine::Backend> make_cli_backend(const BackendArgs& a, std::shared_ptr<const engine::Model> model,

@@ -7,13 +7,14 @@
 #include <memory>
 #include <string>
 
-// --backend cpu|vulkan|auto, --device N, --vulkan-exact and --no-repack, shared by the commands that run
-// a model.
+// --backend cpu|vulkan|auto, --device N, --vulkan-exact, --no-repack and --deterministic, shared by the commands that
+// run a model.
 struct BackendArgs {
     std::string backend = "cpu";
     int device = -1;
-    bool vulkan_exact = false; // the 64-bit shaders, bit-equal to the CPU (default: the f32 path)
-    bool no_repack = false;    // the CPU in llama.cpp's plain order (default: its repacked order, as it runs)
+    bool vulkan_exact = false;  // the 64-bit shaders, bit-equal to the CPU (default: the f32 path)
+    bool no_repack = false;     // the CPU in llama.cpp's plain order (default: its repacked order, as it runs)
+    bool deterministic = false; // batch-invariant sums (ForwardRequest::batch_invariant), CPU only
 };
 
 void add_backend_options(CLI::App* cmd, BackendArgs& a);

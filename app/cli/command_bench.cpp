@@ -70,7 +70,7 @@ int run_bench(const BenchArgs& a)
     const auto reset = [&] {
         be.kv_cache().clear();
         if (!context.empty())
-            be.forward({.tokens = context});
+            be.forward({.tokens = context, .batch_invariant = a.backend.deterministic});
     };
     // Decode's traffic per token: every weight matrix once; the embedding table one row, unless it
     // is the LM head as well; plus the keys and values attention reads (KV bytes in use).
@@ -82,12 +82,12 @@ int run_bench(const BenchArgs& a)
 
     std::vector<double> pp, tg;
     const engine::TokenId warm[] = {prompt.empty() ? 0 : prompt[0]};
-    be.forward({.tokens = warm});
+    be.forward({.tokens = warm, .batch_invariant = a.backend.deterministic});
     for (int r = 0; r < a.reps; ++r) {
         if (a.n_prompt) {
             reset();
             const auto t0 = Clock::now();
-            be.forward({.tokens = prompt});
+            be.forward({.tokens = prompt, .batch_invariant = a.backend.deterministic});
             pp.push_back(a.n_prompt / std::chrono::duration<double>(Clock::now() - t0).count());
         }
         if (a.n_gen) {
@@ -97,7 +97,7 @@ int run_bench(const BenchArgs& a)
             for (uint32_t i = 0; i < a.n_gen; ++i) {
                 const engine::TokenId one[] = {pick(rng)};
                 const auto t0 = Clock::now();
-                be.forward({.tokens = one});
+                be.forward({.tokens = one, .batch_invariant = a.backend.deterministic});
                 seconds += std::chrono::duration<double>(Clock::now() - t0).count();
                 kv_traffic += static_cast<double>(be.kv_cache().accounting().bytes_in_use); // outside the timing
             }
@@ -106,7 +106,9 @@ int run_bench(const BenchArgs& a)
         }
     }
     const std::string backend_name =
-        be.kind() == "cpu" ? fmt::format("{} {}", be.name(), engine::simd_level_name(engine::simd_level())) : be.name();
+        (be.kind() == "cpu" ? fmt::format("{} {}", be.name(), engine::simd_level_name(engine::simd_level()))
+                            : be.name()) +
+        (a.backend.deterministic ? ", deterministic (batch-invariant)" : "");
     const double bytes_per_token = static_cast<double>(weight_traffic) + kv_traffic;
     const double achieved = tg.empty() ? 0.0 : bytes_per_token * stats(tg).mean;
     engine::MachinePeaks peaks;

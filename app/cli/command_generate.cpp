@@ -110,6 +110,7 @@ int run_generate(const GenerateArgs& a, bool trace_mode)
             return 0;
     }
     engine::Session session(model, make_cli_backend(a.backend, model, a.n_ctx, a.threads));
+    session.set_batch_invariant(a.backend.deterministic);
     engine::Sampler sampler(engine::sampler_config(a.sampling));
     engine::GenerationOptions options;
     options.max_tokens = max_tokens_of(a.n_predict);

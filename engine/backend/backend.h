@@ -70,6 +70,10 @@ struct KvReadback {
     std::vector<bool> held;    // [n_positions]: false where a sliding window freed the position
 };
 
+// The summation order of deterministic mode (ForwardRequest::batch_invariant): larger than any
+// batch, so every kernel sums as for a large batch whatever the number of tokens.
+inline constexpr uint32_t kBatchInvariantOrder = 1u << 20;
+
 struct ForwardRequest {
     std::span<const TokenId> tokens; // positions n_cached … n_cached + tokens.size() − 1
     bool all_logits = false;         // logits of every position instead of the last only
@@ -78,6 +82,13 @@ struct ForwardRequest {
     // order by batch size, as llama.cpp does; re-evaluating one position of an earlier batch with
     // that batch's size reproduces its logits bit for bit.
     uint32_t order_as_batch = 0;
+    // Deterministic mode: every token's logits and cache entries independent of the rest of the
+    // pass — the same bits whether it is evaluated alone, in a prompt chunk of 7 or 512, or in a
+    // verification of several drafted tokens. Every matmul then sums in one fixed order (that of a
+    // large batch: kBatchInvariantOrder), the output head and the last MLP too, and llama.cpp's
+    // repacked matmul takes every token through its batch kernel. It leaves llama.cpp's order (which
+    // depends on the batch size), so it is off by default. CPU only: other backends refuse it.
+    bool batch_invariant = false;
     // Changes to the pass (the lab's patching, ablation and steering); empty: none, every bit as
     // without. Positions are absolute (n_cached …).
     std::span<const Intervention> interventions;
@@ -116,6 +127,9 @@ public:
     virtual const Model& model() const = 0;
     // Appends request.tokens to the cache and returns their logits. Throws Error when the context
     // is full; the cache is unchanged then.
+    // Whether forward() takes ForwardRequest::batch_invariant (the CPU backend's kernels); others
+    // refuse such a request by name.
+    virtual bool batch_invariant_capable() const { return false; }
     virtual ForwardResult forward(const ForwardRequest& request) = 0;
     virtual KvCache& kv_cache() = 0;
     virtual const KvCache& kv_cache() const = 0;

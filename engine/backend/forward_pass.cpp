@@ -222,6 +222,13 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
     // Kernels pick their summation order by batch size, as llama.cpp does (see ForwardRequest).
     plan.order = static_cast<uint32_t>(std::max<std::size_t>(n, request.order_as_batch));
     plan.logit_order = n - first_out; // only the rows whose logits are wanted go through the head, as llama.cpp
+    if (request.batch_invariant) {
+        if (!batch_invariant_capable())
+            throw UnsupportedError(
+                fmt::format("{}: deterministic (batch-invariant) mode runs on the CPU backend only", name()));
+        plan.batch_invariant = true;
+        plan.order = plan.logit_order = kBatchInvariantOrder;
+    }
     if (captures) {
         plan.residuals = capture->residuals;
         for (Site site : capture->sites) {
@@ -407,8 +414,8 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
         // interventions see every row, and the row with logits holds the same bits in both).
         const uint32_t k = plan.n_logit_rows;
         const bool last = il + 1 == c.n_layer && k > 0;
-        const uint32_t mlp_order = last && k == n ? k : order;
-        const bool reorder_logit_rows = last && k < n;
+        const uint32_t mlp_order = plan.batch_invariant ? order : last && k == n ? k : order;
+        const bool reorder_logit_rows = !plan.batch_invariant && last && k < n;
         const auto ffn_matmul = [&](const TensorView& m, Act in, Act out) {
             matmul(m, in, out, n, mlp_order);
             if (reorder_logit_rows)

@@ -43,6 +43,7 @@ struct ChunkPlan {
     uint32_t logit_row0 = 0;                // first chunk row whose logits are wanted
     uint32_t n_logit_rows = 0;              // 0: none in this chunk
     uint32_t logit_order = 1;               // the order of the output head (rows of the whole request)
+    bool batch_invariant = false;           // deterministic mode: one order for every matmul (ForwardRequest)
     bool residuals = false;                 // deliver the residual stream after every layer
     std::vector<Site> sites;                // further sites delivered at every layer (not Residual)
     std::vector<uint32_t> attention_layers; // layers whose attention weights and queries are delivered

@@ -34,6 +34,7 @@ bool Session::evaluate(std::span<const TokenId> tokens, const CaptureRequest* ca
                                               .all_logits = false,
                                               .capture = capture,
                                               .order_as_batch = order_as_batch,
+                                              .batch_invariant = m_batch_invariant,
                                               .interventions = m_interventions});
         m_tokens.insert(m_tokens.end(), batch.begin(), batch.end());
         m_batch_of.insert(m_batch_of.end(), batch.size(), std::max<uint32_t>(uint32_t(batch.size()), order_as_batch));
@@ -50,6 +51,22 @@ bool Session::evaluate(std::span<const TokenId> tokens, const CaptureRequest* ca
             return false;
     }
     return true;
+}
+
+void Session::set_batch_invariant(bool on)
+{
+    if (on == m_batch_invariant)
+        return;
+    if (on && !m_backend->batch_invariant_capable())
+        throw UnsupportedError(
+            fmt::format("{}: deterministic (batch-invariant) mode runs on the CPU backend only", m_backend->name()));
+    m_batch_invariant = on;
+    // the cache was summed in the other order: the next prefill evaluates everything
+    m_tokens.clear();
+    m_batch_of.clear();
+    m_logits.clear();
+    m_captures.reset();
+    m_backend->kv_cache().clear();
 }
 
 void Session::set_interventions(std::vector<Intervention> interventions)

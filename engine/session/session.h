@@ -47,6 +47,11 @@ public:
     // Back to the first n tokens (undo, what-if); their last token's logits are recomputed (one
     // position), or everything when a sliding-window layer no longer holds what it needs.
     PrefillReport truncate(uint32_t n, const CaptureRequest* capture = nullptr);
+    // Deterministic mode from now on (ForwardRequest::batch_invariant): a token's logits do not depend
+    // on how the sequence was cut into batches. The cache was summed in the other order, so the
+    // sequence is dropped. Throws UnsupportedError on a backend that cannot (the GPU backends).
+    void set_batch_invariant(bool on);
+    bool batch_invariant() const { return m_batch_invariant; }
     // Interventions applied to every pass from now on (steering: a one-row addition from position 0
     // on; ablation: a one-row replacement). The cache was computed without them, so the sequence is
     // dropped (the next prefill evaluates everything). Throws Error for one the model cannot take.
@@ -58,6 +63,7 @@ private:
     bool evaluate(std::span<const TokenId> tokens, const CaptureRequest* capture, uint32_t order_as_batch = 0,
                   const PrefillProgress& progress = {});
 
+    bool m_batch_invariant = false;
     std::shared_ptr<const Model> m_model;
     std::unique_ptr<Backend> m_backend;
     uint32_t m_n_batch;

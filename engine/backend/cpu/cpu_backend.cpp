@@ -52,6 +52,7 @@ public:
                            weight_order_name(m_repack ? WeightOrder::Repacked : WeightOrder::Plain));
     }
     std::string_view kind() const override { return "cpu"; }
+    bool batch_invariant_capable() const override { return true; }
     KvCache& kv_cache() override { return m_kv; }
     const KvCache& kv_cache() const override { return m_kv; }
     BackendMemory memory() const override;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "backend/cpu/cpu_kernels.h"
 
+#include "backend/backend.h"
 #include "backend/cpu/attention_kernels.h"
 #include "backend/cpu/simd/glu_simd.h"
 
@@ -140,8 +141,10 @@ void MatMul::multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, f
     if (!dot)
         throw UnsupportedError(fmt::format("no dot product for {} (tensor {})", w.info->type.name, w.info->name));
     // llama.cpp's repacked matmul takes a batch's whole groups of four tokens through its gemm and the
-    // rest through its gemv, which sum Q4_K in different orders
-    const int64_t gemm_tokens = repacked && n_tokens > 3 ? n_tokens - n_tokens % 4 : 0;
+    // rest through its gemv, which sum Q4_K in different orders; deterministic mode takes every token
+    // through the gemm's order, whatever the batch
+    const bool invariant = order_batch >= kBatchInvariantOrder;
+    const int64_t gemm_tokens = !repacked ? 0 : invariant ? n_tokens : n_tokens > 3 ? n_tokens - n_tokens % 4 : 0;
     const VecDotFn dot_gemm = repacked ? vec_dot_repacked(w.type(), true) : dot;
     const VecDotX4Fn dot4 = n_tokens < 4 ? nullptr
                             : repacked   ? vec_dot_repacked_x4(w.type())

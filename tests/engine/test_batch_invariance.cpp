@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Deterministic mode (ForwardRequest::batch_invariant, Session::set_batch_invariant): a token's
+// logits do not depend on the rest of the pass. The same prompt evaluated in batches of 512, 64, 7
+// and 1 tokens, then three decode steps, and the three steps again as one verification batch (what
+// speculative decoding does): every logit bit-equal, for each weight type the random-weight models
+// are stored in and in both of llama.cpp's weight orders, on whichever CPU path this run uses (ctest
+// runs the AVX2 and portable paths too). In the default mode the same runs differ — llama.cpp sums by
+// batch size — and the differences are reported, not hidden.
+#include "backend/backend.h"
+#include "backend/vulkan/vulkan_backend.h"
+#include "model/test_model.h"
+#include "quant/ggml_type.h"
+#include "session/session.h"
+#include "util/error.h"
+
+#include <QTemporaryDir>
+#include <QTest>
+#include <cmath>
+#include <cstring>
+
+using namespace engine;
+
+namespace {
+
+struct Run {
+    std::vector<std::vector<float>> logits; // after the prompt, then after each decode step
+};
+
+const std::vector<TokenId> kDraft{17, 93, 41};
+
+std::vector<TokenId> prompt_of(const Model& model, std::size_t n)
+{
+    std::vector<TokenId> ids;
+    uint32_t x = 12345;
+    for (std::size_t i = 0; i < n; ++i) {
+        x = x * 1664525u + 1013904223u;
+        ids.push_back(TokenId(1 + (x >> 8) % (model.config().n_vocab - 1)));
+    }
+    return ids;
+}
+
+// The prompt in batches of n_batch, then the draft one token at a time.
+Run decoded(const std::shared_ptr<const Model>& model, WeightOrder order, bool invariant, uint32_t n_batch,
+            std::span<const TokenId> prompt)
+{
+    Session s(model, make_cpu_backend(model, {.threads = 2, .n_ctx = 256, .order = order}), n_batch);
+    s.set_batch_invariant(invariant);
+    Run r;
+    s.prefill(prompt);
+    r.logits.emplace_back(s.logits().begin(), s.logits().end());
+    for (TokenId t : kDraft) {
+        s.decode(t);
+        r.logits.emplace_back(s.logits().begin(), s.logits().end());
+    }
+    return r;
+}
+
+// The prompt, then the draft as one batch: the last logits (after the whole draft).
+std::vector<float> verified(const std::shared_ptr<const Model>& model, WeightOrder order, bool invariant,
+                            std::span<const TokenId> prompt)
+{
+    Session s(model, make_cpu_backend(model, {.threads = 2, .n_ctx = 256, .order = order}), 512);
+    s.set_batch_invariant(invariant);
+    s.prefill(prompt);
+    std::vector<TokenId> all(prompt.begin(), prompt.end());
+    all.insert(all.end(), kDraft.begin(), kDraft.end());
+    const PrefillReport report = s.prefill(all);
+    if (report.computed != kDraft.size())
+        qFatal("the draft was not evaluated as one batch of %zu (%u computed)", kDraft.size(), report.computed);
+    return {s.logits().begin(), s.logits().end()};
+}
+
+float max_difference(std::span<const float> a, std::span<const float> b)
+{
+    float worst = 0.0f;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        worst = std::max(worst, std::fabs(a[i] - b[i]));
+    return worst;
+}
+
+bool bit_equal(std::span<const float> a, std::span<const float> b)
+{
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+} // namespace
+
+class TestBatchInvariance : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase() { QVERIFY(m_dir.isValid()); }
+    void tokensDoNotDependOnTheirBatch_data();
+    void tokensDoNotDependOnTheirBatch();
+    void otherBackendsRefuseIt();
+
+private:
+    std::shared_ptr<const Model> model_of(const QString& type);
+    QTemporaryDir m_dir;
+};
+
+std::shared_ptr<const Model> TestBatchInvariance::model_of(const QString& type)
+{
+    const std::string path = m_dir.filePath("model-" + type + ".gguf").toStdString();
+    TestModelShape shape;
+    if (type != "mix")
+        shape.matrix_type = ggml_type_from_name(type.toStdString());
+    make_test_model("llama", 3, shape).write(path);
+    return Model::load(path);
+}
+
+void TestBatchInvariance::tokensDoNotDependOnTheirBatch_data()
+{
+    QTest::addColumn<QString>("type");
+    QTest::addColumn<bool>("repacked");
+    // the test model's own mix, then the types llama.cpp repacks (Q4_0, Q4_K, IQ4_NL) and others with
+    // their own batch kernels (F32/F16 batched, Q8_0 and the other k-quants tiled)
+    for (const char* type : {"mix", "F32", "F16", "Q8_0", "Q4_0", "Q4_K", "Q6_K", "IQ4_NL"})
+        for (const bool repacked : {false, true})
+            QTest::addRow("%s %s", type, repacked ? "repacked" : "plain") << QString(type) << repacked;
+}
+
+void TestBatchInvariance::tokensDoNotDependOnTheirBatch()
+{
+    QFETCH(QString, type);
+    QFETCH(bool, repacked);
+    const auto model = model_of(type);
+    const WeightOrder order = repacked ? WeightOrder::Repacked : WeightOrder::Plain;
+    const std::vector<TokenId> prompt = prompt_of(*model, 70);
+
+    const Run whole = decoded(model, order, true, 512, prompt);
+    for (const uint32_t n_batch : {64u, 7u, 1u}) {
+        const Run cut = decoded(model, order, true, n_batch, prompt);
+        for (std::size_t step = 0; step < whole.logits.size(); ++step)
+            QVERIFY2(bit_equal(whole.logits[step], cut.logits[step]),
+                     qPrintable(
+                         QString("batches of %1, %2: max |Δ| %3")
+                             .arg(n_batch)
+                             .arg(step == 0 ? QString("the prompt's last token") : QString("decode step %1").arg(step))
+                             .arg(double(max_difference(whole.logits[step], cut.logits[step])))));
+    }
+    QVERIFY2(bit_equal(whole.logits.back(), verified(model, order, true, prompt)),
+             "the draft verified as one batch differs from the draft decoded token by token");
+
+    // The default mode, for comparison: reported, not asserted (llama.cpp's order depends on the batch).
+    const Run plain_whole = decoded(model, order, false, 512, prompt);
+    const Run plain_cut = decoded(model, order, false, 7, prompt);
+    float worst = 0.0f;
+    int differing = 0;
+    for (std::size_t step = 0; step < plain_whole.logits.size(); ++step) {
+        worst = std::max(worst, max_difference(plain_whole.logits[step], plain_cut.logits[step]));
+        differing += !bit_equal(plain_whole.logits[step], plain_cut.logits[step]);
+    }
+    qInfo("default mode, batches of 512 vs 7: %d of %zu logit vectors differ, max |Δ| %g; verification batch "
+          "vs decode: max |Δ| %g",
+          differing, plain_whole.logits.size(), double(worst),
+          double(max_difference(plain_whole.logits.back(), verified(model, order, false, prompt))));
+}
+
+// A backend whose kernels do not promise it refuses the mode by name rather than ignoring it.
+void TestBatchInvariance::otherBackendsRefuseIt()
+{
+#ifdef TOKENSCOPE_HAVE_VULKAN
+    bool device = false;
+    for (const auto& d : list_vulkan_devices())
+        device |= d.usable;
+    if (!device)
+        QSKIP("no usable Vulkan device here: the refusal is checked where one is (lavapipe in CI)");
+    const auto model = model_of("mix");
+    Session s(model, make_vulkan_backend(model, {.device = -1, .n_ctx = 128}));
+    try {
+        s.set_batch_invariant(true);
+        QFAIL("the Vulkan backend accepted deterministic mode");
+    } catch (const UnsupportedError& e) {
+        QVERIFY2(std::string(e.what()).find("deterministic") != std::string::npos, e.what());
+    }
+    QVERIFY(!s.batch_invariant());
+#else
+    QSKIP("built without Vulkan: no other backend to refuse it");
+#endif
+}
+
+QTEST_MAIN(TestBatchInvariance)
+#include "test_batch_invariance.moc"
