@@ -217,8 +217,15 @@ void MainWindow::buildModelBar()
                            tr("The CPU, summing as llama.cpp does with --no-repack (its plain order for every "
                               "matrix)"),
                            Qt::ToolTipRole);
+    m_backend->addItem(tr("CPU, deterministic"), QStringList{"cpu-deterministic", "-1"});
+    m_backend->setItemData(2,
+                           tr("The CPU with batch-invariant sums: a token's logits are the same bits whether it is "
+                              "evaluated alone, in a prompt chunk or in a batch of any size (no longer llama.cpp's "
+                              "order, which depends on the batch size; `tokenscope-cli bench --deterministic` "
+                              "measures the cost)"),
+                           Qt::ToolTipRole);
     m_backend->addItem(tr("Auto"), QStringList{"auto", "-1"});
-    m_backend->setItemData(2, tr("A CUDA device when one is usable, else a Vulkan GPU, else the CPU"), Qt::ToolTipRole);
+    m_backend->setItemData(3, tr("A CUDA device when one is usable, else a Vulkan GPU, else the CPU"), Qt::ToolTipRole);
     selectSavedBackend();
     // Asking the Vulkan loader (30–130 ms) and the CUDA module for their devices: off the UI thread,
     // not in start-up.

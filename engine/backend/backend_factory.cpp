@@ -49,6 +49,8 @@ std::optional<BackendChoice> parse_backend_choice(std::string_view text)
 {
     if (text == "cpu-plain")
         return BackendChoice{BackendKind::Cpu, false, WeightOrder::Plain};
+    if (text == "cpu-deterministic")
+        return BackendChoice{BackendKind::Cpu, false, WeightOrder::LlamaCppDefault, true};
     constexpr std::string_view exact = "-exact";
     const bool is_exact = text.size() > exact.size() && text.substr(text.size() - exact.size()) == exact;
     const auto kind = parse_backend_kind(is_exact ? text.substr(0, text.size() - exact.size()) : text);

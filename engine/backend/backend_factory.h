@@ -24,9 +24,10 @@ struct BackendChoice {
     BackendKind kind = BackendKind::Cpu;
     bool vulkan_exact = false; // the 64-bit shaders, bit-equal to the CPU (default: the f32 path)
     WeightOrder cpu_order = WeightOrder::LlamaCppDefault; // the CPU backend's (and a fallback's) order
+    bool deterministic = false; // sessions in batch-invariant mode (Session::set_batch_invariant), CPU only
 };
-// parse_backend_kind's names, "vulkan-exact" / "auto-exact" (the exact arithmetic) and "cpu-plain"
-// (the CPU in llama.cpp's --no-repack order).
+// parse_backend_kind's names, "vulkan-exact" / "auto-exact" (the exact arithmetic), "cpu-plain"
+// (the CPU in llama.cpp's --no-repack order) and "cpu-deterministic" (batch-invariant sums).
 std::optional<BackendChoice> parse_backend_choice(std::string_view text);
 
 // Vulkan or CUDA requested explicitly but unavailable falls back to the CPU too; `fallback_note` (when not

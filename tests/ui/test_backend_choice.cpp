@@ -30,6 +30,7 @@ private slots:
     void modelRunsOnVulkan();
     void autoFallsBackToTheCpuWithAReason();
     void exactChoiceLoadsTheExactArithmetic();
+    void deterministicChoiceIsSaidAndKept();
 };
 
 void TestBackendChoice::pickerListsTheDevices()
@@ -45,7 +46,7 @@ void TestBackendChoice::pickerListsTheDevices()
     const auto cuda = engine::list_cuda_devices();
     // CUDA devices first (or one greyed-out entry saying why there is none), then each Vulkan device
     // in the default f32 arithmetic, and again ("Vulkan exact: …") where it has 64-bit floats
-    int expected = 3 + std::max<int>(1, int(cuda.devices.size()));
+    int expected = 4 + std::max<int>(1, int(cuda.devices.size()));
     for (const auto& d : devices)
         expected += d.usable && d.float64 ? 2 : 1;
     QCOMPARE(picker->count(), expected);
@@ -55,7 +56,12 @@ void TestBackendChoice::pickerListsTheDevices()
     QCOMPARE(picker->itemData(1).toStringList().value(0), QString("cpu-plain"));
     QCOMPARE(engine::parse_backend_choice("cpu-plain")->cpu_order, engine::WeightOrder::Plain);
     QCOMPARE(engine::parse_backend_choice("cpu")->cpu_order, engine::WeightOrder::LlamaCppDefault);
-    int item = 3;
+    // and in deterministic (batch-invariant) mode
+    QCOMPARE(picker->itemText(2), QString("CPU, deterministic"));
+    QCOMPARE(picker->itemData(2).toStringList().value(0), QString("cpu-deterministic"));
+    QVERIFY(engine::parse_backend_choice("cpu-deterministic")->deterministic);
+    QVERIFY(!engine::parse_backend_choice("cpu")->deterministic);
+    int item = 4;
     auto* items = qobject_cast<QStandardItemModel*>(picker->model());
     QVERIFY(items);
     if (cuda.devices.empty()) {
@@ -157,6 +163,24 @@ void TestBackendChoice::exactChoiceLoadsTheExactArithmetic()
     QVERIFY2(summary->backend.startsWith("Vulkan") && summary->backend.endsWith(", exact)"),
              qPrintable(summary->backend));
     QVERIFY(summary->backend_note.isEmpty());
+}
+
+// "CPU, deterministic" loads the model on the CPU with its sessions batch-invariant (what that gives
+// is test_batch_invariance's), and the model bar says so; the plain CPU choice does not.
+void TestBackendChoice::deterministicChoiceIsSaidAndKept()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    EngineController engine;
+    QSignalSpy loaded(&engine, &EngineController::modelLoaded);
+    engine.loadModel(QString::fromStdString(path), 2, 256, "cpu-deterministic", -1);
+    QVERIFY(loaded.wait(300000));
+    const auto summary = loaded.first().first().value<std::shared_ptr<const ModelSummary>>();
+    QVERIFY2(summary->backend.startsWith("CPU") && summary->backend.endsWith(", deterministic"),
+             qPrintable(summary->backend));
+    QVERIFY(summary->backend_note.isEmpty());
+    engine.loadModel(QString::fromStdString(path), 2, 256, "cpu", -1);
+    QVERIFY(loaded.wait(300000));
+    QVERIFY(!loaded.last().first().value<std::shared_ptr<const ModelSummary>>()->backend.contains("deterministic"));
 }
 
 QTEST_MAIN(TestBackendChoice)

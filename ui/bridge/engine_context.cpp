@@ -65,6 +65,7 @@ engine::Session& EngineContext::stepperSession()
                                             choice.cpu_order);
         spdlog::info("stepper: a session of its own on {}", backend->name());
         stepper_session = std::make_unique<engine::Session>(model, std::move(backend), 128);
+        stepper_session->set_batch_invariant(choice.deterministic);
     }
     return *stepper_session;
 }

@@ -31,7 +31,8 @@ public:
 
 // What the model bar and every panel read about a loaded model.
 std::shared_ptr<ModelSummary> summary_of(const engine::Model& model, const engine::Backend& backend,
-                                         const QString& path, int threads, const std::string& fallback)
+                                         const QString& path, int threads, const std::string& fallback,
+                                         bool deterministic)
 {
     auto summary = std::make_shared<ModelSummary>();
     const auto& c = model.config();
@@ -45,7 +46,8 @@ std::shared_ptr<ModelSummary> summary_of(const engine::Model& model, const engin
     summary->n_ctx = backend.kv_cache().config().n_ctx;
     summary->backend = QString::fromStdString(backend.name());
     if (backend.kind() == "cpu")
-        summary->backend += " " + QString::fromUtf8(engine::simd_level_name(engine::simd_level()).data());
+        summary->backend += " " + QString::fromUtf8(engine::simd_level_name(engine::simd_level()).data()) +
+                            (deterministic ? QObject::tr(", deterministic") : QString());
     summary->backend_note = QString::fromStdString(fallback);
     summary->threads = threads;
     summary->n_layers = int(c.n_layer);
@@ -171,10 +173,12 @@ quint64 EngineController::loadModel(const QString& path, int threads, quint32 n_
             std::string fallback;
             auto backend = engine::make_backend(choice.kind, model, n_ctx, threads, &fallback, device,
                                                 choice.vulkan_exact, choice.cpu_order);
-            std::shared_ptr<const ModelSummary> summary = summary_of(*model, *backend, path, threads, fallback);
+            std::shared_ptr<const ModelSummary> summary =
+                summary_of(*model, *backend, path, threads, fallback, choice.deterministic && backend->kind() == "cpu");
             // Prefill in batches of 128 positions: Stop is honoured between batches (the summation
             // order, and so the numbers, are those of any batch of 8 or more).
             auto session = std::make_unique<engine::Session>(model, std::move(backend), 128);
+            session->set_batch_invariant(choice.deterministic);
             context.replaceModel(std::move(model), std::move(session), threads, summary->n_ctx, backend_name, device);
             progress(100, tr("Ready"));
             spdlog::info("loaded {} ({})", path.toStdString(), summary->backend.toStdString());

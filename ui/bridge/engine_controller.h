@@ -35,8 +35,8 @@ public:
     ~EngineController() override;
 
     // backend: "cpu", "vulkan" or "auto", "vulkan-exact" / "auto-exact" for the Vulkan backend's
-    // exact arithmetic, or "cpu-plain" for llama.cpp's plain order (parse_backend_choice); device: a
-    // Vulkan device index, -1 for the best.
+    // exact arithmetic, "cpu-plain" for llama.cpp's plain order or "cpu-deterministic" for batch-invariant sessions
+    // (parse_backend_choice); device: a Vulkan device index, -1 for the best.
     quint64 loadModel(const QString& path, int threads = 0, quint32 n_ctx = 4096, const QString& backend = "cpu",
                       int device = -1);
     void stop();                     // every outstanding cancellable request: a running one after its current token
