@@ -20,6 +20,8 @@
 #include <QScrollBar>
 #include <QSignalSpy>
 #include <QStandardPaths>
+#include <QStyle>
+#include <QTabBar>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -45,6 +47,22 @@ bool scrolls(const QWidget* w)
            qobject_cast<const QAbstractScrollArea*>(p->parentWidget())->viewport() == p;
 }
 
+// A tab's title Qt elides ("Decode stepp…") when the bar is short of room, without a tooltip to hold it.
+QStringList elided_tabs(const QTabBar* bar)
+{
+    QStringList out;
+    for (int i = 0; i < bar->count(); ++i) {
+        const int need = bar->fontMetrics().horizontalAdvance(bar->tabText(i)) +
+                         bar->style()->pixelMetric(QStyle::PM_TabBarTabHSpace, nullptr, bar);
+        if (need > bar->tabRect(i).width() && bar->tabToolTip(i).isEmpty())
+            out << QString("tab \"%1\" is elided (%2 px of %3) and no tooltip holds it")
+                       .arg(bar->tabText(i))
+                       .arg(bar->tabRect(i).width())
+                       .arg(need);
+    }
+    return out;
+}
+
 // What does not fit inside `root`, one line each; `checked` counts the visible widgets looked at.
 QStringList misfits(const QWidget* root, int* checked = nullptr)
 {
@@ -65,6 +83,8 @@ QStringList misfits(const QWidget* root, int* checked = nullptr)
                        .arg(name_of(p))
                        .arg(p->width())
                        .arg(p->height());
+        if (const auto* bar = qobject_cast<const QTabBar*>(w))
+            out << elided_tabs(bar);
         if (const auto* l = qobject_cast<const QLabel*>(w);
             l && !l->wordWrap() && l->textFormat() != Qt::RichText && l->toolTip().isEmpty() && !l->text().isEmpty()) {
             const int need = l->fontMetrics().horizontalAdvance(l->text()) + 2 * l->margin();
@@ -127,6 +147,18 @@ void TestLayout::theCheckFindsWhatDoesNotFit()
     label->setToolTip(QString());
     label->setWordWrap(true);
     QCOMPARE(misfits(&parent), QStringList());
+    // a tab bar too short for its titles: elided without a tooltip is found, with one it is not
+    auto* tabs = new QTabBar(&parent);
+    tabs->setElideMode(Qt::ElideRight);
+    tabs->setUsesScrollButtons(false);
+    tabs->addTab("a long title for a tab");
+    tabs->addTab("another long title");
+    tabs->setGeometry(0, 0, 120, 30);
+    tabs->show();
+    QCOMPARE(elided_tabs(tabs).size(), 2);
+    tabs->setTabToolTip(0, tabs->tabText(0));
+    tabs->setTabToolTip(1, tabs->tabText(1));
+    QCOMPARE(elided_tabs(tabs), QStringList());
 }
 
 void TestLayout::everyPanelFits_data()
@@ -203,6 +235,11 @@ void TestLayout::everyPanelFits()
               dock->height());
         QVERIFY2(checked > 3, qPrintable(dock->windowTitle() + " shows nothing"));
     }
+    // the docks' tab bars (the window's own children)
+    for (const QTabBar* bar : window.findChildren<QTabBar*>(Qt::FindDirectChildrenOnly))
+        if (bar->isVisible())
+            for (const QString& m : elided_tabs(bar))
+                all << "dock tabs: " + m;
     QVERIFY2(all.isEmpty(), qPrintable("\n" + all.join("\n")));
     // the words every panel shows in this state, tooltips and menus included
     QVERIFY_WORDING(&window);
