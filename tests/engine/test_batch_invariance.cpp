@@ -2,10 +2,10 @@
 // Deterministic mode (ForwardRequest::batch_invariant, Session::set_batch_invariant): a token's
 // logits do not depend on the rest of the pass. The same prompt evaluated in batches of 512, 64, 7
 // and 1 tokens, then three decode steps, and the three steps again as one verification batch (what
-// speculative decoding does): every logit bit-equal, for each weight type the random-weight models
-// are stored in and in both of llama.cpp's weight orders, on whichever CPU path this run uses (ctest
-// runs the AVX2 and portable paths too). In the default mode the same runs differ — llama.cpp sums by
-// batch size — and the differences are reported, not hidden.
+// speculative decoding does): every logit bit-equal, for every weight type the engine reads, in both
+// of llama.cpp's weight orders, on whichever CPU path this run uses (ctest runs the AVX2 and portable
+// paths too). In the default mode the same runs differ — llama.cpp sums by batch size — and the
+// differences are reported, not hidden.
 #include "backend/backend.h"
 #include "backend/vulkan/vulkan_backend.h"
 #include "model/test_model.h"
@@ -112,9 +112,10 @@ void TestBatchInvariance::tokensDoNotDependOnTheirBatch_data()
 {
     QTest::addColumn<QString>("type");
     QTest::addColumn<bool>("repacked");
-    // the test model's own mix, then the types llama.cpp repacks (Q4_0, Q4_K, IQ4_NL) and others with
-    // their own batch kernels (F32/F16 batched, Q8_0 and the other k-quants tiled)
-    for (const char* type : {"mix", "F32", "F16", "Q8_0", "Q4_0", "Q4_K", "Q6_K", "IQ4_NL"})
+    // the test model's own mix, then every type the engine reads: those llama.cpp repacks (Q4_0, Q4_K,
+    // IQ4_NL) and those with batch kernels of their own (the float types batched, the k-quants tiled)
+    for (const char* type : {"mix", "F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K",
+                             "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS"})
         for (const bool repacked : {false, true})
             QTest::addRow("%s %s", type, repacked ? "repacked" : "plain") << QString(type) << repacked;
 }
