@@ -130,6 +130,9 @@ public:
     // Whether forward() takes ForwardRequest::batch_invariant (the CPU backend's kernels); others
     // refuse such a request by name.
     virtual bool batch_invariant_capable() const { return false; }
+    // Whether every pass runs in deterministic mode (CpuBackendOptions::batch_invariant), whatever the
+    // request says: for code that issues its own requests (the lab, the text analysis).
+    virtual bool batch_invariant_always() const { return false; }
     virtual ForwardResult forward(const ForwardRequest& request) = 0;
     virtual KvCache& kv_cache() = 0;
     virtual const KvCache& kv_cache() const = 0;
@@ -176,6 +179,7 @@ struct CpuBackendOptions {
     int threads = 0;       // 0: all hardware threads
     uint32_t n_ctx = 4096; // positions the KV cache may hold (capped at the model's training context)
     WeightOrder order = WeightOrder::Plain;
+    bool batch_invariant = false; // every pass in deterministic mode, asked for or not (ForwardRequest)
 };
 
 std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const Model> model, const CpuBackendOptions& options);

@@ -222,7 +222,7 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
     // Kernels pick their summation order by batch size, as llama.cpp does (see ForwardRequest).
     plan.order = static_cast<uint32_t>(std::max<std::size_t>(n, request.order_as_batch));
     plan.logit_order = n - first_out; // only the rows whose logits are wanted go through the head, as llama.cpp
-    if (request.batch_invariant) {
+    if (request.batch_invariant || batch_invariant_always()) {
         if (!batch_invariant_capable())
             throw UnsupportedError(
                 fmt::format("{}: deterministic (batch-invariant) mode runs on the CPU backend only", name()));

@@ -91,6 +91,7 @@ private slots:
     void initTestCase() { QVERIFY(m_dir.isValid()); }
     void tokensDoNotDependOnTheirBatch_data();
     void tokensDoNotDependOnTheirBatch();
+    void aBackendOptionMakesEveryPassInvariant();
     void otherBackendsRefuseIt();
 
 private:
@@ -155,6 +156,31 @@ void TestBatchInvariance::tokensDoNotDependOnTheirBatch()
           "vs decode: max |Δ| %g",
           differing, plain_whole.logits.size(), double(worst),
           double(max_difference(plain_whole.logits.back(), verified(model, order, false, prompt))));
+}
+
+// CpuBackendOptions::batch_invariant: every pass of that backend in deterministic mode without
+// asking (the lab's and the text analysis's own requests) — the same bits as the session's flag.
+void TestBatchInvariance::aBackendOptionMakesEveryPassInvariant()
+{
+    const auto model = model_of("Q4_K");
+    const std::vector<TokenId> prompt = prompt_of(*model, 70);
+    const Run flagged = decoded(model, WeightOrder::Repacked, true, 512, prompt);
+    for (const uint32_t n_batch : {512u, 7u}) {
+        Session s(model,
+                  make_cpu_backend(
+                      model, {.threads = 2, .n_ctx = 256, .order = WeightOrder::Repacked, .batch_invariant = true}),
+                  n_batch);
+        QVERIFY(!s.batch_invariant()); // the session asks nothing: the backend does it
+        s.prefill(prompt);
+        QVERIFY2(bit_equal(flagged.logits[0], s.logits()), qPrintable(QString("batches of %1").arg(n_batch)));
+        for (std::size_t i = 0; i < kDraft.size(); ++i) {
+            s.decode(kDraft[i]);
+            QVERIFY(bit_equal(flagged.logits[i + 1], s.logits()));
+        }
+    }
+    // and without the option the same backend sums as llama.cpp does (Q4_K: by batch size)
+    const Run plain = decoded(model, WeightOrder::Repacked, false, 512, prompt);
+    QVERIFY(!bit_equal(flagged.logits[0], plain.logits[0]));
 }
 
 // A backend whose kernels do not promise it refuses the mode by name rather than ignoring it.

@@ -59,14 +59,18 @@ std::shared_ptr<TextAnalysisSnapshot> analyze_text(EngineContext& context, const
             engine::check_same_vocabulary(tok, other->tokenizer());
         }
         constexpr uint32_t kWindow = 512;
-        auto backend = engine::make_cpu_backend(
-            context.model, {.threads = context.threads, .n_ctx = kWindow, .order = context.cpuOrder()});
+        auto backend = engine::make_cpu_backend(context.model, {.threads = context.threads,
+                                                                .n_ctx = kWindow,
+                                                                .order = context.cpuOrder(),
+                                                                .batch_invariant = context.deterministic()});
         // with a second model, one pass through both gives the comparison and this model's analysis
         engine::TextAnalysis a;
         std::optional<engine::ModelComparison> c;
         if (other) {
-            auto b = engine::make_cpu_backend(
-                other, {.threads = context.threads, .n_ctx = kWindow, .order = context.cpuOrder()});
+            auto b = engine::make_cpu_backend(other, {.threads = context.threads,
+                                                      .n_ctx = kWindow,
+                                                      .order = context.cpuOrder(),
+                                                      .batch_invariant = context.deterministic()});
             c = engine::compare_models(*backend, *b, ids, progress, 5, &a);
         } else {
             a = engine::analyze_text(*backend, ids, 5, progress);

@@ -75,11 +75,18 @@ engine::WeightOrder EngineContext::cpuOrder() const
     return engine::parse_backend_choice(backend_name.toStdString()).value_or(engine::BackendChoice{}).cpu_order;
 }
 
+bool EngineContext::deterministic() const
+{
+    return engine::parse_backend_choice(backend_name.toStdString()).value_or(engine::BackendChoice{}).deterministic;
+}
+
 engine::Backend& EngineContext::labBackend()
 {
     if (!lab_backend)
-        lab_backend = engine::make_cpu_backend(
-            model, {.threads = threads, .n_ctx = uint32_t(kMaxLabTokens) + 1, .order = cpuOrder()});
+        lab_backend = engine::make_cpu_backend(model, {.threads = threads,
+                                                       .n_ctx = uint32_t(kMaxLabTokens) + 1,
+                                                       .order = cpuOrder(),
+                                                       .batch_invariant = deterministic()});
     return *lab_backend;
 }
 

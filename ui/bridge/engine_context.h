@@ -84,6 +84,9 @@ public:
     // The CPU backends' summation order for this backend choice (the lab's, attention's and text
     // analysis' backends run on the CPU in the order the user chose).
     engine::WeightOrder cpuOrder() const;
+    // Whether the backend chosen is the CPU in deterministic (batch-invariant) mode: the lab's, the
+    // attention explorer's and the text analysis's CPU backends follow it too.
+    bool deterministic() const;
     int device = -1;
 
 private:

@@ -83,9 +83,10 @@ std::shared_ptr<AttentionSnapshot> capture_attention(EngineContext& context, con
         if (!context.attention_session)
             context.attention_session = std::make_unique<engine::Session>(
                 context.model,
-                engine::make_cpu_backend(
-                    context.model,
-                    {.threads = context.threads, .n_ctx = uint32_t(kMaxAttentionTokens), .order = context.cpuOrder()}),
+                engine::make_cpu_backend(context.model, {.threads = context.threads,
+                                                         .n_ctx = uint32_t(kMaxAttentionTokens),
+                                                         .order = context.cpuOrder(),
+                                                         .batch_invariant = context.deterministic()}),
                 uint32_t(kMaxAttentionTokens));
         engine::CaptureRequest capture;
         for (uint32_t il = 0; il < config.n_layer; ++il)

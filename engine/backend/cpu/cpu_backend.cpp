@@ -53,6 +53,7 @@ public:
     }
     std::string_view kind() const override { return "cpu"; }
     bool batch_invariant_capable() const override { return true; }
+    bool batch_invariant_always() const override { return m_batch_invariant; }
     KvCache& kv_cache() override { return m_kv; }
     const KvCache& kv_cache() const override { return m_kv; }
     BackendMemory memory() const override;
@@ -113,6 +114,7 @@ private:
 
     ThreadPool m_pool;
     bool m_repack = false; // llama.cpp's repacked order for the matrices it repacks
+    bool m_batch_invariant = false;
     KvCache m_kv;
     std::unordered_map<const gguf::TensorInfo*, std::vector<float>> m_vectors;
     cpu::MatMul m_matmul;
@@ -129,7 +131,7 @@ private:
 CpuBackend::CpuBackend(std::shared_ptr<const Model> model, const CpuBackendOptions& options)
     : LayeredBackend(std::move(model)), m_pool(options.threads > 0 ? options.threads : default_thread_count()),
       m_repack(resolved_weight_order(options.order) == WeightOrder::Repacked),
-      m_kv(checked_kv_config(m_model->config(), options.n_ctx))
+      m_batch_invariant(options.batch_invariant), m_kv(checked_kv_config(m_model->config(), options.n_ctx))
 {
     for_each_weight(*m_model, [&](const TensorView& t, WeightUse use) {
         if (use == WeightUse::Vector)
