@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // Deterministic mode (ForwardRequest::batch_invariant, Session::set_batch_invariant): a token's
-// logits do not depend on the rest of the pass. The same prompt evaluated in batches of 512, 64, 7
-// and 1 tokens, then three decode steps, and the three steps again as one verification batch (what
+// logits do not depend on the rest of the pass. The same 40-token prompt evaluated in batches of 512,
+// 64, 7 and 1 tokens, then three decode steps, and the three steps again as one verification batch (what
 // speculative decoding does): every logit bit-equal, for every weight type the engine reads, in both
 // of llama.cpp's weight orders, on whichever CPU path this run uses (ctest runs the AVX2 and portable
 // paths too). In the default mode the same runs differ — llama.cpp sums by batch size — and the
@@ -117,8 +117,10 @@ void TestBatchInvariance::tokensDoNotDependOnTheirBatch_data()
     // IQ4_NL) and those with batch kernels of their own (the float types batched, the k-quants tiled)
     for (const char* type : {"mix", "F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K",
                              "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS"})
-        for (const bool repacked : {false, true})
-            QTest::addRow("%s %s", type, repacked ? "repacked" : "plain") << QString(type) << repacked;
+        for (const bool repacked : {false, true}) // the repacked order changes only the types llama.cpp repacks
+            if (!repacked || QString(type) == "mix" || QString(type) == "Q4_0" || QString(type) == "Q4_K" ||
+                QString(type) == "IQ4_NL")
+                QTest::addRow("%s %s", type, repacked ? "repacked" : "plain") << QString(type) << repacked;
 }
 
 void TestBatchInvariance::tokensDoNotDependOnTheirBatch()
@@ -127,7 +129,7 @@ void TestBatchInvariance::tokensDoNotDependOnTheirBatch()
     QFETCH(bool, repacked);
     const auto model = model_of(type);
     const WeightOrder order = repacked ? WeightOrder::Repacked : WeightOrder::Plain;
-    const std::vector<TokenId> prompt = prompt_of(*model, 70);
+    const std::vector<TokenId> prompt = prompt_of(*model, 40);
 
     const Run whole = decoded(model, order, true, 512, prompt);
     for (const uint32_t n_batch : {64u, 7u, 1u}) {
@@ -143,7 +145,10 @@ void TestBatchInvariance::tokensDoNotDependOnTheirBatch()
     QVERIFY2(bit_equal(whole.logits.back(), verified(model, order, true, prompt)),
              "the draft verified as one batch differs from the draft decoded token by token");
 
-    // The default mode, for comparison: reported, not asserted (llama.cpp's order depends on the batch).
+    // The default mode, for comparison: reported, not asserted (llama.cpp's order depends on the batch);
+    // once, on the path this CPU chooses (the forced paths' runs are the costly ones in CI).
+    if (qEnvironmentVariableIsSet("TOKENSCOPE_SIMD"))
+        return;
     const Run plain_whole = decoded(model, order, false, 512, prompt);
     const Run plain_cut = decoded(model, order, false, 7, prompt);
     float worst = 0.0f;
@@ -163,7 +168,7 @@ void TestBatchInvariance::tokensDoNotDependOnTheirBatch()
 void TestBatchInvariance::aBackendOptionMakesEveryPassInvariant()
 {
     const auto model = model_of("Q4_K");
-    const std::vector<TokenId> prompt = prompt_of(*model, 70);
+    const std::vector<TokenId> prompt = prompt_of(*model, 40);
     const Run flagged = decoded(model, WeightOrder::Repacked, true, 512, prompt);
     for (const uint32_t n_batch : {512u, 7u}) {
         Session s(model,
