@@ -122,7 +122,7 @@ QString MainWindow::runSummary() const
     const RunSize s = run_size(d);
     return tr("The run holds: %1.\nThe file will take %2 (the model's vocabulary %3, recorded attention %4 as F16); "
               "the model itself (%5) is not included.")
-        .arg(d.parts(), tr("%1 (%2 bytes)").arg(size_text(s.total), QLocale().toString(qulonglong(s.total))),
+        .arg(d.parts(), tr("%1 (%2 bytes)").arg(size_text(s.total), numberText(qulonglong(s.total))),
              size_text(s.vocabulary), size_text(s.attention), d.model ? d.model->name : tr("unknown"));
 }
 

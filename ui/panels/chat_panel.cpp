@@ -42,7 +42,7 @@ QString stats_line(const ReplyStats& s)
                        .arg(decimalText(s.ttft_ms, 0))
                        .arg(decimalText(s.tokens_per_second, 1))
                        .arg(countText(s.reused_tokens, QObject::tr("cached token"), QObject::tr("cached tokens")))
-                       .arg(QLocale().toString(s.computed_tokens));
+                       .arg(numberText(s.computed_tokens));
     if (s.cancelled)
         line += QObject::tr(" · stopped");
     else if (s.stop_reason == "cut off")

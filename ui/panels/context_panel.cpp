@@ -30,15 +30,6 @@
 
 namespace tokenscope::ui {
 
-namespace {
-
-QString n(quint64 v)
-{
-    return QLocale().toString(v);
-}
-
-} // namespace
-
 ContextPanel::ContextPanel(EngineController* engine, QWidget* parent) : QWidget(parent), m_engine(engine)
 {
     auto* layout = new QVBoxLayout(this);
@@ -162,7 +153,7 @@ ContextPanel::ContextPanel(EngineController* engine, QWidget* parent) : QWidget(
                     const int i = m_window->findData("model");
                     if (i >= 0)
                         m_window->removeItem(i);
-                    m_window->addItem(tr("the model's own (%1)").arg(n(quint64(n_ctx_train))), n_ctx_train);
+                    m_window->addItem(tr("the model's own (%1)").arg(numberText(qint64(n_ctx_train))), n_ctx_train);
                 }
                 simulate();
             });
@@ -174,7 +165,7 @@ void ContextPanel::setWindow(int tokens)
 {
     int i = m_window->findData(tokens);
     if (i < 0) {
-        m_window->addItem(n(quint64(tokens)), tokens);
+        m_window->addItem(numberText(qint64(tokens)), tokens);
         i = m_window->count() - 1;
     }
     m_window->setCurrentIndex(i);
@@ -260,7 +251,7 @@ void ContextPanel::simulate()
                            .arg(m_list->count() + 1)
                            .arg(countText(qint64(r.input_tokens), tr("token"), tr("tokens")))
                            .arg(countText(qint64(r.kept.size()), tr("turn"), tr("turns")))
-                           .arg(n(r.output_tokens));
+                           .arg(numberText(r.output_tokens));
         if (r.overflow)
             line += r.cut_tokens ? tr(" · overflow: %1 dropped, %2 cut")
                                        .arg(countText(qint64(r.dropped_turns), tr("turn"), tr("turns")))
@@ -269,7 +260,7 @@ void ContextPanel::simulate()
                                        .arg(countText(qint64(r.dropped_turns), tr("oldest turn"), tr("oldest turns")));
         if (!r.fits)
             line += tr(" · does not fit even alone");
-        line += tr(" · prefix cache reuses %1").arg(n(r.input_tokens - r.recomputed_tokens));
+        line += tr(" · prefix cache reuses %1").arg(numberText(r.input_tokens - r.recomputed_tokens));
         m_list->addItem(line);
     }
     if (m_requests.empty()) {
@@ -283,10 +274,11 @@ void ContextPanel::simulate()
         const uint32_t used = std::min<uint32_t>(uint32_t(w), last.input_tokens + last.output_tokens);
         m_gauge->setRange(0, w);
         m_gauge->setValue(int(used));
-        m_gauge->setFormat(tr("%1 of %2 tokens used (%p%) by the last request").arg(n(used), n(quint64(w))));
+        m_gauge->setFormat(
+            tr("%1 of %2 tokens used (%p%) by the last request").arg(numberText(used), numberText(qint64(w))));
         m_note->setText(tr("%1 · tokens processed without prefix caching %2, with it %3 (%4× less)")
                             .arg(countText(qint64(m_requests.size()), tr("request"), tr("requests")))
-                            .arg(n(last.processed_without_cache), n(last.processed_with_cache))
+                            .arg(numberText(last.processed_without_cache), numberText(last.processed_with_cache))
                             .arg(decimalText(last.processed_with_cache ? double(last.processed_without_cache) /
                                                                              double(last.processed_with_cache)
                                                                        : 0.0,
@@ -325,7 +317,7 @@ void ContextPanel::drawCharts()
     series->append({system, history, fresh, reply});
     auto* chart = new QChart;
     chart->addSeries(series);
-    chart->setTitle(tr("Tokens per request (window %1)").arg(n(quint64(window()))));
+    chart->setTitle(tr("Tokens per request (window %1)").arg(numberText(qint64(window()))));
     auto* x = new QBarCategoryAxis;
     x->append(categories);
     x->setTitleText(tr("request"));

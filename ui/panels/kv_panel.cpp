@@ -54,10 +54,6 @@ QString decimal(double bytes)
 {
     return QString::fromStdString(engine::format_decimal_bytes(bytes));
 }
-QString grouped(quint64 n)
-{
-    return QLocale().toString(n);
-}
 // Binary figure shown, the decimal one in the tooltip-like parenthesis where space allows.
 QString both(double bytes)
 {
@@ -182,10 +178,11 @@ QWidget* KvPanel::buildServerCache()
         m_summary->clear();
         m_layers_scroll->hide();
         m_server_box->show();
-        m_server_text->setText(tr("%1 at %2: a request may hold %3 tokens. Send a chat message: after each reply "
-                                  "the server's own figures appear here.")
-                                   .arg(s->kind_name, s->base.toString())
-                                   .arg(s->context_length ? grouped(s->context_length) : tr("an unknown number of")));
+        m_server_text->setText(
+            tr("%1 at %2: a request may hold %3 tokens. Send a chat message: after each reply "
+               "the server's own figures appear here.")
+                .arg(s->kind_name, s->base.toString())
+                .arg(s->context_length ? numberText(s->context_length) : tr("an unknown number of")));
         m_server_request->hide();
         m_server_whole->hide();
     });
@@ -206,19 +203,19 @@ void KvPanel::onServerCache(std::shared_ptr<const ServerCacheSnapshot> cache)
     QStringList lines;
     lines << tr("<b>%1</b>: the last request held <b>%2</b> tokens (%3 of prompt — the whole conversation, "
                 "re-sent — and %4 of reply)")
-                 .arg(c.server.toHtmlEscaped(), grouped(quint64(c.tokens_held)), grouped(quint64(c.prompt_tokens)),
-                      grouped(quint64(c.tokens_held - c.prompt_tokens)));
+                 .arg(c.server.toHtmlEscaped(), numberText(qint64(c.tokens_held)), numberText(qint64(c.prompt_tokens)),
+                      numberText(qint64(c.tokens_held - c.prompt_tokens)));
     if (c.reused_tokens >= 0)
         lines << tr("reused <b>%1</b> cached tokens of the prompt and computed %2 new")
-                     .arg(grouped(quint64(c.reused_tokens)))
-                     .arg(grouped(quint64(std::max(0, c.prompt_tokens - c.reused_tokens))));
+                     .arg(numberText(qint64(c.reused_tokens)))
+                     .arg(numberText(qint64(std::max(0, c.prompt_tokens - c.reused_tokens))));
     else
         lines << tr("the server did not say how much of the prompt it reused from its cache");
     if (c.context_length > 0) {
         const double share = double(c.tokens_held) / double(c.context_length);
         m_server_request->setValue(int(std::lround(std::min(1.0, share) * 1000)));
         m_server_request->setFormat(tr("this conversation: %1 of %2 tokens a request may hold (%3%)")
-                                        .arg(grouped(quint64(c.tokens_held)), grouped(quint64(c.context_length)))
+                                        .arg(numberText(qint64(c.tokens_held)), numberText(qint64(c.context_length)))
                                         .arg(decimalText(100.0 * share, 1)));
         m_server_request->show();
     } else {
@@ -273,7 +270,7 @@ void KvPanel::onSnapshot(std::shared_ptr<const KvSnapshot> snapshot)
             .arg(s.n_kv_heads)
             .arg(s.n_kv_heads == 1 ? "" : "s")
             .arg(s.head_dim)
-            .arg(grouped(quint64(s.tokens_cached)))
+            .arg(numberText(qint64(s.tokens_cached)))
             .arg(s.bytes_per_value)
             .arg(binary(double(per_token_layer * quint64(s.n_layers))))
             .arg(both(double(per_token_layer * quint64(s.n_layers) * quint64(s.tokens_cached))));
@@ -306,7 +303,7 @@ void KvPanel::onSnapshot(std::shared_ptr<const KvSnapshot> snapshot)
     QString summary =
         tr("<b>%1</b> tokens cached (context %2) · in use %3 · allocated %4 in %5 of %6 blocks (%7 free; a block is %8 "
            "positions of one layer, %9) · weights %10 · %11 memory %12, %13 available")
-            .arg(grouped(quint64(s.tokens_cached)), grouped(quint64(s.n_ctx)), both(double(s.bytes_in_use)),
+            .arg(numberText(qint64(s.tokens_cached)), numberText(qint64(s.n_ctx)), both(double(s.bytes_in_use)),
                  both(double(s.bytes_allocated)))
             .arg(numberText(blocks), numberText(total_blocks), numberText(total_blocks - blocks))
             .arg(s.block_tokens)
@@ -603,17 +600,18 @@ void KvPanel::recalculate()
     else if (r.sequences_fit == UINT64_MAX)
         fit = tr("the whole cache is in CPU memory: the GPU sets no limit");
     else
-        fit = tr("<b>%1</b> such sequences fit on the GPU after the weights").arg(grouped(r.sequences_fit));
+        fit = tr("<b>%1</b> such sequences fit on the GPU after the weights").arg(numberText(r.sequences_fit));
     m_c_result->setText(
         tr("Per token: <b>%1</b> · per sequence (%2 tokens): <b>%3</b> · total for %4 sequence%5: <b>%6</b><br>"
            "on the GPU %7 · in CPU memory %8 · %9")
-            .arg(both(r.bytes_per_token_exact), grouped(in.context), both(double(r.bytes_per_sequence)))
+            .arg(both(r.bytes_per_token_exact), numberText(in.context), both(double(r.bytes_per_sequence)))
             .arg(in.sequences)
             .arg(in.sequences == 1 ? "" : "s")
             .arg(both(double(r.total_bytes)), binary(double(r.gpu_cache_bytes)), binary(double(r.cpu_cache_bytes)),
                  fit));
-    m_c_result->setToolTip(tr("Exact: %1 B per token, %2 B per sequence, %3 B in total")
-                               .arg(grouped(r.bytes_per_token), grouped(r.bytes_per_sequence), grouped(r.total_bytes)));
+    m_c_result->setToolTip(
+        tr("Exact: %1 B per token, %2 B per sequence, %3 B in total")
+            .arg(numberText(r.bytes_per_token), numberText(r.bytes_per_sequence), numberText(r.total_bytes)));
     m_c_formula->setText(QString::fromStdString(r.formula).toHtmlEscaped());
 
     // Memory against context, in GiB, up to twice the chosen context (or the model's maximum).

@@ -57,7 +57,7 @@ engine::SamplerConfig to_config(const StepperSettings& s)
 
 QString mib(quint64 bytes)
 {
-    return QLocale().toString(double(bytes) / (1024.0 * 1024.0), 'f', 2) + " MiB";
+    return decimalText(double(bytes) / (1024.0 * 1024.0), 2) + " MiB";
 }
 
 } // namespace
@@ -503,16 +503,16 @@ QString StepperPanel::statusText() const
         return tr("Saved run · %1 (%2 prompt + %3 generated) · the distributions are those recorded; Prefill "
                   "runs the prompt live on the loaded model")
             .arg(countText(qint64(m_state->tokens.size()), tr("token"), tr("tokens")))
-            .arg(QLocale().toString(m_state->prompt_length))
-            .arg(QLocale().toString(m_state->steps));
+            .arg(numberText(m_state->prompt_length))
+            .arg(numberText(m_state->steps));
     if (m_state->steps == 0)
         return tr("Prompt prefilled: %1. The bars show the distribution of token %2.")
             .arg(countText(m_state->prompt_length, tr("token"), tr("tokens")))
-            .arg(QLocale().toString(qint64(m_state->tokens.size()) + 1));
+            .arg(numberText(qint64(m_state->tokens.size()) + 1));
     return tr("Step %1 · sequence %2 (%3 prompt + %1 generated)")
-        .arg(QLocale().toString(m_state->steps))
+        .arg(numberText(m_state->steps))
         .arg(countText(qint64(m_state->tokens.size()), tr("token"), tr("tokens")))
-        .arg(QLocale().toString(m_state->prompt_length));
+        .arg(numberText(m_state->prompt_length));
 }
 
 QString StepperPanel::cacheSentence() const
@@ -536,7 +536,7 @@ QString StepperPanel::cacheSentence() const
                                                     "recomputed.")
                          : s.prefill_reused
                              ? tr(" The first %1 tokens were already cached (shared prefix) and were not recomputed.")
-                                   .arg(QLocale().toString(s.prefill_reused))
+                                   .arg(numberText(s.prefill_reused))
                              : QString();
         return tr("<b>Prefill:</b> %1 processed in parallel (%2 batch%3, %4 ms) — K/V pairs written for "
                   "each of them in every one of the %5 layers: %6 per layer and KV head, %7 in the cache now.%8")
@@ -720,7 +720,7 @@ QString StepperPanel::sequenceHtml() const
     if (first > 0)
         html += "<p style='color:gray'>" +
                 tr("… %1 earlier tokens not drawn (positions 0 to %2): select one in another panel to show it here.")
-                    .arg(QLocale().toString(qulonglong(first)), QLocale().toString(qulonglong(first - 1))) +
+                    .arg(numberText(qulonglong(first)), numberText(qulonglong(first - 1))) +
                 "</p>";
     for (std::size_t i = first; i < last; ++i) {
         const StepperToken& t = m_state->tokens[i];
@@ -746,8 +746,8 @@ QString StepperPanel::sequenceHtml() const
                     .arg(tip.toHtmlEscaped(), style, t.text.toHtmlEscaped(), t.forced ? "<sup>⚑</sup>" : "");
     }
     if (last < n)
-        html += "<p style='color:gray'>" +
-                tr("… %1 later tokens not drawn.").arg(QLocale().toString(qulonglong(n - last))) + "</p>";
+        html += "<p style='color:gray'>" + tr("… %1 later tokens not drawn.").arg(numberText(qulonglong(n - last))) +
+                "</p>";
     return html + "</div>";
 }
 

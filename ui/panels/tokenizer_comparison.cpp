@@ -207,8 +207,8 @@ void TokenizerComparison::render()
         if (e.generation == m_generation && m_model_count > 0) {
             const int delta = n - m_model_count;
             versus = tr(" · %1 vs %2 for %3 (%4%5, ×%6)")
-                         .arg(QLocale().toString(n))
-                         .arg(QLocale().toString(m_model_count))
+                         .arg(numberText(n))
+                         .arg(numberText(m_model_count))
                          .arg(m_model_name.toHtmlEscaped())
                          .arg(delta > 0 ? "+" : "")
                          .arg(delta)
@@ -216,7 +216,7 @@ void TokenizerComparison::render()
         }
         html += QString("<p style='margin-top: 8px'><b>%1</b> <span style='color:gray'>%2 · %3 entries%4</span> "
                         "<a href='remove:%5'>remove</a><br>")
-                    .arg(e.name.toHtmlEscaped(), e.kind, QLocale().toString(e.vocab_size), versus)
+                    .arg(e.name.toHtmlEscaped(), e.kind, numberText(e.vocab_size), versus)
                     .arg(i);
         if (e.generation != m_generation) {
             html += tr("<i>tokenizing…</i></p>");

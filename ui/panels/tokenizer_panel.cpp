@@ -254,7 +254,7 @@ QString pieces(const Tokenization& t, uint32_t first, uint32_t count)
         out << "“" + visible_whitespace(QString::fromUtf8(t.utf8.mid(s.begin, s.end - s.begin))) + "”";
     }
     if (count > kNamed)
-        out << QObject::tr("%1 more").arg(QLocale().toString(count - kNamed));
+        out << QObject::tr("%1 more").arg(numberText(count - kNamed));
     return out.join(" + ");
 }
 
@@ -387,7 +387,7 @@ void TokenizerPanel::renderMore(quint64 generation)
     if (m_drawn >= kMaxDrawnTokens) {
         cursor.insertHtml(tr("<br><i>… %1 more tokens are not drawn (the counts below include them); the token list "
                              "exports hold every token.</i>")
-                              .arg(QLocale().toString(n - m_drawn)));
+                              .arg(numberText(n - m_drawn)));
         emit rendered();
         return;
     }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "widgets/bounded_count_box.h"
+#include "widgets/count_text.h"
 
 #include <QLocale>
 #include <QPalette>
@@ -18,7 +19,7 @@ BoundedCountBox::BoundedCountBox(int minimum, int limit, int value, const QStrin
 
 QString BoundedCountBox::limitText() const
 {
-    return tr("at most %1").arg(QLocale().toString(m_limit));
+    return tr("at most %1").arg(numberText(m_limit));
 }
 
 void BoundedCountBox::showValidity()

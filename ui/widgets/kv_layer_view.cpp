@@ -110,7 +110,7 @@ void KvLayerView::paintEvent(QPaintEvent*)
     p.setPen(muted);
     const QRect head_bar = barRect(0).translated(0, -rowHeight());
     p.drawText(head_bar, Qt::AlignLeft | Qt::AlignVCenter,
-               tr("positions attention can see (scale 0 – %1)").arg(QLocale().toString(scale)));
+               tr("positions attention can see (scale 0 – %1)").arg(numberText(scale)));
     const QRect head_map = mapRect(0).translated(0, -rowHeight());
     p.drawText(head_map, Qt::AlignLeft | Qt::AlignVCenter,
                tr("blocks of %1 positions: ■ in use  ▨ step-back reserve  □ free").arg(s.block_tokens));
