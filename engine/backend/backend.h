@@ -125,14 +125,14 @@ public:
     // "cpu", "vulkan" or "cuda": which of the engine's backends this is (name() is for people).
     virtual std::string_view kind() const = 0;
     virtual const Model& model() const = 0;
-    // Appends request.tokens to the cache and returns their logits. Throws Error when the context
-    // is full; the cache is unchanged then.
     // Whether forward() takes ForwardRequest::batch_invariant (the CPU backend's kernels); others
-    // refuse such a request by name.
+    // refuse such a request by name (require_batch_invariant).
     virtual bool batch_invariant_capable() const { return false; }
     // Whether every pass runs in deterministic mode (CpuBackendOptions::batch_invariant), whatever the
     // request says: for code that issues its own requests (the lab, the text analysis).
     virtual bool batch_invariant_always() const { return false; }
+    // Appends request.tokens to the cache and returns their logits. Throws Error when the context
+    // is full; the cache is unchanged then.
     virtual ForwardResult forward(const ForwardRequest& request) = 0;
     virtual KvCache& kv_cache() = 0;
     virtual const KvCache& kv_cache() const = 0;
@@ -174,6 +174,9 @@ enum class WeightOrder {
 };
 std::string_view weight_order_name(WeightOrder order); // "repacked" or "plain" (resolved)
 WeightOrder resolved_weight_order(WeightOrder order);  // LlamaCppDefault decided for this CPU
+
+// Throws UnsupportedError, naming the backend, when it cannot run deterministic mode.
+void require_batch_invariant(const Backend& backend);
 
 struct CpuBackendOptions {
     int threads = 0;       // 0: all hardware threads

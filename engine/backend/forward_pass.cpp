@@ -152,6 +152,13 @@ LayeredBackend::LayeredBackend(std::shared_ptr<const Model> model) : m_model(std
     }
 }
 
+void require_batch_invariant(const Backend& backend)
+{
+    if (!backend.batch_invariant_capable())
+        throw UnsupportedError(
+            fmt::format("{}: deterministic (batch-invariant) mode runs on the CPU backend only", backend.name()));
+}
+
 RopeShape LayeredBackend::rope_shape(uint32_t il) const
 {
     const ModelConfig& c = m_model->config();
@@ -223,9 +230,7 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
     plan.order = static_cast<uint32_t>(std::max<std::size_t>(n, request.order_as_batch));
     plan.logit_order = n - first_out; // only the rows whose logits are wanted go through the head, as llama.cpp
     if (request.batch_invariant || batch_invariant_always()) {
-        if (!batch_invariant_capable())
-            throw UnsupportedError(
-                fmt::format("{}: deterministic (batch-invariant) mode runs on the CPU backend only", name()));
+        require_batch_invariant(*this);
         plan.batch_invariant = true;
         plan.order = plan.logit_order = kBatchInvariantOrder;
     }

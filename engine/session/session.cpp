@@ -57,11 +57,14 @@ void Session::set_batch_invariant(bool on)
 {
     if (on == m_batch_invariant)
         return;
-    if (on && !m_backend->batch_invariant_capable())
-        throw UnsupportedError(
-            fmt::format("{}: deterministic (batch-invariant) mode runs on the CPU backend only", m_backend->name()));
+    if (on)
+        require_batch_invariant(*m_backend);
     m_batch_invariant = on;
-    // the cache was summed in the other order: the next prefill evaluates everything
+    drop_sequence(); // the cache was summed in the other order
+}
+
+void Session::drop_sequence()
+{
     m_tokens.clear();
     m_batch_of.clear();
     m_logits.clear();
@@ -78,11 +81,7 @@ void Session::set_interventions(std::vector<Intervention> interventions)
     }
     check_interventions(m_model->config(), interventions, 0, 1);
     m_interventions = std::move(interventions);
-    m_tokens.clear();
-    m_batch_of.clear();
-    m_logits.clear();
-    m_captures.reset();
-    m_backend->kv_cache().clear();
+    drop_sequence();
 }
 
 PrefillReport Session::prefill(std::span<const TokenId> tokens, const CaptureRequest* capture,

@@ -62,6 +62,8 @@ private:
     // Returns false when progress stopped it.
     bool evaluate(std::span<const TokenId> tokens, const CaptureRequest* capture, uint32_t order_as_batch = 0,
                   const PrefillProgress& progress = {});
+    // Empties the sequence and its cache: the next prefill evaluates everything.
+    void drop_sequence();
 
     bool m_batch_invariant = false;
     std::shared_ptr<const Model> m_model;
