@@ -26,6 +26,13 @@ const std::vector<float>& ForwardCaptures::at(Site site, uint32_t layer) const
     return per_layer[layer];
 }
 
+BatchResult Backend::forward_batch(const BatchRequest&)
+{
+    throw UnsupportedError(fmt::format("{}: passes over several sequences at once (the serving lab) run on the CPU "
+                                       "backend only",
+                                       name()));
+}
+
 void check_forward_request(const ModelConfig& c, const ForwardRequest& request)
 {
     if (request.tokens.empty())

@@ -101,6 +101,28 @@ struct ForwardRequest {
     std::span<const float> start_residual;
 };
 
+// One sequence's part of a multi-sequence pass (Backend::forward_batch): its tokens go to positions
+// kv->n_cached() … of its own cache.
+struct BatchSequence {
+    KvStore* kv = nullptr;
+    std::span<const TokenId> tokens;
+    bool logits = true; // the logits of its last token (a prompt chunk before the last needs none)
+};
+
+// Tokens of several sequences in one pass: every matrix is read once for all of them, attention reads
+// each sequence's own cache. No captures or interventions (a single-sequence pass has them).
+struct BatchRequest {
+    std::vector<BatchSequence> sequences;
+    // Deterministic mode (as ForwardRequest::batch_invariant): each sequence's logits and cache
+    // entries the bits of its single-sequence pass, whatever else the batch holds.
+    bool batch_invariant = false;
+};
+
+struct BatchResult {
+    uint32_t n_vocab = 0;
+    std::vector<std::vector<float>> logits; // per sequence: [n_vocab], empty where not asked for
+};
+
 struct ForwardResult {
     uint32_t n_vocab = 0;
     std::vector<float> logits;                 // [rows][n_vocab]
@@ -134,6 +156,12 @@ public:
     // Appends request.tokens to the cache and returns their logits. Throws Error when the context
     // is full; the cache is unchanged then.
     virtual ForwardResult forward(const ForwardRequest& request) = 0;
+    // Whether forward_batch runs here (the CPU backend); others refuse it by name.
+    virtual bool multi_sequence_capable() const { return false; }
+    // One pass over tokens of several sequences, each appended to its own cache. Throws Error when a
+    // cache cannot take its tokens (the caches are unchanged then); UnsupportedError on a backend
+    // without multi-sequence passes.
+    virtual BatchResult forward_batch(const BatchRequest& request);
     virtual KvCache& kv_cache() = 0;
     virtual const KvCache& kv_cache() const = 0;
     virtual BackendMemory memory() const = 0;

@@ -123,6 +123,19 @@ private:
     uint32_t m_b0 = 0;
 };
 
+// The logits of a multi-sequence pass: the output head runs once per sequence, into that sequence's row.
+class BatchLogits final : public ChunkSink {
+public:
+    float* logits() override { return m_row; }
+    void residual(uint32_t, const float*) override {}
+    void attention(uint32_t, const float*, const float*) override {}
+    void activation(Site, uint32_t, const float*) override {}
+    void aim(float* row) { m_row = row; }
+
+private:
+    float* m_row = nullptr;
+};
+
 // Only the logits of one row (the logit lens).
 class LogitsOnly final : public ChunkSink {
 public:
@@ -307,6 +320,72 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
     apply_output_scaling(c, result.logits);
     kv.commit(pos0 + n);
     result.captures = std::move(captures);
+    return result;
+}
+
+BatchResult LayeredBackend::forward_batch(const BatchRequest& request)
+{
+    if (!multi_sequence_capable())
+        return Backend::forward_batch(request); // refuses by name
+    const ModelConfig& c = m_model->config();
+    if (request.sequences.empty())
+        throw Error("nothing to evaluate: the batch holds no sequence");
+    ensure_usable();
+    ChunkPlan plan;
+    std::vector<TokenId> tokens;
+    for (const BatchSequence& seq : request.sequences) {
+        if (!seq.kv)
+            throw std::logic_error("a sequence of a batch has no cache");
+        for (const PlanSegment& other : plan.segments)
+            if (other.kv == seq.kv)
+                throw Error("a sequence appears twice in one batch");
+        ForwardRequest one;
+        one.tokens = seq.tokens;
+        check_forward_request(c, one);
+        plan.segments.push_back({uint32_t(tokens.size()), uint32_t(seq.tokens.size()), seq.kv->n_cached(), seq.kv});
+        tokens.insert(tokens.end(), seq.tokens.begin(), seq.tokens.end());
+    }
+    // Room first, for every sequence (throws before anything is computed; a cache keeps the room it got)
+    for (const PlanSegment& seg : plan.segments)
+        seg.kv->reserve_until(seg.pos0 + seg.n_rows);
+
+    const auto n = uint32_t(tokens.size());
+    BatchResult result;
+    result.n_vocab = c.n_vocab;
+    result.logits.resize(request.sequences.size());
+    uint32_t n_logits = 0;
+    for (const BatchSequence& seq : request.sequences)
+        n_logits += seq.logits ? 1 : 0;
+    plan.n_tokens = n;
+    plan.pos0 = 0;
+    // As llama.cpp's batched decoding: matrices summed in the order of the whole batch, the output head
+    // in that of the rows with logits; deterministic mode: one fixed order for every row.
+    plan.order = n;
+    uint32_t logit_order = std::max(1u, n_logits);
+    if (request.batch_invariant || batch_invariant_always()) {
+        require_batch_invariant(*this);
+        plan.batch_invariant = true;
+        plan.order = logit_order = kBatchInvariantOrder;
+    }
+    plan.plain = true;
+    BatchLogits sink;
+    begin_chunk(plan, sink);
+    run_layers(tokens, plan); // n_logit_rows is 0: the heads run below, one row per sequence
+    for (std::size_t i = 0; i < request.sequences.size(); ++i) {
+        if (!request.sequences[i].logits)
+            continue;
+        const PlanSegment& seg = plan.segments[i];
+        result.logits[i].resize(c.n_vocab);
+        sink.aim(result.logits[i].data());
+        output_head(m_model->weights().output_norm, m_model->weights().output, seg.row0 + seg.n_rows - 1, 1,
+                    logit_order, c.norm_eps);
+    }
+    finish_chunk();
+    for (std::size_t i = 0; i < request.sequences.size(); ++i) {
+        apply_output_scaling(c, result.logits[i]);
+        const PlanSegment& seg = plan.segments[i];
+        seg.kv->commit(seg.pos0 + seg.n_rows);
+    }
     return result;
 }
 

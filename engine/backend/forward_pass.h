@@ -34,6 +34,14 @@ enum class Act {
     Up,   // [n][F] FFN up projection (keep last: ActivationBuffers counts the buffers by it)
 };
 
+// One sequence of a multi-sequence chunk (Backend::forward_batch): chunk rows [row0, row0 + n_rows)
+// are its tokens at positions pos0 …, their keys and values in `kv`.
+struct PlanSegment {
+    uint32_t row0 = 0, n_rows = 0;
+    uint32_t pos0 = 0;
+    KvStore* kv = nullptr;
+};
+
 // What a chunk of the pass will be asked to deliver, known before any operation is issued (a
 // backend that records commands sizes its read-back buffers from it).
 struct ChunkPlan {
@@ -47,6 +55,10 @@ struct ChunkPlan {
     bool residuals = false;                 // deliver the residual stream after every layer
     std::vector<Site> sites;                // further sites delivered at every layer (not Residual)
     std::vector<uint32_t> attention_layers; // layers whose attention weights and queries are delivered
+    // Several sequences (forward_batch): the rows by sequence, each with its own positions and cache
+    // (rope, store_kv and attention follow them; pos0 is 0 then). Empty: one sequence, the backend's
+    // own cache, positions pos0 ….
+    std::vector<PlanSegment> segments;
     // Every layer runs from the chunk's tokens and no intervention edits anything: chunks of the same
     // shape then issue the same operations, whatever their position (a backend may replay them).
     bool plain = false;
@@ -55,8 +67,8 @@ struct ChunkPlan {
     // the same operations but for its position and token (the GPU backends record one and replay it).
     bool replayable_decode_step() const
     {
-        return plain && n_tokens == 1 && n_logit_rows == 1 && order == 1 && logit_order == 1 && !residuals &&
-               sites.empty() && attention_layers.empty();
+        return plain && segments.empty() && n_tokens == 1 && n_logit_rows == 1 && order == 1 && logit_order == 1 &&
+               !residuals && sites.empty() && attention_layers.empty();
     }
 };
 
@@ -131,6 +143,7 @@ class LayeredBackend : public Backend {
 public:
     const Model& model() const final { return *m_model; }
     ForwardResult forward(const ForwardRequest& request) final;
+    BatchResult forward_batch(const BatchRequest& request) final;
     KvReadback read_kv(uint32_t layer, uint32_t kv_head) const final;
     std::vector<float> project_to_vocab(std::span<const float> residual) final;
 
@@ -174,11 +187,14 @@ protected:
     virtual void add_bias(Act x, const TensorView& bias, uint32_t n_rows) = 0;
     // x[t] ·= factor over rows of `width` (granite's residual multiplier).
     virtual void scale_rows(Act x, uint32_t width, uint32_t n_rows, float factor) = 0;
-    // Rotary embedding of every head of every row in place (row t at position pos0 + t), then × scale.
+    // Rotary embedding of every head of every row in place (row t at position pos0 + t, or at its
+    // segment's position), then × scale.
     virtual void rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShape& rope, float scale) = 0;
-    // K and V rows of the chunk into the layer's cache at positions pos0 …, as F16.
+    // K and V rows of the chunk into the layer's cache at positions pos0 …, as F16 (each segment's
+    // rows into its own cache).
     virtual void store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim) = 0;
-    // Attn = softmax(Q·Kᵀ · scale + mask) · V with keys and values from the layer's cache; delivers
+    // Attn = softmax(Q·Kᵀ · scale + mask) · V with keys and values from the layer's cache (a segment's
+    // rows from its own; the shape's n_tokens and pos0 are then the whole chunk's); delivers
     // the layer's queries and weights to the sink when `deliver` is set (a layer of the plan's
     // attention_layers).
     virtual void attention(const AttentionShape& shape, bool deliver) = 0;

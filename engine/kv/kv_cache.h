@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #pragma once
 
+#include "kv/kv_store.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -49,29 +51,29 @@ struct KvTruncation {
 // The key/value cache: per layer, K and V of every KV head in F16, in blocks of `block_tokens`
 // positions (layout per block: [K|V][kv_head][token][head_dim]). Blocks are allocated as positions
 // arrive; a sliding-window layer frees blocks that fell out of its window plus the reserve.
-class KvCache {
+class KvCache final : public KvStore {
 public:
     explicit KvCache(KvCacheConfig config);
 
     const KvCacheConfig& config() const { return m_config; }
-    uint32_t n_cached() const { return m_n_cached; }
+    uint32_t n_cached() const override { return m_n_cached; }
 
     // Makes room for positions [n_cached, new_end) and frees what sliding windows no longer need.
     // Throws Error when new_end exceeds n_ctx.
-    void reserve_until(uint32_t new_end);
+    void reserve_until(uint32_t new_end) override;
     // Marks positions [n_cached, new_end) as written (after the forward pass filled them).
-    void commit(uint32_t new_end);
+    void commit(uint32_t new_end) override;
     // Keeps positions [0, n). When a sliding-window layer no longer holds what position n needs, the
     // result says so and the cache is emptied: the caller recomputes from the tokens.
     KvTruncation truncate(uint32_t n);
     void clear();
 
     // F16 vectors of one position, layer and KV head (the block must be allocated).
-    uint16_t* key(uint32_t layer, uint32_t pos, uint32_t kv_head);
-    uint16_t* value(uint32_t layer, uint32_t pos, uint32_t kv_head);
-    const uint16_t* key(uint32_t layer, uint32_t pos, uint32_t kv_head) const;
-    const uint16_t* value(uint32_t layer, uint32_t pos, uint32_t kv_head) const;
-    bool holds(uint32_t layer, uint32_t pos) const;
+    uint16_t* key(uint32_t layer, uint32_t pos, uint32_t kv_head) override;
+    uint16_t* value(uint32_t layer, uint32_t pos, uint32_t kv_head) override;
+    const uint16_t* key(uint32_t layer, uint32_t pos, uint32_t kv_head) const override;
+    const uint16_t* value(uint32_t layer, uint32_t pos, uint32_t kv_head) const override;
+    bool holds(uint32_t layer, uint32_t pos) const override;
 
     KvAccounting accounting() const;
     uint64_t bytes_per_block(uint32_t layer) const;

@@ -54,6 +54,7 @@ public:
     std::string_view kind() const override { return "cpu"; }
     bool batch_invariant_capable() const override { return true; }
     bool batch_invariant_always() const override { return m_batch_invariant; }
+    bool multi_sequence_capable() const override { return true; }
     KvCache& kv_cache() override { return m_kv; }
     const KvCache& kv_cache() const override { return m_kv; }
     BackendMemory memory() const override;
@@ -74,6 +75,8 @@ private:
     void rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShape& rope, float scale) override;
     void store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim) override;
     void attention(const AttentionShape& shape, bool deliver) override;
+    // attention() for one sequence: rows [row0, row0 + shape.n_tokens) of the chunk, its cache `kv`
+    void attention_rows(const AttentionShape& shape, KvStore& kv, uint32_t row0, bool deliver);
     void glu(uint32_t width, uint32_t n_rows, bool gelu) override;
     void add_residual(uint32_t n_rows) override;
     void check_finite(uint32_t layer, uint32_t pos0) override;
@@ -122,6 +125,9 @@ private:
     // operation clears it): the next matmul of the same input reuses its quantized rows.
     std::optional<Act> m_matmul_input;
     ChunkPlan m_plan;
+    std::vector<PlanSegment> m_segments; // the plan's, or the one sequence in m_kv
+    std::vector<uint32_t> m_row_pos;     // position of each row of the chunk
+    std::vector<KvStore*> m_row_kv;      // cache of each row of the chunk
     ChunkSink* m_sink = nullptr;
     // activations, grown to the largest chunk seen (widths in forward_pass.h's Act)
     std::vector<float> m_x, m_h, m_o, m_q, m_k, m_v, m_attn, m_gate, m_up;
@@ -184,6 +190,16 @@ void CpuBackend::begin_chunk(const ChunkPlan& plan, ChunkSink& sink)
     const ModelConfig& c = m_model->config();
     m_plan = plan;
     m_sink = &sink;
+    m_segments = plan.segments;
+    if (m_segments.empty())
+        m_segments.push_back({0, plan.n_tokens, plan.pos0, &m_kv});
+    m_row_pos.resize(plan.n_tokens);
+    m_row_kv.resize(plan.n_tokens);
+    for (const PlanSegment& seg : m_segments)
+        for (uint32_t r = 0; r < seg.n_rows; ++r) {
+            m_row_pos[seg.row0 + r] = seg.pos0 + r;
+            m_row_kv[seg.row0 + r] = seg.kv;
+        }
     const std::size_t n = plan.n_tokens, E = c.n_embd, D = c.head_dim_k;
     const std::size_t H = *std::max_element(c.n_head.begin(), c.n_head.end());
     const std::size_t Hkv = *std::max_element(c.n_head_kv.begin(), c.n_head_kv.end());
@@ -266,7 +282,7 @@ void CpuBackend::rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShap
     float* base = buffer(x).data();
     const RopeYarn yarn = r.yarn();
     rows_in_parallel(m_plan.n_tokens, [&](std::size_t t) {
-        const auto pos = static_cast<int32_t>(m_plan.pos0 + t);
+        const auto pos = static_cast<int32_t>(m_row_pos[t]);
         const float temperature = rope_query_temperature(r.temperature_beta, r.temperature_floor, uint32_t(pos));
         for (uint32_t h = 0; h < n_heads; ++h) {
             float* v = base + (t * n_heads + h) * head_dim;
@@ -286,10 +302,11 @@ void CpuBackend::store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim
     m_matmul_input.reset();
     rows_in_parallel(m_plan.n_tokens, [&](std::size_t row) {
         const auto t = static_cast<uint32_t>(row);
+        KvStore& kv = *m_row_kv[t];
+        const uint32_t pos = m_row_pos[t];
         for (uint32_t h = 0; h < n_kv_heads; ++h) {
-            const uint32_t pos = m_plan.pos0 + t;
-            uint16_t* kc = m_kv.key(layer, pos, h);
-            uint16_t* vc = m_kv.value(layer, pos, h);
+            uint16_t* kc = kv.key(layer, pos, h);
+            uint16_t* vc = kv.value(layer, pos, h);
             const float* k = m_k.data() + (std::size_t(t) * n_kv_heads + h) * head_dim;
             const float* v = m_v.data() + (std::size_t(t) * n_kv_heads + h) * head_dim;
             for (uint32_t i = 0; i < head_dim; ++i) {
@@ -302,9 +319,19 @@ void CpuBackend::store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim
 
 // softmax(q·kᵀ · scale + mask) · v for every (token, head) of the chunk, keys and values from the
 // cache, as llama.cpp computes it without flash attention (see attention_kernels.h).
-void CpuBackend::attention(const AttentionShape& s, bool deliver)
+void CpuBackend::attention(const AttentionShape& shape, bool deliver)
 {
     m_matmul_input.reset();
+    for (const PlanSegment& seg : m_segments) {
+        AttentionShape s = shape;
+        s.n_tokens = seg.n_rows;
+        s.pos0 = seg.pos0;
+        attention_rows(s, *seg.kv, seg.row0, deliver);
+    }
+}
+
+void CpuBackend::attention_rows(const AttentionShape& s, KvStore& kv, uint32_t row0, bool deliver)
+{
     const uint32_t il = s.layer, D = s.head_dim, H = s.n_heads, Hkv = s.n_kv_heads, pos0 = s.pos0;
     const uint32_t group = H / Hkv;
     const uint32_t n_keys = pos0 + s.n_tokens;
@@ -316,13 +343,13 @@ void CpuBackend::attention(const AttentionShape& s, bool deliver)
     std::vector<const uint16_t*> keys(std::size_t(Hkv) * n_keys, nullptr), values(std::size_t(Hkv) * n_keys, nullptr);
     for (uint32_t kvh = 0; kvh < Hkv; ++kvh)
         for (uint32_t j = 0; j < n_keys; ++j)
-            if (m_kv.holds(il, j) || j >= pos0) {
-                keys[std::size_t(kvh) * n_keys + j] = m_kv.key(il, j, kvh);
-                values[std::size_t(kvh) * n_keys + j] = m_kv.value(il, j, kvh);
+            if (kv.holds(il, j) || j >= pos0) {
+                keys[std::size_t(kvh) * n_keys + j] = kv.key(il, j, kvh);
+                values[std::size_t(kvh) * n_keys + j] = kv.value(il, j, kvh);
             }
 
-    const float* q_all = m_q.data();
-    float* out = m_attn.data();
+    const float* q_all = m_q.data() + std::size_t(row0) * H * D;
+    float* out = m_attn.data() + std::size_t(row0) * H * D;
     // One task is a group of the query heads that share a KV head (they read the same keys and values,
     // block by block, once for the group) at a few consecutive positions of a prompt (the value blocks
     // are converted once for all of them; each row keeps its own range and bits); a group is split
