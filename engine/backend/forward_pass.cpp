@@ -123,17 +123,17 @@ private:
     uint32_t m_b0 = 0;
 };
 
-// The logits of a multi-sequence pass: the output head runs once per sequence, into that sequence's row.
+// The logits of a multi-sequence pass: one row per sequence that wants them, one after another.
 class BatchLogits final : public ChunkSink {
 public:
-    float* logits() override { return m_row; }
+    explicit BatchLogits(std::vector<float>& rows) : m_rows(rows) {}
+    float* logits() override { return m_rows.data(); }
     void residual(uint32_t, const float*) override {}
     void attention(uint32_t, const float*, const float*) override {}
     void activation(Site, uint32_t, const float*) override {}
-    void aim(float* row) { m_row = row; }
 
 private:
-    float* m_row = nullptr;
+    std::vector<float>& m_rows;
 };
 
 // Only the logits of one row (the logit lens).
@@ -368,23 +368,27 @@ BatchResult LayeredBackend::forward_batch(const BatchRequest& request)
         plan.order = logit_order = kBatchInvariantOrder;
     }
     plan.plain = true;
-    BatchLogits sink;
+    std::vector<uint32_t> logit_rows;
+    for (std::size_t i = 0; i < request.sequences.size(); ++i)
+        if (request.sequences[i].logits)
+            logit_rows.push_back(plan.segments[i].row0 + plan.segments[i].n_rows - 1);
+    std::vector<float> logits(logit_rows.size() * std::size_t(c.n_vocab));
+    BatchLogits sink(logits);
     begin_chunk(plan, sink);
-    run_layers(tokens, plan); // n_logit_rows is 0: the heads run below, one row per sequence
-    for (std::size_t i = 0; i < request.sequences.size(); ++i) {
-        if (!request.sequences[i].logits)
-            continue;
-        const PlanSegment& seg = plan.segments[i];
-        result.logits[i].resize(c.n_vocab);
-        sink.aim(result.logits[i].data());
-        output_head(m_model->weights().output_norm, m_model->weights().output, seg.row0 + seg.n_rows - 1, 1,
-                    logit_order, c.norm_eps);
-    }
+    run_layers(tokens, plan); // n_logit_rows is 0: the head runs below, over the rows with logits at once
+    if (!logit_rows.empty())
+        output_head_rows(m_model->weights().output_norm, m_model->weights().output, logit_rows, logit_order,
+                         c.norm_eps);
     finish_chunk();
+    std::size_t next_row = 0;
     for (std::size_t i = 0; i < request.sequences.size(); ++i) {
-        apply_output_scaling(c, result.logits[i]);
         const PlanSegment& seg = plan.segments[i];
         seg.kv->commit(seg.pos0 + seg.n_rows);
+        if (!request.sequences[i].logits)
+            continue;
+        const auto row = logits.begin() + std::ptrdiff_t(next_row++ * c.n_vocab);
+        result.logits[i].assign(row, row + c.n_vocab);
+        apply_output_scaling(c, result.logits[i]);
     }
     return result;
 }
@@ -540,6 +544,11 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
     // ---- output: final norm and the LM head of the rows whose logits are wanted
     if (plan.n_logit_rows)
         output_head(w.output_norm, w.output, plan.logit_row0, plan.n_logit_rows, plan.logit_order, eps);
+}
+
+void LayeredBackend::output_head_rows(const TensorView&, const TensorView&, std::span<const uint32_t>, uint32_t, float)
+{
+    throw std::logic_error("this backend runs no multi-sequence pass");
 }
 
 bool LayeredBackend::replay_chunk(std::span<const TokenId>)

@@ -219,6 +219,11 @@ protected:
     // Final norm and output head of chunk rows [row0, row0 + n_rows) of X; logits to the sink.
     virtual void output_head(const TensorView& norm, const TensorView& output, uint32_t row0, uint32_t n_rows,
                              uint32_t order, float eps) = 0;
+    // Final norm and output head of the listed chunk rows (ascending), as one batch of rows.size() rows
+    // summed in the order of `order`; the logits [rows][V] to the sink one row after another. For
+    // multi-sequence passes (forward_batch), so only backends that run them implement it.
+    virtual void output_head_rows(const TensorView& norm, const TensorView& output, std::span<const uint32_t> rows,
+                                  uint32_t order, float eps);
     // Runs what was issued and delivers the rest of the chunk's results.
     virtual void finish_chunk() = 0;
     // Keys and values of positions [0, n) of one layer's KV head as f32 ([n][D] each); positions

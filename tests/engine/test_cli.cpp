@@ -54,6 +54,7 @@ private slots:
     void absurdFlagsAreClampedOrRefused();
     void nPredictZeroAndMinusOneAsInLlamaCpp();
     void benchPrintsBothTests();
+    void serveSimJsonContract();
     void vulkanArithmeticIsChosen();
     void cudaBackendChosenOrRefused();
     void gigabyteNameIsRefused();
@@ -415,6 +416,77 @@ void TestCli::benchPrintsBothTests()
     QVERIFY(j["pp"].toObject()["tokens_per_second"].toDouble() > 0);
     QVERIFY(j["tg"].toObject()["tokens_per_second"].toDouble() > 0);
     QCOMPARE(j["pp"].toObject()["n"].toInt(), 32);
+}
+
+// `serve-sim`: the same clients served one at a time, in static batches and continuously; in
+// deterministic mode with greedy replies the three give every request the same tokens, each of its
+// asked length, and only the batching modes put several sequences in a pass. Bad workloads are named.
+void TestCli::serveSimJsonContract()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    QTemporaryDir dir;
+    const QString csv = dir.filePath("runs.csv");
+    const Run r = cli({"serve-sim", "--clients",
+                       "4",         "--rate",
+                       "0",         "--prompt-min",
+                       "8",         "--prompt-max",
+                       "20",        "--output-min",
+                       "3",         "--output-max",
+                       "6",         "--shared-fraction",
+                       "1",         "--shared-tokens",
+                       "40",        "--block-tokens",
+                       "16",        "--deterministic",
+                       "-t",        "2",
+                       "--json",    "--csv",
+                       csv});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    const QJsonArray runs = QJsonDocument::fromJson(r.out.toUtf8()).array();
+    QCOMPARE(runs.size(), 3);
+    QStringList modes;
+    std::vector<QJsonArray> tokens(4);
+    for (const auto& v : runs) {
+        const QJsonObject run = v.toObject();
+        modes << run["mode"].toString();
+        const QJsonObject summary = run["summary"].toObject();
+        const QJsonArray requests = run["requests"].toArray();
+        QCOMPARE(requests.size(), 4);
+        int generated = 0;
+        for (int i = 0; i < 4; ++i) {
+            const QJsonObject q = requests[i].toObject();
+            QCOMPARE(q["tokens"].toArray().size(), q["max_new_tokens"].toInt());
+            QCOMPARE(q["finish_reason"].toString(), QString("length"));
+            QVERIFY(q["ttft_ms"].toDouble() > 0);
+            generated += int(q["tokens"].toArray().size());
+            if (tokens[std::size_t(i)].isEmpty())
+                tokens[std::size_t(i)] = q["tokens"].toArray();
+            else
+                QCOMPARE(q["tokens"].toArray(), tokens[std::size_t(i)]);
+        }
+        QCOMPARE(summary["generated_tokens"].toInt(), generated);
+        QVERIFY(summary["generated_per_s"].toDouble() > 0);
+        const int widest = summary["max_batch_sequences"].toInt();
+        if (run["mode"].toString() == "one-at-a-time")
+            QCOMPARE(widest, 1);
+        else
+            QVERIFY2(widest > 1, qPrintable(run["mode"].toString()));
+        QVERIFY(run["options"].toObject()["deterministic"].toBool());
+    }
+    QCOMPARE(modes, (QStringList{"one-at-a-time", "static", "continuous"}));
+    QFile file(csv);
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    const QStringList lines = QString::fromUtf8(file.readAll()).split('\n', Qt::SkipEmptyParts);
+    QCOMPARE(lines.size(), 1 + 3 * 4);
+    QVERIFY(lines[0].startsWith("mode,request,"));
+
+    const Run none = cli({"serve-sim", "--clients", "0"});
+    QCOMPARE(none.exit_code, 1);
+    QVERIFY2(none.err.contains("0 clients"), qPrintable(none.err));
+    const Run upside = cli({"serve-sim", "--prompt-min", "10", "--prompt-max", "5"});
+    QCOMPARE(upside.exit_code, 1);
+    QVERIFY2(upside.err.contains("prompt lengths 10 … 5"), qPrintable(upside.err));
+    const Run vulkan = cli({"serve-sim", "--clients", "1", "--backend", "vulkan"});
+    QCOMPARE(vulkan.exit_code, 1);
+    QVERIFY2(vulkan.err.contains("CPU backend only"), qPrintable(vulkan.err));
 }
 
 // `make-test-model --arch qwen2 --layers 30 --vocab CHAT_MODEL`: a 30-layer random model with the chat

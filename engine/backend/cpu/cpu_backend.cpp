@@ -89,6 +89,8 @@ private:
     void edit_rows(Act a, const RowEdit& edit) override;
     void output_head(const TensorView& norm, const TensorView& output, uint32_t row0, uint32_t n_rows, uint32_t order,
                      float eps) override;
+    void output_head_rows(const TensorView& norm, const TensorView& output, std::span<const uint32_t> rows,
+                          uint32_t order, float eps) override;
     void finish_chunk() override
     {
         m_sink = nullptr;
@@ -497,6 +499,17 @@ void CpuBackend::output_head(const TensorView& norm, const TensorView& output, u
     for (std::size_t t = 0; t < n_rows; ++t)
         cpu::kernel_rmsnorm(m_x.data() + (row0 + t) * E, w, m_h.data() + t * E, int64_t(E), eps);
     m_matmul.run(m_pool, output, m_h.data(), n_rows, m_sink->logits(), order);
+}
+
+void CpuBackend::output_head_rows(const TensorView& norm, const TensorView& output, std::span<const uint32_t> rows,
+                                  uint32_t order, float eps)
+{
+    m_matmul_input.reset();
+    const std::size_t E = m_model->config().n_embd;
+    const float* w = vector_of(norm).data();
+    for (std::size_t t = 0; t < rows.size(); ++t)
+        cpu::kernel_rmsnorm(m_x.data() + std::size_t(rows[t]) * E, w, m_h.data() + t * E, int64_t(E), eps);
+    m_matmul.run(m_pool, output, m_h.data(), uint32_t(rows.size()), m_sink->logits(), order);
 }
 
 void CpuBackend::read_cache(uint32_t layer, uint32_t kv_head, uint32_t n, std::vector<float>& keys,
