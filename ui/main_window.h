@@ -32,6 +32,7 @@ class ContextPanel;
 class KvPanel;
 class LabPanel;
 class TextPanel;
+class ServingPanel;
 class StepperPanel;
 class TimelinePanel;
 class TokenizerPanel;
@@ -71,6 +72,7 @@ public:
     TimelinePanel* timelinePanel() const { return m_timeline; }
     LabPanel* labPanel() const { return m_lab; }
     TextPanel* textPanel() const { return m_text; }
+    ServingPanel* servingPanel() const { return m_serving; }
     TokenSelection* selection() const { return m_selection; }
     QWidget* panel(const QString& name) const;
     // The Vulkan devices are listed in the background; true once they are in the backend picker.
@@ -136,6 +138,7 @@ private:
     ChatPanel* m_chat = nullptr;
     LabPanel* m_lab = nullptr;
     TextPanel* m_text = nullptr;
+    ServingPanel* m_serving = nullptr;
     TokenizerPanel* m_tokenizer = nullptr;
     StepperPanel* m_stepper = nullptr;
     KvPanel* m_kv = nullptr;

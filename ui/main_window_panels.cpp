@@ -12,6 +12,7 @@
 #include "panels/kv_panel.h"
 #include "panels/lab_heads_tab.h"
 #include "panels/lab_panel.h"
+#include "panels/serving_panel.h"
 #include "panels/stepper_panel.h"
 #include "panels/text_panel.h"
 #include "panels/timeline_panel.h"
@@ -50,6 +51,8 @@ void MainWindow::createPanels()
     addPanel("text", tr("Text analysis"), m_text, Qt::RightDockWidgetArea);
     m_lab = new LabPanel(m_engine);
     addPanel("lab", tr("Lab"), m_lab, Qt::RightDockWidgetArea);
+    m_serving = new ServingPanel(m_engine);
+    addPanel("serving", tr("Serving"), m_serving, Qt::RightDockWidgetArea);
     connect(m_stepper, &StepperPanel::attributeRequested, this, [this](const std::vector<int32_t>& ids, int token) {
         if (auto* dock = findChild<QDockWidget*>("dock-lab")) {
             dock->show();

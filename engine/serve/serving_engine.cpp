@@ -177,34 +177,45 @@ std::optional<double> ServingEngine::next_arrival(double now) const
     return next;
 }
 
-bool ServingEngine::admit(RequestState& r, double now, std::vector<StepEvent>& events)
+bool ServingEngine::admit(RequestState& r, double now, uint32_t& reserved, std::vector<StepEvent>& events)
 {
     Slot& slot = *m_slots[r.id];
     if (!slot.seq)
         slot.seq = std::make_unique<PooledSequence>(*m_pool, r.id, m_options.n_ctx);
     const std::vector<TokenId> tokens = r.tokens();
+    const uint32_t free_now = m_pool->n_available() > reserved ? m_pool->n_available() - reserved : 0;
     if (slot.swapped) {
-        if (!slot.seq->swap_in(*slot.swapped))
+        // its blocks back, and room for what it computes next (a decode token or a prompt chunk)
+        const auto remaining = uint32_t(tokens.size() - slot.swapped->n_cached);
+        const uint32_t need = blocks_for(slot.swapped->n_cached + std::min(remaining, m_options.step_tokens));
+        if (need > free_now || !slot.seq->swap_in(*slot.swapped))
             return false;
+        reserved += need - blocks_for(slot.swapped->n_cached); // the blocks it took back are held already
         events.push_back({StepEvent::Kind::SwappedIn, r.id, blocks_for(slot.swapped->n_cached)});
         m_host_bytes -= slot.swapped->bytes();
         slot.swapped.reset();
     } else {
+        const uint32_t available_before = m_pool->n_available();
         const uint32_t reused = m_options.prefix_caching ? slot.seq->adopt_prefix(tokens) : 0;
         const uint32_t first_end = std::min<uint32_t>(uint32_t(tokens.size()), reused + m_options.step_tokens);
-        if (slot.seq->blocks_needed(first_end) > m_pool->n_available()) {
+        // taking cached prefix blocks uses room as well (they were counted as available)
+        const uint32_t taken = available_before - m_pool->n_available();
+        const uint32_t need = slot.seq->blocks_needed(first_end);
+        if (need + taken > free_now) {
             slot.seq->release_blocks(); // not now: the taken prefix goes back to the cache
             return false;
         }
+        reserved += need;
         r.n_computed = reused;
         r.reused_tokens += reused;
         if (reused)
             events.push_back({StepEvent::Kind::PrefixReused, r.id, reused});
     }
     r.phase = tokens.size() - r.n_computed > 1 || r.output.empty() ? RequestPhase::Prefill : RequestPhase::Decode;
-    if (r.admitted_s < 0)
+    if (r.admitted_s < 0) { // a resumed request keeps its place: preempting it again first would thrash
         r.admitted_s = now;
-    r.admission = m_next_admission++;
+        r.admission = m_next_admission++;
+    }
     events.push_back({StepEvent::Kind::Admitted, r.id, 0});
     return true;
 }
@@ -266,6 +277,14 @@ std::optional<StepRecord> ServingEngine::step(double now)
         return m_requests[a].request.arrival_s < m_requests[b].request.arrival_s;
     });
     candidates.insert(candidates.end(), arrived.begin(), arrived.end());
+    // Room the running requests' next tokens take this step: a request is admitted only into what is
+    // left (else the newcomer, admitted last, would be the first preempted in the same step)
+    uint32_t reserved = 0;
+    for (const RequestState& r : m_requests)
+        if (running(r)) {
+            const auto remaining = uint32_t(r.request.prompt.size() + r.output.size() - r.n_computed);
+            reserved += m_slots[r.id]->seq->blocks_needed(r.n_computed + std::min(remaining, m_options.step_tokens));
+        }
     bool admitted_new = false;
     for (uint32_t id : candidates) {
         RequestState& r = m_requests[id];
@@ -273,7 +292,7 @@ std::optional<StepRecord> ServingEngine::step(double now)
             break;
         if (r.phase == RequestPhase::Queued && m_options.mode == BatchingMode::Static && !m_static_batch_open)
             break;
-        if (!admit(r, now, events))
+        if (!admit(r, now, reserved, events))
             break; // first come, first served: a later request does not overtake one that waits for room
         admitted_new |= !r.parent && r.preemptions == 0;
         ++n_running;

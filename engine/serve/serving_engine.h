@@ -79,7 +79,7 @@ struct RequestState {
     double admitted_s = -1, first_token_s = -1, finish_s = -1;
     std::vector<double> token_times; // when each output token was sampled
     std::string finish_reason;       // "length", "end of generation", "context full"
-    uint64_t admission = 0;          // order of (latest) admission: the last admitted is preempted first
+    uint64_t admission = 0;          // order of first admission: the last admitted is preempted first
 
     // What its cache should hold once it has caught up: the prompt, then the output.
     std::vector<TokenId> tokens() const;
@@ -152,7 +152,9 @@ public:
 
 private:
     struct Slot; // a request's sequence, sampler and swapped blocks
-    bool admit(RequestState& r, double now, std::vector<StepEvent>& events);
+    // Admits `r` into the room the pool has beyond `reserved` (blocks promised this step), adding what
+    // its first chunk takes; false when it does not fit.
+    bool admit(RequestState& r, double now, uint32_t& reserved, std::vector<StepEvent>& events);
     void preempt(RequestState& r, std::vector<StepEvent>& events);
     void finish(RequestState& r, double now, std::string reason, std::vector<StepEvent>& events);
     void fork_replies(RequestState& r, std::vector<StepEvent>& events);

@@ -421,7 +421,16 @@ void TestServing::preemptionLosesNothing()
         auto engine = std::make_unique<ServingEngine>(*backend, options);
         for (const ServeRequest& r : asked)
             engine->submit(r);
-        run_to_end(*engine);
+        run_to_end(*engine, [&](const StepRecord& rec) {
+            if (qEnvironmentVariableIsSet("DEBUG_SERVE")) {
+                QString line = QString("step %1 held %2:").arg(rec.index).arg(rec.blocks_held);
+                for (const auto& sl : rec.slices)
+                    line += QString(" r%1+%2").arg(sl.request).arg(sl.n_tokens);
+                for (const auto& e : rec.events)
+                    line += QString(" [%1 %2]").arg(QString::fromUtf8(step_event_name(e.kind).data())).arg(e.request);
+                qInfo("%s", qPrintable(line));
+            }
+        });
         return engine;
     };
     const auto roomy = serve(256, PreemptionPolicy::Recompute);

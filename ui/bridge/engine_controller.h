@@ -21,6 +21,7 @@ class StepperClient;
 class InspectionClient;
 class LabClient;
 class AnalysisClient;
+class ServingClient;
 
 // The UI's handle on the engine: the engine thread and what it holds, the model (loaded here or
 // served elsewhere), the request ids and cancel tokens, and one client per feature (chat, stepper,
@@ -61,6 +62,7 @@ public:
     InspectionClient& inspection();
     LabClient& lab();
     AnalysisClient& analysis();
+    ServingClient& serving();
     // Any feature client, made on first use with this controller.
     template <typename Client> Client& client();
 

@@ -12,6 +12,7 @@
 #include "panels/lab_heads_tab.h"
 #include "panels/lab_panel.h"
 #include "panels/lab_steering_tab.h"
+#include "panels/serving_panel.h"
 #include "panels/stepper_panel.h"
 #include "panels/text_panel.h"
 #include "panels/timeline_panel.h"
@@ -22,12 +23,14 @@
 #include "widgets/connect_server_dialog.h"
 #include "widgets/model_head_map.h"
 #include "widgets/model_library_dialog.h"
+#include "widgets/serving_lanes.h"
 
 #include <QApplication>
 #include <QBuffer>
 #include <QDialog>
 #include <QDockWidget>
 #include <QSettings>
+#include <QTabWidget>
 #include <QTimer>
 #include <cstdio>
 #include <memory>
@@ -318,6 +321,57 @@ void script_context(QApplication& app, EngineController& engine, MainWindow& win
     });
 }
 
+// The serving lab on 16 clients: --tab requests (default), blocks or batch picks the view; a tab named
+// live-… is grabbed during the continuous-batching run, once half of its requests are done, the others
+// after the three runs.
+void script_serving(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
+{
+    QDockWidget* dock = float_dock(window, "serving", 1280, 900, o);
+    ServingPanel* serving = window.servingPanel();
+    const bool live = o->tab.startsWith("live-");
+    const QString view = live ? o->tab.mid(5) : o->tab;
+    auto* tabs = serving->findChild<QTabWidget*>("servingTabs");
+    tabs->setCurrentIndex(view == "blocks" ? 1 : view == "batch" ? 2 : 0);
+    QObject::connect(&engine, &EngineController::modelLoaded, &window, [serving] {
+        ServingSettings s = serving->settings();
+        s.workload.clients = 16;
+        s.workload.arrival_rate = 8;
+        s.options.pool_blocks = 40; // tight enough to preempt a few
+        serving->setSettings(s);
+        serving->run();
+    });
+    auto grabbed = std::make_shared<bool>(false);
+    if (live) {
+        QObject::connect(serving, &ServingPanel::progressed, &window, [&app, &window, dock, serving, o, grabbed] {
+            const auto* lanes = serving->lanes();
+            if (*grabbed || !lanes->run() || lanes->run()->mode != engine::BatchingMode::Continuous)
+                return;
+            int done = 0;
+            for (const auto& r : lanes->run()->requests)
+                done += r.phase == engine::RequestPhase::Done;
+            if (2 * done < int(lanes->run()->requests.size()))
+                return;
+            *grabbed = true;
+            // the picture now, while the run goes on; the app ends when it is saved
+            if (!save_picture(dock, o->file))
+                app.exit(1);
+            else
+                app.exit(0);
+        });
+    }
+    QObject::connect(serving, &ServingPanel::finished, &window, [&app, &window, dock, serving, o, grabbed] {
+        if (*grabbed)
+            return;
+        if (!serving->result()) {
+            std::fprintf(stderr, "%s\n", qPrintable(serving->statusText()));
+            app.exit(1);
+            return;
+        }
+        *grabbed = true;
+        grab_later(app, &window, dock, o->file, 300);
+    });
+}
+
 // The KV cache or the timeline after a real chat reply (they are its measurements).
 void script_after_reply(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
 {
@@ -409,8 +463,8 @@ void script_saved_run(QApplication& app, MainWindow& window, const Options& o)
 
 const QStringList& screenshot_panels()
 {
-    static const QStringList panels = {"main",    "chat",     "tokenizer", "stepper", "attention", "kv",
-                                       "context", "timeline", "library",   "lab",     "text",      "connect"};
+    static const QStringList panels = {"main",     "chat",    "tokenizer", "stepper", "attention", "kv",     "context",
+                                       "timeline", "library", "lab",       "text",    "connect",   "serving"};
     return panels;
 }
 
@@ -437,6 +491,8 @@ void script_screenshot(QApplication& app, EngineController& engine, MainWindow& 
         script_text(app, engine, window, o);
     else if (panel == "context")
         script_context(app, engine, window, o);
+    else if (panel == "serving")
+        script_serving(app, engine, window, o);
     else if (panel == "kv" || panel == "timeline")
         script_after_reply(app, engine, window, o);
     else

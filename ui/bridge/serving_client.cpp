@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The serving lab on the engine thread: the workload made with the model's tokenizer, then one run
+// per batching mode on a CPU backend of its own (the only backend with multi-sequence passes), the
+// run so far posted to the UI at most every 80 ms and after its last step.
+#include "bridge/serving_client.h"
+
+#include "backend/backend.h"
+#include "model/model.h"
+#include "util/error.h"
+
+#include <chrono>
+
+namespace tokenscope::ui {
+
+ServingClient::ServingClient(EngineController& engine) : m_engine(engine) {}
+
+quint64 ServingClient::run(const ServingSettings& settings)
+{
+    if (m_engine.remote())
+        return m_engine.refuse(this, &ServingClient::servingFinished, tr("The serving lab"));
+    ServingClient* client = this;
+    return m_engine.request(
+        client, &ServingClient::servingFinished,
+        [client, settings](EngineContext& context, const RequestBook::Ticket& ticket) {
+            context.requireModel();
+            if (settings.modes.empty())
+                throw engine::Error(tr("Choose at least one way of batching to run.").toStdString());
+            auto s = std::make_shared<ServingSnapshot>();
+            s->model = QString::fromStdString(context.model->config().name);
+            const std::vector<engine::ServeRequest> requests =
+                engine::make_workload(settings.workload, context.model->tokenizer());
+            uint32_t longest = 0;
+            uint64_t all_blocks = 0;
+            const uint32_t bt = std::max(1u, settings.options.block_tokens);
+            for (const engine::ServeRequest& r : requests) {
+                const auto n = uint32_t(r.prompt.size() + r.max_new_tokens);
+                longest = std::max(longest, n);
+                all_blocks += (n + bt - 1) / bt;
+            }
+            engine::ServingOptions options = settings.options;
+            options.n_ctx = longest;
+            if (options.pool_blocks == 0) // room for every request at once
+                options.pool_blocks = uint32_t(std::min<uint64_t>(all_blocks, 1u << 20));
+            options.deterministic = options.deterministic || context.deterministic();
+            auto backend = engine::make_cpu_backend(
+                context.model, {.threads = context.threads, .n_ctx = longest, .order = context.cpuOrder()});
+            s->backend = QString::fromStdString(backend->name());
+            std::vector<std::shared_ptr<const engine::ServeRunResult>> finished;
+            for (std::size_t i = 0; i < settings.modes.size() && !ticket.cancel->load(); ++i) {
+                options.mode = settings.modes[i];
+                auto steps = std::make_shared<std::vector<engine::StepRecord>>();
+                auto last_post = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+                const auto progress = [&](const engine::ServingEngine& serving, const engine::StepRecord& step) {
+                    steps->push_back(step);
+                    const auto now = std::chrono::steady_clock::now();
+                    const bool last = serving.done();
+                    if (!last && now - last_post < std::chrono::milliseconds(80))
+                        return;
+                    last_post = now;
+                    auto view = std::make_shared<ServingRunView>();
+                    view->mode = options.mode;
+                    view->requests = serving.requests();
+                    view->steps = *steps;
+                    view->pool = serving.pool_snapshot();
+                    view->clock_s = step.end_s;
+                    auto live = std::make_shared<ServingLive>();
+                    live->request_id = ticket.id;
+                    live->run_index = int(i);
+                    live->runs = int(settings.modes.size());
+                    live->total = int(view->requests.size());
+                    for (const engine::RequestState& r : view->requests)
+                        live->done += r.phase == engine::RequestPhase::Done;
+                    live->run = std::move(view);
+                    live->finished = finished;
+                    EngineController::toUi(client, [client, live] { emit client->servingProgress(live); });
+                };
+                engine::ServeRunResult result =
+                    engine::run_serving(*backend, options, requests, ticket.cancel.get(), progress);
+                auto view = std::make_shared<ServingRunView>();
+                view->mode = options.mode;
+                view->requests = result.requests;
+                view->steps = result.steps;
+                view->pool = result.pool;
+                view->clock_s = result.steps.empty() ? 0.0 : result.steps.back().end_s;
+                s->cancelled = s->cancelled || result.cancelled;
+                finished.push_back(std::make_shared<const engine::ServeRunResult>(result));
+                s->runs.push_back(std::move(result));
+                s->views.push_back(std::move(view));
+            }
+            s->cancelled = s->cancelled || ticket.cancel->load();
+            return s;
+        });
+}
+
+} // namespace tokenscope::ui

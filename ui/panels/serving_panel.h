@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include "bridge/serving_types.h"
+
+#include <QWidget>
+#include <memory>
+
+class QCheckBox;
+class QChartView;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QProgressBar;
+class QPushButton;
+class QSpinBox;
+class QTableWidget;
+class QTabWidget;
+
+namespace tokenscope::ui {
+
+class EngineController;
+class ServingLanes;
+class ServingPoolMap;
+
+// The serving lab: simulated clients (arrival rate, prompt and reply lengths, a common system prompt)
+// served by the engine for real, one request at a time, in static batches and by continuous batching,
+// one after another on the same workload. Live: a lane per request, the KV block pool coloured by
+// owner with shared blocks marked, the batch size over time; afterwards the three side by side
+// (throughput, time to first token, inter-token latency). Stop at any time; CSV and JSON export.
+class ServingPanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit ServingPanel(EngineController* engine, QWidget* parent = nullptr);
+
+    ServingSettings settings() const;
+    void setSettings(const ServingSettings& settings);
+    void run();
+    void stop();
+    bool running() const { return m_request != 0; }
+    const std::shared_ptr<const ServingSnapshot>& result() const { return m_result; }
+    ServingLanes* lanes() const { return m_lanes; }
+    ServingPoolMap* poolMap() const { return m_pool; }
+    QTableWidget* table() const { return m_table; }
+    QString statusText() const;
+    // The run the lanes and pool map show: a finished one by index (they follow the live run while one goes).
+    void showRun(int index);
+
+signals:
+    void progressed();
+    void finished();
+
+private:
+    void onProgress(std::shared_ptr<const ServingLive> live);
+    void onFinished(std::shared_ptr<const ServingSnapshot> snapshot);
+    void showView(const std::shared_ptr<const ServingRunView>& view);
+    void fillTable(const std::vector<const engine::ServeRunResult*>& runs);
+    void drawBatchChart();
+    void exportTo(bool json);
+
+    EngineController* m_engine;
+    quint64 m_request = 0;
+    std::shared_ptr<const ServingSnapshot> m_result;
+    std::shared_ptr<const ServingLive> m_live;
+    QSpinBox* m_clients = nullptr;
+    QDoubleSpinBox* m_rate = nullptr;
+    QSpinBox *m_prompt_min = nullptr, *m_prompt_max = nullptr, *m_output_min = nullptr, *m_output_max = nullptr;
+    QSpinBox* m_shared_percent = nullptr;
+    QSpinBox* m_shared_tokens = nullptr;
+    QSpinBox* m_max_running = nullptr;
+    QSpinBox* m_step_tokens = nullptr;
+    QSpinBox* m_pool_blocks = nullptr;
+    QComboBox* m_preemption = nullptr;
+    QCheckBox* m_prefix_cache = nullptr;
+    QCheckBox *m_one = nullptr, *m_static = nullptr, *m_continuous = nullptr;
+    QPushButton* m_run = nullptr;
+    QPushButton* m_stop = nullptr;
+    QPushButton* m_export_csv = nullptr;
+    QPushButton* m_export_json = nullptr;
+    QProgressBar* m_progress = nullptr;
+    QLabel* m_status = nullptr;
+    QComboBox* m_show = nullptr;
+    QTabWidget* m_tabs = nullptr;
+    ServingLanes* m_lanes = nullptr;
+    ServingPoolMap* m_pool = nullptr;
+    QLabel* m_pool_note = nullptr;
+    QChartView* m_chart = nullptr;
+    QTableWidget* m_table = nullptr;
+};
+
+} // namespace tokenscope::ui
