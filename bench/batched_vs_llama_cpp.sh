@@ -4,7 +4,8 @@
 #   bench/batched_vs_llama_cpp.sh [MODEL.gguf]
 # llama.cpp: `llama-batched-bench` (built natively from the registry's sdist by
 # tests/reference/build_llama_cpp.sh) with -fa off and -fa on, each with and without -kvu (one KV
-# buffer for all sequences); the fastest of the four counts. Tokenscope: `tokenscope-cli serve-sim`
+# buffer for all sequences) and with and without weight repacking (-nr); the fastest that ran counts
+# (repacking crashes this llama.cpp on AMX CPUs: those variants are named as giving no result). Tokenscope: `tokenscope-cli serve-sim`
 # with the same shape — B requests of PP prompt tokens arriving at once, TG tokens each, one
 # continuous-batching run — in its default mode and in deterministic mode (the cost of batch
 # invariance). Total throughput = tokens the passes processed / their time, as llama-batched-bench's
@@ -33,10 +34,13 @@ echo "model $(basename "$MODEL"); threads $THREADS; prompt $PP, generate $TG; ba
 echo "llama.cpp: $BATCHED; Tokenscope: $(git -C "$ROOT" rev-parse --short HEAD); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 for fa in off on; do
     for kvu in "" "-kvu"; do
-        "$BATCHED" -m "$MODEL" -c "$CTX" -b 2048 -ub 512 -t "$THREADS" -tb "$THREADS" -fa "$fa" $kvu \
-            -npp "$PP" -ntg "$TG" -npl "$NPL" --output-format jsonl 2>/dev/null | grep '^{' > "$OUT/theirs.$fa$kvu" || true
+        for rpk in "" "-nr"; do # weight repacking on (llama.cpp's default) and off: it crashes on AMX CPUs
+            "$BATCHED" -m "$MODEL" -c "$CTX" -b 2048 -ub 512 -t "$THREADS" -tb "$THREADS" -fa "$fa" $kvu $rpk \
+                -npp "$PP" -ntg "$TG" -npl "$NPL" --output-format jsonl 2>/dev/null | grep '^{' > "$OUT/theirs.$fa$kvu$rpk" || true
+        done
     done
 done
+for f in "$OUT"/theirs.*; do [ -s "$f" ] || echo "llama-batched-bench ${f##*/theirs.} gave no result (crashed)"; done
 for b in $BATCHES; do
     for det in "" "--deterministic"; do
         "$OURS" serve-sim "$MODEL" --clients "$b" --rate 0 --prompt-min "$PP" --prompt-max "$PP" \
@@ -55,7 +59,7 @@ for path in glob.glob(f"{out}/theirs.*"):
         r = json.loads(line)
         theirs.setdefault(r["pl"], {})[variant] = r["speed"]
 print("total throughput, tokens processed per second of passes (prompt and decode)")
-print(f"{'B':>3} {'llama.cpp best':>16} {'(variant)':>12} {'tokenscope':>12} {'ratio':>7} {'deterministic':>14} {'cost':>7}")
+print(f"{'B':>3} {'llama.cpp best':>16} {'(variant)':>18} {'tokenscope':>12} {'ratio':>7} {'deterministic':>14} {'cost':>7}")
 below = []
 for b in batches:
     runs = {}
@@ -69,7 +73,7 @@ for b in batches:
     best = variants.get(best_variant, 0.0) if best_variant else 0.0
     ratio = runs[""] / best if best else float("nan")
     cost = runs["--deterministic"] / runs[""] if runs[""] else float("nan")
-    print(f"{b:>3} {best:>16.1f} {('fa ' + best_variant if best_variant else 'failed'):>12} {runs['']:>12.1f} "
+    print(f"{b:>3} {best:>16.1f} {('fa ' + best_variant if best_variant else 'failed'):>18} {runs['']:>12.1f} "
           f"{ratio:>7.2f} {runs['--deterministic']:>14.1f} {cost:>7.0%}")
     if not best or ratio < 1.0:
         below.append(f"B={b} ({ratio:.2f})")

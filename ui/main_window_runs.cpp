@@ -12,6 +12,7 @@
 #include "panels/lab_heads_tab.h"
 #include "panels/lab_panel.h"
 #include "panels/lab_steering_tab.h"
+#include "panels/serving_panel.h"
 #include "panels/stepper_panel.h"
 #include "panels/text_panel.h"
 #include "panels/timeline_panel.h"
@@ -73,6 +74,8 @@ RunDocument MainWindow::currentRun() const
     d.head_scan = m_lab->headsTab()->scanned();
     d.ablation = m_lab->headsTab()->ablation();
     d.steering = m_lab->steeringTab()->result();
+    if (const auto& serving = m_serving->result(); serving && serving->error.isEmpty() && !serving->runs.empty())
+        d.serving = serving;
     return d;
 }
 
@@ -117,8 +120,8 @@ QString MainWindow::runSummary() const
 {
     const RunDocument d = currentRun();
     if (d.empty())
-        return tr("There is nothing to save yet: run the stepper, capture attention, analyse a text or run a lab "
-                  "experiment first.");
+        return tr("There is nothing to save yet: run the stepper, capture attention, analyse a text, run a lab "
+                  "experiment or serve a workload first.");
     const RunSize s = run_size(d);
     return tr("The run holds: %1.\nThe file will take %2 (the model's vocabulary %3, recorded attention %4 as F16); "
               "the model itself (%5) is not included.")
@@ -289,6 +292,8 @@ void MainWindow::showRun(std::shared_ptr<const RunDocument> run)
     m_lab->headsTab()->showSaved(d.head_classes, d.head_scan, d.ablation);
     if (d.steering)
         m_lab->steeringTab()->showSaved(d.steering);
+    if (d.serving)
+        m_serving->showSaved(d.serving);
     m_showing_run = true; // until a live result replaces part of it
     const QString model = d.model ? d.model->name : tr("unknown model");
     const QString file = QFileInfo(d.path).fileName();

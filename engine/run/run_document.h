@@ -7,6 +7,7 @@
 // so a panel only ever sees a document that agrees with itself.
 
 #include "run/run_file.h"
+#include "run/run_serving.h"
 #include "sampling/sampler.h"
 #include "sampling/sampling_settings.h"
 
@@ -249,6 +250,7 @@ struct Document {
     std::optional<HeadsDoc> head_classes, head_scan;
     std::optional<AblationDoc> ablation;
     std::optional<SteeringDoc> steering;
+    std::optional<ServingDoc> serving; // the serving lab's runs
 };
 
 // The file's contents for write_run_file(): the document as JSON, its bulk numbers as tensors.

@@ -524,6 +524,8 @@ Document parse_document(const RunContents& contents)
         d.ablation = ablation_from(lab.object("ablation"));
     if (lab.has("steering"))
         d.steering = steering_from(lab.object("steering"), arrays);
+    if (o.has("serving"))
+        d.serving = serving_from(o.object("serving"));
     return d;
 }
 

@@ -403,6 +403,8 @@ RunContents to_contents(const Document& doc, std::string writer)
         lab["steering"] = steering_json(*doc.steering, arrays);
     if (!lab.empty())
         root["lab"] = std::move(lab);
+    if (doc.serving)
+        root["serving"] = serving_json(*doc.serving);
     c.document = root.dump(-1, ' ', false, json::error_handler_t::replace);
     c.writer = std::move(writer);
     return c;

@@ -616,6 +616,8 @@ void validate(const Document& doc, const Tokenizer* vocabulary)
         ablation(c, *doc.ablation);
     if (doc.steering)
         steering(c, *doc.steering);
+    if (doc.serving)
+        validate_serving(*doc.serving, c.vocabulary);
 }
 
 } // namespace engine::run

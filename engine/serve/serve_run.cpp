@@ -40,16 +40,21 @@ ServeRunResult run_serving(Backend& backend, const ServingOptions& options, std:
     for (const ServeRequest& r : requests)
         now = std::min(now, r.arrival_s);
     const double start = now;
+    int idle_steps = 0; // steps that ran no pass: a schedule that never makes progress is an error, not a hang
     while (!engine.done()) {
         if (cancel && cancel->load()) {
             result.cancelled = true;
             break;
         }
-        if (std::optional<StepRecord> step = engine.step(now)) {
+        if (std::optional<ServeStep> step = engine.step(now)) {
+            idle_steps = step->slices.empty() ? idle_steps + 1 : 0;
+            if (idle_steps > 1000)
+                throw Error("the serving engine made no progress for 1,000 steps: the pool cannot hold what the "
+                            "running requests need (raise the pool)");
             now = step->end_s;
             result.busy_s += step->end_s - step->start_s;
             uint32_t sequences = 0;
-            for (const StepSlice& s : step->slices)
+            for (const ServeSlice& s : step->slices)
                 sequences += s.n_tokens > 0;
             result.max_batch_sequences = std::max(result.max_batch_sequences, sequences);
             result.max_batch_tokens = std::max(result.max_batch_tokens, step->tokens);

@@ -24,7 +24,7 @@ Percentiles percentiles(std::vector<double> values);
 struct ServeRunResult {
     ServingOptions options;
     std::vector<RequestState> requests;
-    std::vector<StepRecord> steps;
+    std::vector<ServeStep> steps;
     PoolSnapshot pool; // after the last step
     bool cancelled = false;
     double makespan_s = 0;         // first arrival to last token (the run's clock)
@@ -40,7 +40,7 @@ struct ServeRunResult {
 };
 
 // Called after every step with the engine (its requests and pool as they are now) and the step.
-using ServeProgress = std::function<void(const ServingEngine& engine, const StepRecord& step)>;
+using ServeProgress = std::function<void(const ServingEngine& engine, const ServeStep& step)>;
 
 // Runs `requests` to the end, or until `cancel` is set (the result says so; what finished is kept).
 ServeRunResult run_serving(Backend& backend, const ServingOptions& options, std::span<const ServeRequest> requests,

@@ -61,24 +61,24 @@ std::string_view request_phase_name(RequestPhase phase)
     return "?";
 }
 
-std::string_view step_event_name(StepEvent::Kind kind)
+std::string_view serve_event_name(ServeEvent::Kind kind)
 {
     switch (kind) {
-    case StepEvent::Kind::Admitted:
+    case ServeEvent::Kind::Admitted:
         return "admitted";
-    case StepEvent::Kind::PrefixReused:
+    case ServeEvent::Kind::PrefixReused:
         return "prefix reused";
-    case StepEvent::Kind::Preempted:
+    case ServeEvent::Kind::Preempted:
         return "preempted";
-    case StepEvent::Kind::SwappedOut:
+    case ServeEvent::Kind::SwappedOut:
         return "swapped out";
-    case StepEvent::Kind::SwappedIn:
+    case ServeEvent::Kind::SwappedIn:
         return "swapped in";
-    case StepEvent::Kind::Forked:
+    case ServeEvent::Kind::Forked:
         return "forked";
-    case StepEvent::Kind::CopyOnWrite:
+    case ServeEvent::Kind::CopyOnWrite:
         return "copy on write";
-    case StepEvent::Kind::Finished:
+    case ServeEvent::Kind::Finished:
         return "finished";
     }
     return "?";
@@ -177,7 +177,7 @@ std::optional<double> ServingEngine::next_arrival(double now) const
     return next;
 }
 
-bool ServingEngine::admit(RequestState& r, double now, uint32_t& reserved, std::vector<StepEvent>& events)
+bool ServingEngine::admit(RequestState& r, double now, uint32_t& reserved, std::vector<ServeEvent>& events)
 {
     Slot& slot = *m_slots[r.id];
     if (!slot.seq)
@@ -191,7 +191,7 @@ bool ServingEngine::admit(RequestState& r, double now, uint32_t& reserved, std::
         if (need > free_now || !slot.seq->swap_in(*slot.swapped))
             return false;
         reserved += need - blocks_for(slot.swapped->n_cached); // the blocks it took back are held already
-        events.push_back({StepEvent::Kind::SwappedIn, r.id, blocks_for(slot.swapped->n_cached)});
+        events.push_back({ServeEvent::Kind::SwappedIn, r.id, blocks_for(slot.swapped->n_cached)});
         m_host_bytes -= slot.swapped->bytes();
         slot.swapped.reset();
     } else {
@@ -209,18 +209,18 @@ bool ServingEngine::admit(RequestState& r, double now, uint32_t& reserved, std::
         r.n_computed = reused;
         r.reused_tokens += reused;
         if (reused)
-            events.push_back({StepEvent::Kind::PrefixReused, r.id, reused});
+            events.push_back({ServeEvent::Kind::PrefixReused, r.id, reused});
     }
     r.phase = tokens.size() - r.n_computed > 1 || r.output.empty() ? RequestPhase::Prefill : RequestPhase::Decode;
     if (r.admitted_s < 0) { // a resumed request keeps its place: preempting it again first would thrash
         r.admitted_s = now;
         r.admission = m_next_admission++;
     }
-    events.push_back({StepEvent::Kind::Admitted, r.id, 0});
+    events.push_back({ServeEvent::Kind::Admitted, r.id, 0});
     return true;
 }
 
-void ServingEngine::preempt(RequestState& r, std::vector<StepEvent>& events)
+void ServingEngine::preempt(RequestState& r, std::vector<ServeEvent>& events)
 {
     Slot& slot = *m_slots[r.id];
     ++r.preemptions;
@@ -229,29 +229,29 @@ void ServingEngine::preempt(RequestState& r, std::vector<StepEvent>& events)
         slot.swapped = slot.seq->swap_out();
         m_host_bytes += slot.swapped->bytes();
         ++r.swaps;
-        events.push_back({StepEvent::Kind::SwappedOut, r.id, blocks_for(r.n_computed)});
+        events.push_back({ServeEvent::Kind::SwappedOut, r.id, blocks_for(r.n_computed)});
     } else { // recompute: its full blocks stay in the prefix cache until their room is needed
         slot.seq->release_blocks();
         r.n_computed = 0;
-        events.push_back({StepEvent::Kind::Preempted, r.id, 0});
+        events.push_back({ServeEvent::Kind::Preempted, r.id, 0});
     }
     r.phase = RequestPhase::Preempted;
 }
 
-void ServingEngine::finish(RequestState& r, double now, std::string reason, std::vector<StepEvent>& events)
+void ServingEngine::finish(RequestState& r, double now, std::string reason, std::vector<ServeEvent>& events)
 {
     r.phase = RequestPhase::Done;
     r.finish_s = now;
     r.finish_reason = std::move(reason);
     m_slots[r.id]->seq.reset(); // its published blocks stay cached for later prompts
-    events.push_back({StepEvent::Kind::Finished, r.id, uint32_t(r.output.size())});
+    events.push_back({ServeEvent::Kind::Finished, r.id, uint32_t(r.output.size())});
 }
 
-std::optional<StepRecord> ServingEngine::step(double now)
+std::optional<ServeStep> ServingEngine::step(double now)
 {
-    StepRecord record;
+    ServeStep record;
     record.start_s = now;
-    std::vector<StepEvent>& events = record.events;
+    std::vector<ServeEvent>& events = record.events;
 
     // ---- admissions: preempted requests first (in their old order), then arrivals in order
     const auto count_running = [&] {
@@ -308,7 +308,7 @@ std::optional<StepRecord> ServingEngine::step(double now)
     std::sort(order.begin(), order.end(),
               [&](uint32_t a, uint32_t b) { return m_requests[a].admission < m_requests[b].admission; });
     uint32_t budget = m_options.step_tokens;
-    std::vector<StepSlice>& slices = record.slices;
+    std::vector<ServeSlice>& slices = record.slices;
     for (const bool decode : {true, false})
         for (uint32_t id : order) {
             const RequestState& r = m_requests[id];
@@ -327,7 +327,7 @@ std::optional<StepRecord> ServingEngine::step(double now)
         const uint64_t copies = m_pool->counters().cow_copies;
         if (seq.try_reserve(r.n_computed + slices[i].n_tokens)) {
             if (m_pool->counters().cow_copies != copies)
-                events.push_back({StepEvent::Kind::CopyOnWrite, r.id, 1});
+                events.push_back({ServeEvent::Kind::CopyOnWrite, r.id, 1});
             ++i;
             continue;
         }
@@ -413,7 +413,7 @@ std::optional<StepRecord> ServingEngine::step(double now)
                 sample(reply.state, *reply.slot);
                 forks.push_back(std::move(reply));
             }
-            events.push_back({StepEvent::Kind::Forked, r.id, r.request.samples - 1});
+            events.push_back({ServeEvent::Kind::Forked, r.id, r.request.samples - 1});
         }
         sample(r, slot);
         slices[i].sampled = true;

@@ -86,26 +86,26 @@ struct RequestState {
 };
 
 // One request's part in a step.
-struct StepSlice {
+struct ServeSlice {
     uint32_t request = 0;
     uint32_t n_tokens = 0;
     bool prefill = false; // a prompt chunk (or a recomputation), not a decode step
     bool sampled = false; // produced a token
 };
 
-struct StepEvent {
+struct ServeEvent {
     enum class Kind { Admitted, PrefixReused, Preempted, SwappedOut, SwappedIn, Forked, CopyOnWrite, Finished };
     Kind kind = Kind::Admitted;
     uint32_t request = 0;
     uint32_t count = 0; // tokens reused, blocks swapped, replies forked
 };
-std::string_view step_event_name(StepEvent::Kind kind);
+std::string_view serve_event_name(ServeEvent::Kind kind);
 
-struct StepRecord {
+struct ServeStep {
     uint32_t index = 0;
     double start_s = 0, end_s = 0; // on the run's clock
-    std::vector<StepSlice> slices;
-    std::vector<StepEvent> events;
+    std::vector<ServeSlice> slices;
+    std::vector<ServeEvent> events;
     uint32_t tokens = 0;      // tokens of the pass
     uint32_t running = 0;     // requests holding cache after the step
     uint32_t waiting = 0;     // arrived, not admitted (preempted ones included)
@@ -138,7 +138,7 @@ public:
     uint32_t submit(ServeRequest request);
     // One step at time `now` on the run's clock: admissions, one pass, sampling. Returns nullopt when
     // nothing can run now (no request has arrived yet); the step's end is now + the pass's own time.
-    std::optional<StepRecord> step(double now);
+    std::optional<ServeStep> step(double now);
     bool done() const;
     // When the next queued request arrives (nullopt: every one has arrived).
     std::optional<double> next_arrival(double now) const;
@@ -154,10 +154,10 @@ private:
     struct Slot; // a request's sequence, sampler and swapped blocks
     // Admits `r` into the room the pool has beyond `reserved` (blocks promised this step), adding what
     // its first chunk takes; false when it does not fit.
-    bool admit(RequestState& r, double now, uint32_t& reserved, std::vector<StepEvent>& events);
-    void preempt(RequestState& r, std::vector<StepEvent>& events);
-    void finish(RequestState& r, double now, std::string reason, std::vector<StepEvent>& events);
-    void fork_replies(RequestState& r, std::vector<StepEvent>& events);
+    bool admit(RequestState& r, double now, uint32_t& reserved, std::vector<ServeEvent>& events);
+    void preempt(RequestState& r, std::vector<ServeEvent>& events);
+    void finish(RequestState& r, double now, std::string reason, std::vector<ServeEvent>& events);
+    void fork_replies(RequestState& r, std::vector<ServeEvent>& events);
     bool running(const RequestState& r) const
     {
         return r.phase == RequestPhase::Prefill || r.phase == RequestPhase::Decode;

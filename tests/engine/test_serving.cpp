@@ -97,7 +97,7 @@ uint64_t cache_hash(const Model& model, const KvStore& kv, uint32_t n)
 }
 
 // Runs a request list to the end on a virtual clock (the passes' own time, idle gaps skipped).
-void run_to_end(ServingEngine& engine, const std::function<void(const StepRecord&)>& after_step = {})
+void run_to_end(ServingEngine& engine, const std::function<void(const ServeStep&)>& after_step = {})
 {
     double now = 0;
     for (int guard = 0; !engine.done(); ++guard) {
@@ -421,13 +421,13 @@ void TestServing::preemptionLosesNothing()
         auto engine = std::make_unique<ServingEngine>(*backend, options);
         for (const ServeRequest& r : asked)
             engine->submit(r);
-        run_to_end(*engine, [&](const StepRecord& rec) {
+        run_to_end(*engine, [&](const ServeStep& rec) {
             if (qEnvironmentVariableIsSet("DEBUG_SERVE")) {
                 QString line = QString("step %1 held %2:").arg(rec.index).arg(rec.blocks_held);
                 for (const auto& sl : rec.slices)
                     line += QString(" r%1+%2").arg(sl.request).arg(sl.n_tokens);
                 for (const auto& e : rec.events)
-                    line += QString(" [%1 %2]").arg(QString::fromUtf8(step_event_name(e.kind).data())).arg(e.request);
+                    line += QString(" [%1 %2]").arg(QString::fromUtf8(serve_event_name(e.kind).data())).arg(e.request);
                 qInfo("%s", qPrintable(line));
             }
         });
@@ -484,17 +484,17 @@ void TestServing::batchingModesGiveTheSameReplies()
         for (const ServeRequest& r : asked)
             engine.submit(r);
         bool static_running = false; // a static batch held requests after the previous step
-        run_to_end(engine, [&](const StepRecord& rec) {
+        run_to_end(engine, [&](const ServeStep& rec) {
             ++passes[mode];
             std::set<uint32_t> in_pass;
-            for (const StepSlice& s : rec.slices)
+            for (const ServeSlice& s : rec.slices)
                 in_pass.insert(s.request);
             QVERIFY(in_pass.size() <= 3);
             if (mode == BatchingMode::OneAtATime)
                 QVERIFY(in_pass.size() <= 1);
             if (mode == BatchingMode::Static)
-                for (const StepEvent& e : rec.events)
-                    if (e.kind == StepEvent::Kind::Admitted)
+                for (const ServeEvent& e : rec.events)
+                    if (e.kind == ServeEvent::Kind::Admitted)
                         QVERIFY2(!static_running, "static batching admitted while a batch ran");
             static_running = rec.running > 0;
         });

@@ -223,9 +223,101 @@ void trim_free_lists(json& doc)
                 cut(stage["top"], 4);
 }
 
+namespace {
+
+// A serving lab's part (two requests, three passes, a pool of four blocks): what a real one holds,
+// small enough for the fuzzer's edits to reach every field.
+json serving_part()
+{
+    const json percentiles = {{"p50", 0.1}, {"p90", 0.1}, {"p99", 0.12}, {"max", 0.12}, {"count", 2}};
+    const auto request = [](int id, json prompt, json output, json times) {
+        return json{{"id", id},
+                    {"parent", -1},
+                    {"prompt", prompt},
+                    {"max_new_tokens", 2},
+                    {"arrival_s", 0.0},
+                    {"temperature", 0.0},
+                    {"seed", 1},
+                    {"samples", 1},
+                    {"phase", "done"},
+                    {"output", output},
+                    {"n_computed", 4},
+                    {"reused_tokens", 0},
+                    {"computed_tokens", 4},
+                    {"preemptions", 0},
+                    {"swaps", 0},
+                    {"admitted_s", 0.0},
+                    {"first_token_s", 0.1},
+                    {"finish_s", 0.2},
+                    {"token_times", times},
+                    {"finish_reason", "length"}};
+    };
+    const auto step = [](double start, double end, json slices, json events) {
+        return json{{"start_s", start}, {"end_s", end},     {"tokens", 6},        {"running", 2},
+                    {"waiting", 0},     {"blocks_held", 2}, {"blocks_cached", 0}, {"host_store_bytes", 0},
+                    {"slices", slices}, {"events", events}};
+    };
+    json run = {
+        {"mode", "continuous"},
+        {"options",
+         {{"max_running", 2},
+          {"step_tokens", 16},
+          {"pool_blocks", 4},
+          {"block_tokens", 32},
+          {"preemption", "recompute"},
+          {"host_store_bytes", 1024},
+          {"prefix_caching", true},
+          {"deterministic", false},
+          {"n_ctx", 64}}},
+        {"cancelled", false},
+        {"makespan_s", 0.2},
+        {"busy_s", 0.2},
+        {"prompt_tokens", 6},
+        {"generated_tokens", 4},
+        {"computed_tokens", 8},
+        {"reused_tokens", 0},
+        {"preemptions", 0},
+        {"swaps", 0},
+        {"max_batch_sequences", 2},
+        {"max_batch_tokens", 6},
+        {"ttft", percentiles},
+        {"itl", percentiles},
+        {"latency", percentiles},
+        {"pool",
+         {{"blocks", {{0, 1, false}, {1, 1, false}, {-1, 0, false}, {0, 0, true}}},
+          {"prefix_hits", 0},
+          {"cow_copies", 0},
+          {"evictions", 0},
+          {"allocations", 2}}},
+        {"requests", {request(0, {1, 2, 3}, {4, 5}, {0.1, 0.2}), request(1, {3, 2, 1}, {5, 4}, {0.1, 0.2})}},
+        {"steps",
+         {step(0.0, 0.1, {{0, 3, true, true}, {1, 3, true, true}}, {{"admitted", 0, 0}, {"admitted", 1, 0}}),
+          step(0.1, 0.2, {{0, 1, false, true}, {1, 1, false, true}}, {{"finished", 0, 2}, {"finished", 1, 2}})}}};
+    return {{"model", "tiny"},
+            {"backend", "CPU (1 thread)"},
+            {"cancelled", false},
+            {"workload",
+             {{"clients", 2},
+              {"arrival_rate", 0.0},
+              {"prompt_min", 3},
+              {"prompt_max", 3},
+              {"output_min", 2},
+              {"output_max", 2},
+              {"shared_fraction", 0.0},
+              {"shared_tokens", 0},
+              {"prompts", json::array()},
+              {"temperature", 0.0},
+              {"seed", 1}}},
+            {"runs", {run}}};
+}
+
+} // namespace
+
 std::string with_every_lab_part(const std::string& document)
 {
     json doc = json::parse(document);
+    if (!doc.contains("serving"))
+        doc["serving"] = serving_part();
     const json classes =
         doc.contains("lab") && doc["lab"].contains("head_classes") ? doc["lab"]["head_classes"] : json();
     json lab = lab_parts(classes);

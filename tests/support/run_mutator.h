@@ -16,13 +16,14 @@
 namespace testsupport {
 
 // The valid runs every edit starts from: the committed fixtures, with a patching, an attribution, a
-// head scan and an ablation added so that every part of the schema is there to be edited.
+// head scan, an ablation and a serving lab added so that every part of the schema is there to be edited.
 struct RunSeeds {
     std::vector<engine::run::OpenedRun> runs;
     static const RunSeeds& get(); // read once from tests/data/runs
 };
 
-// Adds the lab parts named above to a document (nlohmann JSON text in, JSON text out).
+// Adds the lab parts named above, and a small serving lab part, to a document (nlohmann JSON text in,
+// JSON text out).
 std::string with_every_lab_part(const std::string& document);
 
 // Applies the edits `input` describes to one of the seeds and returns the signed file's bytes (empty

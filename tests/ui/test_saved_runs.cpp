@@ -17,6 +17,7 @@
 #include "panels/lab_heads_tab.h"
 #include "panels/lab_panel.h"
 #include "panels/lab_steering_tab.h"
+#include "panels/serving_panel.h"
 #include "panels/stepper_panel.h"
 #include "panels/text_panel.h"
 #include "panels/timeline_panel.h"
@@ -31,6 +32,7 @@
 #include "util/fp16.h"
 #include "widgets/distribution_view.h"
 #include "widgets/model_head_map.h"
+#include "widgets/serving_lanes.h"
 
 #include <QDir>
 #include <QElapsedTimer>
@@ -40,6 +42,7 @@
 #include <QProcess>
 #include <QPushButton>
 #include <QStandardPaths>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
 #include <cmath>
@@ -236,10 +239,27 @@ void TestSavedRuns::aRunReopensInEveryPanelWithoutTheModel()
     QVERIFY(testsupport::seen(steered, 1, 300000));
     QVERIFY2(steering->result(), qPrintable(steering->status()));
 
+    ServingPanel* serving = m_a->servingPanel();
+    QSignalSpy served(serving, &ServingPanel::finished);
+    ServingSettings workload = serving->settings();
+    workload.workload.clients = 3;
+    workload.workload.arrival_rate = 0;
+    workload.workload.prompt_min = 6;
+    workload.workload.prompt_max = 10;
+    workload.workload.output_min = 3;
+    workload.workload.output_max = 5;
+    workload.workload.shared_fraction = 0;
+    workload.modes = {engine::BatchingMode::OneAtATime, engine::BatchingMode::Continuous};
+    serving->setSettings(workload);
+    serving->run();
+    QVERIFY(testsupport::seen(served, 1, 300000));
+    QVERIFY2(serving->result() && serving->result()->runs.size() == 2, qPrintable(serving->statusText()));
+
     // Saved: the size said before saving is the file's.
     const QString summary = m_a->runSummary();
     QVERIFY2(summary.contains("stepper (") && summary.contains("attention (") && summary.contains("text analysis") &&
-                 summary.contains("patching") && summary.contains("steering"),
+                 summary.contains("patching") && summary.contains("steering") &&
+                 summary.contains("serving lab (2 runs of 3 requests)"),
              qPrintable(summary));
     const quint64 announced = m_a->runFileSize();
     m_saved = m_dir.filePath("lesson.tsrun");
@@ -401,6 +421,34 @@ void TestSavedRuns::aRunReopensInEveryPanelWithoutTheModel()
     QCOMPARE(shown.plus, ga.settings.plus);
     QCOMPARE(shown.prompt, ga.settings.prompt);
     QCOMPARE(shown.layer, ga.settings.layer);
+    // the serving lab: every request's tokens and times, every pass, the pool and the table as they were
+    const ServingSnapshot &serve_a = *serving->result(), &serve_b = *m_b->servingPanel()->result();
+    QCOMPARE(serve_b.runs.size(), serve_a.runs.size());
+    for (std::size_t i = 0; i < serve_a.runs.size(); ++i) {
+        const engine::ServeRunResult &run_a = serve_a.runs[i], &run_b = serve_b.runs[i];
+        QCOMPARE(run_b.options.mode, run_a.options.mode);
+        QCOMPARE(run_b.requests.size(), run_a.requests.size());
+        for (std::size_t k = 0; k < run_a.requests.size(); ++k) {
+            QCOMPARE(run_b.requests[k].request.prompt, run_a.requests[k].request.prompt);
+            QCOMPARE(run_b.requests[k].output, run_a.requests[k].output);
+            QCOMPARE(run_b.requests[k].token_times, run_a.requests[k].token_times);
+            QCOMPARE(run_b.requests[k].first_token_s, run_a.requests[k].first_token_s);
+        }
+        QCOMPARE(run_b.steps.size(), run_a.steps.size());
+        for (std::size_t k = 0; k < run_a.steps.size(); ++k) {
+            QCOMPARE(run_b.steps[k].slices.size(), run_a.steps[k].slices.size());
+            QCOMPARE(run_b.steps[k].end_s, run_a.steps[k].end_s);
+        }
+        QCOMPARE(run_b.pool.blocks.size(), run_a.pool.blocks.size());
+        QCOMPARE(run_b.ttft.p99, run_a.ttft.p99);
+    }
+    QTableWidget *table_a = serving->table(), *table_b = m_b->servingPanel()->table();
+    QCOMPARE(table_b->rowCount(), table_a->rowCount());
+    for (int r = 0; r < table_a->rowCount(); ++r)
+        for (int c = 0; c < table_a->columnCount(); ++c)
+            QCOMPARE(table_b->item(r, c)->text(), table_a->item(r, c)->text());
+    QCOMPARE(m_b->servingPanel()->settings().workload.clients, 3u);
+    QCOMPARE(m_b->servingPanel()->lanes()->lanes().size(), std::size_t(3));
 
     // Saved again from the window that has no model: the same document (the vocabulary comes from
     // the run itself).

@@ -12,6 +12,17 @@
 
 namespace tokenscope::ui {
 
+std::shared_ptr<const ServingRunView> run_view(const engine::ServeRunResult& run)
+{
+    auto view = std::make_shared<ServingRunView>();
+    view->mode = run.options.mode;
+    view->requests = run.requests;
+    view->steps = run.steps;
+    view->pool = run.pool;
+    view->clock_s = run.steps.empty() ? 0.0 : run.steps.back().end_s;
+    return view;
+}
+
 ServingClient::ServingClient(EngineController& engine) : m_engine(engine) {}
 
 quint64 ServingClient::run(const ServingSettings& settings)
@@ -26,6 +37,7 @@ quint64 ServingClient::run(const ServingSettings& settings)
             if (settings.modes.empty())
                 throw engine::Error(tr("Choose at least one way of batching to run.").toStdString());
             auto s = std::make_shared<ServingSnapshot>();
+            s->settings = settings;
             s->model = QString::fromStdString(context.model->config().name);
             const std::vector<engine::ServeRequest> requests =
                 engine::make_workload(settings.workload, context.model->tokenizer());
@@ -48,9 +60,9 @@ quint64 ServingClient::run(const ServingSettings& settings)
             std::vector<std::shared_ptr<const engine::ServeRunResult>> finished;
             for (std::size_t i = 0; i < settings.modes.size() && !ticket.cancel->load(); ++i) {
                 options.mode = settings.modes[i];
-                auto steps = std::make_shared<std::vector<engine::StepRecord>>();
+                auto steps = std::make_shared<std::vector<engine::ServeStep>>();
                 auto last_post = std::chrono::steady_clock::now() - std::chrono::seconds(1);
-                const auto progress = [&](const engine::ServingEngine& serving, const engine::StepRecord& step) {
+                const auto progress = [&](const engine::ServingEngine& serving, const engine::ServeStep& step) {
                     steps->push_back(step);
                     const auto now = std::chrono::steady_clock::now();
                     const bool last = serving.done();

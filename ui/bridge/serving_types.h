@@ -22,7 +22,7 @@ struct ServingSettings {
 struct ServingRunView {
     engine::BatchingMode mode = engine::BatchingMode::Continuous;
     std::vector<engine::RequestState> requests;
-    std::vector<engine::StepRecord> steps;
+    std::vector<engine::ServeStep> steps;
     engine::PoolSnapshot pool;
     double clock_s = 0; // the run's clock after the last step
 };
@@ -39,11 +39,15 @@ struct ServingSnapshot {
     quint64 request_id = 0;
     QString error;
     bool cancelled = false;
-    QString model;   // the model's name
-    QString backend; // the backend the runs computed on
+    ServingSettings settings; // what was run
+    QString model;            // the model's name
+    QString backend;          // the backend the runs computed on
     std::vector<engine::ServeRunResult> runs;
     std::vector<std::shared_ptr<const ServingRunView>> views; // the runs as drawn (one per entry of runs)
 };
+
+// A finished run as the panel draws it.
+std::shared_ptr<const ServingRunView> run_view(const engine::ServeRunResult& run);
 
 } // namespace tokenscope::ui
 

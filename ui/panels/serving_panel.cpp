@@ -231,6 +231,10 @@ ServingPanel::ServingPanel(EngineController* engine, QWidget* parent) : QWidget(
         if (!running() && index >= 0)
             showRun(index);
     });
+    connect(m_tabs, &QTabWidget::currentChanged, this, [this](int index) {
+        if (m_tabs->widget(index) == m_chart)
+            drawBatchChart();
+    });
     connect(&m_engine->serving(), &ServingClient::servingProgress, this, &ServingPanel::onProgress);
     connect(&m_engine->serving(), &ServingClient::servingFinished, this, &ServingPanel::onFinished);
     drawBatchChart();
@@ -359,6 +363,16 @@ void ServingPanel::onProgress(std::shared_ptr<const ServingLive> live)
     emit progressed();
 }
 
+void ServingPanel::showSaved(std::shared_ptr<const ServingSnapshot> snapshot)
+{
+    if (running())
+        stop();
+    m_request = 0; // the saved runs shown as if they had just finished (a stopped live run's answer is dropped)
+    m_progress->setRange(0, 1);
+    setSettings(snapshot->settings);
+    onFinished(std::move(snapshot));
+}
+
 void ServingPanel::onFinished(std::shared_ptr<const ServingSnapshot> snapshot)
 {
     if (snapshot->request_id != m_request)
@@ -447,7 +461,7 @@ void ServingPanel::showView(const std::shared_ptr<const ServingRunView>& view)
             .arg(countText(qint64(c.prefix_hits), tr("block"), tr("blocks")))
             .arg(countText(qint64(c.cow_copies), tr("copy on write"), tr("copies on write")))
             .arg(countText(qint64(c.evictions), tr("cached block given up"), tr("cached blocks given up"))));
-    if (running())
+    if (running() && m_chart->isVisible()) // the chart is rebuilt only while someone looks at it
         drawBatchChart();
 }
 
@@ -486,7 +500,7 @@ void ServingPanel::drawBatchChart()
     const auto add = [&](const ServingRunView& v) {
         auto* series = new QLineSeries;
         series->setName(mode_title(v.mode));
-        for (const engine::StepRecord& s : v.steps) {
+        for (const engine::ServeStep& s : v.steps) {
             const auto n = double(s.slices.size());
             series->append(s.start_s, n);
             series->append(s.end_s, n);

@@ -45,6 +45,8 @@ public:
     QString statusText() const;
     // The run the lanes and pool map show: a finished one by index (they follow the live run while one goes).
     void showRun(int index);
+    // A saved run's serving lab (File → Open run…): its settings, table, lanes and pool as they were.
+    void showSaved(std::shared_ptr<const ServingSnapshot> snapshot);
 
 signals:
     void progressed();

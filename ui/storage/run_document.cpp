@@ -568,6 +568,11 @@ QString RunDocument::parts() const
         p << QObject::tr("ablation");
     if (steering)
         p << QObject::tr("steering");
+    if (serving)
+        p << QObject::tr("serving lab (%1 of %2)")
+                 .arg(countText(qint64(serving->runs.size()), QObject::tr("run"), QObject::tr("runs")))
+                 .arg(countText(serving->runs.empty() ? 0 : qint64(serving->runs.front().requests.size()),
+                                QObject::tr("request"), QObject::tr("requests")));
     return p.join(", ");
 }
 
@@ -599,6 +604,15 @@ engine::run::RunContents to_run_contents(const RunDocument& doc)
         d.ablation = ablation_doc(*doc.ablation);
     if (doc.steering)
         d.steering = steering_doc(*doc.steering);
+    if (doc.serving) {
+        run::ServingDoc sd;
+        sd.model = s(doc.serving->model);
+        sd.backend = s(doc.serving->backend);
+        sd.cancelled = doc.serving->cancelled;
+        sd.workload = doc.serving->settings.workload;
+        sd.runs = doc.serving->runs;
+        d.serving = std::move(sd);
+    }
     auto contents = run::to_contents(d, "Tokenscope " TOKENSCOPE_VERSION);
     if (!doc.model)
         contents.model.sha256 = s(doc.model_sha256);
@@ -646,6 +660,21 @@ RunDocument run_document_from(const engine::run::OpenedRun& opened, const QStrin
         d.ablation = ablation_from(*o.ablation);
     if (o.steering)
         d.steering = steering_from(*o.steering);
+    if (o.serving) {
+        auto sv = std::make_shared<ServingSnapshot>();
+        sv->model = q(o.serving->model);
+        sv->backend = q(o.serving->backend);
+        sv->cancelled = o.serving->cancelled;
+        sv->settings.workload = o.serving->workload;
+        for (const engine::ServeRunResult& r : o.serving->runs) {
+            if (sv->runs.empty())
+                sv->settings.options = r.options;
+            sv->settings.modes.push_back(r.options.mode);
+            sv->views.push_back(run_view(r));
+        }
+        sv->runs = o.serving->runs;
+        d.serving = std::move(sv);
+    }
     return d;
 }
 

@@ -8,6 +8,7 @@
 #include "bridge/analysis_types.h"
 #include "bridge/engine_types.h"
 #include "bridge/lab_types.h"
+#include "bridge/serving_types.h"
 #include "run/run_file.h"
 #include "sampling/sampler.h"
 
@@ -38,6 +39,7 @@ struct RunDocument {
     std::shared_ptr<const HeadsSnapshot> head_classes, head_scan;
     std::shared_ptr<const AblationSnapshot> ablation;
     std::shared_ptr<const SteeringSnapshot> steering;
+    std::shared_ptr<const ServingSnapshot> serving;
     // Read back: the saved vocabulary and the file (whose tokenizer keys a re-save copies).
     std::shared_ptr<const engine::Tokenizer> tokenizer;
     std::shared_ptr<const engine::gguf::GgufFile> file;
@@ -47,7 +49,7 @@ struct RunDocument {
     bool empty() const
     {
         return !stepper && !kv && !timeline && !attention && !text && !patching && !attribution && !head_classes &&
-               !head_scan && !ablation && !steering;
+               !head_scan && !ablation && !steering && !serving;
     }
     // "stepper (12 tokens), attention (3 heads), …": what the run holds, for messages.
     QString parts() const;

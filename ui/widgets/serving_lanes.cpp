@@ -14,7 +14,7 @@ namespace tokenscope::ui {
 
 namespace {
 
-constexpr int kRowHeight = 14;
+constexpr int kMinRow = 14, kMaxRow = 26;
 constexpr int kLabelWidth = 44;
 constexpr int kAxisHeight = 22;
 constexpr int kLegendHeight = 20;
@@ -86,7 +86,14 @@ void ServingLanes::setAxisEnd(double seconds)
 QSize ServingLanes::sizeHint() const
 {
     const int rows = std::max<int>(4, int(m_lanes.size()));
-    return {640, rows * kRowHeight + kAxisHeight + kLegendHeight + 8};
+    return {640, rows * kMinRow + kAxisHeight + kLegendHeight + 8};
+}
+
+int ServingLanes::rowHeight() const
+{
+    // lanes grow to fill the panel (a few requests read better as thick bars), never below kMinRow
+    const int rows = std::max<int>(1, int(m_lanes.size()));
+    return std::clamp((height() - kAxisHeight - kLegendHeight - 8) / rows, kMinRow, kMaxRow);
 }
 
 QSize ServingLanes::minimumSizeHint() const
@@ -111,8 +118,8 @@ void ServingLanes::buildLanes()
         m_lanes[i].request = m_run->requests[i].id;
     // where a preemption left a lane, until its next slice
     std::vector<std::optional<Segment>> open(m_run->requests.size());
-    for (const engine::StepRecord& step : m_run->steps) {
-        for (const engine::StepSlice& s : step.slices) {
+    for (const engine::ServeStep& step : m_run->steps) {
+        for (const engine::ServeSlice& s : step.slices) {
             if (s.request >= m_lanes.size())
                 continue;
             Lane& lane = m_lanes[s.request];
@@ -131,14 +138,14 @@ void ServingLanes::buildLanes()
             else
                 lane.segments.push_back({step.start_s, step.end_s, kind});
         }
-        for (const engine::StepEvent& e : step.events) {
+        for (const engine::ServeEvent& e : step.events) {
             if (e.request >= m_lanes.size())
                 continue;
-            if (e.kind == engine::StepEvent::Kind::Preempted || e.kind == engine::StepEvent::Kind::SwappedOut)
-                open[e.request] =
-                    Segment{step.end_s, step.end_s,
-                            e.kind == engine::StepEvent::Kind::SwappedOut ? Kind::Swapped : Kind::Preempted};
-            else if (e.kind == engine::StepEvent::Kind::CopyOnWrite)
+            if (e.kind == engine::ServeEvent::Kind::Preempted || e.kind == engine::ServeEvent::Kind::SwappedOut)
+                open[e.request] = // from the pass it was taken out of
+                    Segment{step.start_s, step.start_s,
+                            e.kind == engine::ServeEvent::Kind::SwappedOut ? Kind::Swapped : Kind::Preempted};
+            else if (e.kind == engine::ServeEvent::Kind::CopyOnWrite)
                 m_lanes[e.request].copies.push_back(step.start_s);
         }
     }
@@ -159,7 +166,7 @@ void ServingLanes::buildLanes()
 QRectF ServingLanes::plotArea() const
 {
     return QRectF(kLabelWidth, 4, std::max(10, width() - kLabelWidth - 8),
-                  std::max<int>(1, int(m_lanes.size())) * kRowHeight);
+                  std::max<int>(1, int(m_lanes.size())) * rowHeight());
 }
 
 void ServingLanes::paintEvent(QPaintEvent*)
@@ -174,6 +181,7 @@ void ServingLanes::paintEvent(QPaintEvent*)
         return;
     }
     const QRectF area = plotArea();
+    const int row_height = rowHeight();
     const double end = axisEnd();
     const auto x_of = [&](double t) { return area.left() + area.width() * std::clamp(t / end, 0.0, 1.0); };
     QFont small = font();
@@ -181,21 +189,21 @@ void ServingLanes::paintEvent(QPaintEvent*)
     p.setFont(small);
     for (std::size_t i = 0; i < m_lanes.size(); ++i) {
         const Lane& lane = m_lanes[i];
-        const double y = area.top() + double(i) * kRowHeight;
+        const double y = area.top() + double(i) * row_height;
         p.setPen(pal.color(QPalette::Text));
-        p.drawText(QRectF(0, y, kLabelWidth - 6, kRowHeight), Qt::AlignRight | Qt::AlignVCenter,
+        p.drawText(QRectF(0, y, kLabelWidth - 6, row_height), Qt::AlignRight | Qt::AlignVCenter,
                    QString("#%1").arg(lane.request));
-        p.fillRect(QRectF(area.left() - 4, y + 3, 3, kRowHeight - 6), request_colour(lane.request));
+        p.fillRect(QRectF(area.left() - 4, y + 3, 3, row_height - 6), request_colour(lane.request));
         for (const Segment& s : lane.segments) {
             const double x0 = x_of(s.start), x1 = std::max(x_of(s.end), x0 + 1.0);
-            p.fillRect(QRectF(x0, y + 2, x1 - x0, kRowHeight - 4), kind_colour(s.kind, pal));
+            p.fillRect(QRectF(x0, y + 2, x1 - x0, row_height - 4), kind_colour(s.kind, pal));
         }
         p.setPen(QPen(QColor(0xd6, 0x27, 0x28), 2));
         for (double t : lane.copies)
-            p.drawLine(QPointF(x_of(t), y + 1), QPointF(x_of(t), y + kRowHeight - 1));
+            p.drawLine(QPointF(x_of(t), y + 1), QPointF(x_of(t), y + row_height - 1));
         if (lane.finish >= 0) {
             p.setPen(QPen(pal.color(QPalette::Text), 2));
-            p.drawLine(QPointF(x_of(lane.finish), y + 1), QPointF(x_of(lane.finish), y + kRowHeight - 1));
+            p.drawLine(QPointF(x_of(lane.finish), y + 1), QPointF(x_of(lane.finish), y + row_height - 1));
         }
     }
     // the time axis
@@ -238,7 +246,7 @@ bool ServingLanes::event(QEvent* e)
         return QWidget::event(e);
     const auto* help = static_cast<QHelpEvent*>(e);
     const QRectF area = plotArea();
-    const int row = int((help->pos().y() - area.top()) / kRowHeight);
+    const int row = int((help->pos().y() - area.top()) / rowHeight());
     if (row < 0 || row >= int(m_lanes.size()) || help->pos().y() < area.top()) {
         QToolTip::hideText();
         return true;

@@ -48,6 +48,7 @@ protected:
 private:
     void buildLanes();
     QRectF plotArea() const;
+    int rowHeight() const;
     double axisEnd() const;
 
     std::shared_ptr<const ServingRunView> m_run;

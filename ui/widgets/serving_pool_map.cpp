@@ -12,7 +12,7 @@
 namespace tokenscope::ui {
 
 namespace {
-constexpr int kCell = 14;
+constexpr int kMinCell = 14, kMaxCell = 36;
 constexpr int kGap = 2;
 constexpr int kLegend = 22;
 } // namespace
@@ -35,21 +35,37 @@ void ServingPoolMap::setPool(engine::PoolSnapshot pool)
     update();
 }
 
+int ServingPoolMap::cellSize(int width, int height) const
+{
+    // the largest squares (up to kMaxCell) with which every block fits the space the map is given: a
+    // small pool reads at a glance, a large one still fits
+    const int n = std::max<int>(1, int(m_pool.blocks.size()));
+    for (int size = kMaxCell; size > kMinCell; --size) {
+        const int cols = std::max(1, (width - 8) / (size + kGap));
+        const int rows = (n + cols - 1) / cols;
+        if (8 + rows * (size + kGap) + kLegend <= height)
+            return size;
+    }
+    return kMinCell;
+}
+
 int ServingPoolMap::columns(int width) const
 {
-    return std::max(1, (width - 8) / (kCell + kGap));
+    return std::max(1, (width - 8) / (cellSize(width, height()) + kGap));
 }
 
 QRect ServingPoolMap::cell(int index, int cols) const
 {
-    return {4 + (index % cols) * (kCell + kGap), 4 + (index / cols) * (kCell + kGap), kCell, kCell};
+    const int size = cellSize(width(), height());
+    return {4 + (index % cols) * (size + kGap), 4 + (index / cols) * (size + kGap), size, size};
 }
 
 int ServingPoolMap::heightForWidth(int width) const
 {
     const int n = std::max<int>(1, int(m_pool.blocks.size()));
-    const int rows = (n + columns(width) - 1) / columns(width);
-    return 8 + rows * (kCell + kGap) + kLegend;
+    const int cols = std::max(1, (width - 8) / (kMinCell + kGap));
+    const int rows = (n + cols - 1) / cols;
+    return 8 + rows * (kMinCell + kGap) + kLegend;
 }
 
 QSize ServingPoolMap::sizeHint() const
@@ -73,7 +89,11 @@ void ServingPoolMap::paintEvent(QPaintEvent*)
         return;
     }
     const int cols = columns(width());
+    const int size = cellSize(width(), height());
     const QColor free_border = pal.color(QPalette::Mid);
+    QFont small = font();
+    small.setPixelSize(std::max(8, size / 3));
+    p.setFont(small);
     for (int i = 0; i < int(m_pool.blocks.size()); ++i) {
         const auto& b = m_pool.blocks[std::size_t(i)];
         const QRect r = cell(i, cols);
@@ -83,8 +103,12 @@ void ServingPoolMap::paintEvent(QPaintEvent*)
                 p.setRenderHint(QPainter::Antialiasing, true);
                 p.setPen(Qt::NoPen);
                 p.setBrush(Qt::white);
-                p.drawEllipse(QRectF(r).adjusted(4, 4, -4, -4));
+                const double inset = size >= 24 ? size * 0.32 : 4;
+                p.drawEllipse(QRectF(r).adjusted(inset, inset, -inset, -inset));
                 p.setRenderHint(QPainter::Antialiasing, false);
+            } else if (size >= 24) { // room for the owner's number
+                p.setPen(Qt::black);
+                p.drawText(r, Qt::AlignCenter, QString::number(b.owner));
             }
         } else if (b.cached) {
             p.fillRect(r, QBrush(request_colour(b.owner).lighter(130), Qt::BDiagPattern));
@@ -99,8 +123,9 @@ void ServingPoolMap::paintEvent(QPaintEvent*)
     }
     // legend
     const int rows = (int(m_pool.blocks.size()) + cols - 1) / cols;
-    const int y = 8 + rows * (kCell + kGap);
+    const int y = 8 + rows * (size + kGap);
     int x = 4;
+    p.setFont(font());
     const QFontMetrics fm(font());
     const auto entry = [&](const QString& text, const std::function<void(const QRect&)>& draw) {
         const QRect r(x, y + 4, 12, 12);

@@ -28,6 +28,7 @@ protected:
     bool event(QEvent* event) override;
 
 private:
+    int cellSize(int width, int height) const;
     int columns(int width) const;
     QRect cell(int index, int cols) const;
 
