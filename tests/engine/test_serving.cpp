@@ -96,6 +96,17 @@ uint64_t cache_hash(const Model& model, const KvStore& kv, uint32_t n)
     return h;
 }
 
+// The engine's options in these tests: blocks of kBlock positions, sequences of at most kCtx.
+ServingOptions test_options(uint32_t pool_blocks, bool deterministic)
+{
+    ServingOptions options;
+    options.block_tokens = kBlock;
+    options.pool_blocks = pool_blocks;
+    options.deterministic = deterministic;
+    options.n_ctx = kCtx;
+    return options;
+}
+
 // Runs a request list to the end on a virtual clock (the passes' own time, idle gaps skipped).
 void run_to_end(ServingEngine& engine, const std::function<void(const ServeStep&)>& after_step = {})
 {
@@ -264,11 +275,7 @@ void TestServing::sharedPrefixIsComputedOnce()
     const auto model = model_of("llama");
     auto backend = make_cpu_backend(model, {.threads = 2, .n_ctx = kCtx});
     const std::vector<TokenId> system = random_tokens(*model, 3 * kBlock, 99);
-    ServingOptions options;
-    options.block_tokens = kBlock;
-    options.pool_blocks = 128;
-    options.deterministic = true;
-    options.n_ctx = kCtx;
+    ServingOptions options = test_options(128, true);
     ServingEngine engine(*backend, options);
     std::vector<ServeRequest> asked;
     for (uint32_t i = 0; i < 4; ++i) {
@@ -314,11 +321,7 @@ void TestServing::copyOnWriteKeepsEverySequenceItsOwn()
 {
     const auto model = model_of("llama");
     auto backend = make_cpu_backend(model, {.threads = 2, .n_ctx = kCtx});
-    ServingOptions options;
-    options.block_tokens = kBlock;
-    options.pool_blocks = 64;
-    options.deterministic = true;
-    options.n_ctx = kCtx;
+    ServingOptions options = test_options(64, true);
     ServingEngine engine(*backend, options);
     ServeRequest r;
     r.prompt = random_tokens(*model, 2 * kBlock + 5, 5); // the last block is shared half-full
@@ -411,12 +414,8 @@ void TestServing::preemptionLosesNothing()
         asked.push_back(r);
     }
     const auto serve = [&](uint32_t blocks, PreemptionPolicy p) {
-        ServingOptions options;
-        options.block_tokens = kBlock;
-        options.pool_blocks = blocks;
+        ServingOptions options = test_options(blocks, true);
         options.preemption = p;
-        options.deterministic = true;
-        options.n_ctx = kCtx;
         options.step_tokens = 32;
         auto engine = std::make_unique<ServingEngine>(*backend, options);
         for (const ServeRequest& r : asked)
@@ -474,11 +473,8 @@ void TestServing::batchingModesGiveTheSameReplies()
     std::map<BatchingMode, std::vector<std::vector<TokenId>>> replies;
     std::map<BatchingMode, int> passes;
     for (const BatchingMode mode : {BatchingMode::OneAtATime, BatchingMode::Static, BatchingMode::Continuous}) {
-        ServingOptions options;
+        ServingOptions options = test_options(256, true);
         options.mode = mode;
-        options.block_tokens = kBlock;
-        options.deterministic = true;
-        options.n_ctx = kCtx;
         options.max_running = 3;
         ServingEngine engine(*backend, options);
         for (const ServeRequest& r : asked)
@@ -511,10 +507,7 @@ void TestServing::badRequestsAreRefusedByName()
 {
     const auto model = model_of("llama");
     auto backend = make_cpu_backend(model, {.threads = 2, .n_ctx = kCtx});
-    ServingOptions options;
-    options.block_tokens = kBlock;
-    options.pool_blocks = 4;
-    options.n_ctx = kCtx;
+    ServingOptions options = test_options(4, false);
     ServingEngine engine(*backend, options);
     const auto refused = [&](ServeRequest r, const char* words) {
         try {

@@ -342,7 +342,7 @@ void script_serving(QApplication& app, EngineController& engine, MainWindow& win
     });
     auto grabbed = std::make_shared<bool>(false);
     if (live) {
-        QObject::connect(serving, &ServingPanel::progressed, &window, [&app, &window, dock, serving, o, grabbed] {
+        QObject::connect(serving, &ServingPanel::progressed, &window, [&app, dock, serving, o, grabbed] {
             const auto* lanes = serving->lanes();
             if (*grabbed || !lanes->run() || lanes->run()->mode != engine::BatchingMode::Continuous)
                 return;

@@ -12,7 +12,7 @@
 namespace tokenscope::ui {
 
 namespace {
-constexpr int kMinCell = 14, kMaxCell = 36;
+constexpr int kMinCell = 14, kMaxCell = 56;
 constexpr int kGap = 2;
 constexpr int kLegend = 22;
 } // namespace
