@@ -13,7 +13,9 @@
 #include "kv/pooled_sequence.h"
 #include "logit_compare.h"
 #include "model/test_model.h"
+#include "serve/serve_run.h"
 #include "serve/serving_engine.h"
+#include "serve/workload.h"
 #include "session/session.h"
 #include "util/error.h"
 
@@ -149,6 +151,8 @@ private slots:
     void batchingModesGiveTheSameReplies();
     void badRequestsAreRefusedByName();
     void otherBackendsRefuseIt();
+    void workloadsAreWhatTheSettingsSay();
+    void percentilesAreNearestRank();
 
 private:
     std::shared_ptr<const Model> model_of(const QString& arch);
@@ -558,6 +562,82 @@ void TestServing::otherBackendsRefuseIt()
 #else
     QSKIP("built without Vulkan");
 #endif
+}
+
+// Simulated clients: the same seed gives the same requests; lengths within their ranges; a share of 1
+// puts the same system prompt first in every prompt, a share of 0 in none; arrivals in order, all at 0
+// when the rate is 0; bad settings named.
+void TestServing::workloadsAreWhatTheSettingsSay()
+{
+    const auto model = model_of("llama");
+    const Tokenizer& tok = model->tokenizer();
+    WorkloadSpec spec;
+    spec.clients = 40;
+    spec.arrival_rate = 5;
+    spec.prompt_min = 10;
+    spec.prompt_max = 30;
+    spec.output_min = 4;
+    spec.output_max = 9;
+    spec.shared_fraction = 1.0;
+    spec.shared_tokens = 20;
+    const auto a = make_workload(spec, tok), b = make_workload(spec, tok);
+    QCOMPARE(a.size(), std::size_t(40));
+    const std::size_t bos = tok.vocab().add_bos && tok.vocab().bos ? 1 : 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        QCOMPARE(a[i].prompt, b[i].prompt);
+        QCOMPARE(a[i].arrival_s, b[i].arrival_s);
+        const std::size_t own = a[i].prompt.size() - bos - 20;
+        QVERIFY2(own >= 10 && own <= 30, qPrintable(QString("request %1: %2 own prompt tokens").arg(i).arg(own)));
+        QVERIFY(a[i].max_new_tokens >= 4 && a[i].max_new_tokens <= 9);
+        QVERIFY(std::equal(a[0].prompt.begin(), a[0].prompt.begin() + std::ptrdiff_t(bos + 20), a[i].prompt.begin()));
+        if (i > 0)
+            QVERIFY(a[i].arrival_s >= a[i - 1].arrival_s);
+    }
+    QVERIFY(a.back().arrival_s > 2.0 && a.back().arrival_s < 20.0); // 39 gaps of 1/5 s on average
+    spec.shared_fraction = 0;
+    spec.arrival_rate = 0;
+    spec.seed = 2;
+    const auto c = make_workload(spec, tok);
+    int same_start = 0;
+    for (const ServeRequest& r : c) {
+        QCOMPARE(r.arrival_s, 0.0);
+        same_start += std::equal(c[0].prompt.begin(), c[0].prompt.begin() + std::ptrdiff_t(bos + 8), r.prompt.begin());
+    }
+    QVERIFY2(same_start < 10, "without the system prompt, prompts should begin differently");
+    spec.prompts = {"Why is the sky blue?", "Name three prime numbers."};
+    const auto d = make_workload(spec, tok);
+    QCOMPARE(d[2].prompt, d[0].prompt); // cycled
+    QVERIFY(d[1].prompt != d[0].prompt);
+    for (const auto& [bad, words] : std::vector<std::pair<WorkloadSpec, const char*>>{
+             {WorkloadSpec{.clients = 0}, "0 clients"},
+             {WorkloadSpec{.prompt_min = 9, .prompt_max = 3}, "prompt lengths 9"},
+             {WorkloadSpec{.output_min = 0}, "reply lengths 0"},
+             {WorkloadSpec{.shared_fraction = 1.5}, "between 0 and 1"},
+             {WorkloadSpec{.arrival_rate = -1}, "arrival rate"}}) {
+        try {
+            validate_workload(bad);
+            QFAIL(qPrintable(QString("accepted a workload that should say '%1'").arg(words)));
+        } catch (const Error& e) {
+            QVERIFY2(QString(e.what()).contains(words), e.what());
+        }
+    }
+}
+
+void TestServing::percentilesAreNearestRank()
+{
+    std::vector<double> v;
+    for (int i = 100; i >= 1; --i)
+        v.push_back(i); // 1 … 100, unsorted
+    const Percentiles p = percentiles(v);
+    QCOMPARE(p.p50, 50.0);
+    QCOMPARE(p.p90, 90.0);
+    QCOMPARE(p.p99, 99.0);
+    QCOMPARE(p.max, 100.0);
+    QCOMPARE(p.count, std::size_t(100));
+    const Percentiles one = percentiles({7.5});
+    QCOMPARE(one.p50, 7.5);
+    QCOMPARE(one.p99, 7.5);
+    QCOMPARE(percentiles({}).count, std::size_t(0));
 }
 
 QTEST_GUILESS_MAIN(TestServing)
