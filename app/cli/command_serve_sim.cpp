@@ -73,6 +73,8 @@ int run_serve_sim(ServeSimArgs a)
         const auto n = uint32_t(r.prompt.size() + r.max_new_tokens);
         longest = std::max(longest, n);
         all_blocks += (n + a.block_tokens - 1) / a.block_tokens;
+        all_blocks +=
+            uint64_t(r.samples - 1) * ((r.max_new_tokens + a.block_tokens - 1) / a.block_tokens + 1); // forked replies
     }
     engine::ServingOptions options;
     options.max_running = a.max_running;
@@ -141,6 +143,9 @@ CommandRunner add_serve_sim_command(CLI::App& app)
         ->capture_default_str();
     cmd->add_option("--prompts", a->prompts_file, "A file of real prompts, one per line (cycled over the clients)");
     cmd->add_option("--temperature", w.temperature, "Sampling temperature (0: greedy)")->capture_default_str();
+    cmd->add_option("--samples", w.samples,
+                    "Replies drawn from each prompt (parallel sampling: they share its blocks, copy on write)")
+        ->capture_default_str();
     cmd->add_option("--seed", w.seed, "Seed of the workload and of each request's sampler")->capture_default_str();
     cmd->add_option("--mode", a->mode, "one-at-a-time, static, continuous or all")
         ->check(CLI::IsMember({"one-at-a-time", "static", "continuous", "all"}))

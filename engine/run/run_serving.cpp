@@ -340,7 +340,8 @@ json serving_json(const ServingDoc& d)
               {"shared_tokens", w.shared_tokens},
               {"prompts", w.prompts},
               {"temperature", num(w.temperature)},
-              {"seed", w.seed}}},
+              {"seed", w.seed},
+              {"samples", w.samples}}},
             {"runs", runs}};
 }
 
@@ -362,6 +363,7 @@ ServingDoc serving_from(const Fields& o)
     d.workload.prompts = string_list(w.array("prompts"), w.at("prompts"));
     d.workload.temperature = float(w.number("temperature"));
     d.workload.seed = w.count("seed");
+    d.workload.samples = uint32_t(w.integer("samples", 1, 0, 64));
     const json& runs = o.array("runs");
     if (int64_t(runs.size()) > L::kRuns) // before reading them: each may be large
         refused(o.at("runs"), fmt::format("holds {} runs, more than the limit of {}", runs.size(), L::kRuns));

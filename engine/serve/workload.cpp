@@ -69,6 +69,8 @@ void validate_workload(const WorkloadSpec& s)
             fmt::format("reply lengths {} … {}: the range must hold at least one token", s.output_min, s.output_max));
     if (!(s.shared_fraction >= 0 && s.shared_fraction <= 1))
         throw Error("the share of requests with the common system prompt must be between 0 and 1");
+    if (s.samples == 0 || s.samples > 16)
+        throw Error(fmt::format("{} replies per prompt: 1 to 16 are possible", s.samples));
     if (!(s.temperature >= 0 && s.temperature <= 100))
         throw Error("the temperature must be between 0 (greedy) and 100");
     for (const std::string& p : s.prompts)
@@ -102,6 +104,7 @@ std::vector<ServeRequest> make_workload(const WorkloadSpec& s, const Tokenizer& 
         }
         r.max_new_tokens = uniform_in(rng, s.output_min, s.output_max);
         r.sampling.temperature = s.temperature;
+        r.samples = s.samples;
         r.sampling.seed = s.seed * 1000003 + i;
         // a simulated client wants exactly its reply length (as benchmark clients ask for ignore_eos)
         r.stop_at_end_of_generation = false;

@@ -21,6 +21,9 @@ struct WorkloadSpec {
     uint32_t shared_tokens = 64;      // its length in tokens
     std::vector<std::string> prompts; // real prompts (cycled) instead of generated ones; lengths as they are
     float temperature = 0.0f;         // 0: greedy
+    // Replies drawn from each prompt (parallel sampling): the replies share the prompt's blocks and
+    // copy the last one when they first write into it (copy on write). Sampled: give a temperature.
+    uint32_t samples = 1;
     uint64_t seed = 1;
 };
 

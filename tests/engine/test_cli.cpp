@@ -478,6 +478,17 @@ void TestCli::serveSimJsonContract()
     QCOMPARE(lines.size(), 1 + 3 * 4);
     QVERIFY(lines[0].startsWith("mode,request,"));
 
+    // parallel sampling: two replies per prompt, the second a fork that copies the prompt's last block
+    const Run forked =
+        cli({"serve-sim", "--clients",    "2",          "--rate",       "0", "--prompt-min", "10", "--prompt-max",
+             "20",        "--output-min", "3",          "--output-max", "3", "--samples",    "2",  "--temperature",
+             "1",         "--mode",       "continuous", "-t",           "2", "--json"});
+    QVERIFY2(forked.exit_code == 0, qPrintable(forked.err));
+    const QJsonObject fork_run = QJsonDocument::fromJson(forked.out.toUtf8()).array()[0].toObject();
+    QCOMPARE(fork_run["requests"].toArray().size(), 4);
+    QCOMPARE(fork_run["requests"].toArray()[2].toObject()["parent"].toInt(), 0);
+    QCOMPARE(fork_run["summary"].toObject()["copy_on_write"].toInt(), 2);
+
     const Run none = cli({"serve-sim", "--clients", "0"});
     QCOMPARE(none.exit_code, 1);
     QVERIFY2(none.err.contains("0 clients"), qPrintable(none.err));

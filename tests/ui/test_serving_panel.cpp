@@ -30,6 +30,7 @@ private slots:
     void aRunShowsTheEnginesRuns();
     void aSharedSystemPromptIsReused();
     void aSmallPoolPreemptsAndFinishesEveryone();
+    void repliesToOnePromptCopyOnWrite();
     void stopKeepsWhatFinished();
     void badSettingsAreRefused();
 
@@ -169,6 +170,35 @@ void TestServingPanel::aSmallPoolPreemptsAndFinishesEveryone()
                                [&](const auto& seg) { return seg.kind == kind; });
         }));
     }
+}
+
+// Three sampled replies to each prompt: the replies share the prompt's blocks, the pool counts the
+// copies on write and the lanes mark them; every reply has its asked length.
+void TestServingPanel::repliesToOnePromptCopyOnWrite()
+{
+    ServingSettings s = small();
+    s.workload.clients = 3;
+    s.workload.samples = 3;
+    s.workload.temperature = 1.0f;
+    s.modes = {engine::BatchingMode::Continuous};
+    const auto r = run(s);
+    QVERIFY2(r && r->error.isEmpty(), qPrintable(m_panel->statusText()));
+    const engine::ServeRunResult& run = r->runs[0];
+    QCOMPARE(run.requests.size(), std::size_t(9));
+    int forked = 0;
+    for (const engine::RequestState& q : run.requests) {
+        QCOMPARE(q.output.size(), std::size_t(q.request.max_new_tokens));
+        forked += q.parent.has_value();
+    }
+    QCOMPARE(forked, 6);
+    // a prompt of 8 to 24 tokens leaves its last block partly full: two of each three replies copy it
+    QCOMPARE(run.pool.counters.cow_copies, uint64_t(6));
+    const auto& lanes = m_panel->lanes()->lanes();
+    int ticks = 0;
+    for (const ServingLanes::Lane& lane : lanes)
+        ticks += int(lane.copies.size());
+    QCOMPARE(ticks, 6);
+    QCOMPARE(m_panel->settings().workload.samples, 3u);
 }
 
 void TestServingPanel::stopKeepsWhatFinished()

@@ -48,6 +48,7 @@ quint64 ServingClient::run(const ServingSettings& settings)
                 const auto n = uint32_t(r.prompt.size() + r.max_new_tokens);
                 longest = std::max(longest, n);
                 all_blocks += (n + bt - 1) / bt;
+                all_blocks += uint64_t(r.samples - 1) * ((r.max_new_tokens + bt - 1) / bt + 1); // forked replies
             }
             engine::ServingOptions options = settings.options;
             options.n_ctx = longest;

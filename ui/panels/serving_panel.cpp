@@ -110,6 +110,17 @@ ServingPanel::ServingPanel(EngineController* engine, QWidget* parent) : QWidget(
     wflow->addWidget(labelled(tr("Reply tokens"), output_range));
     wflow->addWidget(labelled(tr("With the system prompt"), m_shared_percent));
     wflow->addWidget(labelled(tr("System prompt tokens"), m_shared_tokens));
+    m_samples = spin(1, 16, 1, "servingSamples");
+    m_samples->setToolTip(tr("Replies drawn from each prompt: they share its blocks, and each copies the last one "
+                             "when it first writes into it (copy on write)"));
+    m_temperature = new QDoubleSpinBox;
+    m_temperature->setObjectName("servingTemperature");
+    m_temperature->setRange(0, 2);
+    m_temperature->setSingleStep(0.1);
+    m_temperature->setDecimals(1);
+    m_temperature->setSpecialValueText(tr("greedy"));
+    wflow->addWidget(labelled(tr("Replies per prompt"), m_samples));
+    wflow->addWidget(labelled(tr("Temperature"), m_temperature));
     layout->addWidget(workload);
 
     auto* engine_row = new QWidget;
@@ -251,6 +262,8 @@ ServingSettings ServingPanel::settings() const
     s.workload.output_max = uint32_t(m_output_max->value());
     s.workload.shared_fraction = m_shared_percent->value() / 100.0;
     s.workload.shared_tokens = uint32_t(m_shared_tokens->value());
+    s.workload.samples = uint32_t(m_samples->value());
+    s.workload.temperature = float(m_temperature->value());
     s.options.max_running = uint32_t(m_max_running->value());
     s.options.step_tokens = uint32_t(m_step_tokens->value());
     s.options.pool_blocks = uint32_t(m_pool_blocks->value());
@@ -275,6 +288,8 @@ void ServingPanel::setSettings(const ServingSettings& s)
     m_output_max->setValue(int(s.workload.output_max));
     m_shared_percent->setValue(int(std::lround(s.workload.shared_fraction * 100)));
     m_shared_tokens->setValue(int(s.workload.shared_tokens));
+    m_samples->setValue(int(std::max(1u, s.workload.samples)));
+    m_temperature->setValue(double(s.workload.temperature));
     m_max_running->setValue(int(s.options.max_running));
     m_step_tokens->setValue(int(s.options.step_tokens));
     m_pool_blocks->setValue(int(s.options.pool_blocks));
@@ -313,7 +328,7 @@ void ServingPanel::run()
     m_lanes->setRun(nullptr);
     m_pool->setPool({});
     drawBatchChart();
-    m_progress->setRange(0, int(s.workload.clients * s.modes.size()));
+    m_progress->setRange(0, int(s.workload.clients * s.workload.samples * s.modes.size()));
     m_progress->setValue(0);
     m_status->setText(tr("Making the workload…"));
     m_run->setEnabled(false);

@@ -69,6 +69,8 @@ private:
     QSpinBox *m_prompt_min = nullptr, *m_prompt_max = nullptr, *m_output_min = nullptr, *m_output_max = nullptr;
     QSpinBox* m_shared_percent = nullptr;
     QSpinBox* m_shared_tokens = nullptr;
+    QSpinBox* m_samples = nullptr;
+    QDoubleSpinBox* m_temperature = nullptr;
     QSpinBox* m_max_running = nullptr;
     QSpinBox* m_step_tokens = nullptr;
     QSpinBox* m_pool_blocks = nullptr;

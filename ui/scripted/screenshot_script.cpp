@@ -323,7 +323,8 @@ void script_context(QApplication& app, EngineController& engine, MainWindow& win
 
 // The serving lab on 16 clients: --tab requests (default), blocks or batch picks the view; a tab named
 // live-… is grabbed during the continuous-batching run, once half of its requests are done, the others
-// after the three runs.
+// after the three runs; forks (or forks-blocks): three sampled replies to each of six prompts,
+// continuous batching only (copies on write).
 void script_serving(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
 {
     QDockWidget* dock = float_dock(window, "serving", 1280, 900, o);
@@ -331,12 +332,19 @@ void script_serving(QApplication& app, EngineController& engine, MainWindow& win
     const bool live = o->tab.startsWith("live-");
     const QString view = live ? o->tab.mid(5) : o->tab;
     auto* tabs = serving->findChild<QTabWidget*>("servingTabs");
-    tabs->setCurrentIndex(view == "blocks" ? 1 : view == "batch" ? 2 : 0);
-    QObject::connect(&engine, &EngineController::modelLoaded, &window, [serving] {
+    tabs->setCurrentIndex(view == "blocks" || view == "forks-blocks" ? 1 : view == "batch" ? 2 : 0);
+    QObject::connect(&engine, &EngineController::modelLoaded, &window, [serving, view] {
         ServingSettings s = serving->settings();
         s.workload.clients = 16;
         s.workload.arrival_rate = 8;
-        s.options.pool_blocks = 40; // tight enough to preempt a few
+        s.options.pool_blocks = 40;     // tight enough to preempt a few
+        if (view.startsWith("forks")) { // parallel sampling: three sampled replies to each of 6 prompts
+            s.workload.clients = 6;
+            s.workload.samples = 3;
+            s.workload.temperature = 0.8f;
+            s.options.pool_blocks = 0;
+            s.modes = {engine::BatchingMode::Continuous};
+        }
         serving->setSettings(s);
         serving->run();
     });
