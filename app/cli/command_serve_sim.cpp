@@ -67,26 +67,18 @@ int run_serve_sim(ServeSimArgs a)
         modes = {engine::parse_batching_mode(a.mode)};
     const auto model = engine::Model::load(resolve_model_path(a.model));
     const std::vector<engine::ServeRequest> requests = engine::make_workload(a.workload, model->tokenizer());
-    uint32_t longest = 0;
-    uint64_t all_blocks = 0;
-    for (const auto& r : requests) {
-        const auto n = uint32_t(r.prompt.size() + r.max_new_tokens);
-        longest = std::max(longest, n);
-        all_blocks += (n + a.block_tokens - 1) / a.block_tokens;
-        all_blocks +=
-            uint64_t(r.samples - 1) * ((r.max_new_tokens + a.block_tokens - 1) / a.block_tokens + 1); // forked replies
-    }
+    const engine::WorkloadRoom room = engine::room_for(requests, a.block_tokens);
     engine::ServingOptions options;
     options.max_running = a.max_running;
     options.step_tokens = a.step_tokens;
     options.block_tokens = a.block_tokens;
-    options.pool_blocks = a.pool_blocks ? a.pool_blocks : uint32_t(std::min<uint64_t>(all_blocks, 1u << 20));
+    options.pool_blocks = a.pool_blocks ? a.pool_blocks : room.blocks;
     options.preemption = engine::parse_preemption(a.preemption);
     options.host_store_bytes = a.host_store_mib << 20;
     options.prefix_caching = !a.no_prefix_cache;
     options.deterministic = a.backend.deterministic;
-    options.n_ctx = longest;
-    auto backend = make_cli_backend(a.backend, model, longest, a.threads);
+    options.n_ctx = room.longest;
+    auto backend = make_cli_backend(a.backend, model, room.longest, a.threads);
 
     std::vector<engine::ServeRunResult> runs;
     for (const engine::BatchingMode mode : modes) {

@@ -123,20 +123,7 @@ private:
     uint32_t m_b0 = 0;
 };
 
-// The logits of a multi-sequence pass: one row per sequence that wants them, one after another.
-class BatchLogits final : public ChunkSink {
-public:
-    explicit BatchLogits(std::vector<float>& rows) : m_rows(rows) {}
-    float* logits() override { return m_rows.data(); }
-    void residual(uint32_t, const float*) override {}
-    void attention(uint32_t, const float*, const float*) override {}
-    void activation(Site, uint32_t, const float*) override {}
-
-private:
-    std::vector<float>& m_rows;
-};
-
-// Only the logits of one row (the logit lens).
+// Only logits, into one buffer: the logit lens's row, or a multi-sequence pass's rows one after another.
 class LogitsOnly final : public ChunkSink {
 public:
     explicit LogitsOnly(std::vector<float>& out) : m_out(out) {}
@@ -170,6 +157,14 @@ void require_batch_invariant(const Backend& backend)
     if (!backend.batch_invariant_capable())
         throw UnsupportedError(
             fmt::format("{}: deterministic (batch-invariant) mode runs on the CPU backend only", backend.name()));
+}
+
+bool LayeredBackend::pass_is_invariant(bool asked) const
+{
+    if (!asked && !batch_invariant_always())
+        return false;
+    require_batch_invariant(*this);
+    return true;
 }
 
 RopeShape LayeredBackend::rope_shape(uint32_t il) const
@@ -242,8 +237,7 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
     // Kernels pick their summation order by batch size, as llama.cpp does (see ForwardRequest).
     plan.order = static_cast<uint32_t>(std::max<std::size_t>(n, request.order_as_batch));
     plan.logit_order = n - first_out; // only the rows whose logits are wanted go through the head, as llama.cpp
-    if (request.batch_invariant || batch_invariant_always()) {
-        require_batch_invariant(*this);
+    if (pass_is_invariant(request.batch_invariant)) {
         plan.batch_invariant = true;
         plan.order = plan.logit_order = kBatchInvariantOrder;
     }
@@ -353,27 +347,23 @@ BatchResult LayeredBackend::forward_batch(const BatchRequest& request)
     BatchResult result;
     result.n_vocab = c.n_vocab;
     result.logits.resize(request.sequences.size());
-    uint32_t n_logits = 0;
-    for (const BatchSequence& seq : request.sequences)
-        n_logits += seq.logits ? 1 : 0;
+    std::vector<uint32_t> logit_rows; // each wanting sequence's last row
+    for (std::size_t i = 0; i < request.sequences.size(); ++i)
+        if (request.sequences[i].logits)
+            logit_rows.push_back(plan.segments[i].row0 + plan.segments[i].n_rows - 1);
     plan.n_tokens = n;
     plan.pos0 = 0;
     // As llama.cpp's batched decoding: matrices summed in the order of the whole batch, the output head
     // in that of the rows with logits; deterministic mode: one fixed order for every row.
     plan.order = n;
-    uint32_t logit_order = std::max(1u, n_logits);
-    if (request.batch_invariant || batch_invariant_always()) {
-        require_batch_invariant(*this);
+    uint32_t logit_order = std::max<uint32_t>(1, uint32_t(logit_rows.size()));
+    if (pass_is_invariant(request.batch_invariant)) {
         plan.batch_invariant = true;
         plan.order = logit_order = kBatchInvariantOrder;
     }
     plan.plain = true;
-    std::vector<uint32_t> logit_rows;
-    for (std::size_t i = 0; i < request.sequences.size(); ++i)
-        if (request.sequences[i].logits)
-            logit_rows.push_back(plan.segments[i].row0 + plan.segments[i].n_rows - 1);
     std::vector<float> logits(logit_rows.size() * std::size_t(c.n_vocab));
-    BatchLogits sink(logits);
+    LogitsOnly sink(logits);
     begin_chunk(plan, sink);
     run_layers(tokens, plan); // n_logit_rows is 0: the head runs below, over the rows with logits at once
     if (!logit_rows.empty())

@@ -232,6 +232,9 @@ protected:
                             std::vector<float>& values) const = 0;
 
 private:
+    // Whether a pass runs in deterministic mode: asked for, or always on this backend (throws
+    // UnsupportedError where it cannot run).
+    bool pass_is_invariant(bool asked) const;
     void run_layers(std::span<const TokenId> tokens, const ChunkPlan& plan);
     // The request's interventions at one site, then its delivery when the plan asks for it.
     void at_site(Site site, uint32_t layer, Act a, const ChunkPlan& plan);

@@ -53,10 +53,7 @@ ServeRunResult run_serving(Backend& backend, const ServingOptions& options, std:
                             "running requests need (raise the pool)");
             now = step->end_s;
             result.busy_s += step->end_s - step->start_s;
-            uint32_t sequences = 0;
-            for (const ServeSlice& s : step->slices)
-                sequences += s.n_tokens > 0;
-            result.max_batch_sequences = std::max(result.max_batch_sequences, sequences);
+            result.max_batch_sequences = std::max(result.max_batch_sequences, uint32_t(step->slices.size()));
             result.max_batch_tokens = std::max(result.max_batch_tokens, step->tokens);
             if (progress)
                 progress(engine, *step);

@@ -91,7 +91,38 @@ std::vector<TokenId> RequestState::tokens() const
     return all;
 }
 
+uint64_t request_blocks(const ServeRequest& r, uint32_t block_tokens)
+{
+    if (block_tokens == 0)
+        throw Error("a KV block must hold at least one position");
+    const auto blocks = [&](uint64_t positions) { return (positions + block_tokens - 1) / block_tokens; };
+    return blocks(r.prompt.size() + r.max_new_tokens) +
+           uint64_t(std::max(1u, r.samples) - 1) * (blocks(r.max_new_tokens) + 1);
+}
+
+WorkloadRoom room_for(std::span<const ServeRequest> requests, uint32_t block_tokens)
+{
+    WorkloadRoom room;
+    uint64_t blocks = 0;
+    for (const ServeRequest& r : requests) {
+        room.longest = std::max(room.longest, uint32_t(r.prompt.size() + r.max_new_tokens));
+        blocks += request_blocks(r, block_tokens);
+    }
+    room.blocks = uint32_t(std::min<uint64_t>(blocks, uint64_t(1) << 20));
+    return room;
+}
+
+// A request's sequence, its sampler (its own seed: its replies do not depend on the others') and its
+// blocks while swapped out.
 struct ServingEngine::Slot {
+    Slot(std::unique_ptr<PooledSequence> sequence, const SamplingSettings& sampling)
+        : seq(std::move(sequence)), sampler([&] {
+              SamplerConfig c = sampler_config(sampling, sampling.temperature <= 0.0f);
+              c.stage_view_size = 0; // nobody looks at the stages: no full-vocabulary softmaxes for them
+              return c;
+          }())
+    {
+    }
     std::unique_ptr<PooledSequence> seq;
     Sampler sampler;
     std::optional<PooledSequence::Swapped> swapped;
@@ -143,21 +174,15 @@ uint32_t ServingEngine::submit(ServeRequest request)
         throw Error(
             fmt::format("request {} needs {} positions ({} prompt + {} new tokens); a sequence holds at most {}", id,
                         positions, request.prompt.size(), request.max_new_tokens, m_options.n_ctx));
-    const uint64_t alone =
-        blocks_for(uint32_t(positions)) + uint64_t(request.samples - 1) * (blocks_for(request.max_new_tokens) + 1);
+    const uint64_t alone = request_blocks(request, m_options.block_tokens);
     if (alone > m_pool->n_blocks())
         throw Error(fmt::format("request {} needs {} KV blocks even alone; the pool has {} (raise the pool or shorten "
                                 "the request)",
                                 id, alone, m_pool->n_blocks()));
-    SamplerConfig sc = sampler_config(request.sampling, request.sampling.temperature <= 0.0f);
-    sc.stage_view_size = 0;
-    validate_sampler_config(sc);
-
+    auto slot = std::make_unique<Slot>(nullptr, request.sampling); // throws for sampling settings out of range
     RequestState& r = m_requests.emplace_back();
     r.id = id;
     r.request = std::move(request);
-    auto slot = std::make_unique<Slot>(Slot{nullptr, Sampler(sc), std::nullopt});
-    slot->sampler.reseed(r.request.sampling.seed);
     m_slots.push_back(std::move(slot));
     return id;
 }
@@ -405,11 +430,7 @@ std::optional<ServeStep> ServingEngine::step(double now)
                 reply.state.n_computed = r.n_computed;
                 reply.state.admitted_s = r.admitted_s;
                 reply.state.admission = m_next_admission++;
-                SamplerConfig sc =
-                    sampler_config(reply.state.request.sampling, reply.state.request.sampling.temperature <= 0.0f);
-                sc.stage_view_size = 0;
-                reply.slot = std::make_unique<Slot>(Slot{slot.seq->fork(reply.state.id), Sampler(sc), std::nullopt});
-                reply.slot->sampler.reseed(reply.state.request.sampling.seed);
+                reply.slot = std::make_unique<Slot>(slot.seq->fork(reply.state.id), reply.state.request.sampling);
                 sample(reply.state, *reply.slot);
                 forks.push_back(std::move(reply));
             }

@@ -16,6 +16,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,6 +61,18 @@ struct ServingOptions {
     bool deterministic = false; // ForwardRequest::batch_invariant for every pass
     uint32_t n_ctx = 0;         // positions one sequence may hold; 0: the model's training context
 };
+
+// Pool blocks one request holds at its longest: its prompt and reply, and beside the shared prompt
+// each forked reply's own blocks (one of them a copy of the prompt's last). Throws Error for blocks
+// of 0 positions.
+uint64_t request_blocks(const ServeRequest& request, uint32_t block_tokens);
+// What a workload needs with every request held at once: its longest sequence, and the blocks of all
+// (at most 2^20, the most a saved run keeps).
+struct WorkloadRoom {
+    uint32_t longest = 0;
+    uint32_t blocks = 0;
+};
+WorkloadRoom room_for(std::span<const ServeRequest> requests, uint32_t block_tokens);
 
 enum class RequestPhase { Queued, Prefill, Decode, Preempted, Done };
 std::string_view request_phase_name(RequestPhase phase);

@@ -495,6 +495,9 @@ void TestCli::serveSimJsonContract()
     const Run upside = cli({"serve-sim", "--prompt-min", "10", "--prompt-max", "5"});
     QCOMPARE(upside.exit_code, 1);
     QVERIFY2(upside.err.contains("prompt lengths 10 … 5"), qPrintable(upside.err));
+    const Run no_block = cli({"serve-sim", "--clients", "1", "--block-tokens", "0"}); // divided by before
+    QCOMPARE(no_block.exit_code, 1);
+    QVERIFY2(no_block.err.contains("at least one position"), qPrintable(no_block.err));
     const Run vulkan = cli({"serve-sim", "--clients", "1", "--backend", "vulkan"});
     QCOMPARE(vulkan.exit_code, 1);
     QVERIFY2(vulkan.err.contains("CPU backend only"), qPrintable(vulkan.err));

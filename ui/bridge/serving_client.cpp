@@ -41,22 +41,14 @@ quint64 ServingClient::run(const ServingSettings& settings)
             s->model = QString::fromStdString(context.model->config().name);
             const std::vector<engine::ServeRequest> requests =
                 engine::make_workload(settings.workload, context.model->tokenizer());
-            uint32_t longest = 0;
-            uint64_t all_blocks = 0;
-            const uint32_t bt = std::max(1u, settings.options.block_tokens);
-            for (const engine::ServeRequest& r : requests) {
-                const auto n = uint32_t(r.prompt.size() + r.max_new_tokens);
-                longest = std::max(longest, n);
-                all_blocks += (n + bt - 1) / bt;
-                all_blocks += uint64_t(r.samples - 1) * ((r.max_new_tokens + bt - 1) / bt + 1); // forked replies
-            }
+            const engine::WorkloadRoom room = engine::room_for(requests, settings.options.block_tokens);
             engine::ServingOptions options = settings.options;
-            options.n_ctx = longest;
+            options.n_ctx = room.longest;
             if (options.pool_blocks == 0) // room for every request at once
-                options.pool_blocks = uint32_t(std::min<uint64_t>(all_blocks, 1u << 20));
+                options.pool_blocks = room.blocks;
             options.deterministic = options.deterministic || context.deterministic();
             auto backend = engine::make_cpu_backend(
-                context.model, {.threads = context.threads, .n_ctx = longest, .order = context.cpuOrder()});
+                context.model, {.threads = context.threads, .n_ctx = room.longest, .order = context.cpuOrder()});
             s->backend = QString::fromStdString(backend->name());
             std::vector<std::shared_ptr<const engine::ServeRunResult>> finished;
             for (std::size_t i = 0; i < settings.modes.size() && !ticket.cancel->load(); ++i) {
