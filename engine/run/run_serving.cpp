@@ -297,27 +297,6 @@ ServeRunResult run_from(const Fields& o)
     throw FormatError("the run is refused: " + field + " " + why);
 }
 
-void range(const std::string& f, int64_t v, int64_t lo, int64_t hi)
-{
-    if (v < lo || v > hi)
-        refused(f, fmt::format("is {}, outside {} to {}", v, lo, hi));
-}
-
-void size(const std::string& f, std::size_t n, int64_t limit, const char* what)
-{
-    if (int64_t(n) > limit)
-        refused(f, fmt::format("holds {} {}, more than the limit of {}", n, what, limit));
-}
-
-// A time on the run's clock or a duration: finite, at least 0; -1 where the engine writes "not yet".
-void seconds(const std::string& f, double v, bool may_be_unset = false)
-{
-    if (may_be_unset && v == -1.0)
-        return;
-    if (!std::isfinite(v) || v < 0 || v > 1e12)
-        refused(f, fmt::format("is {}, not a time of at least 0 seconds", v));
-}
-
 } // namespace
 
 json serving_json(const ServingDoc& d)
@@ -370,110 +349,6 @@ ServingDoc serving_from(const Fields& o)
     for (std::size_t i = 0; i < runs.size(); ++i)
         d.runs.push_back(run_from(Fields(runs[i], item(o.at("runs"), i))));
     return d;
-}
-
-void validate_serving(const ServingDoc& d, int64_t vocabulary)
-{
-    const std::string f = "serving";
-    const auto text = [](const std::string& field, const std::string& s) {
-        if (s.size() > 4096)
-            refused(field, fmt::format("is {} bytes long, more than the limit of 4096", s.size()));
-    };
-    const auto ids = [&](const std::string& field, const std::vector<TokenId>& v) {
-        size(field, v.size(), L::kRequestTokens, "tokens");
-        for (std::size_t i = 0; i < v.size(); ++i)
-            if (v[i] < 0 || (vocabulary >= 0 && v[i] >= vocabulary))
-                refused(item(field, i), vocabulary >= 0 ? fmt::format("is {}, outside the saved vocabulary of {} "
-                                                                      "tokens",
-                                                                      v[i], vocabulary)
-                                                        : fmt::format("is {}, not a token id", v[i]));
-    };
-    text(f + ".model", d.model);
-    text(f + ".backend", d.backend);
-    size(f + ".workload.prompts", d.workload.prompts.size(), 4096, "prompts");
-    for (std::size_t i = 0; i < d.workload.prompts.size(); ++i)
-        if (d.workload.prompts[i].size() > (std::size_t(1) << 20))
-            refused(item(f + ".workload.prompts", i), "is longer than the limit of 1,048,576 bytes");
-    size(f + ".runs", d.runs.size(), L::kRuns, "runs");
-    int64_t tokens = 0, slices = 0, events = 0;
-    for (std::size_t ri = 0; ri < d.runs.size(); ++ri) {
-        const ServeRunResult& r = d.runs[ri];
-        const std::string g = item(f + ".runs", ri);
-        const ServingOptions& o = r.options;
-        range(g + ".options.max_running", o.max_running, 1, L::kRequests);
-        range(g + ".options.step_tokens", o.step_tokens, 1, int64_t(1) << 24);
-        range(g + ".options.block_tokens", o.block_tokens, 1, int64_t(1) << 24);
-        range(g + ".options.n_ctx", o.n_ctx, 0, int64_t(1) << 24);
-        size(g + ".requests", r.requests.size(), L::kRequests, "requests");
-        size(g + ".steps", r.steps.size(), L::kSteps, "steps");
-        size(g + ".pool.blocks", r.pool.blocks.size(), L::kBlocks, "blocks");
-        if (r.pool.blocks.size() != o.pool_blocks)
-            refused(g + ".pool.blocks", fmt::format("holds {} blocks where options.pool_blocks says {}",
-                                                    r.pool.blocks.size(), o.pool_blocks));
-        for (const auto* p : {&r.ttft, &r.itl, &r.latency})
-            for (double v : {p->p50, p->p90, p->p99, p->max})
-                seconds(g + ".percentiles", v);
-        seconds(g + ".makespan_s", r.makespan_s);
-        seconds(g + ".busy_s", r.busy_s);
-        const auto n_requests = uint32_t(r.requests.size());
-        for (std::size_t i = 0; i < r.requests.size(); ++i) {
-            const RequestState& q = r.requests[i];
-            const std::string h = item(g + ".requests", i);
-            range(h + ".id", q.id, int64_t(i), int64_t(i)); // lanes are indexed by it
-            if (q.parent && *q.parent >= q.id)
-                refused(h + ".parent", fmt::format("is {}, not an earlier request", *q.parent));
-            ids(h + ".prompt", q.request.prompt);
-            ids(h + ".output", q.output);
-            tokens += int64_t(q.request.prompt.size() + q.output.size());
-            range(h + ".max_new_tokens", q.request.max_new_tokens, 1, L::kRequestTokens);
-            if (q.output.size() > q.request.max_new_tokens)
-                refused(h + ".output", fmt::format("holds {} tokens, more than its max_new_tokens of {}",
-                                                   q.output.size(), q.request.max_new_tokens));
-            if (q.token_times.size() != q.output.size())
-                refused(h + ".token_times",
-                        fmt::format("holds {} times for {} tokens", q.token_times.size(), q.output.size()));
-            for (std::size_t k = 0; k < q.token_times.size(); ++k)
-                seconds(item(h + ".token_times", k), q.token_times[k]);
-            seconds(h + ".arrival_s", q.request.arrival_s);
-            seconds(h + ".admitted_s", q.admitted_s, true);
-            seconds(h + ".first_token_s", q.first_token_s, true);
-            seconds(h + ".finish_s", q.finish_s, true);
-            range(h + ".samples", q.request.samples, 0, 64);
-            text(h + ".finish_reason", q.finish_reason);
-        }
-        for (std::size_t si = 0; si < r.steps.size(); ++si) {
-            const ServeStep& s = r.steps[si];
-            const std::string h = item(g + ".steps", si);
-            seconds(h + ".start_s", s.start_s);
-            seconds(h + ".end_s", s.end_s);
-            if (s.end_s < s.start_s)
-                refused(h + ".end_s", "is before its start");
-            slices += int64_t(s.slices.size());
-            events += int64_t(s.events.size());
-            for (std::size_t k = 0; k < s.slices.size(); ++k)
-                if (s.slices[k].request >= n_requests)
-                    refused(item(h + ".slices", k) + "[0]",
-                            fmt::format("is request {}, of {} requests", s.slices[k].request, n_requests));
-            for (std::size_t k = 0; k < s.events.size(); ++k)
-                if (s.events[k].request >= n_requests)
-                    refused(item(h + ".events", k) + "[1]",
-                            fmt::format("is request {}, of {} requests", s.events[k].request, n_requests));
-        }
-        for (std::size_t b = 0; b < r.pool.blocks.size(); ++b) {
-            const PoolSnapshot::Block& block = r.pool.blocks[b];
-            if (block.owner != KvBlockPool::kNoOwner && block.owner >= n_requests)
-                refused(item(g + ".pool.blocks", b) + "[0]",
-                        fmt::format("is request {}, of {} requests", block.owner, n_requests));
-            range(item(g + ".pool.blocks", b) + "[1]", block.refs, 0, L::kRequests);
-        }
-    }
-    if (tokens > L::kTokens)
-        refused(f + ".runs",
-                fmt::format("hold {} prompt and reply tokens, more than the limit of {}", tokens, L::kTokens));
-    if (slices > L::kSlices)
-        refused(f + ".runs", fmt::format("hold {} requests in passes, more than the limit of {}", slices, L::kSlices));
-    if (events > L::kEvents)
-        refused(f + ".runs", fmt::format("hold {} events, more than the limit of {}", events, L::kEvents));
 }
 
 } // namespace engine::run

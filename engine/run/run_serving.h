@@ -2,8 +2,9 @@
 #pragma once
 // The serving lab's part of a saved run ("serving"): the workload's settings and each batching mode's
 // run — its options, summary, every request (prompt and reply ids, times, preemptions), every step
-// (the requests in its pass, its events) and the block pool after the last step. Written, parsed and
-// validated here; run_document_*.cpp and run_validate.cpp call these for the "serving" key.
+// (the requests in its pass, its events) and the block pool after the last step. Written and parsed
+// here (run_document_*.cpp call these for the "serving" key); run_validate.cpp checks it against
+// ServingLimits with the rules every part shares.
 #include "serve/serve_run.h"
 #include "serve/workload.h"
 
@@ -36,8 +37,5 @@ struct ServingLimits {
 nlohmann::ordered_json serving_json(const ServingDoc& doc);
 // Types and shapes (FormatError naming the field).
 ServingDoc serving_from(const Fields& o);
-// Counts, indices and ranges against each other and ServingLimits; token ids against the saved
-// vocabulary (`vocabulary` < 0: none saved). Throws FormatError ("the run is refused: serving…").
-void validate_serving(const ServingDoc& doc, int64_t vocabulary);
 
 } // namespace engine::run

@@ -574,6 +574,108 @@ void steering(const Check& c, const SteeringDoc& s)
     c.finites(f + ".direction", s.direction);
 }
 
+void serving(const Check& c, const ServingDoc& d)
+{
+    const std::string f = "serving";
+    using SL = ServingLimits;
+    const auto ids = [&](const std::string& field, const std::vector<TokenId>& v) {
+        c.size(field, v.size(), SL::kRequestTokens, "tokens");
+        c.ids(field, v);
+    };
+    // a time on the run's clock or a duration: finite, at least 0; -1 where the engine writes "not yet"
+    const auto seconds = [](const std::string& field, double v, bool may_be_unset = false) {
+        if (may_be_unset && v == -1.0)
+            return;
+        if (!std::isfinite(v) || v < 0 || v > 1e12)
+            refuse(field, fmt::format("is {}, not a time of at least 0 seconds", v));
+    };
+    c.text(f + ".model", d.model);
+    c.text(f + ".backend", d.backend);
+    c.size(f + ".workload.prompts", d.workload.prompts.size(), 4096, "prompts");
+    for (std::size_t i = 0; i < d.workload.prompts.size(); ++i)
+        c.text(at(f + ".workload.prompts", i), d.workload.prompts[i], L::kTextBytes);
+    c.size(f + ".runs", d.runs.size(), SL::kRuns, "runs");
+    int64_t tokens = 0, slices = 0, events = 0;
+    for (std::size_t ri = 0; ri < d.runs.size(); ++ri) {
+        const ServeRunResult& r = d.runs[ri];
+        const std::string g = at(f + ".runs", ri);
+        const ServingOptions& o = r.options;
+        c.range(g + ".options.max_running", o.max_running, 1, SL::kRequests);
+        c.range(g + ".options.step_tokens", o.step_tokens, 1, int64_t(1) << 24);
+        c.range(g + ".options.block_tokens", o.block_tokens, 1, int64_t(1) << 24);
+        c.range(g + ".options.n_ctx", o.n_ctx, 0, int64_t(1) << 24);
+        c.size(g + ".requests", r.requests.size(), SL::kRequests, "requests");
+        c.size(g + ".steps", r.steps.size(), SL::kSteps, "steps");
+        c.size(g + ".pool.blocks", r.pool.blocks.size(), SL::kBlocks, "blocks");
+        if (r.pool.blocks.size() != o.pool_blocks)
+            refuse(g + ".pool.blocks", fmt::format("holds {} blocks where options.pool_blocks says {}",
+                                                   r.pool.blocks.size(), o.pool_blocks));
+        for (const auto* p : {&r.ttft, &r.itl, &r.latency})
+            for (double v : {p->p50, p->p90, p->p99, p->max})
+                seconds(g + ".percentiles", v);
+        seconds(g + ".makespan_s", r.makespan_s);
+        seconds(g + ".busy_s", r.busy_s);
+        const auto n_requests = uint32_t(r.requests.size());
+        for (std::size_t i = 0; i < r.requests.size(); ++i) {
+            const RequestState& q = r.requests[i];
+            const std::string h = at(g + ".requests", i);
+            c.range(h + ".id", q.id, int64_t(i), int64_t(i)); // lanes are indexed by it
+            if (q.parent && *q.parent >= q.id)
+                refuse(h + ".parent", fmt::format("is {}, not an earlier request", *q.parent));
+            ids(h + ".prompt", q.request.prompt);
+            ids(h + ".output", q.output);
+            tokens += int64_t(q.request.prompt.size() + q.output.size());
+            c.range(h + ".max_new_tokens", q.request.max_new_tokens, 1, SL::kRequestTokens);
+            if (q.output.size() > q.request.max_new_tokens)
+                refuse(h + ".output", fmt::format("holds {} tokens, more than its max_new_tokens of {}",
+                                                  q.output.size(), q.request.max_new_tokens));
+            if (q.token_times.size() != q.output.size())
+                refuse(h + ".token_times",
+                       fmt::format("holds {} times for {} tokens", q.token_times.size(), q.output.size()));
+            for (std::size_t k = 0; k < q.token_times.size(); ++k)
+                seconds(at(h + ".token_times", k), q.token_times[k]);
+            seconds(h + ".arrival_s", q.request.arrival_s);
+            seconds(h + ".admitted_s", q.admitted_s, true);
+            seconds(h + ".first_token_s", q.first_token_s, true);
+            seconds(h + ".finish_s", q.finish_s, true);
+            c.range(h + ".samples", q.request.samples, 0, 64);
+            c.text(h + ".finish_reason", q.finish_reason);
+        }
+        for (std::size_t si = 0; si < r.steps.size(); ++si) {
+            const ServeStep& s = r.steps[si];
+            const std::string h = at(g + ".steps", si);
+            seconds(h + ".start_s", s.start_s);
+            seconds(h + ".end_s", s.end_s);
+            if (s.end_s < s.start_s)
+                refuse(h + ".end_s", "is before its start");
+            slices += int64_t(s.slices.size());
+            events += int64_t(s.events.size());
+            for (std::size_t k = 0; k < s.slices.size(); ++k)
+                if (s.slices[k].request >= n_requests)
+                    refuse(at(h + ".slices", k) + "[0]",
+                           fmt::format("is request {}, of {} requests", s.slices[k].request, n_requests));
+            for (std::size_t k = 0; k < s.events.size(); ++k)
+                if (s.events[k].request >= n_requests)
+                    refuse(at(h + ".events", k) + "[1]",
+                           fmt::format("is request {}, of {} requests", s.events[k].request, n_requests));
+        }
+        for (std::size_t b = 0; b < r.pool.blocks.size(); ++b) {
+            const PoolSnapshot::Block& block = r.pool.blocks[b];
+            if (block.owner != KvBlockPool::kNoOwner && block.owner >= n_requests)
+                refuse(at(g + ".pool.blocks", b) + "[0]",
+                       fmt::format("is request {}, of {} requests", block.owner, n_requests));
+            c.range(at(g + ".pool.blocks", b) + "[1]", block.refs, 0, SL::kRequests);
+        }
+    }
+    if (tokens > SL::kTokens)
+        refuse(f + ".runs",
+               fmt::format("hold {} prompt and reply tokens, more than the limit of {}", tokens, SL::kTokens));
+    if (slices > SL::kSlices)
+        refuse(f + ".runs", fmt::format("hold {} requests in passes, more than the limit of {}", slices, SL::kSlices));
+    if (events > SL::kEvents)
+        refuse(f + ".runs", fmt::format("hold {} events, more than the limit of {}", events, SL::kEvents));
+}
+
 } // namespace
 
 Document checked_document(const OpenedRun& opened)
@@ -617,7 +719,7 @@ void validate(const Document& doc, const Tokenizer* vocabulary)
     if (doc.steering)
         steering(c, *doc.steering);
     if (doc.serving)
-        validate_serving(*doc.serving, c.vocabulary);
+        serving(c, *doc.serving);
 }
 
 } // namespace engine::run
