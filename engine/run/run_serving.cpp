@@ -2,7 +2,6 @@
 #include "run/run_serving.h"
 #include "run/run_json.h"
 
-#include <cmath>
 #include <spdlog/fmt/fmt.h>
 #include <tuple>
 
