@@ -210,10 +210,11 @@ void TestServingPanel::stopKeepsWhatFinished()
     QSignalSpy done(m_panel.get(), &ServingPanel::finished);
     QSignalSpy progressed(m_panel.get(), &ServingPanel::progressed);
     m_panel->setSettings(s);
-    m_panel->run();
+    // the buttons as a user presses them
+    QTest::mouseClick(m_panel->findChild<QPushButton*>("servingRun"), Qt::LeftButton);
     QVERIFY(m_panel->running());
     QVERIFY(testsupport::seen(progressed, 1, 120000));
-    m_panel->stop();
+    QTest::mouseClick(m_panel->findChild<QPushButton*>("servingStop"), Qt::LeftButton);
     QVERIFY(testsupport::seen(done, 1, 120000));
     QVERIFY(!m_panel->running());
     QVERIFY(m_panel->result() && m_panel->result()->cancelled);
@@ -227,7 +228,7 @@ void TestServingPanel::badSettingsAreRefused()
     s.workload.prompt_min = 30;
     s.workload.prompt_max = 10;
     m_panel->setSettings(s);
-    m_panel->run();
+    QTest::mouseClick(m_panel->findChild<QPushButton*>("servingRun"), Qt::LeftButton);
     QVERIFY(!m_panel->running());
     QVERIFY2(m_panel->statusText().contains("prompt lengths 30"), qPrintable(m_panel->statusText()));
     s = small();
