@@ -27,6 +27,20 @@ void add_backend_options(CLI::App* cmd, BackendArgs& a)
     cmd->add_flag("--deterministic", a.deterministic,
                   "CPU: batch-invariant sums — a token's logits are the same bits whether it is evaluated alone or "
                   "in a batch of any size (no longer llama.cpp's order, which depends on the batch size)");
+    for (auto [flag, target] :
+         {std::pair{"--cache-type-k", &a.cache_type_k}, std::pair{"--cache-type-v", &a.cache_type_v}})
+        cmd->add_option(flag, *target,
+                        std::string("KV cache type of the ") + (target == &a.cache_type_k ? "keys" : "values") +
+                            ", as llama.cpp's -ctk/-ctv: f16, q8_0 or q4_0. A quantized cache is read by flash "
+                            "attention (llama.cpp's -fa on order) and runs on the CPU backend only")
+            ->check(CLI::IsMember({"f16", "q8_0", "q4_0"}, CLI::ignore_case))
+            ->capture_default_str();
+}
+
+engine::KvCacheTypes kv_cache_types_of(const BackendArgs& a)
+{
+    return {engine::parse_kv_cache_type(a.cache_type_k).value_or(engine::GgmlType::F16),
+            engine::parse_kv_cache_type(a.cache_type_v).value_or(engine::GgmlType::F16)};
 }
 
 std::unique_ptr<engine::Backend> make_cli_backend(const BackendArgs& a, std::shared_ptr<const engine::Model> model,
@@ -41,9 +55,9 @@ std::unique_ptr<engine::Backend> make_cli_backend(const BackendArgs& a, std::sha
         throw engine::Error("--threads must be 0 (all cores) or a positive count, not " + std::to_string(threads));
     const auto kind = engine::parse_backend_kind(a.backend).value_or(engine::BackendKind::Cpu);
     std::string note;
-    auto backend =
-        engine::make_backend(kind, std::move(model), n_ctx, threads, &note, a.device, a.vulkan_exact,
-                             a.no_repack ? engine::WeightOrder::Plain : engine::WeightOrder::LlamaCppDefault);
+    auto backend = engine::make_backend(kind, std::move(model), n_ctx, threads, &note, a.device, a.vulkan_exact,
+                                        a.no_repack ? engine::WeightOrder::Plain : engine::WeightOrder::LlamaCppDefault,
+                                        kv_cache_types_of(a));
     // Asked for CUDA by name and not given it: an error, not a quiet run on the CPU (a benchmark or a
     // script that wants the GPU must not measure the CPU instead).
     if (!note.empty() && kind == engine::BackendKind::Cuda)

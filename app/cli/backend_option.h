@@ -7,7 +7,8 @@
 #include <memory>
 #include <string>
 
-// --backend cpu|vulkan|auto, --device N, --vulkan-exact, --no-repack and --deterministic, shared by the commands that
+// --backend cpu|vulkan|auto, --device N, --vulkan-exact, --no-repack, --deterministic and
+// --cache-type-k/-v, shared by the commands that
 // run a model.
 struct BackendArgs {
     std::string backend = "cpu";
@@ -15,7 +16,11 @@ struct BackendArgs {
     bool vulkan_exact = false;  // the 64-bit shaders, bit-equal to the CPU (default: the f32 path)
     bool no_repack = false;     // the CPU in llama.cpp's plain order (default: its repacked order, as it runs)
     bool deterministic = false; // batch-invariant sums (ForwardRequest::batch_invariant), CPU only
+    std::string cache_type_k = "f16", cache_type_v = "f16"; // llama.cpp's -ctk / -ctv: f16, q8_0, q4_0
 };
+
+// The KV cache types asked for (parsed; the options' check admits only the three names).
+engine::KvCacheTypes kv_cache_types_of(const BackendArgs& a);
 
 void add_backend_options(CLI::App* cmd, BackendArgs& a);
 // The backend asked for; a fallback to the CPU is reported on stderr.

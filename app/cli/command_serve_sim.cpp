@@ -78,6 +78,9 @@ int run_serve_sim(ServeSimArgs a)
     options.prefix_caching = !a.no_prefix_cache;
     options.deterministic = a.backend.deterministic;
     options.n_ctx = room.longest;
+    if (kv_cache_types_of(a.backend).quantized())
+        throw engine::UnsupportedError("serve-sim: the serving lab's block pool holds F16 keys and values; "
+                                       "--cache-type-k/--cache-type-v apply to generate, chat, trace and bench");
     auto backend = make_cli_backend(a.backend, model, room.longest, a.threads);
 
     std::vector<engine::ServeRunResult> runs;

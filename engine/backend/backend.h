@@ -211,6 +211,7 @@ struct CpuBackendOptions {
     uint32_t n_ctx = 4096; // positions the KV cache may hold (capped at the model's training context)
     WeightOrder order = WeightOrder::Plain;
     bool batch_invariant = false; // every pass in deterministic mode, asked for or not (ForwardRequest)
+    KvCacheTypes kv_types;        // F16, or llama.cpp's quantized cache types (read by flash attention)
 };
 
 std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const Model> model, const CpuBackendOptions& options);

@@ -80,7 +80,8 @@ bool validation_wanted()
 } // namespace
 
 std::unique_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<const Model> model, uint32_t n_ctx, int threads,
-                                      std::string* fallback_note, int device, bool vulkan_exact, WeightOrder cpu_order)
+                                      std::string* fallback_note, int device, bool vulkan_exact, WeightOrder cpu_order,
+                                      KvCacheTypes kv_types)
 {
     if (fallback_note)
         fallback_note->clear();
@@ -89,10 +90,15 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<const Mo
             *fallback_note = why;
         if (!why.empty())
             spdlog::warn("{}", why);
-        return make_cpu_backend(model, {.threads = threads, .n_ctx = n_ctx, .order = cpu_order});
+        return make_cpu_backend(model, {.threads = threads, .n_ctx = n_ctx, .order = cpu_order, .kv_types = kv_types});
     };
     if (kind == BackendKind::Cpu)
         return cpu({});
+    if (kv_types.quantized())
+        return cpu(fmt::format("a quantized KV cache ({}) runs on the CPU backend only (the {} backend keeps F16 "
+                               "keys and values); using the CPU",
+                               kv_cache_types_name(kv_types),
+                               kind == BackendKind::Auto ? "GPU" : backend_kind_name(kind)));
 
     std::string no_cuda; // why auto did not take CUDA
     if (kind == BackendKind::Cuda || (kind == BackendKind::Auto && device < 0)) {

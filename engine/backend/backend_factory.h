@@ -36,8 +36,10 @@ std::optional<BackendChoice> parse_backend_choice(std::string_view text);
 // (a device without 64-bit floats then falls back to the CPU, saying why).
 // Auto takes hardware GPUs only, unless TOKENSCOPE_VULKAN_AUTO_SOFTWARE=1 (tests on lavapipe).
 // `cpu_order`: the CPU backend's summation order (CpuBackendOptions::order), a fallback's too.
+// `kv_types`: a quantized KV cache runs on the CPU backend only (Vulkan and CUDA keep F16): asked for
+// with another kind, the CPU is used and the note says why.
 std::unique_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<const Model> model, uint32_t n_ctx, int threads,
                                       std::string* fallback_note, int device = -1, bool vulkan_exact = false,
-                                      WeightOrder cpu_order = WeightOrder::Plain);
+                                      WeightOrder cpu_order = WeightOrder::Plain, KvCacheTypes kv_types = {});
 
 } // namespace engine

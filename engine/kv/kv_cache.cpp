@@ -8,8 +8,11 @@
 
 namespace engine {
 
-KvCache::KvCache(KvCacheConfig config) : m_config(std::move(config))
+KvCache::KvCache(KvCacheConfig config)
+    : m_config(std::move(config)), m_k_row(kv_row_bytes(m_config.types.k, m_config.head_dim)),
+      m_v_row(kv_row_bytes(m_config.types.v, m_config.head_dim))
 {
+    check_kv_cache_types(m_config.types, m_config.head_dim);
     m_layers.resize(m_config.n_layer);
     const uint32_t n_blocks = (m_config.n_ctx + m_config.block_tokens - 1) / m_config.block_tokens;
     for (auto& l : m_layers)
@@ -18,7 +21,7 @@ KvCache::KvCache(KvCacheConfig config) : m_config(std::move(config))
 
 uint64_t KvCache::bytes_per_block(uint32_t layer) const
 {
-    return 2ull * m_config.n_kv_heads[layer] * m_config.block_tokens * m_config.head_dim * sizeof(uint16_t);
+    return uint64_t(m_config.n_kv_heads[layer]) * m_config.block_tokens * (m_k_row + m_v_row);
 }
 
 void KvCache::reserve_until(uint32_t new_end)
@@ -34,8 +37,7 @@ void KvCache::reserve_until(uint32_t new_end)
         Layer& L = m_layers[il];
         for (uint32_t b = m_n_cached / bt; b * bt < new_end; ++b) {
             if (!L.blocks[b]) {
-                L.blocks[b] =
-                    std::make_unique<uint16_t[]>(m_config.host_storage ? bytes_per_block(il) / sizeof(uint16_t) : 0);
+                L.blocks[b] = std::make_unique<uint8_t[]>(m_config.host_storage ? bytes_per_block(il) : 0);
                 ++L.allocated;
             }
         }
@@ -110,30 +112,30 @@ void KvCache::clear()
     m_n_cached = 0;
 }
 
-uint16_t* KvCache::slot(uint32_t il, uint32_t pos, uint32_t kv_head, bool value) const
+uint8_t* KvCache::slot(uint32_t il, uint32_t pos, uint32_t kv_head, bool value) const
 {
     const uint32_t bt = m_config.block_tokens;
-    uint16_t* block = m_layers[il].blocks[pos / bt].get();
-    const std::size_t hd = m_config.head_dim;
-    const std::size_t per_half = std::size_t(m_config.n_kv_heads[il]) * bt * hd;
-    return block + (value ? per_half : 0) + (std::size_t(kv_head) * bt + pos % bt) * hd;
+    uint8_t* block = m_layers[il].blocks[pos / bt].get();
+    const std::size_t keys = std::size_t(m_config.n_kv_heads[il]) * bt * m_k_row;
+    const std::size_t row = value ? m_v_row : m_k_row;
+    return block + (value ? keys : 0) + (std::size_t(kv_head) * bt + pos % bt) * row;
 }
 
 uint16_t* KvCache::key(uint32_t l, uint32_t p, uint32_t h)
 {
-    return slot(l, p, h, false);
+    return reinterpret_cast<uint16_t*>(slot(l, p, h, false));
 }
 uint16_t* KvCache::value(uint32_t l, uint32_t p, uint32_t h)
 {
-    return slot(l, p, h, true);
+    return reinterpret_cast<uint16_t*>(slot(l, p, h, true));
 }
 const uint16_t* KvCache::key(uint32_t l, uint32_t p, uint32_t h) const
 {
-    return slot(l, p, h, false);
+    return reinterpret_cast<const uint16_t*>(slot(l, p, h, false));
 }
 const uint16_t* KvCache::value(uint32_t l, uint32_t p, uint32_t h) const
 {
-    return slot(l, p, h, true);
+    return reinterpret_cast<const uint16_t*>(slot(l, p, h, true));
 }
 
 bool KvCache::holds(uint32_t layer, uint32_t pos) const
@@ -146,12 +148,12 @@ KvAccounting KvCache::accounting() const
     KvAccounting a;
     a.tokens_cached = m_n_cached;
     a.block_tokens = m_config.block_tokens;
-    a.bytes_per_block_per_head = 2ull * m_config.block_tokens * m_config.head_dim * sizeof(uint16_t);
+    a.bytes_per_block_per_head = uint64_t(m_config.block_tokens) * (m_k_row + m_v_row);
     for (uint32_t il = 0; il < m_config.n_layer; ++il) {
         KvLayerAccounting l;
         const uint32_t window = m_config.window[il];
         l.tokens_in_use = window ? std::min(m_n_cached, window) : m_n_cached;
-        l.bytes_in_use = 2ull * m_config.n_kv_heads[il] * m_config.head_dim * sizeof(uint16_t) * l.tokens_in_use;
+        l.bytes_in_use = uint64_t(m_config.n_kv_heads[il]) * (m_k_row + m_v_row) * l.tokens_in_use;
         l.blocks_allocated = m_layers[il].allocated;
         l.bytes_allocated = uint64_t(l.blocks_allocated) * bytes_per_block(il);
         l.first_stored = m_n_cached;

@@ -20,6 +20,7 @@ struct KvCacheConfig {
     uint32_t n_ctx = 0;           // positions the cache may hold
     uint32_t block_tokens = 32;   // paging granularity
     uint32_t reserve_blocks = 2;  // whole blocks kept behind a sliding window, for cheap step-back
+    KvCacheTypes types;           // F16 keys and values unless asked otherwise
     bool host_storage = true;     // false: accounting only (a device backend holds the values;
                                   // key()/value() must not be called then)
 };
@@ -27,7 +28,7 @@ struct KvCacheConfig {
 struct KvLayerAccounting {
     uint32_t tokens_in_use = 0; // positions attention can still see: min(cached, window)
     uint32_t blocks_allocated = 0;
-    uint64_t bytes_in_use = 0;    // 2 (K and V) · kv heads · head dim · 2 bytes (F16) · tokens in use
+    uint64_t bytes_in_use = 0;    // (K row + V row bytes) · kv heads · tokens in use
     uint64_t bytes_allocated = 0; // blocks allocated · bytes per block
     uint32_t first_stored = 0;    // oldest position whose K/V is still held
 };
@@ -48,9 +49,9 @@ struct KvTruncation {
     std::optional<uint32_t> first_layer_short; // the first such layer
 };
 
-// The key/value cache: per layer, K and V of every KV head in F16, in blocks of `block_tokens`
-// positions (layout per block: [K|V][kv_head][token][head_dim]). Blocks are allocated as positions
-// arrive; a sliding-window layer frees blocks that fell out of its window plus the reserve.
+// The key/value cache: per layer, K and V of every KV head (F16, or the types asked for), in blocks
+// of `block_tokens` positions (layout per block: [K|V][kv_head][token][row of head_dim values]). Blocks are allocated
+// as positions arrive; a sliding-window layer frees blocks that fell out of its window plus the reserve.
 class KvCache final : public KvStore {
 public:
     explicit KvCache(KvCacheConfig config);
@@ -68,25 +69,43 @@ public:
     KvTruncation truncate(uint32_t n);
     void clear();
 
-    // F16 vectors of one position, layer and KV head (the block must be allocated).
+    // F16 vectors of one position, layer and KV head (the block must be allocated; an F16 cache).
     uint16_t* key(uint32_t layer, uint32_t pos, uint32_t kv_head) override;
     uint16_t* value(uint32_t layer, uint32_t pos, uint32_t kv_head) override;
     const uint16_t* key(uint32_t layer, uint32_t pos, uint32_t kv_head) const override;
     const uint16_t* value(uint32_t layer, uint32_t pos, uint32_t kv_head) const override;
     bool holds(uint32_t layer, uint32_t pos) const override;
+    KvCacheTypes types() const override { return m_config.types; }
+    uint8_t* key_row(uint32_t layer, uint32_t pos, uint32_t kv_head) override
+    {
+        return slot(layer, pos, kv_head, false);
+    }
+    uint8_t* value_row(uint32_t layer, uint32_t pos, uint32_t kv_head) override
+    {
+        return slot(layer, pos, kv_head, true);
+    }
+    const uint8_t* key_row(uint32_t layer, uint32_t pos, uint32_t kv_head) const override
+    {
+        return slot(layer, pos, kv_head, false);
+    }
+    const uint8_t* value_row(uint32_t layer, uint32_t pos, uint32_t kv_head) const override
+    {
+        return slot(layer, pos, kv_head, true);
+    }
 
     KvAccounting accounting() const;
     uint64_t bytes_per_block(uint32_t layer) const;
 
 private:
     struct Layer {
-        std::vector<std::unique_ptr<uint16_t[]>> blocks; // by logical block index (pos / block_tokens)
+        std::vector<std::unique_ptr<uint8_t[]>> blocks; // by logical block index (pos / block_tokens)
         uint32_t allocated = 0;
     };
-    uint16_t* slot(uint32_t layer, uint32_t pos, uint32_t kv_head, bool value) const;
+    uint8_t* slot(uint32_t layer, uint32_t pos, uint32_t kv_head, bool value) const;
     void free_out_of_window(uint32_t layer, uint32_t end);
 
     KvCacheConfig m_config;
+    uint64_t m_k_row = 0, m_v_row = 0; // bytes of one head's key / value vector
     std::vector<Layer> m_layers;
     uint32_t m_n_cached = 0;
 };

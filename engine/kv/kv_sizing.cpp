@@ -7,9 +7,10 @@
 
 namespace engine {
 
-KvCacheConfig kv_cache_config_for(const ModelConfig& c, uint32_t n_ctx)
+KvCacheConfig kv_cache_config_for(const ModelConfig& c, uint32_t n_ctx, KvCacheTypes types)
 {
     KvCacheConfig k;
+    k.types = types;
     k.n_layer = c.n_layer;
     k.n_kv_heads = c.n_head_kv;
     k.head_dim = c.head_dim_k;
@@ -68,7 +69,8 @@ uint64_t kv_cache_peak_bytes(const KvCacheConfig& config, uint32_t max_batch)
     uint64_t total = 0;
     for (uint32_t il = 0; il < config.n_layer; ++il) {
         const uint64_t block_bytes =
-            2ull * config.n_kv_heads[il] * config.block_tokens * config.head_dim * sizeof(uint16_t);
+            uint64_t(config.n_kv_heads[il]) * config.block_tokens *
+            (kv_row_bytes(config.types.k, config.head_dim) + kv_row_bytes(config.types.v, config.head_dim));
         total += uint64_t(kv_layer_peak_blocks(config, il, max_batch)) * block_bytes;
     }
     return total;

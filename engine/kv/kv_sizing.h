@@ -15,7 +15,7 @@ struct ModelConfig;
 
 // The cache configuration the CPU backend builds for a model (every layer's KV heads and window,
 // head_dim = key_length, n_ctx capped at the training context when the file states one).
-KvCacheConfig kv_cache_config_for(const ModelConfig& config, uint32_t n_ctx);
+KvCacheConfig kv_cache_config_for(const ModelConfig& config, uint32_t n_ctx, KvCacheTypes types = {});
 
 // Blocks a layer holds at most while positions are appended in batches of at most `max_batch`
 // (≥ 1) up to n_ctx. A full-attention layer ends with every block; a sliding-window layer holds,

@@ -70,9 +70,11 @@ struct Options {
     int n_predict = 64;
     int threads = 2;
     int n_ctx = 4096;
-    int n_batch = 0;            // 0: max(2048, n_prompt)
-    bool repack = false;        // use_extra_bufts (CPU repack / AMX weight layouts)
-    std::string control_vector; // FILE:SCALE
+    int n_batch = 0;                            // 0: max(2048, n_prompt)
+    bool repack = false;                        // use_extra_bufts (CPU repack / AMX weight layouts)
+    bool flash_attn = false;                    // --flash-attn: LLAMA_FLASH_ATTN_TYPE_ENABLED
+    std::string type_k = "f16", type_v = "f16"; // --cache-type-k / --cache-type-v: f16, q8_0, q4_0
+    std::string control_vector;                 // FILE:SCALE
     bool verbose = false;
 };
 
@@ -80,13 +82,16 @@ void usage(const char* argv0)
 {
     std::fprintf(stderr,
                  "usage: %s -m MODEL (-f PROMPT_FILE | --tokens IDS | --tokens-file FILE) -o OUT\n"
-                 "          [--n-predict 64] [--threads 2] [--ctx 4096] [--batch N] [--repack] [--verbose]\n"
+                 "          [--n-predict 64] [--threads 2] [--ctx 4096] [--batch N] [--repack] [--flash-attn] "
+                 "[--cache-type-k T] [--cache-type-v T] [--verbose]\n"
                  "  -f FILE        prompt text, read in binary mode (no newline stripping),\n"
                  "                 tokenized with add_special=true, parse_special=true\n"
                  "  --tokens IDS   token ids, comma or space separated (no BOS is added)\n"
                  "  --batch N      n_batch = n_ubatch (default max(2048, n_prompt))\n"
                  "  --ctx N        n_ctx (default 4096; raised to n_prompt + n_predict if needed)\n"
                  "  --repack       allow the CPU extra buffer types (repack/AMX); default off\n"
+                 "  --flash-attn   flash attention on (default off); a quantized V cache needs it\n"
+                 "  --cache-type-k T, --cache-type-v T   KV cache types: f16 (default), q8_0, q4_0\n"
                  "  --control-vector FILE:SCALE  apply a control vector as --control-vector-scaled does\n",
                  argv0);
 }
@@ -235,6 +240,12 @@ int main(int argc, char** argv)
             o.control_vector = need();
         else if (a == "--repack")
             o.repack = true;
+        else if (a == "--flash-attn")
+            o.flash_attn = true;
+        else if (a == "--cache-type-k" && i + 1 < argc)
+            o.type_k = argv[++i];
+        else if (a == "--cache-type-v" && i + 1 < argc)
+            o.type_v = argv[++i];
         else if (a == "-v" || a == "--verbose")
             o.verbose = true;
         else if (a == "-h" || a == "--help") {
@@ -317,9 +328,19 @@ int main(int argc, char** argv)
     cp.n_seq_max = 1;
     cp.n_threads = o.threads;
     cp.n_threads_batch = o.threads;
-    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    cp.type_k = GGML_TYPE_F16;
-    cp.type_v = GGML_TYPE_F16;
+    cp.flash_attn_type = o.flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    const auto cache_type = [](const std::string& name) {
+        if (name == "f16")
+            return GGML_TYPE_F16;
+        if (name == "q8_0")
+            return GGML_TYPE_Q8_0;
+        if (name == "q4_0")
+            return GGML_TYPE_Q4_0;
+        std::fprintf(stderr, "error: cache type %s: expected f16, q8_0 or q4_0\n", name.c_str());
+        std::exit(2);
+    };
+    cp.type_k = cache_type(o.type_k);
+    cp.type_v = cache_type(o.type_v);
     cp.offload_kqv = false;
     cp.op_offload = false;
     cp.embeddings = false;

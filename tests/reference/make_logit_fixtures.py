@@ -29,6 +29,9 @@ Usage:
         --full-logits 2 --chat-format gemma|chatml --out tests/data/logits/grown-MODEL.gguf [--model PATH]
   .venv/bin/python tests/reference/make_logit_fixtures.py --test-model ARCH [--seed 1] [--cli PATH] [--check]
 
+--kv K,V runs llama.cpp with flash attention on and the KV cache stored as K and V (f16, q8_0,
+q4_0), as `-fa on -ctk K -ctv V` (a quantized V cache needs flash attention there).
+
 --test-model ARCH [--type T] (llama, qwen2, qwen3, gemma3; T a weight type) generates the random-weight model with our
 CLI (`tokenscope-cli make-test-model --arch ARCH --seed S`, default build/release/app/tokenscope-cli)
 into a temporary directory (never into the repository) and uses it as --model; the defaults
@@ -154,12 +157,14 @@ def format_chat(messages: list[dict], fmt: str) -> str:
 
 
 def run_dump(tool: str, model: Path, prompt: dict, n_predict: int, threads: int, tmp: Path,
-             repack: bool = False) -> dict:
+             repack: bool = False, kv: tuple[str, str] | None = None) -> dict:
     """A prompt is {"name", "text"} (tokenized by llama.cpp) or {"name", "tokens": [ids]} (used as is)."""
     of = tmp / "out.bin"
     cmd = [tool, "-m", str(model), "-o", str(of), "--n-predict", str(n_predict), "--threads", str(threads)]
     if repack:
         cmd.append("--repack")
+    if kv:  # a quantized V cache needs flash attention in llama.cpp; the fixture records both settings
+        cmd += ["--flash-attn", "--cache-type-k", kv[0], "--cache-type-v", kv[1]]
     if "tokens" in prompt:
         pf = tmp / "prompt.ids"
         pf.write_text(" ".join(str(int(t)) for t in prompt["tokens"]))
@@ -220,7 +225,7 @@ def generate(args, tool: str, out: Path) -> None:
     results = []
     with tempfile.TemporaryDirectory() as td:
         for p in prompts:
-            r = run_dump(tool, model, p, args.n_predict, args.threads, Path(td), args.repack)
+            r = run_dump(tool, model, p, args.n_predict, args.threads, Path(td), args.repack, args.kv)
             results.append(r)
 
     # ---- sanity checks
@@ -376,23 +381,32 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="regenerate and compare with --out")
     ap.add_argument("--chat-format", choices=["gemma", "chatml"],
                     help="template for prompts given as messages (Gemma 3's or Qwen2.5's ChatML)")
+    ap.add_argument("--kv", metavar="K,V",
+                    help="flash attention on and KV cache types K and V (f16, q8_0, q4_0), e.g. q8_0,q8_0; with "
+                         "--test-model the defaults become --prompts prompts-types.json, --out kv/ARCH-K-V.gguf, "
+                         "--n-predict 16")
     ap.add_argument("--full-logits", type=int, metavar="N",
                     help="compact file: all logits for the first N prompts, top-k and a sample for the rest")
     args = ap.parse_args()
     small = args.test_model is not None
+    if args.kv:
+        args.kv = tuple(args.kv.split(","))
+        if len(args.kv) != 2 or any(t not in ("f16", "q8_0", "q4_0") for t in args.kv):
+            ap.error("--kv K,V with K and V each f16, q8_0 or q4_0")
     if small and args.model:
         ap.error("give --model or --test-model, not both")
     if args.type and not small:
         ap.error("--type goes with --test-model")
     if args.prompts is None:
-        args.prompts = str(DATA_DIR / ("prompts-types.json" if args.type else
+        args.prompts = str(DATA_DIR / ("prompts-types.json" if args.type or (small and args.kv) else
                                        "prompts-small.json" if small else "prompts.json"))
     if args.out is None:
         args.out = str(DATA_DIR / (f"types/{args.test_model}-{args.type}{'-repack' if args.repack else ''}.gguf"
                                    if args.type else
+                                   f"kv/{args.test_model}-{args.kv[0]}-{args.kv[1]}.gguf" if small and args.kv else
                                    f"test-{args.test_model}.gguf" if small else "gemma3-270m.gguf"))
     if args.n_predict is None:
-        args.n_predict = 16 if args.type else 32 if small else 64
+        args.n_predict = 16 if args.type or (small and args.kv) else 32 if small else 64
 
     tool = args.dump_logits or build_tool()
     with tempfile.TemporaryDirectory() as model_dir:

@@ -3,12 +3,15 @@
 // pool, the SIMD kernels chosen at run time and the paged F16 KV cache. Shapes as in forward_pass.h.
 #include "backend/cpu/attention_kernels.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/flash_attention.h"
 #include "backend/forward_pass.h"
 #include "kv/kv_sizing.h"
 
 #include "model/memory_plan.h"
 #include "model/model.h"
+#include "quant/activation_quant.h"
 #include "quant/dequant.h"
+#include "quant/quantize.h"
 #include "quant/vec_dot.h"
 #include "util/error.h"
 #include "util/fp16.h"
@@ -27,12 +30,12 @@ namespace {
 
 // The cache for a context, checked against this machine's memory before anything is allocated: a
 // file or a flag asking for 2^31 tokens gets a sentence, not a machine out of memory.
-KvCacheConfig checked_kv_config(const ModelConfig& c, uint32_t n_ctx)
+KvCacheConfig checked_kv_config(const ModelConfig& c, uint32_t n_ctx, KvCacheTypes types)
 {
     constexpr uint32_t kMaxContext = 1u << 24;
     if (n_ctx == 0 || n_ctx > kMaxContext)
         throw Error(fmt::format("a context of {} tokens is not possible: use 1 to {}", n_ctx, kMaxContext));
-    KvCacheConfig config = kv_cache_config_for(c, n_ctx); // shared with the memory planner
+    KvCacheConfig config = kv_cache_config_for(c, n_ctx, types); // shared with the memory planner
     const uint64_t need = kv_cache_peak_bytes(config, 128);
     const SystemMemory memory = system_memory();
     if (memory.available && need > memory.available)
@@ -42,14 +45,37 @@ KvCacheConfig checked_kv_config(const ModelConfig& c, uint32_t n_ctx)
     return config;
 }
 
+// One head's key or value vector into the cache, converted as llama.cpp's KV store converts it (its
+// CPU from_float of the cache type: F16 rounding to nearest even, Q8_0 as it quantizes activations,
+// Q4_0 with its reference quantizer).
+void store_vector(GgmlType type, const float* x, uint8_t* out, uint32_t n)
+{
+    switch (type) {
+    case GgmlType::F16: {
+        auto* h = reinterpret_cast<uint16_t*>(out);
+        for (uint32_t i = 0; i < n; ++i)
+            h[i] = f32_to_fp16(x[i]);
+        return;
+    }
+    case GgmlType::Q8_0:
+        quantize_activations(ActivationFormat::Q8_0, x, out, n);
+        return;
+    default:
+        quantize_row(type, x, out, n);
+        return;
+    }
+}
+
 class CpuBackend final : public LayeredBackend {
 public:
     CpuBackend(std::shared_ptr<const Model> model, const CpuBackendOptions& options);
 
     std::string name() const override
     {
-        return fmt::format("CPU ({} thread{}, llama.cpp order: {})", m_pool.size(), m_pool.size() == 1 ? "" : "s",
-                           weight_order_name(m_repack ? WeightOrder::Repacked : WeightOrder::Plain));
+        const KvCacheTypes kv = m_kv.types();
+        return fmt::format("CPU ({} thread{}, llama.cpp order: {}{})", m_pool.size(), m_pool.size() == 1 ? "" : "s",
+                           weight_order_name(m_repack ? WeightOrder::Repacked : WeightOrder::Plain),
+                           kv.quantized() ? ", KV cache " + kv_cache_types_name(kv) : std::string());
     }
     std::string_view kind() const override { return "cpu"; }
     bool batch_invariant_capable() const override { return true; }
@@ -77,6 +103,7 @@ private:
     void attention(const AttentionShape& shape, bool deliver) override;
     // attention() for one sequence: rows [row0, row0 + shape.n_tokens) of the chunk, its cache `kv`
     void attention_rows(const AttentionShape& shape, KvStore& kv, uint32_t row0, bool deliver);
+    void flash_attention_rows(const AttentionShape& shape, KvStore& kv, uint32_t row0, bool deliver);
     void glu(uint32_t width, uint32_t n_rows, bool gelu) override;
     void add_residual(uint32_t n_rows) override;
     void check_finite(uint32_t layer, uint32_t pos0) override;
@@ -139,7 +166,8 @@ private:
 CpuBackend::CpuBackend(std::shared_ptr<const Model> model, const CpuBackendOptions& options)
     : LayeredBackend(std::move(model)), m_pool(options.threads > 0 ? options.threads : default_thread_count()),
       m_repack(resolved_weight_order(options.order) == WeightOrder::Repacked),
-      m_batch_invariant(options.batch_invariant), m_kv(checked_kv_config(m_model->config(), options.n_ctx))
+      m_batch_invariant(options.batch_invariant),
+      m_kv(checked_kv_config(m_model->config(), options.n_ctx, options.kv_types))
 {
     for_each_weight(*m_model, [&](const TensorView& t, WeightUse use) {
         if (use == WeightUse::Vector)
@@ -306,15 +334,23 @@ void CpuBackend::store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim
         const auto t = static_cast<uint32_t>(row);
         KvStore& kv = *m_row_kv[t];
         const uint32_t pos = m_row_pos[t];
+        const KvCacheTypes types = kv.types();
+        const uint32_t k_rot = cpu::kv_rotation_width(types.k, head_dim, true);
+        const uint32_t v_rot = cpu::kv_rotation_width(types.v, head_dim, false);
+        std::vector<float> rotated((k_rot || v_rot) ? head_dim : 0);
+        // A rotated copy where llama.cpp rotates before storing (the activations stay as they are).
+        const auto prepared = [&](const float* x, uint32_t width) {
+            if (!width)
+                return x;
+            std::copy_n(x, head_dim, rotated.begin());
+            cpu::hadamard_rotate(rotated.data(), head_dim, width);
+            return static_cast<const float*>(rotated.data());
+        };
         for (uint32_t h = 0; h < n_kv_heads; ++h) {
-            uint16_t* kc = kv.key(layer, pos, h);
-            uint16_t* vc = kv.value(layer, pos, h);
             const float* k = m_k.data() + (std::size_t(t) * n_kv_heads + h) * head_dim;
             const float* v = m_v.data() + (std::size_t(t) * n_kv_heads + h) * head_dim;
-            for (uint32_t i = 0; i < head_dim; ++i) {
-                kc[i] = f32_to_fp16(k[i]);
-                vc[i] = f32_to_fp16(v[i]);
-            }
+            store_vector(types.k, prepared(k, k_rot), kv.key_row(layer, pos, h), head_dim);
+            store_vector(types.v, prepared(v, v_rot), kv.value_row(layer, pos, h), head_dim);
         }
     });
 }
@@ -328,7 +364,14 @@ void CpuBackend::attention(const AttentionShape& shape, bool deliver)
         AttentionShape s = shape;
         s.n_tokens = seg.n_rows;
         s.pos0 = seg.pos0;
-        attention_rows(s, *seg.kv, seg.row0, deliver);
+        if (seg.kv->types().quantized())
+            flash_attention_rows(s, *seg.kv, seg.row0, deliver);
+        else
+            attention_rows(s, *seg.kv, seg.row0, deliver);
+    }
+    if (deliver) {
+        m_sink->attention(shape.layer, m_q.data(), m_weights.data());
+        m_weights = {};
     }
 }
 
@@ -430,10 +473,60 @@ void CpuBackend::attention_rows(const AttentionShape& s, KvStore& kv, uint32_t r
                 }
             }
         });
-    if (deliver) {
-        m_sink->attention(il, m_q.data(), m_weights.data());
-        m_weights = {};
-    }
+}
+
+// A quantized cache: llama.cpp reads one only with flash attention, row by row (flash_attention.h).
+void CpuBackend::flash_attention_rows(const AttentionShape& s, KvStore& kv, uint32_t row0, bool deliver)
+{
+    const uint32_t il = s.layer, D = s.head_dim, H = s.n_heads, Hkv = s.n_kv_heads, pos0 = s.pos0;
+    const uint32_t group = H / Hkv;
+    const uint32_t n_keys = pos0 + s.n_tokens;
+    if (deliver)
+        m_weights.assign(std::size_t(s.n_tokens) * H * n_keys, 0.0f);
+    std::vector<const uint8_t*> keys(std::size_t(Hkv) * n_keys, nullptr), values(std::size_t(Hkv) * n_keys, nullptr);
+    for (uint32_t kvh = 0; kvh < Hkv; ++kvh)
+        for (uint32_t j = 0; j < n_keys; ++j)
+            if (kv.holds(il, j) || j >= pos0) {
+                keys[std::size_t(kvh) * n_keys + j] = kv.key_row(il, j, kvh);
+                values[std::size_t(kvh) * n_keys + j] = kv.value_row(il, j, kvh);
+            }
+    const float* q_all = m_q.data() + std::size_t(row0) * H * D;
+    float* out = m_attn.data() + std::size_t(row0) * H * D;
+    const std::size_t n_tasks = std::size_t(s.n_tokens) * H;
+    const std::size_t threads = m_pool.size();
+    const KvCacheTypes types = kv.types();
+    const uint32_t k_rot = cpu::kv_rotation_width(types.k, D, true);
+    const uint32_t v_rot = cpu::kv_rotation_width(types.v, D, false);
+    m_pool.parallel_for_dynamic(
+        n_tasks, std::max<std::size_t>(1, n_tasks / (16 * threads)), [&](std::size_t begin, std::size_t end) {
+            cpu::FlashScratch scratch;
+            std::vector<float> q_rotated(D);
+            for (std::size_t task = begin; task < end; ++task) {
+                const auto t = static_cast<uint32_t>(task / H);
+                const auto h = static_cast<uint32_t>(task % H);
+                const uint32_t pos = pos0 + t;
+                const std::size_t kv_at = std::size_t(h / group) * n_keys;
+                cpu::FlashRow row;
+                row.q = q_all + task * D;
+                if (k_rot) { // queries rotated as the keys were (the buffer keeps the model's queries)
+                    std::copy_n(row.q, D, q_rotated.begin());
+                    cpu::hadamard_rotate(q_rotated.data(), D, k_rot);
+                    row.q = q_rotated.data();
+                }
+                row.keys = keys.data() + kv_at;
+                row.values = values.data() + kv_at;
+                row.n_slots = pos + 1;
+                row.first = (s.window && pos + 1 > s.window) ? pos + 1 - s.window : 0;
+                row.head_dim = D;
+                row.scale = s.scale;
+                row.softcap = s.softcap;
+                row.types = types;
+                float* w = deliver ? m_weights.data() + (std::size_t(t) * H + h) * n_keys : nullptr;
+                cpu::flash_attention_row(row, out + task * D, w, scratch);
+                if (v_rot) // back from the values' rotation
+                    cpu::hadamard_rotate(out + task * D, D, v_rot);
+            }
+        });
 }
 
 void CpuBackend::glu(uint32_t width, uint32_t n_rows, bool gelu)
@@ -523,12 +616,14 @@ void CpuBackend::read_cache(uint32_t layer, uint32_t kv_head, uint32_t n, std::v
         // n_cached) are written but not yet committed.
         if (!m_kv.holds(layer, p) && p < m_kv.n_cached())
             continue;
-        const uint16_t* k = m_kv.key(layer, p, kv_head);
-        const uint16_t* v = m_kv.value(layer, p, kv_head);
-        for (uint32_t i = 0; i < D; ++i) {
-            keys[std::size_t(p) * D + i] = fp16_to_f32(k[i]);
-            values[std::size_t(p) * D + i] = fp16_to_f32(v[i]);
-        }
+        const KvCacheTypes types = m_kv.types();
+        dequantize_row(types.k, m_kv.key_row(layer, p, kv_head), keys.data() + std::size_t(p) * D, D);
+        dequantize_row(types.v, m_kv.value_row(layer, p, kv_head), values.data() + std::size_t(p) * D, D);
+        // What the cache holds is rotated where llama.cpp rotates; the rotation is its own inverse.
+        if (const uint32_t w = cpu::kv_rotation_width(types.k, D, true))
+            cpu::hadamard_rotate(keys.data() + std::size_t(p) * D, D, w);
+        if (const uint32_t w = cpu::kv_rotation_width(types.v, D, false))
+            cpu::hadamard_rotate(values.data() + std::size_t(p) * D, D, w);
     }
 }
 
