@@ -122,6 +122,12 @@ MainWindow::MainWindow(EngineController* engine, ConversationStore* store, QWidg
     setDockNestingEnabled(true);
     resize(1280, 820);
 
+    // The KV cache types chosen before (the KV panel's Quantized cache tab), for every load.
+    const auto saved_type = [](const char* key) {
+        return engine::parse_kv_cache_type(QSettings().value(key, "F16").toString().toStdString())
+            .value_or(engine::GgmlType::F16);
+    };
+    m_engine->setKvCacheTypes({saved_type("engine/cache_type_k"), saved_type("engine/cache_type_v")});
     buildModelBar();
     createPanels();
     auto docks = findChildren<QDockWidget*>();

@@ -43,6 +43,10 @@ void MainWindow::createPanels()
     addPanel("attention", tr("Attention"), m_attention, Qt::RightDockWidgetArea);
     m_kv = new KvPanel(m_engine, m_selection);
     addPanel("kv", tr("KV cache"), m_kv, Qt::RightDockWidgetArea);
+    connect(m_kv, &KvPanel::cacheTypesApplied, this, [this] { // the model again, with the new cache
+        if (!m_model_path.isEmpty() && !m_engine->remote())
+            openModel(m_model_path);
+    });
     m_context = new ContextPanel(m_engine);
     addPanel("context", tr("Context window"), m_context, Qt::RightDockWidgetArea);
     m_timeline = new TimelinePanel(m_engine, m_selection);

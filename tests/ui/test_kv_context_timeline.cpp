@@ -5,6 +5,7 @@
 // simulator counts turns with the real tokenizer; the timeline shows the engine's durations, TTFT
 // and inter-token latencies add up; selection is linked across the timeline, the KV contents view
 // and the stepper.
+#include "analysis/text_analysis.h"
 #include "app_weight_order.h"
 #include "backend/backend.h"
 #include "backend/vulkan/vulkan_backend.h"
@@ -32,8 +33,12 @@
 #include <QChartView>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QPlainTextEdit>
+#include <QPushButton>
 #include <QScrollBar>
+#include <QSettings>
 #include <QSignalSpy>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QValueAxis>
@@ -53,6 +58,7 @@ private slots:
     void simulatorShowsItsTextWhole();
     void timelineShowsTheTrace();
     void selectionIsLinked();
+    void quantizedCacheShowsItsMemoryAndDamage(); // last: it loads the model again with a Q8_0 cache
 
 private:
     std::shared_ptr<const StepperState> act(const std::function<void()>& action);
@@ -70,6 +76,8 @@ private:
 
 void TestKvContextTimeline::initTestCase()
 {
+    QStandardPaths::setTestModeEnabled(true); // "Use this cache" writes settings
+    QSettings().remove("engine");
     REQUIRE_DEFAULT_MODEL(path);
     m_path = path;
     m_model = engine::Model::load(path);
@@ -425,3 +433,65 @@ void TestKvContextTimeline::selectionIsLinked()
 
 QTEST_MAIN(TestKvContextTimeline)
 #include "test_kv_context_timeline.moc"
+
+// The Quantized cache tab: what Q8_0 saves on this model, the damage per token as an independent
+// comparison computes it, and "Use this cache" giving the engine (and so the live gauge) that cache.
+void TestKvContextTimeline::quantizedCacheShowsItsMemoryAndDamage()
+{
+    const engine::KvCacheTypes q8{engine::GgmlType::Q8_0, engine::GgmlType::Q8_0};
+    m_kv->showTab(3);
+    m_kv->chooseCacheTypes(q8);
+    // 34 bytes per 32 values against 64: 46.875% less, whatever the layers keep
+    QVERIFY2(m_kv->cacheMemoryText().contains("46.9% less"), qPrintable(m_kv->cacheMemoryText()));
+    QVERIFY(m_kv->cacheMemoryText().contains("The engine's cache now: F16"));
+
+    const QString text = "The cache of a long conversation grows by one key and one value per token and per layer, "
+                         "so halving its bytes doubles the context that fits.";
+    m_kv->findChild<QPlainTextEdit*>("kvQuantText")->setPlainText(text);
+    QSignalSpy measured(m_kv.get(), &KvPanel::damageMeasured);
+    QTest::mouseClick(m_kv->findChild<QPushButton*>("kvQuantMeasure"), Qt::LeftButton);
+    QVERIFY(measured.wait(120000));
+    const auto damage = m_kv->damage();
+    QVERIFY2(damage && damage->compared, qPrintable(m_kv->damageText()));
+    // The same comparison computed here: an F16 cache against a Q8_0 one, position by position.
+    const auto ids = m_model->tokenizer().encode_ids(text.toStdString());
+    auto f16 = engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = 512, .order = testsupport::kAppWeightOrder});
+    auto quantized = engine::make_cpu_backend(
+        m_model, {.threads = 2, .n_ctx = 512, .order = testsupport::kAppWeightOrder, .kv_types = q8});
+    const engine::ModelComparison c = engine::compare_models(*f16, *quantized, ids);
+    QCOMPARE(damage->tokens.size(), ids.size());
+    QCOMPARE(c.positions.size() + 1, ids.size());
+    int moved = 0;
+    for (const engine::PositionComparison& p : c.positions) {
+        QCOMPARE(damage->tokens[p.position].kl, p.kl);
+        moved += p.kl > 0.0;
+    }
+    QVERIFY2(moved > int(c.positions.size()) / 2, "a Q8_0 cache left most predictions unchanged to the last bit");
+    QCOMPARE(damage->mean_kl, c.mean_kl);
+    QVERIFY(m_kv->damageText().contains(QString("mean KL %1 nats").arg(c.mean_kl, 0, 'g', 3)));
+
+    // "Use this cache": the engine's next load keeps Q8_0 keys and values; the gauge shows their bytes.
+    QSignalSpy applied(m_kv.get(), &KvPanel::cacheTypesApplied);
+    QTest::mouseClick(m_kv->findChild<QPushButton*>("kvQuantApply"), Qt::LeftButton);
+    QCOMPARE(applied.count(), 1);
+    QVERIFY(m_engine->kvCacheTypes() == q8);
+    QCOMPARE(QSettings().value("engine/cache_type_k").toString(), QString("Q8_0"));
+    QSignalSpy loaded(m_engine.get(), &EngineController::modelLoaded);
+    m_engine->loadModel(QString::fromStdString(m_path), 2, m_n_ctx);
+    QVERIFY(loaded.wait(120000));
+    const auto summary = loaded.first().first().value<std::shared_ptr<const ModelSummary>>();
+    QVERIFY2(summary->backend.contains("KV cache K Q8_0, V Q8_0"), qPrintable(summary->backend));
+    m_stepper->setPrompt("Quantized keys and values:");
+    QVERIFY(act([&] { m_stepper->prefill(); }));
+    QTRY_VERIFY(m_kv->snapshot() && m_kv->snapshot()->cache_types == "K Q8_0, V Q8_0" &&
+                m_kv->snapshot()->tokens_cached > 0);
+    engine::Session reference(
+        m_model,
+        engine::make_cpu_backend(
+            m_model, {.threads = 2, .n_ctx = m_n_ctx, .order = testsupport::kAppWeightOrder, .kv_types = q8}),
+        128);
+    reference.prefill(m_model->tokenizer().encode_ids("Quantized keys and values:"));
+    QCOMPARE(m_kv->snapshot()->bytes_in_use, reference.backend().kv_cache().accounting().bytes_in_use);
+    QVERIFY(m_kv->cacheMemoryText().contains("The engine's cache now: K Q8_0, V Q8_0"));
+    QSettings().remove("engine");
+}

@@ -40,9 +40,12 @@ std::shared_ptr<Tokenization> tokenize_text(EngineContext& context, const QStrin
     return out;
 }
 
+// `compare_with`: a second model's file; `kv_compare`: instead, the loaded model itself with that
+// cache (this run's own cache is F16 then, the base the damage is measured against).
 std::shared_ptr<TextAnalysisSnapshot> analyze_text(EngineContext& context, const QString& text,
                                                    const QString& compare_with,
-                                                   const std::function<bool(uint32_t, uint32_t)>& progress)
+                                                   const std::function<bool(uint32_t, uint32_t)>& progress,
+                                                   std::optional<engine::KvCacheTypes> kv_compare = std::nullopt)
 {
     auto s = std::make_shared<TextAnalysisSnapshot>();
     try {
@@ -58,6 +61,13 @@ std::shared_ptr<TextAnalysisSnapshot> analyze_text(EngineContext& context, const
             other = engine::Model::load(compare_with.toStdString());
             engine::check_same_vocabulary(tok, other->tokenizer());
         }
+        if (kv_compare) {
+            if (!kv_compare->quantized())
+                throw engine::Error(QObject::tr("Choose a quantized cache (Q8_0 or Q4_0 keys or values) to measure "
+                                                "against F16.")
+                                        .toStdString());
+            other = context.model;
+        }
         constexpr uint32_t kWindow = 512;
         auto backend = engine::make_cpu_backend(context.model, {.threads = context.threads,
                                                                 .n_ctx = kWindow,
@@ -70,7 +80,8 @@ std::shared_ptr<TextAnalysisSnapshot> analyze_text(EngineContext& context, const
             auto b = engine::make_cpu_backend(other, {.threads = context.threads,
                                                       .n_ctx = kWindow,
                                                       .order = context.cpuOrder(),
-                                                      .batch_invariant = context.deterministic()});
+                                                      .batch_invariant = context.deterministic(),
+                                                      .kv_types = kv_compare.value_or(engine::KvCacheTypes{})});
             c = engine::compare_models(*backend, *b, ids, progress, 5, &a);
         } else {
             a = engine::analyze_text(*backend, ids, 5, progress);
@@ -98,7 +109,12 @@ std::shared_ptr<TextAnalysisSnapshot> analyze_text(EngineContext& context, const
         }
         if (c) {
             s->compared = !c->cancelled;
-            s->model_b = QFileInfo(compare_with).fileName();
+            s->model_b =
+                kv_compare
+                    ? QObject::tr("%1 cache").arg(QString::fromStdString(engine::kv_cache_types_name(*kv_compare)))
+                    : QFileInfo(compare_with).fileName();
+            if (kv_compare)
+                s->model_a = QObject::tr("F16 cache");
             s->mean_kl = c->mean_kl;
             s->same_top = c->same_top;
             s->rms_dp = c->rms_dp;
@@ -119,6 +135,16 @@ std::shared_ptr<TextAnalysisSnapshot> analyze_text(EngineContext& context, const
     return s;
 }
 
+// The analysis's progress, reported to the UI; false once the request is cancelled.
+std::function<bool(uint32_t, uint32_t)> progress_of(AnalysisClient* client, const RequestBook::Ticket& ticket)
+{
+    return [client, id = ticket.id, cancel = ticket.cancel](uint32_t done, uint32_t total) {
+        EngineController::toUi(client,
+                               [client, id, done, total] { emit client->analysisProgress(id, int(done), int(total)); });
+        return !cancel->load();
+    };
+}
+
 class LocalAnalysis final : public AnalysisClient::Source {
 public:
     LocalAnalysis(AnalysisClient& client, EngineController& engine) : m_client(client), m_engine(engine) {}
@@ -136,14 +162,17 @@ public:
         return m_engine.request(
             client, &AnalysisClient::textAnalyzed,
             [client, text, compare_with](EngineContext& context, const RequestBook::Ticket& ticket) {
-                const auto progress = [client, id = ticket.id, cancel = ticket.cancel](uint32_t done, uint32_t total) {
-                    EngineController::toUi(client, [client, id, done, total] {
-                        emit client->analysisProgress(id, int(done), int(total));
-                    });
-                    return !cancel->load();
-                };
-                return analyze_text(context, text, compare_with, progress);
+                return analyze_text(context, text, compare_with, progress_of(client, ticket));
             });
+    }
+
+    quint64 analyzeKvCache(const QString& text, engine::KvCacheTypes types) override
+    {
+        AnalysisClient* client = &m_client;
+        return m_engine.request(client, &AnalysisClient::textAnalyzed,
+                                [client, text, types](EngineContext& context, const RequestBook::Ticket& ticket) {
+                                    return analyze_text(context, text, {}, progress_of(client, ticket), types);
+                                });
     }
 
 private:

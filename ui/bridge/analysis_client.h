@@ -5,6 +5,8 @@
 #include "bridge/engine_controller.h"
 #include "bridge/engine_types.h"
 
+#include "kv/kv_cache_types.h"
+
 #include <QObject>
 #include <memory>
 
@@ -21,6 +23,7 @@ public:
         virtual ~Source() = default;
         virtual quint64 tokenize(const QString& text) = 0;
         virtual quint64 analyzeText(const QString& text, const QString& compare_with) = 0;
+        virtual quint64 analyzeKvCache(const QString& text, engine::KvCacheTypes types) = 0;
     };
 
     explicit AnalysisClient(EngineController& engine);
@@ -32,6 +35,13 @@ public:
     quint64 analyzeText(const QString& text, const QString& compare_with = {})
     {
         return source().analyzeText(text, compare_with);
+    }
+
+    // The loaded model with an F16 cache against itself with `types` (a quantized cache), on the same
+    // text: the comparison's KL per token is the damage the cache does. → analysisProgress…, textAnalyzed
+    quint64 analyzeKvCache(const QString& text, engine::KvCacheTypes types)
+    {
+        return source().analyzeKvCache(text, types);
     }
 
 signals:

@@ -61,6 +61,12 @@ public:
                                QObject::tr("The text analysis (every position's logits)"));
     }
 
+    quint64 analyzeKvCache(const QString&, engine::KvCacheTypes) override
+    {
+        return m_engine.refuse(&m_client, &AnalysisClient::textAnalyzed,
+                               QObject::tr("Measuring a quantized KV cache (every position's logits, twice)"));
+    }
+
 private:
     struct Pending {
         quint64 id = 0;

@@ -62,7 +62,7 @@ engine::Session& EngineContext::stepperSession()
             engine::parse_backend_choice(backend_name.toStdString()).value_or(engine::BackendChoice{});
         std::string fallback;
         auto backend = engine::make_backend(choice.kind, model, n_ctx, threads, &fallback, device, choice.vulkan_exact,
-                                            choice.cpu_order);
+                                            choice.cpu_order, kv_types);
         spdlog::info("stepper: a session of its own on {}", backend->name());
         stepper_session = std::make_unique<engine::Session>(model, std::move(backend), 128);
         stepper_session->set_batch_invariant(choice.deterministic);
@@ -209,6 +209,10 @@ void EngineContext::publishKv(const QString& source, int prompt_tokens, int reus
     s->bytes_in_use = kv.bytes_in_use;
     s->bytes_allocated = kv.bytes_allocated;
     s->bytes_per_block = cache.config().n_layer ? cache.bytes_per_block(0) : 0;
+    const engine::KvCacheTypes types = cache.config().types;
+    s->cache_types = QString::fromStdString(engine::kv_cache_types_name(types));
+    s->key_bytes_per_value = double(engine::kv_row_bytes(types.k, 32)) / 32.0;
+    s->value_bytes_per_value = double(engine::kv_row_bytes(types.v, 32)) / 32.0;
     s->weight_bytes = memory.weight_bytes;
     s->device_total = memory.device_total;
     s->device_available = engine::system_memory().available;

@@ -80,7 +80,8 @@ public:
     engine::ChatPromptBuilder prompts; // the chat's: the fit check's prompt is the reply's
     int threads = 0;
     quint32 n_ctx = 0;
-    QString backend_name; // as the load asked for it, for the stepper's session
+    QString backend_name;          // as the load asked for it, for the stepper's session
+    engine::KvCacheTypes kv_types; // the cache types the load asked for (the stepper's session uses them too)
     // The CPU backends' summation order for this backend choice (the lab's, attention's and text
     // analysis' backends run on the CPU in the order the user chose).
     engine::WeightOrder cpuOrder() const;

@@ -144,7 +144,7 @@ quint64 EngineController::loadModel(const QString& path, int threads, quint32 n_
     const auto progress = [this](int percent, const QString& what) {
         toUi(this, [this, percent, what] { emit loadProgress(percent, what); });
     };
-    post([=, this, gate = m_gate](EngineContext& context) {
+    post([=, this, gate = m_gate, kv_types = m_kv_types](EngineContext& context) {
         const CancelToken& cancel = ticket.cancel;
         if (cancel->load())
             return failed(tr("Loading was cancelled."));
@@ -172,7 +172,7 @@ quint64 EngineController::loadModel(const QString& path, int threads, quint32 n_
                                                                  : tr("Preparing the %1 backend").arg(backend_name));
             std::string fallback;
             auto backend = engine::make_backend(choice.kind, model, n_ctx, threads, &fallback, device,
-                                                choice.vulkan_exact, choice.cpu_order);
+                                                choice.vulkan_exact, choice.cpu_order, kv_types);
             std::shared_ptr<const ModelSummary> summary =
                 summary_of(*model, *backend, path, threads, fallback, choice.deterministic && backend->kind() == "cpu");
             // Prefill in batches of 128 positions: Stop is honoured between batches (the summation
@@ -180,6 +180,7 @@ quint64 EngineController::loadModel(const QString& path, int threads, quint32 n_
             auto session = std::make_unique<engine::Session>(model, std::move(backend), 128);
             session->set_batch_invariant(choice.deterministic);
             context.replaceModel(std::move(model), std::move(session), threads, summary->n_ctx, backend_name, device);
+            context.kv_types = kv_types;
             progress(100, tr("Ready"));
             spdlog::info("loaded {} ({})", path.toStdString(), summary->backend.toStdString());
             toUi(this, [this, id = ticket.id, summary] {

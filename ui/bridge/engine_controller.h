@@ -40,6 +40,9 @@ public:
     // (parse_backend_choice); device: a Vulkan device index, -1 for the best.
     quint64 loadModel(const QString& path, int threads = 0, quint32 n_ctx = 4096, const QString& backend = "cpu",
                       int device = -1);
+    // The KV cache types the next loads use (F16, or llama.cpp's Q8_0 / Q4_0; the CPU backend only).
+    void setKvCacheTypes(engine::KvCacheTypes types) { m_kv_types = types; }
+    engine::KvCacheTypes kvCacheTypes() const { return m_kv_types; }
     void stop();                     // every outstanding cancellable request: a running one after its current token
     void cancel(quint64 request_id); // that request only
     void setLoadGate(std::shared_ptr<LoadGate> gate) { m_gate = std::move(gate); } // tests: goes with the next loads
@@ -125,6 +128,7 @@ private:
     EngineContext* m_context = nullptr; // touched only on m_thread
     RequestBook m_requests;
     std::shared_ptr<LoadGate> m_gate;
+    engine::KvCacheTypes m_kv_types;
     std::shared_ptr<const ModelSummary> m_model;
     remote::Client* m_network = nullptr; // lives on the UI thread: the network is asynchronous
     std::shared_ptr<const remote::ServerInfo> m_server;

@@ -183,7 +183,9 @@ struct KvSnapshot {
     int n_layers = 0;
     int n_kv_heads = 0;
     int head_dim = 0;
-    int bytes_per_value = 2; // F16
+    int bytes_per_value = 2;                                       // F16
+    QString cache_types = "F16";                                   // or "K Q8_0, V Q4_0" (engine::kv_cache_types_name)
+    double key_bytes_per_value = 2.0, value_bytes_per_value = 2.0; // Q8_0: 34/32, Q4_0: 18/32
     quint64 bytes_in_use = 0;
     quint64 bytes_allocated = 0;
     quint64 bytes_per_block = 0; // one layer's block, K and V of every KV head

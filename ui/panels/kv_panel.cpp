@@ -80,6 +80,7 @@ KvPanel::KvPanel(EngineController* engine, TokenSelection* selection, QWidget* p
     m_tabs->addTab(buildLive(), tr("Live cache"));
     m_tabs->addTab(buildContents(), tr("Contents"));
     m_tabs->addTab(buildCalculator(), tr("Calculator"));
+    m_tabs->addTab(buildQuantized(), tr("Quantized cache"));
     layout->addWidget(m_tabs);
 
     connect(&m_engine->inspection(), &InspectionClient::kvChanged, this, &KvPanel::onSnapshot);
@@ -91,13 +92,16 @@ KvPanel::KvPanel(EngineController* engine, TokenSelection* selection, QWidget* p
         m_strip->setSelected(m_selection->position());
         m_contents_note->setText(
             m_contents->error.isEmpty()
-                ? tr("Layer %1, KV head %2: %3 cached positions × %4 dimensions of %5 (F16 in the cache). "
+                ? tr("Layer %1, KV head %2: %3 cached positions × %4 dimensions of %5 (%6 in the cache%7). "
                      "Rows are tokens (generated ones marked at the left); hover for values.")
                       .arg(m_contents->layer)
                       .arg(m_contents->kv_head)
                       .arg(m_contents->n_positions)
                       .arg(m_contents->head_dim)
                       .arg(m_show_values->isChecked() ? tr("values") : tr("keys (after RoPE)"))
+                      .arg(m_snapshot ? m_snapshot->cache_types : QString("F16"))
+                      .arg(m_snapshot && m_snapshot->cache_types != "F16" ? tr(", shown dequantized and rotated back")
+                                                                          : QString())
                 : m_contents->error);
         emit contentsShown();
     });
@@ -254,6 +258,7 @@ void KvPanel::onSnapshot(std::shared_ptr<const KvSnapshot> snapshot)
     m_snapshot = std::move(snapshot);
     const KvSnapshot& s = *m_snapshot;
     m_layers->setSnapshot(m_snapshot);
+    updateCacheMemory();
     m_layer->setMaximum(std::max(0, s.n_layers - 1));
     m_kv_head->setMaximum(std::max(0, s.n_kv_heads - 1));
 
@@ -262,22 +267,33 @@ void KvPanel::onSnapshot(std::shared_ptr<const KvSnapshot> snapshot)
         (l.window > 0 ? local : global) += 1;
         window = std::max(window, l.window);
     }
-    const quint64 per_token_layer =
-        quint64(2) * quint64(s.n_kv_heads) * quint64(s.head_dim) * quint64(s.bytes_per_value);
+    const bool quantized = s.cache_types != "F16";
+    const double per_token_layer =
+        double(s.n_kv_heads) * s.head_dim * (s.key_bytes_per_value + s.value_bytes_per_value);
+    // F16: 2 (K and V) × … × 2 B; a quantized cache: × (K bytes + V bytes) per value (34/32 or 18/32)
+    const QString per_value = quantized ? tr("(%1 B + %2 B)")
+                                              .arg(decimalText(s.key_bytes_per_value, 4))
+                                              .arg(decimalText(s.value_bytes_per_value, 4))
+                                        : QString("%1 B").arg(s.bytes_per_value);
     QString formula =
-        tr("<b>bytes = 2 × %1 layers × %2 KV head%3 × %4 dims × %5 tokens × %6 B</b> = %7 per token × %5 = %8")
+        (quantized ? tr("<b>bytes = %1 layers × %2 KV head%3 × %4 dims × %5 tokens × %6</b> = %7 per token × %5 = %8")
+                   : tr("<b>bytes = 2 × %1 layers × %2 KV head%3 × %4 dims × %5 tokens × %6</b> = %7 per token × %5 = "
+                        "%8"))
             .arg(s.n_layers)
             .arg(s.n_kv_heads)
             .arg(s.n_kv_heads == 1 ? "" : "s")
             .arg(s.head_dim)
             .arg(numberText(qint64(s.tokens_cached)))
-            .arg(s.bytes_per_value)
-            .arg(binary(double(per_token_layer * quint64(s.n_layers))))
-            .arg(both(double(per_token_layer * quint64(s.n_layers) * quint64(s.tokens_cached))));
+            .arg(per_value)
+            .arg(binary(per_token_layer * s.n_layers))
+            .arg(both(per_token_layer * s.n_layers * s.tokens_cached));
+    if (quantized)
+        formula +=
+            tr("<br>Keys and values are stored as %1 (the Quantized cache tab).").arg(s.cache_types.toHtmlEscaped());
     if (local > 0 && s.tokens_cached > window)
         formula +=
             tr("<br>…but %1 of the %2 layers use a sliding window of %3 tokens: they keep only the last %3, so the "
-               "cache actually in use is 2 × (%4 × %5 + %1 × %3) × %6 × %7 × %8 B = %9.")
+               "cache actually in use is (%4 × %5 + %1 × %3) × %6 × %7 × %8 = %9.")
                 .arg(local)
                 .arg(s.n_layers)
                 .arg(window)
@@ -285,7 +301,7 @@ void KvPanel::onSnapshot(std::shared_ptr<const KvSnapshot> snapshot)
                 .arg(s.tokens_cached)
                 .arg(s.n_kv_heads)
                 .arg(s.head_dim)
-                .arg(s.bytes_per_value)
+                .arg(quantized ? per_value : QString("2 × %1 B").arg(s.bytes_per_value))
                 .arg(both(double(s.bytes_in_use)));
     else if (local > 0)
         formula +=

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #pragma once
 
+#include "bridge/analysis_types.h"
 #include "bridge/engine_types.h"
+#include "kv/kv_cache_types.h"
 
 #include <QWidget>
 #include <memory>
@@ -17,6 +19,9 @@ class QRadioButton;
 class QSlider;
 class QSpinBox;
 class QTabWidget;
+class QPlainTextEdit;
+class QPushButton;
+class QTextBrowser;
 
 class QChartView;
 class QLineSeries;
@@ -43,7 +48,14 @@ public:
     KvLayerView* layerView() const { return m_layers; }
     KvHeatStrip* heatStrip() const { return m_strip; }
     const std::shared_ptr<const KvContents>& contents() const { return m_contents; }
-    void showTab(int index); // 0 live, 1 contents, 2 calculator
+    void showTab(int index); // 0 live, 1 contents, 2 calculator, 3 quantized cache
+    // Quantized cache: the types chosen in the tab (not yet the engine's until "Use this cache").
+    void chooseCacheTypes(engine::KvCacheTypes types);
+    // Runs the F16-against-quantized comparison on the tab's text (→ damageMeasured).
+    void measureDamage();
+    QString damageText() const;
+    QString cacheMemoryText() const;
+    const std::shared_ptr<const TextAnalysisSnapshot>& damage() const { return m_damage; }
     void showContents(int layer, int kv_head, bool values);
 
     // Calculator
@@ -61,12 +73,20 @@ signals:
     void contentsShown();
     void planned();
     void serverCacheShown();
+    void damageMeasured();
+    // "Use this cache": the engine's cache types changed; the model is to be loaded again with them.
+    void cacheTypesApplied(engine::KvCacheTypes types);
 
 private:
     QWidget* buildLive();
     QWidget* buildContents();
     QWidget* buildCalculator();
     QWidget* buildServerCache();
+    QWidget* buildQuantized();
+    engine::KvCacheTypes chosenTypes() const;
+    void updateCacheMemory();
+    void onDamage(std::shared_ptr<const TextAnalysisSnapshot> result);
+    QString damageTip(int index) const;
     QString liveIntro() const;
     void onServerCache(std::shared_ptr<const ServerCacheSnapshot> cache);
     void onSnapshot(std::shared_ptr<const KvSnapshot> snapshot);
@@ -116,6 +136,16 @@ private:
     QLabel* m_plan = nullptr;
     QSpinBox* m_plan_ctx = nullptr;
     bool m_applying = false;
+    // quantized cache
+    QComboBox *m_q_keys = nullptr, *m_q_values = nullptr;
+    QPushButton *m_q_apply = nullptr, *m_q_measure = nullptr, *m_q_stop = nullptr;
+    QLabel *m_q_memory = nullptr, *m_q_status = nullptr, *m_q_legend = nullptr;
+    QPlainTextEdit* m_q_text = nullptr;
+    QProgressBar* m_q_progress = nullptr;
+    QTextBrowser* m_q_view = nullptr;
+    quint64 m_damage_request = 0;
+    std::shared_ptr<const TextAnalysisSnapshot> m_damage;
+    QString m_damage_error;
 };
 
 } // namespace tokenscope::ui

@@ -4,6 +4,7 @@
 #include "bridge/token_text.h"
 #include "widgets/count_text.h"
 #include "widgets/flow_layout.h"
+#include "widgets/token_heat_html.h"
 
 #include "bridge/engine_controller.h"
 #include "tokenizer/tokenizer.h"
@@ -297,30 +298,17 @@ void TextPanel::render()
     double max_kl = 1e-9;
     for (const AnalyzedToken& t : m_result->tokens)
         max_kl = std::max(max_kl, t.kl);
-    QString html = "<div style='line-height:150%'>";
-    for (std::size_t i = 0; i < m_result->tokens.size(); ++i) {
-        const AnalyzedToken& t = m_result->tokens[i];
-        double x = 0; // 0 … 1, higher = more remarkable
-        if (t.predicted) {
-            if (mode == 0)
-                x = std::min(1.0, t.surprisal_bits / 16.0);
-            else if (mode == 1)
-                x = t.rank <= 1 ? 0.0 : t.rank <= 10 ? 0.33 : t.rank <= 100 ? 0.66 : 1.0;
-            else if (mode == 2)
-                x = std::min(1.0, t.entropy_bits / 10.0);
-            else if (m_result->compared) // linear up to the largest: the places the models part stand out
-                x = t.kl / max_kl;
-        }
-        const QColor c = QColor::fromRgb(sequential_colour(float(1.0 - 0.85 * x)));
-        if (i > 0) // lines break between words, never inside one
-            html += word_break_before(m_result->tokens[i - 1].text, t.text);
-        html += QString("<a href='token:%1' style='text-decoration:none;color:%2;background:%3'>%4</a>")
-                    .arg(i)
-                    .arg(x > 0.55 ? "#ffffff" : "#000000")
-                    .arg(c.name())
-                    .arg(t.text.toHtmlEscaped());
-    }
-    html += "</div>";
+    const QString html = token_heat_html(m_result->tokens, [&](const AnalyzedToken& t) {
+        if (!t.predicted)
+            return 0.0; // higher = more remarkable
+        if (mode == 0)
+            return t.surprisal_bits / 16.0;
+        if (mode == 1)
+            return t.rank <= 1 ? 0.0 : t.rank <= 10 ? 0.33 : t.rank <= 100 ? 0.66 : 1.0;
+        if (mode == 2)
+            return t.entropy_bits / 10.0;
+        return m_result->compared ? t.kl / max_kl : 0.0; // linear up to the largest: where the models part
+    });
     m_view->setHtml(html);
     static const char* const scales[] = {
         QT_TR_NOOP("light: expected (0 bits) → dark: surprising (16 bits or more)"),

@@ -398,6 +398,14 @@ void script_after_reply(QApplication& app, EngineController& engine, MainWindow&
         if (o->tab == "contents") {
             QObject::connect(window.kvPanel(), &KvPanel::contentsShown, &window, grab);
             window.kvPanel()->showContents(3, 0, false);
+        } else if (o->tab == "quantized") {
+            // Q8_0 keys and values (or --follow-up "q4_0"): the memory, then the damage on the built-in text.
+            window.kvPanel()->showTab(3);
+            const auto t = engine::parse_kv_cache_type(o->follow_ups.value(0, "q8_0").toStdString())
+                               .value_or(engine::GgmlType::Q8_0);
+            window.kvPanel()->chooseCacheTypes({t, t});
+            QObject::connect(window.kvPanel(), &KvPanel::damageMeasured, &window, grab);
+            window.kvPanel()->measureDamage();
         } else if (o->tab == "calculator") {
             window.kvPanel()->showTab(2);
             window.kvPanel()->selectPreset("Llama 3 8B");
