@@ -53,6 +53,25 @@ std::vector<TokenId> tokens_of(const Tokenizer& tokenizer, std::string_view text
     return out;
 }
 
+// `n` words of `text` from word `offset` on, repeated as often as needed, joined by spaces.
+std::string words_of(std::string_view text, std::size_t n, std::size_t offset)
+{
+    std::vector<std::string_view> words;
+    for (std::size_t at = 0; at < text.size();) {
+        const std::size_t end = std::min(text.find(' ', at), text.size());
+        if (end > at)
+            words.push_back(text.substr(at, end - at));
+        at = end + 1;
+    }
+    std::string out;
+    for (std::size_t i = 0; i < n && !words.empty(); ++i) {
+        if (i)
+            out += ' ';
+        out += words[(offset + i) % words.size()];
+    }
+    return out;
+}
+
 } // namespace
 
 void validate_workload(const WorkloadSpec& s)
@@ -112,6 +131,41 @@ std::vector<ServeRequest> make_workload(const WorkloadSpec& s, const Tokenizer& 
             t += -std::log(1.0 - unit(rng)) / s.arrival_rate;
         r.arrival_s = t;
         out.push_back(std::move(r));
+    }
+    return out;
+}
+
+std::vector<TextRequest> make_text_workload(const WorkloadSpec& s)
+{
+    validate_workload(s);
+    // The draws in make_workload's order, so that a seed gives both the same requests.
+    Xoshiro256 rng(s.seed);
+    const std::string system = words_of(kSystemPrompt, s.shared_tokens, 0);
+    std::vector<TextRequest> out;
+    double t = 0;
+    for (uint32_t i = 0; i < s.clients; ++i) {
+        TextRequest r;
+        const bool shared = unit(rng) < s.shared_fraction;
+        std::string own;
+        if (!s.prompts.empty()) {
+            own = s.prompts[i % s.prompts.size()];
+        } else {
+            const uint32_t n = uniform_in(rng, s.prompt_min, s.prompt_max);
+            own = words_of(kPassage, n, std::size_t(rng.next() % 997));
+        }
+        r.prompt = shared && !system.empty() ? system + "\n\n" + own : own;
+        r.prompt_words = uint32_t(std::count(r.prompt.begin(), r.prompt.end(), ' ') + 1);
+        r.max_new_tokens = uniform_in(rng, s.output_min, s.output_max);
+        r.temperature = s.temperature;
+        r.seed = s.seed * 1000003 + i;
+        if (s.arrival_rate > 0 && i > 0)
+            t += -std::log(1.0 - unit(rng)) / s.arrival_rate;
+        r.arrival_s = t;
+        for (uint32_t k = 0; k < s.samples; ++k) {
+            TextRequest copy = r;
+            copy.seed += k;
+            out.push_back(std::move(copy));
+        }
     }
     return out;
 }

@@ -31,4 +31,18 @@ struct WorkloadSpec {
 void validate_workload(const WorkloadSpec& spec);
 std::vector<ServeRequest> make_workload(const WorkloadSpec& spec, const Tokenizer& tokenizer);
 
+// The same workload as text, for a server (which tokenizes it itself): the same arrivals, reply
+// lengths, shares and seeds as make_workload with that spec; a generated prompt is `n` words of the
+// built-in passage (a word is one or two tokens for the usual tokenizers), the common system prompt
+// `shared_tokens` words. Parallel sampling becomes `samples` requests of the same prompt.
+struct TextRequest {
+    std::string prompt;
+    uint32_t max_new_tokens = 16;
+    double arrival_s = 0.0;
+    float temperature = 0.0f;
+    uint64_t seed = 0;
+    uint32_t prompt_words = 0; // of the text (the server counts its tokens)
+};
+std::vector<TextRequest> make_text_workload(const WorkloadSpec& spec);
+
 } // namespace engine

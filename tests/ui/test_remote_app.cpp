@@ -9,6 +9,7 @@
 #include "bridge/chat_client.h"
 #include "bridge/inspection_client.h"
 #include "bridge/lab_client.h"
+#include "bridge/serving_client.h"
 #include "bridge/stepper_client.h"
 #include "llama_server_process.h"
 #include "signal_wait.h"
@@ -20,6 +21,7 @@
 #include "model/model.h"
 #include "panels/chat_panel.h"
 #include "panels/kv_panel.h"
+#include "panels/serving_panel.h"
 #include "panels/timeline_panel.h"
 #include "panels/tokenizer_panel.h"
 #include "storage/conversation_store.h"
@@ -28,8 +30,11 @@
 
 #include <QFile>
 #include <QLocale>
+#include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QSpinBox>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
 #include <cmath>
@@ -51,6 +56,7 @@ private slots:
     void stepperFromTheServersDistribution();
     void killedServerKeepsThePartialReply();
     void connectDialogProbesBeforeAccepting();
+    void servingLabDrivesTheServer();
 
 private:
     Endpoint endpoint(const QString& url, const QString& key) const;
@@ -373,6 +379,89 @@ void TestRemoteApp::connectDialogProbesBeforeAccepting()
     QFile file(settings.fileName());
     if (file.open(QIODevice::ReadOnly))
         QVERIFY(!file.readAll().contains(kKey.toUtf8()));
+}
+
+// The serving lab on a server connection: nothing is sent until the user says yes; then the workload
+// goes to the server at most so many at once, every request streams its reply, the server's own
+// /metrics are read meanwhile, and the run sits in the table beside the local ones. A workload over
+// the limit is refused before anything is sent.
+void TestRemoteApp::servingLabDrivesTheServer()
+{
+    EngineController engine;
+    ServingPanel panel(&engine);
+    panel.resize(1100, 800);
+    panel.show();
+    auto* run_server = panel.findChild<QPushButton*>("servingRunServer");
+    QVERIFY(run_server && !run_server->isEnabled()); // no server yet
+    QSignalSpy connected(&engine, &EngineController::serverConnected);
+    engine.connectServer(endpoint(m_server.url(), kKey));
+    QVERIFY(testsupport::seen(connected));
+    QVERIFY(run_server->isEnabled());
+
+    ServingSettings s = panel.settings();
+    s.workload.clients = 6;
+    s.workload.arrival_rate = 0; // all at once: the limit in flight is what holds them back
+    s.workload.prompt_min = 8;
+    s.workload.prompt_max = 16;
+    s.workload.output_min = 4;
+    s.workload.output_max = 8;
+    s.workload.shared_tokens = 8;
+    panel.setSettings(s);
+    panel.findChild<QSpinBox*>("servingServerConcurrent")->setValue(3);
+
+    // "No": nothing goes out.
+    QString asked;
+    panel.setConfirmation([&](const QString& text) {
+        asked = text;
+        return false;
+    });
+    QTest::mouseClick(run_server, Qt::LeftButton);
+    QVERIFY2(asked.contains("6 requests") && asked.contains("at most 3 at once") && asked.contains(m_server.url()),
+             qPrintable(asked));
+    QVERIFY(!engine.serving().serverRunning());
+    QVERIFY(!panel.serverResult());
+
+    // Over the limit: refused by name before anything is sent.
+    panel.setConfirmation([](const QString&) { return true; });
+    panel.findChild<QSpinBox*>("servingServerMax")->setValue(4);
+    QSignalSpy ended(&panel, &ServingPanel::serverFinished);
+    QTest::mouseClick(run_server, Qt::LeftButton);
+    QVERIFY(testsupport::seen(ended));
+    QVERIFY2(panel.statusText().contains("at most 4"), qPrintable(panel.statusText()));
+    QVERIFY(!panel.serverResult());
+
+    // "Yes", within the limits.
+    panel.findChild<QSpinBox*>("servingServerMax")->setValue(200);
+    ended.clear();
+    QTest::mouseClick(run_server, Qt::LeftButton);
+    QVERIFY(engine.serving().serverRunning());
+    QVERIFY(testsupport::seen(ended, 1, 300000));
+    const auto r = panel.serverResult();
+    QVERIFY(r && !r->cancelled);
+    QCOMPARE(int(r->results.size()), 6);
+    QCOMPARE(int(r->finished), 6);
+    QCOMPARE(r->max_in_flight, 3u); // six at once, held to three
+    for (std::size_t i = 0; i < r->results.size(); ++i) {
+        const engine::RemoteRequestResult& q = r->results[i];
+        QVERIFY2(q.error.empty(), q.error.c_str());
+        QVERIFY(q.sent_s >= 0 && q.first_token_s >= q.sent_s && q.done_s >= q.first_token_s);
+        QVERIFY2(q.tokens >= 1 && q.tokens <= r->requests[i].max_new_tokens, qPrintable(QString::number(q.tokens)));
+        QVERIFY(!q.finish_reason.empty());
+    }
+    QVERIFY(r->ttft.count == 6 && r->ttft.p50 > 0);
+    // llama-server's /metrics (--metrics): read during the run, its running count said at least once
+    QVERIFY(!r->metrics.empty());
+    bool reported = false;
+    for (const engine::MetricsSample& m : r->metrics)
+        reported |= m.running.has_value();
+    QVERIFY(reported);
+    QVERIFY2(panel.statusText().contains("6 of 6 done"), qPrintable(panel.statusText()));
+    QTableWidget* table = panel.table();
+    QCOMPARE(table->item(table->rowCount() - 1, 0)->text(), QString("On the server"));
+    QCOMPARE(table->item(table->rowCount() - 1, 7)->text(), QString("3 in flight"));
+    QVERIFY_WORDING(&panel);
+    engine.disconnectServer();
+    QVERIFY(!run_server->isEnabled());
 }
 
 QTEST_MAIN(TestRemoteApp)

@@ -5,6 +5,7 @@
 #include "bridge/serving_client.h"
 
 #include "backend/backend.h"
+#include "bridge/serving_remote.h"
 #include "model/model.h"
 #include "util/error.h"
 
@@ -23,7 +24,42 @@ std::shared_ptr<const ServingRunView> run_view(const engine::ServeRunResult& run
     return view;
 }
 
-ServingClient::ServingClient(EngineController& engine) : m_engine(engine) {}
+ServingClient::ServingClient(EngineController& engine) : m_engine(engine)
+{
+    qRegisterMetaType<std::shared_ptr<const engine::RemoteServeResult>>();
+}
+
+void ServingClient::runOnServer(const engine::WorkloadSpec& workload, engine::RemoteServeLimits limits)
+{
+    const auto server = m_engine.server();
+    if (!server)
+        return emit serverRefused(tr("No server is connected (File → Connect to server…)."));
+    if (m_remote_run)
+        return emit serverRefused(tr("A run on the server is still going: stop it first."));
+    std::vector<engine::TextRequest> requests;
+    try {
+        requests = engine::make_text_workload(workload);
+        engine::check_remote_workload(requests, limits);
+    } catch (const std::exception& e) {
+        return emit serverRefused(QString::fromUtf8(e.what()));
+    }
+    auto* run = new RemoteServingRun(m_engine.network(), std::move(requests), limits,
+                                     tr("%1 at %2").arg(server->kind_name, server->base.toString()), this);
+    m_remote_run = run;
+    connect(run, &RemoteServingRun::progressed, this, &ServingClient::serverProgress);
+    connect(run, &RemoteServingRun::done, this, [this, run](std::shared_ptr<const engine::RemoteServeResult> r) {
+        m_remote_run = nullptr;
+        run->deleteLater();
+        emit serverFinished(std::move(r));
+    });
+    run->start();
+}
+
+void ServingClient::stopServer()
+{
+    if (m_remote_run)
+        m_remote_run->cancel();
+}
 
 quint64 ServingClient::run(const ServingSettings& settings)
 {

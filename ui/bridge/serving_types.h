@@ -2,6 +2,7 @@
 #pragma once
 // What the serving lab's client and panel exchange: the workload and engine settings of a run, the
 // run as it goes (after each step) and the finished runs, as immutable snapshots.
+#include "serve/remote_serve.h"
 #include "serve/serve_run.h"
 #include "serve/workload.h"
 
@@ -53,3 +54,4 @@ std::shared_ptr<const ServingRunView> run_view(const engine::ServeRunResult& run
 
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::ServingLive>)
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::ServingSnapshot>)
+Q_DECLARE_METATYPE(std::shared_ptr<const engine::RemoteServeResult>)

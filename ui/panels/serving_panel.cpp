@@ -163,6 +163,7 @@ ServingPanel::ServingPanel(EngineController* engine, QWidget* parent) : QWidget(
     for (QWidget* w : std::initializer_list<QWidget*>{m_one, m_static, m_continuous, m_run, m_stop})
         rflow->addWidget(w);
     layout->addWidget(run_row);
+    layout->addWidget(buildServerRow());
 
     m_progress = new QProgressBar;
     m_progress->setObjectName("servingProgress");
@@ -207,6 +208,11 @@ ServingPanel::ServingPanel(EngineController* engine, QWidget* parent) : QWidget(
     m_chart->setRenderHint(QPainter::Antialiasing);
     m_chart->setMinimumHeight(200);
     m_tabs->addTab(m_chart, tr("Batch size"));
+    m_server_chart = new QChartView;
+    m_server_chart->setObjectName("servingServerChart");
+    m_server_chart->setRenderHint(QPainter::Antialiasing);
+    m_server_chart->setMinimumHeight(200);
+    m_tabs->addTab(m_server_chart, tr("Server"));
     layout->addWidget(m_tabs, 1);
 
     m_table = new QTableWidget(0, 10);
@@ -245,6 +251,8 @@ ServingPanel::ServingPanel(EngineController* engine, QWidget* parent) : QWidget(
     connect(m_tabs, &QTabWidget::currentChanged, this, [this](int index) {
         if (m_tabs->widget(index) == m_chart)
             drawBatchChart();
+        if (m_tabs->widget(index) == m_server_chart)
+            drawServerChart();
     });
     connect(&m_engine->serving(), &ServingClient::servingProgress, this, &ServingPanel::onProgress);
     connect(&m_engine->serving(), &ServingClient::servingFinished, this, &ServingPanel::onFinished);
@@ -342,6 +350,7 @@ void ServingPanel::stop()
 {
     if (running())
         m_engine->cancel(m_request);
+    m_engine->serving().stopServer();
 }
 
 QString ServingPanel::statusText() const
@@ -482,27 +491,30 @@ void ServingPanel::showView(const std::shared_ptr<const ServingRunView>& view)
 
 void ServingPanel::fillTable(const std::vector<const engine::ServeRunResult*>& runs)
 {
+    m_local_rows = runs;
     m_table->setRowCount(0);
-    for (const engine::ServeRunResult* run : runs) {
-        const engine::ServeRunResult& r = *run;
+    const auto add_row = [&](const QStringList& cells) {
         const int row = m_table->rowCount();
         m_table->insertRow(row);
-        const QStringList cells = {mode_title(r.options.mode) + (r.cancelled ? tr(" (stopped)") : QString()),
-                                   decimalText(r.makespan_s, 2),
-                                   decimalText(r.generated_per_s(), 1),
-                                   ms_text(r.ttft.p50),
-                                   ms_text(r.ttft.p99),
-                                   ms_text(r.itl.p50),
-                                   ms_text(r.itl.p99),
-                                   numberText(r.max_batch_sequences),
-                                   numberText(r.preemptions),
-                                   numberText(qint64(r.reused_tokens))};
         for (int c = 0; c < cells.size(); ++c) {
             auto* item = new QTableWidgetItem(cells[c]);
             if (c > 0)
                 item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
             m_table->setItem(row, c, item);
         }
+    };
+    for (const engine::ServeRunResult* run : runs) {
+        const engine::ServeRunResult& r = *run;
+        add_row({mode_title(r.options.mode) + (r.cancelled ? tr(" (stopped)") : QString()),
+                 decimalText(r.makespan_s, 2), decimalText(r.generated_per_s(), 1), ms_text(r.ttft.p50),
+                 ms_text(r.ttft.p99), ms_text(r.itl.p50), ms_text(r.itl.p99), numberText(r.max_batch_sequences),
+                 numberText(r.preemptions), numberText(qint64(r.reused_tokens))});
+    }
+    if (m_server_result) { // the same workload on the server, measured here (its batching is its own)
+        const engine::RemoteServeResult& r = *m_server_result;
+        add_row({tr("On the server") + (r.cancelled ? tr(" (stopped)") : QString()), decimalText(r.makespan_s, 2),
+                 decimalText(r.generated_per_s(), 1), ms_text(r.ttft.p50), ms_text(r.ttft.p99), ms_text(r.itl.p50),
+                 ms_text(r.itl.p99), tr("%1 in flight").arg(r.max_in_flight), QString("—"), QString("—")});
     }
 }
 

@@ -4,6 +4,7 @@
 #include "bridge/serving_types.h"
 
 #include <QWidget>
+#include <functional>
 #include <memory>
 
 class QCheckBox;
@@ -48,9 +49,18 @@ public:
     // A saved run's serving lab (File → Open run…): its settings, table, lanes and pool as they were.
     void showSaved(std::shared_ptr<const ServingSnapshot> snapshot);
 
+    // On a server connection: the workload sent to the server (after the confirmation), its results
+    // beside the local runs; the Server tab charts what the server reported.
+    void runOnServer();
+    const std::shared_ptr<const engine::RemoteServeResult>& serverResult() const { return m_server_result; }
+    // How the run asks before it sends anything (tests answer for the user): text → go ahead?
+    void setConfirmation(std::function<bool(const QString&)> confirm) { m_confirm = std::move(confirm); }
+    QString serverStatusText() const;
+
 signals:
     void progressed();
     void finished();
+    void serverFinished();
 
 private:
     void onProgress(std::shared_ptr<const ServingLive> live);
@@ -59,6 +69,11 @@ private:
     void fillTable(const std::vector<const engine::ServeRunResult*>& runs);
     void drawBatchChart();
     void exportTo(bool json);
+    QWidget* buildServerRow();
+    void updateServerButton();
+    void onServerProgress(std::shared_ptr<const engine::RemoteServeResult> run);
+    void onServerFinished(std::shared_ptr<const engine::RemoteServeResult> run);
+    void drawServerChart();
 
     EngineController* m_engine;
     quint64 m_request = 0;
@@ -90,6 +105,13 @@ private:
     QLabel* m_pool_note = nullptr;
     QChartView* m_chart = nullptr;
     QTableWidget* m_table = nullptr;
+    // on a server
+    QSpinBox *m_server_concurrent = nullptr, *m_server_max = nullptr;
+    QPushButton* m_run_server = nullptr;
+    QChartView* m_server_chart = nullptr;
+    std::shared_ptr<const engine::RemoteServeResult> m_server_result;
+    std::function<bool(const QString&)> m_confirm;
+    std::vector<const engine::ServeRunResult*> m_local_rows; // the table's local runs (the server's row follows)
 };
 
 } // namespace tokenscope::ui

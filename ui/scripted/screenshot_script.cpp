@@ -321,6 +321,43 @@ void script_context(QApplication& app, EngineController& engine, MainWindow& win
     });
 }
 
+// The serving lab's Server tab: 16 clients served here by continuous batching, then the same
+// workload sent to the server (--follow-up URL) — its row beside the local one, and what it reported.
+void script_serving_server(QApplication& app, EngineController& engine, MainWindow& window, const Options& o,
+                           QDockWidget* dock)
+{
+    ServingPanel* serving = window.servingPanel();
+    auto started = std::make_shared<bool>(false);
+    QObject::connect(&engine, &EngineController::modelLoaded, &window, [serving, started] {
+        if (*started)
+            return; // the server's summary, after the connection
+        *started = true;
+        ServingSettings s = serving->settings();
+        s.workload.clients = 16;
+        s.workload.arrival_rate = 8;
+        s.modes = {engine::BatchingMode::Continuous};
+        serving->setSettings(s);
+        serving->run();
+    });
+    QObject::connect(serving, &ServingPanel::finished, &window, [&window, o] {
+        remote::Endpoint e;
+        e.base = QUrl(o->follow_ups.value(0));
+        window.connectServer(e);
+    });
+    QObject::connect(&engine, &EngineController::serverConnected, &window, [serving] {
+        serving->setConfirmation([](const QString&) { return true; }); // asked for on the command line
+        serving->runOnServer();
+    });
+    QObject::connect(serving, &ServingPanel::serverFinished, &window, [&app, &window, dock, serving, o] {
+        if (!serving->serverResult()) {
+            std::fprintf(stderr, "%s\n", qPrintable(serving->statusText()));
+            app.exit(1);
+            return;
+        }
+        grab_later(app, &window, dock, o->file, 300);
+    });
+}
+
 // The serving lab on 16 clients: --tab requests (default), blocks or batch picks the view; a tab named
 // live-… is grabbed during the continuous-batching run, once half of its requests are done, the others
 // after the three runs; forks (or forks-blocks): three sampled replies to each of six prompts,
@@ -333,6 +370,10 @@ void script_serving(QApplication& app, EngineController& engine, MainWindow& win
     const QString view = live ? o->tab.mid(5) : o->tab;
     auto* tabs = serving->findChild<QTabWidget*>("servingTabs");
     tabs->setCurrentIndex(view == "blocks" || view == "forks-blocks" ? 1 : view == "batch" ? 2 : 0);
+    if (view == "server") { // the local run, then the same workload on the server at --follow-up URL
+        script_serving_server(app, engine, window, o, dock);
+        return;
+    }
     QObject::connect(&engine, &EngineController::modelLoaded, &window, [serving, view] {
         ServingSettings s = serving->settings();
         s.workload.clients = 16;
