@@ -154,7 +154,10 @@ std::vector<TextRequest> make_text_workload(const WorkloadSpec& s)
             own = words_of(kPassage, n, std::size_t(rng.next() % 997));
         }
         r.prompt = shared && !system.empty() ? system + "\n\n" + own : own;
-        r.prompt_words = uint32_t(std::count(r.prompt.begin(), r.prompt.end(), ' ') + 1);
+        const auto words = [](const std::string& x) {
+            return x.empty() ? 0u : uint32_t(std::count(x.begin(), x.end(), ' ') + 1);
+        };
+        r.prompt_words = words(own) + (shared ? words(system) : 0u);
         r.max_new_tokens = uniform_in(rng, s.output_min, s.output_max);
         r.temperature = s.temperature;
         r.seed = s.seed * 1000003 + i;

@@ -13,6 +13,7 @@
 #include "kv/pooled_sequence.h"
 #include "logit_compare.h"
 #include "model/test_model.h"
+#include "serve/remote_serve.h"
 #include "serve/serve_run.h"
 #include "serve/serving_engine.h"
 #include "serve/workload.h"
@@ -153,6 +154,7 @@ private slots:
     void otherBackendsRefuseIt();
     void workloadsAreWhatTheSettingsSay();
     void percentilesAreNearestRank();
+    void serverWorkloadsAndTheirFigures();
 
 private:
     std::shared_ptr<const Model> model_of(const QString& arch);
@@ -621,6 +623,71 @@ void TestServing::workloadsAreWhatTheSettingsSay()
             QVERIFY2(QString(e.what()).contains(words), e.what());
         }
     }
+}
+
+// The workload a server gets: the same arrivals, reply lengths and seeds as the local one, prompts as
+// words, a reply per sample; the limits refuse by name; the figures from what came back.
+void TestServing::serverWorkloadsAndTheirFigures()
+{
+    const auto model = model_of("llama");
+    WorkloadSpec spec;
+    spec.clients = 12;
+    spec.arrival_rate = 4;
+    spec.prompt_min = 5;
+    spec.prompt_max = 9;
+    spec.shared_fraction = 0.5;
+    spec.shared_tokens = 6;
+    spec.samples = 2;
+    const auto local = make_workload(spec, model->tokenizer());
+    const auto text = make_text_workload(spec);
+    QCOMPARE(text.size(), local.size() * 2);
+    int shared = 0;
+    for (std::size_t i = 0; i < local.size(); ++i) {
+        for (std::size_t k = 0; k < 2; ++k) {
+            const TextRequest& t = text[2 * i + k];
+            QCOMPARE(t.arrival_s, local[i].arrival_s);
+            QCOMPARE(t.max_new_tokens, local[i].max_new_tokens);
+            QCOMPARE(t.seed, local[i].sampling.seed + k);
+            QCOMPARE(t.prompt, text[2 * i].prompt); // the samples share the prompt
+        }
+        const bool with_system = text[2 * i].prompt.find("\n\n") != std::string::npos;
+        shared += with_system;
+        const uint32_t own = text[2 * i].prompt_words - (with_system ? 6 : 0);
+        QVERIFY2(own >= 5 && own <= 9, qPrintable(QString("%1 words: %2").arg(own).arg(text[2 * i].prompt.c_str())));
+    }
+    QVERIFY(shared > 0 && shared < 12);
+
+    RemoteServeLimits limits{.max_concurrent = 4, .max_requests = 20};
+    try {
+        check_remote_workload(text, limits);
+        QFAIL("24 requests passed a limit of 20");
+    } catch (const Error& e) {
+        QVERIFY2(QString(e.what()).contains("24 requests") && QString(e.what()).contains("at most 20"), e.what());
+    }
+    limits.max_requests = 24;
+    check_remote_workload(text, limits);
+    QVERIFY_THROWS_EXCEPTION(Error, check_remote_workload(text, RemoteServeLimits{.max_concurrent = 0}));
+    QVERIFY_THROWS_EXCEPTION(Error, check_remote_workload({}, limits));
+
+    RemoteServeResult run;
+    run.requests = {text[0], text[1], text[2]};
+    run.requests[0].arrival_s = 0.0;
+    run.requests[1].arrival_s = 0.5;
+    run.requests[2].arrival_s = 1.0;
+    run.results.resize(3);
+    run.results[0] = {.sent_s = 0.0, .first_token_s = 0.2, .done_s = 0.5, .token_s = {0.2, 0.3, 0.5}, .tokens = 3};
+    run.results[1] = {.sent_s = 0.5, .first_token_s = 0.9, .done_s = 1.0, .token_s = {0.9, 1.0}, .tokens = 2};
+    run.results[2] = {.sent_s = 1.0, .done_s = 1.5, .error = "HTTP 503"};
+    summarize_remote_run(run);
+    QCOMPARE(run.finished, 2u);
+    QCOMPARE(run.failed, 1u);
+    QCOMPARE(run.generated_tokens, uint64_t(5));
+    QCOMPARE(run.makespan_s, 1.5);
+    QCOMPARE(run.ttft.count, std::size_t(2));
+    QVERIFY(std::abs(run.ttft.max - 0.4) < 1e-12);     // 0.9 − 0.5
+    QCOMPARE(run.itl.count, std::size_t(3));           // 0.1, 0.2, 0.1
+    QVERIFY(std::abs(run.itl.max - 0.2) < 1e-12);
+    QVERIFY(std::abs(run.latency.max - 0.5) < 1e-12);  // both ended 0.5 s after they arrived
 }
 
 void TestServing::percentilesAreNearestRank()

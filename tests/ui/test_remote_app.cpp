@@ -37,6 +37,7 @@
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
+#include <algorithm>
 #include <cmath>
 
 using namespace tokenscope::ui;
@@ -57,6 +58,7 @@ private slots:
     void killedServerKeepsThePartialReply();
     void connectDialogProbesBeforeAccepting();
     void servingLabDrivesTheServer();
+    void servingLabOnAKilledServerEnds();
 
 private:
     Endpoint endpoint(const QString& url, const QString& key) const;
@@ -462,6 +464,48 @@ void TestRemoteApp::servingLabDrivesTheServer()
     QVERIFY_WORDING(&panel);
     engine.disconnectServer();
     QVERIFY(!run_server->isEnabled());
+}
+
+// The server dies in the middle of a run: the replies in flight end cut off, the ones still waiting
+// fail to connect — every request ends with its reason, the run ends, nothing hangs.
+void TestRemoteApp::servingLabOnAKilledServerEnds()
+{
+    testsupport::LlamaServerProcess doomed;
+    QVERIFY2(doomed.start(m_binary, QString::fromStdString(m_model)), qPrintable(doomed.error()));
+    EngineController engine;
+    ServingPanel panel(&engine);
+    QSignalSpy connected(&engine, &EngineController::serverConnected);
+    engine.connectServer(endpoint(doomed.url(), {}));
+    QVERIFY(testsupport::seen(connected));
+    ServingSettings s = panel.settings();
+    s.workload.clients = 4;
+    s.workload.arrival_rate = 0;
+    s.workload.output_min = 400;
+    s.workload.output_max = 400;
+    panel.setSettings(s);
+    panel.findChild<QSpinBox*>("servingServerConcurrent")->setValue(2);
+    panel.setConfirmation([](const QString&) { return true; });
+    QSignalSpy progressed(&engine.serving(), &ServingClient::serverProgress);
+    QSignalSpy ended(&panel, &ServingPanel::serverFinished);
+    panel.runOnServer();
+    // once the first reply is streaming
+    QVERIFY(QTest::qWaitFor(
+        [&] {
+            const auto r = panel.serverResult();
+            return r && std::any_of(r->results.begin(), r->results.end(),
+                                    [](const engine::RemoteRequestResult& q) { return q.token_s.size() >= 2; });
+        },
+        120000));
+    doomed.kill();
+    QVERIFY(testsupport::seen(ended, 1, 120000));
+    const auto r = panel.serverResult();
+    QVERIFY(r && !r->cancelled);
+    QCOMPARE(int(r->results.size()), 4);
+    for (const engine::RemoteRequestResult& q : r->results)
+        QVERIFY(q.done());
+    QVERIFY2(r->failed >= 3, qPrintable(panel.statusText())); // two cut off, the others refused
+    QVERIFY2(panel.statusText().contains("first failure"), qPrintable(panel.statusText()));
+    QVERIFY(!engine.serving().serverRunning());
 }
 
 QTEST_MAIN(TestRemoteApp)
