@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "serve/serve_run.h"
 
+#include "serve/remote_serve.h"
+
 #include "util/error.h"
 
 #include <algorithm>
@@ -102,7 +104,7 @@ nlohmann::json percentiles_json(const Percentiles& p)
 
 } // namespace
 
-std::string serve_runs_json(std::span<const ServeRunResult> runs)
+std::string serve_runs_json(std::span<const ServeRunResult> runs, const RemoteServeResult* server)
 {
     nlohmann::json all = nlohmann::json::array();
     for (const ServeRunResult& run : runs) {
@@ -159,10 +161,57 @@ std::string serve_runs_json(std::span<const ServeRunResult> runs)
         j["requests"] = std::move(reqs);
         all.push_back(std::move(j));
     }
+    if (server) {
+        const RemoteServeResult& run = *server;
+        const auto ms = [](double from, double to) {
+            return from >= 0 && to >= 0 ? nlohmann::json((to - from) * 1e3) : nlohmann::json(nullptr);
+        };
+        nlohmann::json j;
+        j["mode"] = "server";
+        j["server"] = run.server;
+        j["limits"] = {{"max_concurrent", run.limits.max_concurrent}, {"max_requests", run.limits.max_requests}};
+        j["cancelled"] = run.cancelled;
+        j["summary"] = {{"makespan_s", run.makespan_s},
+                        {"generated_tokens", run.generated_tokens},
+                        {"generated_per_s", run.generated_per_s()},
+                        {"finished", run.finished},
+                        {"failed", run.failed},
+                        {"max_in_flight", run.max_in_flight},
+                        {"ttft", percentiles_json(run.ttft)},
+                        {"inter_token", percentiles_json(run.itl)},
+                        {"latency", percentiles_json(run.latency)}};
+        nlohmann::json reqs = nlohmann::json::array();
+        for (std::size_t i = 0; i < run.results.size() && i < run.requests.size(); ++i) {
+            const RemoteRequestResult& r = run.results[i];
+            const TextRequest& q = run.requests[i];
+            reqs.push_back({{"arrival_s", q.arrival_s},
+                            {"prompt_words", q.prompt_words},
+                            {"max_new_tokens", q.max_new_tokens},
+                            {"tokens", r.tokens},
+                            {"wait_ms", ms(q.arrival_s, r.sent_s)},
+                            {"ttft_ms", ms(q.arrival_s, r.first_token_s)},
+                            {"latency_ms", ms(q.arrival_s, r.done_s)},
+                            {"finish_reason", r.finish_reason},
+                            {"error", r.error}});
+        }
+        j["requests"] = std::move(reqs);
+        nlohmann::json metrics = nlohmann::json::array();
+        for (const MetricsSample& m : run.metrics) {
+            const auto value = [](const std::optional<double>& v) {
+                return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+            };
+            metrics.push_back({{"t_s", m.t_s},
+                               {"running", value(m.running)},
+                               {"waiting", value(m.waiting)},
+                               {"kv_cache_usage", value(m.kv_cache_usage)}});
+        }
+        j["metrics"] = std::move(metrics);
+        all.push_back(std::move(j));
+    }
     return all.dump(2);
 }
 
-std::string serve_runs_csv(std::span<const ServeRunResult> runs)
+std::string serve_runs_csv(std::span<const ServeRunResult> runs, const RemoteServeResult* server)
 {
     std::string out = "mode,request,parent,arrival_s,prompt_tokens,output_tokens,reused_tokens,computed_tokens,"
                       "preemptions,swaps,ttft_ms,latency_ms,finish_reason\n";
@@ -176,6 +225,20 @@ std::string serve_runs_csv(std::span<const ServeRunResult> runs)
                                      : std::string(),
                 r.finish_s >= 0 ? fmt::format("{:.3f}", (r.finish_s - r.request.arrival_s) * 1e3) : std::string(),
                 r.finish_reason.empty() ? std::string("unfinished") : r.finish_reason);
+    if (server)
+        for (std::size_t i = 0; i < server->results.size() && i < server->requests.size(); ++i) {
+            const RemoteRequestResult& r = server->results[i];
+            const TextRequest& q = server->requests[i];
+            const auto ms = [&](double t) {
+                return t >= 0 ? fmt::format("{:.3f}", (t - q.arrival_s) * 1e3) : std::string();
+            };
+            // the prompt in words (the server counts its tokens); no engine counts for a server
+            out += fmt::format("server,{},,{:.6f},{},{},,,,,{},{},{}\n", i, q.arrival_s, q.prompt_words, r.tokens,
+                               ms(r.first_token_s), ms(r.done_s),
+                               !r.error.empty()          ? "error"
+                               : r.finish_reason.empty() ? "unfinished"
+                                                         : r.finish_reason);
+        }
     return out;
 }
 

@@ -46,9 +46,13 @@ using ServeProgress = std::function<void(const ServingEngine& engine, const Serv
 ServeRunResult run_serving(Backend& backend, const ServingOptions& options, std::span<const ServeRequest> requests,
                            const std::atomic<bool>* cancel = nullptr, const ServeProgress& progress = {});
 
-// JSON of runs (one per batching mode): options, summary, each request's tokens, TTFT and finish reason.
-std::string serve_runs_json(std::span<const ServeRunResult> runs);
-// CSV, one row per request and run.
-std::string serve_runs_csv(std::span<const ServeRunResult> runs);
+struct RemoteServeResult;
+
+// JSON of runs (one per batching mode): options, summary, each request's tokens, TTFT and finish reason;
+// with `server`, the same workload's run on a server last (mode "server": its limits, summary, each
+// request's times and how it ended, what /metrics said).
+std::string serve_runs_json(std::span<const ServeRunResult> runs, const RemoteServeResult* server = nullptr);
+// CSV, one row per request and run (a server's requests as mode "server", without the engine's counts).
+std::string serve_runs_csv(std::span<const ServeRunResult> runs, const RemoteServeResult* server = nullptr);
 
 } // namespace engine

@@ -684,10 +684,10 @@ void TestServing::serverWorkloadsAndTheirFigures()
     QCOMPARE(run.generated_tokens, uint64_t(5));
     QCOMPARE(run.makespan_s, 1.5);
     QCOMPARE(run.ttft.count, std::size_t(2));
-    QVERIFY(std::abs(run.ttft.max - 0.4) < 1e-12);     // 0.9 − 0.5
-    QCOMPARE(run.itl.count, std::size_t(3));           // 0.1, 0.2, 0.1
+    QVERIFY(std::abs(run.ttft.max - 0.4) < 1e-12); // 0.9 − 0.5
+    QCOMPARE(run.itl.count, std::size_t(3));       // 0.1, 0.2, 0.1
     QVERIFY(std::abs(run.itl.max - 0.2) < 1e-12);
-    QVERIFY(std::abs(run.latency.max - 0.5) < 1e-12);  // both ended 0.5 s after they arrived
+    QVERIFY(std::abs(run.latency.max - 0.5) < 1e-12); // both ended 0.5 s after they arrived
 }
 
 void TestServing::percentilesAreNearestRank()

@@ -39,6 +39,7 @@
 #include <QTest>
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 using namespace tokenscope::ui;
 using tokenscope::remote::Endpoint;
@@ -461,6 +462,14 @@ void TestRemoteApp::servingLabDrivesTheServer()
     QTableWidget* table = panel.table();
     QCOMPARE(table->item(table->rowCount() - 1, 0)->text(), QString("On the server"));
     QCOMPARE(table->item(table->rowCount() - 1, 7)->text(), QString("3 in flight"));
+    // …and in the exports, after the local runs (none here)
+    const auto j = nlohmann::json::parse(engine::serve_runs_json({}, r.get()));
+    QCOMPARE(QString::fromStdString(j.back()["mode"].get<std::string>()), QString("server"));
+    QCOMPARE(int(j.back()["requests"].size()), 6);
+    QCOMPARE(int(j.back()["summary"]["max_in_flight"].get<int>()), 3);
+    QVERIFY(!j.back()["metrics"].empty());
+    const std::string csv = engine::serve_runs_csv({}, r.get());
+    QCOMPARE(std::count(csv.begin(), csv.end(), '\n'), 7L); // the header and six requests
     QVERIFY_WORDING(&panel);
     engine.disconnectServer();
     QVERIFY(!run_server->isEnabled());

@@ -552,14 +552,17 @@ void ServingPanel::drawBatchChart()
 
 void ServingPanel::exportTo(bool json)
 {
-    if (!m_result || m_result->runs.empty())
+    if ((!m_result || m_result->runs.empty()) && !m_server_result)
         return;
     const QString path = QFileDialog::getSaveFileName(this, json ? tr("Export the runs as JSON") : tr("Export as CSV"),
                                                       json ? "serving.json" : "serving.csv",
                                                       json ? tr("JSON (*.json)") : tr("CSV (*.csv)"));
     if (path.isEmpty())
         return;
-    const std::string bytes = json ? engine::serve_runs_json(m_result->runs) : engine::serve_runs_csv(m_result->runs);
+    const std::span<const engine::ServeRunResult> runs =
+        m_result ? std::span<const engine::ServeRunResult>(m_result->runs) : std::span<const engine::ServeRunResult>();
+    const std::string bytes = json ? engine::serve_runs_json(runs, m_server_result.get())
+                                   : engine::serve_runs_csv(runs, m_server_result.get());
     QString error;
     if (!save_atomically(path, QByteArray::fromStdString(bytes), &error))
         QMessageBox::warning(this, tr("Export"), error);

@@ -153,6 +153,8 @@ void ServingPanel::onServerFinished(std::shared_ptr<const engine::RemoteServeRes
                       serverStatusText());
     fillTable(m_local_rows);
     drawServerChart();
+    m_export_csv->setEnabled(true);
+    m_export_json->setEnabled(true);
     m_tabs->setCurrentWidget(m_server_chart);
     updateServerButton();
     emit serverFinished();
