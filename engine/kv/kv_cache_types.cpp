@@ -31,6 +31,20 @@ std::string kv_cache_types_name(KvCacheTypes types)
     return fmt::format("K {}, V {}", ggml_type_name(types.k), ggml_type_name(types.v));
 }
 
+std::optional<KvCacheTypes> parse_kv_cache_types_name(std::string_view name)
+{
+    if (name == "F16")
+        return KvCacheTypes{};
+    const std::size_t comma = name.find(", V ");
+    if (!name.starts_with("K ") || comma == std::string_view::npos)
+        return std::nullopt;
+    const auto k = parse_kv_cache_type(name.substr(2, comma - 2));
+    const auto v = parse_kv_cache_type(name.substr(comma + 4));
+    if (!k || !v || kv_cache_types_name({*k, *v}) != name)
+        return std::nullopt;
+    return KvCacheTypes{*k, *v};
+}
+
 uint64_t kv_row_bytes(GgmlType type, uint32_t head_dim)
 {
     return ggml_row_bytes(ggml_type_traits(type), head_dim);

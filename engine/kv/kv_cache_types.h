@@ -25,6 +25,8 @@ struct KvCacheTypes {
 std::optional<GgmlType> parse_kv_cache_type(std::string_view text);
 // "F16" when both are F16, else "K Q8_0, V Q4_0" (both named, even when equal).
 std::string kv_cache_types_name(KvCacheTypes types);
+// kv_cache_types_name's text read back ("F16", "K Q8_0, V Q4_0"); nullopt for anything else.
+std::optional<KvCacheTypes> parse_kv_cache_types_name(std::string_view name);
 // Bytes of one head's vector of head_dim values in that type.
 uint64_t kv_row_bytes(GgmlType type, uint32_t head_dim);
 // Throws UnsupportedError naming the problem when the types cannot hold vectors of head_dim values

@@ -86,6 +86,7 @@ struct KvDoc {
     std::string source;
     int n_ctx = 0, block_tokens = 0, blocks_per_layer = 0, tokens_cached = 0, prompt_tokens = 0, reused_tokens = 0;
     int n_layers = 0, n_kv_heads = 0, head_dim = 0, bytes_per_value = 2;
+    std::string cache_types = "F16"; // kv_cache_types_name: "F16" or "K Q8_0, V Q4_0" (absent in older runs: F16)
     uint64_t bytes_in_use = 0, bytes_allocated = 0, bytes_per_block = 0, weight_bytes = 0;
     uint64_t device_total = 0, device_available = 0;
     std::string device;

@@ -183,6 +183,8 @@ KvDoc kv_from(const Fields& o)
     k.n_kv_heads = int(o.integer("n_kv_heads"));
     k.head_dim = int(o.integer("head_dim"));
     k.bytes_per_value = int(o.integer("bytes_per_value", 2));
+    if (o.has("cache_types"))
+        k.cache_types = o.string("cache_types");
     k.bytes_in_use = o.count("bytes_in_use");
     k.bytes_allocated = o.count("bytes_allocated");
     k.bytes_per_block = o.count("bytes_per_block");

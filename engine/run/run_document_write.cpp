@@ -160,6 +160,7 @@ json kv_json(const KvDoc& k)
             {"n_kv_heads", k.n_kv_heads},
             {"head_dim", k.head_dim},
             {"bytes_per_value", k.bytes_per_value},
+            {"cache_types", k.cache_types},
             {"bytes_in_use", k.bytes_in_use},
             {"bytes_allocated", k.bytes_allocated},
             {"bytes_per_block", k.bytes_per_block},

@@ -3,6 +3,7 @@
 // division some view makes with the value (docs/architecture.md names the views).
 #include "run/run_validate.h"
 
+#include "kv/kv_cache_types.h"
 #include "session/generator.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -269,6 +270,10 @@ void kv(const Check& c, const KvDoc& k)
     c.range(f + ".n_kv_heads", k.n_kv_heads, 0, L::kHeadsPerLayer);
     c.range(f + ".head_dim", k.head_dim, 0, L::kHeadDim);
     c.range(f + ".bytes_per_value", k.bytes_per_value, 0, 16);
+    if (!parse_kv_cache_types_name(k.cache_types))
+        refuse(f + ".cache_types", fmt::format("\"{}\" is not a KV cache's types (F16, or K and V each F16, Q8_0 "
+                                               "or Q4_0, as \"K Q8_0, V Q8_0\")",
+                                               k.cache_types.substr(0, 64)));
     for (const auto& [name, v] : {std::pair{"bytes_in_use", k.bytes_in_use},
                                   {"bytes_allocated", k.bytes_allocated},
                                   {"bytes_per_block", k.bytes_per_block},

@@ -188,6 +188,12 @@ void TestKvTypes::whatCannotBeDoneIsRefusedByName()
     c.head_dim = 256;
     QVERIFY_THROWS_EXCEPTION(UnsupportedError, KvCache{c});
     QCOMPARE(parse_kv_cache_type("Q8_0"), std::optional<GgmlType>(GgmlType::Q8_0));
+    // the name a saved run keeps, read back
+    for (const KvCacheTypes t :
+         {KvCacheTypes{}, KvCacheTypes{GgmlType::Q8_0, GgmlType::Q4_0}, KvCacheTypes{GgmlType::F16, GgmlType::Q8_0}})
+        QVERIFY(parse_kv_cache_types_name(kv_cache_types_name(t)) == t);
+    for (const char* bad : {"f16", "K Q8_0,V Q8_0", "K Q5_0, V F16", "K F16, V F16", "", "K Q8_0, V Q8_0 "})
+        QVERIFY2(!parse_kv_cache_types_name(bad), bad);
     QVERIFY(!parse_kv_cache_type("q4_k"));
 
     // Vulkan and CUDA keep F16 keys and values: a quantized cache asked of them runs on the CPU, saying so.

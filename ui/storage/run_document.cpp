@@ -4,6 +4,7 @@
 #include "storage/run_document.h"
 #include "widgets/count_text.h"
 
+#include "kv/kv_cache_types.h"
 #include "run/run_document.h"
 #include "run/run_validate.h"
 #include "util/error.h"
@@ -178,25 +179,16 @@ void stepper_from(run::StepperDoc& o, RunDocument& d)
 // ---- KV accounting and the timeline ------------------------------------------------------------------
 run::KvDoc kv_doc(const KvSnapshot& k)
 {
-    run::KvDoc o{s(k.source),
-                 k.n_ctx,
-                 k.block_tokens,
-                 k.blocks_per_layer,
-                 k.tokens_cached,
-                 k.prompt_tokens,
-                 k.reused_tokens,
-                 k.n_layers,
-                 k.n_kv_heads,
-                 k.head_dim,
-                 k.bytes_per_value,
-                 k.bytes_in_use,
-                 k.bytes_allocated,
-                 k.bytes_per_block,
-                 k.weight_bytes,
-                 k.device_total,
-                 k.device_available,
-                 s(k.device),
-                 {}};
+    run::KvDoc o{s(k.source),       k.n_ctx,
+                 k.block_tokens,    k.blocks_per_layer,
+                 k.tokens_cached,   k.prompt_tokens,
+                 k.reused_tokens,   k.n_layers,
+                 k.n_kv_heads,      k.head_dim,
+                 k.bytes_per_value, k.cache_types.toStdString(),
+                 k.bytes_in_use,    k.bytes_allocated,
+                 k.bytes_per_block, k.weight_bytes,
+                 k.device_total,    k.device_available,
+                 s(k.device),       {}};
     for (const auto& l : k.layers)
         o.layers.push_back({l.tokens_in_use, l.blocks, l.first_stored, l.window, l.bytes_in_use, l.bytes_allocated});
     return o;
@@ -215,6 +207,11 @@ std::shared_ptr<const KvSnapshot> kv_from(const run::KvDoc& o)
     k->n_kv_heads = o.n_kv_heads;
     k->head_dim = o.head_dim;
     k->bytes_per_value = o.bytes_per_value;
+    k->cache_types = q(o.cache_types);
+    if (const auto types = engine::parse_kv_cache_types_name(o.cache_types)) { // validated: always
+        k->key_bytes_per_value = double(engine::kv_row_bytes(types->k, 32)) / 32.0;
+        k->value_bytes_per_value = double(engine::kv_row_bytes(types->v, 32)) / 32.0;
+    }
     k->bytes_in_use = o.bytes_in_use;
     k->bytes_allocated = o.bytes_allocated;
     k->bytes_per_block = o.bytes_per_block;

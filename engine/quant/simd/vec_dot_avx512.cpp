@@ -10,8 +10,10 @@
 #include "quant/simd/x86_block_helpers.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <immintrin.h>
+#include <string_view>
 
 namespace engine::simd {
 
@@ -152,6 +154,57 @@ void dot_legacy_x8(const void* w, const void* packed, int64_t n, float out[8])
     out[7] = hsum(a7);
 }
 
+// The same, two tokens to a 512-bit register: the weight block broadcast to both halves, each half a
+// token's eight lanes (lanes never meet before the final sums, so every result keeps its bits) —
+// half the instructions of the 256-bit kernel above, which kept the multiply units waiting on issue.
+// GCC 12 warns that the 512-bit intrinsics' own undefined pass-through operand "may be used
+// uninitialized" (its headers, not this code): silenced for this kernel only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+template <int kBlockBytes, __m256i (*Unpack)(const uint8_t*)>
+void dot_legacy_x8_zmm(const void* w, const void* packed, int64_t n, float out[8])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* p = static_cast<const uint8_t*>(packed);
+    __m512 a01 = _mm512_setzero_ps(), a23 = a01, a45 = a01, a67 = a01;
+    const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+    // which token's scale each half takes: lanes 0–7 token 2k, lanes 8–15 token 2k + 1
+    const __m512i pick01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i pick23 = _mm512_add_epi32(pick01, _mm512_set1_epi32(2));
+    const __m512i pick45 = _mm512_add_epi32(pick01, _mm512_set1_epi32(4));
+    const __m512i pick67 = _mm512_add_epi32(pick01, _mm512_set1_epi32(6));
+    for (int64_t b = 0; b < n / 32; ++b, x += kBlockBytes, p += 8 * (sizeof(float) + 32)) {
+        const __m256i q = Unpack(x);
+        const __m256i start =
+            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, q));
+        const __m512i q2 = _mm512_broadcast_i64x4(q);
+        const __m512i start2 = _mm512_broadcast_i64x4(start);
+        // dx · dy for the eight tokens, each rounded once (the one-row kernel's scalar product)
+        const __m512 d = _mm512_castps256_ps512(
+            _mm256_mul_ps(_mm256_set1_ps(half(x)), _mm256_loadu_ps(reinterpret_cast<const float*>(p))));
+        const uint8_t* qy = p + 8 * sizeof(float);
+        const auto step = [&](__m512& acc, const __m512i& pick, int pair) {
+            const __m512i y = _mm512_loadu_si512(qy + 64 * pair);
+            acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick, d),
+                                  _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start2, y, q2)), acc);
+        };
+        step(a01, pick01, 0);
+        step(a23, pick23, 1);
+        step(a45, pick45, 2);
+        step(a67, pick67, 3);
+    }
+    const auto halves = [&](const __m512& acc, int t) {
+        out[t] = hsum(_mm512_castps512_ps256(acc));
+        out[t + 1] = hsum(_mm512_extractf32x8_ps(acc, 1));
+    };
+    halves(a01, 0);
+    halves(a23, 2);
+    halves(a45, 4);
+    halves(a67, 6);
+}
+#pragma GCC diagnostic pop
+
 // ---- k-quants in llama.cpp's tiled order (see vec_dot_for_batch) --------------------------------
 // Integer block sums with VNNI's word form (madd + add in one), then the same scalar float step.
 
@@ -274,13 +327,27 @@ VecDotX4Fn vec_dot_x4_avx512(GgmlType type)
     }
 }
 
+namespace {
+
+// The 512-bit eight-token kernels unless TOKENSCOPE_X8_ZMM=0 (for measuring the two against each other).
+bool x8_zmm()
+{
+    static const bool on = [] {
+        const char* v = std::getenv("TOKENSCOPE_X8_ZMM");
+        return !(v && std::string_view(v) == "0");
+    }();
+    return on;
+}
+
+} // namespace
+
 VecDotX8Fn vec_dot_x8_avx512(GgmlType type)
 {
     switch (type) {
     case GgmlType::Q8_0:
-        return dot_legacy_x8<34, unpack_q8_0>;
+        return x8_zmm() ? dot_legacy_x8_zmm<34, unpack_q8_0> : dot_legacy_x8<34, unpack_q8_0>;
     case GgmlType::Q5_0:
-        return dot_legacy_x8<22, unpack_q5_0>;
+        return x8_zmm() ? dot_legacy_x8_zmm<22, unpack_q5_0> : dot_legacy_x8<22, unpack_q5_0>;
     default:
         return nullptr;
     }
