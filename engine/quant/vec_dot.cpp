@@ -220,6 +220,14 @@ void pack8_activations(ActivationFormat format, const uint8_t* rows, std::size_t
     }
 }
 
+VecDotX16Fn vec_dot_x16_for_batch(GgmlType type, int64_t n_tokens)
+{
+    // the plain (not tiled) order only: k-quants from 8 tokens on take the tiled kernels
+    if (simd_level() != SimdLevel::Avx512 || (n_tokens >= kTiledMinBatch && vec_dot_tiled_scalar(type)))
+        return nullptr;
+    return simd::vec_dot_x16_avx512(type);
+}
+
 VecDotX8Fn vec_dot_x8_for_batch(GgmlType type, int64_t n_tokens)
 {
     if (simd_level() == SimdLevel::Scalar)

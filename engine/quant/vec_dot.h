@@ -22,6 +22,12 @@ using VecDotX4Fn = void (*)(const void* weight_row, const void* const activation
 // by block, the eight rows' blocks side by side, so a kernel walks one pointer instead of eight (eight pointers and
 // eight accumulators left the compiler spilling).
 using VecDotX8Fn = void (*)(const void* weight_row, const void* packed8, int64_t n, float out[8]);
+// Sixteen rows: two consecutive groups of eight packed rows, `group_bytes` apart (AVX-512: the weight
+// block unpacked once for the sixteen; each result is the one-row kernel's).
+using VecDotX16Fn = void (*)(const void* weight_row, const void* packed16, std::size_t group_bytes, int64_t n,
+                             float out[16]);
+// nullptr where the CPU gives no sixteen-row kernel for the type.
+VecDotX16Fn vec_dot_x16_for_batch(GgmlType type, int64_t n_tokens);
 // Bytes of eight packed rows of n elements; 0 for a format with no packed layout (then no x8 kernel).
 std::size_t packed8_bytes(ActivationFormat format, int64_t n);
 // Q8_0: per block, the eight f16 scales widened to f32, then the eight rows' 32 quants plus 128 as

@@ -168,6 +168,21 @@ void TestVecDot::avx512KernelsMatchAvx2()
     if (simd::vec_dot_tiled_avx2(gt))
         same_as(simd::vec_dot_tiled_avx2(gt), simd::vec_dot_tiled_avx512(gt), simd::vec_dot_tiled_x4_avx512(gt),
                 simd::vec_dot_tiled_x8_avx512(gt));
+    // the sixteen-token kernel: two packed groups of eight, every result the one-row kernel's
+    if (const VecDotX16Fn sixteen = simd::vec_dot_x16_avx512(gt)) {
+        const auto rows16 = random_activation_rows(activation_format(gt), n, 29, 16);
+        const std::vector<std::vector<uint8_t>> first(rows16.begin(), rows16.begin() + 8),
+            second(rows16.begin() + 8, rows16.end());
+        std::vector<uint8_t> packed = packed_rows(activation_format(gt), first, n);
+        const std::vector<uint8_t> more = packed_rows(activation_format(gt), second, n);
+        const std::size_t group = packed.size();
+        packed.insert(packed.end(), more.begin(), more.end());
+        float out16[16] = {};
+        sixteen(w, packed.data(), group, n, out16);
+        for (int i = 0; i < 16; ++i)
+            QCOMPARE(bits(out16[i]), bits(simd::vec_dot_avx2(gt)(w, rows16[std::size_t(i)].data(), n)));
+        compared += 16;
+    }
     QVERIFY(compared > 0);
 }
 

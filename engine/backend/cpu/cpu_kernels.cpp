@@ -150,6 +150,7 @@ void MatMul::multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, f
                             : repacked   ? vec_dot_repacked_x4(w.type())
                                          : vec_dot_x4_for_batch(w.type(), order);
     const VecDotX8Fn dot8 = m_packed8.empty() || repacked ? nullptr : vec_dot_x8_for_batch(w.type(), order);
+    const VecDotX16Fn dot16 = m_packed8.empty() || repacked ? nullptr : vec_dot_x16_for_batch(w.type(), order);
     const std::size_t group_bytes = packed8_bytes(m_holds.format, cols);
     const uint8_t* xq = m_quantized.data();
     // Rows in chunks of 16, tokens in tiles of 32: a tile's quantized activations and the chunk's
@@ -171,6 +172,14 @@ void MatMul::multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, f
                 for (int64_t r = r0; r < r1; ++r) {
                     const std::byte* wr = w.row(r);
                     int64_t t = t0;
+                    if (dot16) // sixteen tokens per pass: the weight block unpacked once for all of them
+                        for (; t + 16 <= t1 && t % 8 == 0; t += 16) {
+                            float out[16];
+                            dot16(wr, m_packed8.data() + static_cast<std::size_t>(t / 8) * group_bytes, group_bytes,
+                                  cols, out);
+                            for (int i = 0; i < 16; ++i)
+                                y[(t + i) * rows + r] = out[i];
+                        }
                     if (dot8) // eight tokens per pass over the weight row (same bits as one at a time)
                         for (; t + 8 <= t1 && t % 8 == 0; t += 8) {
                             float out[8];

@@ -203,6 +203,60 @@ void dot_legacy_x8_zmm(const void* w, const void* packed, int64_t n, float out[8
     halves(a45, 4);
     halves(a67, 6);
 }
+
+// Sixteen tokens (two packed groups of eight): the weight block unpacked once for all of them, the
+// rest as dot_legacy_x8_zmm — the same lanes, so the same bits.
+template <int kBlockBytes, __m256i (*Unpack)(const uint8_t*)>
+void dot_legacy_x16_zmm(const void* w, const void* packed, std::size_t group_bytes, int64_t n, float out[16])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* p = static_cast<const uint8_t*>(packed);
+    __m512 a01 = _mm512_setzero_ps(), a23 = a01, a45 = a01, a67 = a01;
+    __m512 b01 = a01, b23 = a01, b45 = a01, b67 = a01;
+    const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+    const __m512i pick01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i pick23 = _mm512_add_epi32(pick01, _mm512_set1_epi32(2));
+    const __m512i pick45 = _mm512_add_epi32(pick01, _mm512_set1_epi32(4));
+    const __m512i pick67 = _mm512_add_epi32(pick01, _mm512_set1_epi32(6));
+    constexpr std::size_t kBlock = 8 * (sizeof(float) + 32);
+    for (int64_t b = 0; b < n / 32; ++b, x += kBlockBytes, p += kBlock) {
+        const __m256i q = Unpack(x);
+        const __m256i start =
+            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, q));
+        const __m512i q2 = _mm512_broadcast_i64x4(q);
+        const __m512i start2 = _mm512_broadcast_i64x4(start);
+        const __m256 dx = _mm256_set1_ps(half(x));
+        const uint8_t* pb = p + group_bytes;
+        const __m512 da = _mm512_castps256_ps512(_mm256_mul_ps(dx, _mm256_loadu_ps(reinterpret_cast<const float*>(p))));
+        const __m512 db =
+            _mm512_castps256_ps512(_mm256_mul_ps(dx, _mm256_loadu_ps(reinterpret_cast<const float*>(pb))));
+        const auto step = [&](__m512& acc, const __m512i& pick, const __m512& d, const uint8_t* group, int pair) {
+            const __m512i y = _mm512_loadu_si512(group + 8 * sizeof(float) + 64 * pair);
+            acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick, d),
+                                  _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start2, y, q2)), acc);
+        };
+        step(a01, pick01, da, p, 0);
+        step(b01, pick01, db, pb, 0);
+        step(a23, pick23, da, p, 1);
+        step(b23, pick23, db, pb, 1);
+        step(a45, pick45, da, p, 2);
+        step(b45, pick45, db, pb, 2);
+        step(a67, pick67, da, p, 3);
+        step(b67, pick67, db, pb, 3);
+    }
+    const auto halves = [&](const __m512& acc, int t) {
+        out[t] = hsum(_mm512_castps512_ps256(acc));
+        out[t + 1] = hsum(_mm512_extractf32x8_ps(acc, 1));
+    };
+    halves(a01, 0);
+    halves(a23, 2);
+    halves(a45, 4);
+    halves(a67, 6);
+    halves(b01, 8);
+    halves(b23, 10);
+    halves(b45, 12);
+    halves(b67, 14);
+}
 #pragma GCC diagnostic pop
 
 // ---- k-quants in llama.cpp's tiled order (see vec_dot_for_batch) --------------------------------
@@ -348,6 +402,20 @@ VecDotX8Fn vec_dot_x8_avx512(GgmlType type)
         return x8_zmm() ? dot_legacy_x8_zmm<34, unpack_q8_0> : dot_legacy_x8<34, unpack_q8_0>;
     case GgmlType::Q5_0:
         return x8_zmm() ? dot_legacy_x8_zmm<22, unpack_q5_0> : dot_legacy_x8<22, unpack_q5_0>;
+    default:
+        return nullptr;
+    }
+}
+
+VecDotX16Fn vec_dot_x16_avx512(GgmlType type)
+{
+    if (!x8_zmm())
+        return nullptr;
+    switch (type) {
+    case GgmlType::Q8_0:
+        return dot_legacy_x16_zmm<34, unpack_q8_0>;
+    case GgmlType::Q5_0:
+        return dot_legacy_x16_zmm<22, unpack_q5_0>;
     default:
         return nullptr;
     }

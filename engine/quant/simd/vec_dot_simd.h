@@ -44,6 +44,7 @@ bool avx512_kernels_usable();
 VecDotFn vec_dot_avx512(GgmlType type);
 VecDotX4Fn vec_dot_x4_avx512(GgmlType type);
 VecDotX8Fn vec_dot_x8_avx512(GgmlType type);
+VecDotX16Fn vec_dot_x16_avx512(GgmlType type);
 VecDotFn vec_dot_tiled_avx512(GgmlType type);
 VecDotFn vec_dot_batched_avx512(GgmlType type, int64_t n);
 VecDotX4Fn vec_dot_tiled_x4_avx512(GgmlType type);
