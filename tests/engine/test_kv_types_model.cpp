@@ -6,6 +6,7 @@
 // the fixture holds must be ours bit for bit, and every continuation identical, on the path this CPU
 // chooses (real-model suites run once; the forced kernel paths run test_kv_types on generated models).
 #include "backend/backend.h"
+#include "file_hash.h"
 #include "gguf/gguf_file.h"
 #include "logit_compare.h"
 #include "model/model.h"
@@ -28,20 +29,6 @@ private slots:
     void shippedModelsMatchLlamaCpp_data();
     void shippedModelsMatchLlamaCpp();
 };
-
-namespace {
-
-QByteArray sha256_of(const std::string& path)
-{
-    QFile f(QString::fromStdString(path));
-    if (!f.open(QIODevice::ReadOnly))
-        return {};
-    QCryptographicHash h(QCryptographicHash::Sha256);
-    h.addData(&f);
-    return h.result().toHex();
-}
-
-} // namespace
 
 void TestKvTypesModel::shippedModelsMatchLlamaCpp_data()
 {
@@ -68,7 +55,7 @@ void TestKvTypesModel::shippedModelsMatchLlamaCpp()
     const auto fixture = gguf::GgufFile::open(file.toStdString());
     QCOMPARE(QString::fromStdString(std::string(*fixture->get_string("tokenscope.flash_attn"))), QString("enabled"));
     QVERIFY(!*fixture->get_bool("tokenscope.use_extra_bufts"));
-    const QByteArray sha = sha256_of(path);
+    const QByteArray sha = testsupport::sha256_of_file(path);
     if (sha.toStdString() != std::string(*fixture->get_string("tokenscope.model.sha256")))
         QSKIP(
             qPrintable("the model at " + QString::fromStdString(path) + " is not the file the fixture was made from"));

@@ -2,6 +2,7 @@
 // Random-weight test models: reproducible to the byte (a recorded sha256 pins the generator),
 // seed-dependent, of sensible magnitude in every tensor type, loadable by the engine's config,
 // type check and tokenizer for every --arch, and, with --like, a shape twin of the default model.
+#include "file_hash.h"
 #include "gguf/gguf_file.h"
 #include "gguf_compare.h"
 #include "model/model_config.h"
@@ -24,16 +25,6 @@ using engine::gguf::GgufFile;
 Q_DECLARE_METATYPE(GgmlType)
 
 namespace {
-
-QByteArray sha256_of(const std::string& path)
-{
-    QFile f(QString::fromStdString(path));
-    if (!f.open(QIODevice::ReadOnly))
-        return {};
-    QCryptographicHash h(QCryptographicHash::Sha256);
-    h.addData(&f);
-    return h.result().toHex();
-}
 
 struct Stats {
     bool finite = true;
@@ -116,8 +107,8 @@ void TestTestModel::sameSeedSameBytes()
 {
     engine::make_test_model("llama", 1).write(path("llama-1a.gguf"));
     engine::make_test_model("llama", 1).write(path("llama-1b.gguf"));
-    const QByteArray a = sha256_of(path("llama-1a.gguf"));
-    QCOMPARE(a, sha256_of(path("llama-1b.gguf")));
+    const QByteArray a = testsupport::sha256_of_file(path("llama-1a.gguf"));
+    QCOMPARE(a, testsupport::sha256_of_file(path("llama-1b.gguf")));
     // This pins the generator: the PRNG, the value recipes, the built-in vocabulary, the llama
     // configuration and the writer's layout. The same seed must give this file on every machine
     // and compiler. If a deliberate change to any of them alters it, record the new hash here
@@ -129,7 +120,7 @@ void TestTestModel::differentSeedDifferentBytes()
 {
     engine::make_test_model("qwen2", 1).write(path("qwen2-1.gguf"));
     engine::make_test_model("qwen2", 2).write(path("qwen2-2.gguf"));
-    QVERIFY(sha256_of(path("qwen2-1.gguf")) != sha256_of(path("qwen2-2.gguf")));
+    QVERIFY(testsupport::sha256_of_file(path("qwen2-1.gguf")) != testsupport::sha256_of_file(path("qwen2-2.gguf")));
     const auto a = GgufFile::open(path("qwen2-1.gguf"));
     const auto b = GgufFile::open(path("qwen2-2.gguf"));
     QCOMPARE(a->tensors().size(), b->tensors().size());

@@ -45,6 +45,23 @@ KvCacheConfig checked_kv_config(const ModelConfig& c, uint32_t n_ctx, KvCacheTyp
     return config;
 }
 
+// Row pointers into the paged cache for every position a chunk starting at pos0 can see ([kv head]
+// [position], as T: uint16_t for F16 rows, uint8_t for stored rows of any type); null where a sliding
+// window has freed the block (those positions are masked anyway).
+template <typename T>
+void cache_rows(const KvStore& kv, uint32_t layer, uint32_t n_kv_heads, uint32_t n_keys, uint32_t pos0,
+                std::vector<const T*>& keys, std::vector<const T*>& values)
+{
+    keys.assign(std::size_t(n_kv_heads) * n_keys, nullptr);
+    values.assign(std::size_t(n_kv_heads) * n_keys, nullptr);
+    for (uint32_t kvh = 0; kvh < n_kv_heads; ++kvh)
+        for (uint32_t j = 0; j < n_keys; ++j)
+            if (kv.holds(layer, j) || j >= pos0) {
+                keys[std::size_t(kvh) * n_keys + j] = reinterpret_cast<const T*>(kv.key_row(layer, j, kvh));
+                values[std::size_t(kvh) * n_keys + j] = reinterpret_cast<const T*>(kv.value_row(layer, j, kvh));
+            }
+}
+
 // One head's key or value vector into the cache, converted as llama.cpp's KV store converts it (its
 // CPU from_float of the cache type: F16 rounding to nearest even, Q8_0 as it quantizes activations,
 // Q4_0 with its reference quantizer).
@@ -383,15 +400,8 @@ void CpuBackend::attention_rows(const AttentionShape& s, KvStore& kv, uint32_t r
     if (deliver)
         m_weights.assign(std::size_t(s.n_tokens) * H * n_keys, 0.0f);
 
-    // Row pointers into the paged cache for every position this chunk can see; null where a
-    // sliding window has freed the block (those positions are masked anyway).
-    std::vector<const uint16_t*> keys(std::size_t(Hkv) * n_keys, nullptr), values(std::size_t(Hkv) * n_keys, nullptr);
-    for (uint32_t kvh = 0; kvh < Hkv; ++kvh)
-        for (uint32_t j = 0; j < n_keys; ++j)
-            if (kv.holds(il, j) || j >= pos0) {
-                keys[std::size_t(kvh) * n_keys + j] = kv.key(il, j, kvh);
-                values[std::size_t(kvh) * n_keys + j] = kv.value(il, j, kvh);
-            }
+    std::vector<const uint16_t*> keys, values;
+    cache_rows(kv, il, Hkv, n_keys, pos0, keys, values);
 
     const float* q_all = m_q.data() + std::size_t(row0) * H * D;
     float* out = m_attn.data() + std::size_t(row0) * H * D;
@@ -483,13 +493,8 @@ void CpuBackend::flash_attention_rows(const AttentionShape& s, KvStore& kv, uint
     const uint32_t n_keys = pos0 + s.n_tokens;
     if (deliver)
         m_weights.assign(std::size_t(s.n_tokens) * H * n_keys, 0.0f);
-    std::vector<const uint8_t*> keys(std::size_t(Hkv) * n_keys, nullptr), values(std::size_t(Hkv) * n_keys, nullptr);
-    for (uint32_t kvh = 0; kvh < Hkv; ++kvh)
-        for (uint32_t j = 0; j < n_keys; ++j)
-            if (kv.holds(il, j) || j >= pos0) {
-                keys[std::size_t(kvh) * n_keys + j] = kv.key_row(il, j, kvh);
-                values[std::size_t(kvh) * n_keys + j] = kv.value_row(il, j, kvh);
-            }
+    std::vector<const uint8_t*> keys, values;
+    cache_rows(kv, il, Hkv, n_keys, pos0, keys, values);
     const float* q_all = m_q.data() + std::size_t(row0) * H * D;
     float* out = m_attn.data() + std::size_t(row0) * H * D;
     const std::size_t n_tasks = std::size_t(s.n_tokens) * H;

@@ -154,54 +154,79 @@ void dot_legacy_x8(const void* w, const void* packed, int64_t n, float out[8])
     out[7] = hsum(a7);
 }
 
-// The same, two tokens to a 512-bit register: the weight block broadcast to both halves, each half a
-// token's eight lanes (lanes never meet before the final sums, so every result keeps its bits) —
-// half the instructions of the 256-bit kernel above, which kept the multiply units waiting on issue.
 // GCC 12 warns that the 512-bit intrinsics' own undefined pass-through operand "may be used
-// uninitialized" (its headers, not this code): silenced for this kernel only.
+// uninitialized" (its headers, not this code): silenced for the 512-bit kernels below only.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+// Which token's scale each half of a 512-bit register takes: lanes 0–7 token 2k, lanes 8–15 token
+// 2k + 1, for the four pairs of a packed group of eight.
+struct PairPicks {
+    __m512i pick[4];
+    PairPicks()
+    {
+        pick[0] = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+        for (int k = 1; k < 4; ++k)
+            pick[k] = _mm512_add_epi32(pick[0], _mm512_set1_epi32(2 * k));
+    }
+};
+
+// One weight block ready for a pair of tokens: the quants in both halves, and the −128·Σw start of
+// each token's integer sum (the activations arrive as y + 128, see dot_legacy_x8).
+struct ZmmBlock {
+    __m512i q2, start2;
+    explicit ZmmBlock(__m256i q)
+    {
+        const __m256i start =
+            _mm256_sub_epi32(_mm256_setzero_si256(),
+                             _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(static_cast<char>(0x80)), q));
+        q2 = _mm512_broadcast_i64x4(q);
+        start2 = _mm512_broadcast_i64x4(start);
+    }
+    // acc += (dx·dy of the pair's tokens) · (its two integer sums), per lane as the one-row kernel
+    void step(__m512& acc, const __m512i& pick, const __m512& d, const uint8_t* group, int pair) const
+    {
+        const __m512i y = _mm512_loadu_si512(group + 8 * sizeof(float) + 64 * pair);
+        acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick, d), _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start2, y, q2)),
+                              acc);
+    }
+};
+
+// dx · dy for the eight tokens of a packed group, each rounded once (the one-row kernel's product).
+inline __m512 pair_scales(__m256 dx, const uint8_t* group)
+{
+    return _mm512_castps256_ps512(_mm256_mul_ps(dx, _mm256_loadu_ps(reinterpret_cast<const float*>(group))));
+}
+
+// The two tokens' sums of a 512-bit accumulator.
+inline void store_pair(const __m512& acc, float* out)
+{
+    out[0] = hsum(_mm512_castps512_ps256(acc));
+    out[1] = hsum(_mm512_extractf32x8_ps(acc, 1));
+}
+
+// The same, two tokens to a 512-bit register: the weight block broadcast to both halves, each half a
+// token's eight lanes (lanes never meet before the final sums, so every result keeps its bits) —
+// half the instructions of the 256-bit kernel above, which kept the multiply units waiting on issue.
 template <int kBlockBytes, __m256i (*Unpack)(const uint8_t*)>
 void dot_legacy_x8_zmm(const void* w, const void* packed, int64_t n, float out[8])
 {
     const auto* x = static_cast<const uint8_t*>(w);
     const auto* p = static_cast<const uint8_t*>(packed);
     __m512 a01 = _mm512_setzero_ps(), a23 = a01, a45 = a01, a67 = a01;
-    const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-    // which token's scale each half takes: lanes 0–7 token 2k, lanes 8–15 token 2k + 1
-    const __m512i pick01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i pick23 = _mm512_add_epi32(pick01, _mm512_set1_epi32(2));
-    const __m512i pick45 = _mm512_add_epi32(pick01, _mm512_set1_epi32(4));
-    const __m512i pick67 = _mm512_add_epi32(pick01, _mm512_set1_epi32(6));
+    const PairPicks picks;
     for (int64_t b = 0; b < n / 32; ++b, x += kBlockBytes, p += 8 * (sizeof(float) + 32)) {
-        const __m256i q = Unpack(x);
-        const __m256i start =
-            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, q));
-        const __m512i q2 = _mm512_broadcast_i64x4(q);
-        const __m512i start2 = _mm512_broadcast_i64x4(start);
-        // dx · dy for the eight tokens, each rounded once (the one-row kernel's scalar product)
-        const __m512 d = _mm512_castps256_ps512(
-            _mm256_mul_ps(_mm256_set1_ps(half(x)), _mm256_loadu_ps(reinterpret_cast<const float*>(p))));
-        const uint8_t* qy = p + 8 * sizeof(float);
-        const auto step = [&](__m512& acc, const __m512i& pick, int pair) {
-            const __m512i y = _mm512_loadu_si512(qy + 64 * pair);
-            acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick, d),
-                                  _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start2, y, q2)), acc);
-        };
-        step(a01, pick01, 0);
-        step(a23, pick23, 1);
-        step(a45, pick45, 2);
-        step(a67, pick67, 3);
+        const ZmmBlock block(Unpack(x));
+        const __m512 d = pair_scales(_mm256_set1_ps(half(x)), p);
+        block.step(a01, picks.pick[0], d, p, 0);
+        block.step(a23, picks.pick[1], d, p, 1);
+        block.step(a45, picks.pick[2], d, p, 2);
+        block.step(a67, picks.pick[3], d, p, 3);
     }
-    const auto halves = [&](const __m512& acc, int t) {
-        out[t] = hsum(_mm512_castps512_ps256(acc));
-        out[t + 1] = hsum(_mm512_extractf32x8_ps(acc, 1));
-    };
-    halves(a01, 0);
-    halves(a23, 2);
-    halves(a45, 4);
-    halves(a67, 6);
+    store_pair(a01, out);
+    store_pair(a23, out + 2);
+    store_pair(a45, out + 4);
+    store_pair(a67, out + 6);
 }
 
 // Sixteen tokens (two packed groups of eight): the weight block unpacked once for all of them, the
@@ -213,49 +238,29 @@ void dot_legacy_x16_zmm(const void* w, const void* packed, std::size_t group_byt
     const auto* p = static_cast<const uint8_t*>(packed);
     __m512 a01 = _mm512_setzero_ps(), a23 = a01, a45 = a01, a67 = a01;
     __m512 b01 = a01, b23 = a01, b45 = a01, b67 = a01;
-    const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-    const __m512i pick01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i pick23 = _mm512_add_epi32(pick01, _mm512_set1_epi32(2));
-    const __m512i pick45 = _mm512_add_epi32(pick01, _mm512_set1_epi32(4));
-    const __m512i pick67 = _mm512_add_epi32(pick01, _mm512_set1_epi32(6));
-    constexpr std::size_t kBlock = 8 * (sizeof(float) + 32);
-    for (int64_t b = 0; b < n / 32; ++b, x += kBlockBytes, p += kBlock) {
-        const __m256i q = Unpack(x);
-        const __m256i start =
-            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, q));
-        const __m512i q2 = _mm512_broadcast_i64x4(q);
-        const __m512i start2 = _mm512_broadcast_i64x4(start);
+    const PairPicks picks;
+    for (int64_t b = 0; b < n / 32; ++b, x += kBlockBytes, p += 8 * (sizeof(float) + 32)) {
+        const ZmmBlock block(Unpack(x));
         const __m256 dx = _mm256_set1_ps(half(x));
         const uint8_t* pb = p + group_bytes;
-        const __m512 da = _mm512_castps256_ps512(_mm256_mul_ps(dx, _mm256_loadu_ps(reinterpret_cast<const float*>(p))));
-        const __m512 db =
-            _mm512_castps256_ps512(_mm256_mul_ps(dx, _mm256_loadu_ps(reinterpret_cast<const float*>(pb))));
-        const auto step = [&](__m512& acc, const __m512i& pick, const __m512& d, const uint8_t* group, int pair) {
-            const __m512i y = _mm512_loadu_si512(group + 8 * sizeof(float) + 64 * pair);
-            acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick, d),
-                                  _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start2, y, q2)), acc);
-        };
-        step(a01, pick01, da, p, 0);
-        step(b01, pick01, db, pb, 0);
-        step(a23, pick23, da, p, 1);
-        step(b23, pick23, db, pb, 1);
-        step(a45, pick45, da, p, 2);
-        step(b45, pick45, db, pb, 2);
-        step(a67, pick67, da, p, 3);
-        step(b67, pick67, db, pb, 3);
+        const __m512 da = pair_scales(dx, p), db = pair_scales(dx, pb);
+        block.step(a01, picks.pick[0], da, p, 0);
+        block.step(b01, picks.pick[0], db, pb, 0);
+        block.step(a23, picks.pick[1], da, p, 1);
+        block.step(b23, picks.pick[1], db, pb, 1);
+        block.step(a45, picks.pick[2], da, p, 2);
+        block.step(b45, picks.pick[2], db, pb, 2);
+        block.step(a67, picks.pick[3], da, p, 3);
+        block.step(b67, picks.pick[3], db, pb, 3);
     }
-    const auto halves = [&](const __m512& acc, int t) {
-        out[t] = hsum(_mm512_castps512_ps256(acc));
-        out[t + 1] = hsum(_mm512_extractf32x8_ps(acc, 1));
-    };
-    halves(a01, 0);
-    halves(a23, 2);
-    halves(a45, 4);
-    halves(a67, 6);
-    halves(b01, 8);
-    halves(b23, 10);
-    halves(b45, 12);
-    halves(b67, 14);
+    store_pair(a01, out);
+    store_pair(a23, out + 2);
+    store_pair(a45, out + 4);
+    store_pair(a67, out + 6);
+    store_pair(b01, out + 8);
+    store_pair(b23, out + 10);
+    store_pair(b45, out + 12);
+    store_pair(b67, out + 14);
 }
 #pragma GCC diagnostic pop
 
