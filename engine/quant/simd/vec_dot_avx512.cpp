@@ -156,9 +156,11 @@ void dot_legacy_x8(const void* w, const void* packed, int64_t n, float out[8])
 
 // GCC 12 warns that the 512-bit intrinsics' own undefined pass-through operand "may be used
 // uninitialized" (its headers, not this code): silenced for the 512-bit kernels below only.
+#if defined(__GNUC__) && !defined(__clang__) // clang has no such warning (and refuses to hear of it)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 // Which token's scale each half of a 512-bit register takes: lanes 0–7 token 2k, lanes 8–15 token
 // 2k + 1, for the four pairs of a packed group of eight.
 struct PairPicks {
@@ -262,7 +264,9 @@ void dot_legacy_x16_zmm(const void* w, const void* packed, std::size_t group_byt
     store_pair(b45, out + 12);
     store_pair(b67, out + 14);
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 // ---- k-quants in llama.cpp's tiled order (see vec_dot_for_batch) --------------------------------
 // Integer block sums with VNNI's word form (madd + add in one), then the same scalar float step.
