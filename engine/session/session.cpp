@@ -127,6 +127,50 @@ void Session::decode(TokenId token, const CaptureRequest* capture)
     evaluate(one, capture);
 }
 
+std::vector<float> Session::verify(std::span<const TokenId> batch)
+{
+    if (batch.empty())
+        throw Error("nothing to verify: the batch is empty");
+    if (const uint32_t n_ctx = m_backend->kv_cache().config().n_ctx; m_tokens.size() + batch.size() > n_ctx)
+        throw Error(fmt::format("the context is full: {} positions requested, the cache holds {}",
+                                m_tokens.size() + batch.size(), n_ctx));
+    ForwardResult r = m_backend->forward(
+        {.tokens = batch, .all_logits = true, .batch_invariant = m_batch_invariant, .interventions = m_interventions});
+    for (std::size_t v = 0; v < r.logits.size(); ++v)
+        if (!std::isfinite(r.logits[v]))
+            throw Error(fmt::format("the model produced a non-finite logit at position {}: its weights or "
+                                    "hyperparameters are broken",
+                                    m_tokens.size() + v / std::max<uint32_t>(1, r.n_vocab)));
+    m_verified_from = static_cast<uint32_t>(m_tokens.size());
+    m_tokens.insert(m_tokens.end(), batch.begin(), batch.end());
+    m_batch_of.insert(m_batch_of.end(), batch.size(), static_cast<uint32_t>(batch.size()));
+    m_captures.reset();
+    m_verified = r.logits;
+    return std::move(r.logits);
+}
+
+void Session::accept(uint32_t kept)
+{
+    const std::size_t verified = m_tokens.size() - m_verified_from;
+    if (kept == 0 || kept > verified || m_verified.empty())
+        throw Error(fmt::format("accept({}) after a verification of {} tokens", kept, verified));
+    const std::size_t n_vocab = m_verified.size() / verified;
+    const uint32_t n = m_verified_from + kept;
+    const KvTruncation t = m_backend->kv_cache().truncate(n);
+    m_logits.assign(m_verified.begin() + std::ptrdiff_t((kept - 1) * n_vocab),
+                    m_verified.begin() + std::ptrdiff_t(kept * n_vocab));
+    m_verified.clear();
+    if (t.recompute) { // a sliding window had freed what the kept end needs: evaluate the kept tokens again
+        const std::vector<TokenId> keep(m_tokens.begin(), m_tokens.begin() + n);
+        m_tokens.clear();
+        m_batch_of.clear();
+        prefill(keep);
+        return;
+    }
+    m_tokens.resize(n);
+    m_batch_of.resize(n);
+}
+
 PrefillReport Session::truncate(uint32_t n, const CaptureRequest* capture)
 {
     if (n == 0) {

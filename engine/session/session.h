@@ -47,6 +47,13 @@ public:
     // Back to the first n tokens (undo, what-if); their last token's logits are recomputed (one
     // position), or everything when a sliding-window layer no longer holds what it needs.
     PrefillReport truncate(uint32_t n, const CaptureRequest* capture = nullptr);
+    // Speculative decoding's verification: appends `batch` and evaluates it in one pass, returning
+    // every position's logits ([batch.size()][n_vocab]: row i predicts the token after batch[i]).
+    // Until accept(), logits() stays the prediction of batch[0].
+    std::vector<float> verify(std::span<const TokenId> batch);
+    // Keeps the first `kept` tokens (1 … its size) of the last verify(), cutting the rest from the
+    // sequence and the cache; logits() becomes the prediction after the last one kept (its row).
+    void accept(uint32_t kept);
     // Deterministic mode from now on (ForwardRequest::batch_invariant): a token's logits do not depend
     // on how the sequence was cut into batches. The cache was summed in the other order, so the
     // sequence is dropped. Throws UnsupportedError on a backend that cannot (the GPU backends).
@@ -74,6 +81,8 @@ private:
     std::vector<float> m_logits;
     std::shared_ptr<ForwardCaptures> m_captures;
     std::vector<Intervention> m_interventions;
+    std::vector<float> m_verified; // the last verify()'s rows
+    uint32_t m_verified_from = 0;  // where its batch began
 };
 
 } // namespace engine
