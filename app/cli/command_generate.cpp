@@ -3,6 +3,7 @@
 // same run as JSON (tokens, top candidates per step, timings, KV accounting, attention weights).
 #include "backend_option.h"
 #include "commands.h"
+#include "generate_speculative.h"
 #include "model_path.h"
 #include "sampling_option.h"
 #include "server_option.h"
@@ -35,7 +36,8 @@ struct GenerateArgs {
     std::string run_out;   // a saved run (.tsrun) the app opens
     std::string attention; // "all" or "L:H,L:H"
     BackendArgs backend;
-    ServerArgs server; // generate only
+    ServerArgs server;       // generate only
+    SpeculateArgs speculate; // generate only
 };
 
 std::string read_prompt(const GenerateArgs& a)
@@ -92,6 +94,9 @@ int run_generate(const GenerateArgs& a, bool trace_mode)
         throw engine::Error("trace writes --json FILE, --run FILE.tsrun or both: give at least one");
     const std::filesystem::path model_path = resolve_model_path(a.model);
     const auto model = engine::Model::load(model_path);
+    if (a.speculate.used())
+        return run_generate_speculative(a.speculate, a.backend, model, prompt, max_tokens_of(a.n_predict), a.n_ctx,
+                                        a.threads, a.sampling.temperature);
     if (trace_mode && !a.run_out.empty()) {
         TraceRunRequest r;
         r.model_path = model_path;
@@ -227,6 +232,7 @@ CommandRunner add_generate_command(CLI::App& app)
     auto a = std::make_shared<GenerateArgs>();
     add_common(cmd, *a);
     add_server_options(cmd, a->server);
+    add_speculate_options(cmd, a->speculate);
     return [a] { return run_generate(*a, false); };
 }
 
