@@ -55,6 +55,7 @@ private slots:
     void nPredictZeroAndMinusOneAsInLlamaCpp();
     void benchPrintsBothTests();
     void serveSimJsonContract();
+    void speculativeGenerateJsonContract();
     void vulkanArithmeticIsChosen();
     void cudaBackendChosenOrRefused();
     void gigabyteNameIsRefused();
@@ -421,6 +422,28 @@ void TestCli::benchPrintsBothTests()
 // `serve-sim`: the same clients served one at a time, in static batches and continuously; in
 // deterministic mode with greedy replies the three give every request the same tokens, each of its
 // asked length, and only the batching modes put several sequences in a pass. Bad workloads are named.
+// generate --speculate lookup --json: the tokens asked for, the counts adding up, the same tokens
+// as the plain loop in deterministic mode; sampling is refused by name (the speculation is greedy).
+void TestCli::speculativeGenerateJsonContract()
+{
+    REQUIRE_DEFAULT_MODEL(path);
+    const Run r = cli({"generate", "-p", "one two three one two three one two", "-n", "12", "--temp", "0",
+                       "--speculate", "lookup", "--draft-max", "4", "--deterministic", "-t", "2", "--json"});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    QCOMPARE(j["tokens"].toArray().size(), 12);
+    QCOMPARE(j["source"].toString(), QString("lookup"));
+    const int drafted = j["drafted"].toInt(), accepted = j["accepted"].toInt(), passes = j["passes"].toInt();
+    QVERIFY(drafted > 0 && accepted <= drafted);
+    QCOMPARE(passes + accepted + 1, 12); // each pass gives its token and the accepted ones; the last needs none
+    QCOMPARE(j["steps"].toArray().size(), passes);
+    QVERIFY(j["parts_from_plain_at"].isNull()); // deterministic: the plain loop's tokens
+    QVERIFY(j["speedup"].toDouble() > 0);
+    const Run sampled = cli({"generate", "-p", "x", "-n", "4", "--temp", "0.8", "--speculate", "lookup"});
+    QVERIFY(sampled.exit_code != 0);
+    QVERIFY2(sampled.err.contains("give --temp 0"), qPrintable(sampled.err));
+}
+
 void TestCli::serveSimJsonContract()
 {
     REQUIRE_DEFAULT_MODEL(path);
