@@ -42,14 +42,8 @@ int run_generate_speculative(const SpeculateArgs& s, const BackendArgs& backend,
     engine::Session plain(model, make_cli_backend(backend, model, n_ctx, threads));
     plain.set_batch_invariant(backend.deterministic);
     plain.prefill(ids);
-    std::vector<engine::TokenId> plain_tokens;
     const auto p0 = clock::now();
-    for (uint32_t i = 0; i < n_new; ++i) {
-        const auto logits = plain.logits();
-        plain_tokens.push_back(engine::TokenId(std::max_element(logits.begin(), logits.end()) - logits.begin()));
-        if (i + 1 < n_new)
-            plain.decode(plain_tokens.back());
-    }
+    const std::vector<engine::TokenId> plain_tokens = engine::generate_plain_greedy(plain, n_new);
     const double plain_s = seconds(p0, clock::now());
     // speculative
     engine::Session target(model, make_cli_backend(backend, model, n_ctx, threads));

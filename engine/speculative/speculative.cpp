@@ -40,6 +40,19 @@ std::vector<TokenId> lookup_draft(std::span<const TokenId> context, uint32_t k, 
     return {};
 }
 
+std::vector<TokenId> generate_plain_greedy(Session& target, uint32_t n)
+{
+    if (target.logits().empty())
+        throw Error("decoding needs a prompt evaluated first");
+    std::vector<TokenId> out;
+    for (uint32_t i = 0; i < n; ++i) {
+        out.push_back(argmax(target.logits()));
+        if (i + 1 < n)
+            target.decode(out.back());
+    }
+    return out;
+}
+
 SpeculativeResult generate_speculative_greedy(Session& target, uint32_t n, uint32_t k, const DraftFn& draft)
 {
     if (target.logits().empty())

@@ -45,4 +45,7 @@ struct SpeculativeResult {
 // (whose logits it does not need), as a decode loop would before its last step.
 SpeculativeResult generate_speculative_greedy(Session& target, uint32_t n, uint32_t k, const DraftFn& draft);
 
+// The loop it is measured against: `n` greedy tokens one pass each, leaving the session as above.
+std::vector<TokenId> generate_plain_greedy(Session& target, uint32_t n);
+
 } // namespace engine

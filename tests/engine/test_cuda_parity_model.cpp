@@ -40,14 +40,7 @@ void TestCudaParityModel::realModels()
         if (listing.devices.empty())
             QSKIP(qPrintable("no CUDA device: " + QString::fromStdString(listing.why_unavailable)));
     }
-    std::string path;
-    if (chat) {
-        REQUIRE_CHAT_MODEL(p);
-        path = p;
-    } else {
-        REQUIRE_DEFAULT_MODEL(p);
-        path = p;
-    }
+    REQUIRE_SHIPPED_MODEL(path, chat);
     const auto model = Model::load(path);
     auto cpu = make_cpu_backend(model, {.threads = 0, .n_ctx = 256});
     auto cuda = make_cuda_backend(model, {.n_ctx = 256, .emulate = !device});

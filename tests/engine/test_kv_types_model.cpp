@@ -44,14 +44,7 @@ void TestKvTypesModel::shippedModelsMatchLlamaCpp()
 {
     QFETCH(QString, file);
     const bool chat = QFileInfo(file).baseName().startsWith("qwen");
-    std::string path;
-    if (chat) {
-        REQUIRE_CHAT_MODEL(p);
-        path = p;
-    } else {
-        REQUIRE_DEFAULT_MODEL(p);
-        path = p;
-    }
+    REQUIRE_SHIPPED_MODEL(path, chat);
     const auto fixture = gguf::GgufFile::open(file.toStdString());
     QCOMPARE(QString::fromStdString(std::string(*fixture->get_string("tokenscope.flash_attn"))), QString("enabled"));
     QVERIFY(!*fixture->get_bool("tokenscope.use_extra_bufts"));

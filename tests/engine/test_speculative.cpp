@@ -35,11 +35,6 @@ std::shared_ptr<const Model> model_of(const QTemporaryDir& dir, const char* arch
     return Model::load(path.toStdString());
 }
 
-TokenId argmax(std::span<const float> logits)
-{
-    return static_cast<TokenId>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-}
-
 // A prompt that repeats itself, so that lookup finds drafts (some right, some wrong).
 std::vector<TokenId> repetitive_prompt(uint32_t n_vocab)
 {
@@ -98,12 +93,7 @@ void TestSpeculative::greedyOutputIsThePlainLoopsInDeterministicMode()
         spec.set_batch_invariant(deterministic);
         plain.prefill(prompt);
         spec.prefill(prompt);
-        std::vector<TokenId> want;
-        for (uint32_t i = 0; i < kNew; ++i) {
-            want.push_back(argmax(plain.logits()));
-            if (i + 1 < kNew)
-                plain.decode(want.back());
-        }
+        const std::vector<TokenId> want = generate_plain_greedy(plain, kNew);
         const SpeculativeResult r = generate_speculative_greedy(spec, kNew, uint32_t(k), lookup);
         QCOMPARE(r.tokens.size(), std::size_t(kNew));
         QVERIFY(r.accepted <= r.drafted);

@@ -39,14 +39,7 @@ void TestSpeculativeModel::greedyIdentityInDeterministicMode()
 {
     QFETCH(bool, chat);
     QFETCH(QString, prompt);
-    std::string path;
-    if (chat) {
-        REQUIRE_CHAT_MODEL(p);
-        path = p;
-    } else {
-        REQUIRE_DEFAULT_MODEL(p);
-        path = p;
-    }
+    REQUIRE_SHIPPED_MODEL(path, chat);
     const auto model = Model::load(path);
     const auto ids = model->tokenizer().encode_ids(prompt.toStdString());
     constexpr uint32_t kNew = 32;
@@ -56,13 +49,7 @@ void TestSpeculativeModel::greedyIdentityInDeterministicMode()
     spec.set_batch_invariant(true);
     plain.prefill(ids);
     spec.prefill(ids);
-    std::vector<TokenId> want;
-    for (uint32_t i = 0; i < kNew; ++i) {
-        const auto l = plain.logits();
-        want.push_back(TokenId(std::max_element(l.begin(), l.end()) - l.begin()));
-        if (i + 1 < kNew)
-            plain.decode(want.back());
-    }
+    const std::vector<TokenId> want = generate_plain_greedy(plain, kNew);
     const SpeculativeResult r = generate_speculative_greedy(
         spec, kNew, 8, [](std::span<const TokenId> c, uint32_t k) { return lookup_draft(c, k); });
     qInfo("%s: %u drafted, %u accepted (%.0f%%), %u passes for %u tokens", qPrintable(QString::fromStdString(path)),

@@ -45,6 +45,15 @@ bool reference_required();
         QFAIL("chat model not installed: run scripts/setup.sh (or set TOKENSCOPE_CHAT_MODEL)");                        \
     }
 
+// One of the two, as a data row asks (chat: the chat model, else the default model).
+#define REQUIRE_SHIPPED_MODEL(path_var, chat)                                                                          \
+    const std::string path_var = (chat) ? testsupport::chat_model_path() : testsupport::default_model_path();          \
+    if (path_var.empty()) {                                                                                            \
+        if (testsupport::model_may_be_missing())                                                                       \
+            QSKIP("model not installed (TOKENSCOPE_ALLOW_NO_MODEL=1)");                                                \
+        QFAIL("model not installed: run scripts/setup.sh (or set TOKENSCOPE_MODEL / TOKENSCOPE_CHAT_MODEL)");          \
+    }
+
 // QSKIP or QFAIL (TOKENSCOPE_REQUIRE_REFERENCE=1) when the llama.cpp tool named by `env` is absent.
 #define REQUIRE_REFERENCE_TOOL(path_var, env)                                                                          \
     const std::string path_var = testsupport::reference_tool(env);                                                     \
