@@ -425,10 +425,7 @@ void ServingPanel::onFinished(std::shared_ptr<const ServingSnapshot> snapshot)
         m_show->setCurrentIndex(int(m_result->runs.size()) - 1);
         showRun(int(m_result->runs.size()) - 1);
     }
-    std::vector<const engine::ServeRunResult*> runs;
-    for (const engine::ServeRunResult& r : m_result->runs)
-        runs.push_back(&r);
-    fillTable(runs);
+    fillTable(finishedRuns());
     drawBatchChart();
     QString text = m_result->cancelled
                        ? tr("Stopped: what finished is kept.")
@@ -489,9 +486,17 @@ void ServingPanel::showView(const std::shared_ptr<const ServingRunView>& view)
         drawBatchChart();
 }
 
+std::vector<const engine::ServeRunResult*> ServingPanel::finishedRuns() const
+{
+    std::vector<const engine::ServeRunResult*> runs;
+    if (m_result)
+        for (const engine::ServeRunResult& r : m_result->runs)
+            runs.push_back(&r);
+    return runs;
+}
+
 void ServingPanel::fillTable(const std::vector<const engine::ServeRunResult*>& runs)
 {
-    m_local_rows = runs;
     m_table->setRowCount(0);
     const auto add_row = [&](const QStringList& cells) {
         const int row = m_table->rowCount();

@@ -67,6 +67,8 @@ private:
     void onFinished(std::shared_ptr<const ServingSnapshot> snapshot);
     void showView(const std::shared_ptr<const ServingRunView>& view);
     void fillTable(const std::vector<const engine::ServeRunResult*>& runs);
+    // The local runs of the last finished run (none after a new one starts or fails).
+    std::vector<const engine::ServeRunResult*> finishedRuns() const;
     void drawBatchChart();
     void exportTo(bool json);
     QWidget* buildServerRow();
@@ -111,7 +113,6 @@ private:
     QChartView* m_server_chart = nullptr;
     std::shared_ptr<const engine::RemoteServeResult> m_server_result;
     std::function<bool(const QString&)> m_confirm;
-    std::vector<const engine::ServeRunResult*> m_local_rows; // the table's local runs (the server's row follows)
 };
 
 } // namespace tokenscope::ui

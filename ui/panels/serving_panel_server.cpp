@@ -151,7 +151,7 @@ void ServingPanel::onServerFinished(std::shared_ptr<const engine::RemoteServeRes
     m_progress->setValue(m_progress->maximum());
     m_status->setText((m_server_result->cancelled ? tr("Stopped: what finished is kept. ") : QString()) +
                       serverStatusText());
-    fillTable(m_local_rows);
+    fillTable(finishedRuns()); // derived from the result each time: a local run started since left none
     drawServerChart();
     m_export_csv->setEnabled(true);
     m_export_json->setEnabled(true);
