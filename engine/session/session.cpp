@@ -127,7 +127,7 @@ void Session::decode(TokenId token, const CaptureRequest* capture)
     evaluate(one, capture);
 }
 
-std::vector<float> Session::verify(std::span<const TokenId> batch)
+std::span<const float> Session::verify(std::span<const TokenId> batch)
 {
     if (batch.empty())
         throw Error("nothing to verify: the batch is empty");
@@ -145,8 +145,8 @@ std::vector<float> Session::verify(std::span<const TokenId> batch)
     m_tokens.insert(m_tokens.end(), batch.begin(), batch.end());
     m_batch_of.insert(m_batch_of.end(), batch.size(), static_cast<uint32_t>(batch.size()));
     m_captures.reset();
-    m_verified = r.logits;
-    return std::move(r.logits);
+    m_verified = std::move(r.logits);
+    return m_verified;
 }
 
 void Session::accept(uint32_t kept)

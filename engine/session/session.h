@@ -48,9 +48,9 @@ public:
     // position), or everything when a sliding-window layer no longer holds what it needs.
     PrefillReport truncate(uint32_t n, const CaptureRequest* capture = nullptr);
     // Speculative decoding's verification: appends `batch` and evaluates it in one pass, returning
-    // every position's logits ([batch.size()][n_vocab]: row i predicts the token after batch[i]).
-    // Until accept(), logits() stays the prediction of batch[0].
-    std::vector<float> verify(std::span<const TokenId> batch);
+    // every position's logits ([batch.size()][n_vocab]: row i predicts the token after batch[i]), held
+    // by the session until accept(). Until then, logits() stays the prediction of batch[0].
+    std::span<const float> verify(std::span<const TokenId> batch);
     // Keeps the first `kept` tokens (1 … its size) of the last verify(), cutting the rest from the
     // sequence and the cache; logits() becomes the prediction after the last one kept (its row).
     void accept(uint32_t kept);

@@ -74,13 +74,12 @@ SpeculativeResult generate_speculative_greedy(Session& target, uint32_t n, uint3
             step.drafted.resize(room);
         std::vector<TokenId> batch{step.chosen};
         batch.insert(batch.end(), step.drafted.begin(), step.drafted.end());
-        const std::vector<float> rows = target.verify(batch);
+        const std::span<const float> rows = target.verify(batch); // valid until accept()
         ++r.passes;
         const std::size_t n_vocab = rows.size() / batch.size();
         // row i predicts the token after batch[i]: draft token i is kept while row i chose it
         while (step.accepted < step.drafted.size() &&
-               argmax(std::span<const float>(rows).subspan(step.accepted * n_vocab, n_vocab)) ==
-                   step.drafted[step.accepted])
+               argmax(rows.subspan(step.accepted * n_vocab, n_vocab)) == step.drafted[step.accepted])
             ++step.accepted;
         for (uint32_t i = 0; i < step.accepted; ++i) {
             r.tokens.push_back(step.drafted[i]);

@@ -136,8 +136,7 @@ void TestSpeculative::badUseIsRefused()
     s.prefill(std::vector<TokenId>{1, 2, 3});
     QVERIFY_THROWS_EXCEPTION(Error, s.verify({}));
     QVERIFY_THROWS_EXCEPTION(Error, s.accept(1)); // nothing verified
-    const std::vector<float> rows = s.verify(std::vector<TokenId>{4, 5});
-    QCOMPARE(rows.size(), 2 * std::size_t(model->config().n_vocab));
+    QCOMPARE(s.verify(std::vector<TokenId>{4, 5}).size(), 2 * std::size_t(model->config().n_vocab));
     QVERIFY_THROWS_EXCEPTION(Error, s.accept(3)); // more than verified
     s.accept(1);
     QCOMPARE(s.tokens(), (std::vector<TokenId>{1, 2, 3, 4}));
