@@ -96,7 +96,7 @@ int run_generate(const GenerateArgs& a, bool trace_mode)
     const auto model = engine::Model::load(model_path);
     if (a.speculate.used())
         return run_generate_speculative(a.speculate, a.backend, model, prompt, max_tokens_of(a.n_predict), a.n_ctx,
-                                        a.threads, a.sampling.temperature);
+                                        a.threads, a.sampling);
     if (trace_mode && !a.run_out.empty()) {
         TraceRunRequest r;
         r.model_path = model_path;

@@ -99,6 +99,10 @@ struct ForwardRequest {
     // on a cache cleared afterwards. start_layer = n_layer applies only the output head.
     uint32_t start_layer = 0;
     std::span<const float> start_residual;
+    // Stop after layer end_layer − 1 and apply the final norm and output head there (0: every layer):
+    // the early-exit drafter of speculative decoding, the logit lens run as a model. Only layers below
+    // it write the cache.
+    uint32_t end_layer = 0;
 };
 
 // One sequence's part of a multi-sequence pass (Backend::forward_batch): its tokens go to positions

@@ -222,6 +222,11 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
         throw Error(fmt::format("resuming at layer {} needs {} residual values ({} tokens × {}); {} were given",
                                 request.start_layer, std::size_t(n) * c.n_embd, n, c.n_embd,
                                 request.start_residual.size()));
+    const uint32_t end_layer = request.end_layer ? request.end_layer : c.n_layer;
+    if (end_layer > c.n_layer || end_layer <= request.start_layer)
+        throw Error(fmt::format("cannot stop after layer {}: the model has {} layers{}", end_layer, c.n_layer,
+                                request.start_layer ? fmt::format(" and the pass starts at {}", request.start_layer)
+                                                    : std::string()));
     if (request.start_layer > 0 && request.capture && !request.capture->empty())
         throw Error("a pass resumed at a later layer cannot capture: the layers below it are not computed");
     kv.reserve_until(pos0 + n); // throws when the context is full; the cache is unchanged then
@@ -268,13 +273,15 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
     Assembly assembly(*m_model, capture, captures.get(), result, first_out, n, pos0);
     m_interventions = request.interventions;
     m_start_layer = request.start_layer;
-    plan.plain = m_interventions.empty() && m_start_layer == 0;
+    m_end_layer = end_layer;
+    plan.plain = m_interventions.empty() && m_start_layer == 0 && m_end_layer == c.n_layer;
     struct Forget { // the spans point into the caller's request
         LayeredBackend& b;
         ~Forget()
         {
             b.m_interventions = {};
             b.m_start_layer = 0;
+            b.m_end_layer = 0;
             b.m_start_rows = {};
         }
     } forget{*this};
@@ -409,7 +416,8 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
 
     std::size_t next_capture = 0;
     bool h_normed = false; // the previous layer's end already wrote H = norm(X) for this layer
-    for (uint32_t il = m_start_layer; il < c.n_layer; ++il) {
+    const uint32_t end = m_end_layer ? std::min(m_end_layer, c.n_layer) : c.n_layer;
+    for (uint32_t il = m_start_layer; il < end; ++il) {
         const LayerWeights& L = w.layers[il];
         const uint32_t H = c.n_head[il], Hkv = c.n_head_kv[il], F = c.n_ff[il];
 
@@ -491,7 +499,7 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
         // rows with logits get that order here too (all rows are still computed: captures and
         // interventions see every row, and the row with logits holds the same bits in both).
         const uint32_t k = plan.n_logit_rows;
-        const bool last = il + 1 == c.n_layer && k > 0;
+        const bool last = il + 1 == end && k > 0;
         const uint32_t mlp_order = plan.batch_invariant ? order : last && k == n ? k : order;
         const bool reorder_logit_rows = !plan.batch_invariant && last && k < n;
         const auto ffn_matmul = [&](const TensorView& m, Act in, Act out) {
@@ -517,7 +525,7 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
         if (c.residual_multiplier)
             scale_rows(Act::O, E, n, *c.residual_multiplier);
         at_site(Site::MlpOut, il, Act::O, plan);
-        if (il + 1 < c.n_layer && arch.pre_norms && !plan.residuals && site_idle(Site::Residual, il, plan)) {
+        if (il + 1 < end && arch.pre_norms && !plan.residuals && site_idle(Site::Residual, il, plan)) {
             add_residual_rmsnorm(n, w.layers[il + 1].attn_norm, Act::H, eps); // the next layer's norm
             h_normed = true;
         } else {

@@ -242,6 +242,7 @@ private:
     bool site_idle(Site site, uint32_t layer, const ChunkPlan& plan) const;
     std::span<const Intervention> m_interventions; // of the request being run
     uint32_t m_start_layer = 0;                    // of the request being run
+    uint32_t m_end_layer = 0;                      // its layer after the last one run (0: all)
     std::span<const float> m_start_rows;           // its start residual's rows of the chunk
     std::vector<float> m_rope_factors;
     std::vector<float> m_rope_factors_long; // phi3's LongRoPE: used when the context exceeds the original

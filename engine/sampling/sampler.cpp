@@ -523,4 +523,34 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
     return result;
 }
 
+std::vector<Candidate> Sampler::distribution(std::span<const float> logits, std::span<const int32_t> history)
+{
+    if (logits.empty())
+        return {};
+    SamplerConfig config = m_config;
+    config.stage_view_size = 0; // no views: only the survivors are wanted
+    std::vector<StageView> no_views;
+    SamplePass pass(logits, config, m_penalised_ids, m_penalised, m_raw_best, m_cands, no_views);
+    pass.penalise(history);
+    pass.find_best();
+    if (pass.greedy) {
+        SampleResult best;
+        pass.take_greedy(best);
+        return {Candidate{best.token, logits[std::size_t(best.token)], 1.0f}};
+    }
+    pass.apply_top_k();
+    pass.apply_top_p();
+    pass.apply_min_p();
+    pass.apply_temperature();
+    std::vector<Candidate> out;
+    out.reserve(m_cands.size());
+    for (const Candidate& c : m_cands)
+        if (c.probability > 0.0f)
+            out.push_back(Candidate{c.id, c.logit, static_cast<float>(c.probability / pass.z.sum)});
+    std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
+        return a.probability != b.probability ? a.probability > b.probability : a.id < b.id;
+    });
+    return out;
+}
+
 } // namespace engine

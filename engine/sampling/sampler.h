@@ -77,6 +77,13 @@ public:
     // takes exactly one draw from the RNG, so a sequence depends only on the seed and the logits.
     SampleResult sample(std::span<const float> logits, std::span<const int32_t> history);
     void reseed(uint64_t seed);
+    // The distribution sample() draws from for these logits: every survivor of the filters with its
+    // probability after temperature (summing to 1), by probability desc (ties: lowest id first);
+    // greedy: the argmax alone at 1. No draw is taken. Speculative sampling's p and q.
+    std::vector<Candidate> distribution(std::span<const float> logits, std::span<const int32_t> history);
+    // The generator sample() draws from, for the draws around it that must share its seed (speculative
+    // sampling's acceptance tests and residual draws).
+    std::mt19937_64& rng() { return m_rng; }
 
     const SamplerConfig& config() const { return m_config; }
 

@@ -35,7 +35,8 @@ bool Session::evaluate(std::span<const TokenId> tokens, const CaptureRequest* ca
                                               .capture = capture,
                                               .order_as_batch = order_as_batch,
                                               .batch_invariant = m_batch_invariant,
-                                              .interventions = m_interventions});
+                                              .interventions = m_interventions,
+                                              .end_layer = m_exit_layer});
         m_tokens.insert(m_tokens.end(), batch.begin(), batch.end());
         m_batch_of.insert(m_batch_of.end(), batch.size(), std::max<uint32_t>(uint32_t(batch.size()), order_as_batch));
         m_logits = std::move(r.logits);
@@ -134,8 +135,11 @@ std::span<const float> Session::verify(std::span<const TokenId> batch)
     if (const uint32_t n_ctx = m_backend->kv_cache().config().n_ctx; m_tokens.size() + batch.size() > n_ctx)
         throw Error(fmt::format("the context is full: {} positions requested, the cache holds {}",
                                 m_tokens.size() + batch.size(), n_ctx));
-    ForwardResult r = m_backend->forward(
-        {.tokens = batch, .all_logits = true, .batch_invariant = m_batch_invariant, .interventions = m_interventions});
+    ForwardResult r = m_backend->forward({.tokens = batch,
+                                          .all_logits = true,
+                                          .batch_invariant = m_batch_invariant,
+                                          .interventions = m_interventions,
+                                          .end_layer = m_exit_layer});
     for (std::size_t v = 0; v < r.logits.size(); ++v)
         if (!std::isfinite(r.logits[v]))
             throw Error(fmt::format("the model produced a non-finite logit at position {}: its weights or "
@@ -169,6 +173,19 @@ void Session::accept(uint32_t kept)
     }
     m_tokens.resize(n);
     m_batch_of.resize(n);
+}
+
+void Session::set_exit_layer(uint32_t layers)
+{
+    const uint32_t n_layer = m_model->config().n_layer;
+    if (layers >= n_layer)
+        throw Error(fmt::format("an early exit after {} layers: the model has {}, so it must stop before the last "
+                                "(1 … {})",
+                                layers, n_layer, n_layer - 1));
+    if (layers == m_exit_layer)
+        return;
+    m_exit_layer = layers;
+    drop_sequence(); // the cache holds the other depth's layers
 }
 
 PrefillReport Session::truncate(uint32_t n, const CaptureRequest* capture)

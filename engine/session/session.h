@@ -59,6 +59,11 @@ public:
     // sequence is dropped. Throws UnsupportedError on a backend that cannot (the GPU backends).
     void set_batch_invariant(bool on);
     bool batch_invariant() const { return m_batch_invariant; }
+    // Every pass from now on stops after the first `layers` layers, read through the final norm and the
+    // output head (0: the whole model): speculative decoding's early-exit drafter, sharing the
+    // model's weights. The sequence is dropped. Throws Error unless 0 < layers < n_layer (or 0).
+    void set_exit_layer(uint32_t layers);
+    uint32_t exit_layer() const { return m_exit_layer; }
     // Interventions applied to every pass from now on (steering: a one-row addition from position 0
     // on; ablation: a one-row replacement). The cache was computed without them, so the sequence is
     // dropped (the next prefill evaluates everything). Throws Error for one the model cannot take.
@@ -73,6 +78,7 @@ private:
     void drop_sequence();
 
     bool m_batch_invariant = false;
+    uint32_t m_exit_layer = 0;
     std::shared_ptr<const Model> m_model;
     std::unique_ptr<Backend> m_backend;
     uint32_t m_n_batch;

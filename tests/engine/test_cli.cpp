@@ -439,9 +439,39 @@ void TestCli::speculativeGenerateJsonContract()
     QCOMPARE(j["steps"].toArray().size(), passes);
     QVERIFY(j["parts_from_plain_at"].isNull()); // deterministic: the plain loop's tokens
     QVERIFY(j["speedup"].toDouble() > 0);
-    const Run sampled = cli({"generate", "-p", "x", "-n", "4", "--temp", "0.8", "--speculate", "lookup"});
-    QVERIFY(sampled.exit_code != 0);
-    QVERIFY2(sampled.err.contains("give --temp 0"), qPrintable(sampled.err));
+    int along = 0; // the per-position counts add up to the totals
+    for (const auto& pv : j["acceptance_by_position"].toArray()) {
+        const QJsonObject p = pv.toObject();
+        QVERIFY(p["accepted"].toInt() <= p["drafted"].toInt());
+        along += p["accepted"].toInt();
+    }
+    QCOMPARE(along, accepted);
+
+    // early exit, sampled: the verdicts carry both probabilities and the draft–target KL
+    const Run early = cli({"generate", "-p", "The capital of France is", "-n", "10", "--temp", "0.8", "--seed", "3",
+                           "--speculate", "early-exit:9", "--draft-max", "3", "-t", "2", "--json"});
+    QVERIFY2(early.exit_code == 0, qPrintable(early.err));
+    const QJsonObject e = QJsonDocument::fromJson(early.out.toUtf8()).object();
+    QCOMPARE(e["tokens"].toArray().size(), 10);
+    QCOMPARE(e["drafter"].toString(), QString("early exit after 9 of 18 layers"));
+    QVERIFY(e["drafted"].toInt() > 0);
+    for (const auto& step : e["steps"].toArray())
+        for (const auto& vv : step.toObject()["verdicts"].toArray()) {
+            const QJsonObject v = vv.toObject();
+            QVERIFY(v["q"].toDouble() > 0.0 && v["q"].toDouble() <= 1.0);
+            QVERIFY(v["p"].toDouble() >= 0.0 && v["p"].toDouble() <= 1.0);
+            QVERIFY(v["kl"].toDouble() >= 0.0);
+        }
+    // refused by name before anything runs
+    const Run deep = cli({"generate", "-p", "x", "-n", "4", "--speculate", "early-exit:18"});
+    QVERIFY(deep.exit_code != 0);
+    QVERIFY2(deep.err.contains("the model has 18"), qPrintable(deep.err));
+    const Run missing = cli({"generate", "-p", "x", "-n", "4", "--speculate", "draft:/nonexistent/draft.gguf"});
+    QVERIFY(missing.exit_code != 0);
+    QVERIFY2(missing.err.contains("draft.gguf"), qPrintable(missing.err));
+    const Run unknown = cli({"generate", "-p", "x", "-n", "4", "--speculate", "medusa"});
+    QVERIFY(unknown.exit_code != 0);
+    QVERIFY2(unknown.err.contains("not a draft source"), qPrintable(unknown.err));
 }
 
 void TestCli::serveSimJsonContract()

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// Speculative decoding on the two shipped models (issue 45): greedy output with prompt-lookup drafts is
-// the plain decode loop's token for token in deterministic mode, on a code-editing prompt (the chat
-// model) and a text that repeats itself (the default model), with drafts accepted and rejected, and
-// the session left with the plain session's logits bit for bit.
+// Speculative decoding on the two shipped models (issue 45): greedy output with prompt-lookup and
+// early-exit drafts is the plain decode loop's token for token in deterministic mode, on a code-editing
+// prompt (the chat model) and a text that repeats itself (the default model), with drafts accepted and
+// rejected, and the session left with the plain session's logits bit for bit.
 #include "backend/backend.h"
 #include "model/model.h"
 #include "session/session.h"
@@ -24,36 +24,49 @@ private slots:
 void TestSpeculativeModel::greedyIdentityInDeterministicMode_data()
 {
     QTest::addColumn<bool>("chat");
+    QTest::addColumn<QString>("source");
     QTest::addColumn<QString>("prompt");
-    QTest::newRow("chat model, code edit")
-        << true
-        << QString("<|im_start|>user\nRename total to sum and give the whole function back:\n\ndef average(values):\n"
-                   "    total = 0\n    for v in values:\n        total += v\n    return total / len(values)\n"
-                   "<|im_end|>\n<|im_start|>assistant\n```python\ndef average(values):\n");
-    QTest::newRow("default model, a list")
-        << false
-        << QString("Monday: bread, milk, eggs. Tuesday: bread, milk, apples. Wednesday: bread, milk, eggs. Thursday:");
+    const QString edit =
+        "<|im_start|>user\nRename total to sum and give the whole function back:\n\ndef average(values):\n"
+        "    total = 0\n    for v in values:\n        total += v\n    return total / len(values)\n"
+        "<|im_end|>\n<|im_start|>assistant\n```python\ndef average(values):\n";
+    const QString list =
+        "Monday: bread, milk, eggs. Tuesday: bread, milk, apples. Wednesday: bread, milk, eggs. Thursday:";
+    QTest::newRow("chat model, code edit, lookup") << true << "lookup" << edit;
+    QTest::newRow("default model, a list, lookup") << false << "lookup" << list;
+    QTest::newRow("chat model, a question, early exit 21/24")
+        << true << "early-exit:21"
+        << "<|im_start|>user\nWhat is a hash map?<|im_end|>\n<|im_start|>assistant\n";
+    QTest::newRow("default model, a list, early exit 16/18") << false << "early-exit:16" << list;
 }
 
 void TestSpeculativeModel::greedyIdentityInDeterministicMode()
 {
     QFETCH(bool, chat);
+    QFETCH(QString, source);
     QFETCH(QString, prompt);
     REQUIRE_SHIPPED_MODEL(path, chat);
     const auto model = Model::load(path);
     const auto ids = model->tokenizer().encode_ids(prompt.toStdString());
     constexpr uint32_t kNew = 32;
-    Session plain(model, make_cpu_backend(model, {.threads = 0, .n_ctx = 512}), 512);
-    Session spec(model, make_cpu_backend(model, {.threads = 0, .n_ctx = 512}), 512);
+    const BackendFactory backend_for = [](std::shared_ptr<const Model> m) {
+        return make_cpu_backend(m, {.threads = 0, .n_ctx = 512});
+    };
+    Session plain(model, backend_for(model), 512);
+    Session spec(model, backend_for(model), 512);
     plain.set_batch_invariant(true);
     spec.set_batch_invariant(true);
     plain.prefill(ids);
     spec.prefill(ids);
-    const std::vector<TokenId> want = generate_plain_greedy(plain, kNew);
-    const SpeculativeResult r = generate_speculative_greedy(
-        spec, kNew, 8, [](std::span<const TokenId> c, uint32_t k) { return lookup_draft(c, k); });
-    qInfo("%s: %u drafted, %u accepted (%.0f%%), %u passes for %u tokens", qPrintable(QString::fromStdString(path)),
-          r.drafted, r.accepted, 100.0 * r.acceptance(), r.passes, kNew);
+    SamplerConfig greedy;
+    greedy.greedy = true;
+    greedy.stage_view_size = 0;
+    const auto drafter = make_drafter(parse_draft_source(source.toStdString()), model, backend_for, greedy);
+    Sampler s1(greedy), s2(greedy);
+    const std::vector<TokenId> want = generate_plain(plain, kNew, s1);
+    const SpeculativeResult r = generate_speculative(spec, kNew, *drafter, s2, {.draft_max = 8});
+    qInfo("%s, %s: %u drafted, %u accepted (%.0f%%), %u passes for %u tokens", qPrintable(QString::fromStdString(path)),
+          drafter->name().c_str(), r.drafted, r.accepted, 100.0 * r.acceptance(), r.passes, kNew);
     QVERIFY2(r.accepted > 0 && r.accepted < r.drafted, "the prompt should give accepted and rejected drafts");
     QCOMPARE(r.tokens, want);
     QCOMPARE(spec.tokens(), plain.tokens());
