@@ -33,6 +33,7 @@ class KvPanel;
 class LabPanel;
 class TextPanel;
 class ServingPanel;
+class SpeculationPanel;
 class StepperPanel;
 class TimelinePanel;
 class TokenizerPanel;
@@ -73,6 +74,7 @@ public:
     LabPanel* labPanel() const { return m_lab; }
     TextPanel* textPanel() const { return m_text; }
     ServingPanel* servingPanel() const { return m_serving; }
+    SpeculationPanel* speculationPanel() const { return m_speculation; }
     TokenSelection* selection() const { return m_selection; }
     QWidget* panel(const QString& name) const;
     // The Vulkan devices are listed in the background; true once they are in the backend picker.
@@ -139,6 +141,7 @@ private:
     LabPanel* m_lab = nullptr;
     TextPanel* m_text = nullptr;
     ServingPanel* m_serving = nullptr;
+    SpeculationPanel* m_speculation = nullptr;
     TokenizerPanel* m_tokenizer = nullptr;
     StepperPanel* m_stepper = nullptr;
     KvPanel* m_kv = nullptr;

@@ -13,6 +13,7 @@
 #include "panels/lab_heads_tab.h"
 #include "panels/lab_panel.h"
 #include "panels/serving_panel.h"
+#include "panels/speculation_panel.h"
 #include "panels/stepper_panel.h"
 #include "panels/text_panel.h"
 #include "panels/timeline_panel.h"
@@ -57,6 +58,12 @@ void MainWindow::createPanels()
     addPanel("lab", tr("Lab"), m_lab, Qt::RightDockWidgetArea);
     m_serving = new ServingPanel(m_engine);
     addPanel("serving", tr("Serving"), m_serving, Qt::RightDockWidgetArea);
+    m_speculation = new SpeculationPanel(m_engine);
+    addPanel("speculation", tr("Speculation"), m_speculation, Qt::RightDockWidgetArea);
+    connect(m_speculation, &SpeculationPanel::stepperPromptWanted, this, [this] {
+        const StepperSettings s = m_stepper->settings();
+        m_speculation->setPrompt(m_stepper->promptText(), s.greedy ? 0.0 : s.sampling.temperature);
+    });
     connect(m_stepper, &StepperPanel::attributeRequested, this, [this](const std::vector<int32_t>& ids, int token) {
         if (auto* dock = findChild<QDockWidget*>("dock-lab")) {
             dock->show();

@@ -233,13 +233,16 @@ SpeculativeResult generate_speculative(Session& target, uint32_t n, Drafter& dra
     return r;
 }
 
-std::vector<TokenId> generate_plain(Session& target, uint32_t n, Sampler& sampler, std::vector<TokenChoice>* choices)
+std::vector<TokenId> generate_plain(Session& target, uint32_t n, Sampler& sampler, std::vector<TokenChoice>* choices,
+                                    const std::function<bool()>& keep_going)
 {
     if (target.logits().empty())
         throw Error("decoding needs a prompt evaluated first");
     std::vector<TokenId> context(target.tokens().begin(), target.tokens().end());
     std::vector<TokenId> out;
     for (uint32_t i = 0; i < n; ++i) {
+        if (keep_going && !keep_going())
+            break;
         const TokenId t = sampler.sample(target.logits(), context).token;
         if (choices)
             choices->push_back(top_two(target.logits(), t));

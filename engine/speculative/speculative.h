@@ -95,9 +95,10 @@ SpeculativeResult generate_speculative(Session& target, uint32_t n, Drafter& dra
                                        const SpeculativeOptions& options = {});
 
 // The loop it is measured against: `n` tokens one pass each, drawn with `sampler`, leaving the session
-// as above; with `choices`, each token's two best logits.
+// as above; with `choices`, each token's two best logits; `keep_going` returning false stops it early.
 std::vector<TokenId> generate_plain(Session& target, uint32_t n, Sampler& sampler,
-                                    std::vector<TokenChoice>* choices = nullptr);
+                                    std::vector<TokenChoice>* choices = nullptr,
+                                    const std::function<bool()>& keep_going = {});
 
 // Greedy shorthands (the tests of the deterministic identity).
 using DraftFn = std::function<std::vector<TokenId>(std::span<const TokenId> context, uint32_t k)>;

@@ -22,6 +22,7 @@ class InspectionClient;
 class LabClient;
 class AnalysisClient;
 class ServingClient;
+class SpeculationClient;
 
 // The UI's handle on the engine: the engine thread and what it holds, the model (loaded here or
 // served elsewhere), the request ids and cancel tokens, and one client per feature (chat, stepper,
@@ -66,6 +67,7 @@ public:
     LabClient& lab();
     AnalysisClient& analysis();
     ServingClient& serving();
+    SpeculationClient& speculation();
     // Any feature client, made on first use with this controller.
     template <typename Client> Client& client();
 

@@ -854,4 +854,9 @@ void StepperPanel::requestAttribution(int token)
     emit attributeRequested(ids, token);
 }
 
+QString StepperPanel::promptText() const
+{
+    return m_prompt->toPlainText();
+}
+
 } // namespace tokenscope::ui

@@ -55,6 +55,7 @@ public:
     bool pending() const { return m_pending != 0; }
 
     StepperSettings settings() const;
+    QString promptText() const;
     void setSettings(const StepperSettings& settings);
     void showStage(int index); // 0 logits … 6 final
     const std::shared_ptr<const StepperState>& state() const { return m_state; }

@@ -13,6 +13,7 @@
 #include "panels/lab_panel.h"
 #include "panels/lab_steering_tab.h"
 #include "panels/serving_panel.h"
+#include "panels/speculation_panel.h"
 #include "panels/stepper_panel.h"
 #include "panels/text_panel.h"
 #include "panels/timeline_panel.h"
@@ -421,6 +422,55 @@ void script_serving(QApplication& app, EngineController& engine, MainWindow& win
     });
 }
 
+// Speculative decoding against plain decoding: --tab lookup (default: a code-editing prompt),
+// early-exit (--follow-up L, default three quarters of the layers, on a chat-style prompt) or chat
+// (the chat's reply to --prompt, then the same request speculated with lookup). --follow-up k too.
+void script_speculation(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
+{
+    QDockWidget* dock = float_dock(window, "speculation", 1280, 900, o);
+    SpeculationPanel* panel = window.speculationPanel();
+    const QString tab = o->tab.isEmpty() ? "lookup" : o->tab;
+    QObject::connect(&engine, &EngineController::modelLoaded, &window,
+                     [&window, panel, tab, o](std::shared_ptr<const ModelSummary> m) {
+                         SpeculationSettings s = panel->settings();
+                         s.draft_max = 4;
+                         s.tokens = 48;
+                         if (tab == "early-exit") {
+                             s.source = QString("early-exit:%1")
+                                            .arg(o->follow_ups.value(0).toInt() > 0 ? o->follow_ups.value(0).toInt()
+                                                                                    : m->n_layers * 3 / 4);
+                             s.prompt = m->instruction_tuned
+                                            ? "<|im_start|>user\nWhat is a hash map, in two sentences?<|im_end|>\n"
+                                              "<|im_start|>assistant\n"
+                                            : "The history of the Roman Empire begins";
+                         } else {
+                             s.source = "lookup";
+                             const QString code = "def average(values):\n    total = 0\n    for v in values:\n"
+                                                  "        total += v\n    return total / len(values)\n";
+                             s.prompt = m->instruction_tuned
+                                            ? "<|im_start|>user\nRename total to sum and give the whole function "
+                                              "back:\n\n" +
+                                                  code + "<|im_end|>\n<|im_start|>assistant\n"
+                                            : code + "\n# The same function with total renamed to acc:\n";
+                         }
+                         panel->setSettings(s);
+                         if (tab == "chat")
+                             window.chatPanel()->send(o->prompt);
+                         else
+                             panel->run();
+                     });
+    if (tab == "chat")
+        QObject::connect(window.chatPanel(), &ChatPanel::replyFinished, &window, [panel] { panel->runOnChat(); });
+    QObject::connect(panel, &SpeculationPanel::finished, &window, [&app, &window, dock, panel, o] {
+        if (!panel->result() || !panel->result()->error.isEmpty()) {
+            std::fprintf(stderr, "%s\n", qPrintable(panel->statusText()));
+            app.exit(1);
+            return;
+        }
+        grab_later(app, &window, dock, o->file, 300);
+    });
+}
+
 // The KV cache or the timeline after a real chat reply (they are its measurements).
 void script_after_reply(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
 {
@@ -520,8 +570,9 @@ void script_saved_run(QApplication& app, MainWindow& window, const Options& o)
 
 const QStringList& screenshot_panels()
 {
-    static const QStringList panels = {"main",     "chat",    "tokenizer", "stepper", "attention", "kv",     "context",
-                                       "timeline", "library", "lab",       "text",    "connect",   "serving"};
+    static const QStringList panels = {"main", "chat",    "tokenizer", "stepper",    "attention",
+                                       "kv",   "context", "timeline",  "library",    "lab",
+                                       "text", "connect", "serving",   "speculation"};
     return panels;
 }
 
@@ -550,6 +601,8 @@ void script_screenshot(QApplication& app, EngineController& engine, MainWindow& 
         script_context(app, engine, window, o);
     else if (panel == "serving")
         script_serving(app, engine, window, o);
+    else if (panel == "speculation")
+        script_speculation(app, engine, window, o);
     else if (panel == "kv" || panel == "timeline")
         script_after_reply(app, engine, window, o);
     else

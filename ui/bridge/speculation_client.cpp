@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The speculation comparison on the engine thread: the drafter made first (a refused draft model or
+// depth is the snapshot's error before anything runs), the speculative run with a snapshot posted at
+// most every 80 ms, then the plain loop on the same prompt and seed for the speedup. Every session is
+// the comparison's own, on the CPU (deterministic mode as the app's setting says).
+#include "bridge/speculation_client.h"
+
+#include "backend/backend.h"
+#include "bridge/engine_context.h"
+#include "bridge/token_text.h"
+#include "model/model.h"
+#include "session/session.h"
+#include "util/error.h"
+
+#include <chrono>
+
+namespace tokenscope::ui {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+void collect_pieces(SpeculationSnapshot& s, const engine::Tokenizer& tok)
+{
+    const auto add = [&](int32_t id) {
+        if (!s.pieces.contains(id))
+            s.pieces.emplace(id, token_display_text(tok, id));
+    };
+    for (int32_t id : s.result.tokens)
+        add(id);
+    for (const engine::SpeculativeStep& st : s.result.steps) {
+        for (int32_t id : st.drafted)
+            add(id);
+        for (const engine::DraftVerdict& v : st.acceptance.verdicts)
+            add(v.target_top);
+        add(st.acceptance.next);
+    }
+    for (int32_t id : s.plain_tokens)
+        add(id);
+    for (const auto* choices : {&s.result.choices, &s.plain_choices})
+        for (const engine::TokenChoice& c : *choices) {
+            add(c.best);
+            add(c.second);
+        }
+}
+
+} // namespace
+
+SpeculationClient::SpeculationClient(EngineController& engine) : m_engine(engine)
+{
+    qRegisterMetaType<std::shared_ptr<const SpeculationSnapshot>>();
+    connect(this, &SpeculationClient::speculationFinished, this,
+            [this](const std::shared_ptr<const SpeculationSnapshot>& s) {
+                if (s->request_id == m_running)
+                    m_running = 0;
+            });
+}
+
+void SpeculationClient::stop()
+{
+    if (m_running)
+        m_engine.cancel(m_running);
+}
+
+quint64 SpeculationClient::run(const SpeculationSettings& settings)
+{
+    stop(); // a changed setting starts the comparison again
+    if (m_engine.remote())
+        return m_running = m_engine.refuse(this, &SpeculationClient::speculationFinished, tr("Speculative decoding"));
+    SpeculationClient* client = this;
+    m_running = m_engine.request(
+        client, &SpeculationClient::speculationFinished,
+        [client, settings](EngineContext& context, const RequestBook::Ticket& ticket) {
+            context.requireModel();
+            auto s = std::make_shared<SpeculationSnapshot>();
+            s->settings = settings;
+            const auto& model = context.model;
+            const engine::Tokenizer& tok = model->tokenizer();
+            s->model = QString::fromStdString(model->config().name);
+            std::vector<int32_t> ids;
+            int n_new = settings.tokens;
+            if (settings.from_chat) { // the chat's last request: its prompt, and its reply's length
+                const int prompt_length = context.last_prompt_tokens;
+                if (!context.session || prompt_length <= 0 || context.session->tokens().size() <= size_t(prompt_length))
+                    throw engine::Error(tr("No chat reply yet: send a message in the chat first.").toStdString());
+                const auto& seq = context.session->tokens();
+                ids.assign(seq.begin(), seq.begin() + prompt_length);
+                n_new = std::min(256, int(seq.size()) - prompt_length);
+                s->settings.tokens = n_new;
+                s->prompt_text = QString::fromStdString(tok.decode(ids, {.remove_special = false}));
+            } else {
+                ids = tok.encode_ids(settings.prompt.toStdString());
+                s->prompt_text = settings.prompt;
+            }
+            if (ids.empty())
+                throw engine::Error(tr("The prompt is empty: type a text for the model to continue.").toStdString());
+            if (n_new < 1 || settings.draft_max < 1)
+                throw engine::Error(tr("Generate at least one token, drafting at least one at a time.").toStdString());
+            s->prompt_tokens = int(ids.size());
+            const engine::DraftSource source = engine::parse_draft_source(settings.source.toStdString());
+            engine::SamplerConfig config =
+                engine::sampler_config(settings.sampling, settings.sampling.temperature <= 0);
+            config.stage_view_size = 0;
+            engine::validate_sampler_config(config);
+            const auto n_ctx = uint32_t(ids.size() + n_new + settings.draft_max + 8);
+            const engine::BackendFactory backend_for = [&](std::shared_ptr<const engine::Model> m) {
+                return engine::make_cpu_backend(
+                    std::move(m), {.threads = context.threads, .n_ctx = n_ctx, .order = context.cpuOrder()});
+            };
+            s->deterministic = context.deterministic();
+            const auto cancelled = [&] { return ticket.cancel->load(); };
+            const std::unique_ptr<engine::Drafter> drafter = engine::make_drafter(source, model, backend_for, config);
+            s->drafter = QString::fromStdString(drafter->name());
+
+            engine::Session target(model, backend_for(model));
+            s->backend = QString::fromStdString(target.backend().name());
+            target.set_batch_invariant(s->deterministic);
+            target.prefill(ids, nullptr, [&](uint32_t, uint32_t) { return !cancelled(); });
+            if (cancelled()) {
+                s->cancelled = true;
+                return s;
+            }
+            engine::Sampler sampler(config);
+            auto last_post = clock::now() - std::chrono::seconds(1);
+            const auto t0 = clock::now();
+            engine::SpeculativeOptions options{.draft_max = uint32_t(settings.draft_max), .record_kl = true};
+            options.progress = [&](const engine::SpeculativeResult& r) {
+                if (cancelled())
+                    return false;
+                if (clock::now() - last_post < std::chrono::milliseconds(80))
+                    return true;
+                last_post = clock::now();
+                auto live = std::make_shared<SpeculationSnapshot>(*s);
+                live->request_id = ticket.id;
+                live->result = r;
+                live->speculative_s = std::chrono::duration<double>(clock::now() - t0).count();
+                collect_pieces(*live, tok);
+                EngineController::toUi(client, [client, live] { emit client->speculationProgress(live); });
+                return true;
+            };
+            s->result = engine::generate_speculative(target, uint32_t(n_new), *drafter, sampler, options);
+            s->speculative_s = std::chrono::duration<double>(clock::now() - t0).count();
+            if (cancelled()) {
+                s->cancelled = true;
+                collect_pieces(*s, tok);
+                return s;
+            }
+            // the plain loop: one token per pass, the same prompt and seed
+            engine::Session plain(model, backend_for(model));
+            plain.set_batch_invariant(s->deterministic);
+            plain.prefill(ids, nullptr, [&](uint32_t, uint32_t) { return !cancelled(); });
+            engine::Sampler plain_sampler(config);
+            const auto p0 = clock::now();
+            if (!cancelled())
+                s->plain_tokens = engine::generate_plain(plain, uint32_t(n_new), plain_sampler, &s->plain_choices,
+                                                         [&] { return !cancelled(); });
+            s->plain_s = std::chrono::duration<double>(clock::now() - p0).count();
+            s->cancelled = cancelled();
+            if (!s->cancelled && config.greedy)
+                for (std::size_t i = 0; i < s->result.tokens.size() && i < s->plain_tokens.size(); ++i)
+                    if (s->result.tokens[i] != s->plain_tokens[i]) {
+                        s->parted = int(i);
+                        break;
+                    }
+            s->finished = !s->cancelled;
+            collect_pieces(*s, tok);
+            return s;
+        });
+    return m_running;
+}
+
+} // namespace tokenscope::ui
