@@ -73,6 +73,8 @@ int run_generate_speculative(const SpeculateArgs& s, const BackendArgs& backend,
 {
     if (n_new == 0)
         throw engine::Error("--speculate needs tokens to generate: give -n 1 or more");
+    if (prompt.find_first_not_of(" \t\r\n") == std::string::npos)
+        throw engine::Error("the prompt is empty: speculative decoding needs text to continue");
     const engine::DraftSource source = engine::parse_draft_source(s.source);
     const auto& tok = model->tokenizer();
     const std::vector<engine::TokenId> ids = tok.encode_ids(prompt);

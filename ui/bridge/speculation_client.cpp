@@ -89,6 +89,9 @@ quint64 SpeculationClient::run(const SpeculationSettings& settings)
                 s->settings.tokens = n_new;
                 s->prompt_text = QString::fromStdString(tok.decode(ids, {.remove_special = false}));
             } else {
+                if (settings.prompt.trimmed().isEmpty()) // a BOS alone is no text to continue
+                    throw engine::Error(
+                        tr("The prompt is empty: type a text for the model to continue.").toStdString());
                 ids = tok.encode_ids(settings.prompt.toStdString());
                 s->prompt_text = settings.prompt;
             }
