@@ -68,30 +68,40 @@ for entry in "${PROMPTS[@]}"; do
     done
 done
 
-printf '\n%-13s %-11s %2s | %10s %8s | %10s %8s\n' prompt source k "ours acc." speedup "llama acc." speedup
-for entry in "${PROMPTS[@]}"; do
-    name="${entry%%|*}"
-    plain="$(llama_plain "$OUT/$name.plain")"
-    for k in $KS; do
-        for tag in lookup early-exit draft; do
-            f="$OUT/$name.$tag.$k.ours"
-            if [ -s "$f" ]; then
-                read -r acc speed < <(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(f"{100*j[\"acceptance\"]:.0f}% {j[\"speedup\"]:.2f}")' "$f")
-            else
-                acc="error"; speed="$(head -c 60 "$f.err")"
-            fi
-            t="$OUT/$name.$tag.$k.theirs"
-            if [ "$tag" = early-exit ]; then
-                tacc="—"; tspeed="—"
-            elif [ -s "$t" ] && [ -n "$(llama_speed "$t")" ] && [ -n "$plain" ]; then
-                drafted="$(llama_count "$t" n_drafted)"; accepted="$(llama_count "$t" n_accept)"
-                tacc="$(python3 -c "import sys; d,a=int(sys.argv[1]),int(sys.argv[2]); print(f'{100*a/d:.0f}%' if d else 'none drafted')" "$drafted" "$accepted")"
-                tspeed="$(python3 -c "import sys; print(f'{float(sys.argv[1])/float(sys.argv[2]):.2f}')" "$(llama_speed "$t")" "$plain")"
-            else
-                tacc="failed"; tspeed="—"
-            fi
-            printf '%-13s %-11s %2s | %10s %8s | %10s %8s\n' "$name" "$tag" "$k" "$acc" "$speed" "$tacc" "$tspeed"
-        done
-    done
-done
-echo "llama.cpp plain decode (llama-completion), tokens/s: $(for e in "${PROMPTS[@]}"; do n="${e%%|*}"; printf '%s %s  ' "$n" "$(llama_plain "$OUT/$n.plain")"; done)"
+names=""
+for entry in "${PROMPTS[@]}"; do names="$names ${entry%%|*}"; done
+python3 - "$OUT" "$KS" $names <<'PY'
+import json, os, re, sys
+out, ks, names = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
+def text(path):
+    return open(path, errors="replace").read() if os.path.exists(path) else ""
+def last(pattern, s):
+    m = re.findall(pattern, s)
+    return m[-1] if m else None
+print(f"\n{'prompt':<13} {'source':<11} {'k':>2} | {'ours acc.':>9} {'speedup':>8} | {'llama acc.':>10} {'speedup':>8}")
+plains = {}
+for name in names:
+    plain = last(r"[^t] eval time = .*?per token,\s*([0-9.]+) tokens per second", text(f"{out}/{name}.plain"))
+    plains[name] = float(plain) if plain else None
+    for k in ks:
+        for tag in ("lookup", "early-exit", "draft"):
+            try:
+                j = json.load(open(f"{out}/{name}.{tag}.{k}.ours"))
+                ours = f"{100 * j['acceptance']:8.0f}% {j['speedup']:8.2f}"
+            except Exception:
+                ours = f"{'error: ' + text(f'{out}/{name}.{tag}.{k}.ours.err')[:40]:>18}"
+            theirs = f"{'—':>10} {'—':>8}"
+            if tag != "early-exit":
+                t = text(f"{out}/{name}.{tag}.{k}.theirs")
+                speed = last(r"decoded\s+\d+ tokens in\s+[0-9.]+ seconds, speed:\s+([0-9.]+) t/s", t)
+                drafted = last(r"n_drafted\s*=\s*(\d+)", t)
+                accepted = last(r"n_accept\s*=\s*(\d+)", t)
+                if speed and drafted is not None and plains[name]:
+                    acc = f"{100 * int(accepted) / int(drafted):.0f}%" if int(drafted) else "none"
+                    theirs = f"{acc:>10} {float(speed) / plains[name]:8.2f}"
+                else:
+                    theirs = f"{'failed':>10} {'—':>8}"
+            print(f"{name:<13} {tag:<11} {k:>2} | {ours} | {theirs}")
+print("llama.cpp plain decode (llama-completion), tokens/s: " +
+      ", ".join(f"{n} {plains[n]}" for n in names))
+PY

@@ -13,6 +13,7 @@
 #include "panels/lab_panel.h"
 #include "panels/lab_steering_tab.h"
 #include "panels/serving_panel.h"
+#include "panels/speculation_panel.h"
 #include "panels/stepper_panel.h"
 #include "panels/text_panel.h"
 #include "panels/timeline_panel.h"
@@ -76,6 +77,8 @@ RunDocument MainWindow::currentRun() const
     d.steering = m_lab->steeringTab()->result();
     if (const auto& serving = m_serving->result(); serving && serving->error.isEmpty() && !serving->runs.empty())
         d.serving = serving;
+    if (const auto& sp = m_speculation->result(); sp && sp->error.isEmpty() && !sp->result.tokens.empty())
+        d.speculation = sp;
     return d;
 }
 
@@ -294,6 +297,8 @@ void MainWindow::showRun(std::shared_ptr<const RunDocument> run)
         m_lab->steeringTab()->showSaved(d.steering);
     if (d.serving)
         m_serving->showSaved(d.serving);
+    if (d.speculation)
+        m_speculation->showSaved(d.speculation);
     m_showing_run = true; // until a live result replaces part of it
     const QString model = d.model ? d.model->name : tr("unknown model");
     const QString file = QFileInfo(d.path).fileName();

@@ -223,7 +223,7 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
                                 request.start_layer, std::size_t(n) * c.n_embd, n, c.n_embd,
                                 request.start_residual.size()));
     const uint32_t end_layer = request.end_layer ? request.end_layer : c.n_layer;
-    if (end_layer > c.n_layer || end_layer <= request.start_layer)
+    if (request.end_layer != 0 && (end_layer > c.n_layer || end_layer <= request.start_layer))
         throw Error(fmt::format("cannot stop after layer {}: the model has {} layers{}", end_layer, c.n_layer,
                                 request.start_layer ? fmt::format(" and the pass starts at {}", request.start_layer)
                                                     : std::string()));

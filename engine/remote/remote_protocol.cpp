@@ -188,6 +188,8 @@ ServerTimings llama_timings_of(const json& t)
     out.predicted_n = count_of(t, "predicted_n", -1);
     out.prompt_ms = number_of(t, "prompt_ms", -1.0);
     out.predicted_ms = number_of(t, "predicted_ms", -1.0);
+    out.draft_n = count_of(t, "draft_n", -1);
+    out.draft_n_accepted = count_of(t, "draft_n_accepted", -1);
     return out;
 }
 

@@ -114,9 +114,13 @@ struct ServerTimings {
     int predicted_n = -1; // tokens generated
     double prompt_ms = -1.0;
     double predicted_ms = -1.0;
-    double ttft_ms = -1.0;    // LM Studio's time_to_first_token
-    double total_ms = -1.0;   // Ollama's total_duration
-    double load_ms = -1.0;    // Ollama's load_duration
+    double ttft_ms = -1.0;  // LM Studio's time_to_first_token
+    double total_ms = -1.0; // Ollama's total_duration
+    double load_ms = -1.0;  // Ollama's load_duration
+    // llama-server with speculative decoding (a draft model or n-gram drafts): tokens drafted for this
+    // reply and how many of them the target accepted; absent when the slot drafted nothing
+    int draft_n = -1;
+    int draft_n_accepted = -1;
     double server_ms() const; // prompt + generation as the server counts them; -1 when unknown
 };
 

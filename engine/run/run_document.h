@@ -8,6 +8,7 @@
 
 #include "run/run_file.h"
 #include "run/run_serving.h"
+#include "run/run_speculation.h"
 #include "sampling/sampler.h"
 #include "sampling/sampling_settings.h"
 
@@ -117,6 +118,7 @@ struct TimelineDoc {
     std::string server;
     double server_prompt_ms = -1.0, server_generation_ms = -1.0;
     int server_generated = -1;
+    int server_drafted = -1, server_draft_accepted = -1; // llama-server's speculative decoding
     double total_ms = 0;
 };
 
@@ -251,7 +253,8 @@ struct Document {
     std::optional<HeadsDoc> head_classes, head_scan;
     std::optional<AblationDoc> ablation;
     std::optional<SteeringDoc> steering;
-    std::optional<ServingDoc> serving; // the serving lab's runs
+    std::optional<ServingDoc> serving;         // the serving lab's runs
+    std::optional<SpeculationDoc> speculation; // the speculation view's comparison
 };
 
 // The file's contents for write_run_file(): the document as JSON, its bulk numbers as tensors.

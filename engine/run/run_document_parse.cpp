@@ -235,6 +235,8 @@ TimelineDoc timeline_from(const Fields& o)
     t.server_prompt_ms = o.number("server_prompt_ms", -1.0);
     t.server_generation_ms = o.number("server_generation_ms", -1.0);
     t.server_generated = int(o.integer("server_generated", -1));
+    t.server_drafted = int(o.integer("server_drafted", -1));
+    t.server_draft_accepted = int(o.integer("server_draft_accepted", -1));
     t.total_ms = o.number("total_ms");
     return t;
 }
@@ -528,6 +530,8 @@ Document parse_document(const RunContents& contents)
         d.steering = steering_from(lab.object("steering"), arrays);
     if (o.has("serving"))
         d.serving = serving_from(o.object("serving"));
+    if (o.has("speculation"))
+        d.speculation = speculation_from(o.object("speculation"));
     return d;
 }
 

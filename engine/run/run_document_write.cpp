@@ -202,6 +202,8 @@ json timeline_json(const TimelineDoc& t)
             {"server_prompt_ms", num(t.server_prompt_ms)},
             {"server_generation_ms", num(t.server_generation_ms)},
             {"server_generated", t.server_generated},
+            {"server_drafted", t.server_drafted},
+            {"server_draft_accepted", t.server_draft_accepted},
             {"total_ms", num(t.total_ms)}};
 }
 
@@ -406,6 +408,8 @@ RunContents to_contents(const Document& doc, std::string writer)
         root["lab"] = std::move(lab);
     if (doc.serving)
         root["serving"] = serving_json(*doc.serving);
+    if (doc.speculation)
+        root["speculation"] = speculation_json(*doc.speculation);
     c.document = root.dump(-1, ' ', false, json::error_handler_t::replace);
     c.writer = std::move(writer);
     return c;

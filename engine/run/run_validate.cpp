@@ -11,6 +11,7 @@
 #include <cmath>
 #include <set>
 #include <spdlog/fmt/fmt.h>
+#include <tuple>
 
 namespace engine::run {
 
@@ -342,6 +343,8 @@ void timeline(const Check& c, const TimelineDoc& t)
             refuse(f + "." + name,
                    fmt::format("is {}, neither -1 (not reported) nor a time of 0 to {} ms", v, span_ms));
     c.range(f + ".server_generated", t.server_generated, -1, L::kContextTokens);
+    c.range(f + ".server_drafted", t.server_drafted, -1, L::kContextTokens);
+    c.range(f + ".server_draft_accepted", t.server_draft_accepted, -1, std::max(-1, t.server_drafted));
 }
 
 void attention(const Check& c, const AttentionDoc& a)
@@ -579,6 +582,92 @@ void steering(const Check& c, const SteeringDoc& s)
     c.finites(f + ".direction", s.direction);
 }
 
+// The speculation view's comparison: the ids in the vocabulary, each step's verdicts as the rejection
+// rule leaves them, and the steps rebuilding the generated tokens exactly.
+void speculation(const Check& c, const SpeculationDoc& d)
+{
+    const std::string f = "speculation";
+    using SL = SpeculationLimits;
+    for (const auto& [name, text] :
+         {std::pair{".model", &d.model}, {".drafter", &d.drafter}, {".source", &d.source}, {".backend", &d.backend}})
+        c.text(f + name, *text);
+    c.text(f + ".prompt_text", d.prompt_text, SL::kTextBytes);
+    c.range(f + ".draft_max", d.draft_max, 1, SL::kDraftMax);
+    c.finite(f + ".temperature", d.temperature);
+    c.range(f + ".temperature", int64_t(std::ceil(d.temperature)), 0, 100);
+    for (const auto& [name, v] : {std::pair{".speculative_s", d.speculative_s}, {".plain_s", d.plain_s}})
+        if (!std::isfinite(v) || v < 0 || v > 1e9)
+            refuse(f + name, fmt::format("is {}, not a time of at least 0 seconds", v));
+    c.ids(f + ".prompt", d.prompt);
+    c.ids(f + ".tokens", d.result.tokens);
+    c.ids(f + ".plain_tokens", d.plain_tokens);
+    const auto& tokens = d.result.tokens;
+    std::size_t pos = 0;
+    for (std::size_t i = 0; i < d.result.steps.size(); ++i) {
+        const SpeculativeStep& s = d.result.steps[i];
+        const Acceptance& a = s.acceptance;
+        const std::string g = at(f + ".steps", i);
+        c.id(g + ".opened", s.opened);
+        c.id(g + ".next", a.next);
+        c.size(g + ".drafted", s.drafted.size(), d.draft_max, "tokens (its draft_max)");
+        c.ids(g + ".drafted", s.drafted);
+        c.range(g + ".accepted", a.accepted, 0, int64_t(s.drafted.size()));
+        if (a.corrected == (a.accepted == s.drafted.size()))
+            refuse(g + ".corrected", a.corrected ? "is true, but every drafted token was accepted"
+                                                 : "is false, but a drafted token was rejected");
+        c.equal(g + ".verdicts", a.verdicts.size(), int64_t(std::min<std::size_t>(s.drafted.size(), a.accepted + 1)),
+                "one per examined drafted token: the accepted ones and the first rejected");
+        for (std::size_t j = 0; j < a.verdicts.size(); ++j) {
+            const DraftVerdict& v = a.verdicts[j];
+            const std::string h = at(g + ".verdicts", j);
+            if (v.token != s.drafted[j])
+                refuse(h + ".token", fmt::format("is {}, but the draft has {} there", v.token, s.drafted[j]));
+            if (v.accepted != (j < a.accepted))
+                refuse(h + ".accepted",
+                       fmt::format("is {} at position {} of a step that accepted {}", v.accepted, j, a.accepted));
+            c.id(h + ".target_top", v.target_top);
+            for (const auto& [name, p] :
+                 {std::pair{".q", v.q}, {".p", v.p}, {".target_top_p", v.target_top_p}, {".overlap", v.overlap}})
+                c.probability(h + name, p);
+            if (v.kl != -1.0f)
+                c.measure(h + ".kl", v.kl);
+        }
+        for (const auto& [name, ms] : {std::pair{".draft_ms", s.draft_ms}, {".verify_ms", s.verify_ms}})
+            if (!std::isfinite(ms) || ms < 0 || ms > 1e12)
+                refuse(g + name, fmt::format("is {}, not a duration of at least 0 ms", ms));
+        // the steps rebuild the tokens: the opening token, then the accepted drafts
+        if (pos >= tokens.size() || tokens[pos] != s.opened)
+            refuse(g + ".opened", fmt::format("is {}, but tokens[{}] is {}", s.opened, pos,
+                                              pos < tokens.size() ? std::to_string(tokens[pos]) : "past the end"));
+        if (i > 0 && d.result.steps[i - 1].acceptance.next != s.opened)
+            refuse(g + ".opened", "is not the token the step before it drew next");
+        for (uint32_t j = 0; j < a.accepted; ++j)
+            if (pos + 1 + j >= tokens.size() || tokens[pos + 1 + j] != s.drafted[j])
+                refuse(at(g + ".drafted", j), fmt::format("was accepted but tokens[{}] is not it", pos + 1 + j));
+        pos += 1 + a.accepted;
+    }
+    // after the last step, its next token (the last generated) or nothing more (a run stopped there)
+    if (tokens.size() != pos && tokens.size() != pos + 1)
+        refuse(f + ".tokens", fmt::format("holds {} tokens, but the steps account for {}", tokens.size(), pos));
+    if (tokens.size() == pos + 1 && !d.result.steps.empty() && tokens.back() != d.result.steps.back().acceptance.next)
+        refuse(f + ".tokens", "ends with a token the last step did not draw");
+    if (d.parted >= 0) {
+        c.range(f + ".parted", d.parted, 0, int64_t(std::min(tokens.size(), d.plain_tokens.size())) - 1);
+        if (tokens[std::size_t(d.parted)] == d.plain_tokens[std::size_t(d.parted)])
+            refuse(f + ".parted", fmt::format("is {}, where both runs have the same token", d.parted));
+        for (const auto& [name, ch, tok] :
+             {std::tuple{".at_parting.speculative", &d.parted_speculative, tokens[std::size_t(d.parted)]},
+              {".at_parting.plain", &d.parted_plain, d.plain_tokens[std::size_t(d.parted)]}}) {
+            if (ch->token != tok)
+                refuse(f + name + ".token", fmt::format("is {}, not the run's token there ({})", ch->token, tok));
+            c.id(f + name + ".best", ch->best);
+            c.id(f + name + ".second", ch->second);
+            c.finite(f + name + ".best_logit", ch->best_logit);
+            c.not_nan(f + name + ".second_logit", ch->second_logit);
+        }
+    }
+}
+
 void serving(const Check& c, const ServingDoc& d)
 {
     const std::string f = "serving";
@@ -725,6 +814,8 @@ void validate(const Document& doc, const Tokenizer* vocabulary)
         steering(c, *doc.steering);
     if (doc.serving)
         serving(c, *doc.serving);
+    if (doc.speculation)
+        speculation(c, *doc.speculation);
 }
 
 } // namespace engine::run

@@ -311,6 +311,44 @@ json serving_part()
             {"runs", {run}}};
 }
 
+// A speculation comparison's part: two steps (one drafted token accepted then one rejected and
+// corrected; then every draft accepted and a bonus), the plain loop parting at the last token.
+json speculation_part()
+{
+    const auto verdict = [](int token, bool accepted) {
+        return json{
+            {"token", token}, {"q", 1.0},   {"p", accepted ? 0.9 : 0.05}, {"target_top", 9}, {"target_top_p", 0.9},
+            {"overlap", 0.5}, {"kl", -1.0}, {"accepted", accepted}};
+    };
+    const auto step = [](int opened, json drafted, int accepted, int next, bool corrected, json verdicts) {
+        return json{{"opened", opened},       {"drafted", drafted}, {"accepted", accepted}, {"next", next},
+                    {"corrected", corrected}, {"draft_ms", 0.1},    {"verify_ms", 30.0},    {"verdicts", verdicts}};
+    };
+    return {
+        {"model", "tiny"},
+        {"drafter", "prompt lookup"},
+        {"source", "lookup"},
+        {"backend", "CPU"},
+        {"deterministic", false},
+        {"cancelled", false},
+        {"draft_max", 3},
+        {"temperature", 0.0},
+        {"seed", 0},
+        {"prompt_text", "a b a b"},
+        {"prompt", {1, 2, 1, 2}},
+        {"tokens", {5, 6, 9, 10, 11, 12}},
+        {"steps",
+         {step(5, {6, 7, 8}, 1, 9, true, {verdict(6, true), verdict(7, false)}),
+          step(9, {10, 11}, 2, 12, false, {verdict(10, true), verdict(11, true)})}},
+        {"plain_tokens", {5, 6, 9, 10, 11, 13}},
+        {"speculative_s", 0.1},
+        {"plain_s", 0.2},
+        {"parted", 5},
+        {"at_parting",
+         {{"speculative", {{"token", 12}, {"best", 12}, {"best_logit", 3.5}, {"second", 13}, {"second_logit", 3.49}}},
+          {"plain", {{"token", 13}, {"best", 13}, {"best_logit", 3.51}, {"second", 12}, {"second_logit", 3.5}}}}}};
+}
+
 } // namespace
 
 std::string with_every_lab_part(const std::string& document)
@@ -318,6 +356,8 @@ std::string with_every_lab_part(const std::string& document)
     json doc = json::parse(document);
     if (!doc.contains("serving"))
         doc["serving"] = serving_part();
+    if (!doc.contains("speculation"))
+        doc["speculation"] = speculation_part();
     const json classes =
         doc.contains("lab") && doc["lab"].contains("head_classes") ? doc["lab"]["head_classes"] : json();
     json lab = lab_parts(classes);

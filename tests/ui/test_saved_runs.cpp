@@ -18,6 +18,7 @@
 #include "panels/lab_panel.h"
 #include "panels/lab_steering_tab.h"
 #include "panels/serving_panel.h"
+#include "panels/speculation_panel.h"
 #include "panels/stepper_panel.h"
 #include "panels/text_panel.h"
 #include "panels/timeline_panel.h"
@@ -45,6 +46,7 @@
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTextBrowser>
 #include <cmath>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -255,11 +257,23 @@ void TestSavedRuns::aRunReopensInEveryPanelWithoutTheModel()
     QVERIFY(testsupport::seen(served, 1, 300000));
     QVERIFY2(serving->result() && serving->result()->runs.size() == 2, qPrintable(serving->statusText()));
 
+    SpeculationPanel* speculation = m_a->speculationPanel();
+    QSignalSpy speculated(speculation, &SpeculationPanel::finished);
+    SpeculationSettings spec;
+    spec.prompt = "one two three one two three one two";
+    spec.draft_max = 3;
+    spec.tokens = 12;
+    speculation->setSettings(spec);
+    speculation->run();
+    QVERIFY(testsupport::seen(speculated, 1, 300000));
+    QVERIFY2(speculation->result() && speculation->result()->finished, qPrintable(speculation->statusText()));
+
     // Saved: the size said before saving is the file's.
     const QString summary = m_a->runSummary();
     QVERIFY2(summary.contains("stepper (") && summary.contains("attention (") && summary.contains("text analysis") &&
                  summary.contains("patching") && summary.contains("steering") &&
-                 summary.contains("serving lab (2 runs of 3 requests)"),
+                 summary.contains("serving lab (2 runs of 3 requests)") &&
+                 summary.contains("speculation (prompt lookup, 12 tokens)"),
              qPrintable(summary));
     const quint64 announced = m_a->runFileSize();
     m_saved = m_dir.filePath("lesson.tsrun");
@@ -449,6 +463,23 @@ void TestSavedRuns::aRunReopensInEveryPanelWithoutTheModel()
             QCOMPARE(table_b->item(r, c)->text(), table_a->item(r, c)->text());
     QCOMPARE(m_b->servingPanel()->settings().workload.clients, 3u);
     QCOMPARE(m_b->servingPanel()->lanes()->lanes().size(), std::size_t(3));
+    // the speculation view: every step's draft and verdicts, the plain loop, its table and text as they were
+    const SpeculationSnapshot &spec_a = *speculation->result(), &spec_b = *m_b->speculationPanel()->result();
+    QCOMPARE(spec_b.result.tokens, spec_a.result.tokens);
+    QCOMPARE(spec_b.plain_tokens, spec_a.plain_tokens);
+    QCOMPARE(spec_b.result.steps.size(), spec_a.result.steps.size());
+    for (std::size_t k = 0; k < spec_a.result.steps.size(); ++k) {
+        QCOMPARE(spec_b.result.steps[k].drafted, spec_a.result.steps[k].drafted);
+        QCOMPARE(spec_b.result.steps[k].acceptance.verdicts.size(), spec_a.result.steps[k].acceptance.verdicts.size());
+    }
+    QCOMPARE(spec_b.speedup(), spec_a.speedup());
+    QTableWidget *spec_table_a = speculation->table(), *spec_table_b = m_b->speculationPanel()->table();
+    QCOMPARE(spec_table_b->rowCount(), spec_table_a->rowCount());
+    for (int r = 0; r < spec_table_a->rowCount(); ++r)
+        for (int c = 0; c < spec_table_a->columnCount(); ++c)
+            QCOMPARE(spec_table_b->item(r, c)->text(), spec_table_a->item(r, c)->text());
+    QCOMPARE(m_b->speculationPanel()->sequenceView()->toPlainText(), speculation->sequenceView()->toPlainText());
+    QCOMPARE(m_b->speculationPanel()->statusText(), speculation->statusText());
 
     // Saved again from the window that has no model: the same document (the vocabulary comes from
     // the run itself).

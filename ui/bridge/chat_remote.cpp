@@ -161,6 +161,11 @@ void RemoteChat::onReply(std::shared_ptr<const remote::StreamedReply> reply)
         notes << QObject::tr("The reply was cut off — what arrived is kept: %1").arg(reply->error);
     if (reused < 0)
         notes << QObject::tr("The server did not say how much of the history it reused from its cache.");
+    if (timings && timings->draft_n > 0)
+        notes << QObject::tr("The server decoded speculatively: it drafted %1 tokens and accepted %2 (%3%).")
+                     .arg(timings->draft_n)
+                     .arg(std::max(0, timings->draft_n_accepted))
+                     .arg(qRound(100.0 * std::max(0, timings->draft_n_accepted) / timings->draft_n));
     stats->notice = notes.join("\n");
 
     // The timeline: measured here, on the stream's arrivals, with the server's account beside it.
@@ -177,6 +182,8 @@ void RemoteChat::onReply(std::shared_ptr<const remote::StreamedReply> reply)
         tl->server_prompt_ms = timings->prompt_ms >= 0 ? timings->prompt_ms : timings->ttft_ms;
         tl->server_generation_ms = timings->predicted_ms;
         tl->server_generated = timings->predicted_n;
+        tl->server_drafted = timings->draft_n;
+        tl->server_draft_accepted = timings->draft_n_accepted;
     }
     const auto ns = [](double ms) { return static_cast<qint64>(ms * 1e6); };
     if (!a.empty()) {

@@ -264,6 +264,7 @@ struct TimelineSnapshot {
     double server_prompt_ms = -1.0;
     double server_generation_ms = -1.0;
     int server_generated = -1;
+    int server_drafted = -1, server_draft_accepted = -1; // llama-server's speculative decoding, if it drafted
     double total_ms = 0.0;
 };
 

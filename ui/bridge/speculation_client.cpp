@@ -20,7 +20,9 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-void collect_pieces(SpeculationSnapshot& s, const engine::Tokenizer& tok)
+} // namespace
+
+void fill_pieces(SpeculationSnapshot& s, const engine::Tokenizer& tok)
 {
     const auto add = [&](int32_t id) {
         if (!s.pieces.contains(id))
@@ -43,8 +45,6 @@ void collect_pieces(SpeculationSnapshot& s, const engine::Tokenizer& tok)
             add(c.second);
         }
 }
-
-} // namespace
 
 SpeculationClient::SpeculationClient(EngineController& engine) : m_engine(engine)
 {
@@ -100,6 +100,7 @@ quint64 SpeculationClient::run(const SpeculationSettings& settings)
             if (n_new < 1 || settings.draft_max < 1)
                 throw engine::Error(tr("Generate at least one token, drafting at least one at a time.").toStdString());
             s->prompt_tokens = int(ids.size());
+            s->prompt_ids = ids;
             const engine::DraftSource source = engine::parse_draft_source(settings.source.toStdString());
             engine::SamplerConfig config =
                 engine::sampler_config(settings.sampling, settings.sampling.temperature <= 0);
@@ -137,7 +138,7 @@ quint64 SpeculationClient::run(const SpeculationSettings& settings)
                 live->request_id = ticket.id;
                 live->result = r;
                 live->speculative_s = std::chrono::duration<double>(clock::now() - t0).count();
-                collect_pieces(*live, tok);
+                fill_pieces(*live, tok);
                 EngineController::toUi(client, [client, live] { emit client->speculationProgress(live); });
                 return true;
             };
@@ -145,7 +146,7 @@ quint64 SpeculationClient::run(const SpeculationSettings& settings)
             s->speculative_s = std::chrono::duration<double>(clock::now() - t0).count();
             if (cancelled()) {
                 s->cancelled = true;
-                collect_pieces(*s, tok);
+                fill_pieces(*s, tok);
                 return s;
             }
             // the plain loop: one token per pass, the same prompt and seed
@@ -166,7 +167,7 @@ quint64 SpeculationClient::run(const SpeculationSettings& settings)
                         break;
                     }
             s->finished = !s->cancelled;
-            collect_pieces(*s, tok);
+            fill_pieces(*s, tok);
             return s;
         });
     return m_running;

@@ -12,6 +12,10 @@
 #include <memory>
 #include <vector>
 
+namespace engine {
+class Tokenizer;
+}
+
 namespace tokenscope::ui {
 
 struct SpeculationSettings {
@@ -34,6 +38,7 @@ struct SpeculationSnapshot {
     QString model, drafter, backend;
     bool deterministic = false;
     int prompt_tokens = 0;
+    std::vector<int32_t> prompt_ids;
     QString prompt_text; // what was continued (the chat's rendered prompt for from_chat)
     engine::SpeculativeResult result;
     std::vector<int32_t> plain_tokens; // the plain loop's, same prompt and seed (once finished)
@@ -51,6 +56,9 @@ struct SpeculationSnapshot {
     double plainTokensPerSecond() const { return plain_s > 0 ? double(plain_tokens.size()) / plain_s : 0; }
     double speedup() const { return plainTokensPerSecond() > 0 ? tokensPerSecond() / plainTokensPerSecond() : 0; }
 };
+
+// Fills `pieces` with every token the snapshot shows, as the panels show tokens.
+void fill_pieces(SpeculationSnapshot& s, const engine::Tokenizer& tokenizer);
 
 } // namespace tokenscope::ui
 

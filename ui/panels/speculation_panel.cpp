@@ -295,6 +295,15 @@ void SpeculationPanel::stop()
     m_engine->speculation().stop();
 }
 
+void SpeculationPanel::showSaved(std::shared_ptr<const SpeculationSnapshot> snapshot)
+{
+    stop();
+    m_request = 0;
+    setSettings(snapshot->settings);
+    m_snapshot = std::move(snapshot);
+    render();
+}
+
 void SpeculationPanel::settingChanged()
 {
     if (m_live) // the comparison shown is for other settings now: run it again
@@ -350,7 +359,12 @@ QString SpeculationPanel::summary() const
     else if (s.parted < 0)
         text += s.deterministic ? tr(" · output identical to the plain loop (deterministic mode)")
                                 : tr(" · output identical to the plain loop");
-    else {
+    else if (std::size_t(s.parted) >= r.choices.size() || std::size_t(s.parted) >= s.plain_choices.size()) {
+        text += tr(" · <span style=\"color:%1\">parts from the plain loop at token %2</span> — default mode: the "
+                   "verification pass sums in another order; deterministic mode (Settings) makes them equal")
+                    .arg(kRejected.name())
+                    .arg(s.parted);
+    } else {
         const auto& a = r.choices[std::size_t(s.parted)];
         const auto& b = s.plain_choices[std::size_t(s.parted)];
         text += tr(" · <span style=\"color:%1\">parts from the plain loop at token %2</span>: speculative chose “%3” "

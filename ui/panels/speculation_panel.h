@@ -40,6 +40,8 @@ public:
     void run();
     void runOnChat(); // the chat's last request and reply length
     void stop();
+    // A saved run's comparison (File → Open run…): its settings, text, table, chart and lanes as they were.
+    void showSaved(std::shared_ptr<const SpeculationSnapshot> snapshot);
     const std::shared_ptr<const SpeculationSnapshot>& result() const { return m_snapshot; }
     QString statusText() const;
     QTableWidget* table() const { return m_table; }

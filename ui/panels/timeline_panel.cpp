@@ -225,6 +225,11 @@ void TimelinePanel::renderServerStats(const TimelineSnapshot& t)
                          .arg(decimalText(t.server_generation_ms, 1))
                          .arg(countText(t.server_generated, tr("token"), tr("tokens")))
                          .arg(decimalText(1000.0 * t.server_generated / std::max(1e-9, t.server_generation_ms), 1));
+        if (t.server_drafted > 0) // llama-server with a draft model (or n-gram drafts)
+            parts << tr("speculative decoding: %1 drafted, %2 accepted (%3%)")
+                         .arg(countText(t.server_drafted, tr("token"), tr("tokens")))
+                         .arg(std::max(0, t.server_draft_accepted))
+                         .arg(qRound(100.0 * std::max(0, t.server_draft_accepted) / t.server_drafted));
         text += parts.join(" · ");
         if (t.server_prompt_ms >= 0)
             text += tr("<br><b>Network, queue and streaming</b>: TTFT − the server's prompt time = %1 ms · the "

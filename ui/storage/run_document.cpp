@@ -246,6 +246,8 @@ run::TimelineDoc timeline_doc(const TimelineSnapshot& t)
     o.server_prompt_ms = t.server_prompt_ms;
     o.server_generation_ms = t.server_generation_ms;
     o.server_generated = t.server_generated;
+    o.server_drafted = t.server_drafted;
+    o.server_draft_accepted = t.server_draft_accepted;
     o.total_ms = t.total_ms;
     return o;
 }
@@ -272,6 +274,8 @@ std::shared_ptr<const TimelineSnapshot> timeline_from(const run::TimelineDoc& o)
     t->server_prompt_ms = o.server_prompt_ms;
     t->server_generation_ms = o.server_generation_ms;
     t->server_generated = o.server_generated;
+    t->server_drafted = o.server_drafted;
+    t->server_draft_accepted = o.server_draft_accepted;
     t->total_ms = o.total_ms;
     return t;
 }
@@ -570,6 +574,11 @@ QString RunDocument::parts() const
                  .arg(countText(qint64(serving->runs.size()), QObject::tr("run"), QObject::tr("runs")))
                  .arg(countText(serving->runs.empty() ? 0 : qint64(serving->runs.front().requests.size()),
                                 QObject::tr("request"), QObject::tr("requests")));
+    if (speculation)
+        p << QObject::tr("speculation (%1, %2)")
+                 .arg(speculation->drafter)
+                 .arg(
+                     countText(qint64(speculation->result.tokens.size()), QObject::tr("token"), QObject::tr("tokens")));
     return p.join(", ");
 }
 
@@ -609,6 +618,32 @@ engine::run::RunContents to_run_contents(const RunDocument& doc)
         sd.workload = doc.serving->settings.workload;
         sd.runs = doc.serving->runs;
         d.serving = std::move(sd);
+    }
+    if (doc.speculation) {
+        const SpeculationSnapshot& sp = *doc.speculation;
+        run::SpeculationDoc sd;
+        sd.model = s(sp.model);
+        sd.drafter = s(sp.drafter);
+        sd.source = s(sp.settings.source);
+        sd.backend = s(sp.backend);
+        sd.deterministic = sp.deterministic;
+        sd.cancelled = sp.cancelled;
+        sd.draft_max = uint32_t(sp.settings.draft_max);
+        sd.temperature = sp.settings.sampling.temperature;
+        sd.seed = sp.settings.sampling.seed;
+        sd.prompt_text = s(sp.prompt_text);
+        sd.prompt = sp.prompt_ids;
+        sd.result = sp.result;
+        sd.plain_tokens = sp.plain_tokens;
+        sd.speculative_s = sp.speculative_s;
+        sd.plain_s = sp.plain_s;
+        sd.parted = sp.parted;
+        if (sp.parted >= 0 && std::size_t(sp.parted) < sp.result.choices.size() &&
+            std::size_t(sp.parted) < sp.plain_choices.size()) {
+            sd.parted_speculative = sp.result.choices[std::size_t(sp.parted)];
+            sd.parted_plain = sp.plain_choices[std::size_t(sp.parted)];
+        }
+        d.speculation = std::move(sd);
     }
     auto contents = run::to_contents(d, "Tokenscope " TOKENSCOPE_VERSION);
     if (!doc.model)
@@ -657,6 +692,38 @@ RunDocument run_document_from(const engine::run::OpenedRun& opened, const QStrin
         d.ablation = ablation_from(*o.ablation);
     if (o.steering)
         d.steering = steering_from(*o.steering);
+    if (o.speculation) {
+        const run::SpeculationDoc& sd = *o.speculation;
+        auto sp = std::make_shared<SpeculationSnapshot>();
+        sp->finished = !sd.cancelled;
+        sp->cancelled = sd.cancelled;
+        sp->model = q(sd.model);
+        sp->drafter = q(sd.drafter);
+        sp->backend = q(sd.backend);
+        sp->deterministic = sd.deterministic;
+        sp->settings.source = q(sd.source);
+        sp->settings.draft_max = int(sd.draft_max);
+        sp->settings.tokens = int(sd.result.tokens.size());
+        sp->settings.sampling.temperature = sd.temperature;
+        sp->settings.sampling.seed = sd.seed;
+        sp->settings.prompt = sp->prompt_text = q(sd.prompt_text);
+        sp->prompt_ids = sd.prompt;
+        sp->prompt_tokens = int(sd.prompt.size());
+        sp->result = sd.result;
+        sp->plain_tokens = sd.plain_tokens;
+        sp->speculative_s = sd.speculative_s;
+        sp->plain_s = sd.plain_s;
+        sp->parted = sd.parted;
+        if (sd.parted >= 0) { // the two runs' choices where they part (the view names them)
+            sp->result.choices.resize(sd.result.tokens.size());
+            sp->plain_choices.resize(sd.plain_tokens.size());
+            sp->result.choices[std::size_t(sd.parted)] = sd.parted_speculative;
+            sp->plain_choices[std::size_t(sd.parted)] = sd.parted_plain;
+        }
+        if (d.tokenizer)
+            fill_pieces(*sp, *d.tokenizer);
+        d.speculation = std::move(sp);
+    }
     if (o.serving) {
         auto sv = std::make_shared<ServingSnapshot>();
         sv->model = q(o.serving->model);

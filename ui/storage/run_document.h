@@ -9,6 +9,7 @@
 #include "bridge/engine_types.h"
 #include "bridge/lab_types.h"
 #include "bridge/serving_types.h"
+#include "bridge/speculation_types.h"
 #include "run/run_file.h"
 #include "sampling/sampler.h"
 
@@ -40,6 +41,7 @@ struct RunDocument {
     std::shared_ptr<const AblationSnapshot> ablation;
     std::shared_ptr<const SteeringSnapshot> steering;
     std::shared_ptr<const ServingSnapshot> serving;
+    std::shared_ptr<const SpeculationSnapshot> speculation;
     // Read back: the saved vocabulary and the file (whose tokenizer keys a re-save copies).
     std::shared_ptr<const engine::Tokenizer> tokenizer;
     std::shared_ptr<const engine::gguf::GgufFile> file;
@@ -49,7 +51,7 @@ struct RunDocument {
     bool empty() const
     {
         return !stepper && !kv && !timeline && !attention && !text && !patching && !attribution && !head_classes &&
-               !head_scan && !ablation && !steering && !serving;
+               !head_scan && !ablation && !steering && !serving && !speculation;
     }
     // "stepper (12 tokens), attention (3 heads), …": what the run holds, for messages.
     QString parts() const;
