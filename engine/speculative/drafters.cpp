@@ -10,7 +10,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <spdlog/fmt/fmt.h>
+#include <unordered_map>
 
 namespace engine {
 
@@ -56,11 +58,53 @@ std::vector<TokenId> lookup_draft(std::span<const TokenId> context, uint32_t k, 
     return {};
 }
 
+std::vector<TokenId> ngram_draft(std::span<const TokenId> context, uint32_t k)
+{
+    struct Rule {
+        uint32_t votes;
+        double share;
+    };
+    static constexpr Rule kRules[5] = {{0, 0}, {2, 0.66}, {2, 0.5}, {1, 0.5}, {1, 0.5}};
+    std::vector<TokenId> seq(context.begin(), context.end());
+    std::vector<TokenId> draft;
+    std::unordered_map<TokenId, uint32_t> votes;
+    while (draft.size() < k) {
+        const std::size_t size = seq.size();
+        std::optional<TokenId> chosen;
+        for (uint32_t n = 4; n >= 1 && !chosen; --n) {
+            if (size < n + 1)
+                continue;
+            votes.clear();
+            uint32_t total = 0;
+            const auto tail = std::span<const TokenId>(seq).subspan(size - n);
+            for (std::size_t start = 0; start + n < size; ++start) // each earlier occurrence and what followed
+                if (std::equal(tail.begin(), tail.end(), seq.begin() + std::ptrdiff_t(start))) {
+                    ++votes[seq[start + n]];
+                    ++total;
+                }
+            TokenId best = 0;
+            uint32_t best_votes = 0;
+            for (const auto& [token, count] : votes)
+                if (count > best_votes || (count == best_votes && token < best)) {
+                    best = token;
+                    best_votes = count;
+                }
+            if (best_votes >= kRules[n].votes && best_votes > 0 && double(best_votes) >= kRules[n].share * total)
+                chosen = best;
+        }
+        if (!chosen)
+            break;
+        draft.push_back(*chosen);
+        seq.push_back(*chosen);
+    }
+    return draft;
+}
+
 Draft LookupDrafter::draft(std::span<const TokenId> context, uint32_t k, bool)
 {
     const auto t0 = std::chrono::steady_clock::now();
     Draft d;
-    d.tokens = lookup_draft(context, k);
+    d.tokens = ngram_draft(context, k);
     d.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return d;
 }

@@ -49,6 +49,14 @@ TokenId draw_from(std::span<const Candidate> distribution, std::mt19937_64& rng)
 std::vector<TokenId> lookup_draft(std::span<const TokenId> context, uint32_t k, uint32_t max_ngram = 3,
                                   uint32_t min_ngram = 1);
 
+// Prompt lookup by n-gram statistics, token by token: for n = 4 down to 1, every earlier place the
+// last n tokens occurred votes for the token that followed it; the winner is drafted when it has
+// enough votes and a large enough share (n = 1: 2 votes, 66%; n = 2: 2, 50%; n = 3, 4: 1, 50% — the
+// thresholds of llama.cpp's context n-gram cache, shared/reference/speculative.md §3), and the draft
+// ends at the first position where no n passes. Drafting only where the text is confident keeps the
+// wasted verification width small.
+std::vector<TokenId> ngram_draft(std::span<const TokenId> context, uint32_t k);
+
 class LookupDrafter final : public Drafter {
 public:
     std::string name() const override { return "prompt lookup"; }

@@ -58,6 +58,15 @@ void TestSpeculative::lookupFindsTheLatestMatch()
     QVERIFY(lookup_draft(std::vector<TokenId>{1, 2, 3}, 4).empty());
     QVERIFY(lookup_draft(std::vector<TokenId>{}, 4).empty());
     QVERIFY(lookup_draft(std::vector<TokenId>{5}, 4).empty());
+
+    // the drafter's statistics: a 4-gram seen once drafts (1 vote, 100%), token by token
+    QCOMPARE(ngram_draft(std::vector<TokenId>{1, 2, 3, 1, 2, 3, 1, 2}, 3), (std::vector<TokenId>{3, 1, 2}));
+    // a unigram seen once is not enough (2 votes needed)
+    QVERIFY(ngram_draft(std::vector<TokenId>{5, 6, 7, 5}, 4).empty());
+    // a unigram followed twice by 6 drafts it; then "5 6" was followed by 9 and by 8 (1 vote each, a
+    // bigram needs 2) and "6" likewise: the draft ends there
+    QCOMPARE(ngram_draft(std::vector<TokenId>{5, 6, 9, 5, 6, 8, 5}, 4), (std::vector<TokenId>{6}));
+    QVERIFY(ngram_draft(std::vector<TokenId>{}, 4).empty());
 }
 
 void TestSpeculative::greedyOutputIsThePlainLoopsInDeterministicMode_data()
