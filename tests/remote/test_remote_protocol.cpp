@@ -109,6 +109,18 @@ void TestRemoteProtocol::llamaServerChatStreamInAnyPieces()
     QCOMPARE(timings->predicted_n, 4);
     QCOMPARE(timings->prompt_n + timings->cache_n, usage->prompt_tokens);
     QVERIFY(timings->prompt_ms > 0 && timings->predicted_ms > 0);
+    QCOMPARE(timings->draft_n, -1); // this server had no draft model: nothing said
+    QCOMPARE(timings->draft_n_accepted, -1);
+    // The same server with a draft model (`-md CHAT.gguf --spec-type draft-simple --spec-draft-n-max 4`):
+    // its reply's timings say what it drafted and accepted
+    std::optional<ServerTimings> drafted;
+    for (const auto& c : chunks_of(fixture("llamacpp-chat-stream-draft.sse"), 1000))
+        if (c.timings)
+            drafted = c.timings;
+    QVERIFY(drafted);
+    QCOMPARE(drafted->predicted_n, 24);
+    QCOMPARE(drafted->draft_n, 18);
+    QCOMPARE(drafted->draft_n_accepted, 18);
     // The network delivers events in arbitrary pieces: the same chunks whatever the split.
     for (const std::size_t step : {1, 2, 3, 7, 64, 1000}) {
         const auto pieces = chunks_of(sse, step);
