@@ -320,8 +320,14 @@ void SpeculationPanel::onSnapshot(std::shared_ptr<const SpeculationSnapshot> s, 
         if (s->cancelled && s->result.steps.empty())
             return;
     }
+    if (final && s->settings.from_chat && s->error.isEmpty()) { // the box says what was run: the chat's request
+        const QSignalBlocker quiet(m_prompt);
+        m_prompt->setPlainText(s->prompt_text);
+    }
     m_snapshot = std::move(s);
     render();
+    if (final)
+        m_table->scrollToTop();
     emit final ? finished() : progressed();
 }
 
@@ -396,26 +402,28 @@ QString SpeculationPanel::sequenceHtml() const
         return QString("<span style=\"background-color:%1\">&nbsp;%2&nbsp;</span> ")
             .arg(QColor(c.red(), c.green(), c.blue(), 70).name(QColor::HexArgb), what);
     };
+    // the token that opens a step: the model's own (no draft before it), a correction or a bonus
+    const auto opened_colour = [&](std::size_t i) {
+        if (i == 0 || steps[i - 1].drafted.empty())
+            return QColor(0x80, 0x80, 0x80);
+        return steps[i - 1].acceptance.corrected ? kCorrected : kBonus;
+    };
     for (std::size_t i = 0; i < steps.size(); ++i) {
         const auto& st = steps[i];
         const QString href = QString("step:%1").arg(i);
-        // the token that opened the step: the model's own (the first), a correction or a bonus
-        const bool after_rejection = i > 0 && steps[i - 1].acceptance.corrected;
-        const QColor opened = i == 0 ? QColor(0x80, 0x80, 0x80) : after_rejection ? kCorrected : kBonus;
-        html += chip(s.piece(st.opened), opened, href);
+        html += chip(s.piece(st.opened), opened_colour(i), href);
         for (std::size_t j = 0; j < st.acceptance.verdicts.size(); ++j) {
             const auto& v = st.acceptance.verdicts[j];
             html +=
                 v.accepted ? chip(s.piece(v.token), kAccepted, href) : chip(s.piece(v.token), kRejected, href, true);
         }
     }
-    if (s.result.tokens.size() > steps.size() + s.result.accepted) { // the last token: no pass after it
-        const bool after_rejection = !steps.empty() && steps.back().acceptance.corrected;
-        html += chip(s.piece(s.result.tokens.back()), after_rejection ? kCorrected : kBonus, "step:-1");
-    }
+    if (s.result.tokens.size() > steps.size() + s.result.accepted) // the last token: no pass after it
+        html += chip(s.piece(s.result.tokens.back()), opened_colour(steps.size()), "step:-1");
     html += "</p><p>" + legend(kAccepted, tr("draft accepted")) +
             QString("<span style=\"color:%1; text-decoration:line-through\">rejected</span> ").arg(kRejected.name()) +
             legend(kCorrected, tr("the model's correction")) + legend(kBonus, tr("bonus (every draft kept)")) +
+            legend(QColor(0x80, 0x80, 0x80), tr("the model's own (nothing drafted)")) +
             tr("— click a token for its step") + "</p>";
     return html;
 }
