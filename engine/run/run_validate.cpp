@@ -302,7 +302,7 @@ void timeline(const Check& c, const TimelineDoc& t)
     c.text(f + ".server", t.server);
     c.size(f + ".events", t.events.size(), L::kTimelineEvents, "events");
     c.size(f + ".steps", t.steps.size(), L::kSequenceTokens, "steps");
-    constexpr int kStages = int(TimelineStage::Detokenize) + 1;
+    constexpr int kStages = int(TimelineStage::Verify) + 1;
     for (std::size_t i = 0; i < t.events.size(); ++i) {
         const std::string g = at(f + ".events", i);
         const TimelineEventDoc& e = t.events[i];

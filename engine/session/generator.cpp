@@ -76,6 +76,10 @@ std::string_view timeline_stage_name(TimelineStage stage)
         return "sample";
     case TimelineStage::Detokenize:
         return "detokenize";
+    case TimelineStage::Draft:
+        return "draft";
+    case TimelineStage::Verify:
+        return "verify";
     }
     return "?";
 }

@@ -16,7 +16,8 @@ namespace engine {
 // One stretch of a generation's wall-clock time. The events of a trace are contiguous: each begins
 // where the one before ended (the few instructions between two stages count to the earlier one), so
 // durations add up exactly to the times they span.
-enum class TimelineStage { Tokenize, Prefill, Decode, Sample, Detokenize };
+// Draft and Verify: speculative decoding's passes (the drafter's, the target's check of a draft).
+enum class TimelineStage { Tokenize, Prefill, Decode, Sample, Detokenize, Draft, Verify };
 struct TimelineEvent {
     TimelineStage stage = TimelineStage::Tokenize;
     int32_t step = -1;    // the generated token it belongs to (-1: tokenize and prefill)

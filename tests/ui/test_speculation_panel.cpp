@@ -7,8 +7,10 @@
 // with no reply are refused with their reasons; every state's words are proofread.
 #include "backend/backend.h"
 #include "bridge/engine_controller.h"
+#include "bridge/inspection_client.h"
 #include "model/model.h"
 #include "panels/speculation_panel.h"
+#include "session/generator.h"
 #include "session/session.h"
 #include "signal_wait.h"
 #include "speculative/speculative.h"
@@ -86,7 +88,12 @@ std::shared_ptr<const SpeculationSnapshot> TestSpeculationPanel::runToEnd(const 
 
 void TestSpeculationPanel::lookupRunIsTheEnginesRun()
 {
+    std::shared_ptr<const TimelineSnapshot> timeline;
+    const auto connection = connect(&m_engine->inspection(), &InspectionClient::timelineChanged, this,
+                                    [&](std::shared_ptr<const TimelineSnapshot> t) { timeline = std::move(t); });
     const auto s = runToEnd(repetitive(4, 24));
+    QVERIFY(QTest::qWaitFor([&] { return timeline != nullptr; }, 10000));
+    disconnect(connection);
     QVERIFY(s);
     QVERIFY2(s->error.isEmpty(), qPrintable(s->error));
     QVERIFY(s->finished);
@@ -123,6 +130,19 @@ void TestSpeculationPanel::lookupRunIsTheEnginesRun()
         shown_rejected += table->item(row, 7)->text().startsWith("rejected");
     QCOMPARE(shown_rejected, rejected);
     QCOMPARE(int(m_panel->lanes()->lane(1).size()), int(r.passes));
+    // the Timeline panel's lanes: a verify event per pass, a draft event per step that drafted, every
+    // generated token arriving at the end of the pass that kept it
+    QCOMPARE(timeline->source, QString("speculation"));
+    QCOMPARE(timeline->steps.size(), r.tokens.size());
+    int verifies = 0, drafts = 0;
+    for (const TimelineEventUi& e : timeline->events) {
+        verifies += e.stage == int(engine::TimelineStage::Verify);
+        drafts += e.stage == int(engine::TimelineStage::Draft);
+    }
+    QCOMPARE(verifies, int(r.passes));
+    QVERIFY(drafts <= verifies);
+    for (std::size_t i = 0; i < r.tokens.size(); ++i)
+        QCOMPARE(timeline->steps[i].token, r.tokens[i]);
     QCOMPARE(m_panel->lanes()->lane(2).size(), std::size_t(23)); // the last plain token needs no pass
     QVERIFY(m_panel->statusText().contains(QString("%1 drafted, %2 accepted").arg(r.drafted).arg(r.accepted)));
     QVERIFY(m_panel->statusText().contains("plain decode"));

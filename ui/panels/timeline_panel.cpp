@@ -5,6 +5,7 @@
 
 #include "bridge/engine_controller.h"
 #include "bridge/token_selection.h"
+#include "session/generator.h"
 #include "widgets/chart_style.h"
 #include "widgets/timeline_view.h"
 
@@ -123,6 +124,38 @@ void TimelinePanel::onTimeline(std::shared_ptr<const TimelineSnapshot> timeline)
     emit timelineShown();
 }
 
+// A speculative run (the Speculation panel): its passes are drafts and verifications, not decode
+// steps, so the figures are theirs, from the events; the note holds the comparison with plain decoding.
+void TimelinePanel::renderSpeculationStats(const TimelineSnapshot& t)
+{
+    double draft_ms = 0, verify_ms = 0;
+    int drafts = 0, passes = 0;
+    for (const TimelineEventUi& e : t.events) {
+        const double ms = double(e.end_ns - e.begin_ns) / 1e6;
+        if (e.stage == int(engine::TimelineStage::Draft)) {
+            draft_ms += ms;
+            ++drafts;
+        } else if (e.stage == int(engine::TimelineStage::Verify)) {
+            verify_ms += ms;
+            ++passes;
+        }
+    }
+    const double total_ms = draft_ms + verify_ms;
+    QString text = tr("<b>Speculative decoding</b>: prefill %1 ms for %2 · then %3 in %4: drafting %5 ms (%6), "
+                      "verifying %7 ms · %8 tokens/s after the prompt")
+                       .arg(decimalText(t.prefill_ms, 1))
+                       .arg(countText(t.prefill_computed, tr("token"), tr("tokens")))
+                       .arg(countText(qint64(t.steps.size()), tr("token"), tr("tokens")))
+                       .arg(countText(passes, tr("target pass"), tr("target passes")))
+                       .arg(decimalText(draft_ms, 1))
+                       .arg(countText(drafts, tr("draft"), tr("drafts")))
+                       .arg(decimalText(verify_ms, 1))
+                       .arg(decimalText(total_ms > 0 ? 1000.0 * double(t.steps.size()) / total_ms : 0.0, 1));
+    if (!t.note.isEmpty())
+        text += "<br>" + t.note.toHtmlEscaped();
+    m_stats->setText(text);
+}
+
 QString TimelinePanel::statsText() const
 {
     return m_stats->text();
@@ -147,6 +180,10 @@ void TimelinePanel::renderStats()
     const TimelineSnapshot& t = *m_timeline;
     if (t.remote) {
         renderServerStats(t);
+        return;
+    }
+    if (t.source == "speculation") {
+        renderSpeculationStats(t);
         return;
     }
     double forward_ms = 0, bytes = 0, flops = 0, itl = 0;

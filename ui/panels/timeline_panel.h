@@ -42,6 +42,7 @@ private:
     void onTimeline(std::shared_ptr<const TimelineSnapshot> timeline);
     void renderStats();
     void renderServerStats(const TimelineSnapshot& t);
+    void renderSpeculationStats(const TimelineSnapshot& t);
     void drawChart();
 
     EngineController* m_engine;

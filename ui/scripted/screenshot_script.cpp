@@ -424,10 +424,12 @@ void script_serving(QApplication& app, EngineController& engine, MainWindow& win
 
 // Speculative decoding against plain decoding: --tab lookup (default: a code-editing prompt),
 // early-exit (--follow-up L, default three quarters of the layers, on a chat-style prompt) or chat
-// (the chat's reply to --prompt, then the same request speculated with lookup). --follow-up k too.
+// (the chat's reply to --prompt, then the same request speculated with lookup), or timeline (the
+// lookup run, the Timeline panel's picture: its draft and verify lanes).
 void script_speculation(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
 {
-    QDockWidget* dock = float_dock(window, "speculation", 1280, 900, o);
+    QDockWidget* dock = o->tab == "timeline" ? float_dock(window, "timeline", 1280, 760, o)
+                                             : float_dock(window, "speculation", 1280, 900, o);
     SpeculationPanel* panel = window.speculationPanel();
     const QString tab = o->tab.isEmpty() ? "lookup" : o->tab;
     QObject::connect(&engine, &EngineController::modelLoaded, &window,

@@ -13,10 +13,13 @@ namespace tokenscope::ui {
 
 namespace {
 
-constexpr int kLanes = 5; // engine::TimelineStage order
+// engine::TimelineStage order; the last two (draft, verify) only for a speculative run
+constexpr int kAllLanes = 7;
+constexpr int kPlainLanes = 5;
 
-const QColor kStageColours[kLanes] = {QColor(120, 120, 130), QColor(230, 140, 40), QColor(60, 130, 220),
-                                      QColor(70, 170, 90), QColor(170, 90, 190)};
+const QColor kStageColours[kAllLanes] = {QColor(120, 120, 130),   QColor(230, 140, 40), QColor(60, 130, 220),
+                                         QColor(70, 170, 90),     QColor(170, 90, 190), QColor(0x8e, 0x6b, 0xbf),
+                                         QColor(0x2f, 0x7e, 0xc1)};
 
 QString stage_name(int stage)
 {
@@ -34,6 +37,12 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent)
 void TimelineView::setTimeline(std::shared_ptr<const TimelineSnapshot> timeline)
 {
     m_timeline = std::move(timeline);
+    m_lanes = kPlainLanes;
+    if (m_timeline)
+        for (const TimelineEventUi& e : m_timeline->events)
+            if (e.stage >= kPlainLanes)
+                m_lanes = kAllLanes;
+    updateGeometry();
     update();
 }
 
@@ -64,7 +73,7 @@ int TimelineView::labelWidth() const
 }
 QSize TimelineView::sizeHint() const
 {
-    return {800, (kLanes + 3) * laneHeight()};
+    return {800, (m_lanes + 3) * laneHeight()};
 }
 
 std::vector<double> TimelineView::axisTicksMs() const
@@ -110,7 +119,7 @@ std::vector<TimelineView::Label> TimelineView::labels() const
     QFont small = font();
     small.setPointSizeF(std::max(6.0, small.pointSizeF() * 0.85));
     const QFontMetrics token(small);
-    const int token_row = h + kLanes * h;
+    const int token_row = h + m_lanes * h;
     double last_x = -1e9;
     for (const auto& [step, x] : tokenMarks()) {
         if (x - last_x <= fontMetrics().horizontalAdvance("MMMM"))
@@ -165,19 +174,19 @@ void TimelineView::paintEvent(QPaintEvent*)
     p.setPen(pal.color(QPalette::PlaceholderText));
     for (const double ms : axisTicksMs()) {
         const double x = xOf(qint64(ms * 1e6));
-        p.drawLine(QPointF(x, h - 4), QPointF(x, h + kLanes * h));
+        p.drawLine(QPointF(x, h - 4), QPointF(x, h + m_lanes * h));
     }
     const std::vector<Label> all_labels = labels();
     for (const Label& l : all_labels)
         if (!l.token)
             p.drawText(l.rect, Qt::AlignLeft | Qt::AlignVCenter, l.text);
-    for (int lane = 0; lane < kLanes; ++lane) {
+    for (int lane = 0; lane < m_lanes; ++lane) {
         p.setPen(pal.color(QPalette::Text));
         p.drawText(QRect(0, h + lane * h, labelWidth() - 6, h), Qt::AlignRight | Qt::AlignVCenter, stage_name(lane));
     }
     for (std::size_t i = 0; i < t.events.size(); ++i) {
         const TimelineEventUi& e = t.events[i];
-        QColor c = kStageColours[std::clamp(e.stage, 0, kLanes - 1)];
+        QColor c = kStageColours[std::clamp(e.stage, 0, kAllLanes - 1)];
         if (m_cursor >= 0 && e.begin_ns > m_cursor)
             c.setAlpha(50);
         const QRectF r = eventRect(i);
@@ -188,7 +197,7 @@ void TimelineView::paintEvent(QPaintEvent*)
         }
     }
     // Tokens where they became final (end of their detokenize, or sample when there is none).
-    const int token_row = h + kLanes * h;
+    const int token_row = h + m_lanes * h;
     QFont small = font();
     small.setPointSizeF(std::max(6.0, small.pointSizeF() * 0.85));
     p.setFont(small);

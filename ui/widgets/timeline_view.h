@@ -52,6 +52,7 @@ private:
     std::shared_ptr<const TimelineSnapshot> m_timeline;
     qint64 m_cursor = -1;
     int m_selected_step = -1;
+    int m_lanes = 5; // stages drawn: five, or seven with a speculative run's draft and verify
 };
 
 } // namespace tokenscope::ui
