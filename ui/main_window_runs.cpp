@@ -77,7 +77,8 @@ RunDocument MainWindow::currentRun() const
     d.steering = m_lab->steeringTab()->result();
     if (const auto& serving = m_serving->result(); serving && serving->error.isEmpty() && !serving->runs.empty())
         d.serving = serving;
-    if (const auto& sp = m_speculation->result(); sp && sp->error.isEmpty() && !sp->result.tokens.empty())
+    if (const auto& sp = m_speculation->result();
+        sp && sp->error.isEmpty() && (sp->finished || sp->cancelled) && !sp->result.tokens.empty())
         d.speculation = sp;
     return d;
 }

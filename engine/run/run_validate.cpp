@@ -593,8 +593,8 @@ void speculation(const Check& c, const SpeculationDoc& d)
         c.text(f + name, *text);
     c.text(f + ".prompt_text", d.prompt_text, SL::kTextBytes);
     c.range(f + ".draft_max", d.draft_max, 1, SL::kDraftMax);
-    c.finite(f + ".temperature", d.temperature);
-    c.range(f + ".temperature", int64_t(std::ceil(d.temperature)), 0, 100);
+    if (!(d.temperature >= 0.0f && d.temperature <= 100.0f))
+        refuse(f + ".temperature", fmt::format("is {}, not a temperature from 0 to 100", d.temperature));
     for (const auto& [name, v] : {std::pair{".speculative_s", d.speculative_s}, {".plain_s", d.plain_s}})
         if (!std::isfinite(v) || v < 0 || v > 1e9)
             refuse(f + name, fmt::format("is {}, not a time of at least 0 seconds", v));
@@ -610,7 +610,9 @@ void speculation(const Check& c, const SpeculationDoc& d)
         c.id(g + ".opened", s.opened);
         c.id(g + ".next", a.next);
         c.size(g + ".drafted", s.drafted.size(), d.draft_max, "tokens (its draft_max)");
-        c.ids(g + ".drafted", s.drafted);
+        // a draft model's vocabulary may hold up to 128 more tokens than the target's
+        c.ints(g + ".drafted", s.drafted, 0,
+               c.vocabulary >= 0 ? c.vocabulary + 127 : std::numeric_limits<int32_t>::max());
         c.range(g + ".accepted", a.accepted, 0, int64_t(s.drafted.size()));
         if (a.corrected == (a.accepted == s.drafted.size()))
             refuse(g + ".corrected", a.corrected ? "is true, but every drafted token was accepted"
@@ -620,7 +622,7 @@ void speculation(const Check& c, const SpeculationDoc& d)
         for (std::size_t j = 0; j < a.verdicts.size(); ++j) {
             const DraftVerdict& v = a.verdicts[j];
             const std::string h = at(g + ".verdicts", j);
-            if (v.token != s.drafted[j])
+            if (v.token != s.drafted[j]) // (its range: the draft's, checked above)
                 refuse(h + ".token", fmt::format("is {}, but the draft has {} there", v.token, s.drafted[j]));
             if (v.accepted != (j < a.accepted))
                 refuse(h + ".accepted",

@@ -109,9 +109,24 @@ Draft LookupDrafter::draft(std::span<const TokenId> context, uint32_t k, bool)
     return d;
 }
 
+namespace {
+
+// SplitMix64's finaliser: a seed for the drafter's generator that shares nothing with the target's
+// stream started from the same seed (the acceptance tests must be independent of the draws they test).
+uint64_t drafter_seed(uint64_t seed)
+{
+    uint64_t z = seed + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+} // namespace
+
 ModelDrafter::ModelDrafter(std::unique_ptr<Session> session, SamplerConfig sampler, std::string name)
     : m_session(std::move(session)), m_sampler([&] {
           sampler.stage_view_size = 0;
+          sampler.seed = drafter_seed(sampler.seed);
           return sampler;
       }()),
       m_name(std::move(name))
@@ -131,6 +146,11 @@ Draft ModelDrafter::draft(std::span<const TokenId> context, uint32_t k, bool wan
     // Drafting stops (short) where the draft's context is full; the target goes on without it.
     const uint32_t n_ctx = s.backend().kv_cache().config().n_ctx;
     if (context.size() >= n_ctx)
+        return d;
+    // a draft model's vocabulary may be smaller (llama.cpp allows 128 fewer): where the text holds a
+    // token it does not have, it cannot read the text, so it drafts nothing
+    const uint32_t n_vocab = s.model().config().n_vocab;
+    if (std::any_of(context.begin(), context.end(), [&](TokenId t) { return t < 0 || uint32_t(t) >= n_vocab; }))
         return d;
     s.prefill(context);
     const bool greedy = m_sampler.config().greedy || m_sampler.config().temperature <= 0.0f;

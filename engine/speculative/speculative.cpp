@@ -181,11 +181,16 @@ SpeculativeResult generate_speculative(Session& target, uint32_t n, Drafter& dra
         const std::size_t free = n_ctx > context.size() ? n_ctx - context.size() : 0;
         const auto room = uint32_t(std::min<std::size_t>({options.draft_max, n - 1 - r.tokens.size(), free}));
         Draft d = room ? drafter.draft(context, room, options.record_kl) : Draft{};
-        // a draft model's vocabulary may be larger (llama.cpp allows 128 more): its draft ends there
         std::size_t keep = std::min<std::size_t>(d.tokens.size(), room);
-        for (std::size_t i = 0; i < keep; ++i)
+        // A draft model's vocabulary may be larger (llama.cpp allows 128 more). A token the target does
+        // not have has p = 0 there: it ends the draft, is always rejected, and the residual
+        // max(0, p − q) is drawn at its position (so the output keeps the target's distribution).
+        std::size_t valid = keep;
+        for (std::size_t i = 0; i < keep && valid == keep; ++i)
             if (d.tokens[i] < 0 || uint32_t(d.tokens[i]) >= n_vocab)
-                keep = i;
+                valid = i;
+        if (valid < keep)
+            keep = valid + 1;
         d.tokens.resize(keep);
         if (!d.q.empty())
             d.q.resize(keep);
@@ -195,19 +200,21 @@ SpeculativeResult generate_speculative(Session& target, uint32_t n, Drafter& dra
         step.draft_ms = d.ms;
 
         std::vector<TokenId> batch{opened};
-        batch.insert(batch.end(), d.tokens.begin(), d.tokens.end());
+        batch.insert(batch.end(), d.tokens.begin(), d.tokens.begin() + std::ptrdiff_t(std::min(valid, keep)));
         const auto t0 = clock::now();
         const std::span<const float> rows = target.verify(batch); // valid until accept()
         ++r.passes;
         const std::size_t row = rows.size() / batch.size();
         const auto row_of = [&](std::size_t i) { return rows.subspan(i * row, row); };
-        std::vector<std::vector<Candidate>> p(batch.size());
+        std::vector<std::vector<Candidate>> p(d.tokens.size() + 1);
         std::vector<TokenId> history = context;
         for (std::size_t i = 0; i < batch.size(); ++i) {
             p[i] = sampler.distribution(row_of(i), history);
             if (i < d.tokens.size())
                 history.push_back(d.tokens[i]);
         }
+        if (batch.size() < p.size()) // past a token the target does not have: never reached (it is rejected)
+            p.back() = p[batch.size() - 1];
         step.acceptance = accept_draft(p, d, sampler.rng(), options.residual);
         const uint32_t accepted = step.acceptance.accepted;
         for (std::size_t i = 0; i < step.acceptance.verdicts.size(); ++i)

@@ -182,8 +182,10 @@ void RemoteChat::onReply(std::shared_ptr<const remote::StreamedReply> reply)
         tl->server_prompt_ms = timings->prompt_ms >= 0 ? timings->prompt_ms : timings->ttft_ms;
         tl->server_generation_ms = timings->predicted_ms;
         tl->server_generated = timings->predicted_n;
-        tl->server_drafted = timings->draft_n;
-        tl->server_draft_accepted = timings->draft_n_accepted;
+        // what a saved run must hold: both or neither, no more accepted than drafted
+        tl->server_drafted = std::max(-1, timings->draft_n);
+        tl->server_draft_accepted =
+            tl->server_drafted >= 0 ? std::clamp(timings->draft_n_accepted, 0, tl->server_drafted) : -1;
     }
     const auto ns = [](double ms) { return static_cast<qint64>(ms * 1e6); };
     if (!a.empty()) {

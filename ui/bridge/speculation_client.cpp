@@ -32,7 +32,7 @@ std::shared_ptr<TimelineSnapshot> speculation_timeline(const SpeculationSnapshot
     tl->prefill_ms = prefill_ms;
     const auto ns = [](double ms) { return qint64(ms * 1e6); };
     tl->events.push_back({int(engine::TimelineStage::Prefill), -1, 0, ns(prefill_ms)});
-    double t = prefill_ms, last_arrival = prefill_ms;
+    double t = prefill_ms, last_arrival = 0.0; // the first token's latency is the time to it (TTFT)
     std::size_t token = 0;
     const auto arrive = [&](double at) { // the next generated token, kept by a pass ending at `at`
         if (token >= s.result.tokens.size())
@@ -45,18 +45,18 @@ std::shared_ptr<TimelineSnapshot> speculation_timeline(const SpeculationSnapshot
         tl->steps.push_back(step);
         ++token;
     };
+    arrive(t); // the first token: drawn from the prompt's logits
     for (const engine::SpeculativeStep& st : s.result.steps) {
-        const int first = int(token);
+        const int first = int(token); // the pass's first new token
         if (st.draft_ms > 0)
             tl->events.push_back({int(engine::TimelineStage::Draft), first, ns(t), ns(t + st.draft_ms)});
         t += st.draft_ms;
         tl->events.push_back({int(engine::TimelineStage::Verify), first, ns(t), ns(t + st.verify_ms)});
         t += st.verify_ms;
-        for (uint32_t i = 0; i <= st.acceptance.accepted; ++i) // the opening token and the accepted drafts
+        for (uint32_t i = 0; i <= st.acceptance.accepted; ++i) // the accepted drafts and the token after them
             arrive(t);
     }
-    arrive(t); // the last token: drawn from the last pass's logits
-    tl->ttft_ms = tl->steps.empty() ? prefill_ms : tl->steps.front().latency_ms + prefill_ms;
+    tl->ttft_ms = tl->steps.empty() ? prefill_ms : tl->steps.front().latency_ms;
     tl->note = QObject::tr("%1: %2 drafted, %3 accepted (%4%) · %5 tokens/s against the plain loop's %6 on the same "
                            "prompt: %7×")
                    .arg(s.drafter)
@@ -73,8 +73,8 @@ std::shared_ptr<TimelineSnapshot> speculation_timeline(const SpeculationSnapshot
 
 void fill_pieces(SpeculationSnapshot& s, const engine::Tokenizer& tok)
 {
-    const auto add = [&](int32_t id) {
-        if (!s.pieces.contains(id))
+    const auto add = [&](int32_t id) { // a larger draft vocabulary's ids stay numbers
+        if (!s.pieces.contains(id) && id >= 0 && std::size_t(id) < tok.vocab().size())
             s.pieces.emplace(id, token_display_text(tok, id));
     };
     for (int32_t id : s.result.tokens)

@@ -118,6 +118,11 @@ void SpeculationPanel::buildUi()
     m_k->setValue(4);
     m_k->setToolTip(tr("Tokens drafted at most per step"));
     controls->addWidget(m_k);
+    controls->addStretch();
+    layout->addLayout(controls);
+    // two rows: the drafter's settings, then the run's (one row needed 905 px, more than a docked
+    // panel has on a 1280×800 screen)
+    controls = new QHBoxLayout;
     controls->addWidget(new QLabel(tr("Tokens")));
     m_tokens = new QSpinBox;
     m_tokens->setRange(1, 512);
@@ -134,6 +139,7 @@ void SpeculationPanel::buildUi()
     m_seed = new QSpinBox;
     m_seed->setRange(0, 1 << 30);
     controls->addWidget(m_seed);
+    controls->addStretch();
     m_run = new QPushButton(tr("Run"));
     m_run->setObjectName("speculationRun");
     m_run->setToolTip(tr("Speculative decoding on this prompt, then the plain loop on the same prompt and seed"));
@@ -298,7 +304,8 @@ void SpeculationPanel::stop()
 void SpeculationPanel::showSaved(std::shared_ptr<const SpeculationSnapshot> snapshot)
 {
     stop();
-    m_request = 0;
+    m_request = 0; // a run still going is not this panel's any more: its answer is ignored
+    m_stop->setEnabled(false);
     setSettings(snapshot->settings);
     m_snapshot = std::move(snapshot);
     render();
