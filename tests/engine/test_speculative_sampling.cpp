@@ -10,6 +10,7 @@
 #include "gguf/gguf_file.h"
 #include "model/model.h"
 #include "model/test_model.h"
+#include "sanitizers.h"
 #include "session/session.h"
 #include "speculative/speculative.h"
 #include "util/error.h"
@@ -215,7 +216,8 @@ void TestSpeculativeSampling::emittedTokensFollowTheTarget()
 
 // The loop as the app runs it — generate_speculative with a sampled early-exit drafter, the target's
 // sampler seeded per run and the drafter's generator derived from the same seed — keeps the target's
-// distribution: the second token, given the first, over 6,000 seeded runs of three tokens with one
+// distribution: the second token, given the first, over 6,000 seeded runs (1,500 under the sanitizers)
+// of three tokens with one
 // drafted token each. (The first version seeded the drafter with the target's own seed: its draw and
 // the target's opening draw were the same number, and this test failed it.)
 void TestSpeculativeSampling::theWholeLoopKeepsTheTargetsDistribution()
@@ -228,7 +230,9 @@ void TestSpeculativeSampling::theWholeLoopKeepsTheTargetsDistribution()
     };
     Session session(target, backend_for(target), 64);
     Distributions p_of(target, context);
-    constexpr int kRuns = 6000;
+    // a quarter under the sanitizers, where each run's drafter costs 15 ms (the first version's bias
+    // gave a chi-square of 1,514 at 6,000 runs: a quarter of them still refuses it many times over)
+    constexpr int kRuns = testsupport::kUnderAddressSanitizer ? 1500 : 6000;
     std::map<TokenId, std::map<TokenId, int>> second_after_first;
     int drafted = 0, rejected = 0;
     for (int run = 0; run < kRuns; ++run) {
@@ -261,7 +265,7 @@ void TestSpeculativeSampling::theWholeLoopKeepsTheTargetsDistribution()
     qInfo("%d of %d drafted tokens rejected; the second token after the most frequent first (%d runs): chi-square "
           "%.1f, df %d, bound %.1f",
           rejected, drafted, n, stat, df, critical(df));
-    QVERIFY(n >= 500);
+    QVERIFY(n >= kRuns / 12);
     QVERIFY2(stat <= critical(df), "the whole loop does not draw from the target's distribution");
 }
 
