@@ -87,8 +87,10 @@ int run_generate_speculative(const SpeculateArgs& s, const BackendArgs& backend,
     const engine::BackendFactory backend_for = [&](std::shared_ptr<const engine::Model> m) {
         return make_cli_backend(backend, std::move(m), n_ctx, threads);
     };
-    // the drafter first: a refused draft model or depth stops before anything runs
-    std::unique_ptr<engine::Drafter> drafter = engine::make_drafter(source, model, backend_for, config);
+    // the drafter first: a refused draft model or depth stops before anything runs (the early exit
+    // drafts on the target's own session and cache)
+    engine::Session target(model, backend_for(model));
+    std::unique_ptr<engine::Drafter> drafter = engine::make_drafter(source, model, backend_for, config, &target);
     using clock = std::chrono::steady_clock;
     const auto seconds = [](clock::time_point a, clock::time_point b) {
         return std::chrono::duration<double>(b - a).count();
@@ -104,7 +106,6 @@ int run_generate_speculative(const SpeculateArgs& s, const BackendArgs& backend,
         engine::generate_plain(plain, n_new, plain_sampler, &plain_choices);
     const double plain_s = seconds(p0, clock::now());
     // speculative
-    engine::Session target(model, backend_for(model));
     target.set_batch_invariant(backend.deterministic);
     target.prefill(ids);
     engine::Sampler sampler(config);

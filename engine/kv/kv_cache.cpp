@@ -69,6 +69,21 @@ void KvCache::commit(uint32_t new_end)
         free_out_of_window(il, m_n_cached);
 }
 
+bool KvCache::rewind(uint32_t n)
+{
+    n = std::min(n, m_n_cached);
+    const uint32_t bt = m_config.block_tokens;
+    for (uint32_t il = 0; il < m_config.n_layer; ++il) {
+        const uint32_t window = m_config.window[il];
+        const uint32_t first_needed = (window && n > window) ? n - window : 0;
+        for (uint32_t pos = first_needed; pos < m_n_cached; pos += bt)
+            if (!m_layers[il].blocks[pos / bt])
+                return false;
+    }
+    m_n_cached = n;
+    return true;
+}
+
 KvTruncation KvCache::truncate(uint32_t n)
 {
     KvTruncation r;

@@ -67,6 +67,10 @@ public:
     // Keeps positions [0, n). When a sliding-window layer no longer holds what position n needs, the
     // result says so and the cache is emptied: the caller recomputes from the tokens.
     KvTruncation truncate(uint32_t n);
+    // Back to n positions keeping every block (what was written past n stays, to be written again or
+    // read by a pass that resumes above the layers it holds: the early-exit drafter's lower layers).
+    // False, with nothing changed, when a sliding-window layer has freed a block position n needs.
+    bool rewind(uint32_t n);
     void clear();
 
     // F16 vectors of one position, layer and KV head (the block must be allocated; an F16 cache).

@@ -66,6 +66,9 @@ void Session::set_batch_invariant(bool on)
 
 void Session::drop_sequence()
 {
+    m_lower_tokens.clear();
+    m_lower_rows.clear();
+    m_lower_logits.clear();
     m_tokens.clear();
     m_batch_of.clear();
     m_logits.clear();
@@ -88,6 +91,7 @@ void Session::set_interventions(std::vector<Intervention> interventions)
 PrefillReport Session::prefill(std::span<const TokenId> tokens, const CaptureRequest* capture,
                                const PrefillProgress& progress)
 {
+    discard_lower();
     const auto start = std::chrono::steady_clock::now();
     if (tokens.empty())
         throw Error("the prompt is empty: there is nothing to evaluate");
@@ -124,12 +128,94 @@ PrefillReport Session::prefill(std::span<const TokenId> tokens, const CaptureReq
 
 void Session::decode(TokenId token, const CaptureRequest* capture)
 {
+    discard_lower();
     const TokenId one[] = {token};
     evaluate(one, capture);
 }
 
+std::span<const float> Session::lower_pass(TokenId token, uint32_t layers)
+{
+    const uint32_t n_layer = m_model->config().n_layer;
+    if (layers == 0 || layers >= n_layer)
+        throw Error(fmt::format("an early exit after {} layers: the model has {}, so it must stop before the last "
+                                "(1 … {})",
+                                layers, n_layer, n_layer - 1));
+    if (m_exit_layer)
+        throw Error("lower passes are for a session of the whole model");
+    if (!m_lower_tokens.empty() && layers != m_lower_layers)
+        discard_lower();
+    KvCache& kv = m_backend->kv_cache();
+    if (kv.n_cached() != m_tokens.size() + m_lower_tokens.size())
+        throw Error("lower passes continue the session's sequence");
+    CaptureRequest capture;
+    capture.residuals = true;
+    const TokenId one[] = {token};
+    ForwardResult r = m_backend->forward({.tokens = one,
+                                          .capture = &capture,
+                                          .batch_invariant = m_batch_invariant,
+                                          .interventions = m_interventions,
+                                          .end_layer = layers});
+    for (float v : r.logits)
+        if (!std::isfinite(v))
+            throw Error("the model produced a non-finite logit in an early exit: its weights or hyperparameters "
+                        "are broken");
+    const std::vector<float>& residual = r.captures->residuals[layers - 1];
+    m_lower_layers = layers;
+    m_lower_tokens.push_back(token);
+    m_lower_rows.insert(m_lower_rows.end(), residual.begin(), residual.end());
+    m_lower_logits = std::move(r.logits);
+    return m_lower_logits;
+}
+
+void Session::discard_lower()
+{
+    if (m_lower_tokens.empty())
+        return;
+    m_backend->kv_cache().truncate(static_cast<uint32_t>(m_tokens.size()));
+    m_lower_tokens.clear();
+    m_lower_rows.clear();
+    m_lower_logits.clear();
+}
+
+std::span<const float> Session::verify_upper(std::span<const TokenId> batch)
+{
+    if (batch.empty() || batch.size() > m_lower_tokens.size() ||
+        !std::equal(batch.begin(), batch.end(), m_lower_tokens.begin()))
+        throw Error("verify_upper verifies the tokens lower-passed, in order");
+    const auto n0 = static_cast<uint32_t>(m_tokens.size());
+    const std::size_t E = m_model->config().n_embd;
+    const std::vector<float> rows(m_lower_rows.begin(), m_lower_rows.begin() + std::ptrdiff_t(batch.size() * E));
+    const std::vector<TokenId> tokens(batch.begin(), batch.end());
+    const uint32_t layers = m_lower_layers;
+    m_lower_tokens.clear();
+    m_lower_rows.clear();
+    m_lower_logits.clear();
+    if (!m_backend->kv_cache().rewind(n0)) { // a window freed what the upper layers need: all layers again
+        m_backend->kv_cache().truncate(n0);
+        return verify(tokens);
+    }
+    ForwardResult r = m_backend->forward({.tokens = tokens,
+                                          .all_logits = true,
+                                          .batch_invariant = m_batch_invariant,
+                                          .interventions = m_interventions,
+                                          .start_layer = layers,
+                                          .start_residual = rows});
+    for (std::size_t v = 0; v < r.logits.size(); ++v)
+        if (!std::isfinite(r.logits[v]))
+            throw Error(fmt::format("the model produced a non-finite logit at position {}: its weights or "
+                                    "hyperparameters are broken",
+                                    n0 + v / std::max<uint32_t>(1, r.n_vocab)));
+    m_verified_from = n0;
+    m_tokens.insert(m_tokens.end(), tokens.begin(), tokens.end());
+    m_batch_of.insert(m_batch_of.end(), tokens.size(), static_cast<uint32_t>(tokens.size()));
+    m_captures.reset();
+    m_verified = std::move(r.logits);
+    return m_verified;
+}
+
 std::span<const float> Session::verify(std::span<const TokenId> batch)
 {
+    discard_lower();
     if (batch.empty())
         throw Error("nothing to verify: the batch is empty");
     if (const uint32_t n_ctx = m_backend->kv_cache().config().n_ctx; m_tokens.size() + batch.size() > n_ctx)
@@ -190,6 +276,7 @@ void Session::set_exit_layer(uint32_t layers)
 
 PrefillReport Session::truncate(uint32_t n, const CaptureRequest* capture)
 {
+    discard_lower();
     if (n == 0) {
         m_backend->kv_cache().clear();
         m_tokens.clear();

@@ -54,6 +54,18 @@ public:
     // Keeps the first `kept` tokens (1 … its size) of the last verify(), cutting the rest from the
     // sequence and the cache; logits() becomes the prediction after the last one kept (its row).
     void accept(uint32_t kept);
+    // Self-speculation by early exit, on this session's own cache: lower_pass evaluates `token` at the
+    // next position through the first `layers` layers only (their K/V written, the rest not) and
+    // returns the logits the final norm and output head give there (valid until the next call);
+    // calls chain, one position after another, after the session's sequence. verify_upper then
+    // verifies exactly the tokens lower-passed (as verify(), accept() after it) computing only the
+    // layers above: each token resumes at `layers` from its lower pass's residual. When a sliding
+    // window has freed what the verification needs, it computes every layer again instead.
+    std::span<const float> lower_pass(TokenId token, uint32_t layers);
+    std::span<const float> verify_upper(std::span<const TokenId> batch);
+    std::span<const TokenId> lower_tokens() const { return m_lower_tokens; }
+    // Forgets the lower passes (their cache entries cut).
+    void discard_lower();
     // Deterministic mode from now on (ForwardRequest::batch_invariant): a token's logits do not depend
     // on how the sequence was cut into batches. The cache was summed in the other order, so the
     // sequence is dropped. Throws UnsupportedError on a backend that cannot (the GPU backends).
@@ -87,8 +99,12 @@ private:
     std::vector<float> m_logits;
     std::shared_ptr<ForwardCaptures> m_captures;
     std::vector<Intervention> m_interventions;
-    std::vector<float> m_verified; // the last verify()'s rows
-    uint32_t m_verified_from = 0;  // where its batch began
+    std::vector<float> m_verified;       // the last verify()'s rows
+    std::vector<TokenId> m_lower_tokens; // lower_pass(): the tokens, their residuals after the
+    std::vector<float> m_lower_rows;     // lower layers ([tokens][n_embd]), the depth and the
+    uint32_t m_lower_layers = 0;         // last pass's logits
+    std::vector<float> m_lower_logits;
+    uint32_t m_verified_from = 0; // where its batch began
 };
 
 } // namespace engine

@@ -100,6 +100,11 @@ std::vector<TokenId> ngram_draft(std::span<const TokenId> context, uint32_t k)
     return draft;
 }
 
+std::span<const float> Drafter::verify(Session& target, std::span<const TokenId> batch)
+{
+    return target.verify(batch);
+}
+
 Draft LookupDrafter::draft(std::span<const TokenId> context, uint32_t k, bool)
 {
     const auto t0 = std::chrono::steady_clock::now();
@@ -177,6 +182,65 @@ Draft ModelDrafter::draft(std::span<const TokenId> context, uint32_t k, bool wan
     return d;
 }
 
+SharedEarlyExitDrafter::SharedEarlyExitDrafter(Session& target, uint32_t layers, SamplerConfig sampler,
+                                               std::string name)
+    : m_target(target), m_layers(layers), m_sampler([&] {
+          sampler.stage_view_size = 0;
+          sampler.seed = drafter_seed(sampler.seed);
+          return sampler;
+      }()),
+      m_name(std::move(name))
+{
+    const uint32_t n_layer = target.model().config().n_layer;
+    if (layers == 0 || layers >= n_layer)
+        throw Error(fmt::format("an early exit after {} layers: the model has {}, so it must stop before the last "
+                                "(1 … {})",
+                                layers, n_layer, n_layer - 1));
+}
+
+Draft SharedEarlyExitDrafter::draft(std::span<const TokenId> context, uint32_t k, bool want_logits)
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    Draft d;
+    m_target.discard_lower();
+    const auto& seq = m_target.tokens();
+    // the context is the target's sequence and the token that opens the step (not evaluated yet)
+    if (k == 0 || context.size() != seq.size() + 1 || !std::equal(seq.begin(), seq.end(), context.begin()))
+        return d;
+    const bool greedy = m_sampler.config().greedy || m_sampler.config().temperature <= 0.0f;
+    std::vector<int32_t> history(context.begin(), context.end());
+    TokenId token = context.back();
+    for (uint32_t i = 0; i < k; ++i) {
+        const std::span<const float> logits = m_target.lower_pass(token, m_layers);
+        if (greedy) {
+            token = m_sampler.sample(logits, history).token;
+        } else {
+            std::vector<Candidate> q = m_sampler.distribution(logits, history);
+            token = draw_from(q, m_sampler.rng());
+            d.q.push_back(std::move(q));
+        }
+        if (want_logits)
+            d.logits.emplace_back(logits.begin(), logits.end());
+        d.tokens.push_back(token);
+        history.push_back(token);
+    }
+    d.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return d;
+}
+
+std::span<const float> SharedEarlyExitDrafter::verify(Session& target, std::span<const TokenId> batch)
+{
+    if (&target != &m_target)
+        return target.verify(batch);
+    const auto done = m_target.lower_tokens();
+    if (done.size() > batch.size() || !std::equal(done.begin(), done.end(), batch.begin()))
+        m_target.discard_lower(); // the loop cut the draft elsewhere: its lower passes again
+    // the tokens not lower-passed yet (the draft's last, or the opening token of an empty draft)
+    for (std::size_t j = m_target.lower_tokens().size(); j < batch.size(); ++j)
+        m_target.lower_pass(batch[j], m_layers);
+    return m_target.verify_upper(batch);
+}
+
 void check_draft_vocabulary(const Model& target, const Model& draft)
 {
     const Vocab& t = target.tokenizer().vocab();
@@ -249,12 +313,16 @@ DraftSource parse_draft_source(std::string_view text)
 }
 
 std::unique_ptr<Drafter> make_drafter(const DraftSource& source, std::shared_ptr<const Model> target,
-                                      const BackendFactory& backend_for, const SamplerConfig& sampler)
+                                      const BackendFactory& backend_for, const SamplerConfig& sampler,
+                                      Session* target_session)
 {
     switch (source.kind) {
     case DraftSource::Kind::lookup:
         return std::make_unique<LookupDrafter>();
     case DraftSource::Kind::early_exit: {
+        if (target_session)
+            return std::make_unique<SharedEarlyExitDrafter>(*target_session, source.layers, sampler,
+                                                            early_exit_name(*target, source.layers));
         auto session = std::make_unique<Session>(target, backend_for(target));
         session->set_exit_layer(source.layers); // throws for a depth the model does not have
         return std::make_unique<ModelDrafter>(std::move(session), sampler, early_exit_name(*target, source.layers));

@@ -38,6 +38,9 @@ public:
     // Up to k tokens to follow `context` (the whole sequence so far: prompt and generated). With
     // `want_logits`, Draft::logits is filled where the drafter has logits (model drafts).
     virtual Draft draft(std::span<const TokenId> context, uint32_t k, bool want_logits) = 0;
+    // The target's verification of `batch` (the opening token and the draft): one pass of the whole
+    // model by default; a drafter that computed part of it already finishes it.
+    virtual std::span<const float> verify(Session& target, std::span<const TokenId> batch);
 };
 
 // A draw from a distribution (probabilities summing to about 1), one uniform from `rng`; rounding that
@@ -81,6 +84,24 @@ private:
     std::string m_name;
 };
 
+// Early exit on the target's own session and cache (self-speculation): each token the draft reads
+// goes through the first `layers` layers once (Session::lower_pass), the draft is read off the output
+// head there, and the verification computes only the layers above for the tokens drafted
+// (Session::verify_upper) — the lower layers' keys and values and residuals are the draft's.
+class SharedEarlyExitDrafter final : public Drafter {
+public:
+    SharedEarlyExitDrafter(Session& target, uint32_t layers, SamplerConfig sampler, std::string name);
+    std::string name() const override { return m_name; }
+    Draft draft(std::span<const TokenId> context, uint32_t k, bool want_logits) override;
+    std::span<const float> verify(Session& target, std::span<const TokenId> batch) override;
+
+private:
+    Session& m_target;
+    uint32_t m_layers;
+    Sampler m_sampler;
+    std::string m_name;
+};
+
 // llama.cpp's rules for a draft model (common_speculative_are_compatible): the same tokenizer type,
 // the same add-BOS/EOS flags and ids, vocabulary sizes within 128, and the same text for every token
 // from id 5 on. Throws Error naming the first mismatch.
@@ -101,10 +122,12 @@ DraftSource parse_draft_source(std::string_view text);
 
 // A backend for a model (the caller's choice of device, threads and context).
 using BackendFactory = std::function<std::unique_ptr<Backend>(std::shared_ptr<const Model>)>;
-// The drafter for a source: a lookup drafter; the target stopped early (layers checked against it);
-// or the draft model loaded and checked (check_draft_vocabulary). The model drafters sample with
-// `sampler` (greedy config: greedy drafts).
+// The drafter for a source: a lookup drafter; the target stopped early (layers checked against it) —
+// on `target_session`'s own cache when one is given (the verification then computes only the layers
+// above), else on a session of its own; or the draft model loaded and checked
+// (check_draft_vocabulary). The model drafters sample with `sampler` (greedy config: greedy drafts).
 std::unique_ptr<Drafter> make_drafter(const DraftSource& source, std::shared_ptr<const Model> target,
-                                      const BackendFactory& backend_for, const SamplerConfig& sampler);
+                                      const BackendFactory& backend_for, const SamplerConfig& sampler,
+                                      Session* target_session = nullptr);
 
 } // namespace engine

@@ -202,7 +202,7 @@ SpeculativeResult generate_speculative(Session& target, uint32_t n, Drafter& dra
         std::vector<TokenId> batch{opened};
         batch.insert(batch.end(), d.tokens.begin(), d.tokens.begin() + std::ptrdiff_t(std::min(valid, keep)));
         const auto t0 = clock::now();
-        const std::span<const float> rows = target.verify(batch); // valid until accept()
+        const std::span<const float> rows = drafter.verify(target, batch); // valid until accept()
         ++r.passes;
         const std::size_t row = rows.size() / batch.size();
         const auto row_of = [&](std::size_t i) { return rows.subspan(i * row, row); };

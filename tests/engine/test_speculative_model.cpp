@@ -75,7 +75,7 @@ void TestSpeculativeModel::greedyIdentityInDeterministicMode()
         make_test_model("qwen2", 7, vocab.get()).write(twin.toStdString());
         source = "draft:" + twin;
     }
-    const auto drafter = make_drafter(parse_draft_source(source.toStdString()), model, backend_for, greedy);
+    const auto drafter = make_drafter(parse_draft_source(source.toStdString()), model, backend_for, greedy, &spec);
     Sampler s1(greedy), s2(greedy);
     const std::vector<TokenId> want = generate_plain(plain, kNew, s1);
     const SpeculativeResult r = generate_speculative(spec, kNew, *drafter, s2, {.draft_max = kDraft});

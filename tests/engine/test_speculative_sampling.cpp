@@ -239,7 +239,8 @@ void TestSpeculativeSampling::theWholeLoopKeepsTheTargetsDistribution()
     for (int run = 0; run < kRuns; ++run) {
         SamplerConfig config = sampling_config();
         config.seed = uint64_t(run);
-        auto drafter = make_drafter(DraftSource{DraftSource::Kind::early_exit, 3, {}}, target, backend_for, config);
+        auto drafter =
+            make_drafter(DraftSource{DraftSource::Kind::early_exit, 3, {}}, target, backend_for, config, &session);
         session.prefill(context);
         Sampler sampler(config);
         const SpeculativeResult r = generate_speculative(session, 3, *drafter, sampler, {.draft_max = 1});
@@ -273,7 +274,9 @@ void TestSpeculativeSampling::theWholeLoopKeepsTheTargetsDistribution()
 void TestSpeculativeSampling::modelDraftersKeepGreedyOutputAndCache_data()
 {
     QTest::addColumn<QString>("source");
-    for (const char* s : {"draft model", "early exit 1", "early exit 2"})
+    // early exit on the target's own cache (the verification computes the layers above L only), and on
+    // a session of its own
+    for (const char* s : {"draft model", "early exit 1", "early exit 2", "early exit 2, its own session"})
         QTest::newRow(s) << QString(s);
 }
 
@@ -297,12 +300,13 @@ void TestSpeculativeSampling::modelDraftersKeepGreedyOutputAndCache()
         src.draft_path = dir.filePath("qwen2-2.gguf").toStdString();
     } else {
         src.kind = DraftSource::Kind::early_exit;
-        src.layers = source.endsWith('1') ? 1 : 2;
+        src.layers = source.contains("exit 1") ? 1 : 2;
     }
-    std::unique_ptr<Drafter> drafter = make_drafter(src, target, backend_for, greedy);
     const std::vector<TokenId> prompt = {11, 42, 7, 99, 5, 42, 7, 13, 11, 42};
     constexpr uint32_t kNew = 30;
     Session plain(target, backend_for(target), 64), spec(target, backend_for(target), 64);
+    std::unique_ptr<Drafter> drafter =
+        make_drafter(src, target, backend_for, greedy, source.contains("own session") ? nullptr : &spec);
     plain.set_batch_invariant(true);
     spec.set_batch_invariant(true);
     plain.prefill(prompt);

@@ -162,10 +162,11 @@ quint64 SpeculationClient::run(const SpeculationSettings& settings)
             };
             s->deterministic = context.deterministic();
             const auto cancelled = [&] { return ticket.cancel->load(); };
-            const std::unique_ptr<engine::Drafter> drafter = engine::make_drafter(source, model, backend_for, config);
+            engine::Session target(model, backend_for(model));
+            const std::unique_ptr<engine::Drafter> drafter =
+                engine::make_drafter(source, model, backend_for, config, &target);
             s->drafter = QString::fromStdString(drafter->name());
 
-            engine::Session target(model, backend_for(model));
             s->backend = QString::fromStdString(target.backend().name());
             target.set_batch_invariant(s->deterministic);
             const engine::PrefillReport prefilled =
