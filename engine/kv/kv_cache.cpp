@@ -69,17 +69,25 @@ void KvCache::commit(uint32_t new_end)
         free_out_of_window(il, m_n_cached);
 }
 
-bool KvCache::rewind(uint32_t n)
+std::optional<uint32_t> KvCache::first_layer_short(uint32_t n, uint32_t end) const
 {
-    n = std::min(n, m_n_cached);
     const uint32_t bt = m_config.block_tokens;
     for (uint32_t il = 0; il < m_config.n_layer; ++il) {
         const uint32_t window = m_config.window[il];
         const uint32_t first_needed = (window && n > window) ? n - window : 0;
-        for (uint32_t pos = first_needed; pos < m_n_cached; pos += bt)
+        for (uint32_t pos = first_needed; pos < end; pos += bt)
             if (!m_layers[il].blocks[pos / bt])
-                return false;
+                return il;
     }
+    return std::nullopt;
+}
+
+bool KvCache::rewind(uint32_t n)
+{
+    n = std::min(n, m_n_cached);
+    // what lies past n is read again by the pass that resumes there: it must still be held too
+    if (first_layer_short(n, m_n_cached))
+        return false;
     m_n_cached = n;
     return true;
 }
@@ -88,22 +96,15 @@ KvTruncation KvCache::truncate(uint32_t n)
 {
     KvTruncation r;
     n = std::min(n, m_n_cached);
-    const uint32_t bt = m_config.block_tokens;
-    for (uint32_t il = 0; il < m_config.n_layer && !r.recompute; ++il) {
-        const uint32_t window = m_config.window[il];
-        const uint32_t first_needed = (window && n > window) ? n - window : 0;
-        for (uint32_t pos = first_needed; pos < n; pos += bt) {
-            if (!m_layers[il].blocks[pos / bt]) {
-                r.recompute = true;
-                r.first_layer_short = il;
-                break;
-            }
-        }
+    if (const auto short_layer = first_layer_short(n, n)) {
+        r.recompute = true;
+        r.first_layer_short = *short_layer;
     }
     if (r.recompute) {
         clear();
         return r;
     }
+    const uint32_t bt = m_config.block_tokens;
     for (uint32_t il = 0; il < m_config.n_layer; ++il) {
         Layer& L = m_layers[il];
         for (uint32_t b = (n + bt - 1) / bt; b < L.blocks.size(); ++b)

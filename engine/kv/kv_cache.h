@@ -107,6 +107,9 @@ private:
     };
     uint8_t* slot(uint32_t layer, uint32_t pos, uint32_t kv_head, bool value) const;
     void free_out_of_window(uint32_t layer, uint32_t end);
+    // The first layer that no longer holds a block a sequence of n positions reads (its window's
+    // positions, up to `end`): a sliding window freed it. None: every block is there.
+    std::optional<uint32_t> first_layer_short(uint32_t n, uint32_t end) const;
 
     KvCacheConfig m_config;
     uint64_t m_k_row = 0, m_v_row = 0; // bytes of one head's key / value vector

@@ -10,6 +10,15 @@
 
 namespace engine {
 
+void check_exit_depth(const Model& model, uint32_t layers)
+{
+    const uint32_t n_layer = model.config().n_layer;
+    if (layers == 0 || layers >= n_layer)
+        throw Error(fmt::format("an early exit after {} layers: the model has {}, so it must stop before the last "
+                                "(1 … {})",
+                                layers, n_layer, n_layer - 1));
+}
+
 Session::Session(std::shared_ptr<const Model> model, std::unique_ptr<Backend> backend, uint32_t n_batch)
     : m_model(std::move(model)), m_backend(std::move(backend)), m_n_batch(std::max(1u, n_batch))
 {
@@ -135,11 +144,7 @@ void Session::decode(TokenId token, const CaptureRequest* capture)
 
 std::span<const float> Session::lower_pass(TokenId token, uint32_t layers)
 {
-    const uint32_t n_layer = m_model->config().n_layer;
-    if (layers == 0 || layers >= n_layer)
-        throw Error(fmt::format("an early exit after {} layers: the model has {}, so it must stop before the last "
-                                "(1 … {})",
-                                layers, n_layer, n_layer - 1));
+    check_exit_depth(*m_model, layers);
     if (m_exit_layer)
         throw Error("lower passes are for a session of the whole model");
     if (!m_lower_tokens.empty() && layers != m_lower_layers)
@@ -200,17 +205,7 @@ std::span<const float> Session::verify_upper(std::span<const TokenId> batch)
                                           .interventions = m_interventions,
                                           .start_layer = layers,
                                           .start_residual = rows});
-    for (std::size_t v = 0; v < r.logits.size(); ++v)
-        if (!std::isfinite(r.logits[v]))
-            throw Error(fmt::format("the model produced a non-finite logit at position {}: its weights or "
-                                    "hyperparameters are broken",
-                                    n0 + v / std::max<uint32_t>(1, r.n_vocab)));
-    m_verified_from = n0;
-    m_tokens.insert(m_tokens.end(), tokens.begin(), tokens.end());
-    m_batch_of.insert(m_batch_of.end(), tokens.size(), static_cast<uint32_t>(tokens.size()));
-    m_captures.reset();
-    m_verified = std::move(r.logits);
-    return m_verified;
+    return hold_verified(std::move(r), tokens, n0);
 }
 
 std::span<const float> Session::verify(std::span<const TokenId> batch)
@@ -226,12 +221,17 @@ std::span<const float> Session::verify(std::span<const TokenId> batch)
                                           .batch_invariant = m_batch_invariant,
                                           .interventions = m_interventions,
                                           .end_layer = m_exit_layer});
+    return hold_verified(std::move(r), batch, static_cast<uint32_t>(m_tokens.size()));
+}
+
+std::span<const float> Session::hold_verified(ForwardResult r, std::span<const TokenId> batch, uint32_t from)
+{
     for (std::size_t v = 0; v < r.logits.size(); ++v)
         if (!std::isfinite(r.logits[v]))
             throw Error(fmt::format("the model produced a non-finite logit at position {}: its weights or "
                                     "hyperparameters are broken",
-                                    m_tokens.size() + v / std::max<uint32_t>(1, r.n_vocab)));
-    m_verified_from = static_cast<uint32_t>(m_tokens.size());
+                                    from + v / std::max<uint32_t>(1, r.n_vocab)));
+    m_verified_from = from;
     m_tokens.insert(m_tokens.end(), batch.begin(), batch.end());
     m_batch_of.insert(m_batch_of.end(), batch.size(), static_cast<uint32_t>(batch.size()));
     m_captures.reset();
@@ -263,11 +263,8 @@ void Session::accept(uint32_t kept)
 
 void Session::set_exit_layer(uint32_t layers)
 {
-    const uint32_t n_layer = m_model->config().n_layer;
-    if (layers >= n_layer)
-        throw Error(fmt::format("an early exit after {} layers: the model has {}, so it must stop before the last "
-                                "(1 … {})",
-                                layers, n_layer, n_layer - 1));
+    if (layers != 0) // 0: the whole model again
+        check_exit_depth(*m_model, layers);
     if (layers == m_exit_layer)
         return;
     m_exit_layer = layers;

@@ -24,6 +24,9 @@ struct PrefillReport {
     double ms = 0.0;
 };
 
+// Throws Error unless 0 < layers < the model's layer count: an early exit must stop before the last.
+void check_exit_depth(const Model& model, uint32_t layers);
+
 // One conversation with a model on a backend: the token sequence, its KV cache and the logits of
 // the last position. Not thread-safe; the engine thread owns it.
 class Session {
@@ -88,6 +91,9 @@ private:
                   const PrefillProgress& progress = {});
     // Empties the sequence and its cache: the next prefill evaluates everything.
     void drop_sequence();
+    // verify() and verify_upper(): the pass's rows (every one finite) held for accept(), `batch`
+    // appended to the sequence after position `from`.
+    std::span<const float> hold_verified(ForwardResult r, std::span<const TokenId> batch, uint32_t from);
 
     bool m_batch_invariant = false;
     uint32_t m_exit_layer = 0;

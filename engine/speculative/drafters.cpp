@@ -126,15 +126,37 @@ uint64_t drafter_seed(uint64_t seed)
     return z ^ (z >> 31);
 }
 
+// A drafter's sampler: no stage views, its own stream.
+SamplerConfig drafting_config(SamplerConfig sampler)
+{
+    sampler.stage_view_size = 0;
+    sampler.seed = drafter_seed(sampler.seed);
+    return sampler;
+}
+
+// One drafted token from a drafter's logits: the argmax (a point mass) when greedy, else a draw whose
+// distribution joins the draft as q; the logits too when asked for.
+TokenId draft_token(Sampler& sampler, std::span<const float> logits, std::span<const int32_t> history, Draft& d,
+                    bool want_logits)
+{
+    TokenId token;
+    if (sampler.config().greedy || sampler.config().temperature <= 0.0f) {
+        token = sampler.sample(logits, history).token;
+    } else {
+        std::vector<Candidate> q = sampler.distribution(logits, history);
+        token = draw_from(q, sampler.rng());
+        d.q.push_back(std::move(q));
+    }
+    if (want_logits)
+        d.logits.emplace_back(logits.begin(), logits.end());
+    d.tokens.push_back(token);
+    return token;
+}
+
 } // namespace
 
 ModelDrafter::ModelDrafter(std::unique_ptr<Session> session, SamplerConfig sampler, std::string name)
-    : m_session(std::move(session)), m_sampler([&] {
-          sampler.stage_view_size = 0;
-          sampler.seed = drafter_seed(sampler.seed);
-          return sampler;
-      }()),
-      m_name(std::move(name))
+    : m_session(std::move(session)), m_sampler(drafting_config(sampler)), m_name(std::move(name))
 {
 }
 
@@ -158,21 +180,9 @@ Draft ModelDrafter::draft(std::span<const TokenId> context, uint32_t k, bool wan
     if (std::any_of(context.begin(), context.end(), [&](TokenId t) { return t < 0 || uint32_t(t) >= n_vocab; }))
         return d;
     s.prefill(context);
-    const bool greedy = m_sampler.config().greedy || m_sampler.config().temperature <= 0.0f;
     std::vector<int32_t> history(context.begin(), context.end());
     for (uint32_t i = 0; i < k; ++i) {
-        const std::span<const float> logits = s.logits();
-        TokenId token;
-        if (greedy) {
-            token = m_sampler.sample(logits, history).token;
-        } else {
-            std::vector<Candidate> q = m_sampler.distribution(logits, history);
-            token = draw_from(q, m_sampler.rng());
-            d.q.push_back(std::move(q));
-        }
-        if (want_logits)
-            d.logits.emplace_back(logits.begin(), logits.end());
-        d.tokens.push_back(token);
+        const TokenId token = draft_token(m_sampler, s.logits(), history, d, want_logits);
         history.push_back(token);
         if (i + 1 == k || s.tokens().size() + 1 >= n_ctx)
             break;
@@ -184,18 +194,9 @@ Draft ModelDrafter::draft(std::span<const TokenId> context, uint32_t k, bool wan
 
 SharedEarlyExitDrafter::SharedEarlyExitDrafter(Session& target, uint32_t layers, SamplerConfig sampler,
                                                std::string name)
-    : m_target(target), m_layers(layers), m_sampler([&] {
-          sampler.stage_view_size = 0;
-          sampler.seed = drafter_seed(sampler.seed);
-          return sampler;
-      }()),
-      m_name(std::move(name))
+    : m_target(target), m_layers(layers), m_sampler(drafting_config(sampler)), m_name(std::move(name))
 {
-    const uint32_t n_layer = target.model().config().n_layer;
-    if (layers == 0 || layers >= n_layer)
-        throw Error(fmt::format("an early exit after {} layers: the model has {}, so it must stop before the last "
-                                "(1 … {})",
-                                layers, n_layer, n_layer - 1));
+    check_exit_depth(target.model(), layers);
 }
 
 Draft SharedEarlyExitDrafter::draft(std::span<const TokenId> context, uint32_t k, bool want_logits)
@@ -207,21 +208,10 @@ Draft SharedEarlyExitDrafter::draft(std::span<const TokenId> context, uint32_t k
     // the context is the target's sequence and the token that opens the step (not evaluated yet)
     if (k == 0 || context.size() != seq.size() + 1 || !std::equal(seq.begin(), seq.end(), context.begin()))
         return d;
-    const bool greedy = m_sampler.config().greedy || m_sampler.config().temperature <= 0.0f;
     std::vector<int32_t> history(context.begin(), context.end());
     TokenId token = context.back();
     for (uint32_t i = 0; i < k; ++i) {
-        const std::span<const float> logits = m_target.lower_pass(token, m_layers);
-        if (greedy) {
-            token = m_sampler.sample(logits, history).token;
-        } else {
-            std::vector<Candidate> q = m_sampler.distribution(logits, history);
-            token = draw_from(q, m_sampler.rng());
-            d.q.push_back(std::move(q));
-        }
-        if (want_logits)
-            d.logits.emplace_back(logits.begin(), logits.end());
-        d.tokens.push_back(token);
+        token = draft_token(m_sampler, m_target.lower_pass(token, m_layers), history, d, want_logits);
         history.push_back(token);
     }
     d.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

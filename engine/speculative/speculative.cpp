@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "speculative/speculative.h"
 
+#include "lab/lab_run.h"
 #include "model/model.h"
 #include "session/session.h"
 #include "util/error.h"
@@ -47,28 +48,12 @@ float probability_in(std::span<const Candidate> d, TokenId id)
     return 0.0f;
 }
 
-// KL(p ‖ q) of the softmaxes of two logit rows (over the ids both have), nats.
-float softmax_kl(std::span<const float> target, std::span<const float> draft)
+// KL(target ‖ draft) of the softmaxes of two logit rows, over the ids both have (a draft model's
+// vocabulary may differ by up to 128), nats.
+float draft_kl(std::span<const float> target, std::span<const float> draft)
 {
     const std::size_t n = std::min(target.size(), draft.size());
-    if (n == 0)
-        return -1.0f;
-    const auto log_z = [n](std::span<const float> l) {
-        const float mx = *std::max_element(l.begin(), l.begin() + std::ptrdiff_t(n));
-        double s = 0.0;
-        for (std::size_t i = 0; i < n; ++i)
-            s += std::exp(double(l[i]) - mx);
-        return mx + std::log(s);
-    };
-    const double zt = log_z(target), zd = log_z(draft);
-    double kl = 0.0;
-    for (std::size_t i = 0; i < n; ++i) {
-        const double lp = double(target[i]) - zt;
-        const double p = std::exp(lp);
-        if (p > 0.0 && std::isfinite(draft[i]))
-            kl += p * (lp - (double(draft[i]) - zd));
-    }
-    return float(std::max(0.0, kl));
+    return n ? float(kl_divergence(target.first(n), draft.first(n))) : -1.0f;
 }
 
 } // namespace
@@ -219,7 +204,7 @@ SpeculativeResult generate_speculative(Session& target, uint32_t n, Drafter& dra
         const uint32_t accepted = step.acceptance.accepted;
         for (std::size_t i = 0; i < step.acceptance.verdicts.size(); ++i)
             if (options.record_kl && i < d.logits.size())
-                step.acceptance.verdicts[i].kl = softmax_kl(row_of(i), d.logits[i]);
+                step.acceptance.verdicts[i].kl = draft_kl(row_of(i), d.logits[i]);
         for (uint32_t i = 0; i < accepted; ++i) {
             r.tokens.push_back(d.tokens[i]);
             r.choices.push_back(top_two(row_of(i), d.tokens[i]));

@@ -127,6 +127,21 @@ double critical(int df)
     return df * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
 }
 
+int total(const std::map<TokenId, int>& counts)
+{
+    int n = 0;
+    for (const auto& [token, count] : counts)
+        n += count;
+    return n;
+}
+
+// The prefix (or first token) most runs reached, with the counts of what followed it.
+template <typename Key> auto most_reached(const std::map<Key, std::map<TokenId, int>>& by_prefix)
+{
+    return std::max_element(by_prefix.begin(), by_prefix.end(),
+                            [](const auto& a, const auto& b) { return total(a.second) < total(b.second); });
+}
+
 struct Position {
     std::map<std::vector<TokenId>, std::map<TokenId, int>> by_prefix; // emitted prefix → next-token counts
 };
@@ -188,19 +203,9 @@ void TestSpeculativeSampling::emittedTokensFollowTheTarget()
     bool any_failed = false;
     for (uint32_t j = 0; j <= kDraft; ++j) {
         // the emitted prefix most steps reached this position with
-        const auto best = std::max_element(positions[j].by_prefix.begin(), positions[j].by_prefix.end(),
-                                           [](const auto& a, const auto& b) {
-                                               int na = 0, nb = 0;
-                                               for (const auto& [t, c] : a.second)
-                                                   na += c;
-                                               for (const auto& [t, c] : b.second)
-                                                   nb += c;
-                                               return na < nb;
-                                           });
+        const auto best = most_reached(positions[j].by_prefix);
         QVERIFY(best != positions[j].by_prefix.end());
-        int n = 0;
-        for (const auto& [t, c] : best->second)
-            n += c;
+        const int n = total(best->second);
         QVERIFY2(n >= 200, qPrintable(QString("position %1 reached only %2 times").arg(j + 1).arg(n)));
         const auto [stat, df] = chi_square(best->second, p_of(best->first), n);
         const bool fails = stat > critical(df);
@@ -251,18 +256,9 @@ void TestSpeculativeSampling::theWholeLoopKeepsTheTargetsDistribution()
     }
     QVERIFY2(rejected >= 3 * drafted / 10,
              "the drafter agrees with the target too often for the test to mean anything");
-    const auto most =
-        std::max_element(second_after_first.begin(), second_after_first.end(), [](const auto& a, const auto& b) {
-            int na = 0, nb = 0;
-            for (const auto& [t, c] : a.second)
-                na += c;
-            for (const auto& [t, c] : b.second)
-                nb += c;
-            return na < nb;
-        });
-    int n = 0;
-    for (const auto& [t, c] : most->second)
-        n += c;
+    const auto most = most_reached(second_after_first);
+    QVERIFY(most != second_after_first.end());
+    const int n = total(most->second);
     const auto [stat, df] = chi_square(most->second, p_of({most->first}), n);
     qInfo("%d of %d drafted tokens rejected; the second token after the most frequent first (%d runs): chi-square "
           "%.1f, df %d, bound %.1f",
