@@ -18,6 +18,7 @@
 #include "text_review.h"
 #include "widgets/speculation_lanes.h"
 
+#include <QPushButton>
 #include <QSpinBox>
 #include <QTableWidget>
 #include <QTest>
@@ -157,10 +158,17 @@ void TestSpeculationPanel::changingKRunsAgain()
     QSignalSpy progressed(m_panel.get(), &SpeculationPanel::progressed);
     QSignalSpy finished(m_panel.get(), &SpeculationPanel::finished);
     m_panel->setSettings(repetitive(2, 200));
-    m_panel->run();
+    // as a user does it: a click on Run, then the k box's arrow key pressed four times while it runs
+    auto* run = m_panel->findChild<QPushButton*>("speculationRun");
+    QVERIFY(run);
+    QTest::mouseClick(run, Qt::LeftButton);
     QVERIFY(testsupport::seen(progressed));
     // a new k while it runs: the running comparison is cancelled, the new one runs to its end
-    m_panel->findChild<QSpinBox*>("speculationK")->setValue(6);
+    auto* k = m_panel->findChild<QSpinBox*>("speculationK");
+    k->setFocus();
+    for (int i = 0; i < 4; ++i)
+        QTest::keyClick(k, Qt::Key_Up);
+    QCOMPARE(k->value(), 6);
     QVERIFY(QTest::qWaitFor([&] { return m_panel->result() && m_panel->result()->finished; }, 240000));
     QCOMPARE(m_panel->result()->settings.draft_max, 6);
     QCOMPARE(m_panel->result()->result.tokens.size(), std::size_t(200));
