@@ -3,6 +3,7 @@
 
 #include "backend/intervention.h"
 #include "kv/kv_cache.h"
+#include "moe/routing.h"
 #include "tokenizer/vocab.h"
 
 #include <array>
@@ -25,9 +26,10 @@ struct CaptureRequest {
     bool all_heads = false;
     bool residuals = false;  // residual stream after every layer (logit lens)
     std::vector<Site> sites; // further activations of every layer (Site::Residual: as `residuals`)
+    bool routing = false;    // each MoE layer's router: probabilities, chosen experts, weights
 
     bool wants(uint32_t layer, uint32_t head) const;
-    bool empty() const { return heads.empty() && !all_heads && !residuals && sites.empty(); }
+    bool empty() const { return heads.empty() && !all_heads && !residuals && sites.empty() && !routing; }
 };
 
 // One head's attention over one forward pass: rows are this pass's queries, columns every position
@@ -48,8 +50,20 @@ struct AttentionCapture {
     float softcap = 0.0f;       // gemma2: q·k ← c·tanh(q·k / c) before the scale; 0: none
 };
 
+// One MoE layer's router over one forward pass (rows are this pass's tokens).
+struct RoutingCapture {
+    uint32_t layer = 0;
+    uint32_t first_position = 0;
+    uint32_t n_tokens = 0, n_expert = 0, k = 0;
+    std::vector<float> logits;    // [n_tokens][n_expert] the router's outputs
+    std::vector<float> probs;     // [n_tokens][n_expert] the gating softmax over every expert
+    std::vector<int32_t> experts; // [n_tokens][k] the chosen experts, in slot order
+    std::vector<float> weights;   // [n_tokens][k] their weights as applied (after normalisation)
+};
+
 struct ForwardCaptures {
     std::vector<AttentionCapture> attention;
+    std::vector<RoutingCapture> routing;       // one per MoE layer, in layer order (CaptureRequest::routing)
     std::vector<std::vector<float>> residuals; // per layer: [n_tokens][n_embd]
     // Per site of CaptureRequest::sites, per layer: [n_tokens][site_width] (Embedding: layer 0 only;
     // Residual: see `residuals`). Empty for a site nobody asked for.
@@ -92,6 +106,9 @@ struct ForwardRequest {
     // Changes to the pass (the lab's patching, ablation and steering); empty: none, every bit as
     // without. Positions are absolute (n_cached …).
     std::span<const Intervention> interventions;
+    // Changes at the routers of a mixture-of-experts model (force a token's experts, remove an expert);
+    // empty: none, every bit as without.
+    std::span<const ExpertIntervention> expert_interventions;
     // Resume the pass at this layer from a residual stream computed before — [tokens][n_embd], the
     // residual after layer start_layer − 1 — instead of evaluating the layers below again (the
     // lab's patching: below a patch, a run computes what the unpatched run computed, bit for bit).

@@ -24,8 +24,14 @@ void for_each_weight(const Model& model, const std::function<void(const TensorVi
     fn(w.output_norm, WeightUse::Vector);
     for (const LayerWeights& L : w.layers) {
         for (const TensorView* m :
-             {&L.attn_q, &L.attn_k, &L.attn_v, &L.attn_output, &L.ffn_gate, &L.ffn_up, &L.ffn_down})
-            fn(*m, WeightUse::Matrix);
+             {&L.attn_q, &L.attn_k, &L.attn_v, &L.attn_output, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.ffn_gate_inp,
+              &L.ffn_gate_shexp, &L.ffn_up_shexp, &L.ffn_down_shexp})
+            if (*m)
+                fn(*m, WeightUse::Matrix);
+        if (L.is_moe())
+            for (uint32_t e = 0; e < model.config().n_expert; ++e)
+                for (const TensorView* m : {&L.ffn_gate_exps, &L.ffn_up_exps, &L.ffn_down_exps})
+                    fn(expert_matrix(*m, e), WeightUse::Matrix);
         for (const TensorView* v : {&L.attn_norm, &L.ffn_norm, &L.attn_q_norm, &L.attn_k_norm, &L.post_attention_norm,
                                     &L.post_ffw_norm, &L.attn_q_bias, &L.attn_k_bias, &L.attn_v_bias,
                                     &L.attn_output_bias, &L.ffn_gate_bias, &L.ffn_up_bias, &L.ffn_down_bias})
@@ -90,6 +96,34 @@ public:
         const std::size_t width = site_width(m_c, site, layer);
         std::memcpy(out.data() + std::size_t(m_b0) * width, rows,
                     std::size_t(m_plan->n_tokens) * width * sizeof(float));
+    }
+
+    void routing(uint32_t layer, const float* logits, const float* probs, const ExpertRouting& r) override
+    {
+        if (!m_capture->routing)
+            return;
+        RoutingCapture* rc = nullptr;
+        for (RoutingCapture& e : m_captures->routing)
+            if (e.layer == layer)
+                rc = &e;
+        const uint32_t NE = m_c.n_expert, k = r.k;
+        if (!rc) {
+            rc = &m_captures->routing.emplace_back();
+            rc->layer = layer;
+            rc->first_position = m_pos0;
+            rc->n_tokens = m_n_total;
+            rc->n_expert = NE;
+            rc->k = k;
+            rc->logits.assign(std::size_t(m_n_total) * NE, 0.0f);
+            rc->probs.assign(std::size_t(m_n_total) * NE, 0.0f);
+            rc->experts.assign(std::size_t(m_n_total) * k, -1);
+            rc->weights.assign(std::size_t(m_n_total) * k, 0.0f);
+        }
+        const std::size_t n = r.n_rows, row = m_b0;
+        std::copy_n(logits, n * NE, rc->logits.begin() + std::ptrdiff_t(row * NE));
+        std::copy_n(probs, n * NE, rc->probs.begin() + std::ptrdiff_t(row * NE));
+        std::copy_n(r.experts.begin(), n * k, rc->experts.begin() + std::ptrdiff_t(row * k));
+        std::copy_n(r.weights.begin(), n * k, rc->weights.begin() + std::ptrdiff_t(row * k));
     }
 
 private:
@@ -216,6 +250,7 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
     const uint32_t pos0 = kv.n_cached();
     const uint32_t chunk = max_chunk_tokens(request, pos0);
     check_interventions(c, request.interventions, pos0, n);
+    check_expert_interventions(c, request.expert_interventions);
     if (request.start_layer > c.n_layer)
         throw Error(fmt::format("cannot resume at layer {}: the model has {} layers", request.start_layer, c.n_layer));
     if (request.start_layer > 0 && request.start_residual.size() != std::size_t(n) * c.n_embd)
@@ -263,6 +298,7 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
         }
         if (plan.residuals)
             captures->residuals.assign(c.n_layer, std::vector<float>(std::size_t(n) * c.n_embd));
+        plan.routing = capture->routing && c.is_moe();
         for (uint32_t il = 0; il < c.n_layer; ++il)
             for (uint32_t h = 0; h < c.n_head[il]; ++h)
                 if (capture->wants(il, h)) {
@@ -272,17 +308,21 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
     }
     Assembly assembly(*m_model, capture, captures.get(), result, first_out, n, pos0);
     m_interventions = request.interventions;
+    m_expert_interventions = request.expert_interventions;
     m_start_layer = request.start_layer;
     m_end_layer = end_layer;
-    plan.plain = m_interventions.empty() && m_start_layer == 0 && m_end_layer == c.n_layer;
+    plan.plain =
+        m_interventions.empty() && m_expert_interventions.empty() && m_start_layer == 0 && m_end_layer == c.n_layer;
     struct Forget { // the spans point into the caller's request
         LayeredBackend& b;
         ~Forget()
         {
             b.m_interventions = {};
+            b.m_expert_interventions = {};
             b.m_start_layer = 0;
             b.m_end_layer = 0;
             b.m_start_rows = {};
+            b.m_pass_sink = nullptr;
         }
     } forget{*this};
     for (uint32_t b0 = 0; b0 < n; b0 += chunk) {
@@ -295,6 +335,7 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
         if (m_start_layer > 0)
             m_start_rows = request.start_residual.subspan(std::size_t(b0) * c.n_embd, std::size_t(b1 - b0) * c.n_embd);
         begin_chunk(plan, assembly);
+        m_pass_sink = &assembly;
         const auto tokens = request.tokens.subspan(b0, b1 - b0);
         if (!replay_chunk(tokens))
             run_layers(tokens, plan);
@@ -510,16 +551,20 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
         const Act ffn_in = arch.pre_norms ? Act::H : Act::X;
         if (!mid_fused && arch.pre_norms)
             rmsnorm(Act::X, Act::H, L.ffn_norm, E, n, eps);
-        ffn_matmul(L.ffn_gate, ffn_in, Act::Gate); // [n][F]
-        if (L.ffn_gate_bias)
-            add_bias(Act::Gate, L.ffn_gate_bias, n);
-        ffn_matmul(L.ffn_up, ffn_in, Act::Up); // [n][F]
-        if (L.ffn_up_bias)
-            add_bias(Act::Up, L.ffn_up_bias, n);
-        glu(F, n, arch.gelu_ffn);
-        ffn_matmul(L.ffn_down, Act::Gate, Act::O); // [n][E]
-        if (L.ffn_down_bias)
-            add_bias(Act::O, L.ffn_down_bias, n);
+        if (L.is_moe()) {
+            moe_block(il, ffn_in, plan, mlp_order, reorder_logit_rows);
+        } else {
+            ffn_matmul(L.ffn_gate, ffn_in, Act::Gate); // [n][F]
+            if (L.ffn_gate_bias)
+                add_bias(Act::Gate, L.ffn_gate_bias, n);
+            ffn_matmul(L.ffn_up, ffn_in, Act::Up); // [n][F]
+            if (L.ffn_up_bias)
+                add_bias(Act::Up, L.ffn_up_bias, n);
+            glu(F, n, arch.gelu_ffn);
+            ffn_matmul(L.ffn_down, Act::Gate, Act::O); // [n][E]
+            if (L.ffn_down_bias)
+                add_bias(Act::O, L.ffn_down_bias, n);
+        }
         if (arch.post_norms)
             rmsnorm(Act::O, Act::O, L.post_ffw_norm, E, n, eps);
         if (c.residual_multiplier)
@@ -542,6 +587,48 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
     // ---- output: final norm and the LM head of the rows whose logits are wanted
     if (plan.n_logit_rows)
         output_head(w.output_norm, w.output, plan.logit_row0, plan.n_logit_rows, plan.logit_order, eps);
+}
+
+void LayeredBackend::moe_block(uint32_t il, Act in, const ChunkPlan& plan, uint32_t mlp_order, bool reorder_logit_rows)
+{
+    const ModelConfig& c = m_model->config();
+    const LayerWeights& L = m_model->weights().layers[il];
+    const uint32_t n = plan.n_tokens, k = plan.n_logit_rows;
+    // The router, summed as the layer's other matrices (llama.cpp's last layer: the rows with logits in
+    // the order of their own batch), then the routing on the host.
+    m_router_logits.resize(std::size_t(n) * c.n_expert);
+    router_logits(L.ffn_gate_inp, in, 0, n, mlp_order, m_router_logits.data());
+    if (reorder_logit_rows)
+        router_logits(L.ffn_gate_inp, in, plan.logit_row0, k, k,
+                      m_router_logits.data() + std::size_t(plan.logit_row0) * c.n_expert);
+    const ExpertRouting routing = route_rows(c, m_model->traits().moe_normalize_weights, il, m_router_logits.data(), n,
+                                             plan.pos0, m_expert_interventions, m_router_probs);
+    if (plan.routing && m_pass_sink)
+        m_pass_sink->routing(il, m_router_logits.data(), m_router_probs.data(), routing);
+    // A shared expert (granitemoe) first, into O: out = moe + shexp is the same sum either way round.
+    const bool shared = bool(L.ffn_gate_shexp);
+    if (shared) {
+        const auto shexp_matmul = [&](const TensorView& m, Act from, Act to) {
+            matmul(m, from, to, n, mlp_order);
+            if (reorder_logit_rows)
+                matmul_rows(m, from, to, plan.logit_row0, k, k);
+        };
+        shexp_matmul(L.ffn_gate_shexp, in, Act::Gate);
+        shexp_matmul(L.ffn_up_shexp, in, Act::Up);
+        glu(c.n_ff_shexp, n, false);
+        shexp_matmul(L.ffn_down_shexp, Act::Gate, Act::O);
+    }
+    moe_experts(L, in, Act::O, routing, plan.batch_invariant, shared);
+}
+
+void LayeredBackend::router_logits(const TensorView&, Act, uint32_t, uint32_t, uint32_t, float*)
+{
+    throw UnsupportedError(fmt::format("{} does not run mixture-of-experts layers", name()));
+}
+
+void LayeredBackend::moe_experts(const LayerWeights&, Act, Act, const ExpertRouting&, bool, bool)
+{
+    throw UnsupportedError(fmt::format("{} does not run mixture-of-experts layers", name()));
 }
 
 void LayeredBackend::output_head_rows(const TensorView&, const TensorView&, std::span<const uint32_t>, uint32_t, float)

@@ -55,6 +55,7 @@ struct ChunkPlan {
     bool residuals = false;                 // deliver the residual stream after every layer
     std::vector<Site> sites;                // further sites delivered at every layer (not Residual)
     std::vector<uint32_t> attention_layers; // layers whose attention weights and queries are delivered
+    bool routing = false;                   // deliver every MoE layer's router decision
     // Several sequences (forward_batch): the rows by sequence, each with its own positions and cache
     // (rope, store_kv and attention follow them; pos0 is 0 then). Empty: one sequence, the backend's
     // own cache, positions pos0 ….
@@ -68,7 +69,7 @@ struct ChunkPlan {
     bool replayable_decode_step() const
     {
         return plain && segments.empty() && n_tokens == 1 && n_logit_rows == 1 && order == 1 && logit_order == 1 &&
-               !residuals && sites.empty() && attention_layers.empty();
+               !residuals && sites.empty() && attention_layers.empty() && !routing;
     }
 };
 
@@ -87,6 +88,12 @@ public:
     virtual void attention(uint32_t layer, const float* q, const float* weights) = 0;
     // One site of the plan's `sites` at `layer`, [n][site_width].
     virtual void activation(Site site, uint32_t layer, const float* rows) = 0;
+    // One MoE layer's router for the chunk's rows: its logits and probabilities [n][n_expert] and the
+    // experts and weights it chose (delivered when the plan asks for the routing).
+    virtual void routing(uint32_t /*layer*/, const float* /*logits*/, const float* /*probs*/,
+                         const ExpertRouting& /*routing*/)
+    {
+    }
 };
 
 // A change to rows of an activation buffer (an intervention's part in one chunk): rows
@@ -183,6 +190,16 @@ protected:
     {
         matmul_rows(w, in, out, 0, n_rows, order);
     }
+    // Mixture-of-experts layers (the defaults refuse them, naming the backend).
+    // The router's logits: out[t] = w · in[t] for rows row0 … row0 + n_rows − 1 into host memory
+    // ([n_rows][w.rows()]), summed as matmul_rows sums; the pass routes on them.
+    virtual void router_logits(const TensorView& w, Act in, uint32_t row0, uint32_t n_rows, uint32_t order, float* out);
+    // out[t] = Σ over row t's slots, in slot order, of weight · down_e(silu(gate_e · in[t]) ⊙ up_e · in[t])
+    // (added to out when `accumulate`: a shared expert's output is already there). Each expert's rows are
+    // computed together (its weights read once per chunk), every result as llama.cpp's mul_mat_id sums
+    // it; `deterministic`: the same bits whatever the number of rows an expert gets.
+    virtual void moe_experts(const LayerWeights& layer, Act in, Act out, const ExpertRouting& routing,
+                             bool deterministic, bool accumulate);
     // x[t] += bias for every row (width = bias length).
     virtual void add_bias(Act x, const TensorView& bias, uint32_t n_rows) = 0;
     // x[t] ·= factor over rows of `width` (granite's residual multiplier).
@@ -240,10 +257,16 @@ private:
     void at_site(Site site, uint32_t layer, Act a, const ChunkPlan& plan);
     // at_site would do nothing there: no intervention of the request and no delivery of the plan.
     bool site_idle(Site site, uint32_t layer, const ChunkPlan& plan) const;
+    // An MoE layer's feed-forward block: the router, the routing (with the request's expert
+    // interventions), the shared expert where there is one, the experts; the block's output in O.
+    void moe_block(uint32_t il, Act in, const ChunkPlan& plan, uint32_t mlp_order, bool reorder_logit_rows);
     std::span<const Intervention> m_interventions; // of the request being run
-    uint32_t m_start_layer = 0;                    // of the request being run
-    uint32_t m_end_layer = 0;                      // its layer after the last one run (0: all)
-    std::span<const float> m_start_rows;           // its start residual's rows of the chunk
+    std::span<const ExpertIntervention> m_expert_interventions;
+    std::vector<float> m_router_logits, m_router_probs; // an MoE layer's, [n][n_expert]
+    ChunkSink* m_pass_sink = nullptr;                   // the request's, while it runs
+    uint32_t m_start_layer = 0;                         // of the request being run
+    uint32_t m_end_layer = 0;                           // its layer after the last one run (0: all)
+    std::span<const float> m_start_rows;                // its start residual's rows of the chunk
     std::vector<float> m_rope_factors;
     std::vector<float> m_rope_factors_long; // phi3's LongRoPE: used when the context exceeds the original
 };

@@ -40,14 +40,17 @@ const ArchitectureEntry kArchitectures[] = {
       .gelu_ffn = true,
       .query_prescaled = true}},
     {"granite", Architecture::Granite, {}},
+    {"granitemoe", Architecture::GraniteMoe, {.moe_normalize_weights = true}},
     {"llama", Architecture::Llama, {}},
     {"mistral3", Architecture::Mistral3, {}},
     {"olmo2",
      Architecture::Olmo2,
      {.rope_neox = true, .qk_norm = true, .post_norms = true, .pre_norms = false, .qk_norm_whole_row = true}},
+    {"olmoe", Architecture::Olmoe, {.rope_neox = true, .qk_norm = true, .qk_norm_whole_row = true}},
     {"phi3", Architecture::Phi3, {.rope_neox = true, .query_prescaled = true}},
     {"qwen2", Architecture::Qwen2, {.rope_neox = true}},
     {"qwen3", Architecture::Qwen3, {.rope_neox = true, .qk_norm = true}},
+    {"qwen3moe", Architecture::Qwen3Moe, {.rope_neox = true, .qk_norm = true, .moe_normalize_weights = true}},
     {"smollm3", Architecture::Smollm3, {.no_rope_period = 4}},
 };
 
@@ -165,6 +168,33 @@ void Model::bind_weights()
         }
         return parts;
     };
+    // A stacked expert tensor {ne0, ne1, n_expert}.
+    const auto get_experts = [&](const std::string& name, uint64_t ne0, uint64_t ne1) -> TensorView {
+        const gguf::TensorInfo* info = file.find_tensor(name);
+        if (!info)
+            throw FormatError(
+                fmt::format("{}: tensor '{}' is missing (architecture {})", file.name(), name, c.architecture));
+        if (info->ne[0] != ne0 || info->ne[1] != ne1 || info->ne[2] != c.n_expert || info->ne[3] != 1)
+            throw FormatError(fmt::format("{}: tensor '{}' has shape {} but {} × {} × {} (experts) was expected",
+                                          file.name(), name, info->shape_string(), ne0, ne1, c.n_expert));
+        return view_of(info);
+    };
+    const auto bind_experts = [&](LayerWeights& L, const std::string& p) {
+        L.ffn_gate_inp = get(p + "ffn_gate_inp.weight", n_embd, c.n_expert, true);
+        L.ffn_gate_exps = get_experts(p + "ffn_gate_exps.weight", n_embd, c.n_ff_exp);
+        L.ffn_up_exps = get_experts(p + "ffn_up_exps.weight", n_embd, c.n_ff_exp);
+        L.ffn_down_exps = get_experts(p + "ffn_down_exps.weight", c.n_ff_exp, n_embd);
+        if (c.n_ff_shexp > 0) {
+            L.ffn_gate_shexp = get(p + "ffn_gate_shexp.weight", n_embd, c.n_ff_shexp, true);
+            L.ffn_up_shexp = get(p + "ffn_up_shexp.weight", n_embd, c.n_ff_shexp, true);
+            L.ffn_down_shexp = get(p + "ffn_down_shexp.weight", c.n_ff_shexp, n_embd, true);
+        }
+        if (file.find_tensor(p + "ffn_gate_up_exps.weight") || file.find_tensor(p + "ffn_gate_inp.bias") ||
+            file.find_tensor(p + "exp_probs_b.bias"))
+            throw UnsupportedError(fmt::format("{}: layer {} has expert tensors {} does not read (fused gate|up, "
+                                               "router bias or selection bias)",
+                                               file.name(), p.substr(4, p.size() - 5), c.architecture));
+    };
     const ArchitectureTraits& tr = m_traits;
     for (uint32_t il = 0; il < c.n_layer; ++il) {
         const std::string p = fmt::format("blk.{}.", il);
@@ -207,11 +237,14 @@ void Model::bind_weights()
             const auto gate_up = split_rows(p + "ffn_up.weight", {n_ff, n_ff});
             L.ffn_gate = gate_up[0];
             L.ffn_up = gate_up[1];
+        } else if (c.is_moe()) {
+            bind_experts(L, p);
         } else {
             L.ffn_gate = get(p + "ffn_gate.weight", n_embd, n_ff, true);
             L.ffn_up = get(p + "ffn_up.weight", n_embd, n_ff, true);
         }
-        L.ffn_down = get(p + "ffn_down.weight", n_ff, n_embd, true);
+        if (!c.is_moe())
+            L.ffn_down = get(p + "ffn_down.weight", n_ff, n_embd, true);
         L.ffn_gate_bias = get(p + "ffn_gate.bias", n_ff, 1, false);
         L.ffn_up_bias = get(p + "ffn_up.bias", n_ff, 1, false);
         L.ffn_down_bias = get(p + "ffn_down.bias", n_embd, 1, false);
@@ -221,6 +254,19 @@ void Model::bind_weights()
         m_parameters += t.n_elements();
         m_weight_bytes += t.n_bytes;
     }
+    // Active parameters: a token reads n_expert_used of each layer's n_expert experts.
+    m_active_parameters = m_parameters;
+    for (const LayerWeights& L : m_weights.layers) {
+        if (!L.is_moe())
+            continue;
+        for (const TensorView* t : {&L.ffn_gate_exps, &L.ffn_up_exps, &L.ffn_down_exps}) {
+            const uint64_t per_expert = t->info->n_elements() / c.n_expert;
+            m_active_parameters -= per_expert * (c.n_expert - c.n_expert_used);
+            m_expert_bytes_per_layer += t->info->n_bytes / c.n_expert;
+        }
+    }
+    if (!m_weights.layers.empty() && c.n_layer)
+        m_expert_bytes_per_layer /= c.n_layer;
 }
 
 } // namespace engine

@@ -13,7 +13,21 @@
 
 namespace engine {
 
-enum class Architecture { Llama, Qwen2, Qwen3, Gemma3, Gemma2, Phi3, Granite, Olmo2, Smollm3, Mistral3 };
+enum class Architecture {
+    Llama,
+    Qwen2,
+    Qwen3,
+    Gemma3,
+    Gemma2,
+    Phi3,
+    Granite,
+    Olmo2,
+    Smollm3,
+    Mistral3,
+    Qwen3Moe,
+    Olmoe,
+    GraniteMoe,
+};
 std::string_view architecture_name(Architecture arch);
 // "gemma2, gemma3, granite, …": the architectures Model::load accepts, for messages.
 std::string supported_architectures();
@@ -57,7 +71,20 @@ struct LayerWeights {
     TensorView post_attention_norm, post_ffw_norm;                      // gemma3
     TensorView ffn_norm, ffn_gate, ffn_up, ffn_down;
     TensorView ffn_gate_bias, ffn_up_bias, ffn_down_bias; // granite, mistral3 (optional)
+    // Mixture of experts: the router [n_expert rows of E] and every expert's gate, up and down stacked
+    // in one tensor each ({E, n_ff_exp, n_expert}, {n_ff_exp, E, n_expert}); expert() views one.
+    TensorView ffn_gate_inp, ffn_gate_exps, ffn_up_exps, ffn_down_exps;
+    TensorView ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp; // granitemoe's shared expert (optional)
+    bool is_moe() const { return bool(ffn_gate_inp); }
 };
+
+// Expert e's matrix of a stacked expert tensor: rows [e·rows, (e + 1)·rows) of its {cols, rows, n_expert}
+// layout, a view without a copy.
+inline TensorView expert_matrix(const TensorView& stacked, uint32_t e)
+{
+    const auto rows = static_cast<int64_t>(stacked.info->ne[1]);
+    return stacked.view(int64_t(e) * rows, rows);
+}
 
 struct ModelWeights {
     TensorView token_embd;
@@ -80,6 +107,9 @@ struct ArchitectureTraits {
     bool pre_norms = true;          // olmo2: no attn_norm / ffn_norm, the blocks read X itself
     bool qk_norm_whole_row = false; // olmo2: Q and K normed over all heads together, not per head
     uint32_t no_rope_period = 0;    // smollm3 (4): layer il has no RoPE iff (il + 1) % period == 0
+    // Mixture of experts: the chosen experts' weights divided by their sum (qwen3moe, granitemoe; not
+    // olmoe). Gating is a softmax over every expert for all three (moe.md §3).
+    bool moe_normalize_weights = false;
 };
 
 // A loaded model: the mapped GGUF, its hyperparameters, tokenizer and every weight bound by name
@@ -97,6 +127,11 @@ public:
     const Tokenizer& tokenizer() const { return *m_tokenizer; }
     const ModelWeights& weights() const { return m_weights; }
     uint64_t parameter_count() const { return m_parameters; }
+    // Parameters a token goes through: all but the experts it is not routed to (= parameter_count()
+    // for a dense model).
+    uint64_t active_parameter_count() const { return m_active_parameters; }
+    // Bytes of one expert's gate, up and down in every layer (0 for a dense model).
+    uint64_t expert_bytes_per_layer() const { return m_expert_bytes_per_layer; }
     uint64_t weight_bytes() const { return m_weight_bytes; }
     // Window of a layer in tokens (0: attends to everything before it).
     uint32_t layer_window(uint32_t il) const { return m_config.layer_is_swa[il] ? m_config.sliding_window : 0; }
@@ -114,6 +149,8 @@ private:
     std::unique_ptr<Tokenizer> m_tokenizer;
     ModelWeights m_weights;
     uint64_t m_parameters = 0;
+    uint64_t m_active_parameters = 0;
+    uint64_t m_expert_bytes_per_layer = 0;
     uint64_t m_weight_bytes = 0;
 };
 

@@ -164,7 +164,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file)
             return static_cast<float>(*v);
         return std::nullopt;
     };
-    if (c.architecture == "granite") { // llama.cpp reads these keys for granite only
+    if (c.architecture == "granite" || c.architecture == "granitemoe") { // llama.cpp reads them for these only
         c.embedding_multiplier = optional_float(p + "embedding_scale");
         c.residual_multiplier = optional_float(p + "residual_scale");
         c.logit_scale = optional_float(p + "logit_scale");
@@ -191,6 +191,35 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file)
     if (c.architecture == "phi3") { // llama.cpp turns Phi's sliding window off (its PR 13676)
         c.sliding_window = 0;
         c.layer_is_swa.assign(c.n_layer, false);
+    }
+
+    // Experts (llama.cpp's load_hparams and each architecture's load_arch_hparams)
+    if (c.architecture == "qwen3moe" || c.architecture == "olmoe" || c.architecture == "granitemoe") {
+        c.n_expert = optional_u32(p + "expert_count").value_or(0);
+        if (c.n_expert == 0)
+            throw fail(p + "expert_count", "is missing or 0 (a mixture-of-experts model needs its experts)");
+        const std::vector<uint32_t> used = per_layer(p + "expert_used_count", std::nullopt);
+        for (uint32_t il = 1; il < c.n_layer; ++il)
+            if (used[il] != used[0])
+                throw UnsupportedError(fmt::format("{}: metadata '{}expert_used_count' changes from layer to layer "
+                                                   "({} in layer 0, {} in layer {}); Tokenscope needs one",
+                                                   file.name(), p, used[0], used[il], il));
+        c.n_expert_used = used.empty() ? 0 : used[0];
+        if (c.architecture == "qwen3moe") { // its own width, else feed_forward_length / experts used
+            const std::vector<uint32_t> exp = per_layer(p + "expert_feed_forward_length", 0u);
+            c.n_ff_exp = exp.empty() ? 0 : exp[0];
+            for (uint32_t il = 1; il < c.n_layer; ++il)
+                if (exp[il] != exp[0])
+                    throw UnsupportedError(fmt::format("{}: metadata '{}expert_feed_forward_length' changes from "
+                                                       "layer to layer; Tokenscope needs one",
+                                                       file.name(), p));
+            if (c.n_ff_exp == 0 && c.n_expert_used > 0 && !c.n_ff.empty())
+                c.n_ff_exp = c.n_ff[0] / c.n_expert_used;
+        } else {
+            c.n_ff_exp = c.n_ff.empty() ? 0 : c.n_ff[0];
+        }
+        if (c.architecture == "granitemoe")
+            c.n_ff_shexp = optional_u32(p + "expert_shared_feed_forward_length").value_or(0);
     }
 
     if (auto ft = file.get_int("general.file_type"); ft && *ft >= 0)

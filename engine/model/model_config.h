@@ -51,6 +51,15 @@ struct ModelConfig {
     // mistral3: queries × 1 + β·ln(floor(pos / rope_n_ctx_orig) + 1) after RoPE
     std::optional<float> attn_temperature_scale;
     std::optional<uint32_t> file_type;
+    // Mixture of experts (qwen3moe, olmoe, granitemoe; shared/reference/moe.md §1): each token's FFN is
+    // the weighted sum of n_expert_used of n_expert experts of width n_ff_exp, chosen per token by a
+    // router; granitemoe may add a shared expert of width n_ff_shexp that every token goes through.
+    // n_expert 0: a dense model.
+    uint32_t n_expert = 0;
+    uint32_t n_expert_used = 0;
+    uint32_t n_ff_exp = 0;
+    uint32_t n_ff_shexp = 0;
+    bool is_moe() const { return n_expert > 0; }
 
     // Throws FormatError when a required key is missing or malformed.
     static ModelConfig from_gguf(const gguf::GgufFile& file);

@@ -65,9 +65,16 @@ void validate_hyperparameters(const gguf::GgufFile& file, const ModelConfig& c)
                             "head layout for every layer",
                             c.n_head[il] != c.n_head[0] ? c.n_head[0] : c.n_head_kv[0],
                             c.n_head[il] != c.n_head[0] ? c.n_head[il] : c.n_head_kv[il], il));
-        if (c.n_ff[il] < 1 || c.n_ff[il] > kMaxFeedForward)
+        if ((c.n_ff[il] < 1 && !c.is_moe()) || c.n_ff[il] > kMaxFeedForward)
             ck.fail(ck.prefix + "feed_forward_length",
                     fmt::format("is {}{}; expected 1 to {}", c.n_ff[il], at, kMaxFeedForward));
+    }
+    if (c.is_moe()) { // llama.cpp's asserts, and widths a scratch buffer can hold
+        ck.count("expert_count", c.n_expert, 1, kMaxExperts);
+        ck.count("expert_used_count", c.n_expert_used, 1, c.n_expert);
+        ck.count(c.architecture == "qwen3moe" ? "expert_feed_forward_length" : "feed_forward_length", c.n_ff_exp, 1,
+                 kMaxFeedForward);
+        ck.count("expert_shared_feed_forward_length", c.n_ff_shexp, 0, kMaxFeedForward);
     }
     if (c.head_dim_k < kHeadDimMultiple || c.head_dim_k > kMaxHeadDim || c.head_dim_k % kHeadDimMultiple != 0)
         ck.unsupported(

@@ -32,6 +32,7 @@ inline constexpr unsigned kMaxHeads = 1024;           // query heads per layer
 inline constexpr unsigned kMaxHeadDim = 1024;         // key/value length
 inline constexpr unsigned kHeadDimMultiple = 8;       // SIMD width of the attention kernels
 inline constexpr unsigned kMaxFeedForward = 1u << 20; // n_ff
+inline constexpr unsigned kMaxExperts = 1024;         // expert_count (llama.cpp's limit)
 inline constexpr unsigned kMaxVocabulary = 1u << 22;  // tokens
 
 } // namespace engine

@@ -442,6 +442,9 @@ struct ArchSpec {
     bool post_norms;                     // gemma3: post_attention_norm, post_ffw_norm
     std::optional<GgmlType> output_type; // nullopt: tied to token_embd
     uint32_t extras = 0;                 // ArchExtra flags: what else sets the architecture apart
+    // mixture of experts (kMoe): experts, experts per token, each expert's FFN width (written as
+    // expert_feed_forward_length where the architecture reads it, else n_ff is it), shared expert width
+    uint32_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
 };
 
 // shared/reference/architectures.md §0b, as llama.cpp's converters write them.
@@ -451,6 +454,8 @@ enum ArchExtra : uint32_t {
     kSoftCaps = 4,         // gemma2: attention and final logit soft-caps
     kGraniteScales = 8,    // granite: embedding, residual, attention and logit multipliers
     kYarnTemperature = 16, // mistral3: YaRN RoPE scaling and the query temperature
+    kMoe = 32,             // experts instead of the FFN: router, stacked gate/up/down (moe.md §2)
+    kQkNormWholeRow = 64,  // olmoe: Q and K norms over the whole row, with pre-norms
 };
 
 // ne0 of every K-quant tensor is a multiple of 256 (n_embd, n_ff, n_head·head_dim).
@@ -471,6 +476,34 @@ constexpr ArchSpec kArchs[] = {
     {"olmo2", 4, 256, 4, 2, 64, 512, 2048, 500000.0f, 1e-6f, 0, false, true, true, GgmlType::Q6_K, kNoPreNorms},
     {"phi3", 4, 256, 4, 2, 64, 512, 2048, 10000.0f, 1e-5f, 0, false, false, false, GgmlType::Q6_K, kFusedQkv},
     {"smollm3", 4, 256, 4, 2, 64, 512, 2048, 2000000.0f, 1e-6f, 0, false, false, false, std::nullopt},
+    // mixture of experts (issue 46): 8 experts each; qwen3moe 2 per token, weights normalised, its own
+    // expert width; olmoe 3 per token, not normalised, whole-row Q/K norms, untied head; granitemoe 2 per
+    // token, normalised, granite's multipliers and a shared expert. The experts take the layer's FFN
+    // types (K-quants: llama.cpp's tiled order from 8 rows; Q4_0/Q4_K: its repacked order)
+    {"qwen3moe",     4,    256, 4, 2,   64, 512, 2048, 1000000.0f, 1e-6f, 0, false, true, false,
+     GgmlType::Q6_K, kMoe, 8,   2, 256, 0},
+    {"olmoe",
+     4,
+     256,
+     4,
+     4,
+     64,
+     512,
+     2048,
+     10000.0f,
+     1e-5f,
+     0,
+     false,
+     true,
+     false,
+     GgmlType::Q6_K,
+     kMoe | kQkNormWholeRow,
+     8,
+     3,
+     512,
+     0},
+    {"granitemoe",          4, 256, 4,   2,  64, 512, 2048, 10000.0f, 1e-6f, 0, false, false, false, std::nullopt,
+     kGraniteScales | kMoe, 8, 2,   512, 256},
 };
 
 // Full-size shape twins of published models (their configuration files: hidden size, layers,
@@ -500,6 +533,19 @@ constexpr PresetSpec kPresets[] = {
     {"llama-3.1-8b",
      {"llama", 32, 4096, 32, 8, 128, 14336, 131072, 500000.0f, 1e-5f, 0, false, false, false, GgmlType::Q6_K},
      128256},
+    // OLMoE-1B-7B-0924: 16 layers, 2048 wide, 16 heads of 128 (no GQA), 64 experts of 1024, 8 per token,
+    // weights not normalised, whole-row Q/K norms, untied head (moe.md §6)
+    {"olmoe-1b-7b",
+     {"olmoe",  16,    2048, 16,    16,   128,   1024,           4096,
+      10000.0f, 1e-5f, 0,    false, true, false, GgmlType::Q6_K, kMoe | kQkNormWholeRow,
+      64,       8,     1024, 0},
+     50304},
+    // Granite 3.1 1B-A400M: 24 layers, 1024 wide, 16 query and 8 KV heads of 64, 32 experts of 512, 8 per
+    // token, granite's multipliers, tied head
+    {"granite-3.1-1b-a400m",
+     {"granitemoe",          24, 1024, 16,  8, 64, 512, 4096, 1500000.0f, 1e-6f, 0, false, false, false, std::nullopt,
+      kGraniteScales | kMoe, 32, 8,    512, 0},
+     49155},
 };
 
 // llama.cpp's fallback for rows that are not whole K-quant super-blocks (Gemma's 640, Qwen's 896).
@@ -717,6 +763,8 @@ gguf::GgufWriter make_test_model_impl(std::string_view arch, uint64_t seed, cons
         s.n_head_kv = shape->n_head_kv.value_or(s.n_head_kv);
         s.head_dim = shape->head_dim.value_or(s.head_dim);
         s.n_ff = shape->n_ff.value_or(s.n_ff);
+        if (shape->n_ff && s.n_expert && s.arch != "qwen3moe") // their experts are feed_forward_length wide
+            s.n_ff_exp = s.n_ff;
         if (s.output_type)
             s.output_type = GgmlType::F32;
     }
@@ -759,6 +807,14 @@ gguf::GgufWriter make_test_model_impl(std::string_view arch, uint64_t seed, cons
         w.set_f32(p + "attention.scale", 0.015625f);
         w.set_f32(p + "logit_scale", 6.0f);
     }
+    if (s.extras & kMoe) {
+        w.set_u32(p + "expert_count", s.n_expert);
+        w.set_u32(p + "expert_used_count", s.n_expert_used);
+        if (s.arch == "qwen3moe")
+            w.set_u32(p + "expert_feed_forward_length", s.n_ff_exp);
+        if (s.n_ff_shexp)
+            w.set_u32(p + "expert_shared_feed_forward_length", s.n_ff_shexp);
+    }
     if (s.extras & kYarnTemperature) { // Ministral 3's kind, with a short original context
         w.set_string(p + "rope.scaling.type", "yarn");
         w.set_f32(p + "rope.scaling.factor", 16.0f);
@@ -787,7 +843,11 @@ gguf::GgufWriter make_test_model_impl(std::string_view arch, uint64_t seed, cons
                                     shape->head_dim || shape->n_ff);
     const std::optional<GgmlType> matrix_type = shape ? shape->matrix_type : std::nullopt;
     const auto add = [&](const std::string& name, GgmlType type, std::vector<uint64_t> dims) {
-        if (matrix_type && dims.size() == 2) {
+        if (name.ends_with("ffn_gate_inp.weight")) { // the router: never quantized (llama-quantize)
+            w.add_tensor(name, GgmlType::F32, dims, random_fill(GgmlType::F32, false, seed, name));
+            return;
+        }
+        if (matrix_type && dims.size() >= 2) {
             const auto traits = ggml_type_traits(*matrix_type);
             if (dims[0] % traits.block_elements != 0)
                 throw UnsupportedError(fmt::format("{} rows of {} values are not whole {} blocks of {}", name, dims[0],
@@ -827,21 +887,33 @@ gguf::GgufWriter make_test_model_impl(std::string_view arch, uint64_t seed, cons
                 add(b + "attn_v.bias", GgmlType::F32, {kv_dim});
         }
         add(b + "attn_output.weight", t.o, {q_dim, s.n_embd});
-        if (s.qk_norm) { // per head, or over the whole row without pre-norms (olmo2)
-            add(b + "attn_q_norm.weight", GgmlType::F32, {pre_norms ? s.head_dim : q_dim});
-            add(b + "attn_k_norm.weight", GgmlType::F32, {pre_norms ? s.head_dim : kv_dim});
+        if (s.qk_norm) { // per head, or over the whole row (olmo2 without pre-norms, olmoe with them)
+            const bool whole_row = !pre_norms || (s.extras & kQkNormWholeRow);
+            add(b + "attn_q_norm.weight", GgmlType::F32, {whole_row ? q_dim : s.head_dim});
+            add(b + "attn_k_norm.weight", GgmlType::F32, {whole_row ? kv_dim : s.head_dim});
         }
         if (s.post_norms)
             add(b + "post_attention_norm.weight", GgmlType::F32, {s.n_embd});
         if (pre_norms)
             add(b + "ffn_norm.weight", GgmlType::F32, {s.n_embd});
-        if (s.extras & kFusedQkv) {
+        if (s.extras & kMoe) {
+            add(b + "ffn_gate_inp.weight", GgmlType::F32, {s.n_embd, s.n_expert});
+            add(b + "ffn_gate_exps.weight", t.gate, {s.n_embd, s.n_ff_exp, s.n_expert});
+            add(b + "ffn_up_exps.weight", t.up, {s.n_embd, s.n_ff_exp, s.n_expert});
+            add(b + "ffn_down_exps.weight", t.down, {s.n_ff_exp, s.n_embd, s.n_expert});
+            if (s.n_ff_shexp) {
+                add(b + "ffn_gate_shexp.weight", t.gate, {s.n_embd, s.n_ff_shexp});
+                add(b + "ffn_up_shexp.weight", t.up, {s.n_embd, s.n_ff_shexp});
+                add(b + "ffn_down_shexp.weight", t.down, {s.n_ff_shexp, s.n_embd});
+            }
+        } else if (s.extras & kFusedQkv) {
             add(b + "ffn_up.weight", t.up, {s.n_embd, 2 * uint64_t{s.n_ff}});
         } else {
             add(b + "ffn_gate.weight", t.gate, {s.n_embd, s.n_ff});
             add(b + "ffn_up.weight", t.up, {s.n_embd, s.n_ff});
         }
-        add(b + "ffn_down.weight", t.down, {s.n_ff, s.n_embd});
+        if (!(s.extras & kMoe))
+            add(b + "ffn_down.weight", t.down, {s.n_ff, s.n_embd});
         if (s.post_norms)
             add(b + "post_ffw_norm.weight", GgmlType::F32, {s.n_embd});
     }

@@ -22,7 +22,7 @@ class GgufFile;
 // non-degenerate: |w| ~ 0.02–0.05 in every tensor type, norm weights near 1.
 
 // The architectures make_test_model builds from scratch: llama, qwen2, qwen3, gemma3, gemma2, granite,
-// mistral3, olmo2, phi3, smollm3.
+// mistral3, olmo2, phi3, smollm3, and the mixtures of experts qwen3moe, olmoe, granitemoe.
 const std::vector<std::string>& test_model_architectures();
 
 // A "shape twin" of `like`: every metadata key (tokenizer included) copied as it is, and the same
@@ -50,7 +50,8 @@ struct TestModelShape {
 gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const TestModelShape& shape,
                                  const gguf::GgufFile* vocab = nullptr);
 
-// Full-size shape twins of published models: gemma3-270m, qwen2.5-0.5b, qwen3-0.6b, llama-3.1-8b
+// Full-size shape twins of published models: gemma3-270m, qwen2.5-0.5b, qwen3-0.6b, llama-3.1-8b,
+// olmoe-1b-7b, granite-3.1-1b-a400m
 // (their configurations, the built-in vocabulary padded to the real vocabulary's size, the
 // Q4_K_M-like mix with llama.cpp's fallbacks for rows that are not whole K-quant super-blocks, or
 // every matrix as `matrix_type`).

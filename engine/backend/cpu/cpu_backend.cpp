@@ -114,6 +114,10 @@ private:
     void rmsnorm(Act in, Act out, const TensorView& weight, uint32_t width, uint32_t n_rows, float eps) override;
     void matmul_rows(const TensorView& w, Act in, Act out, uint32_t row0, uint32_t n_rows, uint32_t order) override;
     void add_bias(Act x, const TensorView& bias, uint32_t n_rows) override;
+    void router_logits(const TensorView& w, Act in, uint32_t row0, uint32_t n_rows, uint32_t order,
+                       float* out) override;
+    void moe_experts(const LayerWeights& layer, Act in, Act out, const ExpertRouting& routing, bool deterministic,
+                     bool accumulate) override;
     void scale_rows(Act x, uint32_t width, uint32_t n_rows, float factor) override;
     void rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShape& rope, float scale) override;
     void store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim) override;
@@ -178,6 +182,9 @@ private:
     // activations, grown to the largest chunk seen (widths in forward_pass.h's Act)
     std::vector<float> m_x, m_h, m_o, m_q, m_k, m_v, m_attn, m_gate, m_up;
     std::vector<float> m_weights; // a delivered layer's attention weights [n][H][n_keys]
+    // an MoE layer's scratch: one expert's rows in, gate, up and down out; every (row, slot)'s output
+    std::vector<float> m_moe_in, m_moe_gate, m_moe_up, m_moe_down, m_moe_slots;
+    std::vector<uint32_t> m_moe_pairs; // (row · k + slot) grouped by expert
 };
 
 CpuBackend::CpuBackend(std::shared_ptr<const Model> model, const CpuBackendOptions& options)
@@ -250,7 +257,7 @@ void CpuBackend::begin_chunk(const ChunkPlan& plan, ChunkSink& sink)
     const std::size_t n = plan.n_tokens, E = c.n_embd, D = c.head_dim_k;
     const std::size_t H = *std::max_element(c.n_head.begin(), c.n_head.end());
     const std::size_t Hkv = *std::max_element(c.n_head_kv.begin(), c.n_head_kv.end());
-    const std::size_t F = *std::max_element(c.n_ff.begin(), c.n_ff.end());
+    const std::size_t F = std::max<std::size_t>(*std::max_element(c.n_ff.begin(), c.n_ff.end()), c.n_ff_shexp);
     m_x.resize(n * E);
     m_h.resize(n * E);
     m_o.resize(n * E);
@@ -303,6 +310,98 @@ void CpuBackend::matmul_rows(const TensorView& w, Act in, Act out, uint32_t row0
         m_matmul_input.reset();
     else
         m_matmul_input = in;
+}
+
+void CpuBackend::router_logits(const TensorView& w, Act in, uint32_t row0, uint32_t n_rows, uint32_t order, float* out)
+{
+    m_matmul.run(m_pool, w, buffer(in).data() + std::size_t(row0) * std::size_t(w.cols()), n_rows, out, order,
+                 m_matmul_input == in, false);
+    m_matmul_input = in;
+}
+
+namespace {
+// llama.cpp's mul_mat_id: each result one vec_dot of the weight row and the activation row (the
+// one-row order), except (moe.md §4) K-quant and IQ4_XS experts that get 8+ rows, which its tiled
+// matmul takes (the order of a batch of 8+), and repacked experts, always through the repacked gemv.
+// Deterministic mode takes tiled-order experts through the tiled order whatever their row count.
+uint32_t expert_order(GgmlType type, uint32_t rows, bool repacked, bool deterministic)
+{
+    if (repacked)
+        return 1;
+    switch (type) {
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+    case GgmlType::IQ4_XS:
+        return deterministic ? kBatchInvariantOrder : rows >= 8 ? rows : 1;
+    default:
+        return 1;
+    }
+}
+} // namespace
+
+void CpuBackend::moe_experts(const LayerWeights& L, Act in, Act out, const ExpertRouting& r, bool deterministic,
+                             bool accumulate)
+{
+    m_matmul_input.reset();
+    const ModelConfig& c = m_model->config();
+    const std::size_t E = c.n_embd, F = c.n_ff_exp, k = r.k, n = r.n_rows;
+    // (row, slot) pairs grouped by expert, rows outer and slots inner within each (llama.cpp's grouping;
+    // each result is one dot product, so the grouping changes no bit)
+    std::vector<uint32_t> first(c.n_expert + 1, 0);
+    for (std::size_t i = 0; i < n * k; ++i)
+        ++first[std::size_t(r.experts[i]) + 1];
+    for (uint32_t e = 0; e < c.n_expert; ++e)
+        first[e + 1] += first[e];
+    m_moe_pairs.resize(n * k);
+    std::vector<uint32_t> fill(first.begin(), first.end() - 1);
+    for (std::size_t i = 0; i < n * k; ++i)
+        m_moe_pairs[fill[std::size_t(r.experts[i])]++] = uint32_t(i);
+    m_moe_slots.resize(n * k * E);
+    const float* x = buffer(in).data();
+    for (uint32_t e = 0; e < c.n_expert; ++e) {
+        const uint32_t m = first[e + 1] - first[e];
+        if (m == 0)
+            continue; // an expert no row chose is never read
+        const uint32_t* pairs = m_moe_pairs.data() + first[e];
+        m_moe_in.resize(m * E);
+        for (uint32_t j = 0; j < m; ++j)
+            std::copy_n(x + std::size_t(pairs[j] / k) * E, E, m_moe_in.data() + std::size_t(j) * E);
+        const TensorView gate = expert_matrix(L.ffn_gate_exps, e), up = expert_matrix(L.ffn_up_exps, e),
+                         down = expert_matrix(L.ffn_down_exps, e);
+        const auto run = [&](const TensorView& w, const float* from, float* to, bool same_input) {
+            const bool repacked = m_repack && llama_cpp_repacks(w.type(), w.rows());
+            m_matmul.run(m_pool, w, from, m, to, expert_order(w.type(), m, repacked, deterministic), same_input,
+                         repacked, true);
+        };
+        m_moe_gate.resize(m * F);
+        m_moe_up.resize(m * F);
+        m_moe_down.resize(m * E);
+        run(gate, m_moe_in.data(), m_moe_gate.data(), false);
+        run(up, m_moe_in.data(), m_moe_up.data(), true);
+        for (uint32_t j = 0; j < m; ++j) {
+            float* g = m_moe_gate.data() + std::size_t(j) * F;
+            cpu::kernel_swiglu(g, m_moe_up.data() + std::size_t(j) * F, g, int64_t(F));
+        }
+        run(down, m_moe_gate.data(), m_moe_down.data(), false);
+        for (uint32_t j = 0; j < m; ++j)
+            std::copy_n(m_moe_down.data() + std::size_t(j) * E, E, m_moe_slots.data() + std::size_t(pairs[j]) * E);
+    }
+    // out = ((y0·w0 + y1·w1) + y2·w2) + …, each product rounded first (ggml_mul, then a chain of ggml_add)
+    float* o = buffer(out).data();
+    rows_in_parallel(n, [&](std::size_t t) {
+        float* dst = o + t * E;
+        const float* y0 = m_moe_slots.data() + (t * k) * E;
+        const float w0 = r.weights[t * k];
+        for (std::size_t i = 0; i < E; ++i) {
+            float sum = y0[i] * w0;
+            for (std::size_t s = 1; s < k; ++s)
+                sum = sum + m_moe_slots[(t * k + s) * E + i] * r.weights[t * k + s];
+            dst[i] = accumulate ? dst[i] + sum : sum;
+        }
+    });
 }
 
 void CpuBackend::add_bias(Act x, const TensorView& bias, uint32_t n_rows)

@@ -91,7 +91,7 @@ void kernel_swiglu(const float* gate, const float* up, float* y, int64_t n)
 }
 
 void MatMul::run(ThreadPool& pool, const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t order_batch,
-                 bool x_unchanged, bool repacked)
+                 bool x_unchanged, bool repacked, bool exact_order)
 {
     const int64_t cols = w.cols();
     const ActivationFormat format = activation_format(w.type());
@@ -99,7 +99,7 @@ void MatMul::run(ThreadPool& pool, const TensorView& w, const float* x, int64_t 
                        m_holds.format == format;
     if (!reuse)
         quantize_rows(pool, x, n_tokens, cols, format);
-    multiply(pool, w, n_tokens, y, order_batch, repacked);
+    multiply(pool, w, n_tokens, y, order_batch, repacked, exact_order);
 }
 
 void MatMul::quantize_rows(ThreadPool& pool, const float* x, int64_t n_tokens, int64_t cols, ActivationFormat format)
@@ -132,11 +132,11 @@ void MatMul::quantize_rows(ThreadPool& pool, const float* x, int64_t n_tokens, i
 }
 
 void MatMul::multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, float* y, int64_t order_batch,
-                      bool repacked)
+                      bool repacked, bool exact_order)
 {
     const int64_t cols = w.cols(), rows = w.rows();
     const std::size_t row_bytes = activation_row_bytes(m_holds.format, cols);
-    const int64_t order = std::max(n_tokens, order_batch);
+    const int64_t order = exact_order ? std::max<int64_t>(order_batch, 1) : std::max(n_tokens, order_batch);
     const VecDotFn dot = repacked ? vec_dot_repacked(w.type(), false) : vec_dot_for_batch(w.type(), cols, order);
     if (!dot)
         throw UnsupportedError(fmt::format("no dot product for {} (tensor {})", w.info->type.name, w.info->name));
@@ -144,7 +144,10 @@ void MatMul::multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, f
     // rest through its gemv, which sum Q4_K in different orders; deterministic mode takes every token
     // through the gemm's order, whatever the batch
     const bool invariant = order_batch >= kBatchInvariantOrder;
-    const int64_t gemm_tokens = !repacked ? 0 : invariant ? n_tokens : n_tokens > 3 ? n_tokens - n_tokens % 4 : 0;
+    const int64_t gemm_tokens = !repacked || exact_order ? 0
+                                : invariant              ? n_tokens
+                                : n_tokens > 3           ? n_tokens - n_tokens % 4
+                                                         : 0;
     const VecDotFn dot_gemm = repacked ? vec_dot_repacked(w.type(), true) : dot;
     const VecDotX4Fn dot4 = n_tokens < 4 ? nullptr
                             : repacked   ? vec_dot_repacked_x4(w.type())

@@ -36,14 +36,16 @@ public:
     // x (same address, rows, width and format) its quantized rows are used again — Q, K and V (and
     // gate and up) read one input, which is then quantized once for the group.
     // repacked: llama.cpp's repacked order for this matrix (vec_dot_repacked; the caller checks
-    // llama_cpp_repacks), whatever the batch.
+    // llama_cpp_repacks), whatever the batch. exact_order: sum in the order of a batch of exactly
+    // order_batch rows whatever n_tokens is, and in the repacked order through the gemv only (llama.cpp's
+    // mul_mat_id for experts: each result one vec_dot).
     void run(ThreadPool& pool, const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t order_batch = 0,
-             bool x_unchanged = false, bool repacked = false);
+             bool x_unchanged = false, bool repacked = false, bool exact_order = false);
 
 private:
     void quantize_rows(ThreadPool& pool, const float* x, int64_t n_tokens, int64_t cols, ActivationFormat format);
-    void multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, float* y, int64_t order_batch,
-                  bool repacked);
+    void multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, float* y, int64_t order_batch, bool repacked,
+                  bool exact_order);
 
     struct Quantized {
         const float* x = nullptr;

@@ -218,6 +218,10 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, std::unique_ptr<cud
     m_device_name = info.name;
     m_device_total = info.total_bytes;
     m_n_ctx = m_kv.config().n_ctx;
+    if (c.is_moe())
+        throw UnsupportedError(fmt::format(
+            "the CUDA backend does not run mixture-of-experts models ({}, {} experts); the CPU backend does",
+            c.architecture, c.n_expert));
     if (c.head_dim_k != c.head_dim_v)
         throw UnsupportedError("the CUDA backend needs equal key and value head dimensions");
     if (c.head_dim_k % 2 != 0 || c.n_rot > c.head_dim_k)

@@ -164,6 +164,10 @@ VulkanBackend::VulkanBackend(std::shared_ptr<const Model> model, const VulkanBac
       }())
 {
     const ModelConfig& c = m_model->config();
+    if (c.is_moe()) // before the device is opened: `auto` falls back to the CPU at once
+        throw UnsupportedError(fmt::format("the Vulkan backend does not run mixture-of-experts models ({}, {} "
+                                           "experts); the CPU backend does",
+                                           c.architecture, c.n_expert));
     m_n_ctx = m_kv.config().n_ctx;
     m_ctx = std::make_unique<vk::Context>(
         vk::ContextOptions{options.device, options.validation, options.max_binding_bytes, options.exact});
