@@ -34,6 +34,7 @@ class LabPanel;
 class TextPanel;
 class ServingPanel;
 class SpeculationPanel;
+class ExpertsPanel;
 class StepperPanel;
 class TimelinePanel;
 class TokenizerPanel;
@@ -75,6 +76,7 @@ public:
     TextPanel* textPanel() const { return m_text; }
     ServingPanel* servingPanel() const { return m_serving; }
     SpeculationPanel* speculationPanel() const { return m_speculation; }
+    ExpertsPanel* expertsPanel() const { return m_experts; }
     TokenSelection* selection() const { return m_selection; }
     QWidget* panel(const QString& name) const;
     // The Vulkan devices are listed in the background; true once they are in the backend picker.
@@ -142,6 +144,7 @@ private:
     TextPanel* m_text = nullptr;
     ServingPanel* m_serving = nullptr;
     SpeculationPanel* m_speculation = nullptr;
+    ExpertsPanel* m_experts = nullptr;
     TokenizerPanel* m_tokenizer = nullptr;
     StepperPanel* m_stepper = nullptr;
     KvPanel* m_kv = nullptr;

@@ -9,6 +9,7 @@
 #include "panels/attention_panel.h"
 #include "panels/chat_panel.h"
 #include "panels/context_panel.h"
+#include "panels/experts_panel.h"
 #include "panels/kv_panel.h"
 #include "panels/lab_heads_tab.h"
 #include "panels/lab_panel.h"
@@ -60,6 +61,8 @@ void MainWindow::createPanels()
     addPanel("serving", tr("Serving"), m_serving, Qt::RightDockWidgetArea);
     m_speculation = new SpeculationPanel(m_engine);
     addPanel("speculation", tr("Speculation"), m_speculation, Qt::RightDockWidgetArea);
+    m_experts = new ExpertsPanel(m_engine);
+    addPanel("experts", tr("Experts"), m_experts, Qt::RightDockWidgetArea);
     connect(m_speculation, &SpeculationPanel::stepperPromptWanted, this, [this] {
         const StepperSettings s = m_stepper->settings();
         m_speculation->setPrompt(m_stepper->promptText(), s.greedy ? 0.0 : s.sampling.temperature);

@@ -25,3 +25,4 @@ CommandRunner add_compare_command(CLI::App& app);
 CommandRunner add_requantize_command(CLI::App& app);
 CommandRunner add_check_run_command(CLI::App& app);
 CommandRunner add_serve_sim_command(CLI::App& app);
+CommandRunner add_experts_command(CLI::App& app);

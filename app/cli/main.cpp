@@ -18,7 +18,7 @@ int main(int argc, char** argv)
          {add_info_command, add_tokenize_command, add_generate_command, add_chat_command, add_trace_command,
           add_bench_command, add_make_test_model_command, add_devices_command, add_patch_command, add_attribute_command,
           add_ablate_command, add_heads_command, add_steer_command, add_perplexity_command, add_compare_command,
-          add_requantize_command, add_check_run_command, add_serve_sim_command}) {
+          add_requantize_command, add_check_run_command, add_serve_sim_command, add_experts_command}) {
         const std::size_t before = app.get_subcommands({}).size();
         CommandRunner run = add(app);
         runners.emplace(app.get_subcommands({}).at(before), std::move(run));

@@ -3,6 +3,8 @@
 
 #include "model/model.h"
 
+#include <cmath>
+
 namespace engine {
 
 namespace {
@@ -40,11 +42,26 @@ ForwardCost forward_cost(const Model& model, uint32_t n_tokens, uint32_t n_past)
         const LayerWeights& L = w.layers[il];
         double layer_elements = 0.0;
         for (const TensorView* t :
-             {&L.attn_q, &L.attn_k, &L.attn_v, &L.attn_output, &L.ffn_gate, &L.ffn_up, &L.ffn_down}) {
+             {&L.attn_q, &L.attn_k, &L.attn_v, &L.attn_output, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.ffn_gate_inp,
+              &L.ffn_gate_shexp, &L.ffn_up_shexp, &L.ffn_down_shexp}) {
             layer_elements += elements(*t);
             cost.weight_bytes += bytes(*t);
         }
         cost.flops += 2.0 * layer_elements * n;
+        if (L.is_moe()) {
+            // Each token goes through k experts; a pass reads each expert its tokens chose once: k of
+            // them for one token, and for n tokens the number a uniform router would touch,
+            // E·(1 − (1 − k/E)^n) (the panel's load shows the real one).
+            double expert_elements = 0.0, expert_bytes = 0.0;
+            for (const TensorView* t : {&L.ffn_gate_exps, &L.ffn_up_exps, &L.ffn_down_exps}) {
+                expert_elements += static_cast<double>(t->info->n_elements()) / c.n_expert;
+                expert_bytes += static_cast<double>(t->info->n_bytes) / c.n_expert;
+            }
+            const double E = c.n_expert, k = c.n_expert_used;
+            const double touched = n == 1.0 ? k : E * (1.0 - std::pow(1.0 - k / E, n));
+            cost.flops += 2.0 * expert_elements * k * n;
+            cost.weight_bytes += expert_bytes * touched;
+        }
         // Keys seen by the queries at positions n_past … n_past + n_tokens − 1.
         const double window = model.layer_window(il);
         const double keys = keys_seen_through(double(n_past) + n, window) - keys_seen_through(double(n_past), window);

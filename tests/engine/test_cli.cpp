@@ -56,6 +56,7 @@ private slots:
     void benchPrintsBothTests();
     void serveSimJsonContract();
     void speculativeGenerateJsonContract();
+    void expertsJsonContract();
     void vulkanArithmeticIsChosen();
     void cudaBackendChosenOrRefused();
     void gigabyteNameIsRefused();
@@ -424,6 +425,50 @@ void TestCli::benchPrintsBothTests()
 // asked length, and only the batching modes put several sequences in a pass. Bad workloads are named.
 // generate --speculate lookup --json: the tokens asked for, the counts adding up, the same tokens
 // as the plain loop in deterministic mode; sampling is refused by name (the speculation is greedy).
+// `experts` on a random qwen3moe model: every layer, every token its k experts with their weights
+// (normalised: they sum to 1); --remove keeps that expert out of every route; a dense model and an empty
+// prompt are refused with a message.
+void TestCli::expertsJsonContract()
+{
+    QTemporaryDir dir;
+    const QString moe = dir.filePath("qwen3moe.gguf");
+    QCOMPARE(cli({"make-test-model", "--arch", "qwen3moe", "--seed", "3", "--out", moe}).exit_code, 0);
+    const Run r = cli({"experts", moe, "-p", "route these words", "-t", "1", "--json"});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    QCOMPARE(j["n_expert"].toInt(), 8);
+    QCOMPARE(j["n_expert_used"].toInt(), 2);
+    QVERIFY(j["weights_normalized"].toBool());
+    const int n = int(j["tokens"].toArray().size());
+    QVERIFY(n > 0);
+    QCOMPARE(j["layers"].toArray().size(), 4);
+    for (const QJsonValue layer : j["layers"].toArray()) {
+        QCOMPARE(layer["routes"].toArray().size(), n);
+        for (const QJsonValue route : layer["routes"].toArray()) {
+            QCOMPARE(route.toArray().size(), 2);
+            const double w = route[0]["weight"].toDouble() + route[1]["weight"].toDouble();
+            QVERIFY(std::abs(w - 1.0) < 1e-5);
+            QVERIFY(route[0]["weight"].toDouble() >= route[1]["weight"].toDouble()); // slot order
+        }
+    }
+    const int top = j["layers"][0]["routes"][0][0]["expert"].toInt();
+    const Run removed =
+        cli({"experts", moe, "-p", "route these words", "-t", "1", "--json", "--remove", QString::number(top)});
+    QVERIFY2(removed.exit_code == 0, qPrintable(removed.err));
+    for (const QJsonValue layer : QJsonDocument::fromJson(removed.out.toUtf8())["layers"].toArray())
+        for (const QJsonValue route : layer["routes"].toArray())
+            for (const QJsonValue slot : route.toArray())
+                QVERIFY(slot["expert"].toInt() != top);
+    const Run empty = cli({"experts", moe, "-p", ""});
+    QCOMPARE(empty.exit_code, 1);
+    QVERIFY2(empty.err.contains("the prompt is empty"), qPrintable(empty.err));
+    const QString dense = dir.filePath("llama.gguf");
+    QCOMPARE(cli({"make-test-model", "--arch", "llama", "--out", dense}).exit_code, 0);
+    const Run d = cli({"experts", dense, "-p", "x"});
+    QCOMPARE(d.exit_code, 1);
+    QVERIFY2(d.err.contains("dense model (llama)"), qPrintable(d.err));
+}
+
 void TestCli::speculativeGenerateJsonContract()
 {
     REQUIRE_DEFAULT_MODEL(path);

@@ -23,6 +23,7 @@ class LabClient;
 class AnalysisClient;
 class ServingClient;
 class SpeculationClient;
+class ExpertsClient;
 
 // The UI's handle on the engine: the engine thread and what it holds, the model (loaded here or
 // served elsewhere), the request ids and cancel tokens, and one client per feature (chat, stepper,
@@ -68,6 +69,7 @@ public:
     AnalysisClient& analysis();
     ServingClient& serving();
     SpeculationClient& speculation();
+    ExpertsClient& experts();
     // Any feature client, made on first use with this controller.
     template <typename Client> Client& client();
 

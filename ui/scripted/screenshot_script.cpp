@@ -8,6 +8,7 @@
 #include "panels/attention_panel.h"
 #include "panels/chat_panel.h"
 #include "panels/context_panel.h"
+#include "panels/experts_panel.h"
 #include "panels/kv_panel.h"
 #include "panels/lab_heads_tab.h"
 #include "panels/lab_panel.h"
@@ -568,13 +569,49 @@ void script_saved_run(QApplication& app, MainWindow& window, const Options& o)
     window.openRun(o->run_path);
 }
 
+// The Experts panel: --prompt routed (default: a short sentence), token --follow-up T selected (default:
+// the fifth); --tab what-if adds "remove the selected token's top expert at the middle layer".
+void script_experts(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
+{
+    QDockWidget* dock = float_dock(window, "experts", 1280, 900, o);
+    ExpertsPanel* panel = window.expertsPanel();
+    QObject::connect(&engine, &EngineController::modelLoaded, &window, [panel, o] {
+        panel->setText(o->prompt.isEmpty() ? QString("The quick brown fox jumps over the lazy dog while the cat "
+                                                     "sleeps in the warm sun.")
+                                           : o->prompt);
+        panel->route();
+    });
+    QObject::connect(panel, &ExpertsPanel::routed, &window, [&app, &window, dock, panel, o] {
+        const auto& s = panel->snapshot();
+        if (!s || !s->error.isEmpty()) {
+            std::fprintf(stderr, "%s\n", qPrintable(panel->statusText()));
+            app.exit(1);
+            return;
+        }
+        if (!s->dense) {
+            const int token =
+                std::min(s->n() - 1, o->follow_ups.value(0).toInt() > 0 ? o->follow_ups.value(0).toInt() : 4);
+            const int layer = int(s->moe_layers.size()) / 2;
+            panel->select(token, layer, s->expert(layer, token, 0));
+            if (o->tab == "what-if") {
+                panel->runWhatIf(ExpertWhatIf::Kind::Remove, s->moe_layers[std::size_t(layer)],
+                                 s->expert(layer, token, 0));
+                return;
+            }
+        }
+        grab_later(app, &window, dock, o->file, 300);
+    });
+    QObject::connect(panel, &ExpertsPanel::whatIfFinished, &window,
+                     [&app, &window, dock, o] { grab_later(app, &window, dock, o->file, 300); });
+}
+
 } // namespace
 
 const QStringList& screenshot_panels()
 {
-    static const QStringList panels = {"main", "chat",    "tokenizer", "stepper",    "attention",
-                                       "kv",   "context", "timeline",  "library",    "lab",
-                                       "text", "connect", "serving",   "speculation"};
+    static const QStringList panels = {"main", "chat",    "tokenizer", "stepper",     "attention",
+                                       "kv",   "context", "timeline",  "library",     "lab",
+                                       "text", "connect", "serving",   "speculation", "experts"};
     return panels;
 }
 
@@ -605,6 +642,8 @@ void script_screenshot(QApplication& app, EngineController& engine, MainWindow& 
         script_serving(app, engine, window, o);
     else if (panel == "speculation")
         script_speculation(app, engine, window, o);
+    else if (panel == "experts")
+        script_experts(app, engine, window, o);
     else if (panel == "kv" || panel == "timeline")
         script_after_reply(app, engine, window, o);
     else

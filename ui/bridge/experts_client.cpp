@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The routers of a mixture-of-experts model on the engine here: a pass with the routing captured,
+// and the same pass with an expert intervention for "what if".
+#include "bridge/experts_client.h"
+
+#include "backend/backend.h"
+#include "model/model.h"
+#include "session/session.h"
+#include "util/error.h"
+#include "widgets/count_text.h"
+
+#include <QElapsedTimer>
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace tokenscope::ui {
+
+namespace {
+
+// Longest sequence one routing pass takes (the probabilities are n × layers × experts floats).
+constexpr int kMaxRoutedTokens = 2048;
+
+// One pass over `ids` on a session of its own, every router captured, the next token's logits kept.
+struct RoutedPass {
+    std::vector<float> logits; // the last position's
+    std::shared_ptr<const engine::ForwardCaptures> captures;
+};
+RoutedPass routed_pass(EngineContext& context, const std::vector<int32_t>& ids,
+                       std::span<const engine::ExpertIntervention> interventions)
+{
+    const auto n_ctx = uint32_t(ids.size() + 1);
+    auto backend = engine::make_cpu_backend(context.model, {.threads = context.threads,
+                                                            .n_ctx = n_ctx,
+                                                            .order = context.cpuOrder(),
+                                                            .batch_invariant = context.deterministic()});
+    engine::CaptureRequest capture;
+    capture.routing = true;
+    engine::ForwardRequest request;
+    request.tokens = ids;
+    request.capture = &capture;
+    request.expert_interventions = interventions;
+    engine::ForwardResult r = backend->forward(request);
+    return {std::move(r.logits), std::move(r.captures)};
+}
+
+std::vector<int32_t> checked_ids(const std::vector<int32_t>& ids)
+{
+    if (ids.empty())
+        throw engine::Error(QObject::tr("The text is empty: type some text to see where its tokens go.").toStdString());
+    if (int(ids.size()) > kMaxRoutedTokens)
+        throw engine::Error(QObject::tr("%1 tokens: the experts view takes at most %2.")
+                                .arg(numberText(qint64(ids.size())), numberText(kMaxRoutedTokens))
+                                .toStdString());
+    return ids;
+}
+
+std::vector<double> softmax(const std::vector<float>& logits)
+{
+    const float mx = *std::max_element(logits.begin(), logits.end());
+    std::vector<double> p(logits.size());
+    double sum = 0;
+    for (std::size_t i = 0; i < logits.size(); ++i)
+        sum += p[i] = std::exp(double(logits[i]) - mx);
+    for (double& v : p)
+        v /= sum;
+    return p;
+}
+
+} // namespace
+
+ExpertsClient::ExpertsClient(EngineController& engine) : m_engine(engine)
+{
+    qRegisterMetaType<std::shared_ptr<const ExpertsSnapshot>>();
+    qRegisterMetaType<std::shared_ptr<const ExpertWhatIfSnapshot>>();
+}
+
+quint64 ExpertsClient::route(const QString& text, bool current_sequence)
+{
+    if (m_route)
+        m_engine.cancel(m_route); // a newer text replaces the one still waiting
+    if (m_engine.remote())
+        return m_route = m_engine.refuse(this, &ExpertsClient::routed, tr("The experts view"));
+    return m_route = m_engine.request(
+               this, &ExpertsClient::routed,
+               [text, current_sequence](EngineContext& context, const RequestBook::Ticket& ticket) {
+                   auto s = std::make_shared<ExpertsSnapshot>();
+                   s->source = current_sequence ? "sequence" : "prompt";
+                   if (ticket.cancel->load()) {
+                       s->cancelled = true;
+                       return s;
+                   }
+                   context.requireModel();
+                   const engine::Model& model = *context.model;
+                   const engine::ModelConfig& c = model.config();
+                   std::vector<int32_t> ids;
+                   int prompt_length = 0;
+                   if (current_sequence) {
+                       if (context.active)
+                           ids = context.active->tokens();
+                       prompt_length = context.activePromptLength();
+                       if (ids.empty())
+                           throw engine::Error(
+                               tr("The model has no sequence yet: chat or step first, or type a text here.")
+                                   .toStdString());
+                   } else {
+                       if (text.trimmed().isEmpty())
+                           throw engine::Error(
+                               tr("The text is empty: type some text to see where its tokens go.").toStdString());
+                       ids = model.tokenizer().encode_ids(text.toStdString());
+                       prompt_length = int(ids.size());
+                   }
+                   s->ids = checked_ids(ids);
+                   s->tokens = context.tokensOf(s->ids, prompt_length);
+                   s->architecture = QString::fromStdString(c.architecture);
+                   s->n_layers = int(c.n_layer);
+                   if (!c.is_moe()) {
+                       s->dense = true;
+                       return s;
+                   }
+                   s->n_expert = int(c.n_expert);
+                   s->k = int(c.n_expert_used);
+                   s->normalized = model.traits().moe_normalize_weights;
+                   s->random_weights = std::string(model.file().get_string("general.description").value_or(""))
+                                           .starts_with("Random weights");
+                   QElapsedTimer timer;
+                   timer.start();
+                   const RoutedPass pass = routed_pass(context, s->ids, {});
+                   s->ms = double(timer.nsecsElapsed()) / 1e6;
+                   for (const engine::RoutingCapture& rc : pass.captures->routing) {
+                       s->moe_layers.push_back(int(rc.layer));
+                       s->experts.push_back(rc.experts);
+                       s->weights.push_back(rc.weights);
+                       s->probabilities.push_back(rc.probs);
+                   }
+                   return s;
+               });
+}
+
+quint64 ExpertsClient::whatIf(const std::vector<int32_t>& ids, const ExpertWhatIf& what)
+{
+    if (m_what_if)
+        m_engine.cancel(m_what_if);
+    if (m_engine.remote())
+        return m_what_if = m_engine.refuse(this, &ExpertsClient::whatIfReady, tr("The experts view"));
+    return m_what_if = m_engine.request(
+               this, &ExpertsClient::whatIfReady, [ids, what](EngineContext& context, const RequestBook::Ticket&) {
+                   auto s = std::make_shared<ExpertWhatIfSnapshot>();
+                   s->what = what;
+                   context.requireModel();
+                   const engine::Model& model = *context.model;
+                   const engine::ModelConfig& c = model.config();
+                   if (!c.is_moe())
+                       throw engine::Error(tr("This model is dense: it has no router to change.").toStdString());
+                   if (what.expert < 0 || what.expert >= int(c.n_expert))
+                       throw engine::Error(tr("Expert %1 does not exist: the model has %2 (0 … %3).")
+                                               .arg(what.expert)
+                                               .arg(c.n_expert)
+                                               .arg(c.n_expert - 1)
+                                               .toStdString());
+                   checked_ids(ids);
+                   QElapsedTimer timer;
+                   timer.start();
+                   const RoutedPass before = routed_pass(context, ids, {});
+                   using Kind = engine::ExpertIntervention::Kind;
+                   std::vector<engine::ExpertIntervention> change;
+                   const QString where = what.layer < 0 ? tr("every layer") : tr("layer %1").arg(what.layer);
+                   if (what.kind == ExpertWhatIf::Kind::Force) {
+                       if (what.position < 0 || what.position >= int(ids.size()))
+                           throw engine::Error(tr("Pick a token to force the expert for.").toStdString());
+                       for (const engine::RoutingCapture& rc : before.captures->routing) {
+                           if (what.layer >= 0 && int(rc.layer) != what.layer)
+                               continue;
+                           const auto* chosen = rc.experts.data() + std::size_t(what.position) * rc.k;
+                           std::vector<uint32_t> experts(chosen, chosen + rc.k);
+                           if (std::find(experts.begin(), experts.end(), uint32_t(what.expert)) != experts.end())
+                               continue;                           // already there: nothing to force
+                           experts.back() = uint32_t(what.expert); // the lowest-weighted slot gives way
+                           engine::ExpertIntervention iv;
+                           iv.kind = Kind::Force;
+                           iv.layer = int32_t(rc.layer);
+                           iv.first = uint32_t(what.position);
+                           iv.count = 1;
+                           iv.experts = std::move(experts);
+                           change.push_back(std::move(iv));
+                       }
+                       s->description =
+                           tr("expert %1 forced for token %2 in %3").arg(what.expert).arg(what.position).arg(where);
+                   } else {
+                       engine::ExpertIntervention iv;
+                       iv.kind = what.kind == ExpertWhatIf::Kind::Remove ? Kind::Remove : Kind::ZeroOutput;
+                       iv.layer = what.layer < 0 ? engine::ExpertIntervention::kAllLayers : what.layer;
+                       iv.experts = {uint32_t(what.expert)};
+                       change.push_back(std::move(iv));
+                       s->description =
+                           what.kind == ExpertWhatIf::Kind::Remove
+                               ? tr("expert %1 removed from %2 (the next best take its place)")
+                                     .arg(what.expert)
+                                     .arg(where)
+                               : tr("expert %1's output zeroed in %2 (its route kept)").arg(what.expert).arg(where);
+                   }
+                   const RoutedPass after = change.empty() ? before : routed_pass(context, ids, change);
+                   s->ms = double(timer.nsecsElapsed()) / 1e6;
+                   if (change.empty())
+                       s->description += tr(" — the router had chosen it already: nothing changes");
+                   for (std::size_t i = 0; i < before.captures->routing.size(); ++i) {
+                       const auto& a = before.captures->routing[i];
+                       const auto& b = after.captures->routing[i];
+                       for (uint32_t t = 0; t < a.n_tokens; ++t)
+                           s->rerouted += !std::equal(a.experts.begin() + t * a.k, a.experts.begin() + (t + 1) * a.k,
+                                                      b.experts.begin() + t * b.k);
+                   }
+                   const std::vector<double> p = softmax(before.logits), q = softmax(after.logits);
+                   for (std::size_t i = 0; i < p.size(); ++i)
+                       if (p[i] > 0 && q[i] > 0)
+                           s->kl += p[i] * std::log(p[i] / q[i]);
+                   std::vector<int> order(p.size());
+                   std::iota(order.begin(), order.end(), 0);
+                   std::vector<int> top;
+                   for (const std::vector<double>* d : {&p, &q}) {
+                       std::partial_sort(order.begin(), order.begin() + 10, order.end(),
+                                         [&](int x, int y) { return (*d)[x] > (*d)[y]; });
+                       for (int j = 0; j < 10 && j < int(order.size()); ++j)
+                           if (std::find(top.begin(), top.end(), order[j]) == top.end())
+                               top.push_back(order[j]);
+                   }
+                   std::sort(top.begin(), top.end(), [&](int x, int y) { return p[x] > p[y]; });
+                   for (const int id : top) {
+                       ExpertWhatIfSnapshot::Candidate cand;
+                       cand.id = id;
+                       cand.text = context.tokensOf({id}, 0).front().text;
+                       cand.p_before = p[id];
+                       cand.p_after = q[id];
+                       s->candidates.push_back(cand);
+                   }
+                   return s;
+               });
+}
+
+} // namespace tokenscope::ui
