@@ -478,9 +478,15 @@ void MainWindow::showModel(const std::shared_ptr<const ModelSummary>& m)
         setWindowTitle(tr("%1 on %2 — Tokenscope").arg(m->name, m->server_url));
         return;
     }
-    setModelBar(tr("  <b>%1</b> · %2 · %3 M parameters · %4 · %5 · context %6 (model %7) · %8 · chat: %9")
-                        .arg(m->name.toHtmlEscaped(), m->architecture.toHtmlEscaped())
-                        .arg(decimalText(double(m->parameters) / 1e6, 0))
+    // a mixture of experts: every parameter, and those a token goes through
+    const QString parameters = m->n_expert > 0 ? tr("%1 M parameters (%2 M active: %3 of %4 experts)")
+                                                     .arg(decimalText(double(m->parameters) / 1e6, 0),
+                                                          decimalText(double(m->active_parameters) / 1e6, 0))
+                                                     .arg(m->n_expert_used)
+                                                     .arg(m->n_expert)
+                                               : tr("%1 M parameters").arg(decimalText(double(m->parameters) / 1e6, 0));
+    setModelBar(tr("  <b>%1</b> · %2 · %3 · %4 · %5 · context %6 (model %7) · %8 · chat: %9")
+                        .arg(m->name.toHtmlEscaped(), m->architecture.toHtmlEscaped(), parameters)
                         .arg(m->quant_types, human_size(m->file_size))
                         .arg(numberText(m->n_ctx), numberText(m->context_length))
                         .arg(m->backend, m->chat_format.toHtmlEscaped()) +

@@ -8,6 +8,7 @@
 #include "bridge/engine_controller.h"
 #include "gguf/gguf_file.h"
 #include "panels/attention_panel.h"
+#include "panels/experts_panel.h"
 #include "panels/kv_panel.h"
 #include "panels/lab_heads_tab.h"
 #include "panels/lab_panel.h"
@@ -80,6 +81,8 @@ RunDocument MainWindow::currentRun() const
     if (const auto& sp = m_speculation->result();
         sp && sp->error.isEmpty() && (sp->finished || sp->cancelled) && !sp->result.tokens.empty())
         d.speculation = sp;
+    if (const auto& ex = m_experts->snapshot(); ex && ex->error.isEmpty() && !ex->dense && !ex->ids.empty())
+        d.experts = ex;
     return d;
 }
 
@@ -300,6 +303,8 @@ void MainWindow::showRun(std::shared_ptr<const RunDocument> run)
         m_serving->showSaved(d.serving);
     if (d.speculation)
         m_speculation->showSaved(d.speculation);
+    if (d.experts)
+        m_experts->showSaved(d.experts);
     m_showing_run = true; // until a live result replaces part of it
     const QString model = d.model ? d.model->name : tr("unknown model");
     const QString file = QFileInfo(d.path).fileName();

@@ -72,12 +72,17 @@ int run_bench(const BenchArgs& a)
         if (!context.empty())
             be.forward({.tokens = context, .batch_invariant = a.backend.deterministic});
     };
-    // Decode's traffic per token: every weight matrix once; the embedding table one row, unless it
-    // is the LM head as well; plus the keys and values attention reads (KV bytes in use).
+    // Decode's traffic per token: every weight matrix once (of a mixture of experts, the k experts
+    // chosen); the embedding table one row, unless it is the LM head as well; plus the keys and values
+    // attention reads (KV bytes in use).
     const engine::ModelWeights& w = model->weights();
     const uint64_t embd_bytes = w.token_embd.info ? w.token_embd.info->n_bytes : 0;
-    const uint64_t weight_traffic =
-        model->weight_bytes() - (w.tied_output ? 0 : embd_bytes) + (w.tied_output ? 0 : w.token_embd.row_bytes);
+    // A mixture of experts reads only the k experts a token goes through in each layer.
+    const engine::ModelConfig& mc = model->config();
+    const uint64_t unread_experts =
+        mc.is_moe() ? model->expert_bytes_per_layer() * (mc.n_expert - mc.n_expert_used) * mc.n_layer : 0;
+    const uint64_t weight_traffic = model->weight_bytes() - (w.tied_output ? 0 : embd_bytes) +
+                                    (w.tied_output ? 0 : w.token_embd.row_bytes) - unread_experts;
     double kv_traffic = 0.0;
 
     std::vector<double> pp, tg;

@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "model/model.h"
+#include "moe/expert_scan.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -24,10 +25,53 @@ struct ExpertsArgs {
     std::string model, prompt;
     int layer = -1;
     int remove = -1, zero = -1;
-    bool json = false;
+    bool json = false, scan = false, scan_zero = false;
+    int top = 12;
     int threads = 0;
     BackendArgs backend;
 };
+
+// Every expert of every layer removed (or zeroed) in turn, ranked by the next token's KL.
+int run_scan(const ExpertsArgs& a, const std::shared_ptr<const engine::Model>& model,
+             const std::vector<engine::TokenId>& ids)
+{
+    auto backend = make_cli_backend(a.backend, model, uint32_t(ids.size() + 1), a.threads);
+    const engine::ExpertScan scan = engine::scan_experts(
+        *backend, ids,
+        a.scan_zero ? engine::ExpertIntervention::Kind::ZeroOutput : engine::ExpertIntervention::Kind::Remove,
+        [](uint32_t passes, double ms) {
+            fmt::print(stderr, "{} passes (one per expert some token chose), about {:.1f} s\n", passes, ms / 1000.0);
+        });
+    std::vector<engine::ExpertEffect> ranked = scan.effects;
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const engine::ExpertEffect& x, const engine::ExpertEffect& y) { return x.kl > y.kl; });
+    const auto& tok = model->tokenizer();
+    if (a.json) {
+        ordered_json out;
+        out["mode"] = a.scan_zero ? "zero-output" : "remove";
+        out["token"] = {{"id", scan.token}, {"piece", tok.vocab().tokens[std::size_t(scan.token)]}};
+        out["passes"] = scan.runs;
+        out["ms"] = scan.ms;
+        ordered_json effects = ordered_json::array();
+        for (const engine::ExpertEffect& e : ranked)
+            effects.push_back({{"layer", e.layer},
+                               {"expert", e.expert},
+                               {"tokens", e.tokens},
+                               {"kl", e.kl},
+                               {"logit_change", e.logit_change}});
+        out["effects"] = effects;
+        fmt::print("{}\n", out.dump(2, ' ', false, ordered_json::error_handler_t::replace));
+        return 0;
+    }
+    fmt::print("{} passes in {:.1f} s; the next token {:?}; experts {} one at a time, by the next token's KL:\n",
+               scan.runs, scan.ms / 1000.0, tok.vocab().tokens[std::size_t(scan.token)],
+               a.scan_zero ? "zeroed" : "removed");
+    fmt::print("{:>6} {:>7} {:>7} {:>10} {:>12}\n", "layer", "expert", "tokens", "KL", "logit Δ");
+    for (std::size_t i = 0; i < ranked.size() && int(i) < a.top; ++i)
+        fmt::print("{:>6} {:>7} {:>7} {:>10.5f} {:>+12.4f}\n", ranked[i].layer, ranked[i].expert, ranked[i].tokens,
+                   ranked[i].kl, ranked[i].logit_change);
+    return 0;
+}
 
 int run_experts(const ExpertsArgs& a)
 {
@@ -45,6 +89,8 @@ int run_experts(const ExpertsArgs& a)
     const std::vector<engine::TokenId> ids = tok.encode_ids(a.prompt);
     if (ids.empty())
         throw engine::Error("the prompt gave no tokens to route");
+    if (a.scan || a.scan_zero)
+        return run_scan(a, model, ids);
     std::vector<engine::ExpertIntervention> change;
     for (const auto& [expert, kind] : {std::pair{a.remove, engine::ExpertIntervention::Kind::Remove},
                                        std::pair{a.zero, engine::ExpertIntervention::Kind::ZeroOutput}})
@@ -126,6 +172,9 @@ CommandRunner add_experts_command(CLI::App& app)
     cmd->add_option("--layer", a->layer, "Only this layer (and --remove/--zero only there)");
     cmd->add_option("--remove", a->remove, "Remove this expert (the next best take its place)");
     cmd->add_option("--zero", a->zero, "Zero this expert's output (its route kept)");
+    cmd->add_flag("--scan", a->scan, "Remove every expert of every layer in turn and rank them by the next token's KL");
+    cmd->add_flag("--scan-zero", a->scan_zero, "The same with each expert's output zeroed instead");
+    cmd->add_option("--top", a->top, "Rows of the scan to print");
     cmd->add_flag("--json", a->json, "Machine-readable output");
     cmd->add_option("-t,--threads", a->threads, "CPU threads (default: all)");
     add_backend_options(cmd, a->backend);

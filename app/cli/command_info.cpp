@@ -57,11 +57,14 @@ int run_info(const std::string& model_arg, bool json, bool all_metadata)
     std::map<std::string, std::pair<uint64_t, uint64_t>> mix; // type → (tensors, bytes)
     uint64_t n_params = 0;
     std::vector<std::string> unsupported;
+    uint64_t inactive_params = 0;
     for (const auto& t : file->tensors()) {
         auto& m = mix[std::string(t.type.name)];
         ++m.first;
         m.second += t.n_bytes;
         n_params += t.n_elements();
+        if (config.is_moe() && t.name.find("_exps.") != std::string::npos) // experts a token does not go through
+            inactive_params += t.n_elements() / config.n_expert * (config.n_expert - config.n_expert_used);
         if (!t.type.dequantizable)
             unsupported.push_back(fmt::format("{} ({})", t.name, t.type.name));
     }
@@ -87,6 +90,13 @@ int run_info(const std::string& model_arg, bool json, bool all_metadata)
         j["model_kind"] = engine::model_kind_name(kind.kind);
         j["model_kind_reason"] = kind.reason;
         j["parameters"] = n_params;
+        if (config.is_moe()) {
+            j["active_parameters"] = n_params - inactive_params;
+            j["experts"] = config.n_expert;
+            j["experts_used"] = config.n_expert_used;
+            j["expert_feed_forward"] = config.n_ff_exp;
+            j["shared_expert_feed_forward"] = config.n_ff_shexp;
+        }
         j["n_layer"] = config.n_layer;
         j["n_embd"] = config.n_embd;
         j["n_ctx_train"] = config.n_ctx_train;
@@ -148,7 +158,15 @@ int run_info(const std::string& model_arg, bool json, bool all_metadata)
                per_layer_string(config.n_head_kv));
     fmt::print("head dimension    {} (key), {} (value), {} rotated\n", config.head_dim_k, config.head_dim_v,
                config.n_rot);
-    fmt::print("feed-forward      {}\n", per_layer_string(config.n_ff));
+    if (config.is_moe()) {
+        fmt::print("experts           {} of {} per token, each {} wide{}\n", config.n_expert_used, config.n_expert,
+                   config.n_ff_exp,
+                   config.n_ff_shexp ? fmt::format(", and a shared expert {} wide", config.n_ff_shexp) : "");
+        fmt::print("active parameters {} ({:.1f} M of {:.1f} M per token)\n", n_params - inactive_params,
+                   static_cast<double>(n_params - inactive_params) / 1e6, static_cast<double>(n_params) / 1e6);
+    } else {
+        fmt::print("feed-forward      {}\n", per_layer_string(config.n_ff));
+    }
     fmt::print("context length    {}\n", config.n_ctx_train);
     fmt::print("vocabulary        {}\n", config.n_vocab);
     fmt::print("rope              base {}{}, scale {}, scaling {}\n", config.rope_freq_base,

@@ -102,6 +102,12 @@ MemoryPlan plan_memory(const std::string& gguf_path, uint32_t n_ctx, uint32_t n_
     const KvCacheConfig kv_config = kv_cache_config_for(config, n_ctx);
     p.n_ctx = kv_config.n_ctx;
     p.weight_bytes = facts.weight_bytes;
+    for (const auto& t : file->tensors()) {
+        p.parameters += t.n_elements();
+        if (config.is_moe() && t.name.find("_exps.") != std::string::npos)
+            p.active_parameters -= t.n_elements() / config.n_expert * (config.n_expert - config.n_expert_used);
+    }
+    p.active_parameters += p.parameters;
     p.kv_bytes = kv_cache_peak_bytes(kv_config, n_batch);
     // A batch never exceeds the context.
     p.scratch_bytes = scratch_bytes_for(config, facts, std::min(n_batch, p.n_ctx), p.n_ctx);
@@ -116,11 +122,19 @@ MemoryPlan plan_memory(const std::string& gguf_path, uint32_t n_ctx, uint32_t n_
                     format_binary_bytes(double(p.total_bytes)), format_binary_bytes(double(p.weight_bytes)),
                     format_binary_bytes(double(p.kv_bytes)), format_grouped(p.n_ctx), capped_note,
                     format_binary_bytes(double(p.scratch_bytes)));
+    const std::string experts =
+        config.is_moe()
+            ? fmt::format(" (a mixture of experts: a token reads {} of {} experts per layer, {:.0f} M of {:.0f} M "
+                          "parameters, but every expert is held)",
+                          config.n_expert_used, config.n_expert, double(p.active_parameters) / 1e6,
+                          double(p.parameters) / 1e6)
+            : std::string();
+    const std::string who = p.name + experts;
     if (p.memory.available == 0) {
-        p.message = fmt::format("{} {}; this machine's free memory is unknown.", p.name, needs);
+        p.message = fmt::format("{} {}; this machine's free memory is unknown.", who, needs);
     } else if (p.fits) {
         p.message =
-            fmt::format("{} {}; {} of {} is available.", p.name, needs, format_binary_bytes(double(p.memory.available)),
+            fmt::format("{} {}; {} of {} is available.", who, needs, format_binary_bytes(double(p.memory.available)),
                         format_binary_bytes(double(p.memory.total)));
     } else {
         // The largest context that fits (the total grows with the context).
@@ -135,7 +149,7 @@ MemoryPlan plan_memory(const std::string& gguf_path, uint32_t n_ctx, uint32_t n_
         const std::string advice =
             lo > 0 ? fmt::format("choose a smaller context: at most about {} tokens fit", format_grouped(lo))
                    : std::string("the weights alone leave no room: choose a smaller model or quantization");
-        p.message = fmt::format("{} will not fit in memory: it {}, but only {} of {} is available; {}.", p.name, needs,
+        p.message = fmt::format("{} will not fit in memory: it {}, but only {} of {} is available; {}.", who, needs,
                                 format_binary_bytes(double(p.memory.available)),
                                 format_binary_bytes(double(p.memory.total)), advice);
     }

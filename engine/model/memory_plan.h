@@ -20,6 +20,9 @@ struct MemoryPlan {
     std::string name; // general.name or the file's stem
     std::string architecture;
     uint64_t weight_bytes = 0; // tensor data bytes (all tensors, as the file stores them)
+    // Parameters, and those one token goes through (a mixture of experts reads k of E experts per
+    // layer; every expert stays in memory all the same). Equal for a dense model.
+    uint64_t parameters = 0, active_parameters = 0;
     // The CPU backend's KV cache at its high-water mark while one sequence grows to n_ctx in
     // batches of at most n_batch: paged 32-token F16 blocks, sliding-window layers holding window +
     // reserve + one batch of blocks (kv/kv_sizing.h; the same KvCacheConfig the backend builds).

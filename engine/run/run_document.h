@@ -6,6 +6,7 @@
 // error naming its field) and validate (run_validate.h: counts, ids and sizes against the limits),
 // so a panel only ever sees a document that agrees with itself.
 
+#include "run/run_experts.h"
 #include "run/run_file.h"
 #include "run/run_serving.h"
 #include "run/run_speculation.h"
@@ -255,6 +256,7 @@ struct Document {
     std::optional<SteeringDoc> steering;
     std::optional<ServingDoc> serving;         // the serving lab's runs
     std::optional<SpeculationDoc> speculation; // the speculation view's comparison
+    std::optional<ExpertsDoc> experts;         // the experts view's routing
 };
 
 // The file's contents for write_run_file(): the document as JSON, its bulk numbers as tensors.

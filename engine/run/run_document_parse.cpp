@@ -532,6 +532,8 @@ Document parse_document(const RunContents& contents)
         d.serving = serving_from(o.object("serving"));
     if (o.has("speculation"))
         d.speculation = speculation_from(o.object("speculation"));
+    if (o.has("experts"))
+        d.experts = experts_from(o.object("experts"));
     return d;
 }
 

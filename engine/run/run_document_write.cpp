@@ -410,6 +410,8 @@ RunContents to_contents(const Document& doc, std::string writer)
         root["serving"] = serving_json(*doc.serving);
     if (doc.speculation)
         root["speculation"] = speculation_json(*doc.speculation);
+    if (doc.experts)
+        root["experts"] = experts_json(*doc.experts);
     c.document = root.dump(-1, ' ', false, json::error_handler_t::replace);
     c.writer = std::move(writer);
     return c;

@@ -582,6 +582,47 @@ void steering(const Check& c, const SteeringDoc& s)
     c.finites(f + ".direction", s.direction);
 }
 
+// The experts view's routing: ids in the vocabulary; per layer, ascending, each token's k experts in
+// range and distinct; weights finite in [0, 1], in slot order (descending, as the router sorts them),
+// summing to 1 where the model normalises them.
+void experts(const Check& c, const ExpertsDoc& d)
+{
+    const std::string f = "experts";
+    c.text(f + ".architecture", d.architecture);
+    if (d.source != "prompt" && d.source != "sequence")
+        refuse(f + ".source", fmt::format("is \"{}\", neither \"prompt\" nor \"sequence\"", d.source));
+    if (d.k > d.n_expert)
+        refuse(f + ".k", fmt::format("is {}, more than the {} experts", d.k, d.n_expert));
+    c.ids(f + ".ids", d.ids);
+    for (std::size_t i = 0; i < d.layers.size(); ++i) {
+        const std::string g = at(f + ".layers", i);
+        if (i > 0 && d.layers[i] <= d.layers[i - 1])
+            refuse(g + ".layer",
+                   fmt::format("is {}, not after the layer before it ({})", d.layers[i], d.layers[i - 1]));
+        for (std::size_t t = 0; t < d.ids.size(); ++t) {
+            double sum = 0;
+            for (uint32_t s = 0; s < d.k; ++s) {
+                const std::size_t j = t * d.k + s;
+                const int32_t e = d.experts[i][j];
+                if (e < 0 || uint32_t(e) >= d.n_expert)
+                    refuse(at(g + ".experts", j), fmt::format("is {}, not an expert of 0 … {}", e, d.n_expert - 1));
+                for (uint32_t r = 0; r < s; ++r)
+                    if (d.experts[i][t * d.k + r] == e)
+                        refuse(at(g + ".experts", j), fmt::format("repeats expert {} for token {}", e, t));
+                c.probability(at(g + ".weights", j), d.weights[i][j]);
+                if (s > 0 && d.weights[i][j] > d.weights[i][j - 1] && d.weights[i][j] != 0.0f)
+                    refuse(at(g + ".weights", j), fmt::format("is {}, above the slot before it ({}): slots are in the "
+                                                              "router's order",
+                                                              d.weights[i][j], d.weights[i][j - 1]));
+                sum += d.weights[i][j];
+            }
+            if (d.normalized && std::abs(sum - 1.0) > 1e-3 && sum != 0.0)
+                refuse(at(g + ".weights", t * d.k),
+                       fmt::format("token {}'s weights sum to {}, but this model's weights are normalised", t, sum));
+        }
+    }
+}
+
 // The speculation view's comparison: the ids in the vocabulary, each step's verdicts as the rejection
 // rule leaves them, and the steps rebuilding the generated tokens exactly.
 void speculation(const Check& c, const SpeculationDoc& d)
@@ -818,6 +859,8 @@ void validate(const Document& doc, const Tokenizer* vocabulary)
         serving(c, *doc.serving);
     if (doc.speculation)
         speculation(c, *doc.speculation);
+    if (doc.experts)
+        experts(c, *doc.experts);
 }
 
 } // namespace engine::run

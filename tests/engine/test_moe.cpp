@@ -10,6 +10,7 @@
 #include "backend/backend_factory.h"
 #include "fixture_agreement.h"
 #include "model/test_model.h"
+#include "moe/expert_scan.h"
 #include "moe/routing.h"
 #include "quant/dequant.h"
 #include "session/session.h"
@@ -39,6 +40,7 @@ private slots:
     void removedExpertIsNeverChosen();
     void zeroingAnExpertsOutputKeepsItsRoute();
     void deterministicModeIsBatchInvariant();
+    void expertScanIsEachRemovalsOwnPass();
     void softmaxIsGgmls();
     void badInterventionsAreRefusedByName();
     void modelFiguresCountActiveExperts();
@@ -361,6 +363,61 @@ void TestMoe::deterministicModeIsBatchInvariant()
         const ForwardResult b = split->forward(last);
         QVERIFY2(bit_equal(a.logits, b.logits), arch);
     }
+}
+
+// The scan's effect of an expert equals a whole pass with that expert removed (each resumes at its layer
+// from the base residuals: the same bits); experts no token chose cost no pass; Stop keeps what ran.
+void TestMoe::expertScanIsEachRemovalsOwnPass()
+{
+    QTemporaryDir dir;
+    const auto model = moe_model(dir, "granitemoe");
+    QVERIFY(model);
+    const ModelConfig& c = model->config();
+    const auto tokens = prompt(6, 5);
+    auto backend = make_cpu_backend(model, {.threads = 2, .n_ctx = 64});
+    uint32_t planned = 0;
+    double estimate = -1;
+    const ExpertScan scan =
+        scan_experts(*backend, tokens, ExpertIntervention::Kind::Remove, [&](uint32_t passes, double ms) {
+            planned = passes;
+            estimate = ms;
+        });
+    QCOMPARE(scan.effects.size(), std::size_t(c.n_layer) * c.n_expert);
+    QCOMPARE(scan.planned, planned);
+    QVERIFY(estimate > 0);
+    QCOMPARE(scan.runs, planned);
+    const ForwardResult base = run(model, tokens, {}, false);
+    const std::vector<float> base_last(base.logits.end() - c.n_vocab, base.logits.end());
+    int compared = 0, unchosen = 0;
+    for (const ExpertEffect& e : scan.effects) {
+        if (!e.tokens) {
+            QVERIFY(!e.ran && e.kl == 0.0);
+            ++unchosen;
+            continue;
+        }
+        QVERIFY(e.ran);
+        if (compared >= 3)
+            continue;
+        ExpertIntervention iv;
+        iv.layer = int32_t(e.layer);
+        iv.experts = {e.expert};
+        const ForwardResult changed = run(model, tokens, std::span(&iv, 1), false);
+        const std::vector<float> last(changed.logits.end() - c.n_vocab, changed.logits.end());
+        QCOMPARE(e.kl, kl_divergence(base_last, last));
+        ++compared;
+    }
+    QVERIFY(compared == 3 && unchosen > 0);
+    // Stop after two passes
+    const ExpertScan stopped = scan_experts(*backend, tokens, ExpertIntervention::Kind::ZeroOutput, {},
+                                            [](uint32_t done, uint32_t) { return done < 2; });
+    QVERIFY(stopped.cancelled);
+    QCOMPARE(stopped.runs, 2u);
+    // a dense model has nothing to scan
+    auto dense = make_test_model("llama", 1);
+    const QString path = dir.filePath("llama.gguf");
+    dense.write(path.toStdString());
+    auto llama = make_cpu_backend(Model::load(path.toStdString()), {.threads = 1, .n_ctx = 64});
+    QVERIFY_THROWS_EXCEPTION(Error, scan_experts(*llama, tokens, ExpertIntervention::Kind::Remove));
 }
 
 // The router's softmax against ggml's definition on a row with a tail (n = 13: one chunk of 8, 5 by expf).

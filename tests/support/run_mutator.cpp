@@ -349,6 +349,21 @@ json speculation_part()
           {"plain", {{"token", 13}, {"best", 13}, {"best_logit", 3.51}, {"second", 12}, {"second_logit", 3.5}}}}}};
 }
 
+// An experts view's part: three tokens through two MoE layers of 4 experts, 2 per token, normalised.
+json experts_part()
+{
+    return {{"architecture", "qwen3moe"},
+            {"source", "prompt"},
+            {"n_expert", 4},
+            {"k", 2},
+            {"normalized", true},
+            {"random_weights", true},
+            {"ids", {1, 2, 3}},
+            {"layers",
+             {{{"layer", 0}, {"experts", {0, 1, 2, 3, 1, 0}}, {"weights", {0.75, 0.25, 0.5, 0.5, 0.625, 0.375}}},
+              {{"layer", 2}, {"experts", {3, 2, 1, 0, 2, 3}}, {"weights", {0.875, 0.125, 0.5, 0.5, 0.5625, 0.4375}}}}}};
+}
+
 } // namespace
 
 std::string with_every_lab_part(const std::string& document)
@@ -358,6 +373,8 @@ std::string with_every_lab_part(const std::string& document)
         doc["serving"] = serving_part();
     if (!doc.contains("speculation"))
         doc["speculation"] = speculation_part();
+    if (!doc.contains("experts"))
+        doc["experts"] = experts_part();
     const json classes =
         doc.contains("lab") && doc["lab"].contains("head_classes") ? doc["lab"]["head_classes"] : json();
     json lab = lab_parts(classes);

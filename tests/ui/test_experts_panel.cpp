@@ -14,12 +14,14 @@
 #include "signal_wait.h"
 #include "text_review.h"
 #include "widgets/distribution_overlay.h"
+#include "widgets/effect_grid.h"
 #include "widgets/expert_views.h"
 
 #include <QLineEdit>
 #include <QPushButton>
 #include <QTemporaryDir>
 #include <QTest>
+#include <cmath>
 
 using namespace tokenscope::ui;
 
@@ -31,6 +33,7 @@ private slots:
     void routingIsTheEnginesRouting();
     void clickSelectsTokenAndLayer();
     void removingTheTopExpertMovesTheNextToken();
+    void scanCoversEveryExpert();
     void denseModelHasNoRouter();
 
 private:
@@ -154,6 +157,42 @@ void TestExpertsPanel::removingTheTopExpertMovesTheNextToken()
     QCOMPARE(m_panel->whatIf()->rerouted, 0);
     QCOMPARE(m_panel->whatIf()->kl, 0.0);
     QVERIFY(m_panel->whatIf()->description.contains("nothing changes"));
+}
+
+// The scan button: a pass per expert some token chose, a cell per (layer, expert), the experts no token
+// chose at 0 without a pass; the grid shows it.
+void TestExpertsPanel::scanCoversEveryExpert()
+{
+    const auto s = m_panel->snapshot();
+    QVERIFY(s && !s->dense);
+    QSignalSpy finished(m_panel.get(), &ExpertsPanel::scanFinished);
+    QPushButton* scan = nullptr;
+    for (QPushButton* b : m_panel->findChildren<QPushButton*>())
+        if (b->text() == "Scan")
+            scan = b;
+    QVERIFY(scan && scan->isEnabled());
+    QTest::mouseClick(scan, Qt::LeftButton);
+    QVERIFY(finished.wait(60000));
+    const auto r = m_panel->scanResult();
+    QVERIFY2(r && r->error.isEmpty() && r->finished, qPrintable(m_panel->scanStatusText()));
+    QCOMPARE(int(r->kl.size()), int(s->moe_layers.size()));
+    int chosen = 0;
+    for (std::size_t li = 0; li < r->kl.size(); ++li)
+        for (int e = 0; e < s->n_expert; ++e) {
+            bool used = false;
+            for (int t = 0; t < s->n(); ++t)
+                for (int slot = 0; slot < s->k; ++slot)
+                    used |= s->expert(int(li), t, slot) == e;
+            const double v = r->kl[li][std::size_t(e)];
+            QVERIFY(std::isfinite(v) && v >= 0.0);
+            if (!used)
+                QCOMPARE(v, 0.0);
+            chosen += used;
+        }
+    QCOMPARE(r->done, chosen);
+    QVERIFY(!m_panel->scanGrid()->empty());
+    QVERIFY2(m_panel->scanStatusText().contains(QString("%1 passes").arg(chosen)),
+             qPrintable(m_panel->scanStatusText()));
 }
 
 void TestExpertsPanel::denseModelHasNoRouter()

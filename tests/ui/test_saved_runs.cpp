@@ -12,7 +12,9 @@
 // and holds the tokens and distributions the app's own stepper computes for the same prompt.
 #include "bridge/engine_controller.h"
 #include "main_window.h"
+#include "model/test_model.h"
 #include "panels/attention_panel.h"
+#include "panels/experts_panel.h"
 #include "panels/kv_panel.h"
 #include "panels/lab_heads_tab.h"
 #include "panels/lab_panel.h"
@@ -32,6 +34,7 @@
 #include "test_paths.h"
 #include "util/fp16.h"
 #include "widgets/distribution_view.h"
+#include "widgets/expert_views.h"
 #include "widgets/model_head_map.h"
 #include "widgets/serving_lanes.h"
 
@@ -120,6 +123,7 @@ private slots:
     void theRunFuzzersCorpusOpensOrIsRefused();
     void aCliTraceOpensInTheApp();
     void aServedReplysTimelineRoundTrips();
+    void anExpertsRoutingRoundTrips();
     void committedRunsOpenUnchanged_data();
     void committedRunsOpenUnchanged();
     void writeAppFixture();
@@ -816,6 +820,62 @@ void TestSavedRuns::aServedReplysTimelineRoundTrips()
     QCOMPARE(t.total_ms, timeline->total_ms);
     QCOMPARE(t.ttft_ms, timeline->ttft_ms);
     QCOMPARE(t.events.size(), std::size_t(1));
+}
+
+// A mixture-of-experts routing (a random qwen3moe model's, captured by the engine) through a save and a
+// reopen: every expert and weight bit for bit, and the Experts panel shows it with what-if and the scan
+// off (they need the model behind the run).
+void TestSavedRuns::anExpertsRoutingRoundTrips()
+{
+    const QString model_path = m_dir.filePath("qwen3moe.gguf");
+    engine::make_test_model("qwen3moe", 2).write(model_path.toStdString());
+    const auto model = engine::Model::load(model_path.toStdString());
+    const std::vector<int32_t> ids = model->tokenizer().encode_ids("saved routes");
+    auto backend = engine::make_cpu_backend(model, {.threads = 1, .n_ctx = 64});
+    engine::CaptureRequest capture;
+    capture.routing = true;
+    engine::ForwardRequest request;
+    request.tokens = ids;
+    request.capture = &capture;
+    const engine::ForwardResult r = backend->forward(request);
+    auto ex = std::make_shared<ExpertsSnapshot>();
+    ex->architecture = "qwen3moe";
+    ex->source = "prompt";
+    ex->n_expert = 8;
+    ex->k = 2;
+    ex->normalized = true;
+    ex->random_weights = true;
+    ex->ids = ids;
+    for (const engine::RoutingCapture& rc : r.captures->routing) {
+        ex->moe_layers.push_back(int(rc.layer));
+        ex->experts.push_back(rc.experts);
+        ex->weights.push_back(rc.weights);
+    }
+    RunDocument doc;
+    doc.experts = ex;
+    const QString path = m_dir.filePath("experts.tsrun");
+    engine::run::write_run_file(path.toStdString(), to_run_contents(doc), nullptr);
+    const RunDocument back = run_document_from(engine::run::read_run_file(path.toStdString()), path);
+    QVERIFY(back.experts);
+    QVERIFY(back.parts().contains("experts"));
+    QCOMPARE(back.experts->ids, ids);
+    QCOMPARE(back.experts->moe_layers, ex->moe_layers);
+    QCOMPARE(back.experts->experts, ex->experts);
+    for (std::size_t l = 0; l < ex->weights.size(); ++l)
+        for (std::size_t i = 0; i < ex->weights[l].size(); ++i)
+            QCOMPARE(std::bit_cast<uint32_t>(back.experts->weights[l][i]), std::bit_cast<uint32_t>(ex->weights[l][i]));
+    EngineController engine;
+    ExpertsPanel panel(&engine);
+    panel.showSaved(back.experts);
+    QVERIFY(panel.snapshot() && panel.snapshot()->saved);
+    QVERIFY2(panel.statusText().contains("Reopened from a saved run"), qPrintable(panel.statusText()));
+    int routed = 0;
+    for (const int c : panel.load()->counts())
+        routed += c;
+    QCOMPARE(routed, int(ids.size()) * 2);
+    for (QPushButton* b : panel.findChildren<QPushButton*>())
+        if (b->text() == "Show the change" || b->text() == "Scan")
+            QVERIFY2(!b->isEnabled(), qPrintable(b->text()));
 }
 
 namespace {

@@ -40,6 +40,9 @@ std::shared_ptr<ModelSummary> summary_of(const engine::Model& model, const engin
     summary->name = QString::fromStdString(c.name.empty() ? QFileInfo(path).completeBaseName().toStdString() : c.name);
     summary->architecture = QString::fromStdString(c.architecture);
     summary->parameters = model.parameter_count();
+    summary->active_parameters = model.active_parameter_count();
+    summary->n_expert = int(c.n_expert);
+    summary->n_expert_used = int(c.n_expert_used);
     summary->file_size = model.file().file_size();
     summary->quant_types = QString::fromStdString(engine::quant_mix(model));
     summary->context_length = c.n_ctx_train;

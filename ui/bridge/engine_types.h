@@ -25,6 +25,8 @@ struct ModelSummary {
     QString name;
     QString architecture;
     quint64 parameters = 0;
+    quint64 active_parameters = 0;       // a mixture of experts': those a token goes through (= parameters when dense)
+    int n_expert = 0, n_expert_used = 0; // 0: a dense model
     quint64 file_size = 0;
     QString quant_types; // e.g. "Q8_0, Q5_0, Q4_K, Q6_K, F32"
     quint32 context_length = 0;

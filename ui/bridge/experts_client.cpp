@@ -5,13 +5,17 @@
 
 #include "backend/backend.h"
 #include "model/model.h"
+#include "moe/expert_scan.h"
 #include "session/session.h"
 #include "util/error.h"
 #include "widgets/count_text.h"
 
 #include <QElapsedTimer>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <limits>
+#include <map>
 #include <numeric>
 
 namespace tokenscope::ui {
@@ -73,6 +77,83 @@ ExpertsClient::ExpertsClient(EngineController& engine) : m_engine(engine)
 {
     qRegisterMetaType<std::shared_ptr<const ExpertsSnapshot>>();
     qRegisterMetaType<std::shared_ptr<const ExpertWhatIfSnapshot>>();
+    qRegisterMetaType<std::shared_ptr<const ExpertScanSnapshot>>();
+    connect(this, &ExpertsClient::scanFinished, this, [this](const std::shared_ptr<const ExpertScanSnapshot>& s) {
+        if (s->request_id == m_scan)
+            m_scan = 0;
+    });
+}
+
+void ExpertsClient::stopScan()
+{
+    if (m_scan)
+        m_engine.cancel(m_scan);
+}
+
+quint64 ExpertsClient::scan(const std::vector<int32_t>& ids, bool zero)
+{
+    stopScan();
+    if (m_engine.remote())
+        return m_scan = m_engine.refuse(this, &ExpertsClient::scanFinished, tr("The expert scan"));
+    ExpertsClient* client = this;
+    return m_scan = m_engine.request(
+               this, &ExpertsClient::scanFinished,
+               [client, ids, zero](EngineContext& context, const RequestBook::Ticket& ticket) {
+                   using clock = std::chrono::steady_clock;
+                   auto s = std::make_shared<ExpertScanSnapshot>();
+                   s->zero = zero;
+                   context.requireModel();
+                   const engine::ModelConfig& c = context.model->config();
+                   if (!c.is_moe())
+                       throw engine::Error(tr("This model is dense: it has no experts to scan.").toStdString());
+                   checked_ids(ids);
+                   s->n_expert = int(c.n_expert);
+                   auto backend = engine::make_cpu_backend(context.model, {.threads = context.threads,
+                                                                           .n_ctx = uint32_t(ids.size() + 1),
+                                                                           .order = context.cpuOrder(),
+                                                                           .batch_invariant = context.deterministic()});
+                   const auto t0 = clock::now();
+                   auto last_post = t0;
+                   const auto post = [&](int done) {
+                       auto live = std::make_shared<ExpertScanSnapshot>(*s);
+                       live->request_id = ticket.id;
+                       live->done = done;
+                       live->elapsed_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+                       EngineController::toUi(client, [client, live] { emit client->scanProgress(live); });
+                   };
+                   const engine::ExpertScan scan = engine::scan_experts(
+                       *backend, ids,
+                       zero ? engine::ExpertIntervention::Kind::ZeroOutput : engine::ExpertIntervention::Kind::Remove,
+                       [&](uint32_t passes, double estimated_ms) {
+                           s->planned = int(passes);
+                           s->estimated_ms = estimated_ms;
+                           post(0);
+                       },
+                       [&](uint32_t done, uint32_t) {
+                           if (ticket.cancel->load())
+                               return false;
+                           if (clock::now() - last_post > std::chrono::milliseconds(150)) {
+                               last_post = clock::now();
+                               post(int(done));
+                           }
+                           return true;
+                       });
+                   std::map<uint32_t, std::size_t> index;
+                   for (const auto& e : scan.effects)
+                       if (index.emplace(e.layer, index.size()).second)
+                           s->moe_layers.push_back(int(e.layer));
+                   s->kl.assign(s->moe_layers.size(),
+                                std::vector<double>(c.n_expert, std::numeric_limits<double>::quiet_NaN()));
+                   for (const auto& e : scan.effects)
+                       if (!e.tokens || e.ran) // no token chose it: removing it changes no bit
+                           s->kl[index[e.layer]][e.expert] = e.ran ? e.kl : 0.0;
+                   s->token = context.tokensOf({scan.token}, 0).front().text;
+                   s->done = int(scan.runs);
+                   s->cancelled = scan.cancelled;
+                   s->finished = !scan.cancelled;
+                   s->elapsed_ms = scan.ms;
+                   return s;
+               });
 }
 
 quint64 ExpertsClient::route(const QString& text, bool current_sequence)

@@ -20,14 +20,20 @@ public:
 
     quint64 route(const QString& text, bool current_sequence);                 // → routed
     quint64 whatIf(const std::vector<int32_t>& ids, const ExpertWhatIf& what); // → whatIfReady
+    // Every expert of every layer removed (or zeroed) in turn: scanProgress while it runs, scanFinished.
+    quint64 scan(const std::vector<int32_t>& ids, bool zero);
+    void stopScan();
+    bool scanning() const { return m_scan != 0; }
 
 signals:
     void routed(std::shared_ptr<const tokenscope::ui::ExpertsSnapshot> snapshot);
     void whatIfReady(std::shared_ptr<const tokenscope::ui::ExpertWhatIfSnapshot> snapshot);
+    void scanProgress(std::shared_ptr<const tokenscope::ui::ExpertScanSnapshot> snapshot);
+    void scanFinished(std::shared_ptr<const tokenscope::ui::ExpertScanSnapshot> snapshot);
 
 private:
     EngineController& m_engine;
-    quint64 m_route = 0, m_what_if = 0;
+    quint64 m_route = 0, m_what_if = 0, m_scan = 0;
 };
 
 inline ExpertsClient& EngineController::experts()

@@ -24,6 +24,7 @@ struct ExpertsSnapshot {
     int n_layers = 0, n_expert = 0, k = 0;
     bool normalized = false;     // the chosen weights are divided by their sum (qwen3moe, granitemoe)
     bool random_weights = false; // a model make-test-model wrote: its routing means nothing
+    bool saved = false;          // reopened from a saved run: nothing can run again from it
     std::vector<StepperToken> tokens;
     std::vector<int32_t> ids;
     std::vector<int> moe_layers;                   // the layers with a router (index into the vectors below)
@@ -68,7 +69,23 @@ struct ExpertWhatIfSnapshot {
     double ms = 0.0;
 };
 
+// Every (layer, expert) removed (or zeroed) in turn: the next token's KL from the unchanged pass. Sent
+// while it runs (done of planned, the estimate) and when it ends.
+struct ExpertScanSnapshot {
+    quint64 request_id = 0;
+    QString error;
+    bool cancelled = false, finished = false;
+    bool zero = false; // zeroed outputs instead of removed experts
+    int n_expert = 0;
+    std::vector<int> moe_layers;
+    std::vector<std::vector<double>> kl; // [layer index][expert]; NaN: not run yet, 0: no token chose it
+    int done = 0, planned = 0;
+    double estimated_ms = 0.0, elapsed_ms = 0.0;
+    QString token; // the predicted next token whose distribution is compared
+};
+
 } // namespace tokenscope::ui
 
+Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::ExpertScanSnapshot>)
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::ExpertsSnapshot>)
 Q_DECLARE_METATYPE(std::shared_ptr<const tokenscope::ui::ExpertWhatIfSnapshot>)

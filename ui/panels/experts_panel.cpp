@@ -5,6 +5,7 @@
 #include "bridge/experts_client.h"
 #include "widgets/count_text.h"
 #include "widgets/distribution_overlay.h"
+#include "widgets/effect_grid.h"
 #include "widgets/expert_views.h"
 
 #include <QComboBox>
@@ -18,6 +19,7 @@
 #include <QTextBrowser>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <cmath>
 
 namespace tokenscope::ui {
 
@@ -26,7 +28,16 @@ ExpertsPanel::ExpertsPanel(EngineController* engine, QWidget* parent) : QWidget(
     buildUi();
     connect(&m_engine->experts(), &ExpertsClient::routed, this, &ExpertsPanel::onRouted);
     connect(&m_engine->experts(), &ExpertsClient::whatIfReady, this, &ExpertsPanel::onWhatIf);
+    connect(&m_engine->experts(), &ExpertsClient::scanProgress, this,
+            [this](std::shared_ptr<const ExpertScanSnapshot> s) { onScan(std::move(s), false); });
+    connect(&m_engine->experts(), &ExpertsClient::scanFinished, this,
+            [this](std::shared_ptr<const ExpertScanSnapshot> s) { onScan(std::move(s), true); });
     connect(m_engine, &EngineController::modelLoaded, this, [this] {
+        stopScan();
+        m_scan.reset();
+        m_scan_grid->clear();
+        m_scan_grid->hide();
+        m_scan_status->clear();
         m_snapshot.reset();
         m_what_if.reset();
         m_map->setSnapshot(nullptr);
@@ -110,8 +121,32 @@ void ExpertsPanel::buildUi()
     m_overlay = new DistributionOverlay;
     m_overlay->hide(); // until a change has been run
     views->addWidget(m_overlay);
+    auto* scan_row = new QHBoxLayout;
+    scan_row->addWidget(new QLabel(tr("Every expert in turn:")));
+    m_scan_mode = new QComboBox;
+    m_scan_mode->addItem(tr("removed"), false);
+    m_scan_mode->addItem(tr("output zeroed"), true);
+    m_scan_mode->setAccessibleName(tr("Scan mode"));
+    m_scan_run = new QPushButton(tr("Scan"));
+    m_scan_run->setToolTip(tr("One pass per expert some token chose, at its layer: the next token's KL from the "
+                              "pass as routed"));
+    m_scan_stop = new QPushButton(tr("Stop"));
+    m_scan_stop->setEnabled(false);
+    scan_row->addWidget(m_scan_mode);
+    scan_row->addWidget(m_scan_run);
+    scan_row->addWidget(m_scan_stop);
+    m_scan_status = new QLabel;
+    m_scan_status->setWordWrap(true);
+    scan_row->addWidget(m_scan_status, 1);
+    views->addLayout(scan_row);
+    m_scan_grid = new EffectGrid;
+    m_scan_grid->setMinimumHeight(180);
+    m_scan_grid->hide();
+    views->addWidget(m_scan_grid);
     layout->addWidget(m_views, 1);
     m_views->setEnabled(false);
+    connect(m_scan_run, &QPushButton::clicked, this, [this] { scan(m_scan_mode->currentData().toBool()); });
+    connect(m_scan_stop, &QPushButton::clicked, this, &ExpertsPanel::stopScan);
 
     connect(m_route, &QPushButton::clicked, this, &ExpertsPanel::route);
     connect(m_text, &QLineEdit::returnPressed, this, &ExpertsPanel::route);
@@ -173,6 +208,10 @@ void ExpertsPanel::onRouted(std::shared_ptr<const ExpertsSnapshot> s)
         return;
     }
     m_views->setEnabled(true);
+    // a saved run's routing: nothing behind it to run again (the loaded model, if any, may be another)
+    for (QWidget* w :
+         std::initializer_list<QWidget*>{m_kind, m_scope, m_expert_box, m_what_if_run, m_scan_mode, m_scan_run})
+        w->setEnabled(!s->saved);
     m_scope->clear();
     m_scope->addItem(tr("every layer"), -1);
     for (const int l : s->moe_layers)
@@ -187,12 +226,19 @@ void ExpertsPanel::onRouted(std::shared_ptr<const ExpertsSnapshot> s)
                           .arg(s->k)
                           .arg(s->normalized ? tr("normalised to sum 1") : tr("the router's probabilities"))
                           .arg(s->ms, 0, 'f', 0) +
+                      (s->saved ? tr(" Reopened from a saved run: route again to change it.") : QString()) +
                       (s->random_weights ? tr(" <b>Random routing:</b> this is a generated model with random "
                                               "weights, so no expert has learned anything to specialise in.")
                                          : QString()));
     select(std::clamp(m_token, 0, s->n() - 1), std::clamp(m_layer, 0, int(s->moe_layers.size()) - 1),
            std::clamp(m_expert, 0, s->n_expert - 1));
     emit routed();
+}
+
+void ExpertsPanel::showSaved(std::shared_ptr<const ExpertsSnapshot> snapshot)
+{
+    m_request = snapshot->request_id; // 0: not a request of this session
+    onRouted(std::move(snapshot));
 }
 
 void ExpertsPanel::select(int token, int layer_index, int expert)
@@ -288,6 +334,83 @@ void ExpertsPanel::onWhatIf(std::shared_ptr<const ExpertWhatIfSnapshot> s)
                                   .arg(s->kl, 0, 'g', 3)
                                   .arg(s->ms, 0, 'f', 0));
     emit whatIfFinished();
+}
+
+void ExpertsPanel::scan(bool zero)
+{
+    if (!m_snapshot || m_snapshot->dense) {
+        m_scan_status->setText(tr("Route a text first."));
+        return;
+    }
+    m_scan_mode->setCurrentIndex(zero ? 1 : 0);
+    m_scan_status->setText(tr("Planning the scan…"));
+    m_scan_run->setEnabled(false);
+    m_scan_stop->setEnabled(true);
+    m_scan_request = m_engine->experts().scan(m_snapshot->ids, zero);
+}
+
+void ExpertsPanel::stopScan()
+{
+    m_engine->experts().stopScan();
+}
+
+QString ExpertsPanel::scanStatusText() const
+{
+    return m_scan_status->text();
+}
+
+void ExpertsPanel::onScan(std::shared_ptr<const ExpertScanSnapshot> s, bool final)
+{
+    if (s->request_id != m_scan_request)
+        return;
+    if (final) {
+        m_scan_run->setEnabled(true);
+        m_scan_stop->setEnabled(false);
+    }
+    if (!s->error.isEmpty()) {
+        m_scan_status->setText(s->error);
+        if (final)
+            emit scanFinished();
+        return;
+    }
+    if (!final) { // the plan and the progress: passes done, time left by the estimate
+        const double left_s = std::max(0.0, s->estimated_ms - s->elapsed_ms) / 1000.0;
+        m_scan_status->setText(tr("%1 of %2 passes (one per expert some token chose) · about %3 s left")
+                                   .arg(s->done)
+                                   .arg(s->planned)
+                                   .arg(left_s, 0, 'f', left_s < 10 ? 1 : 0));
+        return;
+    }
+    m_scan = s;
+    double top = 0.0;
+    for (const auto& row : s->kl)
+        for (const double v : row)
+            if (std::isfinite(v))
+                top = std::max(top, v);
+    std::vector<std::vector<double>> shares;
+    for (const auto& row : s->kl) {
+        std::vector<double> r;
+        for (const double v : row)
+            r.push_back(std::isfinite(v) && top > 0 ? v / top : v);
+        shares.push_back(std::move(r));
+    }
+    QStringList columns;
+    for (int e = 0; e < s->n_expert; ++e)
+        columns << QString::number(e);
+    m_scan_grid->setData(std::move(shares), columns,
+                         tr("Next-token KL with each expert %1, as a share of the largest (%2 nats); rows: layers, "
+                            "columns: experts")
+                             .arg(s->zero ? tr("zeroed") : tr("removed"))
+                             .arg(top, 0, 'g', 3));
+    m_scan_grid->show();
+    m_scan_status->setText(s->cancelled
+                               ? tr("Stopped after %1 of %2 passes (hatched: not run).").arg(s->done).arg(s->planned)
+                               : tr("%1 passes in %2 s; experts no token chose are 0 without a pass "
+                                    "(removing them changes no bit). Predicted next token: “%3”.")
+                                     .arg(s->done)
+                                     .arg(s->elapsed_ms / 1000.0, 0, 'f', 1)
+                                     .arg(s->token));
+    emit scanFinished();
 }
 
 QString ExpertsPanel::statusText() const

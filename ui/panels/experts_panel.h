@@ -17,6 +17,7 @@ namespace tokenscope::ui {
 
 class EngineController;
 class DistributionOverlay;
+class EffectGrid;
 class ExpertLoad;
 class ExpertMap;
 class ExpertRoute;
@@ -36,7 +37,16 @@ public:
     void route();         // the typed text
     void routeSequence(); // the chat's or the stepper's sequence
     void select(int token, int layer_index, int expert);
+    // A saved run's routing (File → Open run…): the map, routes, load and vocabulary as they were; what
+    // if and the scan need the model, so they wait for a new routing.
+    void showSaved(std::shared_ptr<const ExpertsSnapshot> snapshot);
     void runWhatIf(ExpertWhatIf::Kind kind, int layer, int expert);
+    // Every expert of every layer removed (zeroed) in turn, with progress and Stop.
+    void scan(bool zero);
+    void stopScan();
+    const std::shared_ptr<const ExpertScanSnapshot>& scanResult() const { return m_scan; }
+    EffectGrid* scanGrid() const { return m_scan_grid; }
+    QString scanStatusText() const;
     const std::shared_ptr<const ExpertsSnapshot>& snapshot() const { return m_snapshot; }
     const std::shared_ptr<const ExpertWhatIfSnapshot>& whatIf() const { return m_what_if; }
     QString statusText() const;
@@ -48,17 +58,20 @@ public:
 signals:
     void routed();
     void whatIfFinished();
+    void scanFinished();
 
 private:
     void buildUi();
     void onRouted(std::shared_ptr<const ExpertsSnapshot> s);
     void onWhatIf(std::shared_ptr<const ExpertWhatIfSnapshot> s);
     void renderSelection();
+    void onScan(std::shared_ptr<const ExpertScanSnapshot> s, bool final);
 
     EngineController* m_engine;
     std::shared_ptr<const ExpertsSnapshot> m_snapshot;
     std::shared_ptr<const ExpertWhatIfSnapshot> m_what_if;
-    quint64 m_request = 0, m_what_if_request = 0;
+    std::shared_ptr<const ExpertScanSnapshot> m_scan;
+    quint64 m_request = 0, m_what_if_request = 0, m_scan_request = 0;
     int m_token = -1, m_layer = 0, m_expert = 0;
     QLineEdit* m_text = nullptr;
     QPushButton* m_route = nullptr;
@@ -75,6 +88,11 @@ private:
     QPushButton* m_what_if_run = nullptr;
     QLabel* m_what_if_status = nullptr;
     DistributionOverlay* m_overlay = nullptr;
+    QPushButton* m_scan_run = nullptr;
+    QPushButton* m_scan_stop = nullptr;
+    QComboBox* m_scan_mode = nullptr;
+    QLabel* m_scan_status = nullptr;
+    EffectGrid* m_scan_grid = nullptr;
 };
 
 } // namespace tokenscope::ui

@@ -2,6 +2,8 @@
 // The panels' snapshots ↔ the engine's run document (engine/run/run_document.h): field for field,
 // strings as UTF-8. The JSON, the tensors and the checks live in the engine, shared with the CLI.
 #include "storage/run_document.h"
+
+#include "bridge/token_text.h"
 #include "widgets/count_text.h"
 
 #include "kv/kv_cache_types.h"
@@ -574,6 +576,10 @@ QString RunDocument::parts() const
                  .arg(countText(qint64(serving->runs.size()), QObject::tr("run"), QObject::tr("runs")))
                  .arg(countText(serving->runs.empty() ? 0 : qint64(serving->runs.front().requests.size()),
                                 QObject::tr("request"), QObject::tr("requests")));
+    if (experts)
+        p << QObject::tr("experts (%1 over %2 layers)")
+                 .arg(countText(qint64(experts->ids.size()), QObject::tr("token"), QObject::tr("tokens")))
+                 .arg(experts->moe_layers.size());
     if (speculation)
         p << QObject::tr("speculation (%1, %2)")
                  .arg(speculation->drafter)
@@ -645,6 +651,22 @@ engine::run::RunContents to_run_contents(const RunDocument& doc)
         }
         d.speculation = std::move(sd);
     }
+    if (doc.experts) {
+        const ExpertsSnapshot& ex = *doc.experts;
+        run::ExpertsDoc ed;
+        ed.architecture = s(ex.architecture);
+        ed.source = s(ex.source);
+        ed.n_expert = uint32_t(ex.n_expert);
+        ed.k = uint32_t(ex.k);
+        ed.normalized = ex.normalized;
+        ed.random_weights = ex.random_weights;
+        ed.ids = ex.ids;
+        for (const int l : ex.moe_layers)
+            ed.layers.push_back(uint32_t(l));
+        ed.experts = ex.experts;
+        ed.weights = ex.weights;
+        d.experts = std::move(ed);
+    }
     auto contents = run::to_contents(d, "Tokenscope " TOKENSCOPE_VERSION);
     if (!doc.model)
         contents.model.sha256 = s(doc.model_sha256);
@@ -692,6 +714,38 @@ RunDocument run_document_from(const engine::run::OpenedRun& opened, const QStrin
         d.ablation = ablation_from(*o.ablation);
     if (o.steering)
         d.steering = steering_from(*o.steering);
+    if (o.experts) {
+        const run::ExpertsDoc& ed = *o.experts;
+        auto ex = std::make_shared<ExpertsSnapshot>();
+        ex->architecture = q(ed.architecture);
+        ex->source = q(ed.source);
+        ex->n_expert = int(ed.n_expert);
+        ex->k = int(ed.k);
+        ex->normalized = ed.normalized;
+        ex->random_weights = ed.random_weights;
+        ex->ids = ed.ids;
+        for (const uint32_t l : ed.layers)
+            ex->moe_layers.push_back(int(l));
+        ex->n_layers = ed.layers.empty() ? 0 : int(ed.layers.back()) + 1;
+        ex->experts = ed.experts;
+        ex->weights = ed.weights;
+        ex->saved = true;
+        if (d.tokenizer)
+            for (const int32_t id : ed.ids) {
+                StepperToken t;
+                t.id = id;
+                t.text = token_display_text(*d.tokenizer, id);
+                ex->tokens.push_back(t);
+            }
+        else
+            for (const int32_t id : ed.ids) {
+                StepperToken t;
+                t.id = id;
+                t.text = QString("#%1").arg(id);
+                ex->tokens.push_back(t);
+            }
+        d.experts = std::move(ex);
+    }
     if (o.speculation) {
         const run::SpeculationDoc& sd = *o.speculation;
         auto sp = std::make_shared<SpeculationSnapshot>();

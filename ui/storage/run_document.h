@@ -7,6 +7,7 @@
 
 #include "bridge/analysis_types.h"
 #include "bridge/engine_types.h"
+#include "bridge/experts_types.h"
 #include "bridge/lab_types.h"
 #include "bridge/serving_types.h"
 #include "bridge/speculation_types.h"
@@ -42,6 +43,7 @@ struct RunDocument {
     std::shared_ptr<const SteeringSnapshot> steering;
     std::shared_ptr<const ServingSnapshot> serving;
     std::shared_ptr<const SpeculationSnapshot> speculation;
+    std::shared_ptr<const ExpertsSnapshot> experts;
     // Read back: the saved vocabulary and the file (whose tokenizer keys a re-save copies).
     std::shared_ptr<const engine::Tokenizer> tokenizer;
     std::shared_ptr<const engine::gguf::GgufFile> file;
@@ -51,7 +53,7 @@ struct RunDocument {
     bool empty() const
     {
         return !stepper && !kv && !timeline && !attention && !text && !patching && !attribution && !head_classes &&
-               !head_scan && !ablation && !steering && !serving && !speculation;
+               !head_scan && !ablation && !steering && !serving && !speculation && !experts;
     }
     // "stepper (12 tokens), attention (3 heads), …": what the run holds, for messages.
     QString parts() const;
