@@ -271,9 +271,9 @@ VecDotRows8Fn vec_dot_repacked_rows8(GgmlType type, bool gemm)
     return simd_level() != SimdLevel::Scalar ? simd::types_avx2::repacked_rows8(type, gemm) : nullptr;
 }
 
-VecDotRows8x4Fn vec_dot_repacked_rows8x4(GgmlType type)
+VecDotRows8x4Fn vec_dot_repacked_rows8x4(GgmlType type, bool gemm)
 {
-    return simd_level() != SimdLevel::Scalar ? simd::types_avx2::repacked_rows8x4(type) : nullptr;
+    return simd_level() != SimdLevel::Scalar ? simd::types_avx2::repacked_rows8x4(type, gemm) : nullptr;
 }
 
 VecDotX4Fn vec_dot_repacked_x4(GgmlType type)

@@ -72,8 +72,10 @@ VecDotX4Fn vec_dot_repacked_x4(GgmlType type);
 // Eight rows at once, each row's accumulator in a SIMD lane as llama.cpp's interleaved kernels keep
 // it (the same bits as eight one-row calls); nullptr where the CPU has none.
 VecDotRows8Fn vec_dot_repacked_rows8(GgmlType type, bool gemm);
-// Eight rows against four tokens in the gemm's order (each weight block decoded once for the four).
-VecDotRows8x4Fn vec_dot_repacked_rows8x4(GgmlType type);
+// Eight rows against four tokens in the gemm's order (gemm = true) or its gemv's (each token summed as
+// one gemv call sums it: what its mul_mat_id does for experts), each weight block decoded once for the
+// four.
+VecDotRows8x4Fn vec_dot_repacked_rows8x4(GgmlType type, bool gemm = true);
 VecDotFn vec_dot_repacked_scalar(GgmlType type, bool gemm);
 
 // The portable scalar implementation (tests compare every SIMD path against it).

@@ -320,12 +320,14 @@ void TestVecDot::repackedOrderSimdMatchesScalar()
             QCOMPARE(std::bit_cast<uint32_t>(eight[r]),
                      std::bit_cast<uint32_t>(vec_dot_repacked_scalar(gt, gemm)(rows8.data() + r * row_bytes, a[0], n)));
     }
-    float block[4][8] = {};
-    vec_dot_repacked_rows8x4(gt)(rows8.data(), row_bytes, a, n, block);
-    for (int t = 0; t < 4; ++t)
-        for (int r = 0; r < 8; ++r)
-            QCOMPARE(std::bit_cast<uint32_t>(block[t][r]),
-                     std::bit_cast<uint32_t>(vec_dot_repacked_scalar(gt, true)(rows8.data() + r * row_bytes, a[t], n)));
+    for (const bool gemm : {true, false}) { // four tokens at once, in each order
+        float block[4][8] = {};
+        vec_dot_repacked_rows8x4(gt, gemm)(rows8.data(), row_bytes, a, n, block);
+        for (int t = 0; t < 4; ++t)
+            for (int r = 0; r < 8; ++r)
+                QCOMPARE(std::bit_cast<uint32_t>(block[t][r]), std::bit_cast<uint32_t>(vec_dot_repacked_scalar(
+                                                                   gt, gemm)(rows8.data() + r * row_bytes, a[t], n)));
+    }
 }
 
 void TestVecDot::fourRowKernelsMatchOneRow()

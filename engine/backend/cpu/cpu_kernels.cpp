@@ -211,7 +211,8 @@ void MatMul::multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, f
     // interleaved layout has them (the same bits as one row at a time).
     const VecDotRows8Fn rows8 = repacked ? vec_dot_repacked_rows8(w.type(), false) : nullptr;
     const VecDotRows8Fn rows8_gemm = repacked ? vec_dot_repacked_rows8(w.type(), true) : nullptr;
-    const VecDotRows8x4Fn rows8x4 = repacked ? vec_dot_repacked_rows8x4(w.type()) : nullptr;
+    const VecDotRows8x4Fn rows8x4 = repacked ? vec_dot_repacked_rows8x4(w.type(), true) : nullptr;
+    const VecDotRows8x4Fn rows8x4_gemv = repacked ? vec_dot_repacked_rows8x4(w.type(), false) : nullptr;
     const auto body_rows8 = [&](std::size_t begin, std::size_t end) {
         for (std::size_t task = begin; task < end; ++task) {
             const int64_t r0 = static_cast<int64_t>(task) * kRowsPerTask;
@@ -227,6 +228,17 @@ void MatMul::multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, f
                                 a[i] = xq + static_cast<std::size_t>(t + i) * row_bytes;
                             float out[4][8];
                             rows8x4(w.row(r), w.row_bytes, a, cols, out);
+                            for (int i = 0; i < 4; ++i)
+                                for (int k = 0; k < 8; ++k)
+                                    y[(t + i) * rows + r + k] = out[i][k];
+                        }
+                    if (rows8x4_gemv) // past the gemm's tokens (all of them for experts), four at a time
+                        for (; t >= gemm_tokens && t + 4 <= t1; t += 4) {
+                            const void* a[4];
+                            for (int i = 0; i < 4; ++i)
+                                a[i] = xq + static_cast<std::size_t>(t + i) * row_bytes;
+                            float out[4][8];
+                            rows8x4_gemv(w.row(r), w.row_bytes, a, cols, out);
                             for (int i = 0; i < 4; ++i)
                                 for (int k = 0; k < 8; ++k)
                                     y[(t + i) * rows + r + k] = out[i][k];

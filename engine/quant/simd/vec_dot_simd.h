@@ -34,7 +34,7 @@ VecDotX8Fn tiled_x8(GgmlType type);
 VecDotFn repacked(GgmlType type, bool gemm);
 VecDotX4Fn repacked_x4(GgmlType type);
 VecDotRows8Fn repacked_rows8(GgmlType type, bool gemm);
-VecDotRows8x4Fn repacked_rows8x4(GgmlType type);
+VecDotRows8x4Fn repacked_rows8x4(GgmlType type, bool gemm);
 } // namespace types_avx2
 
 // AVX-512 VNNI versions, bit-identical to the AVX2 ones (vec_dot_avx512.cpp, compiled with

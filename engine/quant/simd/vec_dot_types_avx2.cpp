@@ -402,6 +402,39 @@ void dot_repacked_q4_k_rows8x4(const void* w, std::size_t row_bytes, const void*
         _mm256_storeu_ps(out[t], _mm256_sub_ps(acc[t], acc_min[t]));
 }
 
+// The gemv's order for four tokens (one fused sum per block and token, as dot_repacked_q4_k_rows8<false>),
+// each row's block unpacked once for the four.
+void dot_repacked_q4_k_rows8x4_gemv(const void* w, std::size_t row_bytes, const void* const a[4], int64_t n,
+                                    float out[4][8])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    __m256 acc[4], acc_min[4];
+    for (int t = 0; t < 4; ++t)
+        acc[t] = acc_min[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 256; ++b) {
+        alignas(32) int s1[4][8], s2[4][8]; // [token][row]
+        alignas(32) float dw[8], dminw[8];
+        for (int r = 0; r < 8; ++r) {
+            const Q45kBlock<false> blk(x + r * row_bytes + b * 144);
+            for (int t = 0; t < 4; ++t)
+                blk.sums(static_cast<const BlockQ8_K*>(a[t])[b], s1[t][r], s2[t][r]);
+            dw[r] = blk.d;
+            dminw[r] = blk.dmin;
+        }
+        for (int t = 0; t < 4; ++t) {
+            const float dy = static_cast<const BlockQ8_K*>(a[t])[b].d;
+            const __m256 d = _mm256_mul_ps(_mm256_load_ps(dw), _mm256_set1_ps(dy));
+            const __m256 dmin = _mm256_mul_ps(_mm256_load_ps(dminw), _mm256_set1_ps(dy));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s1[t]))), d,
+                                     acc[t]);
+            acc_min[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s2[t]))),
+                                         dmin, acc_min[t]);
+        }
+    }
+    for (int t = 0; t < 4; ++t)
+        _mm256_storeu_ps(out[t], _mm256_sub_ps(acc[t], acc_min[t]));
+}
+
 template <bool Gemm>
 void dot_repacked_q4_k_rows8(const void* w, std::size_t row_bytes, const void* a, int64_t n, float out[8])
 {
@@ -766,15 +799,15 @@ VecDotRows8Fn repacked_rows8(GgmlType type, bool gemm)
     }
 }
 
-VecDotRows8x4Fn repacked_rows8x4(GgmlType type)
+VecDotRows8x4Fn repacked_rows8x4(GgmlType type, bool gemm)
 {
-    switch (type) {
+    switch (type) { // (Q4_0's and IQ4_NL's gemm and gemv sum each output alike: per block)
     case GgmlType::Q4_0:
         return dot_repacked_b32_rows8x4<unpack_q4_0>;
     case GgmlType::IQ4_NL:
         return dot_repacked_b32_rows8x4<unpack_iq4_nl>;
     case GgmlType::Q4_K:
-        return dot_repacked_q4_k_rows8x4;
+        return gemm ? dot_repacked_q4_k_rows8x4 : dot_repacked_q4_k_rows8x4_gemv;
     default:
         return nullptr;
     }
