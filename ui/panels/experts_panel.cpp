@@ -402,6 +402,7 @@ void ExpertsPanel::onScan(std::shared_ptr<const ExpertScanSnapshot> s, bool fina
                             "columns: experts")
                              .arg(s->zero ? tr("zeroed") : tr("removed"))
                              .arg(top, 0, 'g', 3));
+    m_scan_grid->setScaleLabels(tr("largest"), "0", QString()); // a KL is never below 0
     m_scan_grid->show();
     m_scan_status->setText(s->cancelled
                                ? tr("Stopped after %1 of %2 passes (hatched: not run).").arg(s->done).arg(s->planned)

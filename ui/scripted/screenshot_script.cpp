@@ -570,7 +570,8 @@ void script_saved_run(QApplication& app, MainWindow& window, const Options& o)
 }
 
 // The Experts panel: --prompt routed (default: a short sentence), token --follow-up T selected (default:
-// the fifth); --tab what-if adds "remove the selected token's top expert at the middle layer".
+// the fifth); --tab what-if adds "remove the selected token's top expert at the middle layer", --tab scan
+// the scan of every expert.
 void script_experts(QApplication& app, EngineController& engine, MainWindow& window, const Options& o)
 {
     QDockWidget* dock = float_dock(window, "experts", 1280, 900, o);
@@ -598,10 +599,16 @@ void script_experts(QApplication& app, EngineController& engine, MainWindow& win
                                  s->expert(layer, token, 0));
                 return;
             }
+            if (o->tab == "scan") {
+                panel->scan(false);
+                return;
+            }
         }
         grab_later(app, &window, dock, o->file, 300);
     });
     QObject::connect(panel, &ExpertsPanel::whatIfFinished, &window,
+                     [&app, &window, dock, o] { grab_later(app, &window, dock, o->file, 300); });
+    QObject::connect(panel, &ExpertsPanel::scanFinished, &window,
                      [&app, &window, dock, o] { grab_later(app, &window, dock, o->file, 300); });
 }
 

@@ -43,6 +43,16 @@ QSize DistributionOverlay::sizeHint() const
     return {480, kHeader + int(m_rows.size()) * (2 * kBar + kRowGap) + 8};
 }
 
+namespace {
+// Two decimals, or three significant digits below 0.1% (a flat distribution's probabilities are all
+// "0.00%" otherwise, and a change among them invisible).
+QString percent_text(double p)
+{
+    const double v = 100 * p;
+    return (v > 0 && v < 0.1 ? QString::number(v, 'g', 3) : QString::number(v, 'f', 2)) + "%";
+}
+} // namespace
+
 void DistributionOverlay::paintEvent(QPaintEvent*)
 {
     QPainter p(this);
@@ -95,7 +105,7 @@ void DistributionOverlay::paintEvent(QPaintEvent*)
             small.setPointSizeF(small.pointSizeF() * 0.85);
             p.setFont(small);
             p.drawText(QRect(label_w + 8 + w, yy - 2, value_w, kBar + 4), Qt::AlignLeft | Qt::AlignVCenter,
-                       QString::number(100 * prob, 'f', 2) + "%");
+                       percent_text(prob));
             p.setFont(font());
             yy += kBar;
         }

@@ -124,9 +124,9 @@ void EffectGrid::render(QPainter& p, QSizeF size) const
         p.fillRect(QRectF(bar.left(), bar.top() + i, bar.width(), 1.0), QColor::fromRgb(diverging_colour(float(t))));
     }
     p.drawRect(bar);
-    p.drawText(QPointF(bar.right() + 4, bar.top() + 8), "1 clean");
+    p.drawText(QPointF(bar.right() + 4, bar.top() + 8), m_scale[0]);
     p.drawText(QPointF(bar.right() + 4, bar.center().y() + 4), "0");
-    p.drawText(QPointF(bar.right() + 4, bar.bottom()), "−1");
+    p.drawText(QPointF(bar.right() + 4, bar.bottom()), m_scale[2]);
     p.restore();
 }
 

@@ -18,6 +18,12 @@ public:
     // effect[layer][column]; NaN where not run.
     void setData(std::vector<std::vector<double>> effect, QStringList column_labels, QString title);
     void clear();
+    // The colour bar's labels at 1, 0 and −1 (default: patching's "1 clean", "0", "−1").
+    void setScaleLabels(const QString& top, const QString& middle, const QString& bottom)
+    {
+        m_scale = {top, middle, bottom};
+        update();
+    }
     bool empty() const { return m_effect.empty(); }
     // The cell under a widget position (layer, column), or (-1, -1).
     std::pair<int, int> cellAt(QPointF pos) const;
@@ -39,6 +45,7 @@ private:
     std::vector<std::vector<double>> m_effect;
     QStringList m_columns;
     QString m_title;
+    QStringList m_scale = {QStringLiteral("1 clean"), QStringLiteral("0"), QString::fromUtf8("−1")};
 };
 
 } // namespace tokenscope::ui
