@@ -291,7 +291,9 @@ struct Q6kBlock {
         }
         d = half(x + 208);
     }
-    float step(float acc, const BlockQ8_K& y) const
+    static constexpr bool kHasMin = false;
+    float dmin = 0.0f;
+    void vectors(const BlockQ8_K& y, __m256i& v1, __m256i& v2) const // unreduced s1 (dot_tiled_x8_lanes)
     {
         __m256i isum = _mm256_setzero_si256();
         for (int h = 0; h < 2; ++h)
@@ -301,8 +303,14 @@ struct Q6kBlock {
             }
         // stored values are q + 32: subtract 32 · Σ scale · bsum, lane by lane (exact)
         const __m256i offset = _mm256_madd_epi16(load_bsums(y.bsums), scales16);
-        isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(offset, 5));
-        return tiled_step(acc, d, hsum_i32(isum), 0.0f, 0, y.d, false);
+        v1 = _mm256_sub_epi32(isum, _mm256_slli_epi32(offset, 5));
+        v2 = _mm256_setzero_si256();
+    }
+    float step(float acc, const BlockQ8_K& y) const
+    {
+        __m256i v1, v2;
+        vectors(y, v1, v2);
+        return tiled_step(acc, d, hsum_i32(v1), 0.0f, 0, y.d, false);
     }
 };
 
@@ -348,9 +356,9 @@ VecDotX8Fn vec_dot_tiled_x8_avx2(GgmlType type)
 {
     switch (type) {
     case GgmlType::Q4_K:
-        return dot_tiled_x8<Q45kBlock<false>, 144>;
+        return dot_tiled_x8_lanes<Q45kBlock<false>, 144>;
     case GgmlType::Q6_K:
-        return dot_tiled_x8<Q6kBlock, 210>;
+        return dot_tiled_x8_lanes<Q6kBlock, 210>;
     default:
         return types_avx2::tiled_x8(type);
     }

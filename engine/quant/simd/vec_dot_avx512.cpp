@@ -292,15 +292,23 @@ struct Q4kBlock {
         d = half(x);
         dmin = half(x + 2);
     }
-    float step(float acc, const BlockQ8_K& y) const
+    static constexpr bool kHasMin = true;
+    void vectors(const BlockQ8_K& y, __m256i& v1, __m256i& v2) const // unreduced s1, s2 (dot_tiled_x8_lanes)
     {
         __m256i isum = _mm256_setzero_si256();
         for (int c = 0; c < 4; ++c) {
             isum = _mm256_dpwssd_epi32(isum, _mm256_maddubs_epi16(lo[c], load32(y.qs + 64 * c)), sc_lo[c]);
             isum = _mm256_dpwssd_epi32(isum, _mm256_maddubs_epi16(hi[c], load32(y.qs + 64 * c + 32)), sc_hi[c]);
         }
+        v1 = isum;
+        v2 = _mm256_madd_epi16(load_bsums(y.bsums), mins);
+    }
+    float step(float acc, const BlockQ8_K& y) const
+    {
+        __m256i v1, v2;
+        vectors(y, v1, v2);
         int s1 = 0, s2 = 0;
-        hsum2_i32(isum, _mm256_madd_epi16(load_bsums(y.bsums), mins), s1, s2);
+        hsum2_i32(v1, v2, s1, s2);
         return tiled_step(acc, d, s1, dmin, s2, y.d, true);
     }
 };
@@ -337,7 +345,9 @@ struct Q6kBlock {
         }
         d = half(x + 208);
     }
-    float step(float acc, const BlockQ8_K& y) const
+    static constexpr bool kHasMin = false;
+    float dmin = 0.0f;
+    void vectors(const BlockQ8_K& y, __m256i& v1, __m256i& v2) const // unreduced s1 (dot_tiled_x8_lanes)
     {
         __m256i isum = _mm256_setzero_si256();
         for (int h = 0; h < 2; ++h)
@@ -345,8 +355,14 @@ struct Q6kBlock {
                 isum = _mm256_dpwssd_epi32(isum, _mm256_maddubs_epi16(quarter[h][q], load32(y.qs + 128 * h + 32 * q)),
                                            scale[h][q]);
         const __m256i offset = _mm256_madd_epi16(load_bsums(y.bsums), scales16); // values are stored + 32
-        isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(offset, 5));
-        return tiled_step(acc, d, hsum_i32(isum), 0.0f, 0, y.d, false);
+        v1 = _mm256_sub_epi32(isum, _mm256_slli_epi32(offset, 5));
+        v2 = _mm256_setzero_si256();
+    }
+    float step(float acc, const BlockQ8_K& y) const
+    {
+        __m256i v1, v2;
+        vectors(y, v1, v2);
+        return tiled_step(acc, d, hsum_i32(v1), 0.0f, 0, y.d, false);
     }
 };
 
@@ -411,6 +427,8 @@ VecDotX8Fn vec_dot_x8_avx512(GgmlType type)
         return x8_zmm() ? dot_legacy_x8_zmm<34, unpack_q8_0> : dot_legacy_x8<34, unpack_q8_0>;
     case GgmlType::Q5_0:
         return x8_zmm() ? dot_legacy_x8_zmm<22, unpack_q5_0> : dot_legacy_x8<22, unpack_q5_0>;
+    case GgmlType::Q4_0: // the same lanes as Q5_0's (dot_lanes): its values −8 … 7 in the same place
+        return x8_zmm() ? dot_legacy_x8_zmm<18, unpack_q4_0> : dot_legacy_x8<18, unpack_q4_0>;
     default:
         return nullptr;
     }
@@ -425,6 +443,8 @@ VecDotX16Fn vec_dot_x16_avx512(GgmlType type)
         return dot_legacy_x16_zmm<34, unpack_q8_0>;
     case GgmlType::Q5_0:
         return dot_legacy_x16_zmm<22, unpack_q5_0>;
+    case GgmlType::Q4_0:
+        return dot_legacy_x16_zmm<18, unpack_q4_0>;
     default:
         return nullptr;
     }
@@ -458,9 +478,11 @@ VecDotX8Fn vec_dot_tiled_x8_avx512(GgmlType type)
 {
     switch (type) {
     case GgmlType::Q4_K:
-        return dot_tiled_x8<Q4kBlock, 144>;
+        return dot_tiled_x8_lanes<Q4kBlock, 144>;
+    case GgmlType::Q5_K:
+        return dot_tiled_x8_lanes<Q45kBlock<true>, 176>;
     case GgmlType::Q6_K:
-        return dot_tiled_x8<Q6kBlock, 210>;
+        return dot_tiled_x8_lanes<Q6kBlock, 210>;
     default:
         return nullptr;
     }

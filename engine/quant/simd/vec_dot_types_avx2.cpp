@@ -296,15 +296,6 @@ float dot_repacked_q4_k(const void* w, const void* a, int64_t n)
     return acc - acc_min;
 }
 
-// Eight vectors of eight exact int32 partial sums → one vector of their eight totals (exact).
-inline __m256i transpose_sums(const __m256i v[8])
-{
-    // lanes: [v0 lo, v1 lo, v2 lo, v3 lo | v0 hi, v1 hi, v2 hi, v3 hi] (lo: lanes 0–3 summed, hi: 4–7)
-    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
-}
-
 // Eight rows, one token: each row's accumulator in its own lane (llama.cpp's interleaved gemv keeps
 // eight columns so), fed block by block with the same fused multiply-adds as the one-row kernel.
 template <__m256i (*Unpack)(const uint8_t*)>
@@ -412,23 +403,21 @@ void dot_repacked_q4_k_rows8x4_gemv(const void* w, std::size_t row_bytes, const 
     for (int t = 0; t < 4; ++t)
         acc[t] = acc_min[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / 256; ++b) {
-        alignas(32) int s1[4][8], s2[4][8]; // [token][row]
+        __m256i v1[4][8], v2[4][8]; // [token][row], unreduced
         alignas(32) float dw[8], dminw[8];
         for (int r = 0; r < 8; ++r) {
             const Q45kBlock<false> blk(x + r * row_bytes + b * 144);
             for (int t = 0; t < 4; ++t)
-                blk.sums(static_cast<const BlockQ8_K*>(a[t])[b], s1[t][r], s2[t][r]);
+                blk.vectors(static_cast<const BlockQ8_K*>(a[t])[b], v1[t][r], v2[t][r]);
             dw[r] = blk.d;
             dminw[r] = blk.dmin;
         }
-        for (int t = 0; t < 4; ++t) {
+        for (int t = 0; t < 4; ++t) { // each row's exact sums in its lane, then the gemv's fused steps
             const float dy = static_cast<const BlockQ8_K*>(a[t])[b].d;
             const __m256 d = _mm256_mul_ps(_mm256_load_ps(dw), _mm256_set1_ps(dy));
             const __m256 dmin = _mm256_mul_ps(_mm256_load_ps(dminw), _mm256_set1_ps(dy));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s1[t]))), d,
-                                     acc[t]);
-            acc_min[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s2[t]))),
-                                         dmin, acc_min[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums(v1[t])), d, acc[t]);
+            acc_min[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums(v2[t])), dmin, acc_min[t]);
         }
     }
     for (int t = 0; t < 4; ++t)
@@ -466,19 +455,18 @@ void dot_repacked_q4_k_rows8(const void* w, std::size_t row_bytes, const void* a
                 acc_min = _mm256_fmadd_ps(
                     _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s2[c]))), dmin, acc_min);
             }
-        } else {
-            alignas(32) int s1[8], s2[8];
+        } else { // each row's exact sums reduced together into its lane
+            __m256i v1[8], v2[8];
             for (int r = 0; r < 8; ++r) {
                 const Q45kBlock<false> blk(x + r * row_bytes + b * 144);
-                blk.sums(y[b], s1[r], s2[r]);
+                blk.vectors(y[b], v1[r], v2[r]);
                 dw[r] = blk.d;
                 dminw[r] = blk.dmin;
             }
             const __m256 d = _mm256_mul_ps(_mm256_load_ps(dw), _mm256_set1_ps(y[b].d));
             const __m256 dmin = _mm256_mul_ps(_mm256_load_ps(dminw), _mm256_set1_ps(y[b].d));
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s1))), d, acc);
-            acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s2))), dmin,
-                                      acc_min);
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums(v1)), d, acc);
+            acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums(v2)), dmin, acc_min);
         }
     }
     _mm256_storeu_ps(out, _mm256_sub_ps(acc, acc_min));

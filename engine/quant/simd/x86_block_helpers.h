@@ -98,6 +98,15 @@ inline float tiled_step(float acc, float d, int s1, float dmin, int s2, float d8
     return std::fma(res, d8, acc);
 }
 
+// Eight vectors of eight exact int32 partial sums → one vector of their eight totals (exact).
+inline __m256i transpose_sums(const __m256i v[8])
+{
+    // lanes: [v0 lo, v1 lo, v2 lo, v3 lo | v0 hi, v1 hi, v2 hi, v3 hi] (lo: lanes 0–3 summed, hi: 4–7)
+    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
+}
+
 // The horizontal sums of two integer vectors at once (exact in any order).
 inline void hsum2_i32(__m256i a, __m256i b, int& sum_a, int& sum_b)
 {
@@ -197,6 +206,20 @@ template <bool Five> struct Q45kBlock {
         d = half(x);
         dmin = half(x + 2);
     }
+    // The partial sums of s1 and s2 below, not yet reduced (their lanes add up to them exactly).
+    void vectors(const BlockQ8_K& y, __m256i& v1, __m256i& v2) const
+    {
+        __m256i isum = _mm256_setzero_si256();
+        for (int c = 0; c < 4; ++c) {
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], load_qs(y.qs + 64 * c)),
+                                                            _mm256_set1_epi16(static_cast<short>(sc[2 * c]))));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], load_qs(y.qs + 64 * c + 32)),
+                                                            _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]))));
+        }
+        v1 = isum;
+        v2 = _mm256_madd_epi16(load_bsums(y.bsums), mins);
+    }
+    static constexpr bool kHasMin = true;
     // s1 = Σ scale · (q · q8), s2 = Σ min · (bsum pair), both exact
     void sums(const BlockQ8_K& y, int& s1, int& s2) const
     {
@@ -311,6 +334,30 @@ void dot_blocks_x8(const void* w, const void* packed, int64_t n, float out[8])
 // A k-quant weight row against eight packed Q8_K rows (pack8_activations) in the tiled order: each
 // file's Block unpacks a super-block once with its own instructions and steps each token's scalar
 // accumulator.
+// The same sums for eight tokens with each token's accumulator in a lane: a block's eight unreduced
+// integer vectors reduced together (transpose_sums, exact), then tiled_step's float operations on
+// the eight lanes at once — per token the same multiply and fused multiply-adds, so the same bits.
+// Block::vectors(y, v1, v2) gives the unreduced sums of s1 (and s2 where Block::kHasMin).
+template <typename Block, int kBlockBytes>
+void dot_tiled_x8_lanes(const void* w, const void* packed, int64_t n, float out[8])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(packed);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 256; ++b, x += kBlockBytes, y += 8) {
+        const Block blk(x);
+        __m256i v1[8], v2[8];
+        for (int t = 0; t < 8; ++t)
+            blk.vectors(y[t], v1[t], v2[t]);
+        __m256 res = _mm256_mul_ps(_mm256_set1_ps(blk.d), _mm256_cvtepi32_ps(transpose_sums(v1)));
+        if constexpr (Block::kHasMin)
+            res = _mm256_fmadd_ps(_mm256_set1_ps(-blk.dmin), _mm256_cvtepi32_ps(transpose_sums(v2)), res);
+        const __m256 d8 = _mm256_setr_ps(y[0].d, y[1].d, y[2].d, y[3].d, y[4].d, y[5].d, y[6].d, y[7].d);
+        acc = _mm256_fmadd_ps(res, d8, acc);
+    }
+    _mm256_storeu_ps(out, acc);
+}
+
 template <typename Block, int kBlockBytes> void dot_tiled_x8(const void* w, const void* packed, int64_t n, float out[8])
 {
     const auto* x = static_cast<const uint8_t*>(w);
