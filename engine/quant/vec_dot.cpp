@@ -268,11 +268,17 @@ VecDotFn vec_dot_repacked(GgmlType type, bool gemm)
 
 VecDotRows8Fn vec_dot_repacked_rows8(GgmlType type, bool gemm)
 {
+    if (simd_level() == SimdLevel::Avx512 && simd::avx512_kernels_usable())
+        if (VecDotRows8Fn f = simd::vec_dot_repacked_rows8_avx512(type, gemm))
+            return f;
     return simd_level() != SimdLevel::Scalar ? simd::types_avx2::repacked_rows8(type, gemm) : nullptr;
 }
 
 VecDotRows8x4Fn vec_dot_repacked_rows8x4(GgmlType type, bool gemm)
 {
+    if (simd_level() == SimdLevel::Avx512 && simd::avx512_kernels_usable())
+        if (VecDotRows8x4Fn f = simd::vec_dot_repacked_rows8x4_avx512(type, gemm))
+            return f;
     return simd_level() != SimdLevel::Scalar ? simd::types_avx2::repacked_rows8x4(type, gemm) : nullptr;
 }
 

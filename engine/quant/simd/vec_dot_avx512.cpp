@@ -488,6 +488,42 @@ VecDotX8Fn vec_dot_tiled_x8_avx512(GgmlType type)
     }
 }
 
+// VNNI's u8 × s8 dot product: the same exact int32 lanes as maddubs + madd (no pair saturates here).
+struct DotI8Vnni {
+    static __m256i dot(__m256i abs_q, __m256i signed_y)
+    {
+        return _mm256_dpbusd_epi32(_mm256_setzero_si256(), abs_q, signed_y);
+    }
+};
+
+VecDotRows8Fn vec_dot_repacked_rows8_avx512(GgmlType type, bool gemm)
+{
+    switch (type) {
+    case GgmlType::Q4_0:
+        return dot_repacked_b32_rows8<unpack_q4_0, DotI8Vnni>;
+    case GgmlType::IQ4_NL:
+        return dot_repacked_b32_rows8<unpack_iq4_nl, DotI8Vnni>;
+    case GgmlType::Q4_K: // (the gemm's per-pair order keeps the AVX2 kernel)
+        return gemm ? nullptr : dot_repacked_q4_k_rows8<Q4kBlock, false>;
+    default:
+        return nullptr;
+    }
+}
+
+VecDotRows8x4Fn vec_dot_repacked_rows8x4_avx512(GgmlType type, bool gemm)
+{
+    switch (type) {
+    case GgmlType::Q4_0:
+        return dot_repacked_b32_rows8x4<unpack_q4_0, DotI8Vnni>;
+    case GgmlType::IQ4_NL:
+        return dot_repacked_b32_rows8x4<unpack_iq4_nl, DotI8Vnni>;
+    case GgmlType::Q4_K:
+        return gemm ? nullptr : dot_repacked_q4_k_rows8x4_gemv<Q4kBlock>;
+    default:
+        return nullptr;
+    }
+}
+
 VecDotFn vec_dot_batched_avx512(GgmlType, int64_t)
 {
     return nullptr;

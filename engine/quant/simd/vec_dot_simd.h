@@ -49,5 +49,7 @@ VecDotFn vec_dot_tiled_avx512(GgmlType type);
 VecDotFn vec_dot_batched_avx512(GgmlType type, int64_t n);
 VecDotX4Fn vec_dot_tiled_x4_avx512(GgmlType type);
 VecDotX8Fn vec_dot_tiled_x8_avx512(GgmlType type);
+VecDotRows8Fn vec_dot_repacked_rows8_avx512(GgmlType type, bool gemm);
+VecDotRows8x4Fn vec_dot_repacked_rows8x4_avx512(GgmlType type, bool gemm);
 
 } // namespace engine::simd

@@ -17,18 +17,6 @@ namespace {
 
 // ---- 32-element blocks -------------------------------------------------------------------------
 
-// IQ4_NL's indices through its table (kvalues_iq4nl), as signed bytes.
-inline __m256i iq4_lookup(const uint8_t* qs)
-{
-    const __m256i table = _mm256_broadcastsi128_si256(
-        _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113));
-    return _mm256_shuffle_epi8(table, nibbles_32(qs));
-}
-inline __m256i unpack_iq4_nl(const uint8_t* x)
-{
-    return iq4_lookup(x + 2);
-}
-
 // Q4_1 / Q5_1: the unsigned quants (the minimum is applied apart).
 template <bool Five> inline __m256i unpack_offset(const uint8_t* x)
 {
@@ -296,64 +284,6 @@ float dot_repacked_q4_k(const void* w, const void* a, int64_t n)
     return acc - acc_min;
 }
 
-// Eight rows, one token: each row's accumulator in its own lane (llama.cpp's interleaved gemv keeps
-// eight columns so), fed block by block with the same fused multiply-adds as the one-row kernel.
-template <__m256i (*Unpack)(const uint8_t*)>
-void dot_repacked_b32_rows8(const void* w, std::size_t row_bytes, const void* a, int64_t n, float out[8])
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_0*>(a);
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / 32; ++b) {
-        const __m256i qy = load_qs(y[b].qs);
-        __m256i v[8];
-        alignas(32) float dw[8];
-        const bool new_line = (b * 18) % 64 < 18; // eight row streams: read each ahead once per cache line
-        for (int r = 0; r < 8; ++r) {
-            const uint8_t* xr = x + r * row_bytes + b * 18;
-            if (new_line)
-                prefetch_ahead(xr, 1);
-            const __m256i q = Unpack(xr);
-            v[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(qy, q)), ones);
-            dw[r] = half(xr);
-        }
-        const __m256 d = _mm256_mul_ps(_mm256_load_ps(dw), _mm256_set1_ps(_cvtsh_ss(y[b].d)));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums(v)), d, acc);
-    }
-    _mm256_storeu_ps(out, acc);
-}
-
-template <__m256i (*Unpack)(const uint8_t*)>
-void dot_repacked_b32_rows8x4(const void* w, std::size_t row_bytes, const void* const a[4], int64_t n, float out[4][8])
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t b = 0; b < n / 32; ++b) {
-        __m256i q[8], abs_q[8];
-        alignas(32) float dw[8];
-        for (int r = 0; r < 8; ++r) {
-            const uint8_t* xr = x + r * row_bytes + b * 18;
-            q[r] = Unpack(xr);
-            abs_q[r] = _mm256_sign_epi8(q[r], q[r]);
-            dw[r] = half(xr);
-        }
-        const __m256 d_rows = _mm256_load_ps(dw);
-        for (int t = 0; t < 4; ++t) {
-            const BlockQ8_0& y = static_cast<const BlockQ8_0*>(a[t])[b];
-            const __m256i qy = load_qs(y.qs);
-            __m256i v[8];
-            for (int r = 0; r < 8; ++r)
-                v[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q[r], _mm256_sign_epi8(qy, q[r])), ones);
-            const __m256 d = _mm256_mul_ps(d_rows, _mm256_set1_ps(_cvtsh_ss(y.d)));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums(v)), d, acc[t]);
-        }
-    }
-    for (int t = 0; t < 4; ++t)
-        _mm256_storeu_ps(out[t], acc[t]);
-}
-
 void dot_repacked_q4_k_rows8x4(const void* w, std::size_t row_bytes, const void* const a[4], int64_t n, float out[4][8])
 {
     const auto* x = static_cast<const uint8_t*>(w);
@@ -391,85 +321,6 @@ void dot_repacked_q4_k_rows8x4(const void* w, std::size_t row_bytes, const void*
     }
     for (int t = 0; t < 4; ++t)
         _mm256_storeu_ps(out[t], _mm256_sub_ps(acc[t], acc_min[t]));
-}
-
-// The gemv's order for four tokens (one fused sum per block and token, as dot_repacked_q4_k_rows8<false>),
-// each row's block unpacked once for the four.
-void dot_repacked_q4_k_rows8x4_gemv(const void* w, std::size_t row_bytes, const void* const a[4], int64_t n,
-                                    float out[4][8])
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    __m256 acc[4], acc_min[4];
-    for (int t = 0; t < 4; ++t)
-        acc[t] = acc_min[t] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / 256; ++b) {
-        __m256i v1[4][8], v2[4][8]; // [token][row], unreduced
-        alignas(32) float dw[8], dminw[8];
-        for (int r = 0; r < 8; ++r) {
-            const Q45kBlock<false> blk(x + r * row_bytes + b * 144);
-            for (int t = 0; t < 4; ++t)
-                blk.vectors(static_cast<const BlockQ8_K*>(a[t])[b], v1[t][r], v2[t][r]);
-            dw[r] = blk.d;
-            dminw[r] = blk.dmin;
-        }
-        for (int t = 0; t < 4; ++t) { // each row's exact sums in its lane, then the gemv's fused steps
-            const float dy = static_cast<const BlockQ8_K*>(a[t])[b].d;
-            const __m256 d = _mm256_mul_ps(_mm256_load_ps(dw), _mm256_set1_ps(dy));
-            const __m256 dmin = _mm256_mul_ps(_mm256_load_ps(dminw), _mm256_set1_ps(dy));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums(v1[t])), d, acc[t]);
-            acc_min[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums(v2[t])), dmin, acc_min[t]);
-        }
-    }
-    for (int t = 0; t < 4; ++t)
-        _mm256_storeu_ps(out[t], _mm256_sub_ps(acc[t], acc_min[t]));
-}
-
-template <bool Gemm>
-void dot_repacked_q4_k_rows8(const void* w, std::size_t row_bytes, const void* a, int64_t n, float out[8])
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    const auto* y = static_cast<const BlockQ8_K*>(a);
-    __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / 256; ++b) {
-        alignas(32) float dw[8], dminw[8];
-        for (int r = 0; r < 8; ++r)
-            prefetch_ahead(x + r * row_bytes + b * 144, 144);
-        if constexpr (Gemm) {
-            alignas(32) int s1[4][8], s2[4][8]; // [pair][row]
-            for (int r = 0; r < 8; ++r) {
-                const Q45kBlock<false> blk(x + r * row_bytes + b * 144);
-                int p1[4], p2[4];
-                blk.pair_sums(y[b], p1, p2);
-                for (int c = 0; c < 4; ++c) {
-                    s1[c][r] = p1[c];
-                    s2[c][r] = p2[c];
-                }
-                dw[r] = blk.d;
-                dminw[r] = blk.dmin;
-            }
-            const __m256 d = _mm256_mul_ps(_mm256_load_ps(dw), _mm256_set1_ps(y[b].d));
-            const __m256 dmin = _mm256_mul_ps(_mm256_load_ps(dminw), _mm256_set1_ps(y[b].d));
-            for (int c = 0; c < 4; ++c) {
-                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s1[c]))), d,
-                                      acc);
-                acc_min = _mm256_fmadd_ps(
-                    _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s2[c]))), dmin, acc_min);
-            }
-        } else { // each row's exact sums reduced together into its lane
-            __m256i v1[8], v2[8];
-            for (int r = 0; r < 8; ++r) {
-                const Q45kBlock<false> blk(x + r * row_bytes + b * 144);
-                blk.vectors(y[b], v1[r], v2[r]);
-                dw[r] = blk.d;
-                dminw[r] = blk.dmin;
-            }
-            const __m256 d = _mm256_mul_ps(_mm256_load_ps(dw), _mm256_set1_ps(y[b].d));
-            const __m256 dmin = _mm256_mul_ps(_mm256_load_ps(dminw), _mm256_set1_ps(y[b].d));
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums(v1)), d, acc);
-            acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums(v2)), dmin, acc_min);
-        }
-    }
-    _mm256_storeu_ps(out, _mm256_sub_ps(acc, acc_min));
 }
 
 // Its gemm's order (rows in whole groups of four): fused per 64-element pair.
@@ -781,7 +632,8 @@ VecDotRows8Fn repacked_rows8(GgmlType type, bool gemm)
     case GgmlType::IQ4_NL:
         return dot_repacked_b32_rows8<unpack_iq4_nl>;
     case GgmlType::Q4_K:
-        return gemm ? dot_repacked_q4_k_rows8<true> : dot_repacked_q4_k_rows8<false>;
+        return gemm ? dot_repacked_q4_k_rows8<Q45kBlock<false>, true>
+                    : dot_repacked_q4_k_rows8<Q45kBlock<false>, false>;
     default:
         return nullptr;
     }
@@ -795,7 +647,7 @@ VecDotRows8x4Fn repacked_rows8x4(GgmlType type, bool gemm)
     case GgmlType::IQ4_NL:
         return dot_repacked_b32_rows8x4<unpack_iq4_nl>;
     case GgmlType::Q4_K:
-        return gemm ? dot_repacked_q4_k_rows8x4 : dot_repacked_q4_k_rows8x4_gemv;
+        return gemm ? dot_repacked_q4_k_rows8x4 : dot_repacked_q4_k_rows8x4_gemv<Q45kBlock<false>>;
     default:
         return nullptr;
     }
