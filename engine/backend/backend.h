@@ -24,12 +24,16 @@ struct ModelConfig;
 struct CaptureRequest {
     std::vector<std::pair<uint32_t, uint32_t>> heads; // (layer, query head)
     bool all_heads = false;
-    bool residuals = false;  // residual stream after every layer (logit lens)
-    std::vector<Site> sites; // further activations of every layer (Site::Residual: as `residuals`)
-    bool routing = false;    // each MoE layer's router: probabilities, chosen experts, weights
+    bool residuals = false;      // residual stream after every layer (logit lens)
+    std::vector<Site> sites;     // further activations of every layer (Site::Residual: as `residuals`)
+    bool routing = false;        // each MoE layer's router: probabilities, chosen experts, weights
+    bool expert_outputs = false; // with routing: the last position's weighted expert outputs (attribution)
 
     bool wants(uint32_t layer, uint32_t head) const;
-    bool empty() const { return heads.empty() && !all_heads && !residuals && sites.empty() && !routing; }
+    bool empty() const
+    {
+        return heads.empty() && !all_heads && !residuals && sites.empty() && !routing && !expert_outputs;
+    }
 };
 
 // One head's attention over one forward pass: rows are this pass's queries, columns every position
@@ -59,6 +63,9 @@ struct RoutingCapture {
     std::vector<float> probs;     // [n_tokens][n_expert] the gating softmax over every expert
     std::vector<int32_t> experts; // [n_tokens][k] the chosen experts, in slot order
     std::vector<float> weights;   // [n_tokens][k] their weights as applied (after normalisation)
+    // CaptureRequest::expert_outputs: at the pass's last position, each chosen expert's output times
+    // its weight, [k][n_embd] in slot order (what the layer sums, before a residual multiplier)
+    std::vector<float> last_outputs;
 };
 
 struct ForwardCaptures {

@@ -98,9 +98,16 @@ public:
                     std::size_t(m_plan->n_tokens) * width * sizeof(float));
     }
 
+    void expert_outputs(uint32_t layer, const float* outputs) override
+    {
+        for (RoutingCapture& e : m_captures->routing)
+            if (e.layer == layer) // a later chunk's last row replaces an earlier one's: the pass's last wins
+                e.last_outputs.assign(outputs, outputs + std::size_t(e.k) * m_c.n_embd);
+    }
+
     void routing(uint32_t layer, const float* logits, const float* probs, const ExpertRouting& r) override
     {
-        if (!m_capture->routing)
+        if (!m_capture->routing && !m_capture->expert_outputs)
             return;
         RoutingCapture* rc = nullptr;
         for (RoutingCapture& e : m_captures->routing)
@@ -298,7 +305,8 @@ ForwardResult LayeredBackend::forward(const ForwardRequest& request)
         }
         if (plan.residuals)
             captures->residuals.assign(c.n_layer, std::vector<float>(std::size_t(n) * c.n_embd));
-        plan.routing = capture->routing && c.is_moe();
+        plan.routing = (capture->routing || capture->expert_outputs) && c.is_moe();
+        plan.expert_outputs = capture->expert_outputs && c.is_moe();
         for (uint32_t il = 0; il < c.n_layer; ++il)
             for (uint32_t h = 0; h < c.n_head[il]; ++h)
                 if (capture->wants(il, h)) {
@@ -618,7 +626,14 @@ void LayeredBackend::moe_block(uint32_t il, Act in, const ChunkPlan& plan, uint3
         glu(c.n_ff_shexp, n, false);
         shexp_matmul(L.ffn_down_shexp, Act::Gate, Act::O);
     }
-    moe_experts(L, in, Act::O, routing, plan.batch_invariant, shared);
+    float* last_row = nullptr;
+    if (plan.expert_outputs) {
+        m_expert_outputs.assign(std::size_t(c.n_expert_used) * c.n_embd, 0.0f);
+        last_row = m_expert_outputs.data();
+    }
+    moe_experts(L, in, Act::O, routing, plan.batch_invariant, shared, last_row);
+    if (last_row && m_pass_sink)
+        m_pass_sink->expert_outputs(il, last_row);
 }
 
 void LayeredBackend::router_logits(const TensorView&, Act, uint32_t, uint32_t, uint32_t, float*)
@@ -626,7 +641,7 @@ void LayeredBackend::router_logits(const TensorView&, Act, uint32_t, uint32_t, u
     throw UnsupportedError(fmt::format("{} does not run mixture-of-experts layers", name()));
 }
 
-void LayeredBackend::moe_experts(const LayerWeights&, Act, Act, const ExpertRouting&, bool, bool)
+void LayeredBackend::moe_experts(const LayerWeights&, Act, Act, const ExpertRouting&, bool, bool, float*)
 {
     throw UnsupportedError(fmt::format("{} does not run mixture-of-experts layers", name()));
 }

@@ -56,6 +56,7 @@ struct ChunkPlan {
     std::vector<Site> sites;                // further sites delivered at every layer (not Residual)
     std::vector<uint32_t> attention_layers; // layers whose attention weights and queries are delivered
     bool routing = false;                   // deliver every MoE layer's router decision
+    bool expert_outputs = false;            // …and its last row's weighted expert outputs
     // Several sequences (forward_batch): the rows by sequence, each with its own positions and cache
     // (rope, store_kv and attention follow them; pos0 is 0 then). Empty: one sequence, the backend's
     // own cache, positions pos0 ….
@@ -69,7 +70,7 @@ struct ChunkPlan {
     bool replayable_decode_step() const
     {
         return plain && segments.empty() && n_tokens == 1 && n_logit_rows == 1 && order == 1 && logit_order == 1 &&
-               !residuals && sites.empty() && attention_layers.empty() && !routing;
+               !residuals && sites.empty() && attention_layers.empty() && !routing && !expert_outputs;
     }
 };
 
@@ -94,6 +95,8 @@ public:
                          const ExpertRouting& /*routing*/)
     {
     }
+    // The chunk's last row's weighted expert outputs at one MoE layer, [k][E] in slot order.
+    virtual void expert_outputs(uint32_t /*layer*/, const float* /*outputs*/) {}
 };
 
 // A change to rows of an activation buffer (an intervention's part in one chunk): rows
@@ -197,9 +200,10 @@ protected:
     // out[t] = Σ over row t's slots, in slot order, of weight · down_e(silu(gate_e · in[t]) ⊙ up_e · in[t])
     // (added to out when `accumulate`: a shared expert's output is already there). Each expert's rows are
     // computed together (its weights read once per chunk), every result as llama.cpp's mul_mat_id sums
-    // it; `deterministic`: the same bits whatever the number of rows an expert gets.
+    // it; `deterministic`: the same bits whatever the number of rows an expert gets. `last_row`, when not
+    // null, receives the last row's products weight · expert output, [k][E] in slot order.
     virtual void moe_experts(const LayerWeights& layer, Act in, Act out, const ExpertRouting& routing,
-                             bool deterministic, bool accumulate);
+                             bool deterministic, bool accumulate, float* last_row = nullptr);
     // x[t] += bias for every row (width = bias length).
     virtual void add_bias(Act x, const TensorView& bias, uint32_t n_rows) = 0;
     // x[t] ·= factor over rows of `width` (granite's residual multiplier).
@@ -263,6 +267,7 @@ private:
     std::span<const Intervention> m_interventions; // of the request being run
     std::span<const ExpertIntervention> m_expert_interventions;
     std::vector<float> m_router_logits, m_router_probs; // an MoE layer's, [n][n_expert]
+    std::vector<float> m_expert_outputs;                // its last row's weighted expert outputs [k][E]
     ChunkSink* m_pass_sink = nullptr;                   // the request's, while it runs
     uint32_t m_start_layer = 0;                         // of the request being run
     uint32_t m_end_layer = 0;                           // its layer after the last one run (0: all)

@@ -60,6 +60,7 @@ Attribution attribute_logit(Backend& backend, std::span<const TokenId> tokens, T
 
     CaptureRequest capture;
     capture.sites = {Site::Embedding, Site::HeadOut, Site::AttentionOut, Site::MlpOut, Site::Residual};
+    capture.expert_outputs = c.is_moe(); // each chosen expert's share of a mixture-of-experts layer
     const LabRun run = run_fresh(backend, tokens, &capture);
     const ForwardCaptures& cap = *run.captures;
     const uint32_t last = n - 1;
@@ -132,8 +133,28 @@ Attribution attribute_logit(Backend& backend, std::span<const TokenId> tokens, T
         const double attention = dot(a.direction, row_of(Site::AttentionOut, il));
         add(AttributionPart::Kind::AttentionOther, fmt::format("L{} attention, other", il), int32_t(il), -1,
             attention - heads_total);
-        add(AttributionPart::Kind::Mlp, fmt::format("L{} MLP", il), int32_t(il), -1,
-            dot(a.direction, row_of(Site::MlpOut, il)));
+        const double mlp = dot(a.direction, row_of(Site::MlpOut, il));
+        const RoutingCapture* experts = nullptr;
+        for (const RoutingCapture& rc : cap.routing)
+            if (rc.layer == il && !rc.last_outputs.empty())
+                experts = &rc;
+        if (!experts) {
+            add(AttributionPart::Kind::Mlp, fmt::format("L{} MLP", il), int32_t(il), -1, mlp);
+            continue;
+        }
+        // a mixture of experts: each chosen expert's weighted output (× a residual multiplier), then the
+        // rest of the block (a shared expert, and the rounding of the float sum)
+        double experts_total = 0.0;
+        for (uint32_t s = 0; s < experts->k; ++s) {
+            const int32_t e = experts->experts[std::size_t(last) * experts->k + s];
+            const double v = dot(a.direction, experts->last_outputs.data() + std::size_t(s) * E) * branch_scale;
+            experts_total += v;
+            add(AttributionPart::Kind::Expert, fmt::format("L{} expert {}", il, e), int32_t(il), e, v);
+        }
+        add(AttributionPart::Kind::Mlp,
+            L.ffn_gate_shexp ? fmt::format("L{} shared expert and rounding", il)
+                             : fmt::format("L{} experts, rounding", il),
+            int32_t(il), -1, mlp - experts_total);
     }
 
     // The real logit before any soft-cap, from the pass itself.

@@ -20,11 +20,13 @@
 namespace engine {
 
 struct AttributionPart {
-    enum class Kind : uint8_t { Embedding, Head, AttentionOther, Mlp, OutputHead, SoftCap };
+    // Expert: one chosen expert's weighted output at a mixture-of-experts layer (its Mlp part then
+    // holds the rest of the layer's block: a shared expert and the float rounding of the sum).
+    enum class Kind : uint8_t { Embedding, Head, AttentionOther, Mlp, OutputHead, SoftCap, Expert };
     Kind kind = Kind::Embedding;
     std::string name;
     int32_t layer = -1; // -1: not a layer's
-    int32_t head = -1;  // Head only
+    int32_t head = -1;  // Head only; Expert: the expert's id
     double value = 0.0;
 };
 

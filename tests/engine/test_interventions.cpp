@@ -202,7 +202,10 @@ void check_attribution(Backend& b, std::span<const TokenId> tokens, TokenId toke
 {
     const ModelConfig& c = b.model().config();
     const Attribution a = attribute_logit(b, tokens, token);
-    QCOMPARE(a.parts.size(), std::size_t(1 + c.n_layer * (c.n_head[0] + 2) + 1 + (c.final_logit_softcap ? 1 : 0)));
+    // embedding; per layer its heads, "attention, other" and the MLP (a mixture of experts: each chosen
+    // expert too); the output head; a final soft-cap
+    QCOMPARE(a.parts.size(),
+             std::size_t(1 + c.n_layer * (c.n_head[0] + 2 + c.n_expert_used) + 1 + (c.final_logit_softcap ? 1 : 0)));
     const double sum = sum_of_parts(a);
     QVERIFY2(std::abs(sum - a.logit) <= 1e-4 * std::max(1.0, std::abs(a.logit)),
              qPrintable(QString("parts sum to %1, the logit is %2").arg(sum, 0, 'g', 10).arg(a.logit, 0, 'g', 10)));

@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "backend/backend_factory.h"
 #include "fixture_agreement.h"
+#include "lab/attribution.h"
 #include "model/test_model.h"
 #include "moe/expert_scan.h"
 #include "moe/routing.h"
@@ -41,6 +42,7 @@ private slots:
     void zeroingAnExpertsOutputKeepsItsRoute();
     void deterministicModeIsBatchInvariant();
     void expertScanIsEachRemovalsOwnPass();
+    void attributionSplitsEachLayerByExpert();
     void softmaxIsGgmls();
     void badInterventionsAreRefusedByName();
     void modelFiguresCountActiveExperts();
@@ -418,6 +420,73 @@ void TestMoe::expertScanIsEachRemovalsOwnPass()
     dense.write(path.toStdString());
     auto llama = make_cpu_backend(Model::load(path.toStdString()), {.threads = 1, .n_ctx = 64});
     QVERIFY_THROWS_EXCEPTION(Error, scan_experts(*llama, tokens, ExpertIntervention::Kind::Remove));
+}
+
+// Direct logit attribution per expert: every MoE layer's block split into its k chosen experts' shares
+// (the last position's experts, as routed) and the rest (granitemoe's shared expert, the rounding); the
+// parts still add up to the real logit, and the last layer's top expert's share is what zeroing its output
+// there takes from the logit, to first order.
+void TestMoe::attributionSplitsEachLayerByExpert()
+{
+    for (const char* arch : kMoeArchitectures) {
+        QTemporaryDir dir;
+        const auto model = moe_model(dir, arch);
+        QVERIFY(model);
+        const ModelConfig& c = model->config();
+        const auto tokens = prompt(9, 6);
+        auto backend = make_cpu_backend(model, {.threads = 2, .n_ctx = 64});
+        const ForwardResult base = run(model, tokens);
+        const std::vector<float> last(base.logits.end() - c.n_vocab, base.logits.end());
+        const auto top = TokenId(std::max_element(last.begin(), last.end()) - last.begin());
+        const Attribution a = attribute_logit(*backend, tokens, top);
+        int experts = 0;
+        for (const AttributionPart& p : a.parts)
+            if (p.kind == AttributionPart::Kind::Expert) {
+                const RoutingCapture& rc = routing_of(base, uint32_t(p.layer));
+                const auto* chosen = rc.experts.data() + std::size_t(tokens.size() - 1) * rc.k;
+                QVERIFY2(std::find(chosen, chosen + rc.k, p.head) != chosen + rc.k,
+                         qPrintable(QString::fromStdString(p.name)));
+                ++experts;
+            }
+        QCOMPARE(experts, int(c.n_layer * c.n_expert_used));
+        QVERIFY2(std::abs(sum_of_parts(a) - a.logit) < 1e-3 * std::max(1.0, std::abs(a.logit)),
+                 qPrintable(QString("%1: parts %2, logit %3").arg(arch).arg(sum_of_parts(a)).arg(a.logit)));
+        // zero the last layer's top expert at the last position: the final residual moves by its weighted
+        // output (× a residual multiplier), and that move through the frozen final norm is its share
+        const RoutingCapture& rc = routing_of(base, c.n_layer - 1);
+        const int32_t e = rc.experts[std::size_t(tokens.size() - 1) * rc.k];
+        double share = 0.0;
+        for (const AttributionPart& p : a.parts)
+            if (p.kind == AttributionPart::Kind::Expert && p.layer == int32_t(c.n_layer - 1) && p.head == e)
+                share = p.value;
+        ExpertIntervention iv;
+        iv.kind = ExpertIntervention::Kind::ZeroOutput;
+        iv.layer = int32_t(c.n_layer - 1);
+        iv.first = uint32_t(tokens.size() - 1);
+        iv.count = 1;
+        iv.experts = {uint32_t(e)};
+        const auto final_residual = [&](std::span<const ExpertIntervention> ivs) {
+            auto b = make_cpu_backend(model, {.threads = 2, .n_ctx = 64});
+            CaptureRequest capture;
+            capture.residuals = true;
+            ForwardRequest request;
+            request.tokens = tokens;
+            request.capture = &capture;
+            request.expert_interventions = ivs;
+            const ForwardResult r = b->forward(request);
+            const auto& x = r.captures->residuals[c.n_layer - 1];
+            return std::vector<float>(x.end() - c.n_embd, x.end());
+        };
+        const std::vector<float> with = final_residual({}), without = final_residual(std::span(&iv, 1));
+        double moved = 0.0;
+        for (uint32_t i = 0; i < c.n_embd; ++i)
+            moved += a.direction[i] * (double(with[i]) - double(without[i]));
+        qInfo("%s: last layer's expert %d: share %.6f; through the frozen norm, zeroing it moves the logit %.6f", arch,
+              e, share, moved);
+        QVERIFY(share != 0.0);
+        QVERIFY2(std::abs(moved - share) < 1e-3 * std::abs(share) + 1e-5,
+                 qPrintable(QString("%1: share %2 vs moved %3").arg(arch).arg(share).arg(moved)));
+    }
 }
 
 // The router's softmax against ggml's definition on a row with a tail (n = 13: one chunk of 8, 5 by expf).

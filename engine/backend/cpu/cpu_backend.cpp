@@ -117,7 +117,7 @@ private:
     void router_logits(const TensorView& w, Act in, uint32_t row0, uint32_t n_rows, uint32_t order,
                        float* out) override;
     void moe_experts(const LayerWeights& layer, Act in, Act out, const ExpertRouting& routing, bool deterministic,
-                     bool accumulate) override;
+                     bool accumulate, float* last_row) override;
     void scale_rows(Act x, uint32_t width, uint32_t n_rows, float factor) override;
     void rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShape& rope, float scale) override;
     void store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim) override;
@@ -343,7 +343,7 @@ uint32_t expert_order(GgmlType type, uint32_t rows, bool repacked, bool determin
 } // namespace
 
 void CpuBackend::moe_experts(const LayerWeights& L, Act in, Act out, const ExpertRouting& r, bool deterministic,
-                             bool accumulate)
+                             bool accumulate, float* last_row)
 {
     m_matmul_input.reset();
     const ModelConfig& c = m_model->config();
@@ -402,6 +402,10 @@ void CpuBackend::moe_experts(const LayerWeights& L, Act in, Act out, const Exper
             dst[i] = accumulate ? dst[i] + sum : sum;
         }
     });
+    if (last_row && n > 0) // the last row's products, as summed above
+        for (std::size_t s = 0; s < k; ++s)
+            for (std::size_t i = 0; i < E; ++i)
+                last_row[s * E + i] = m_moe_slots[((n - 1) * k + s) * E + i] * r.weights[(n - 1) * k + s];
 }
 
 void CpuBackend::add_bias(Act x, const TensorView& bias, uint32_t n_rows)
