@@ -63,7 +63,9 @@ int run_info(const std::string& model_arg, bool json, bool all_metadata)
         ++m.first;
         m.second += t.n_bytes;
         n_params += t.n_elements();
-        if (config.is_moe() && t.name.find("_exps.") != std::string::npos) // experts a token does not go through
+        if (config.is_moe() &&
+            config.n_expert_used <= config.n_expert &&  // (the loader refuses more used than there are)
+            t.name.find("_exps.") != std::string::npos) // experts a token does not go through
             inactive_params += t.n_elements() / config.n_expert * (config.n_expert - config.n_expert_used);
         if (!t.type.dequantizable)
             unsupported.push_back(fmt::format("{} ({})", t.name, t.type.name));

@@ -631,7 +631,21 @@ void LayeredBackend::moe_block(uint32_t il, Act in, const ChunkPlan& plan, uint3
         m_expert_outputs.assign(std::size_t(c.n_expert_used) * c.n_embd, 0.0f);
         last_row = m_expert_outputs.data();
     }
-    moe_experts(L, in, Act::O, routing, plan.batch_invariant, shared, last_row);
+    moe_experts(L, in, Act::O, routing, plan.batch_invariant, shared, reorder_logit_rows ? nullptr : last_row);
+    if (reorder_logit_rows) {
+        // llama.cpp's last layer runs its experts on the rows with logits alone: an expert then gets
+        // only those rows, and their number picks its summation order (one row at a time, tiled from 8)
+        ExpertRouting rows;
+        rows.n_rows = k;
+        rows.k = routing.k;
+        const auto first = std::ptrdiff_t(std::size_t(plan.logit_row0) * routing.k);
+        const auto count = std::ptrdiff_t(std::size_t(k) * routing.k);
+        rows.experts.assign(routing.experts.begin() + first, routing.experts.begin() + first + count);
+        rows.weights.assign(routing.weights.begin() + first, routing.weights.begin() + first + count);
+        if (shared) // those rows of O back to the shared expert's output alone
+            matmul_rows(L.ffn_down_shexp, Act::Gate, Act::O, plan.logit_row0, k, k);
+        moe_experts(L, in, Act::O, rows, plan.batch_invariant, shared, last_row, plan.logit_row0);
+    }
     if (last_row && m_pass_sink)
         m_pass_sink->expert_outputs(il, last_row);
 }
@@ -641,7 +655,7 @@ void LayeredBackend::router_logits(const TensorView&, Act, uint32_t, uint32_t, u
     throw UnsupportedError(fmt::format("{} does not run mixture-of-experts layers", name()));
 }
 
-void LayeredBackend::moe_experts(const LayerWeights&, Act, Act, const ExpertRouting&, bool, bool, float*)
+void LayeredBackend::moe_experts(const LayerWeights&, Act, Act, const ExpertRouting&, bool, bool, float*, uint32_t)
 {
     throw UnsupportedError(fmt::format("{} does not run mixture-of-experts layers", name()));
 }

@@ -201,9 +201,10 @@ protected:
     // (added to out when `accumulate`: a shared expert's output is already there). Each expert's rows are
     // computed together (its weights read once per chunk), every result as llama.cpp's mul_mat_id sums
     // it; `deterministic`: the same bits whatever the number of rows an expert gets. `last_row`, when not
-    // null, receives the last row's products weight · expert output, [k][E] in slot order.
+    // null, receives the last row's products weight · expert output, [k][E] in slot order. The routing's
+    // rows are chunk rows row0 … row0 + routing.n_rows − 1.
     virtual void moe_experts(const LayerWeights& layer, Act in, Act out, const ExpertRouting& routing,
-                             bool deterministic, bool accumulate, float* last_row = nullptr);
+                             bool deterministic, bool accumulate, float* last_row = nullptr, uint32_t row0 = 0);
     // x[t] += bias for every row (width = bias length).
     virtual void add_bias(Act x, const TensorView& bias, uint32_t n_rows) = 0;
     // x[t] ·= factor over rows of `width` (granite's residual multiplier).

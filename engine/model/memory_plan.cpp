@@ -104,7 +104,7 @@ MemoryPlan plan_memory(const std::string& gguf_path, uint32_t n_ctx, uint32_t n_
     p.weight_bytes = facts.weight_bytes;
     for (const auto& t : file->tensors()) {
         p.parameters += t.n_elements();
-        if (config.is_moe() && t.name.find("_exps.") != std::string::npos)
+        if (config.is_moe() && config.n_expert_used <= config.n_expert && t.name.find("_exps.") != std::string::npos)
             p.active_parameters -= t.n_elements() / config.n_expert * (config.n_expert - config.n_expert_used);
     }
     p.active_parameters += p.parameters;
@@ -123,7 +123,7 @@ MemoryPlan plan_memory(const std::string& gguf_path, uint32_t n_ctx, uint32_t n_
                     format_binary_bytes(double(p.kv_bytes)), format_grouped(p.n_ctx), capped_note,
                     format_binary_bytes(double(p.scratch_bytes)));
     const std::string experts =
-        config.is_moe()
+        config.is_moe() && config.n_expert_used <= config.n_expert
             ? fmt::format(" (a mixture of experts: a token reads {} of {} experts per layer, {:.0f} M of {:.0f} M "
                           "parameters, but every expert is held)",
                           config.n_expert_used, config.n_expert, double(p.active_parameters) / 1e6,

@@ -51,7 +51,10 @@ void check_expert_interventions(const ModelConfig& c, std::span<const ExpertInte
         if (iv.kind == ExpertIntervention::Kind::Force) {
             std::vector<uint32_t> sorted = iv.experts;
             std::sort(sorted.begin(), sorted.end());
-            if (sorted.size() != c.n_expert_used || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+            if (const auto twice = std::adjacent_find(sorted.begin(), sorted.end()); twice != sorted.end())
+                throw Error(fmt::format("{}: expert {} is named twice; a token goes to {} distinct experts", what,
+                                        *twice, c.n_expert_used));
+            if (sorted.size() != c.n_expert_used)
                 throw Error(fmt::format("{}: a token goes to exactly {} distinct experts in this model; {} were given",
                                         what, c.n_expert_used, iv.experts.size()));
         }

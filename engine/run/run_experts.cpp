@@ -32,6 +32,9 @@ ExpertsDoc experts_from(const Fields& o)
     ExpertsDoc d;
     d.architecture = o.string("architecture");
     d.source = o.string("source");
+    for (const char* key : {"n_expert", "k"}) // (a missing count would read as 0 experts)
+        if (!o.has(key))
+            refuse(o.at(key), "is missing");
     d.n_expert = uint32_t(o.integer("n_expert", 0, 1, L::kExperts));
     d.k = uint32_t(o.integer("k", 0, 1, L::kExperts));
     d.normalized = o.boolean("normalized");

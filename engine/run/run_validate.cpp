@@ -591,8 +591,14 @@ void experts(const Check& c, const ExpertsDoc& d)
     c.text(f + ".architecture", d.architecture);
     if (d.source != "prompt" && d.source != "sequence")
         refuse(f + ".source", fmt::format("is \"{}\", neither \"prompt\" nor \"sequence\"", d.source));
-    if (d.k > d.n_expert)
-        refuse(f + ".k", fmt::format("is {}, more than the {} experts", d.k, d.n_expert));
+    if (d.n_expert < 1)
+        refuse(f + ".n_expert", "is missing or 0: a mixture of experts has at least one");
+    if (d.k < 1 || d.k > d.n_expert)
+        refuse(f + ".k", fmt::format("is {}; a token goes to 1 … {} (the experts) of them", d.k, d.n_expert));
+    if (d.ids.empty())
+        refuse(f + ".ids", "is empty: a routing is of at least one token");
+    if (d.layers.empty())
+        refuse(f + ".layers", "is empty: a routing has at least one layer");
     c.ids(f + ".ids", d.ids);
     for (std::size_t i = 0; i < d.layers.size(); ++i) {
         const std::string g = at(f + ".layers", i);

@@ -264,6 +264,21 @@ void TestRunValidate::hostileRunsAreRefusedNamingTheFieldAndLimit()
         {"experts: layers out of order",
          [](json& d, RunContents&) { d["experts"]["layers"][1]["layer"] = 0; },
          {"experts.layers[1].layer", "not after the layer before it"}},
+        {"experts: no k (a routing of zero experts per token)",
+         [](json& d, RunContents&) { d["experts"].erase("k"); },
+         {"experts.k"}},
+        {"experts: no tokens",
+         [](json& d, RunContents&) {
+             d["experts"]["ids"] = json::array();
+             for (auto& l : d["experts"]["layers"]) {
+                 l["experts"] = json::array();
+                 l["weights"] = json::array();
+             }
+         },
+         {"experts.ids", "is empty"}},
+        {"experts: no layers",
+         [](json& d, RunContents&) { d["experts"]["layers"] = json::array(); },
+         {"experts.layers", "is empty"}},
         {"experts: a token outside the vocabulary",
          [](json& d, RunContents&) { d["experts"]["ids"][0] = 99999999; },
          {"experts.ids"}},

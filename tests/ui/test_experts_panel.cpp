@@ -34,6 +34,7 @@ private slots:
     void clickSelectsTokenAndLayer();
     void removingTheTopExpertMovesTheNextToken();
     void scanCoversEveryExpert();
+    void aSmallerRoutingReplacesTheSelection();
     void denseModelHasNoRouter();
 
 private:
@@ -193,6 +194,35 @@ void TestExpertsPanel::scanCoversEveryExpert()
     QVERIFY(!m_panel->scanGrid()->empty());
     QVERIFY2(m_panel->scanStatusText().contains(QString("%1 passes").arg(chosen)),
              qPrintable(m_panel->scanStatusText()));
+}
+
+// A routing with fewer layers and experts (a saved run's) after a selection past them: the selection
+// is clamped before any view draws it, and the scan stays off (no model behind a saved run).
+void TestExpertsPanel::aSmallerRoutingReplacesTheSelection()
+{
+    const auto s = m_panel->snapshot();
+    QVERIFY(s && !s->dense);
+    m_panel->select(s->n() - 1, int(s->moe_layers.size()) - 1, s->n_expert - 1);
+    auto small = std::make_shared<ExpertsSnapshot>();
+    small->source = "prompt";
+    small->architecture = "qwen3moe";
+    small->n_expert = 4;
+    small->k = 1;
+    small->n_layers = 1;
+    small->moe_layers = {0};
+    small->ids = {5, 6};
+    small->tokens.resize(2);
+    small->experts = {{2, 3}};
+    small->weights = {{1.0f, 1.0f}};
+    small->saved = true;
+    m_panel->showSaved(small);
+    QCOMPARE(m_panel->map()->selectedLayer(), 0);
+    QVERIFY(m_panel->map()->selectedToken() <= 1);
+    QCOMPARE(m_panel->load()->counts(), (std::vector<int>{0, 0, 1, 1}));
+    for (QPushButton* b : m_panel->findChildren<QPushButton*>())
+        if (b->text() == "Scan" || b->text() == "Show the change")
+            QVERIFY2(!b->isEnabled(), qPrintable(b->text()));
+    m_panel->grab(); // every view paints the smaller routing
 }
 
 void TestExpertsPanel::denseModelHasNoRouter()

@@ -299,9 +299,10 @@ quint64 ExpertsClient::whatIf(const std::vector<int32_t>& ids, const ExpertWhatI
                    std::iota(order.begin(), order.end(), 0);
                    std::vector<int> top;
                    for (const std::vector<double>* d : {&p, &q}) {
-                       std::partial_sort(order.begin(), order.begin() + 10, order.end(),
+                       const auto shown = std::ptrdiff_t(std::min<std::size_t>(10, order.size()));
+                       std::partial_sort(order.begin(), order.begin() + shown, order.end(),
                                          [&](int x, int y) { return (*d)[x] > (*d)[y]; });
-                       for (int j = 0; j < 10 && j < int(order.size()); ++j)
+                       for (std::ptrdiff_t j = 0; j < shown; ++j)
                            if (std::find(top.begin(), top.end(), order[j]) == top.end())
                                top.push_back(order[j]);
                    }

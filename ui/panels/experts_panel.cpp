@@ -189,12 +189,21 @@ void ExpertsPanel::onRouted(std::shared_ptr<const ExpertsSnapshot> s)
         emit routed();
         return;
     }
+    // whatever still runs belongs to the routing this one replaces
+    stopScan();
+    m_scan_request = m_what_if_request = 0;
+    m_scan.reset();
+    m_scan_grid->clear();
+    m_scan_grid->hide();
+    m_scan_status->clear();
+    m_scan_run->setEnabled(true);
+    m_scan_stop->setEnabled(false);
     m_snapshot = s;
     m_what_if.reset();
     m_overlay->clear();
     m_overlay->hide();
     m_what_if_status->clear();
-    if (s->dense) {
+    if (s->dense || s->n() == 0 || s->moe_layers.empty()) {
         m_views->setEnabled(false);
         m_map->setSnapshot(nullptr);
         m_route_view->setSnapshot(nullptr, -1);
@@ -216,7 +225,14 @@ void ExpertsPanel::onRouted(std::shared_ptr<const ExpertsSnapshot> s)
     m_scope->addItem(tr("every layer"), -1);
     for (const int l : s->moe_layers)
         m_scope->addItem(tr("layer %1").arg(l), l);
-    m_expert_box->setRange(0, s->n_expert - 1);
+    // the selection clamped to this routing before any widget hears of it
+    m_token = std::clamp(m_token, 0, std::max(0, s->n() - 1));
+    m_layer = std::clamp(m_layer, 0, std::max(0, int(s->moe_layers.size()) - 1));
+    m_expert = std::clamp(m_expert, 0, std::max(0, s->n_expert - 1));
+    {
+        const QSignalBlocker block(m_expert_box);
+        m_expert_box->setRange(0, std::max(0, s->n_expert - 1));
+    }
     m_map->setSnapshot(s);
     m_status->setText(tr("%1 tokens through %2 routers of %3 experts, %4 per token (weights %5) · %6 ms. Click a "
                          "token for its route, a bar for an expert's tokens.")
@@ -230,8 +246,7 @@ void ExpertsPanel::onRouted(std::shared_ptr<const ExpertsSnapshot> s)
                       (s->random_weights ? tr(" <b>Random routing:</b> this is a generated model with random "
                                               "weights, so no expert has learned anything to specialise in.")
                                          : QString()));
-    select(std::clamp(m_token, 0, s->n() - 1), std::clamp(m_layer, 0, int(s->moe_layers.size()) - 1),
-           std::clamp(m_expert, 0, s->n_expert - 1));
+    select(m_token, m_layer, m_expert);
     emit routed();
 }
 
@@ -257,7 +272,7 @@ QString ExpertsPanel::vocabularyText() const
 void ExpertsPanel::renderSelection()
 {
     const auto& s = m_snapshot;
-    if (!s || s->dense || s->moe_layers.empty())
+    if (!s || s->dense || s->moe_layers.empty() || s->n() == 0 || s->k < 1 || s->n_expert < 1)
         return;
     m_map->setSelection(m_token, m_layer);
     m_route_view->setSnapshot(s, m_token);
@@ -363,8 +378,8 @@ void ExpertsPanel::onScan(std::shared_ptr<const ExpertScanSnapshot> s, bool fina
 {
     if (s->request_id != m_scan_request)
         return;
-    if (final) {
-        m_scan_run->setEnabled(true);
+    if (final) { // (a saved run's routing has no model behind it to scan)
+        m_scan_run->setEnabled(m_snapshot && !m_snapshot->saved);
         m_scan_stop->setEnabled(false);
     }
     if (!s->error.isEmpty()) {

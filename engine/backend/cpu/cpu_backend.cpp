@@ -117,7 +117,7 @@ private:
     void router_logits(const TensorView& w, Act in, uint32_t row0, uint32_t n_rows, uint32_t order,
                        float* out) override;
     void moe_experts(const LayerWeights& layer, Act in, Act out, const ExpertRouting& routing, bool deterministic,
-                     bool accumulate, float* last_row) override;
+                     bool accumulate, float* last_row, uint32_t row0) override;
     void scale_rows(Act x, uint32_t width, uint32_t n_rows, float factor) override;
     void rope(Act x, uint32_t n_heads, uint32_t head_dim, const RopeShape& rope, float scale) override;
     void store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim) override;
@@ -343,7 +343,7 @@ uint32_t expert_order(GgmlType type, uint32_t rows, bool repacked, bool determin
 } // namespace
 
 void CpuBackend::moe_experts(const LayerWeights& L, Act in, Act out, const ExpertRouting& r, bool deterministic,
-                             bool accumulate, float* last_row)
+                             bool accumulate, float* last_row, uint32_t row0)
 {
     m_matmul_input.reset();
     const ModelConfig& c = m_model->config();
@@ -360,7 +360,7 @@ void CpuBackend::moe_experts(const LayerWeights& L, Act in, Act out, const Exper
     for (std::size_t i = 0; i < n * k; ++i)
         m_moe_pairs[fill[std::size_t(r.experts[i])]++] = uint32_t(i);
     m_moe_slots.resize(n * k * E);
-    const float* x = buffer(in).data();
+    const float* x = buffer(in).data() + std::size_t(row0) * E;
     for (uint32_t e = 0; e < c.n_expert; ++e) {
         const uint32_t m = first[e + 1] - first[e];
         if (m == 0)
@@ -390,7 +390,7 @@ void CpuBackend::moe_experts(const LayerWeights& L, Act in, Act out, const Exper
             std::copy_n(m_moe_down.data() + std::size_t(j) * E, E, m_moe_slots.data() + std::size_t(pairs[j]) * E);
     }
     // out = ((y0·w0 + y1·w1) + y2·w2) + …, each product rounded first (ggml_mul, then a chain of ggml_add)
-    float* o = buffer(out).data();
+    float* o = buffer(out).data() + std::size_t(row0) * E;
     rows_in_parallel(n, [&](std::size_t t) {
         float* dst = o + t * E;
         const float* y0 = m_moe_slots.data() + (t * k) * E;
