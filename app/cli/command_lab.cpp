@@ -65,7 +65,9 @@ int run_patch(const LabArgs& a)
     req.corrupted = prompt_ids(tok, a.corrupt, "corrupted");
     const auto over = engine::parse_patch_over(a.over);
     if (!over)
-        throw engine::Error(fmt::format("--over {}: choose residual, attention, mlp or heads", a.over));
+        throw engine::Error(fmt::format("--over {}: choose residual, attention, mlp, heads or routes (a mixture of "
+                                        "experts' routers)",
+                                        a.over));
     req.over = *over;
     const auto comma = a.tokens.find(',');
     if (a.metric == "logit-diff") {
@@ -200,7 +202,7 @@ CommandRunner add_patch_command(CLI::App& app)
     cmd->add_option("--corrupt", a->corrupt, "The corrupted prompt (the same number of tokens)")->required();
     cmd->add_option("--tokens", a->tokens, "A,B: the metric is logit(A) − logit(B) (#N names a token id)");
     cmd->add_option("--metric", a->metric, "logit-diff (default), logprob (of A) or kl (to the clean run)");
-    cmd->add_option("--over", a->over, "residual (default), attention, mlp or heads");
+    cmd->add_option("--over", a->over, "residual (default), attention, mlp, heads or routes (MoE models)");
     return [a] { return run_patch(*a); };
 }
 

@@ -4,6 +4,7 @@
 #include "model/model.h"
 #include "util/error.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -48,13 +49,16 @@ std::string_view patch_over_name(PatchOver over)
         return "mlp";
     case PatchOver::Heads:
         return "heads";
+    case PatchOver::Routes:
+        return "routes";
     }
     return "?";
 }
 
 std::optional<PatchOver> parse_patch_over(std::string_view name)
 {
-    for (PatchOver o : {PatchOver::Residual, PatchOver::AttentionOut, PatchOver::MlpOut, PatchOver::Heads})
+    for (PatchOver o :
+         {PatchOver::Residual, PatchOver::AttentionOut, PatchOver::MlpOut, PatchOver::Heads, PatchOver::Routes})
         if (patch_over_name(o) == name)
             return o;
     return std::nullopt;
@@ -71,9 +75,67 @@ Site patch_site(PatchOver over)
         return Site::MlpOut;
     case PatchOver::Heads:
         return Site::HeadOut;
+    case PatchOver::Routes: // (patched at the router, not at a site: the block it changes)
+        return Site::MlpOut;
     }
     return Site::Residual;
 }
+
+namespace {
+
+// One layer's row of a route patch: each position of the corrupted run sent to the experts the clean
+// run chose there. Where the two runs chose the same experts, forcing them changes no bit (test_moe):
+// the effect is exactly 0 without a pass.
+void patch_routes(Backend& backend, const PatchingRequest& req, const LabRun& clean, const LabRun& corrupted,
+                  uint32_t il, double span, PatchingResult& out, const LabProgress& progress, uint32_t total)
+{
+    const RoutingCapture* cr = nullptr;
+    const RoutingCapture* kr = nullptr;
+    for (const RoutingCapture& r : clean.captures->routing)
+        cr = r.layer == il ? &r : cr;
+    for (const RoutingCapture& r : corrupted.captures->routing)
+        kr = r.layer == il ? &r : kr;
+    if (!cr || !kr)
+        return; // a dense layer: no router (its cells stay NaN)
+    const uint32_t k = cr->k;
+    for (uint32_t col = 0; col < cr->n_tokens; ++col) {
+        if (progress && !progress(out.runs, total)) {
+            out.cancelled = true;
+            return;
+        }
+        ExpertIntervention iv;
+        iv.kind = ExpertIntervention::Kind::Force;
+        iv.layer = int32_t(il);
+        iv.first = col;
+        iv.count = 1;
+        for (uint32_t s = 0; s < k; ++s)
+            iv.experts.push_back(uint32_t(cr->experts[std::size_t(col) * k + s]));
+        std::vector<int32_t> a(cr->experts.begin() + std::ptrdiff_t(col * k),
+                               cr->experts.begin() + std::ptrdiff_t((col + 1) * k));
+        std::vector<int32_t> b(kr->experts.begin() + std::ptrdiff_t(col * k),
+                               kr->experts.begin() + std::ptrdiff_t((col + 1) * k));
+        std::sort(a.begin(), a.end());
+        std::sort(b.begin(), b.end());
+        double m = out.corrupted_metric;
+        if (a != b) {
+            ForwardRequest run;
+            run.tokens = req.corrupted;
+            run.start_layer = il;
+            if (il > 0)
+                run.start_residual = corrupted.captures->residuals[il - 1];
+            run.expert_interventions = std::span(&iv, 1);
+            backend.kv_cache().clear();
+            const ForwardResult patched = backend.forward(run);
+            backend.kv_cache().clear();
+            m = patch_metric(req.metric, patched.logits, clean.logits);
+        }
+        out.raw[il][col] = m;
+        out.effect[il][col] = (m - out.corrupted_metric) / span;
+        ++out.runs;
+    }
+}
+
+} // namespace
 
 PatchingResult run_patching(Backend& backend, const PatchingRequest& req, const LabProgress& progress)
 {
@@ -89,15 +151,24 @@ PatchingResult run_patching(Backend& backend, const PatchingRequest& req, const 
         if (t < 0 || uint32_t(t) >= c.n_vocab)
             throw Error(fmt::format("token id {} is outside the vocabulary", t));
 
+    const bool routes = req.over == PatchOver::Routes;
+    if (routes && !c.is_moe())
+        throw Error(fmt::format("patching routes needs a mixture-of-experts model; this one ({}) is dense: it has "
+                                "no router",
+                                c.architecture));
     const auto n = uint32_t(req.clean.size());
     const Site site = patch_site(req.over);
     CaptureRequest capture;
-    capture.sites = {site};
+    if (routes)
+        capture.routing = true;
+    else
+        capture.sites = {site};
     const LabRun clean = run_fresh(backend, req.clean, &capture);
     // The corrupted run's residual stream after every layer: each patched run resumes from it at
     // the patched layer (the layers below compute exactly this again), which halves a grid's cost.
     CaptureRequest residuals;
     residuals.residuals = true;
+    residuals.routing = routes;
     const LabRun corrupted = run_fresh(backend, req.corrupted, &residuals);
 
     PatchingResult out;
@@ -124,6 +195,10 @@ PatchingResult run_patching(Backend& backend, const PatchingRequest& req, const 
     for (uint32_t il = 0; il < c.n_layer; ++il)
         total += req.over == PatchOver::Heads ? c.n_head[il] : n;
     for (uint32_t il = 0; il < c.n_layer && !out.cancelled; ++il) {
+        if (routes) {
+            patch_routes(backend, req, clean, corrupted, il, span, out, progress, total);
+            continue;
+        }
         const std::vector<float>& rows = clean.captures->at(site, il);
         const uint32_t width = site_width(c, site, il);
         const uint32_t columns = req.over == PatchOver::Heads ? c.n_head[il] : n;

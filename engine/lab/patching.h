@@ -30,6 +30,8 @@ enum class PatchOver : uint8_t {
     AttentionOut, // layers × positions: each attention block's output
     MlpOut,       // layers × positions: each MLP block's output
     Heads,        // layers × heads: one head's output at every position
+    Routes,       // layers × positions: a mixture-of-experts router's choice — the corrupted token sent to
+                  // the experts the clean run chose there (weighted by its own router, as forcing does)
 };
 std::string_view patch_over_name(PatchOver over);
 std::optional<PatchOver> parse_patch_over(std::string_view name);

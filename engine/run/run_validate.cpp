@@ -451,7 +451,7 @@ void patching(const Check& c, const PatchingDoc& p)
 {
     const std::string f = "lab.patching";
     c.range(f + ".settings.metric", p.metric, 0, 2);
-    c.range(f + ".settings.over", p.over, 0, 3);
+    c.range(f + ".settings.over", p.over, 0, 4);
     for (const auto& [name, s] : {std::pair{"settings.clean", &p.clean}, {"settings.corrupted", &p.corrupted}})
         c.text(f + "." + name, *s, L::kTextBytes);
     for (const auto& [name, s] : {std::pair{"settings.token_a", &p.settings_token_a},

@@ -10,6 +10,7 @@
 #include "backend/backend_factory.h"
 #include "fixture_agreement.h"
 #include "lab/attribution.h"
+#include "lab/patching.h"
 #include "model/test_model.h"
 #include "moe/expert_scan.h"
 #include "moe/routing.h"
@@ -43,6 +44,7 @@ private slots:
     void deterministicModeIsBatchInvariant();
     void expertScanIsEachRemovalsOwnPass();
     void attributionSplitsEachLayerByExpert();
+    void patchingRoutesPerExpert();
     void publishedShapeAgreesWhenAsked();
     void softmaxIsGgmls();
     void badInterventionsAreRefusedByName();
@@ -488,6 +490,55 @@ void TestMoe::attributionSplitsEachLayerByExpert()
         QVERIFY2(std::abs(moved - share) < 1e-3 * std::abs(share) + 1e-5,
                  qPrintable(QString("%1: share %2 vs moved %3").arg(arch).arg(share).arg(moved)));
     }
+}
+
+// The lab's patching over routes: each (layer, position) of the corrupted run sent to the clean run's
+// experts there; where both runs chose the same experts the effect is exactly 0 (no pass), and patching
+// the routes of every layer at every position at once gives the clean run's logits back only where the
+// rest agrees (here: a changed token, so the effect stays partial) — every cell is finite.
+void TestMoe::patchingRoutesPerExpert()
+{
+    QTemporaryDir dir;
+    const auto model = moe_model(dir, "olmoe");
+    QVERIFY(model);
+    auto backend = make_cpu_backend(model, {.threads = 2, .n_ctx = 64});
+    PatchingRequest req;
+    req.clean = prompt(6, 7);
+    req.corrupted = req.clean;
+    req.corrupted[2] = TokenId((req.corrupted[2] + 17) % 200 + 3);
+    req.metric.kind = PatchMetric::Kind::KlToClean;
+    req.over = PatchOver::Routes;
+    const PatchingResult r = run_patching(*backend, req);
+    QCOMPARE(r.n_layers, model->config().n_layer);
+    QCOMPARE(r.n_columns, uint32_t(req.clean.size()));
+    // the runs' routes, to know where they agree
+    const ForwardResult clean = run(model, req.clean), corrupted = run(model, req.corrupted);
+    int agree = 0, differ = 0, moved = 0;
+    for (uint32_t il = 0; il < r.n_layers; ++il)
+        for (uint32_t t = 0; t < r.n_columns; ++t) {
+            QVERIFY(std::isfinite(r.effect[il][t]));
+            const RoutingCapture& a = routing_of(clean, il);
+            const RoutingCapture& b = routing_of(corrupted, il);
+            std::set<int32_t> sa(a.experts.begin() + t * a.k, a.experts.begin() + (t + 1) * a.k);
+            std::set<int32_t> sb(b.experts.begin() + t * b.k, b.experts.begin() + (t + 1) * b.k);
+            if (sa == sb) {
+                QCOMPARE(r.effect[il][t], 0.0);
+                ++agree;
+            } else {
+                ++differ;
+                moved += r.effect[il][t] != 0.0;
+            }
+        }
+    qInfo("route patching: %d cells where the runs agree (effect 0), %d where they differ (%d moved)", agree, differ,
+          moved);
+    QVERIFY(agree > 0 && differ > 0 && moved > 0);
+    QCOMPARE(r.runs, r.n_layers * r.n_columns);
+    // a dense model has no routes to patch
+    auto dense = make_test_model("llama", 1);
+    const QString path = dir.filePath("llama.gguf");
+    dense.write(path.toStdString());
+    auto llama = make_cpu_backend(Model::load(path.toStdString()), {.threads = 1, .n_ctx = 64});
+    QVERIFY_THROWS_EXCEPTION(Error, run_patching(*llama, req));
 }
 
 // A full-size MoE twin against its llama.cpp fixture, run by bench/moe_parity_twins.sh (too large for

@@ -43,7 +43,7 @@ std::shared_ptr<PatchingSnapshot> run_patching(EngineContext& context, const Pat
             req.metric.b = engine::single_token(tok, settings.token_b.toStdString());
             s->token_b = token_display_text(tok, req.metric.b);
         }
-        req.over = engine::PatchOver(std::clamp(settings.over, 0, 3));
+        req.over = engine::PatchOver(std::clamp(settings.over, 0, 4));
         s->metric_name = QString::fromUtf8(engine::metric_name(req.metric.kind).data());
         s->over_name = QString::fromUtf8(engine::patch_over_name(req.over).data());
         engine::Backend& backend = context.labBackend();

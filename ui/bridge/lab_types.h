@@ -15,7 +15,7 @@ struct PatchingSettings {
     QString clean, corrupted;
     int metric = 0;           // engine::PatchMetric::Kind: 0 logit difference, 1 log-probability, 2 KL to clean
     QString token_a, token_b; // as typed: " Paris", "#123"
-    int over = 0;             // engine::PatchOver: 0 residual, 1 attention, 2 MLP, 3 heads
+    int over = 0;             // engine::PatchOver: 0 residual, 1 attention, 2 MLP, 3 heads, 4 routes
 };
 
 struct PatchingSnapshot {

@@ -98,7 +98,8 @@ QWidget* LabPanel::buildPatchingTab()
     m_over = new QComboBox;
     m_over->setObjectName("labOver");
     m_over->addItems({tr("Residual stream (layers × positions)"), tr("Attention output (layers × positions)"),
-                      tr("MLP output (layers × positions)"), tr("Heads (layers × heads, every position)")});
+                      tr("MLP output (layers × positions)"), tr("Heads (layers × heads, every position)"),
+                      tr("Expert routes (layers × positions; mixture-of-experts models)")});
     form->addRow(tr("Patch"), m_over);
     v->addLayout(form);
     connect(m_metric, &QComboBox::currentIndexChanged, this, &LabPanel::updateMetricFields);

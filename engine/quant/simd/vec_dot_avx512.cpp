@@ -293,6 +293,15 @@ struct Q4kBlock {
         dmin = half(x + 2);
     }
     static constexpr bool kHasMin = true;
+    void pair_vectors(const BlockQ8_K& y, __m256i v[4], __m256i& w) const // (dot_repacked_q4_k_rows8x4_pairs)
+    {
+        for (int c = 0; c < 4; ++c)
+            v[c] =
+                _mm256_dpwssd_epi32(_mm256_dpwssd_epi32(_mm256_setzero_si256(),
+                                                        _mm256_maddubs_epi16(lo[c], load32(y.qs + 64 * c)), sc_lo[c]),
+                                    _mm256_maddubs_epi16(hi[c], load32(y.qs + 64 * c + 32)), sc_hi[c]);
+        w = _mm256_madd_epi16(load_bsums(y.bsums), mins);
+    }
     void vectors(const BlockQ8_K& y, __m256i& v1, __m256i& v2) const // unreduced s1, s2 (dot_tiled_x8_lanes)
     {
         __m256i isum = _mm256_setzero_si256();
@@ -518,7 +527,7 @@ VecDotRows8x4Fn vec_dot_repacked_rows8x4_avx512(GgmlType type, bool gemm)
     case GgmlType::IQ4_NL:
         return dot_repacked_b32_rows8x4<unpack_iq4_nl, DotI8Vnni>;
     case GgmlType::Q4_K:
-        return gemm ? nullptr : dot_repacked_q4_k_rows8x4_gemv<Q4kBlock>;
+        return gemm ? dot_repacked_q4_k_rows8x4_pairs<Q4kBlock> : dot_repacked_q4_k_rows8x4_gemv<Q4kBlock>;
     default:
         return nullptr;
     }

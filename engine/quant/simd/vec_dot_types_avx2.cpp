@@ -284,45 +284,6 @@ float dot_repacked_q4_k(const void* w, const void* a, int64_t n)
     return acc - acc_min;
 }
 
-void dot_repacked_q4_k_rows8x4(const void* w, std::size_t row_bytes, const void* const a[4], int64_t n, float out[4][8])
-{
-    const auto* x = static_cast<const uint8_t*>(w);
-    __m256 acc[4], acc_min[4];
-    for (int t = 0; t < 4; ++t)
-        acc[t] = acc_min[t] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / 256; ++b) {
-        alignas(32) int s1[4][4][8], s2[4][4][8]; // [token][pair][row]
-        alignas(32) float dw[8], dminw[8];
-        for (int r = 0; r < 8; ++r) {
-            const Q45kBlock<false> blk(x + r * row_bytes + b * 144);
-            for (int t = 0; t < 4; ++t) {
-                int p1[4], p2[4];
-                blk.pair_sums(static_cast<const BlockQ8_K*>(a[t])[b], p1, p2);
-                for (int c = 0; c < 4; ++c) {
-                    s1[t][c][r] = p1[c];
-                    s2[t][c][r] = p2[c];
-                }
-            }
-            dw[r] = blk.d;
-            dminw[r] = blk.dmin;
-        }
-        for (int t = 0; t < 4; ++t) {
-            const float dy = static_cast<const BlockQ8_K*>(a[t])[b].d;
-            const __m256 d = _mm256_mul_ps(_mm256_load_ps(dw), _mm256_set1_ps(dy));
-            const __m256 dmin = _mm256_mul_ps(_mm256_load_ps(dminw), _mm256_set1_ps(dy));
-            for (int c = 0; c < 4; ++c) {
-                acc[t] = _mm256_fmadd_ps(
-                    _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s1[t][c]))), d, acc[t]);
-                acc_min[t] =
-                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s2[t][c]))),
-                                    dmin, acc_min[t]);
-            }
-        }
-    }
-    for (int t = 0; t < 4; ++t)
-        _mm256_storeu_ps(out[t], _mm256_sub_ps(acc[t], acc_min[t]));
-}
-
 // Its gemm's order (rows in whole groups of four): fused per 64-element pair.
 float dot_repacked_q4_k_gemm(const void* w, const void* a, int64_t n)
 {
@@ -647,7 +608,8 @@ VecDotRows8x4Fn repacked_rows8x4(GgmlType type, bool gemm)
     case GgmlType::IQ4_NL:
         return dot_repacked_b32_rows8x4<unpack_iq4_nl>;
     case GgmlType::Q4_K:
-        return gemm ? dot_repacked_q4_k_rows8x4 : dot_repacked_q4_k_rows8x4_gemv<Q45kBlock<false>>;
+        return gemm ? dot_repacked_q4_k_rows8x4_pairs<Q45kBlock<false>>
+                    : dot_repacked_q4_k_rows8x4_gemv<Q45kBlock<false>>;
     default:
         return nullptr;
     }

@@ -239,6 +239,17 @@ template <bool Five> struct Q45kBlock {
         return tiled_step(acc, d, s1, dmin, s2, y.d, true);
     }
     // The same sums per 64-element pair c (sub-blocks 2c and 2c + 1), exact
+    // The pairs' s1 unreduced (v[c]: pair c's lanes) and the minimums by sub-block (lane s: sub-block s's
+    // m · bsum pair), for the gemm-order kernel that reduces eight rows at once.
+    void pair_vectors(const BlockQ8_K& y, __m256i v[4], __m256i& w) const
+    {
+        for (int c = 0; c < 4; ++c)
+            v[c] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], load_qs(y.qs + 64 * c)),
+                                                      _mm256_set1_epi16(static_cast<short>(sc[2 * c]))),
+                                    _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], load_qs(y.qs + 64 * c + 32)),
+                                                      _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]))));
+        w = _mm256_madd_epi16(load_bsums(y.bsums), mins);
+    }
     void pair_sums(const BlockQ8_K& y, int s1[4], int s2[4]) const
     {
         __m256i v[4];
@@ -479,6 +490,53 @@ void dot_repacked_q4_k_rows8x4_gemv(const void* w, std::size_t row_bytes, const 
             const __m256 dmin = _mm256_mul_ps(_mm256_load_ps(dminw), _mm256_set1_ps(dy));
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums(v1[t])), d, acc[t]);
             acc_min[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums(v2[t])), dmin, acc_min[t]);
+        }
+    }
+    for (int t = 0; t < 4; ++t)
+        _mm256_storeu_ps(out[t], _mm256_sub_ps(acc[t], acc_min[t]));
+}
+
+// Its gemm's order for four tokens (fused per 64-element pair), eight rows reduced together: each pair's
+// unreduced sums of the eight rows through transpose_sums, the minimums' pair sums from the lanes of
+// each row's sub-block vector — the exact integers of pair_sums, then the same fused steps.
+template <typename Block>
+void dot_repacked_q4_k_rows8x4_pairs(const void* w, std::size_t row_bytes, const void* const a[4], int64_t n,
+                                     float out[4][8])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    __m256 acc[4], acc_min[4];
+    for (int t = 0; t < 4; ++t)
+        acc[t] = acc_min[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 256; ++b) {
+        __m256i v[4][4][8]; // [token][pair][row], unreduced
+        __m256i mins[4][8]; // [token][row]: lane s = sub-block s's m · bsum pair
+        alignas(32) float dw[8], dminw[8];
+        for (int r = 0; r < 8; ++r) {
+            const Block blk(x + r * row_bytes + b * 144);
+            for (int t = 0; t < 4; ++t) {
+                __m256i pv[4];
+                blk.pair_vectors(static_cast<const BlockQ8_K*>(a[t])[b], pv, mins[t][r]);
+                for (int c = 0; c < 4; ++c)
+                    v[t][c][r] = pv[c];
+            }
+            dw[r] = blk.d;
+            dminw[r] = blk.dmin;
+        }
+        for (int t = 0; t < 4; ++t) {
+            const float dy = static_cast<const BlockQ8_K*>(a[t])[b].d;
+            const __m256 d = _mm256_mul_ps(_mm256_load_ps(dw), _mm256_set1_ps(dy));
+            const __m256 dmin = _mm256_mul_ps(_mm256_load_ps(dminw), _mm256_set1_ps(dy));
+            alignas(32) int m8[8][8];
+            for (int r = 0; r < 8; ++r)
+                _mm256_store_si256(reinterpret_cast<__m256i*>(m8[r]), mins[t][r]);
+            for (int c = 0; c < 4; ++c) {
+                alignas(32) int s2[8];
+                for (int r = 0; r < 8; ++r)
+                    s2[r] = m8[r][2 * c] + m8[r][2 * c + 1];
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(transpose_sums(v[t][c])), d, acc[t]);
+                acc_min[t] = _mm256_fmadd_ps(
+                    _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s2))), dmin, acc_min[t]);
+            }
         }
     }
     for (int t = 0; t < 4; ++t)
