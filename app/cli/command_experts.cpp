@@ -102,13 +102,7 @@ int run_experts(const ExpertsArgs& a)
             change.push_back(iv);
         }
     auto backend = make_cli_backend(a.backend, model, uint32_t(ids.size() + 1), a.threads);
-    engine::CaptureRequest capture;
-    capture.routing = true;
-    engine::ForwardRequest request;
-    request.tokens = ids;
-    request.capture = &capture;
-    request.expert_interventions = change;
-    const engine::ForwardResult r = backend->forward(request);
+    const engine::ForwardResult r = engine::forward_routed(*backend, ids, change);
     const auto next = int32_t(std::max_element(r.logits.begin(), r.logits.end()) - r.logits.begin());
 
     const auto piece = [&](engine::TokenId id) { return tok.vocab().tokens[std::size_t(id)]; };

@@ -10,6 +10,19 @@
 
 namespace engine {
 
+ForwardResult forward_routed(Backend& backend, std::span<const TokenId> tokens,
+                             std::span<const ExpertIntervention> interventions, bool expert_outputs)
+{
+    CaptureRequest capture;
+    capture.routing = true;
+    capture.expert_outputs = expert_outputs;
+    ForwardRequest request;
+    request.tokens = tokens;
+    request.capture = &capture;
+    request.expert_interventions = interventions;
+    return backend.forward(request);
+}
+
 ExpertScan scan_experts(Backend& backend, std::span<const TokenId> tokens, ExpertIntervention::Kind mode,
                         const std::function<void(uint32_t, double)>& planned, const LabProgress& progress)
 {

@@ -11,6 +11,12 @@
 
 namespace engine {
 
+// One pass over `tokens` appended to the backend's cache with every router captured (and, when asked,
+// the last position's weighted expert outputs), with `interventions` at the routers: what the experts
+// view, the CLI's `experts` and the scan read.
+ForwardResult forward_routed(Backend& backend, std::span<const TokenId> tokens,
+                             std::span<const ExpertIntervention> interventions = {}, bool expert_outputs = false);
+
 struct ExpertEffect {
     uint32_t layer = 0, expert = 0;
     uint32_t tokens = 0;       // tokens of the prompt routed to it at that layer (0: not run, no effect)

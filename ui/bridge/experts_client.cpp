@@ -38,13 +38,7 @@ RoutedPass routed_pass(EngineContext& context, const std::vector<int32_t>& ids,
                                                             .n_ctx = n_ctx,
                                                             .order = context.cpuOrder(),
                                                             .batch_invariant = context.deterministic()});
-    engine::CaptureRequest capture;
-    capture.routing = true;
-    engine::ForwardRequest request;
-    request.tokens = ids;
-    request.capture = &capture;
-    request.expert_interventions = interventions;
-    engine::ForwardResult r = backend->forward(request);
+    engine::ForwardResult r = engine::forward_routed(*backend, ids, interventions);
     return {std::move(r.logits), std::move(r.captures)};
 }
 

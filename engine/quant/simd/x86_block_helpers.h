@@ -223,14 +223,9 @@ template <bool Five> struct Q45kBlock {
     // s1 = Σ scale · (q · q8), s2 = Σ min · (bsum pair), both exact
     void sums(const BlockQ8_K& y, int& s1, int& s2) const
     {
-        __m256i isum = _mm256_setzero_si256();
-        for (int c = 0; c < 4; ++c) {
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], load_qs(y.qs + 64 * c)),
-                                                            _mm256_set1_epi16(static_cast<short>(sc[2 * c]))));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], load_qs(y.qs + 64 * c + 32)),
-                                                            _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]))));
-        }
-        hsum2_i32(isum, _mm256_madd_epi16(load_bsums(y.bsums), mins), s1, s2);
+        __m256i v1, v2;
+        vectors(y, v1, v2);
+        hsum2_i32(v1, v2, s1, s2);
     }
     float step(float acc, const BlockQ8_K& y) const
     {
