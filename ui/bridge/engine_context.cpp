@@ -132,6 +132,26 @@ int EngineContext::activePromptLength() const
     return last_prompt_tokens;
 }
 
+EngineContext::ViewedTokens EngineContext::viewedTokens(const QString& text, bool current_sequence,
+                                                        const QString& no_sequence, const QString& empty_text) const
+{
+    requireModel();
+    ViewedTokens v;
+    if (current_sequence) {
+        if (active)
+            v.ids = active->tokens();
+        v.prompt_length = activePromptLength();
+        if (v.ids.empty())
+            throw engine::Error(no_sequence.toStdString());
+    } else {
+        if (text.trimmed().isEmpty())
+            throw engine::Error(empty_text.toStdString());
+        v.ids = model->tokenizer().encode_ids(text.toStdString());
+        v.prompt_length = int(v.ids.size());
+    }
+    return v;
+}
+
 const engine::CaptureRequest& EngineContext::recordingRequest(uint32_t next_length)
 {
     static const engine::CaptureRequest nothing;

@@ -55,6 +55,15 @@ public:
     std::vector<StepperToken> tokensOf(const std::vector<int32_t>& ids, int prompt_length) const;
     std::vector<StepperToken> sequenceTokens(int prompt_length) const; // the active session's sequence
     int activePromptLength() const; // of the active session: the stepper's prompt or the chat's last
+    // What a view of "a text or the current sequence" runs on: the active session's sequence and its
+    // prompt length, or `text` tokenized (all of it prompt). Throws Error with `no_sequence` when there is
+    // no sequence yet, `empty_text` for a blank text.
+    struct ViewedTokens {
+        std::vector<int32_t> ids;
+        int prompt_length = 0;
+    };
+    ViewedTokens viewedTokens(const QString& text, bool current_sequence, const QString& no_sequence,
+                              const QString& empty_text) const;
 
     // The attention recording of the real passes, kept only while a view shows attention.
     const engine::CaptureRequest& recordingRequest(uint32_t next_length);

@@ -25,20 +25,26 @@ namespace {
 // Longest sequence one routing pass takes (the probabilities are n × layers × experts floats).
 constexpr int kMaxRoutedTokens = 2048;
 
-// One pass over `ids` on a session of its own, every router captured, the next token's logits kept.
+// A CPU backend of the request's own for `n_tokens` (the app's weight order and mode), apart from the
+// chat's and the stepper's caches.
+std::unique_ptr<engine::Backend> routing_backend(EngineContext& context, std::size_t n_tokens)
+{
+    return engine::make_cpu_backend(context.model, {.threads = context.threads,
+                                                    .n_ctx = uint32_t(n_tokens + 1),
+                                                    .order = context.cpuOrder(),
+                                                    .batch_invariant = context.deterministic()});
+}
+
+// One pass over `ids` from an empty cache, every router captured, the next token's logits kept.
 struct RoutedPass {
     std::vector<float> logits; // the last position's
     std::shared_ptr<const engine::ForwardCaptures> captures;
 };
-RoutedPass routed_pass(EngineContext& context, const std::vector<int32_t>& ids,
+RoutedPass routed_pass(engine::Backend& backend, const std::vector<int32_t>& ids,
                        std::span<const engine::ExpertIntervention> interventions)
 {
-    const auto n_ctx = uint32_t(ids.size() + 1);
-    auto backend = engine::make_cpu_backend(context.model, {.threads = context.threads,
-                                                            .n_ctx = n_ctx,
-                                                            .order = context.cpuOrder(),
-                                                            .batch_invariant = context.deterministic()});
-    engine::ForwardResult r = engine::forward_routed(*backend, ids, interventions);
+    backend.kv_cache().clear();
+    engine::ForwardResult r = engine::forward_routed(backend, ids, interventions);
     return {std::move(r.logits), std::move(r.captures)};
 }
 
@@ -102,10 +108,7 @@ quint64 ExpertsClient::scan(const std::vector<int32_t>& ids, bool zero)
                        throw engine::Error(tr("This model is dense: it has no experts to scan.").toStdString());
                    checked_ids(ids);
                    s->n_expert = int(c.n_expert);
-                   auto backend = engine::make_cpu_backend(context.model, {.threads = context.threads,
-                                                                           .n_ctx = uint32_t(ids.size() + 1),
-                                                                           .order = context.cpuOrder(),
-                                                                           .batch_invariant = context.deterministic()});
+                   const auto backend = routing_backend(context, ids.size());
                    const auto t0 = clock::now();
                    auto last_post = t0;
                    const auto post = [&](int done) {
@@ -168,23 +171,12 @@ quint64 ExpertsClient::route(const QString& text, bool current_sequence)
                    context.requireModel();
                    const engine::Model& model = *context.model;
                    const engine::ModelConfig& c = model.config();
-                   std::vector<int32_t> ids;
-                   int prompt_length = 0;
-                   if (current_sequence) {
-                       if (context.active)
-                           ids = context.active->tokens();
-                       prompt_length = context.activePromptLength();
-                       if (ids.empty())
-                           throw engine::Error(
-                               tr("The model has no sequence yet: chat or step first, or type a text here.")
-                                   .toStdString());
-                   } else {
-                       if (text.trimmed().isEmpty())
-                           throw engine::Error(
-                               tr("The text is empty: type some text to see where its tokens go.").toStdString());
-                       ids = model.tokenizer().encode_ids(text.toStdString());
-                       prompt_length = int(ids.size());
-                   }
+                   const EngineContext::ViewedTokens viewed = context.viewedTokens(
+                       text, current_sequence,
+                       tr("The model has no sequence yet: chat or step first, or type a text here."),
+                       tr("The text is empty: type some text to see where its tokens go."));
+                   const std::vector<int32_t>& ids = viewed.ids;
+                   const int prompt_length = viewed.prompt_length;
                    s->ids = checked_ids(ids);
                    s->tokens = context.tokensOf(s->ids, prompt_length);
                    s->architecture = QString::fromStdString(c.architecture);
@@ -200,7 +192,7 @@ quint64 ExpertsClient::route(const QString& text, bool current_sequence)
                                            .starts_with("Random weights");
                    QElapsedTimer timer;
                    timer.start();
-                   const RoutedPass pass = routed_pass(context, s->ids, {});
+                   const RoutedPass pass = routed_pass(*routing_backend(context, s->ids.size()), s->ids, {});
                    s->ms = double(timer.nsecsElapsed()) / 1e6;
                    for (const engine::RoutingCapture& rc : pass.captures->routing) {
                        s->moe_layers.push_back(int(rc.layer));
@@ -236,7 +228,8 @@ quint64 ExpertsClient::whatIf(const std::vector<int32_t>& ids, const ExpertWhatI
                    checked_ids(ids);
                    QElapsedTimer timer;
                    timer.start();
-                   const RoutedPass before = routed_pass(context, ids, {});
+                   const auto backend = routing_backend(context, ids.size()); // both passes on one
+                   const RoutedPass before = routed_pass(*backend, ids, {});
                    using Kind = engine::ExpertIntervention::Kind;
                    std::vector<engine::ExpertIntervention> change;
                    const QString where = what.layer < 0 ? tr("every layer") : tr("layer %1").arg(what.layer);
@@ -274,7 +267,7 @@ quint64 ExpertsClient::whatIf(const std::vector<int32_t>& ids, const ExpertWhatI
                                      .arg(where)
                                : tr("expert %1's output zeroed in %2 (its route kept)").arg(what.expert).arg(where);
                    }
-                   const RoutedPass after = change.empty() ? before : routed_pass(context, ids, change);
+                   const RoutedPass after = change.empty() ? before : routed_pass(*backend, ids, change);
                    s->ms = double(timer.nsecsElapsed()) / 1e6;
                    if (change.empty())
                        s->description += tr(" — the router had chosen it already: nothing changes");

@@ -33,25 +33,13 @@ std::shared_ptr<AttentionSnapshot> capture_attention(EngineContext& context, con
     try {
         context.requireModel();
         const engine::Model& model = *context.model;
-        const engine::Tokenizer& tokenizer = model.tokenizer();
         const auto& config = model.config();
-        std::vector<int32_t> ids;
-        int prompt_length = 0;
-        if (current_sequence) {
-            if (context.active)
-                ids = context.active->tokens();
-            prompt_length = context.activePromptLength();
-            if (ids.empty())
-                throw engine::Error(QObject::tr("The model has no sequence yet: chat or step first, or type a prompt "
-                                                "here.")
-                                        .toStdString());
-        } else {
-            if (text.trimmed().isEmpty())
-                throw engine::Error(
-                    QObject::tr("The prompt is empty: type some text to see its attention.").toStdString());
-            ids = tokenizer.encode_ids(text.toStdString());
-            prompt_length = int(ids.size());
-        }
+        const EngineContext::ViewedTokens viewed = context.viewedTokens(
+            text, current_sequence,
+            QObject::tr("The model has no sequence yet: chat or step first, or type a prompt here."),
+            QObject::tr("The prompt is empty: type some text to see its attention."));
+        const std::vector<int32_t>& ids = viewed.ids;
+        const int prompt_length = viewed.prompt_length;
         // The model's shape (heads per layer, windows) and the tokens, for either source.
         const auto describe = [&](const engine::Backend& backend) {
             s->n_layers = int(config.n_layer);

@@ -13,6 +13,7 @@
 #include "quant/dequant.h"
 #include "quant/quantize.h"
 #include "quant/vec_dot.h"
+#include "quant/vec_dot_portable.h"
 #include "util/error.h"
 #include "util/fp16.h"
 
@@ -335,7 +336,7 @@ uint32_t expert_order(GgmlType type, uint32_t rows, bool repacked, bool determin
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
     case GgmlType::IQ4_XS:
-        return deterministic ? kBatchInvariantOrder : rows >= 8 ? rows : 1;
+        return deterministic ? kBatchInvariantOrder : rows >= portable::kTiledMinBatch ? rows : 1;
     default:
         return 1;
     }
