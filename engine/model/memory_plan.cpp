@@ -69,13 +69,21 @@ uint64_t scratch_bytes_for(const ModelConfig& c, const FileFacts& f, uint64_t n_
     const uint64_t E = c.n_embd, D = c.head_dim_k;
     const uint64_t H = c.n_head.empty() ? 0 : c.n_head[0];
     const uint64_t Hkv = c.n_head_kv.empty() ? 0 : c.n_head_kv[0];
-    const uint64_t F = c.n_ff.empty() ? 0 : *std::max_element(c.n_ff.begin(), c.n_ff.end());
+    // (a shared expert runs through the FFN buffers too)
+    const uint64_t F =
+        std::max<uint64_t>(c.n_ff.empty() ? 0 : *std::max_element(c.n_ff.begin(), c.n_ff.end()), c.n_ff_shexp);
     // The nine float vectors of CpuBackend::forward (m_x, m_h, m_o, m_q, m_attn, m_k, m_v, m_gate, m_up).
-    const uint64_t floats = n_batch * (3 * E + 2 * H * D + 2 * Hkv * D + 2 * F);
+    uint64_t floats = n_batch * (3 * E + 2 * H * D + 2 * Hkv * D + 2 * F);
+    uint64_t moe_pairs = 0;
+    if (c.is_moe()) { // every token's k outputs, and one expert's rows in and out (at most the batch's)
+        const uint64_t k = c.n_expert_used, Fe = c.n_ff_exp;
+        floats += n_batch * (k * E + 2 * E + 2 * Fe);
+        moe_pairs = n_batch * k * sizeof(uint32_t);
+    }
     const uint64_t quantized = std::max(n_batch * f.layer_activation_row_bytes, f.head_activation_row_bytes);
     const uint64_t logits = uint64_t(c.n_vocab) * sizeof(float);
     const uint64_t row_pointers = 2 * Hkv * n_ctx * sizeof(void*);
-    return floats * sizeof(float) + quantized + logits + row_pointers;
+    return floats * sizeof(float) + moe_pairs + quantized + logits + row_pointers;
 }
 
 } // namespace

@@ -31,8 +31,11 @@ struct MemoryPlan {
     //   residual, normed input, block output      3 × n_batch × n_embd
     //   queries, attention output                 2 × n_batch × n_head × head_dim
     //   keys, values of the batch                 2 × n_batch × n_head_kv × head_dim
-    //   FFN gate and up                           2 × n_batch × max n_ff
-    // (these nine are what BackendMemory::scratch_bytes reports after such a batch), plus the
+    //   FFN gate and up                           2 × n_batch × max n_ff (or a shared expert's width)
+    //   a mixture of experts: the k weighted outputs of every token, one expert's rows in and out,
+    //   and the (token, slot) pairs by expert     n_batch × (k·E + 2·E + 2·n_ff_exp), n_batch × k ids
+    // (these nine, and a mixture of experts' buffers up to that bound, are what
+    // BackendMemory::scratch_bytes reports after such a batch), plus the
     // quantized activations of a batch (n_batch rows of the widest matmul input in its activation
     // format), one row of logits (n_vocab floats) and the attention's row-pointer tables
     // (2 × n_head_kv × n_ctx pointers).

@@ -11,6 +11,7 @@
 #include "fixture_agreement.h"
 #include "lab/attribution.h"
 #include "lab/patching.h"
+#include "model/memory_plan.h"
 #include "model/test_model.h"
 #include "moe/expert_scan.h"
 #include "moe/routing.h"
@@ -652,6 +653,18 @@ void TestMoe::modelFiguresCountActiveExperts()
     QCOMPARE(g->config().n_ff_shexp, 256u);
     QVERIFY(g->weights().layers[0].ffn_gate_shexp);
     QCOMPARE(g->config().logit_scale.value_or(0), 6.0f); // granite's multipliers are read for granitemoe too
+    // the memory planner bounds what a batch's expert buffers take (each expert gets at most the batch's rows)
+    auto backend = make_cpu_backend(g, {.threads = 1, .n_ctx = 64});
+    const std::vector<TokenId> tokens = prompt(16);
+    ForwardRequest request;
+    request.tokens = tokens;
+    const uint64_t before = backend->memory().scratch_bytes;
+    backend->forward(request);
+    const uint64_t after = backend->memory().scratch_bytes;
+    const MemoryPlan plan = plan_memory(dir.filePath("granitemoe.gguf").toStdString(), 64, 16);
+    QVERIFY2(
+        after > before && after <= plan.scratch_bytes,
+        qPrintable(QString("backend %1 bytes after a batch of 16, planned %2").arg(after).arg(plan.scratch_bytes)));
 }
 
 void TestMoe::gpuBackendsRefuseByName()

@@ -206,8 +206,10 @@ BackendMemory CpuBackend::memory() const
     m.device = "CPU";
     m.weight_bytes = m_model->weight_bytes();
     m.kv_bytes_allocated = m_kv.accounting().bytes_allocated;
-    for (const auto* v : {&m_x, &m_h, &m_o, &m_q, &m_k, &m_v, &m_attn, &m_gate, &m_up})
+    for (const auto* v : {&m_x, &m_h, &m_o, &m_q, &m_k, &m_v, &m_attn, &m_gate, &m_up, &m_moe_in, &m_moe_gate,
+                          &m_moe_up, &m_moe_down, &m_moe_slots})
         m.scratch_bytes += v->capacity() * sizeof(float);
+    m.scratch_bytes += m_moe_pairs.capacity() * sizeof(uint32_t);
     struct sysinfo info {};
     if (sysinfo(&info) == 0)
         m.device_total = uint64_t(info.totalram) * info.mem_unit;
