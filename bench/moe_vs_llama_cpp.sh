@@ -50,40 +50,4 @@ print(j.get("architecture"), j.get("parameters"), j.get("active_parameters"), j.
     rm -f "$twin"
 done
 
-python3 - "$OUT" "$i" "$PP" "$TG" <<'PY'
-import json, sys
-out, n, pp, tg = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-try:
-    probe = json.load(open(f"{out}/probe"))["tg"]["probe"]["read_bytes_per_second"]
-    print(f"read bandwidth probe: {probe / 1e9:.2f} GB/s")
-except Exception:
-    probe = None
-print("(t/s: mean over the repetitions ± standard deviation; ratio: Tokenscope / the faster llama.cpp)")
-print(f"{'twin':<22}{'size':>7} {'test':<7}{'llama.cpp rpk0':>16}{'rpk1':>16}{'tokenscope':>16}{'ratio':>7}{'decode GB/s':>13}{'share':>7}")
-below = []
-for i in range(1, n + 1):
-    name, size = open(f"{out}/{i}.what").read().split()
-    print(f"{name}: {open(f'{out}/{i}.shape').read().strip()} (architecture, parameters, active, experts, per token)")
-    rows = {}
-    for rpk in (0, 1):
-        try:
-            for line in open(f"{out}/{i}.theirs.{rpk}"):
-                r = json.loads(line)
-                key = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
-                rows.setdefault(key, [None, None])[rpk] = (r["avg_ts"], r.get("stddev_ts", 0.0))
-        except (OSError, ValueError):
-            pass
-    ours = {f"pp{pp}": json.load(open(f"{out}/{i}.ours.pp"))["pp"], f"tg{tg}": json.load(open(f"{out}/{i}.ours.tg"))["tg"]}
-    for key, o in ours.items():
-        r0, r1 = rows.get(key, [None, None])
-        best = max(x[0] for x in (r0, r1, (0.0, 0.0)) if x is not None)
-        ratio = o["tokens_per_second"] / best if best else float("nan")
-        bw = o.get("read_bytes_per_second")
-        f = lambda x: f"{x[0]:.1f} ± {x[1]:.1f}" if x is not None else "failed"
-        mine = (o["tokens_per_second"], o.get("stddev", 0.0))
-        share = f"{bw / 1e9:>13.2f}{bw / probe:>7.0%}" if bw and probe else ""
-        print(f"{name:<22}{int(size) / 2**30:>6.2f}G {key:<7}{f(r0):>16}{f(r1):>16}{f(mine):>16}{ratio:>7.2f}{share}")
-        if not ratio >= 1.0:
-            below.append(f"{name} {key} ({ratio:.2f})")
-print("below llama.cpp: " + (", ".join(below) if below else "none"))
-PY
+python3 "$ROOT/bench/compare_llama_bench.py" "$OUT" "$i" "$PP" "$TG" --name-header twin --name-width 22 --gib
