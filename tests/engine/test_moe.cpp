@@ -49,6 +49,7 @@ private slots:
     void publishedShapeAgreesWhenAsked();
     void softmaxIsGgmls();
     void badInterventionsAreRefusedByName();
+    void hostileExpertMetadataIsRefusedByName();
     void modelFiguresCountActiveExperts();
     void gpuBackendsRefuseByName();
 };
@@ -631,6 +632,39 @@ void TestMoe::badInterventionsAreRefusedByName()
         backend->forward(request);
     } catch (const Error& e) {
         QVERIFY(QString(e.what()).contains("has no experts"));
+    }
+}
+
+// A MoE file whose expert metadata lies is refused at load, naming the key, never run: more experts per
+// token than there are, none, no experts, or an expert width or count the stacked tensors do not have.
+// (An expert width of 0 is llama.cpp's "feed_forward_length / experts used", not an error.)
+void TestMoe::hostileExpertMetadataIsRefusedByName()
+{
+    QTemporaryDir dir;
+    struct Case {
+        const char* what;
+        const char* key;
+        uint32_t value;
+        const char* words;
+    };
+    const Case cases[] = {
+        {"more used than there are", "qwen3moe.expert_used_count", 9, "expert_used_count"},
+        {"no experts", "qwen3moe.expert_count", 0, "expert_count"},
+        {"no expert used", "qwen3moe.expert_used_count", 0, "expert_used_count"},
+        {"a width the tensors do not have", "qwen3moe.expert_feed_forward_length", 512, "ffn_gate_exps.weight"},
+        {"more experts than the tensors stack", "qwen3moe.expert_count", 16, "ffn_gate_inp.weight"},
+    };
+    for (const Case& c : cases) {
+        auto w = make_test_model("qwen3moe", 1);
+        w.set_u32(c.key, c.value);
+        const QString path = dir.filePath(QString("%1.gguf").arg(c.what));
+        w.write(path.toStdString());
+        try {
+            Model::load(path.toStdString());
+            QFAIL(qPrintable(QString("%1: loaded").arg(c.what)));
+        } catch (const Error& e) {
+            QVERIFY2(QString(e.what()).contains(c.words), qPrintable(QString("%1: %2").arg(c.what, e.what())));
+        }
     }
 }
 
