@@ -8,6 +8,7 @@
 #include "quant/activation_quant.h"
 #include "quant/dequant.h"
 #include "quant/simd/vec_dot_simd.h"
+#include "quant/tiled_gemm.h"
 #include "quant/vec_dot.h"
 #include "test_paths.h"
 #include "util/fp16.h"
@@ -123,7 +124,69 @@ private slots:
     void avx512KernelsMatchAvx2();
     void scalarKernelsMatchAvx2_data() { matchesDequantizedReference_data(); }
     void scalarKernelsMatchAvx2();
+    void tiledMatmulMatchesTiledOrder_data() { matchesDequantizedReference_data(); }
+    void tiledMatmulMatchesTiledOrder();
 };
+
+void TestVecDot::tiledMatmulMatchesTiledOrder()
+{
+    // The tiled matmul (many rows and tokens at once) gives the portable tiled order's bits for every
+    // row and token: random blocks, blocks of random bytes (every code, scale and minimum extreme),
+    // 21 rows (not whole groups of eight or sixteen) and token counts around the 16-token panels.
+    QFETCH(QString, type);
+    const GgmlType gt = *ggml_type_from_name(type.toStdString());
+    const VecDotFn reference = vec_dot_tiled_scalar(gt);
+    if (!reference)
+        QSKIP("not a type of the tiled order");
+    const TiledGemmFn gemm = tiled_gemm_for(gt);
+    if (!gemm)
+        QSKIP("this CPU (or TOKENSCOPE_SIMD) has no tiled matmul (AVX-512 VNNI): the row kernels run instead");
+    const int64_t n = 768, rows = 21;
+    const std::size_t row_bytes = ggml_row_bytes(ggml_type_traits(gt), n);
+    std::vector<uint8_t> w(rows * row_bytes);
+    fill_random_tensor(std::as_writable_bytes(std::span(w)), gt, false, 13, 3);
+    std::mt19937 rng(17);
+    const std::size_t block_bytes = row_bytes / (n / 256);
+    for (int64_t r = 11; r < rows; ++r) // random bytes, the block's scale(s) set to finite halves
+        for (int64_t b = 0; b < n / 256; ++b) {
+            uint8_t* block = w.data() + r * row_bytes + b * block_bytes;
+            for (std::size_t i = 0; i < block_bytes; ++i)
+                block[i] = static_cast<uint8_t>(rng());
+            const std::size_t d = gt == GgmlType::Q2_K   ? 80
+                                  : gt == GgmlType::Q3_K ? 108
+                                  : gt == GgmlType::Q6_K ? 208
+                                                         : 0;
+            const uint16_t half = static_cast<uint16_t>(0x2000 + rng() % 0x1000);
+            std::memcpy(block + d, &half, 2);
+            if (gt == GgmlType::Q2_K || gt == GgmlType::Q4_K || gt == GgmlType::Q5_K)
+                std::memcpy(block + d + 2, &half, 2);
+        }
+    for (const int tokens : {16, 17, 40, 48}) {
+        auto xq = random_activation_rows(ActivationFormat::Q8_K, n, 90 + uint32_t(tokens), std::size_t(tokens));
+        { // one row of ±1: quants at ±127
+            std::vector<float> x(static_cast<std::size_t>(n));
+            for (auto& v : x)
+                v = rng() % 2 ? 1.0f : -1.0f;
+            quantize_activations(ActivationFormat::Q8_K, x.data(), xq[1].data(), n);
+        }
+        const std::size_t a_bytes = xq[0].size(), panel_bytes = tiled_panel_bytes(n);
+        std::vector<uint8_t> joined;
+        for (const auto& a : xq)
+            joined.insert(joined.end(), a.begin(), a.end());
+        const int panels = (tokens + kTiledPanelTokens - 1) / kTiledPanelTokens;
+        std::vector<uint8_t> packed(panels * panel_bytes);
+        for (int p = 0; p < panels; ++p)
+            pack_tiled_panel(joined.data() + std::size_t(p) * kTiledPanelTokens * a_bytes, a_bytes,
+                             std::min(kTiledPanelTokens, tokens - p * kTiledPanelTokens), n,
+                             packed.data() + p * panel_bytes);
+        std::vector<float> y(std::size_t(tokens) * rows, std::nanf(""));
+        gemm(w.data(), row_bytes, rows, packed.data(), tokens, n, y.data(), rows);
+        for (int t = 0; t < tokens; ++t)
+            for (int64_t r = 0; r < rows; ++r)
+                QCOMPARE(std::bit_cast<uint32_t>(y[std::size_t(t) * rows + r]),
+                         std::bit_cast<uint32_t>(reference(w.data() + r * row_bytes, xq[t].data(), n)));
+    }
+}
 
 void TestVecDot::avx512KernelsMatchAvx2()
 {

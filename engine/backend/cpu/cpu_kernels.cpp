@@ -5,7 +5,9 @@
 #include "backend/cpu/attention_kernels.h"
 #include "backend/cpu/simd/glu_simd.h"
 
+#include "quant/tiled_gemm.h"
 #include "quant/vec_dot.h"
+#include "quant/vec_dot_portable.h"
 #include "util/error.h"
 #include "util/fp16.h"
 
@@ -106,6 +108,7 @@ void MatMul::quantize_rows(ThreadPool& pool, const float* x, int64_t n_tokens, i
 {
     const std::size_t row_bytes = activation_row_bytes(format, cols);
     m_holds = {};
+    m_tiled_ready = false;
     m_quantized.resize(row_bytes * static_cast<std::size_t>(n_tokens));
     // Each token's row is quantized on its own, so splitting the tokens over threads changes no bit
     // (a prompt's activations are several MiB: a serial pass here left the other threads waiting).
@@ -131,12 +134,52 @@ void MatMul::quantize_rows(ThreadPool& pool, const float* x, int64_t n_tokens, i
     m_holds = {x, n_tokens, cols, format};
 }
 
+bool MatMul::tiled_multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, float* y, int64_t order)
+{
+    // From this many tokens the tiled matmul beats the eight-row kernels (a panel's lanes are then at
+    // least half used, and decoding a row's blocks once pays off).
+    constexpr int64_t kMinTokens = 16;
+    if (n_tokens < kMinTokens || order < portable::kTiledMinBatch || m_holds.format != ActivationFormat::Q8_K ||
+        !vec_dot_tiled_scalar(w.type()))
+        return false;
+    const TiledGemmFn gemm = tiled_gemm_for(w.type());
+    if (!gemm)
+        return false;
+    const int64_t cols = w.cols(), rows = w.rows();
+    const std::size_t panel_bytes = tiled_panel_bytes(cols), row_bytes = activation_row_bytes(m_holds.format, cols);
+    const auto panels = static_cast<std::size_t>((n_tokens + kTiledPanelTokens - 1) / kTiledPanelTokens);
+    if (!m_tiled_ready) {
+        m_tiled.resize(panels * panel_bytes);
+        pool.parallel_for(panels, [&](std::size_t begin, std::size_t end) {
+            for (std::size_t p = begin; p < end; ++p) {
+                const int64_t t0 = static_cast<int64_t>(p) * kTiledPanelTokens;
+                pack_tiled_panel(m_quantized.data() + static_cast<std::size_t>(t0) * row_bytes, row_bytes,
+                                 static_cast<int>(std::min<int64_t>(kTiledPanelTokens, n_tokens - t0)), cols,
+                                 m_tiled.data() + p * panel_bytes);
+            }
+        });
+        m_tiled_ready = true;
+    }
+    // sixteen rows per task (each row decoded once, by the thread that takes it), handed out as
+    // threads become free
+    constexpr int64_t kRowsPerTask = 16;
+    pool.parallel_for_dynamic(static_cast<std::size_t>((rows + kRowsPerTask - 1) / kRowsPerTask), 1,
+                              [&](std::size_t begin, std::size_t end) {
+                                  const int64_t r0 = static_cast<int64_t>(begin) * kRowsPerTask;
+                                  const int64_t r1 = std::min(rows, static_cast<int64_t>(end) * kRowsPerTask);
+                                  gemm(w.row(r0), w.row_bytes, r1 - r0, m_tiled.data(), n_tokens, cols, y + r0, rows);
+                              });
+    return true;
+}
+
 void MatMul::multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, float* y, int64_t order_batch,
                       bool repacked, bool exact_order)
 {
     const int64_t cols = w.cols(), rows = w.rows();
     const std::size_t row_bytes = activation_row_bytes(m_holds.format, cols);
     const int64_t order = exact_order ? std::max<int64_t>(order_batch, 1) : std::max(n_tokens, order_batch);
+    if (!repacked && tiled_multiply(pool, w, n_tokens, y, order))
+        return;
     const VecDotFn dot = repacked ? vec_dot_repacked(w.type(), false) : vec_dot_for_batch(w.type(), cols, order);
     if (!dot)
         throw UnsupportedError(fmt::format("no dot product for {} (tensor {})", w.info->type.name, w.info->name));

@@ -53,7 +53,13 @@ private:
         ActivationFormat format{};
     };
     std::vector<uint8_t> m_quantized;
+    // The tiled matmul (tiled_gemm.h) where it applies (a k-quant or IQ4_XS matrix in the tiled order,
+    // enough tokens, a CPU that has it): true when it ran.
+    bool tiled_multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, float* y, int64_t order);
+
     std::vector<uint8_t> m_packed8; // groups of eight tokens packed for the eight-row kernels (or empty)
+    std::vector<uint8_t> m_tiled;   // panels of sixteen Q8_K tokens for the tiled matmul, built when first used
+    bool m_tiled_ready = false;     // m_tiled holds m_quantized's panels
     Quantized m_holds;              // what m_quantized holds
 };
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #pragma once
 
+#include "quant/tiled_gemm.h"
 #include "quant/vec_dot.h"
 
 namespace engine::simd {
@@ -51,5 +52,7 @@ VecDotX4Fn vec_dot_tiled_x4_avx512(GgmlType type);
 VecDotX8Fn vec_dot_tiled_x8_avx512(GgmlType type);
 VecDotRows8Fn vec_dot_repacked_rows8_avx512(GgmlType type, bool gemm);
 VecDotRows8x4Fn vec_dot_repacked_rows8x4_avx512(GgmlType type, bool gemm);
+// The tiled order for many rows and tokens at once (tiled_gemm.h; tiled_gemm_avx512.cpp).
+TiledGemmFn tiled_gemm_avx512(GgmlType type);
 
 } // namespace engine::simd

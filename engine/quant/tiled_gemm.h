@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include "quant/ggml_type.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace engine {
+
+// llama.cpp's tiled order for k-quant and IQ4_XS weights (dot_k_tiled in vec_dot_portable.h: per
+// 256-element block res = d·s1, res = fma(−dmin, s2, res), acc = fma(res, d8, acc)) computed for
+// many rows and tokens at once: each weight block is decoded once to byte codes and reused by every
+// token, and sixteen tokens share each 512-bit product (one token per 32-bit lane). s1 and s2 are
+// exact integers, so any way of summing them gives dot_k_tiled's bits.
+
+// Tokens in one panel: the zmm lanes of the kernel.
+inline constexpr int kTiledPanelTokens = 16;
+
+// Bytes of one panel of sixteen Q8_K activation rows of n elements (n a multiple of 256).
+std::size_t tiled_panel_bytes(int64_t n);
+
+// Packs `count` (≤ 16) Q8_K rows of n elements, row_bytes apart, into one panel: per 256-element
+// block, the quants as [group of 4][token][4 bytes], the per-16 sums widened to int32 as
+// [group of 16][token], the scales as [token]. Missing tokens are zero (their results are not used).
+void pack_tiled_panel(const uint8_t* rows, std::size_t row_bytes, int count, int64_t n, uint8_t* panel);
+
+// y[t · y_stride + r] = dot_k_tiled(row r of w, token t) for r < n_rows (rows w_row_bytes apart) and
+// t < n_tokens, the tokens in consecutive panels of pack_tiled_panel. Same bits as dot_k_tiled.
+using TiledGemmFn = void (*)(const void* w, std::size_t w_row_bytes, int64_t n_rows, const uint8_t* panels,
+                             int64_t n_tokens, int64_t n, float* y, int64_t y_stride);
+
+// The CPU's tiled matmul for `type` (AVX-512 VNNI: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS); nullptr where
+// the CPU (or $TOKENSCOPE_SIMD) has none — then the one-, four- and eight-row kernels run.
+TiledGemmFn tiled_gemm_for(GgmlType type);
+
+} // namespace engine
