@@ -48,4 +48,11 @@ TiledGemmFn tiled_gemm_for(GgmlType type)
     return simd::tiled_gemm_avx512(type);
 }
 
+TiledGemmFn repacked_gemm_for(GgmlType type, bool gemm)
+{
+    if (simd_level() != SimdLevel::Avx512)
+        return nullptr;
+    return simd::repacked_gemm_avx512(type, gemm);
+}
+
 } // namespace engine

@@ -26,12 +26,16 @@ std::size_t tiled_panel_bytes(int64_t n);
 void pack_tiled_panel(const uint8_t* rows, std::size_t row_bytes, int count, int64_t n, uint8_t* panel);
 
 // y[t · y_stride + r] = dot_k_tiled(row r of w, token t) for r < n_rows (rows w_row_bytes apart) and
-// t < n_tokens, the tokens in consecutive panels of pack_tiled_panel. Same bits as dot_k_tiled.
+// t_begin ≤ t < t_end, token t in panel t / 16 of consecutive panels of pack_tiled_panel (from token
+// 0). Same bits as dot_k_tiled.
 using TiledGemmFn = void (*)(const void* w, std::size_t w_row_bytes, int64_t n_rows, const uint8_t* panels,
-                             int64_t n_tokens, int64_t n, float* y, int64_t y_stride);
+                             int64_t t_begin, int64_t t_end, int64_t n, float* y, int64_t y_stride);
 
 // The CPU's tiled matmul for `type` (AVX-512 VNNI: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS); nullptr where
 // the CPU (or $TOKENSCOPE_SIMD) has none — then the one-, four- and eight-row kernels run.
 TiledGemmFn tiled_gemm_for(GgmlType type);
+// The same engine in llama.cpp's repacked order (vec_dot_repacked(type, gemm)'s bits) for Q4_K; nullptr for
+// other types and where the CPU has none.
+TiledGemmFn repacked_gemm_for(GgmlType type, bool gemm);
 
 } // namespace engine

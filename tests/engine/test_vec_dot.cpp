@@ -131,8 +131,8 @@ private slots:
 void TestVecDot::tiledMatmulMatchesTiledOrder()
 {
     // The tiled matmul (many rows and tokens at once) gives the portable tiled order's bits for every
-    // row and token: random blocks, blocks of random bytes (every code, scale and minimum extreme),
-    // 21 rows (not whole groups of eight or sixteen) and token counts around the 16-token panels.
+    // row and token (Q4_K also in the repacked orders): random blocks, blocks of random bytes (every code, scale and
+    // minimum extreme), 21 rows (not whole groups of eight or sixteen) and token counts around the 16-token panels.
     QFETCH(QString, type);
     const GgmlType gt = *ggml_type_from_name(type.toStdString());
     const VecDotFn reference = vec_dot_tiled_scalar(gt);
@@ -180,11 +180,24 @@ void TestVecDot::tiledMatmulMatchesTiledOrder()
                              std::min(kTiledPanelTokens, tokens - p * kTiledPanelTokens), n,
                              packed.data() + p * panel_bytes);
         std::vector<float> y(std::size_t(tokens) * rows, std::nanf(""));
-        gemm(w.data(), row_bytes, rows, packed.data(), tokens, n, y.data(), rows);
+        gemm(w.data(), row_bytes, rows, packed.data(), 0, tokens, n, y.data(), rows);
         for (int t = 0; t < tokens; ++t)
             for (int64_t r = 0; r < rows; ++r)
                 QCOMPARE(std::bit_cast<uint32_t>(y[std::size_t(t) * rows + r]),
                          std::bit_cast<uint32_t>(reference(w.data() + r * row_bytes, xq[t].data(), n)));
+        if (gt != GgmlType::Q4_K)
+            continue;
+        // Q4_K in llama.cpp's repacked order too: its gemm's tokens, then the gemv's from a token inside
+        // a panel (only those stored)
+        const int split = tokens - tokens % 4 - (tokens > 20 ? 4 : 0);
+        std::fill(y.begin(), y.end(), std::nanf(""));
+        repacked_gemm_for(gt, true)(w.data(), row_bytes, rows, packed.data(), 0, split, n, y.data(), rows);
+        repacked_gemm_for(gt, false)(w.data(), row_bytes, rows, packed.data(), split, tokens, n, y.data(), rows);
+        for (int t = 0; t < tokens; ++t)
+            for (int64_t r = 0; r < rows; ++r)
+                QCOMPARE(std::bit_cast<uint32_t>(y[std::size_t(t) * rows + r]),
+                         std::bit_cast<uint32_t>(
+                             vec_dot_repacked_scalar(gt, t < split)(w.data() + r * row_bytes, xq[t].data(), n)));
     }
 }
 

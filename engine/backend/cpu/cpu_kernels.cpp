@@ -134,16 +134,36 @@ void MatMul::quantize_rows(ThreadPool& pool, const float* x, int64_t n_tokens, i
     m_holds = {x, n_tokens, cols, format};
 }
 
-bool MatMul::tiled_multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, float* y, int64_t order)
+namespace {
+// The tokens llama.cpp's repacked matmul takes through its gemm (a batch's whole groups of four; the
+// rest through its gemv, which sums Q4_K in another order); deterministic mode takes every token
+// through the gemm's order, whatever the batch; experts (exact_order) each through the gemv.
+int64_t repacked_gemm_tokens(int64_t n_tokens, int64_t order_batch, bool exact_order)
+{
+    if (exact_order)
+        return 0;
+    if (order_batch >= kBatchInvariantOrder)
+        return n_tokens;
+    return n_tokens > 3 ? n_tokens - n_tokens % 4 : 0;
+}
+} // namespace
+
+bool MatMul::tiled_multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, float* y, int64_t order_batch,
+                            bool repacked, bool exact_order)
 {
     // From this many tokens the tiled matmul beats the eight-row kernels (a panel's lanes are then at
     // least half used, and decoding a row's blocks once pays off).
     constexpr int64_t kMinTokens = 16;
-    if (n_tokens < kMinTokens || order < portable::kTiledMinBatch || m_holds.format != ActivationFormat::Q8_K ||
-        !vec_dot_tiled_scalar(w.type()))
+    if (n_tokens < kMinTokens || m_holds.format != ActivationFormat::Q8_K)
         return false;
-    const TiledGemmFn gemm = tiled_gemm_for(w.type());
-    if (!gemm)
+    const int64_t order = exact_order ? std::max<int64_t>(order_batch, 1) : std::max(n_tokens, order_batch);
+    const int64_t gemm_tokens = repacked ? repacked_gemm_tokens(n_tokens, order_batch, exact_order) : n_tokens;
+    const TiledGemmFn gemm = repacked ? repacked_gemm_for(w.type(), true)
+                             : order >= portable::kTiledMinBatch && vec_dot_tiled_scalar(w.type())
+                                 ? tiled_gemm_for(w.type())
+                                 : nullptr;
+    const TiledGemmFn gemv = repacked ? repacked_gemm_for(w.type(), false) : nullptr;
+    if (!gemm || (gemm_tokens < n_tokens && !gemv))
         return false;
     const int64_t cols = w.cols(), rows = w.rows();
     const std::size_t panel_bytes = tiled_panel_bytes(cols), row_bytes = activation_row_bytes(m_holds.format, cols);
@@ -163,12 +183,15 @@ bool MatMul::tiled_multiply(ThreadPool& pool, const TensorView& w, int64_t n_tok
     // sixteen rows per task (each row decoded once, by the thread that takes it), handed out as
     // threads become free
     constexpr int64_t kRowsPerTask = 16;
-    pool.parallel_for_dynamic(static_cast<std::size_t>((rows + kRowsPerTask - 1) / kRowsPerTask), 1,
-                              [&](std::size_t begin, std::size_t end) {
-                                  const int64_t r0 = static_cast<int64_t>(begin) * kRowsPerTask;
-                                  const int64_t r1 = std::min(rows, static_cast<int64_t>(end) * kRowsPerTask);
-                                  gemm(w.row(r0), w.row_bytes, r1 - r0, m_tiled.data(), n_tokens, cols, y + r0, rows);
-                              });
+    pool.parallel_for_dynamic(
+        static_cast<std::size_t>((rows + kRowsPerTask - 1) / kRowsPerTask), 1, [&](std::size_t begin, std::size_t end) {
+            const int64_t r0 = static_cast<int64_t>(begin) * kRowsPerTask;
+            const int64_t r1 = std::min(rows, static_cast<int64_t>(end) * kRowsPerTask);
+            if (gemm_tokens > 0)
+                gemm(w.row(r0), w.row_bytes, r1 - r0, m_tiled.data(), 0, gemm_tokens, cols, y + r0, rows);
+            if (gemm_tokens < n_tokens)
+                gemv(w.row(r0), w.row_bytes, r1 - r0, m_tiled.data(), gemm_tokens, n_tokens, cols, y + r0, rows);
+        });
     return true;
 }
 
@@ -178,19 +201,12 @@ void MatMul::multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, f
     const int64_t cols = w.cols(), rows = w.rows();
     const std::size_t row_bytes = activation_row_bytes(m_holds.format, cols);
     const int64_t order = exact_order ? std::max<int64_t>(order_batch, 1) : std::max(n_tokens, order_batch);
-    if (!repacked && tiled_multiply(pool, w, n_tokens, y, order))
+    if (tiled_multiply(pool, w, n_tokens, y, order_batch, repacked, exact_order))
         return;
     const VecDotFn dot = repacked ? vec_dot_repacked(w.type(), false) : vec_dot_for_batch(w.type(), cols, order);
     if (!dot)
         throw UnsupportedError(fmt::format("no dot product for {} (tensor {})", w.info->type.name, w.info->name));
-    // llama.cpp's repacked matmul takes a batch's whole groups of four tokens through its gemm and the
-    // rest through its gemv, which sum Q4_K in different orders; deterministic mode takes every token
-    // through the gemm's order, whatever the batch
-    const bool invariant = order_batch >= kBatchInvariantOrder;
-    const int64_t gemm_tokens = !repacked || exact_order ? 0
-                                : invariant              ? n_tokens
-                                : n_tokens > 3           ? n_tokens - n_tokens % 4
-                                                         : 0;
+    const int64_t gemm_tokens = repacked ? repacked_gemm_tokens(n_tokens, order_batch, exact_order) : 0;
     const VecDotFn dot_gemm = repacked ? vec_dot_repacked(w.type(), true) : dot;
     const VecDotX4Fn dot4 = n_tokens < 4 ? nullptr
                             : repacked   ? vec_dot_repacked_x4(w.type())

@@ -53,9 +53,10 @@ private:
         ActivationFormat format{};
     };
     std::vector<uint8_t> m_quantized;
-    // The tiled matmul (tiled_gemm.h) where it applies (a k-quant or IQ4_XS matrix in the tiled order,
-    // enough tokens, a CPU that has it): true when it ran.
-    bool tiled_multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, float* y, int64_t order);
+    // The tiled matmul (tiled_gemm.h) where it applies (a k-quant or IQ4_XS matrix in the tiled order, or
+    // a Q4_K one in the repacked order; enough tokens; a CPU that has it): true when it ran.
+    bool tiled_multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, float* y, int64_t order_batch,
+                        bool repacked, bool exact_order);
 
     std::vector<uint8_t> m_packed8; // groups of eight tokens packed for the eight-row kernels (or empty)
     std::vector<uint8_t> m_tiled;   // panels of sixteen Q8_K tokens for the tiled matmul, built when first used

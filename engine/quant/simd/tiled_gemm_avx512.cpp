@@ -147,65 +147,140 @@ inline uint32_t load_u32(const uint8_t* p)
     return v;
 }
 
-// Eight decoded rows (blocks `stride` apart, starting at block b of each) against one panel block:
-// acc[r] = fma(res, d8, acc[r]) for sixteen tokens, res = d·s1 − dmin·s2 as dot_k_tiled forms it.
-template <GgmlType T> inline void block_8x16(const DecodedBlock* const w[8], const uint8_t* pb, __m512 acc[8])
+// The sixteen tokens' sums of each sub-block's quants (Sub elements wide), from the panel's per-16 sums.
+template <int Sub> inline void sub_block_sums(const uint8_t* pb, __m512i out[256 / Sub])
+{
+    const auto* sums = reinterpret_cast<const __m512i*>(pb + kPanelQuantBytes);
+#pragma GCC unroll 16
+    for (int s = 0; s < 256 / Sub; ++s)
+        out[s] = Sub == 32 ? _mm512_add_epi32(_mm512_loadu_si512(sums + 2 * s), _mm512_loadu_si512(sums + 2 * s + 1))
+                           : _mm512_loadu_si512(sums + s);
+}
+
+// Eight rows' integer sums of sub-block s: Σ codes × quants, less the code bias × the quants' sum.
+template <GgmlType T>
+inline void sub_block_products(const DecodedBlock* const w[8], const uint8_t* pb, int s, const __m512i* sub_sums,
+                               __m512i p[8])
 {
     using D = Decode<T>;
-    constexpr int ns = 256 / D::sub, ng = D::sub / 4;
-    const auto* sums = reinterpret_cast<const __m512i*>(pb + kPanelQuantBytes);
-    __m512i sub_sums[ns];
-#pragma GCC unroll 16
-    for (int s = 0; s < ns; ++s)
-        sub_sums[s] = D::sub == 32
-                          ? _mm512_add_epi32(_mm512_loadu_si512(sums + 2 * s), _mm512_loadu_si512(sums + 2 * s + 1))
-                          : _mm512_loadu_si512(sums + s);
-    __m512i s1[8];
+    constexpr int ng = D::sub / 4;
 #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r)
-        s1[r] = _mm512_setzero_si512();
-    for (int s = 0; s < ns; ++s) {
-        __m512i p[8];
+        p[r] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int g = 0; g < ng; ++g) {
+        const int k = s * ng + g;
+        const __m512i a = _mm512_loadu_si512(pb + static_cast<std::size_t>(k) * 64);
 #pragma GCC unroll 8
         for (int r = 0; r < 8; ++r)
-            p[r] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int g = 0; g < ng; ++g) {
-            const int k = s * ng + g;
-            const __m512i a = _mm512_loadu_si512(pb + static_cast<std::size_t>(k) * 64);
-#pragma GCC unroll 8
-            for (int r = 0; r < 8; ++r)
-                p[r] = _mm512_dpbusd_epi32(p[r], _mm512_set1_epi32(static_cast<int>(load_u32(w[r]->codes + 4 * k))), a);
-        }
-        if constexpr (D::bias_shift >= 0) {
-            const __m512i bias = _mm512_slli_epi32(sub_sums[s], D::bias_shift);
-#pragma GCC unroll 8
-            for (int r = 0; r < 8; ++r)
-                p[r] = _mm512_sub_epi32(p[r], bias);
-        }
-#pragma GCC unroll 8
-        for (int r = 0; r < 8; ++r)
-            s1[r] = _mm512_add_epi32(s1[r], _mm512_mullo_epi32(p[r], _mm512_set1_epi32(w[r]->scales[s])));
+            p[r] = _mm512_dpbusd_epi32(p[r], _mm512_set1_epi32(static_cast<int>(load_u32(w[r]->codes + 4 * k))), a);
     }
-    const __m512 d8 = _mm512_loadu_ps(pb + kPanelQuantBytes + kPanelSumBytes);
+    if constexpr (D::bias_shift >= 0) {
+        const __m512i bias = _mm512_slli_epi32(sub_sums[s], D::bias_shift);
 #pragma GCC unroll 8
-    for (int r = 0; r < 8; ++r) {
-        __m512 res = _mm512_mul_ps(_mm512_set1_ps(w[r]->d), _mm512_cvtepi32_ps(s1[r]));
-        if constexpr (D::has_min) {
-            __m512i s2 = _mm512_setzero_si512();
-#pragma GCC unroll 16
-            for (int s = 0; s < ns; ++s)
-                s2 = _mm512_add_epi32(s2, _mm512_mullo_epi32(sub_sums[s], _mm512_set1_epi32(w[r]->mins[s])));
-            res = _mm512_fnmadd_ps(_mm512_set1_ps(w[r]->dmin), _mm512_cvtepi32_ps(s2), res);
-        }
-        acc[r] = _mm512_fmadd_ps(res, d8, acc[r]);
+        for (int r = 0; r < 8; ++r)
+            p[r] = _mm512_sub_epi32(p[r], bias);
     }
 }
 
-template <GgmlType T>
-void tiled_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, const uint8_t* panels, int64_t n_tokens,
-                int64_t n, float* y, int64_t y_stride)
+inline __m512i scaled(__m512i v, int32_t scale)
 {
+    return _mm512_mullo_epi32(v, _mm512_set1_epi32(scale));
+}
+
+// The tiled order: per block res = d·s1, res = fma(−dmin, s2, res), acc = fma(res, d8, acc).
+template <GgmlType Type> struct TiledOrder {
+    static constexpr GgmlType T = Type;
+    using D = Decode<T>;
+    static void block(const DecodedBlock* const w[8], const uint8_t* pb, __m512 acc[8], __m512* /*acc_min*/)
+    {
+        constexpr int ns = 256 / D::sub;
+        __m512i sub_sums[ns];
+        sub_block_sums<D::sub>(pb, sub_sums);
+        __m512i s1[8];
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; ++r)
+            s1[r] = _mm512_setzero_si512();
+        for (int s = 0; s < ns; ++s) {
+            __m512i p[8];
+            sub_block_products<T>(w, pb, s, sub_sums, p);
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; ++r)
+                s1[r] = _mm512_add_epi32(s1[r], scaled(p[r], w[r]->scales[s]));
+        }
+        const __m512 d8 = _mm512_loadu_ps(pb + kPanelQuantBytes + kPanelSumBytes);
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; ++r) {
+            __m512 res = _mm512_mul_ps(_mm512_set1_ps(w[r]->d), _mm512_cvtepi32_ps(s1[r]));
+            if constexpr (D::has_min) {
+                __m512i s2 = _mm512_setzero_si512();
+#pragma GCC unroll 16
+                for (int s = 0; s < ns; ++s)
+                    s2 = _mm512_add_epi32(s2, scaled(sub_sums[s], w[r]->mins[s]));
+                res = _mm512_fnmadd_ps(_mm512_set1_ps(w[r]->dmin), _mm512_cvtepi32_ps(s2), res);
+            }
+            acc[r] = _mm512_fmadd_ps(res, d8, acc[r]);
+        }
+    }
+    static __m512 finish(__m512 acc, __m512 /*acc_min*/)
+    {
+        return acc;
+    }
+};
+
+// llama.cpp's repacked Q4_K order (dot_repacked_q4_k and _gemm): acc = fma(s1, d·d8, acc) and acc_min =
+// fma(s2, dmin·d8, acc_min) per block (its gemv) or per pair of sub-blocks (its gemm); acc − acc_min.
+template <bool Gemm> struct RepackedQ4kOrder {
+    static constexpr GgmlType T = GgmlType::Q4_K;
+    static void block(const DecodedBlock* const w[8], const uint8_t* pb, __m512 acc[8], __m512 acc_min[8])
+    {
+        constexpr int per_step = Gemm ? 2 : 8; // sub-blocks per float step
+        __m512i sub_sums[8];
+        sub_block_sums<32>(pb, sub_sums);
+        const __m512 d8 = _mm512_loadu_ps(pb + kPanelQuantBytes + kPanelSumBytes);
+        __m512i s1[8];
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; ++r)
+            s1[r] = _mm512_setzero_si512();
+        for (int s = 0; s < 8; ++s) {
+            __m512i p[8];
+            sub_block_products<T>(w, pb, s, sub_sums, p);
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; ++r)
+                s1[r] = _mm512_add_epi32(s1[r], scaled(p[r], w[r]->scales[s]));
+            if (s % per_step == per_step - 1) {
+#pragma GCC unroll 8
+                for (int r = 0; r < 8; ++r) {
+                    acc[r] =
+                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1[r]), _mm512_mul_ps(_mm512_set1_ps(w[r]->d), d8), acc[r]);
+                    s1[r] = _mm512_setzero_si512();
+                }
+            }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; ++r) {
+            const __m512 dmin = _mm512_mul_ps(_mm512_set1_ps(w[r]->dmin), d8);
+            for (int s0 = 0; s0 < 8; s0 += per_step) {
+                __m512i s2 = _mm512_setzero_si512();
+                for (int s = s0; s < s0 + per_step; ++s)
+                    s2 = _mm512_add_epi32(s2, scaled(sub_sums[s], w[r]->mins[s]));
+                acc_min[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s2), dmin, acc_min[r]);
+            }
+        }
+    }
+    static __m512 finish(__m512 acc, __m512 acc_min)
+    {
+        return _mm512_sub_ps(acc, acc_min);
+    }
+};
+
+// Decodes sixteen rows at a time, then runs Order over every panel for eight rows at a time; stores
+// tokens [t_begin, t_end) only.
+template <class Order>
+void tiled_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, const uint8_t* panels, int64_t t_begin,
+                int64_t t_end, int64_t n, float* y, int64_t y_stride)
+{
+    constexpr GgmlType T = Order::T;
     constexpr std::size_t block_bytes = portable::KLayout<T>::block_bytes;
     const int64_t nb = n / 256;
     const std::size_t panel_bytes = static_cast<std::size_t>(nb) * kPanelBlockBytes;
@@ -224,25 +299,25 @@ void tiled_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, const ui
                 else
                     o = DecodedBlock{}; // a missing row: zeros, never stored
             }
-        for (int64_t t0 = 0; t0 < n_tokens; t0 += kTiledPanelTokens) {
+        for (int64_t t0 = t_begin - t_begin % kTiledPanelTokens; t0 < t_end; t0 += kTiledPanelTokens) {
             const uint8_t* panel = panels + static_cast<std::size_t>(t0 / kTiledPanelTokens) * panel_bytes;
-            const int tokens = static_cast<int>(std::min<int64_t>(kTiledPanelTokens, n_tokens - t0));
             for (int h = 0; h < rows; h += 8) {
-                __m512 acc[8];
+                __m512 acc[8], acc_min[8];
                 for (int r = 0; r < 8; ++r)
-                    acc[r] = _mm512_setzero_ps();
+                    acc[r] = acc_min[r] = _mm512_setzero_ps();
                 for (int64_t b = 0; b < nb; ++b) {
                     const DecodedBlock* wb[8];
                     for (int r = 0; r < 8; ++r)
                         wb[r] = &decoded[static_cast<std::size_t>((h + r) * nb + b)];
-                    block_8x16<T>(wb, panel + static_cast<std::size_t>(b) * kPanelBlockBytes, acc);
+                    Order::block(wb, panel + static_cast<std::size_t>(b) * kPanelBlockBytes, acc, acc_min);
                 }
                 alignas(64) float out[8][kTiledPanelTokens];
                 for (int r = 0; r < 8; ++r)
-                    _mm512_store_ps(out[r], acc[r]);
+                    _mm512_store_ps(out[r], Order::finish(acc[r], acc_min[r]));
+                const int64_t first = std::max(t0, t_begin), last = std::min(t0 + kTiledPanelTokens, t_end);
                 for (int r = 0; r < std::min(8, rows - h); ++r)
-                    for (int t = 0; t < tokens; ++t)
-                        y[(t0 + t) * y_stride + r0 + h + r] = out[r][t];
+                    for (int64_t t = first; t < last; ++t)
+                        y[t * y_stride + r0 + h + r] = out[r][t - t0];
             }
         }
     }
@@ -254,20 +329,27 @@ TiledGemmFn tiled_gemm_avx512(GgmlType type)
 {
     switch (type) {
     case GgmlType::Q2_K:
-        return tiled_gemm<GgmlType::Q2_K>;
+        return tiled_gemm<TiledOrder<GgmlType::Q2_K>>;
     case GgmlType::Q3_K:
-        return tiled_gemm<GgmlType::Q3_K>;
+        return tiled_gemm<TiledOrder<GgmlType::Q3_K>>;
     case GgmlType::Q4_K:
-        return tiled_gemm<GgmlType::Q4_K>;
+        return tiled_gemm<TiledOrder<GgmlType::Q4_K>>;
     case GgmlType::Q5_K:
-        return tiled_gemm<GgmlType::Q5_K>;
+        return tiled_gemm<TiledOrder<GgmlType::Q5_K>>;
     case GgmlType::Q6_K:
-        return tiled_gemm<GgmlType::Q6_K>;
+        return tiled_gemm<TiledOrder<GgmlType::Q6_K>>;
     case GgmlType::IQ4_XS:
-        return tiled_gemm<GgmlType::IQ4_XS>;
+        return tiled_gemm<TiledOrder<GgmlType::IQ4_XS>>;
     default:
         return nullptr;
     }
+}
+
+TiledGemmFn repacked_gemm_avx512(GgmlType type, bool gemm)
+{
+    if (type != GgmlType::Q4_K)
+        return nullptr;
+    return gemm ? tiled_gemm<RepackedQ4kOrder<true>> : tiled_gemm<RepackedQ4kOrder<false>>;
 }
 
 } // namespace engine::simd
