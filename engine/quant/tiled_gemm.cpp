@@ -5,40 +5,75 @@
 #include "quant/simd/vec_dot_simd.h"
 #include "quant/vec_dot.h"
 
+#include "util/fp16.h"
+
 #include <cstring>
 
 namespace engine {
 
 namespace {
-// One 256-element block of a panel: 64 groups of four quants × 16 tokens, 16 per-16 sums × 16
-// tokens (int32), 16 scales. A multiple of 64 bytes, so every part stays aligned.
-constexpr std::size_t kQuantBytes = 64 * kTiledPanelTokens * 4;
-constexpr std::size_t kSumBytes = 16 * kTiledPanelTokens * sizeof(int32_t);
-constexpr std::size_t kBlockBytes = kQuantBytes + kSumBytes + kTiledPanelTokens * sizeof(float);
-static_assert(kBlockBytes % 64 == 0);
-} // namespace
+// One block of a panel: the quants of sixteen tokens in groups of four, the per-group sums (int32,
+// sixteen tokens each), sixteen scales. Multiples of 64 bytes, so every part stays aligned.
+struct PanelBlock {
+    int elements, sum_width;
+    constexpr std::size_t quant_bytes() const { return static_cast<std::size_t>(elements) * kTiledPanelTokens; }
+    constexpr std::size_t sum_bytes() const
+    {
+        return static_cast<std::size_t>(elements / sum_width) * kTiledPanelTokens * 4;
+    }
+    constexpr std::size_t bytes() const { return quant_bytes() + sum_bytes() + kTiledPanelTokens * sizeof(float); }
+};
+constexpr PanelBlock kQ8K{256, 16}, kQ80{32, 32};
+static_assert(kQ8K.bytes() % 64 == 0 && kQ80.bytes() % 64 == 0);
 
-std::size_t tiled_panel_bytes(int64_t n)
+template <class Block, int Elements, int SumWidth>
+void pack_blocks(const uint8_t* rows, std::size_t row_bytes, int count, int64_t n, uint8_t* panel)
 {
-    return static_cast<std::size_t>(n / 256) * kBlockBytes;
-}
-
-void pack_tiled_panel(const uint8_t* rows, std::size_t row_bytes, int count, int64_t n, uint8_t* panel)
-{
-    std::memset(panel, 0, tiled_panel_bytes(n));
-    for (int64_t b = 0; b < n / 256; ++b) {
-        uint8_t* block = panel + static_cast<std::size_t>(b) * kBlockBytes;
-        auto* sums = reinterpret_cast<int32_t*>(block + kQuantBytes);
-        auto* scales = reinterpret_cast<float*>(block + kQuantBytes + kSumBytes);
+    constexpr PanelBlock layout{Elements, SumWidth};
+    for (int64_t b = 0; b < n / Elements; ++b) {
+        uint8_t* block = panel + static_cast<std::size_t>(b) * layout.bytes();
+        auto* sums = reinterpret_cast<int32_t*>(block + layout.quant_bytes());
+        auto* scales = reinterpret_cast<float*>(block + layout.quant_bytes() + layout.sum_bytes());
         for (int t = 0; t < count; ++t) {
-            const auto& y = reinterpret_cast<const BlockQ8_K*>(rows + static_cast<std::size_t>(t) * row_bytes)[b];
-            for (int g = 0; g < 64; ++g)
+            const auto& y = reinterpret_cast<const Block*>(rows + static_cast<std::size_t>(t) * row_bytes)[b];
+            for (int g = 0; g < Elements / 4; ++g)
                 std::memcpy(block + (g * kTiledPanelTokens + t) * 4, y.qs + 4 * g, 4);
-            for (int g = 0; g < 16; ++g)
-                sums[g * kTiledPanelTokens + t] = y.bsums[g];
-            scales[t] = y.d;
+            if constexpr (Elements == 256) {
+                for (int g = 0; g < 16; ++g)
+                    sums[g * kTiledPanelTokens + t] = y.bsums[g];
+                scales[t] = y.d;
+            } else {
+                int sum = 0;
+                for (int i = 0; i < Elements; ++i)
+                    sum += y.qs[i];
+                sums[t] = sum;
+                scales[t] = fp16_to_f32(y.d);
+            }
         }
     }
+}
+} // namespace
+
+std::size_t tiled_panel_bytes(ActivationFormat format, int64_t n)
+{
+    switch (format) {
+    case ActivationFormat::Q8_K:
+        return static_cast<std::size_t>(n / 256) * kQ8K.bytes();
+    case ActivationFormat::Q8_0:
+        return static_cast<std::size_t>(n / 32) * kQ80.bytes();
+    default:
+        return 0;
+    }
+}
+
+void pack_tiled_panel(ActivationFormat format, const uint8_t* rows, std::size_t row_bytes, int count, int64_t n,
+                      uint8_t* panel)
+{
+    std::memset(panel, 0, tiled_panel_bytes(format, n));
+    if (format == ActivationFormat::Q8_K)
+        pack_blocks<BlockQ8_K, 256, 16>(rows, row_bytes, count, n, panel);
+    else if (format == ActivationFormat::Q8_0)
+        pack_blocks<BlockQ8_0, 32, 32>(rows, row_bytes, count, n, panel);
 }
 
 TiledGemmFn tiled_gemm_for(GgmlType type)

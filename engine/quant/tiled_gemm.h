@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #pragma once
 
+#include "quant/activation_quant.h"
 #include "quant/ggml_type.h"
 
 #include <cstddef>
@@ -17,13 +18,16 @@ namespace engine {
 // Tokens in one panel: the zmm lanes of the kernel.
 inline constexpr int kTiledPanelTokens = 16;
 
-// Bytes of one panel of sixteen Q8_K activation rows of n elements (n a multiple of 256).
-std::size_t tiled_panel_bytes(int64_t n);
+// Bytes of one panel of sixteen activation rows of n elements in `format` (Q8_K, or Q8_0 for the
+// repacked Q4_0 and IQ4_NL orders; 0 for other formats).
+std::size_t tiled_panel_bytes(ActivationFormat format, int64_t n);
 
-// Packs `count` (≤ 16) Q8_K rows of n elements, row_bytes apart, into one panel: per 256-element
-// block, the quants as [group of 4][token][4 bytes], the per-16 sums widened to int32 as
-// [group of 16][token], the scales as [token]. Missing tokens are zero (their results are not used).
-void pack_tiled_panel(const uint8_t* rows, std::size_t row_bytes, int count, int64_t n, uint8_t* panel);
+// Packs `count` (≤ 16) quantized rows of n elements, row_bytes apart, into one panel: per block (256
+// elements of Q8_K, 32 of Q8_0), the quants as [group of 4][token][4 bytes], the sums of each 16 (Q8_K)
+// or 32 (Q8_0) quants as int32 [group][token], the scales as f32 [token]. Missing tokens are zero
+// (their results are not used).
+void pack_tiled_panel(ActivationFormat format, const uint8_t* rows, std::size_t row_bytes, int count, int64_t n,
+                      uint8_t* panel);
 
 // y[t · y_stride + r] = dot_k_tiled(row r of w, token t) for r < n_rows (rows w_row_bytes apart) and
 // t_begin ≤ t < t_end, token t in panel t / 16 of consecutive panels of pack_tiled_panel (from token
@@ -34,8 +38,8 @@ using TiledGemmFn = void (*)(const void* w, std::size_t w_row_bytes, int64_t n_r
 // The CPU's tiled matmul for `type` (AVX-512 VNNI: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS); nullptr where
 // the CPU (or $TOKENSCOPE_SIMD) has none — then the one-, four- and eight-row kernels run.
 TiledGemmFn tiled_gemm_for(GgmlType type);
-// The same engine in llama.cpp's repacked order (vec_dot_repacked(type, gemm)'s bits) for Q4_K; nullptr for
-// other types and where the CPU has none.
+// The same engine in llama.cpp's repacked order (vec_dot_repacked(type, gemm)'s bits) for Q4_K (Q8_K
+// panels), Q4_0 and IQ4_NL (Q8_0 panels); nullptr for other types and where the CPU has none.
 TiledGemmFn repacked_gemm_for(GgmlType type, bool gemm);
 
 } // namespace engine

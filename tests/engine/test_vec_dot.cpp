@@ -16,6 +16,7 @@
 #include <QTest>
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <random>
 
 using namespace engine;
@@ -130,25 +131,29 @@ private slots:
 
 void TestVecDot::tiledMatmulMatchesTiledOrder()
 {
-    // The tiled matmul (many rows and tokens at once) gives the portable tiled order's bits for every
-    // row and token (Q4_K also in the repacked orders): random blocks, blocks of random bytes (every code, scale and
-    // minimum extreme), 21 rows (not whole groups of eight or sixteen) and token counts around the 16-token panels.
+    // The tiled matmul (many rows and tokens at once) gives the row kernels' bits for every row and
+    // token: the tiled order for k-quants and IQ4_XS, llama.cpp's repacked orders for Q4_K (its gemm's
+    // and gemv's), Q4_0 and IQ4_NL. Random blocks, blocks of random bytes (every code, scale and
+    // minimum extreme), 21 rows (not whole groups of eight or sixteen), token counts around the
+    // 16-token panels, a row of activations at ±127.
     QFETCH(QString, type);
     const GgmlType gt = *ggml_type_from_name(type.toStdString());
-    const VecDotFn reference = vec_dot_tiled_scalar(gt);
-    if (!reference)
-        QSKIP("not a type of the tiled order");
-    const TiledGemmFn gemm = tiled_gemm_for(gt);
-    if (!gemm)
+    const VecDotFn tiled = vec_dot_tiled_scalar(gt);
+    const bool repacks = llama_cpp_repacks(gt, 8);
+    if (!tiled && !repacks)
+        QSKIP("neither the tiled nor the repacked order: the row kernels only");
+    if (!(tiled ? tiled_gemm_for(gt) : repacked_gemm_for(gt, true)))
         QSKIP("this CPU (or TOKENSCOPE_SIMD) has no tiled matmul (AVX-512 VNNI): the row kernels run instead");
+    const ActivationFormat format = activation_format(gt);
     const int64_t n = 768, rows = 21;
     const std::size_t row_bytes = ggml_row_bytes(ggml_type_traits(gt), n);
     std::vector<uint8_t> w(rows * row_bytes);
     fill_random_tensor(std::as_writable_bytes(std::span(w)), gt, false, 13, 3);
     std::mt19937 rng(17);
-    const std::size_t block_bytes = row_bytes / (n / 256);
+    const int64_t block_elements = ggml_type_traits(gt).block_elements;
+    const std::size_t block_bytes = row_bytes / (n / block_elements);
     for (int64_t r = 11; r < rows; ++r) // random bytes, the block's scale(s) set to finite halves
-        for (int64_t b = 0; b < n / 256; ++b) {
+        for (int64_t b = 0; b < n / block_elements; ++b) {
             uint8_t* block = w.data() + r * row_bytes + b * block_bytes;
             for (std::size_t i = 0; i < block_bytes; ++i)
                 block[i] = static_cast<uint8_t>(rng());
@@ -161,44 +166,45 @@ void TestVecDot::tiledMatmulMatchesTiledOrder()
             if (gt == GgmlType::Q2_K || gt == GgmlType::Q4_K || gt == GgmlType::Q5_K)
                 std::memcpy(block + d + 2, &half, 2);
         }
+    int compared = 0;
     for (const int tokens : {16, 17, 40, 48}) {
-        auto xq = random_activation_rows(ActivationFormat::Q8_K, n, 90 + uint32_t(tokens), std::size_t(tokens));
+        auto xq = random_activation_rows(format, n, 90 + uint32_t(tokens), std::size_t(tokens));
         { // one row of ±1: quants at ±127
             std::vector<float> x(static_cast<std::size_t>(n));
             for (auto& v : x)
                 v = rng() % 2 ? 1.0f : -1.0f;
-            quantize_activations(ActivationFormat::Q8_K, x.data(), xq[1].data(), n);
+            quantize_activations(format, x.data(), xq[1].data(), n);
         }
-        const std::size_t a_bytes = xq[0].size(), panel_bytes = tiled_panel_bytes(n);
+        const std::size_t a_bytes = xq[0].size(), panel_bytes = tiled_panel_bytes(format, n);
         std::vector<uint8_t> joined;
         for (const auto& a : xq)
             joined.insert(joined.end(), a.begin(), a.end());
         const int panels = (tokens + kTiledPanelTokens - 1) / kTiledPanelTokens;
         std::vector<uint8_t> packed(panels * panel_bytes);
         for (int p = 0; p < panels; ++p)
-            pack_tiled_panel(joined.data() + std::size_t(p) * kTiledPanelTokens * a_bytes, a_bytes,
+            pack_tiled_panel(format, joined.data() + std::size_t(p) * kTiledPanelTokens * a_bytes, a_bytes,
                              std::min(kTiledPanelTokens, tokens - p * kTiledPanelTokens), n,
                              packed.data() + p * panel_bytes);
         std::vector<float> y(std::size_t(tokens) * rows, std::nanf(""));
-        gemm(w.data(), row_bytes, rows, packed.data(), 0, tokens, n, y.data(), rows);
-        for (int t = 0; t < tokens; ++t)
-            for (int64_t r = 0; r < rows; ++r)
-                QCOMPARE(std::bit_cast<uint32_t>(y[std::size_t(t) * rows + r]),
-                         std::bit_cast<uint32_t>(reference(w.data() + r * row_bytes, xq[t].data(), n)));
-        if (gt != GgmlType::Q4_K)
-            continue;
-        // Q4_K in llama.cpp's repacked order too: its gemm's tokens, then the gemv's from a token inside
-        // a panel (only those stored)
-        const int split = tokens - tokens % 4 - (tokens > 20 ? 4 : 0);
-        std::fill(y.begin(), y.end(), std::nanf(""));
-        repacked_gemm_for(gt, true)(w.data(), row_bytes, rows, packed.data(), 0, split, n, y.data(), rows);
-        repacked_gemm_for(gt, false)(w.data(), row_bytes, rows, packed.data(), split, tokens, n, y.data(), rows);
-        for (int t = 0; t < tokens; ++t)
-            for (int64_t r = 0; r < rows; ++r)
-                QCOMPARE(std::bit_cast<uint32_t>(y[std::size_t(t) * rows + r]),
-                         std::bit_cast<uint32_t>(
-                             vec_dot_repacked_scalar(gt, t < split)(w.data() + r * row_bytes, xq[t].data(), n)));
+        const auto check = [&](const std::function<VecDotFn(int)>& reference) {
+            for (int t = 0; t < tokens; ++t)
+                for (int64_t r = 0; r < rows; ++r, ++compared)
+                    QCOMPARE(std::bit_cast<uint32_t>(y[std::size_t(t) * rows + r]),
+                             std::bit_cast<uint32_t>(reference(t)(w.data() + r * row_bytes, xq[t].data(), n)));
+        };
+        if (tiled) {
+            tiled_gemm_for(gt)(w.data(), row_bytes, rows, packed.data(), 0, tokens, n, y.data(), rows);
+            check([&](int) { return tiled; });
+        }
+        if (repacks) { // the gemm's tokens, then the gemv's from a token inside a panel (only those stored)
+            const int split = tokens - tokens % 4 - (tokens > 20 ? 4 : 0);
+            std::fill(y.begin(), y.end(), std::nanf(""));
+            repacked_gemm_for(gt, true)(w.data(), row_bytes, rows, packed.data(), 0, split, n, y.data(), rows);
+            repacked_gemm_for(gt, false)(w.data(), row_bytes, rows, packed.data(), split, tokens, n, y.data(), rows);
+            check([&](int t) { return vec_dot_repacked_scalar(gt, t < split); });
+        }
     }
+    QVERIFY(compared >= 4 * 21 * 16);
 }
 
 void TestVecDot::avx512KernelsMatchAvx2()

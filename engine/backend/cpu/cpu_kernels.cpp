@@ -154,7 +154,7 @@ bool MatMul::tiled_multiply(ThreadPool& pool, const TensorView& w, int64_t n_tok
     // From this many tokens the tiled matmul beats the eight-row kernels (a panel's lanes are then at
     // least half used, and decoding a row's blocks once pays off).
     constexpr int64_t kMinTokens = 16;
-    if (n_tokens < kMinTokens || m_holds.format != ActivationFormat::Q8_K)
+    if (n_tokens < kMinTokens || tiled_panel_bytes(m_holds.format, w.cols()) == 0)
         return false;
     const int64_t order = exact_order ? std::max<int64_t>(order_batch, 1) : std::max(n_tokens, order_batch);
     const int64_t gemm_tokens = repacked ? repacked_gemm_tokens(n_tokens, order_batch, exact_order) : n_tokens;
@@ -166,15 +166,16 @@ bool MatMul::tiled_multiply(ThreadPool& pool, const TensorView& w, int64_t n_tok
     if (!gemm || (gemm_tokens < n_tokens && !gemv))
         return false;
     const int64_t cols = w.cols(), rows = w.rows();
-    const std::size_t panel_bytes = tiled_panel_bytes(cols), row_bytes = activation_row_bytes(m_holds.format, cols);
+    const std::size_t panel_bytes = tiled_panel_bytes(m_holds.format, cols),
+                      row_bytes = activation_row_bytes(m_holds.format, cols);
     const auto panels = static_cast<std::size_t>((n_tokens + kTiledPanelTokens - 1) / kTiledPanelTokens);
     if (!m_tiled_ready) {
         m_tiled.resize(panels * panel_bytes);
         pool.parallel_for(panels, [&](std::size_t begin, std::size_t end) {
             for (std::size_t p = begin; p < end; ++p) {
                 const int64_t t0 = static_cast<int64_t>(p) * kTiledPanelTokens;
-                pack_tiled_panel(m_quantized.data() + static_cast<std::size_t>(t0) * row_bytes, row_bytes,
-                                 static_cast<int>(std::min<int64_t>(kTiledPanelTokens, n_tokens - t0)), cols,
+                pack_tiled_panel(m_holds.format, m_quantized.data() + static_cast<std::size_t>(t0) * row_bytes,
+                                 row_bytes, static_cast<int>(std::min<int64_t>(kTiledPanelTokens, n_tokens - t0)), cols,
                                  m_tiled.data() + p * panel_bytes);
             }
         });

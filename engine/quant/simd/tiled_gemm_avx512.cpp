@@ -323,6 +323,84 @@ void tiled_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, const ui
     }
 }
 
+// llama.cpp's repacked Q4_0 and IQ4_NL order (dot_repacked_b32, its gemm's and gemv's alike): per
+// 32-element block acc = fma(isum, d·d8, acc). Codes are the values + 8 (Q4_0) or + 128 (IQ4_NL).
+constexpr std::size_t kB32QuantBytes = 32 * kTiledPanelTokens, kB32SumBytes = kTiledPanelTokens * 4;
+constexpr std::size_t kB32BlockBytes = kB32QuantBytes + kB32SumBytes + kTiledPanelTokens * sizeof(float);
+
+template <GgmlType T>
+void repacked_b32_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, const uint8_t* panels, int64_t t_begin,
+                       int64_t t_end, int64_t n, float* y, int64_t y_stride)
+{
+    constexpr int bias_shift = T == GgmlType::Q4_0 ? 3 : 7;
+    const int64_t nb = n / 32;
+    const std::size_t panel_bytes = static_cast<std::size_t>(nb) * kB32BlockBytes;
+    thread_local std::vector<uint8_t> codes; // [row][element]
+    thread_local std::vector<float> scales;  // [row][block]
+    codes.resize(static_cast<std::size_t>(kRows * n));
+    scales.resize(static_cast<std::size_t>(kRows * nb));
+    for (int64_t r0 = 0; r0 < n_rows; r0 += kRows) {
+        const int rows = static_cast<int>(std::min<int64_t>(kRows, n_rows - r0));
+        for (int r = 0; r < kRows; ++r)
+            for (int64_t b = 0; b < nb; ++b) {
+                uint8_t* c = codes.data() + static_cast<std::size_t>(r * n + 32 * b);
+                float& d = scales[static_cast<std::size_t>(r * nb + b)];
+                if (r >= rows) { // a missing row: zeros, never stored
+                    std::memset(c, 0, 32);
+                    d = 0.0f;
+                    continue;
+                }
+                const uint8_t* x = static_cast<const uint8_t*>(w) + static_cast<std::size_t>(r0 + r) * w_row_bytes +
+                                   static_cast<std::size_t>(b) * 18;
+                for (int e = 0; e < 32; ++e)
+                    c[e] = static_cast<uint8_t>(portable::legacy_q<T>(x, e) + (1 << bias_shift));
+                d = half(x);
+            }
+        for (int64_t t0 = t_begin - t_begin % kTiledPanelTokens; t0 < t_end; t0 += kTiledPanelTokens) {
+            const uint8_t* panel = panels + static_cast<std::size_t>(t0 / kTiledPanelTokens) * panel_bytes;
+            for (int h = 0; h < rows; h += 8) {
+                const uint8_t* row_codes[8];
+                const float* row_scales[8];
+                for (int r = 0; r < 8; ++r) {
+                    row_codes[r] = codes.data() + static_cast<std::size_t>((h + r) * n);
+                    row_scales[r] = scales.data() + static_cast<std::size_t>((h + r) * nb);
+                }
+                __m512 acc[8];
+                for (int r = 0; r < 8; ++r)
+                    acc[r] = _mm512_setzero_ps();
+                for (int64_t b = 0; b < nb; ++b) {
+                    const uint8_t* pb = panel + static_cast<std::size_t>(b) * kB32BlockBytes;
+                    __m512i p[8];
+#pragma GCC unroll 8
+                    for (int r = 0; r < 8; ++r)
+                        p[r] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                    for (int g = 0; g < 8; ++g) {
+                        const __m512i a = _mm512_loadu_si512(pb + 64 * g);
+#pragma GCC unroll 8
+                        for (int r = 0; r < 8; ++r)
+                            p[r] = _mm512_dpbusd_epi32(
+                                p[r], _mm512_set1_epi32(static_cast<int>(load_u32(row_codes[r] + 32 * b + 4 * g))), a);
+                    }
+                    const __m512i bias = _mm512_slli_epi32(_mm512_loadu_si512(pb + kB32QuantBytes), bias_shift);
+                    const __m512 d8 = _mm512_loadu_ps(pb + kB32QuantBytes + kB32SumBytes);
+#pragma GCC unroll 8
+                    for (int r = 0; r < 8; ++r)
+                        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(p[r], bias)),
+                                                 _mm512_mul_ps(_mm512_set1_ps(row_scales[r][b]), d8), acc[r]);
+                }
+                alignas(64) float out[8][kTiledPanelTokens];
+                for (int r = 0; r < 8; ++r)
+                    _mm512_store_ps(out[r], acc[r]);
+                const int64_t first = std::max(t0, t_begin), last = std::min(t0 + kTiledPanelTokens, t_end);
+                for (int r = 0; r < std::min(8, rows - h); ++r)
+                    for (int64_t t = first; t < last; ++t)
+                        y[t * y_stride + r0 + h + r] = out[r][t - t0];
+            }
+        }
+    }
+}
+
 } // namespace
 
 TiledGemmFn tiled_gemm_avx512(GgmlType type)
@@ -347,9 +425,16 @@ TiledGemmFn tiled_gemm_avx512(GgmlType type)
 
 TiledGemmFn repacked_gemm_avx512(GgmlType type, bool gemm)
 {
-    if (type != GgmlType::Q4_K)
+    switch (type) {
+    case GgmlType::Q4_K:
+        return gemm ? tiled_gemm<RepackedQ4kOrder<true>> : tiled_gemm<RepackedQ4kOrder<false>>;
+    case GgmlType::Q4_0:
+        return repacked_b32_gemm<GgmlType::Q4_0>;
+    case GgmlType::IQ4_NL:
+        return repacked_b32_gemm<GgmlType::IQ4_NL>;
+    default:
         return nullptr;
-    return gemm ? tiled_gemm<RepackedQ4kOrder<true>> : tiled_gemm<RepackedQ4kOrder<false>>;
+    }
 }
 
 } // namespace engine::simd
