@@ -61,6 +61,10 @@ std::size_t tiled_panel_bytes(ActivationFormat format, int64_t n)
         return static_cast<std::size_t>(n / 256) * kQ8K.bytes();
     case ActivationFormat::Q8_0:
         return static_cast<std::size_t>(n / 32) * kQ80.bytes();
+    case ActivationFormat::F32:
+    case ActivationFormat::F16:
+    case ActivationFormat::BF16:
+        return static_cast<std::size_t>(n) * kTiledPanelTokens * sizeof(float);
     default:
         return 0;
     }
@@ -74,6 +78,19 @@ void pack_tiled_panel(ActivationFormat format, const uint8_t* rows, std::size_t 
         pack_blocks<BlockQ8_K, 256, 16>(rows, row_bytes, count, n, panel);
     else if (format == ActivationFormat::Q8_0)
         pack_blocks<BlockQ8_0, 32, 32>(rows, row_bytes, count, n, panel);
+    else
+        for (int t = 0; t < count; ++t) {
+            const uint8_t* row = rows + static_cast<std::size_t>(t) * row_bytes;
+            auto* out = reinterpret_cast<float*>(panel) + static_cast<std::size_t>(t) * n;
+            for (int64_t i = 0; i < n; ++i) {
+                uint16_t h = 0;
+                if (format != ActivationFormat::F32)
+                    std::memcpy(&h, row + 2 * i, 2);
+                out[i] = format == ActivationFormat::F16    ? fp16_to_f32(h)
+                         : format == ActivationFormat::BF16 ? bf16_to_f32(h)
+                                                            : reinterpret_cast<const float*>(row)[i];
+            }
+        }
 }
 
 TiledGemmFn tiled_gemm_for(GgmlType type)
@@ -81,6 +98,13 @@ TiledGemmFn tiled_gemm_for(GgmlType type)
     if (simd_level() != SimdLevel::Avx512)
         return nullptr;
     return simd::tiled_gemm_avx512(type);
+}
+
+TiledGemmFn float_gemm_for(GgmlType type, int64_t n)
+{
+    if (simd_level() != SimdLevel::Avx512 || n % 8 != 0)
+        return nullptr;
+    return simd::float_gemm_avx512(type);
 }
 
 TiledGemmFn repacked_gemm_for(GgmlType type, bool gemm)

@@ -19,13 +19,13 @@ namespace engine {
 inline constexpr int kTiledPanelTokens = 16;
 
 // Bytes of one panel of sixteen activation rows of n elements in `format` (Q8_K, or Q8_0 for the
-// repacked Q4_0 and IQ4_NL orders; 0 for other formats).
+// repacked Q4_0 and IQ4_NL orders, or F32/F16/BF16 held as f32 rows; 0 for Q8_1).
 std::size_t tiled_panel_bytes(ActivationFormat format, int64_t n);
 
 // Packs `count` (≤ 16) quantized rows of n elements, row_bytes apart, into one panel: per block (256
 // elements of Q8_K, 32 of Q8_0), the quants as [group of 4][token][4 bytes], the sums of each 16 (Q8_K)
-// or 32 (Q8_0) quants as int32 [group][token], the scales as f32 [token]. Missing tokens are zero
-// (their results are not used).
+// or 32 (Q8_0) quants as int32 [group][token], the scales as f32 [token]; float formats as f32 rows, token
+// after token. Missing tokens are zero (their results are not used).
 void pack_tiled_panel(ActivationFormat format, const uint8_t* rows, std::size_t row_bytes, int count, int64_t n,
                       uint8_t* panel);
 
@@ -41,5 +41,8 @@ TiledGemmFn tiled_gemm_for(GgmlType type);
 // The same engine in llama.cpp's repacked order (vec_dot_repacked(type, gemm)'s bits) for Q4_K (Q8_K
 // panels), Q4_0 and IQ4_NL (Q8_0 panels); nullptr for other types and where the CPU has none.
 TiledGemmFn repacked_gemm_for(GgmlType type, bool gemm);
+// llama.cpp's batched (llamafile) order for F32, F16 and BF16 rows of a multiple of 8 (dot_float_batched's
+// bits), the panels f32 rows (the F16/BF16 activations widened); nullptr elsewhere.
+TiledGemmFn float_gemm_for(GgmlType type, int64_t n);
 
 } // namespace engine

@@ -133,26 +133,27 @@ void TestVecDot::tiledMatmulMatchesTiledOrder()
 {
     // The tiled matmul (many rows and tokens at once) gives the row kernels' bits for every row and
     // token: the tiled order for k-quants and IQ4_XS, llama.cpp's repacked orders for Q4_K (its gemm's
-    // and gemv's), Q4_0 and IQ4_NL. Random blocks, blocks of random bytes (every code, scale and
-    // minimum extreme), 21 rows (not whole groups of eight or sixteen), token counts around the
+    // and gemv's), Q4_0 and IQ4_NL, its batched order for F32, F16 and BF16. Random blocks, blocks of random bytes
+    // (every code, scale and minimum extreme), 21 rows (not whole groups of eight or sixteen), token counts around the
     // 16-token panels, a row of activations at ±127.
     QFETCH(QString, type);
     const GgmlType gt = *ggml_type_from_name(type.toStdString());
+    const int64_t n = 768, rows = 21;
     const VecDotFn tiled = vec_dot_tiled_scalar(gt);
     const bool repacks = llama_cpp_repacks(gt, 8);
-    if (!tiled && !repacks)
-        QSKIP("neither the tiled nor the repacked order: the row kernels only");
-    if (!(tiled ? tiled_gemm_for(gt) : repacked_gemm_for(gt, true)))
+    const bool is_float = gt == GgmlType::F32 || gt == GgmlType::F16 || gt == GgmlType::BF16;
+    if (!tiled && !repacks && !is_float)
+        QSKIP("neither the tiled, the repacked nor the batched float order: the row kernels only");
+    if (!(tiled ? tiled_gemm_for(gt) : repacks ? repacked_gemm_for(gt, true) : float_gemm_for(gt, n)))
         QSKIP("this CPU (or TOKENSCOPE_SIMD) has no tiled matmul (AVX-512 VNNI): the row kernels run instead");
     const ActivationFormat format = activation_format(gt);
-    const int64_t n = 768, rows = 21;
     const std::size_t row_bytes = ggml_row_bytes(ggml_type_traits(gt), n);
     std::vector<uint8_t> w(rows * row_bytes);
     fill_random_tensor(std::as_writable_bytes(std::span(w)), gt, false, 13, 3);
     std::mt19937 rng(17);
     const int64_t block_elements = ggml_type_traits(gt).block_elements;
     const std::size_t block_bytes = row_bytes / (n / block_elements);
-    for (int64_t r = 11; r < rows; ++r) // random bytes, the block's scale(s) set to finite halves
+    for (int64_t r = is_float ? rows : 11; r < rows; ++r) // random bytes, the block's scale(s) set to finite halves
         for (int64_t b = 0; b < n / block_elements; ++b) {
             uint8_t* block = w.data() + r * row_bytes + b * block_bytes;
             for (std::size_t i = 0; i < block_bytes; ++i)
@@ -192,6 +193,10 @@ void TestVecDot::tiledMatmulMatchesTiledOrder()
                     QCOMPARE(std::bit_cast<uint32_t>(y[std::size_t(t) * rows + r]),
                              std::bit_cast<uint32_t>(reference(t)(w.data() + r * row_bytes, xq[t].data(), n)));
         };
+        if (is_float) { // llama.cpp's batched (llamafile) order
+            float_gemm_for(gt, n)(w.data(), row_bytes, rows, packed.data(), 0, tokens, n, y.data(), rows);
+            check([&](int) { return vec_dot_batched_scalar(gt, n); });
+        }
         if (tiled) {
             tiled_gemm_for(gt)(w.data(), row_bytes, rows, packed.data(), 0, tokens, n, y.data(), rows);
             check([&](int) { return tiled; });

@@ -151,17 +151,18 @@ int64_t repacked_gemm_tokens(int64_t n_tokens, int64_t order_batch, bool exact_o
 bool MatMul::tiled_multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, float* y, int64_t order_batch,
                             bool repacked, bool exact_order)
 {
-    // From this many tokens the tiled matmul beats the eight-row kernels (a panel's lanes are then at
-    // least half used, and decoding a row's blocks once pays off).
+    // From this many tokens the tiled matmuls beat the row kernels (a panel's lanes are then at least
+    // half used, and decoding a row's blocks once pays off).
     constexpr int64_t kMinTokens = 16;
     if (n_tokens < kMinTokens || tiled_panel_bytes(m_holds.format, w.cols()) == 0)
         return false;
     const int64_t order = exact_order ? std::max<int64_t>(order_batch, 1) : std::max(n_tokens, order_batch);
     const int64_t gemm_tokens = repacked ? repacked_gemm_tokens(n_tokens, order_batch, exact_order) : n_tokens;
-    const TiledGemmFn gemm = repacked ? repacked_gemm_for(w.type(), true)
-                             : order >= portable::kTiledMinBatch && vec_dot_tiled_scalar(w.type())
-                                 ? tiled_gemm_for(w.type())
-                                 : nullptr;
+    const TiledGemmFn gemm =
+        repacked                                                              ? repacked_gemm_for(w.type(), true)
+        : order >= 2 && vec_dot_batched_scalar(w.type(), w.cols())            ? float_gemm_for(w.type(), w.cols())
+        : order >= portable::kTiledMinBatch && vec_dot_tiled_scalar(w.type()) ? tiled_gemm_for(w.type())
+                                                                              : nullptr;
     const TiledGemmFn gemv = repacked ? repacked_gemm_for(w.type(), false) : nullptr;
     if (!gemm || (gemm_tokens < n_tokens && !gemv))
         return false;

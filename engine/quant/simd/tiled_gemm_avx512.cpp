@@ -5,6 +5,7 @@
 // each lane), scales the sub-block sums in integers, and does the block's three float operations on
 // sixteen tokens at once. Compiled with -mavx512vnni; reached only through tiled_gemm_for.
 #include "quant/simd/vec_dot_simd.h"
+#include "quant/simd/x86_block_helpers.h"
 #include "quant/vec_dot_portable.h"
 
 // GCC 12's AVX-512 headers start some results from _mm512_undefined_*(), which its flow analysis
@@ -18,8 +19,6 @@
 
 namespace engine::simd {
 namespace { // NOLINT(cert-dcl59-cpp,google-build-namespaces): one translation unit's kernels
-
-using portable::half;
 
 // One weight row's 256-element block, decoded: value e is codes[e] − Bias (an unsigned byte, what
 // vpdpbusd multiplies), sub-block s has scale scales[s] and minimum mins[s].
@@ -401,6 +400,76 @@ void repacked_b32_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, c
     }
 }
 
+// llama.cpp's batched (llamafile) order for float weights (dot_float_batched): per (row, token) one
+// 8-lane accumulator, acc = fma(w[i..i+8], a[i..i+8], acc) along the row, then hsum. Two rows share a
+// 512-bit register (one per 256-bit half), their eight values decoded to f32 once per thread; a token's
+// eight values are broadcast to both halves. Eight rows × four tokens per pass (sixteen accumulators).
+template <GgmlType T> inline __m256 load_weights8(const uint8_t* row, int64_t i)
+{
+    if constexpr (T == GgmlType::F32) {
+        return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+    } else if constexpr (T == GgmlType::F16) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+    } else {
+        const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+    }
+}
+
+template <GgmlType T>
+void float_batched_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, const uint8_t* panels, int64_t t_begin,
+                        int64_t t_end, int64_t n, float* y, int64_t y_stride)
+{
+    constexpr int kTokens = 6;
+    const int64_t steps = n / 8;
+    const auto* a = reinterpret_cast<const float*>(panels); // f32 rows, token after token
+    thread_local std::vector<float> packed;                 // [step][pair][16]: rows 2p, 2p + 1
+    packed.resize(static_cast<std::size_t>(steps * 64));
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 8) {
+        const int rows = static_cast<int>(std::min<int64_t>(8, n_rows - r0));
+        for (int r = 0; r < 8; ++r) {
+            const auto* row =
+                static_cast<const uint8_t*>(w) + static_cast<std::size_t>(r0 + std::min(r, rows - 1)) * w_row_bytes;
+            float* out = packed.data() + (r / 2) * 16 + (r % 2) * 8;
+            for (int64_t j = 0; j < steps; ++j)
+                _mm256_storeu_ps(out + j * 64, r < rows ? load_weights8<T>(row, 8 * j) : _mm256_setzero_ps());
+        }
+        for (int64_t t0 = t_begin; t0 < t_end; t0 += kTokens) {
+            const int tokens = static_cast<int>(std::min<int64_t>(kTokens, t_end - t0));
+            const float* at[kTokens];
+            for (int t = 0; t < kTokens; ++t)
+                at[t] = a + (t0 + std::min(t, tokens - 1)) * n;
+            __m512 acc[4][kTokens];
+#pragma GCC unroll 6
+            for (int p = 0; p < 4; ++p)
+#pragma GCC unroll 6
+                for (int t = 0; t < kTokens; ++t)
+                    acc[p][t] = _mm512_setzero_ps();
+            const float* wp = packed.data();
+            for (int64_t j = 0; j < steps; ++j, wp += 64) {
+                const __m512 w0 = _mm512_loadu_ps(wp), w1 = _mm512_loadu_ps(wp + 16), w2 = _mm512_loadu_ps(wp + 32),
+                             w3 = _mm512_loadu_ps(wp + 48);
+#pragma GCC unroll 6
+                for (int t = 0; t < kTokens; ++t) {
+                    const __m512 x = _mm512_broadcast_f32x8(_mm256_loadu_ps(at[t] + 8 * j));
+                    acc[0][t] = _mm512_fmadd_ps(w0, x, acc[0][t]);
+                    acc[1][t] = _mm512_fmadd_ps(w1, x, acc[1][t]);
+                    acc[2][t] = _mm512_fmadd_ps(w2, x, acc[2][t]);
+                    acc[3][t] = _mm512_fmadd_ps(w3, x, acc[3][t]);
+                }
+            }
+            for (int p = 0; p < 4; ++p)
+                for (int t = 0; t < tokens; ++t) {
+                    float* dst = y + (t0 + t) * y_stride + r0 + 2 * p;
+                    if (2 * p < rows)
+                        dst[0] = hsum(_mm512_castps512_ps256(acc[p][t]));
+                    if (2 * p + 1 < rows)
+                        dst[1] = hsum(_mm512_extractf32x8_ps(acc[p][t], 1));
+                }
+        }
+    }
+}
+
 } // namespace
 
 TiledGemmFn tiled_gemm_avx512(GgmlType type)
@@ -418,6 +487,20 @@ TiledGemmFn tiled_gemm_avx512(GgmlType type)
         return tiled_gemm<TiledOrder<GgmlType::Q6_K>>;
     case GgmlType::IQ4_XS:
         return tiled_gemm<TiledOrder<GgmlType::IQ4_XS>>;
+    default:
+        return nullptr;
+    }
+}
+
+TiledGemmFn float_gemm_avx512(GgmlType type)
+{
+    switch (type) {
+    case GgmlType::F32:
+        return float_batched_gemm<GgmlType::F32>;
+    case GgmlType::F16:
+        return float_batched_gemm<GgmlType::F16>;
+    case GgmlType::BF16:
+        return float_batched_gemm<GgmlType::BF16>;
     default:
         return nullptr;
     }

@@ -55,5 +55,6 @@ VecDotRows8x4Fn vec_dot_repacked_rows8x4_avx512(GgmlType type, bool gemm);
 // The tiled order for many rows and tokens at once (tiled_gemm.h; tiled_gemm_avx512.cpp).
 TiledGemmFn tiled_gemm_avx512(GgmlType type);
 TiledGemmFn repacked_gemm_avx512(GgmlType type, bool gemm);
+TiledGemmFn float_gemm_avx512(GgmlType type);
 
 } // namespace engine::simd
