@@ -29,8 +29,19 @@ struct alignas(64) DecodedBlock {
     float d, dmin;
 };
 
+// 32 bytes of 2-bit fields at bit offset `shift`.
+inline __m256i bits2(const uint8_t* src, int shift)
+{
+    return _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)), shift),
+                            _mm256_set1_epi8(3));
+}
+inline void store32(uint8_t* dst, __m256i v)
+{
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), v);
+}
+
 // Per type: sub-block width, whether it has minimums, its code bias (a power of two: shifted), and
-// how a block decodes.
+// how a block decodes (SIMD: a prompt decodes every block of every matrix once).
 template <GgmlType T> struct Decode;
 
 template <> struct Decode<GgmlType::Q2_K> {
@@ -38,9 +49,9 @@ template <> struct Decode<GgmlType::Q2_K> {
     static constexpr bool has_min = true;
     static void run(const uint8_t* x, DecodedBlock& o)
     {
-        const uint8_t* qs = x + 16;
-        for (int e = 0; e < 256; ++e)
-            o.codes[e] = static_cast<uint8_t>(portable::low2_of(qs, e));
+        for (int h = 0; h < 2; ++h) // element 128h + 32s + l: bits 2s of qs[32h + l]
+            for (int sh = 0; sh < 4; ++sh)
+                store32(o.codes + 128 * h + 32 * sh, bits2(x + 16 + 32 * h, 2 * sh));
         for (int g = 0; g < 16; ++g) {
             o.scales[g] = x[g] & 0x0F;
             o.mins[g] = x[g] >> 4;
@@ -55,9 +66,12 @@ template <> struct Decode<GgmlType::Q3_K> {
     static constexpr bool has_min = false;
     static void run(const uint8_t* x, DecodedBlock& o)
     {
-        const uint8_t* hmask = x;
-        for (int e = 0; e < 256; ++e)
-            o.codes[e] = static_cast<uint8_t>(portable::low2_of(x + 32, e) | (((hmask[e % 32] >> (e / 32)) & 1) << 2));
+        const __m256i hmask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+        for (int c = 0; c < 8; ++c) { // element 32c + l: low bits 2(c % 4) of qs[32(c / 4) + l], high bit c of hmask[l]
+            const __m256i high = _mm256_and_si256(_mm256_srli_epi16(hmask, c), _mm256_set1_epi8(1));
+            store32(o.codes + 32 * c,
+                    _mm256_or_si256(bits2(x + 32 + 32 * (c / 4), 2 * (c % 4)), _mm256_slli_epi16(high, 2)));
+        }
         for (int g = 0; g < 16; ++g)
             o.scales[g] = portable::q3_k_scale(x + 96, g);
         o.d = half(x + 108);
@@ -72,17 +86,19 @@ template <bool Five> struct DecodeQ45 {
     {
         const uint8_t* qh = x + 16;
         const uint8_t* qs = x + (Five ? 48 : 16);
-        for (int j = 0; j < 4; ++j)
-            for (int l = 0; l < 32; ++l) {
-                const uint8_t byte = qs[32 * j + l];
-                int lo = byte & 0x0F, hi = byte >> 4;
-                if constexpr (Five) {
-                    lo |= ((qh[l] >> (2 * j)) & 1) << 4;
-                    hi |= ((qh[l] >> (2 * j + 1)) & 1) << 4;
-                }
-                o.codes[64 * j + l] = static_cast<uint8_t>(lo);
-                o.codes[64 * j + 32 + l] = static_cast<uint8_t>(hi);
+        const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+        const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+        for (int j = 0; j < 4; ++j) { // elements 64j + l (low nibbles) and 64j + 32 + l (high nibbles)
+            const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * j));
+            __m256i lo = _mm256_and_si256(bytes, low4), hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
+            if constexpr (Five) {
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 2 * j), one), 4));
+                hi = _mm256_or_si256(hi,
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 2 * j + 1), one), 4));
             }
+            store32(o.codes + 64 * j, lo);
+            store32(o.codes + 64 * j + 32, hi);
+        }
         for (int s = 0; s < 8; ++s)
             portable::scale_min_k4(x + 4, s, o.scales[s], o.mins[s]);
         o.d = half(x);
@@ -101,14 +117,15 @@ template <> struct Decode<GgmlType::Q6_K> {
     {
         const uint8_t* ql = x;
         const uint8_t* qh = x + 128;
-        for (int h = 0; h < 2; ++h)
-            for (int quarter = 0; quarter < 4; ++quarter)
-                for (int l = 0; l < 32; ++l) {
-                    const uint8_t lbyte = ql[64 * h + l + 32 * (quarter % 2)];
-                    const int low = quarter < 2 ? (lbyte & 0x0F) : (lbyte >> 4);
-                    const int high = (qh[32 * h + l] >> (2 * quarter)) & 3;
-                    o.codes[128 * h + 32 * quarter + l] = static_cast<uint8_t>(low | (high << 4));
-                }
+        const __m256i low4 = _mm256_set1_epi8(0x0F);
+        for (int h = 0; h < 2;
+             ++h) // element 128h + 32q + l: a nibble of ql[64h + 32(q % 2) + l], bits 2q of qh[32h + l]
+            for (int q = 0; q < 4; ++q) {
+                const __m256i lbytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h + 32 * (q % 2)));
+                const __m256i low = _mm256_and_si256(q < 2 ? lbytes : _mm256_srli_epi16(lbytes, 4), low4);
+                store32(o.codes + 128 * h + 32 * q,
+                        _mm256_or_si256(low, _mm256_slli_epi16(bits2(qh + 32 * h, 2 * q), 4)));
+            }
         const auto* scales = reinterpret_cast<const int8_t*>(x + 192);
         for (int g = 0; g < 16; ++g)
             o.scales[g] = scales[g];
@@ -122,9 +139,16 @@ template <> struct Decode<GgmlType::IQ4_XS> {
     static constexpr bool has_min = false;
     static void run(const uint8_t* x, DecodedBlock& o)
     {
-        for (int ib = 0; ib < 8; ++ib) {
-            for (int j = 0; j < 32; ++j)
-                o.codes[32 * ib + j] = static_cast<uint8_t>(portable::iq4_xs_q(x, ib, j) + 128);
+        alignas(16) uint8_t table[16]; // the values + 128, as codes
+        for (int i = 0; i < 16; ++i)
+            table[i] = static_cast<uint8_t>(portable::iq4_value(i) + 128);
+        const __m128i lut = _mm_load_si128(reinterpret_cast<const __m128i*>(table)), low4 = _mm_set1_epi8(0x0F);
+        for (int ib = 0; ib < 8; ++ib) { // element 32ib + j: the low (j < 16) or high nibble of qs[16ib + j % 16]
+            const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 8 + 16 * ib));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(o.codes + 32 * ib),
+                             _mm_shuffle_epi8(lut, _mm_and_si128(bytes, low4)));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(o.codes + 32 * ib + 16),
+                             _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(bytes, 4), low4)));
             o.scales[ib] = portable::iq4_xs_scale(x, ib);
         }
         o.d = half(x);
@@ -182,9 +206,15 @@ inline void sub_block_products(const DecodedBlock* const w[8], const uint8_t* pb
     }
 }
 
-inline __m512i scaled(__m512i v, int32_t scale)
+// acc + v · scale in each lane. Where every v fits 16 bits (Fits16: Q2_K and Q3_K sub-block sums, the
+// quants' sums of any sub-block) one vpdpwssd does it — v's high half meets the scale's zero high half —
+// instead of a two-uop vpmulld and an add.
+template <bool Fits16> inline __m512i add_scaled(__m512i acc, __m512i v, int32_t scale)
 {
-    return _mm512_mullo_epi32(v, _mm512_set1_epi32(scale));
+    if constexpr (Fits16)
+        return _mm512_dpwssd_epi32(acc, v, _mm512_set1_epi32(scale & 0xFFFF));
+    else
+        return _mm512_add_epi32(acc, _mm512_mullo_epi32(v, _mm512_set1_epi32(scale)));
 }
 
 // The tiled order: per block res = d·s1, res = fma(−dmin, s2, res), acc = fma(res, d8, acc).
@@ -203,9 +233,11 @@ template <GgmlType Type> struct TiledOrder {
         for (int s = 0; s < ns; ++s) {
             __m512i p[8];
             sub_block_products<T>(w, pb, s, sub_sums, p);
+            // |Σ (code − bias)·q| ≤ 4 · 128 · 16 for Q3_K, 3 · 128 · 16 for Q2_K
+            constexpr bool fits16 = T == GgmlType::Q2_K || T == GgmlType::Q3_K;
 #pragma GCC unroll 8
             for (int r = 0; r < 8; ++r)
-                s1[r] = _mm512_add_epi32(s1[r], scaled(p[r], w[r]->scales[s]));
+                s1[r] = add_scaled<fits16>(s1[r], p[r], w[r]->scales[s]);
         }
         const __m512 d8 = _mm512_loadu_ps(pb + kPanelQuantBytes + kPanelSumBytes);
 #pragma GCC unroll 8
@@ -215,7 +247,7 @@ template <GgmlType Type> struct TiledOrder {
                 __m512i s2 = _mm512_setzero_si512();
 #pragma GCC unroll 16
                 for (int s = 0; s < ns; ++s)
-                    s2 = _mm512_add_epi32(s2, scaled(sub_sums[s], w[r]->mins[s]));
+                    s2 = add_scaled<true>(s2, sub_sums[s], w[r]->mins[s]); // |sums| ≤ 128 · 32
                 res = _mm512_fnmadd_ps(_mm512_set1_ps(w[r]->dmin), _mm512_cvtepi32_ps(s2), res);
             }
             acc[r] = _mm512_fmadd_ps(res, d8, acc[r]);
@@ -246,7 +278,7 @@ template <bool Gemm> struct RepackedQ4kOrder {
             sub_block_products<T>(w, pb, s, sub_sums, p);
 #pragma GCC unroll 8
             for (int r = 0; r < 8; ++r)
-                s1[r] = _mm512_add_epi32(s1[r], scaled(p[r], w[r]->scales[s]));
+                s1[r] = add_scaled<false>(s1[r], p[r], w[r]->scales[s]);
             if (s % per_step == per_step - 1) {
 #pragma GCC unroll 8
                 for (int r = 0; r < 8; ++r) {
@@ -262,7 +294,7 @@ template <bool Gemm> struct RepackedQ4kOrder {
             for (int s0 = 0; s0 < 8; s0 += per_step) {
                 __m512i s2 = _mm512_setzero_si512();
                 for (int s = s0; s < s0 + per_step; ++s)
-                    s2 = _mm512_add_epi32(s2, scaled(sub_sums[s], w[r]->mins[s]));
+                    s2 = add_scaled<true>(s2, sub_sums[s], w[r]->mins[s]);
                 acc_min[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s2), dmin, acc_min[r]);
             }
         }
