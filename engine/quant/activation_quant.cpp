@@ -3,6 +3,9 @@
 // even (its AVX path); Q8_K follows quantize_row_q8_K_ref.
 #include "quant/activation_quant.h"
 
+#include "quant/simd/activation_simd.h"
+#include "quant/vec_dot.h"
+
 #include "util/fp16.h"
 
 #include <cmath>
@@ -138,11 +141,15 @@ void quantize_activations(ActivationFormat f, const float* x, void* out, int64_t
         std::memcpy(out, x, static_cast<std::size_t>(n) * sizeof(float));
         break;
     case ActivationFormat::F16:
-        for (int64_t i = 0; i < n; ++i)
+        for (int64_t i = simd_level() != SimdLevel::Scalar ? simd::f32_to_f16_avx2(x, static_cast<uint16_t*>(out), n)
+                                                           : 0;
+             i < n; ++i)
             static_cast<uint16_t*>(out)[i] = f32_to_fp16(x[i]);
         break;
     case ActivationFormat::BF16:
-        for (int64_t i = 0; i < n; ++i)
+        for (int64_t i = simd_level() != SimdLevel::Scalar ? simd::f32_to_bf16_avx2(x, static_cast<uint16_t*>(out), n)
+                                                           : 0;
+             i < n; ++i)
             static_cast<uint16_t*>(out)[i] = f32_to_bf16(x[i]);
         break;
     case ActivationFormat::Q8_0:

@@ -17,6 +17,7 @@
 #include <bit>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <random>
 
 using namespace engine;
@@ -127,7 +128,36 @@ private slots:
     void scalarKernelsMatchAvx2();
     void tiledMatmulMatchesTiledOrder_data() { matchesDequantizedReference_data(); }
     void tiledMatmulMatchesTiledOrder();
+    void halfActivationsMatchScalarConversion();
 };
+
+void TestVecDot::halfActivationsMatchScalarConversion()
+{
+    // F16 and BF16 activations (SIMD where the CPU has AVX2) give fp16.h's bits for every kind of
+    // value: random bit patterns over the whole range (NaNs, infinities, subnormals, overflow), ties,
+    // and a tail that is not a whole group of eight.
+    std::mt19937 rng(5);
+    std::vector<float> x(1003);
+    for (auto& v : x)
+        v = std::bit_cast<float>(static_cast<uint32_t>(rng()));
+    const float specials[] = {
+        0.0f,           -0.0f,           65504.0f, 65520.0f,           65519.99f,
+        1e-8f,          5.96e-8f,        2.98e-8f, 1.0f + 1.0f / 2048, std::numeric_limits<float>::infinity(),
+        std::nanf("1"), -std::nanf("7"), 3.0e38f};
+    std::copy(std::begin(specials), std::end(specials), x.begin());
+    for (uint32_t i = 0; i < 64; ++i) { // exact ties: F16's (13 bits dropped) and BF16's (16), both signs
+        const uint32_t tie = i % 2 == 0 ? 0x3F800000u + (i << 13) + 0x1000u : 0x3F800000u + (i << 16) + 0x8000u;
+        x[100 + i] = std::bit_cast<float>(tie | (i % 3 == 0 ? 0x80000000u : 0u));
+    }
+    const auto n = static_cast<int64_t>(x.size());
+    std::vector<uint16_t> f16(x.size()), bf16(x.size());
+    quantize_activations(ActivationFormat::F16, x.data(), f16.data(), n);
+    quantize_activations(ActivationFormat::BF16, x.data(), bf16.data(), n);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        QCOMPARE(f16[i], f32_to_fp16(x[i]));
+        QCOMPARE(bf16[i], f32_to_bf16(x[i]));
+    }
+}
 
 void TestVecDot::tiledMatmulMatchesTiledOrder()
 {

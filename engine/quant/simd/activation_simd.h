@@ -1,0 +1,15 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+
+#include <cstdint>
+
+namespace engine::simd {
+
+// f32 → F16 (round to nearest even, as F16C's vcvtps2ph and ggml's x86 build convert) and f32 → BF16
+// (f32_to_bf16's rounding and NaN rule) eight values at a time, compiled with -mavx2 -mf16c in
+// activation_avx2.cpp; call only when simd_level() reports AVX2. Each returns how many values it
+// converted (whole groups of eight; the caller converts the tail), the bits of fp16.h's functions.
+int64_t f32_to_f16_avx2(const float* x, uint16_t* out, int64_t n);
+int64_t f32_to_bf16_avx2(const float* x, uint16_t* out, int64_t n);
+
+} // namespace engine::simd
