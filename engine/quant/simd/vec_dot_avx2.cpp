@@ -77,6 +77,7 @@ float dot_q5_k(const void* w, const void* a, int64_t n)
     __m256 acc = _mm256_setzero_ps();
     float summs = 0.0f;
     for (int64_t b = 0; b < n / 256; ++b, x += 176) {
+        prefetch_ahead(x, 176);
         int sc[8], m[8];
         scale_min_k4(x + 4, sc, m);
         const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16));

@@ -387,7 +387,9 @@ template <FloatKind K> float dot_float(const void* w, const void* a, int64_t n)
 {
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     const int64_t np = n & ~int64_t(31);
+    constexpr int kBytes = K == FloatKind::F32 ? 128 : 64; // a step's 32 weights
     for (int64_t i = 0; i < np; i += 32) {
+        prefetch_ahead(static_cast<const uint8_t*>(w) + i * (kBytes / 32), kBytes);
         acc0 = _mm256_fmadd_ps(load_float<K>(w, i), load_float<K>(a, i), acc0);
         acc1 = _mm256_fmadd_ps(load_float<K>(w, i + 8), load_float<K>(a, i + 8), acc1);
         acc2 = _mm256_fmadd_ps(load_float<K>(w, i + 16), load_float<K>(a, i + 16), acc2);
