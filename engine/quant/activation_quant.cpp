@@ -58,13 +58,23 @@ void quantize_q8_1(const float* x, BlockQ8_1* y, int64_t n)
 
 void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t n)
 {
+    const bool simd = simd_level() != SimdLevel::Scalar;
     for (int64_t b = 0; b < n / 256; ++b, x += 256) {
         float max = 0.0f, amax = 0.0f;
-        for (int j = 0; j < 256; ++j) {
-            const float ax = std::fabs(x[j]);
-            if (ax > amax) {
-                amax = ax;
-                max = x[j];
+        if (simd) { // the largest |x|, then its first holder: the scan's choice
+            amax = simd::abs_max_256_avx2(x);
+            for (int j = 0; j < 256 && amax > 0.0f; ++j)
+                if (std::fabs(x[j]) == amax) {
+                    max = x[j];
+                    break;
+                }
+        } else {
+            for (int j = 0; j < 256; ++j) {
+                const float ax = std::fabs(x[j]);
+                if (ax > amax) {
+                    amax = ax;
+                    max = x[j];
+                }
             }
         }
         if (amax == 0.0f) {
@@ -72,13 +82,17 @@ void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t n)
             continue;
         }
         const float iscale = -127.0f / max;
-        for (int j = 0; j < 256; ++j)
-            y[b].qs[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * x[j])));
-        for (int j = 0; j < 16; ++j) {
-            int sum = 0;
-            for (int k = 0; k < 16; ++k)
-                sum += y[b].qs[j * 16 + k];
-            y[b].bsums[j] = static_cast<int16_t>(sum);
+        if (simd) {
+            simd::q8_k_quants_avx2(x, iscale, y[b].qs, y[b].bsums);
+        } else {
+            for (int j = 0; j < 256; ++j)
+                y[b].qs[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * x[j])));
+            for (int j = 0; j < 16; ++j) {
+                int sum = 0;
+                for (int k = 0; k < 16; ++k)
+                    sum += y[b].qs[j * 16 + k];
+                y[b].bsums[j] = static_cast<int16_t>(sum);
+            }
         }
         y[b].d = 1.0f / iscale;
     }

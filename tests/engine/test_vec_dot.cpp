@@ -129,7 +129,54 @@ private slots:
     void tiledMatmulMatchesTiledOrder_data() { matchesDequantizedReference_data(); }
     void tiledMatmulMatchesTiledOrder();
     void halfActivationsMatchScalarConversion();
+    void q8kActivationsMatchGgmlReference();
 };
+
+void TestVecDot::q8kActivationsMatchGgmlReference()
+{
+    // Q8_K activations (SIMD where the CPU has AVX2) equal ggml's quantize_row_q8_K_ref written out
+    // here: the signed value of largest magnitude (its first holder on a tie of magnitudes), iscale =
+    // −127/max, each quant round-half-even of iscale · x capped at 127, per-16 sums, d = 1/iscale.
+    std::mt19937 rng(23);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    const int blocks = 40;
+    std::vector<float> x(256 * blocks);
+    for (auto& v : x)
+        v = dist(rng);
+    std::fill(x.begin() + 256, x.begin() + 512, 0.0f); // an all-zero block
+    x[512 + 3] = -4.0f;                                // a tie of magnitudes: the first (negative) one wins
+    x[512 + 200] = 4.0f;
+    x[768 + 250] = 5.0f; // a positive maximum late in its block
+    for (int j = 0; j < 256; ++j)
+        x[1024 + j] = 0.5f * float(j % 9) - 2.0f; // values on exact .5 steps of the scale
+    std::vector<BlockQ8_K> got(blocks);
+    quantize_activations(ActivationFormat::Q8_K, x.data(), got.data(), int64_t(x.size()));
+    for (int b = 0; b < blocks; ++b) {
+        const float* v = x.data() + 256 * b;
+        float max = 0.0f, amax = 0.0f;
+        for (int j = 0; j < 256; ++j)
+            if (std::fabs(v[j]) > amax) {
+                amax = std::fabs(v[j]);
+                max = v[j];
+            }
+        if (amax == 0.0f) {
+            QCOMPARE(got[b].d, 0.0f);
+            for (int j = 0; j < 256; ++j)
+                QCOMPARE(int(got[b].qs[j]), 0);
+            continue;
+        }
+        const float iscale = -127.0f / max;
+        int sums[16] = {};
+        for (int j = 0; j < 256; ++j) {
+            const int q = std::min(127, int(std::nearbyint(iscale * v[j])));
+            QCOMPARE(int(got[b].qs[j]), q);
+            sums[j / 16] += q;
+        }
+        for (int g = 0; g < 16; ++g)
+            QCOMPARE(int(got[b].bsums[g]), sums[g]);
+        QCOMPARE(std::bit_cast<uint32_t>(got[b].d), std::bit_cast<uint32_t>(1.0f / iscale));
+    }
+}
 
 void TestVecDot::halfActivationsMatchScalarConversion()
 {

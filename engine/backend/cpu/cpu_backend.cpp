@@ -69,12 +69,9 @@ void cache_rows(const KvStore& kv, uint32_t layer, uint32_t n_kv_heads, uint32_t
 void store_vector(GgmlType type, const float* x, uint8_t* out, uint32_t n)
 {
     switch (type) {
-    case GgmlType::F16: {
-        auto* h = reinterpret_cast<uint16_t*>(out);
-        for (uint32_t i = 0; i < n; ++i)
-            h[i] = f32_to_fp16(x[i]);
+    case GgmlType::F16: // the activations' conversion: eight at a time where the CPU can, the same bits
+        quantize_activations(ActivationFormat::F16, x, out, n);
         return;
-    }
     case GgmlType::Q8_0:
         quantize_activations(ActivationFormat::Q8_0, x, out, n);
         return;

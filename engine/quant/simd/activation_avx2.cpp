@@ -33,4 +33,40 @@ int64_t f32_to_bf16_avx2(const float* x, uint16_t* out, int64_t n)
     return i;
 }
 
+float abs_max_256_avx2(const float* x)
+{
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    __m256 m = _mm256_setzero_ps();
+    for (int j = 0; j < 256; j += 8) // max_ps returns its second operand when either is NaN: m is kept
+        m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + j), abs_mask), m);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+void q8_k_quants_avx2(const float* x, float iscale, int8_t qs[256], int16_t bsums[16])
+{
+    const __m256 scale = _mm256_set1_ps(iscale), magic = _mm256_set1_ps(12582912.f);
+    const __m256i mantissa = _mm256_set1_epi32(0x007fffff), offset = _mm256_set1_epi32(0x00400000);
+    const __m256i cap = _mm256_set1_epi32(127);
+    for (int g = 0; g < 16; ++g) {
+        __m256i q[2];
+        for (int h = 0; h < 2; ++h) {
+            const __m256 shifted = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 16 * g + 8 * h), scale), magic);
+            q[h] = _mm256_min_epi32(_mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(shifted), mantissa), offset),
+                                    cap);
+        }
+        const __m256i sum = _mm256_add_epi32(q[0], q[1]);
+        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        s = _mm_hadd_epi32(s, s);
+        s = _mm_hadd_epi32(s, s);
+        bsums[g] = static_cast<int16_t>(_mm_cvtsi128_si32(s));
+        // sixteen int32 (within ±127) to sixteen bytes in order
+        const __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xD8);
+        const __m128i bytes = _mm_packs_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 16 * g), bytes);
+    }
+}
+
 } // namespace engine::simd

@@ -12,4 +12,10 @@ namespace engine::simd {
 int64_t f32_to_f16_avx2(const float* x, uint16_t* out, int64_t n);
 int64_t f32_to_bf16_avx2(const float* x, uint16_t* out, int64_t n);
 
+// One Q8_K block's quants and per-16 sums from 256 values with its scale iscale, as quantize_q8_k
+// rounds them (x · iscale, then round half to even through the float mantissa, capped at 127).
+void q8_k_quants_avx2(const float* x, float iscale, int8_t qs[256], int16_t bsums[16]);
+// The largest |x| of 256 values (NaNs passed over, as quantize_q8_k's scan passes them).
+float abs_max_256_avx2(const float* x);
+
 } // namespace engine::simd
