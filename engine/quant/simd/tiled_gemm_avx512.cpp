@@ -10,7 +10,9 @@
 
 // GCC 12's AVX-512 headers start some results from _mm512_undefined_*(), which its flow analysis
 // reports as maybe uninitialized once the kernels are unrolled; a false alarm.
+#if defined(__GNUC__) && !defined(__clang__) // clang has no such warning (and refuses to hear of it)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include <algorithm>
 #include <cstring>
