@@ -12,28 +12,14 @@
 namespace engine {
 
 namespace {
-// One block of a panel: the quants of sixteen tokens in groups of four, the per-group sums (int32,
-// sixteen tokens each), sixteen scales. Multiples of 64 bytes, so every part stays aligned.
-struct PanelBlock {
-    int elements, sum_width;
-    constexpr std::size_t quant_bytes() const { return static_cast<std::size_t>(elements) * kTiledPanelTokens; }
-    constexpr std::size_t sum_bytes() const
-    {
-        return static_cast<std::size_t>(elements / sum_width) * kTiledPanelTokens * 4;
-    }
-    constexpr std::size_t bytes() const { return quant_bytes() + sum_bytes() + kTiledPanelTokens * sizeof(float); }
-};
-constexpr PanelBlock kQ8K{256, 16}, kQ80{32, 32};
-static_assert(kQ8K.bytes() % 64 == 0 && kQ80.bytes() % 64 == 0);
-
 template <class Block, int Elements, int SumWidth>
 void pack_blocks(const uint8_t* rows, std::size_t row_bytes, int count, int64_t n, uint8_t* panel)
 {
-    constexpr PanelBlock layout{Elements, SumWidth};
+    constexpr TiledPanelBlock layout{Elements, SumWidth};
     for (int64_t b = 0; b < n / Elements; ++b) {
         uint8_t* block = panel + static_cast<std::size_t>(b) * layout.bytes();
         auto* sums = reinterpret_cast<int32_t*>(block + layout.quant_bytes());
-        auto* scales = reinterpret_cast<float*>(block + layout.quant_bytes() + layout.sum_bytes());
+        auto* scales = reinterpret_cast<float*>(block + layout.scales_offset());
         for (int t = 0; t < count; ++t) {
             const auto& y = reinterpret_cast<const Block*>(rows + static_cast<std::size_t>(t) * row_bytes)[b];
             for (int g = 0; g < Elements / 4; ++g)
@@ -58,9 +44,9 @@ std::size_t tiled_panel_bytes(ActivationFormat format, int64_t n)
 {
     switch (format) {
     case ActivationFormat::Q8_K:
-        return static_cast<std::size_t>(n / 256) * kQ8K.bytes();
+        return static_cast<std::size_t>(n / 256) * kTiledQ8K.bytes();
     case ActivationFormat::Q8_0:
-        return static_cast<std::size_t>(n / 32) * kQ80.bytes();
+        return static_cast<std::size_t>(n / 32) * kTiledQ80.bytes();
     case ActivationFormat::F32:
     case ActivationFormat::F16:
     case ActivationFormat::BF16:

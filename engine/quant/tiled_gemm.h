@@ -18,6 +18,22 @@ namespace engine {
 // Tokens in one panel: the zmm lanes of the kernel.
 inline constexpr int kTiledPanelTokens = 16;
 
+// One block of a panel of a quantized format: the sixteen tokens' quants in groups of four, the sums of
+// each sum_width quants (int32, sixteen tokens each), sixteen f32 scales. The packer and the kernels
+// read this one layout; every part a multiple of 64 bytes, so each stays aligned.
+struct TiledPanelBlock {
+    int elements, sum_width;
+    constexpr std::size_t quant_bytes() const { return static_cast<std::size_t>(elements) * kTiledPanelTokens; }
+    constexpr std::size_t sum_bytes() const
+    {
+        return static_cast<std::size_t>(elements / sum_width) * kTiledPanelTokens * sizeof(int32_t);
+    }
+    constexpr std::size_t scales_offset() const { return quant_bytes() + sum_bytes(); }
+    constexpr std::size_t bytes() const { return scales_offset() + kTiledPanelTokens * sizeof(float); }
+};
+inline constexpr TiledPanelBlock kTiledQ8K{256, 16}, kTiledQ80{32, 32};
+static_assert(kTiledQ8K.bytes() % 64 == 0 && kTiledQ80.bytes() % 64 == 0);
+
 // Bytes of one panel of sixteen activation rows of n elements in `format` (Q8_K, or Q8_0 for the
 // repacked Q4_0 and IQ4_NL orders, or F32/F16/BF16 held as f32 rows; 0 for Q8_1).
 std::size_t tiled_panel_bytes(ActivationFormat format, int64_t n);

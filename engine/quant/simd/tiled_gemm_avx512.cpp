@@ -89,7 +89,7 @@ template <bool Five> struct DecodeQ45 {
         const uint8_t* qh = x + 16;
         const uint8_t* qs = x + (Five ? 48 : 16);
         const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-        const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+        const __m256i high = Five ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh)) : _mm256_setzero_si256();
         for (int j = 0; j < 4; ++j) { // elements 64j + l (low nibbles) and 64j + 32 + l (high nibbles)
             const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * j));
             __m256i lo = _mm256_and_si256(bytes, low4), hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
@@ -158,9 +158,8 @@ template <> struct Decode<GgmlType::IQ4_XS> {
     }
 };
 
-constexpr std::size_t kPanelQuantBytes = 64 * kTiledPanelTokens * 4;
-constexpr std::size_t kPanelSumBytes = 16 * kTiledPanelTokens * sizeof(int32_t);
-constexpr std::size_t kPanelBlockBytes = kPanelQuantBytes + kPanelSumBytes + kTiledPanelTokens * sizeof(float);
+constexpr std::size_t kPanelQuantBytes = kTiledQ8K.quant_bytes(), kPanelScales = kTiledQ8K.scales_offset();
+constexpr std::size_t kPanelBlockBytes = kTiledQ8K.bytes();
 
 // Rows decoded per pass: the kernel's eight, twice (a task's sixteen rows).
 constexpr int kRows = 16;
@@ -241,7 +240,7 @@ template <GgmlType Type> struct TiledOrder {
             for (int r = 0; r < 8; ++r)
                 s1[r] = add_scaled<fits16>(s1[r], p[r], w[r]->scales[s]);
         }
-        const __m512 d8 = _mm512_loadu_ps(pb + kPanelQuantBytes + kPanelSumBytes);
+        const __m512 d8 = _mm512_loadu_ps(pb + kPanelScales);
 #pragma GCC unroll 8
         for (int r = 0; r < 8; ++r) {
             __m512 res = _mm512_mul_ps(_mm512_set1_ps(w[r]->d), _mm512_cvtepi32_ps(s1[r]));
@@ -270,7 +269,7 @@ template <bool Gemm> struct RepackedQ4kOrder {
         constexpr int per_step = Gemm ? 2 : 8; // sub-blocks per float step
         __m512i sub_sums[8];
         sub_block_sums<32>(pb, sub_sums);
-        const __m512 d8 = _mm512_loadu_ps(pb + kPanelQuantBytes + kPanelSumBytes);
+        const __m512 d8 = _mm512_loadu_ps(pb + kPanelScales);
         __m512i s1[8];
 #pragma GCC unroll 8
         for (int r = 0; r < 8; ++r)
@@ -306,6 +305,16 @@ template <bool Gemm> struct RepackedQ4kOrder {
         return _mm512_sub_ps(acc, acc_min);
     }
 };
+
+// Rows [0, rows) of a pass's results (token lanes from t0) into y, tokens [t_begin, t_end) only.
+inline void store_tile(const float out[8][kTiledPanelTokens], int rows, int64_t t0, int64_t t_begin, int64_t t_end,
+                       float* y, int64_t y_stride)
+{
+    const int64_t first = std::max(t0, t_begin), last = std::min(t0 + kTiledPanelTokens, t_end);
+    for (int r = 0; r < rows; ++r)
+        for (int64_t t = first; t < last; ++t)
+            y[t * y_stride + r] = out[r][t - t0];
+}
 
 // Decodes sixteen rows at a time, then runs Order over every panel for eight rows at a time; stores
 // tokens [t_begin, t_end) only.
@@ -347,10 +356,7 @@ void tiled_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, const ui
                 alignas(64) float out[8][kTiledPanelTokens];
                 for (int r = 0; r < 8; ++r)
                     _mm512_store_ps(out[r], Order::finish(acc[r], acc_min[r]));
-                const int64_t first = std::max(t0, t_begin), last = std::min(t0 + kTiledPanelTokens, t_end);
-                for (int r = 0; r < std::min(8, rows - h); ++r)
-                    for (int64_t t = first; t < last; ++t)
-                        y[t * y_stride + r0 + h + r] = out[r][t - t0];
+                store_tile(out, std::min(8, rows - h), t0, t_begin, t_end, y + r0 + h, y_stride);
             }
         }
     }
@@ -358,8 +364,8 @@ void tiled_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, const ui
 
 // llama.cpp's repacked Q4_0 and IQ4_NL order (dot_repacked_b32, its gemm's and gemv's alike): per
 // 32-element block acc = fma(isum, d·d8, acc). Codes are the values + 8 (Q4_0) or + 128 (IQ4_NL).
-constexpr std::size_t kB32QuantBytes = 32 * kTiledPanelTokens, kB32SumBytes = kTiledPanelTokens * 4;
-constexpr std::size_t kB32BlockBytes = kB32QuantBytes + kB32SumBytes + kTiledPanelTokens * sizeof(float);
+constexpr std::size_t kB32QuantBytes = kTiledQ80.quant_bytes(), kB32Scales = kTiledQ80.scales_offset();
+constexpr std::size_t kB32BlockBytes = kTiledQ80.bytes();
 
 template <GgmlType T>
 void repacked_b32_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, const uint8_t* panels, int64_t t_begin,
@@ -416,7 +422,7 @@ void repacked_b32_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, c
                                 p[r], _mm512_set1_epi32(static_cast<int>(load_u32(row_codes[r] + 32 * b + 4 * g))), a);
                     }
                     const __m512i bias = _mm512_slli_epi32(_mm512_loadu_si512(pb + kB32QuantBytes), bias_shift);
-                    const __m512 d8 = _mm512_loadu_ps(pb + kB32QuantBytes + kB32SumBytes);
+                    const __m512 d8 = _mm512_loadu_ps(pb + kB32Scales);
 #pragma GCC unroll 8
                     for (int r = 0; r < 8; ++r)
                         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(p[r], bias)),
@@ -425,10 +431,7 @@ void repacked_b32_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, c
                 alignas(64) float out[8][kTiledPanelTokens];
                 for (int r = 0; r < 8; ++r)
                     _mm512_store_ps(out[r], acc[r]);
-                const int64_t first = std::max(t0, t_begin), last = std::min(t0 + kTiledPanelTokens, t_end);
-                for (int r = 0; r < std::min(8, rows - h); ++r)
-                    for (int64_t t = first; t < last; ++t)
-                        y[t * y_stride + r0 + h + r] = out[r][t - t0];
+                store_tile(out, std::min(8, rows - h), t0, t_begin, t_end, y + r0 + h, y_stride);
             }
         }
     }
