@@ -440,7 +440,7 @@ void repacked_b32_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, c
 // llama.cpp's batched (llamafile) order for float weights (dot_float_batched): per (row, token) one
 // 8-lane accumulator, acc = fma(w[i..i+8], a[i..i+8], acc) along the row, then hsum. Two rows share a
 // 512-bit register (one per 256-bit half), their eight values decoded to f32 once per thread; a token's
-// eight values are broadcast to both halves. Eight rows × four tokens per pass (sixteen accumulators).
+// eight values are broadcast to both halves. Eight rows × six tokens per pass (24 accumulators).
 template <GgmlType T> inline __m256 load_weights8(const uint8_t* row, int64_t i)
 {
     if constexpr (T == GgmlType::F32) {
@@ -453,57 +453,74 @@ template <GgmlType T> inline __m256 load_weights8(const uint8_t* row, int64_t i)
     }
 }
 
+// Eight packed rows × six tokens over the whole row, into y.
+inline void float_tile(const float* wp, int64_t steps, const float* const at[6], int rows, int tokens, float* y,
+                       int64_t y_stride)
+{
+    constexpr int kTokens = 6;
+    __m512 acc[4][kTokens];
+#pragma GCC unroll 6
+    for (int p = 0; p < 4; ++p)
+#pragma GCC unroll 6
+        for (int t = 0; t < kTokens; ++t)
+            acc[p][t] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < steps; ++j, wp += 64) {
+        const __m512 w0 = _mm512_loadu_ps(wp), w1 = _mm512_loadu_ps(wp + 16), w2 = _mm512_loadu_ps(wp + 32),
+                     w3 = _mm512_loadu_ps(wp + 48);
+#pragma GCC unroll 6
+        for (int t = 0; t < kTokens; ++t) {
+            const __m512 x = _mm512_broadcast_f32x8(_mm256_loadu_ps(at[t] + 8 * j));
+            acc[0][t] = _mm512_fmadd_ps(w0, x, acc[0][t]);
+            acc[1][t] = _mm512_fmadd_ps(w1, x, acc[1][t]);
+            acc[2][t] = _mm512_fmadd_ps(w2, x, acc[2][t]);
+            acc[3][t] = _mm512_fmadd_ps(w3, x, acc[3][t]);
+        }
+    }
+    for (int p = 0; p < 4; ++p)
+        for (int t = 0; t < tokens; ++t) {
+            float* dst = y + t * y_stride + 2 * p;
+            if (2 * p < rows)
+                dst[0] = hsum(_mm512_castps512_ps256(acc[p][t]));
+            if (2 * p + 1 < rows)
+                dst[1] = hsum(_mm512_extractf32x8_ps(acc[p][t], 1));
+        }
+}
+
+// All of the call's rows are packed first (a task of float rows is kFloatRowsPerTask rows: 256 KB of
+// f32 for 1,024-wide rows, in L2); then each six tokens' activations are multiplied with every packed
+// row block while they are in L1. Walking all of a prompt's tokens past one row block at a time
+// streamed the activations (2 MB for 512 tokens × 1,024) from L3 once per eight rows.
 template <GgmlType T>
 void float_batched_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, const uint8_t* panels, int64_t t_begin,
                         int64_t t_end, int64_t n, float* y, int64_t y_stride)
 {
     constexpr int kTokens = 6;
     const int64_t steps = n / 8;
+    const auto block_floats = static_cast<std::size_t>(steps * 64);
+    const int64_t blocks = (n_rows + 7) / 8;
     const auto* a = reinterpret_cast<const float*>(panels); // f32 rows, token after token
-    thread_local std::vector<float> packed;                 // [step][pair][16]: rows 2p, 2p + 1
-    packed.resize(static_cast<std::size_t>(steps * 64));
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 8) {
+    thread_local std::vector<float> packed;                 // [row block][step][pair][16]: rows 2p, 2p + 1
+    packed.resize(static_cast<std::size_t>(blocks) * block_floats);
+    for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t r0 = 8 * b;
         const int rows = static_cast<int>(std::min<int64_t>(8, n_rows - r0));
         for (int r = 0; r < 8; ++r) {
             const auto* row =
                 static_cast<const uint8_t*>(w) + static_cast<std::size_t>(r0 + std::min(r, rows - 1)) * w_row_bytes;
-            float* out = packed.data() + (r / 2) * 16 + (r % 2) * 8;
+            float* out = packed.data() + static_cast<std::size_t>(b) * block_floats + (r / 2) * 16 + (r % 2) * 8;
             for (int64_t j = 0; j < steps; ++j)
                 _mm256_storeu_ps(out + j * 64, r < rows ? load_weights8<T>(row, 8 * j) : _mm256_setzero_ps());
         }
-        for (int64_t t0 = t_begin; t0 < t_end; t0 += kTokens) {
-            const int tokens = static_cast<int>(std::min<int64_t>(kTokens, t_end - t0));
-            const float* at[kTokens];
-            for (int t = 0; t < kTokens; ++t)
-                at[t] = a + (t0 + std::min(t, tokens - 1)) * n;
-            __m512 acc[4][kTokens];
-#pragma GCC unroll 6
-            for (int p = 0; p < 4; ++p)
-#pragma GCC unroll 6
-                for (int t = 0; t < kTokens; ++t)
-                    acc[p][t] = _mm512_setzero_ps();
-            const float* wp = packed.data();
-            for (int64_t j = 0; j < steps; ++j, wp += 64) {
-                const __m512 w0 = _mm512_loadu_ps(wp), w1 = _mm512_loadu_ps(wp + 16), w2 = _mm512_loadu_ps(wp + 32),
-                             w3 = _mm512_loadu_ps(wp + 48);
-#pragma GCC unroll 6
-                for (int t = 0; t < kTokens; ++t) {
-                    const __m512 x = _mm512_broadcast_f32x8(_mm256_loadu_ps(at[t] + 8 * j));
-                    acc[0][t] = _mm512_fmadd_ps(w0, x, acc[0][t]);
-                    acc[1][t] = _mm512_fmadd_ps(w1, x, acc[1][t]);
-                    acc[2][t] = _mm512_fmadd_ps(w2, x, acc[2][t]);
-                    acc[3][t] = _mm512_fmadd_ps(w3, x, acc[3][t]);
-                }
-            }
-            for (int p = 0; p < 4; ++p)
-                for (int t = 0; t < tokens; ++t) {
-                    float* dst = y + (t0 + t) * y_stride + r0 + 2 * p;
-                    if (2 * p < rows)
-                        dst[0] = hsum(_mm512_castps512_ps256(acc[p][t]));
-                    if (2 * p + 1 < rows)
-                        dst[1] = hsum(_mm512_extractf32x8_ps(acc[p][t], 1));
-                }
-        }
+    }
+    for (int64_t t0 = t_begin; t0 < t_end; t0 += kTokens) {
+        const int tokens = static_cast<int>(std::min<int64_t>(kTokens, t_end - t0));
+        const float* at[kTokens];
+        for (int t = 0; t < kTokens; ++t)
+            at[t] = a + (t0 + std::min(t, tokens - 1)) * n;
+        for (int64_t b = 0; b < blocks; ++b)
+            float_tile(packed.data() + static_cast<std::size_t>(b) * block_floats, steps, at,
+                       static_cast<int>(std::min<int64_t>(8, n_rows - 8 * b)), tokens, y + t0 * y_stride + 8 * b,
+                       y_stride);
     }
 }
 
