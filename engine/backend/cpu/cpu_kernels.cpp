@@ -182,12 +182,10 @@ bool MatMul::tiled_multiply(ThreadPool& pool, const TensorView& w, int64_t n_tok
         });
         m_tiled_ready = true;
     }
-    // sixteen rows per task (each row decoded once, by the thread that takes it), handed out as
-    // threads become free; float rows sixty-four per task: a task's tokens are walked past all of its
-    // rows, and each token's f32 activations (4 bytes a value) are read once per task
-    const bool float_rows = m_holds.format == ActivationFormat::F32 || m_holds.format == ActivationFormat::F16 ||
-                            m_holds.format == ActivationFormat::BF16;
-    const int64_t kRowsPerTask = float_rows ? 64 : 16;
+    // Sixty-four rows per task, handed out as threads become free: a task decodes or converts its rows
+    // once (into L2), then walks the prompt's tokens past all of them, so the activations are read
+    // once per task.
+    constexpr int64_t kRowsPerTask = 64;
     pool.parallel_for_dynamic(
         static_cast<std::size_t>((rows + kRowsPerTask - 1) / kRowsPerTask), 1, [&](std::size_t begin, std::size_t end) {
             const int64_t r0 = static_cast<int64_t>(begin) * kRowsPerTask;

@@ -161,9 +161,6 @@ template <> struct Decode<GgmlType::IQ4_XS> {
 constexpr std::size_t kPanelQuantBytes = kTiledQ8K.quant_bytes(), kPanelScales = kTiledQ8K.scales_offset();
 constexpr std::size_t kPanelBlockBytes = kTiledQ8K.bytes();
 
-// Rows decoded per pass: the kernel's eight, twice (a task's sixteen rows).
-constexpr int kRows = 16;
-
 inline uint32_t load_u32(const uint8_t* p)
 {
     uint32_t v;
@@ -316,8 +313,10 @@ inline void store_tile(const float out[8][kTiledPanelTokens], int rows, int64_t 
             y[t * y_stride + r] = out[r][t - t0];
 }
 
-// Decodes sixteen rows at a time, then runs Order over every panel for eight rows at a time; stores
-// tokens [t_begin, t_end) only.
+// Decodes every row of the call once (a task's rows, in L2), then runs Order over each panel for
+// eight rows at a time, all of the rows before the next panel (a panel is read from L1 by each row
+// group; walking every panel past sixteen rows at a time read the prompt's panels from L3 once per
+// sixteen rows); stores tokens [t_begin, t_end) only.
 template <class Order>
 void tiled_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, const uint8_t* panels, int64_t t_begin,
                 int64_t t_end, int64_t n, float* y, int64_t y_stride)
@@ -326,38 +325,36 @@ void tiled_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, const ui
     constexpr std::size_t block_bytes = portable::KLayout<T>::block_bytes;
     const int64_t nb = n / 256;
     const std::size_t panel_bytes = static_cast<std::size_t>(nb) * kPanelBlockBytes;
+    const int64_t padded_rows = (n_rows + 7) / 8 * 8;
     // the decoded rows stay with the thread: a prompt's matrices reuse one buffer
     thread_local std::vector<DecodedBlock> decoded;
-    for (int64_t r0 = 0; r0 < n_rows; r0 += kRows) {
-        const int rows = static_cast<int>(std::min<int64_t>(kRows, n_rows - r0));
-        decoded.resize(static_cast<std::size_t>(kRows * nb));
-        for (int r = 0; r < kRows; ++r)
+    decoded.resize(static_cast<std::size_t>(padded_rows * nb));
+    for (int64_t r = 0; r < padded_rows; ++r)
+        for (int64_t b = 0; b < nb; ++b) {
+            DecodedBlock& o = decoded[static_cast<std::size_t>(r * nb + b)];
+            if (r < n_rows)
+                Decode<T>::run(static_cast<const uint8_t*>(w) + static_cast<std::size_t>(r) * w_row_bytes +
+                                   static_cast<std::size_t>(b) * block_bytes,
+                               o);
+            else
+                o = DecodedBlock{}; // a missing row: zeros, never stored
+        }
+    for (int64_t t0 = t_begin - t_begin % kTiledPanelTokens; t0 < t_end; t0 += kTiledPanelTokens) {
+        const uint8_t* panel = panels + static_cast<std::size_t>(t0 / kTiledPanelTokens) * panel_bytes;
+        for (int64_t h = 0; h < n_rows; h += 8) {
+            __m512 acc[8], acc_min[8];
+            for (int r = 0; r < 8; ++r)
+                acc[r] = acc_min[r] = _mm512_setzero_ps();
             for (int64_t b = 0; b < nb; ++b) {
-                DecodedBlock& o = decoded[static_cast<std::size_t>(r * nb + b)];
-                if (r < rows)
-                    Decode<T>::run(static_cast<const uint8_t*>(w) + static_cast<std::size_t>(r0 + r) * w_row_bytes +
-                                       static_cast<std::size_t>(b) * block_bytes,
-                                   o);
-                else
-                    o = DecodedBlock{}; // a missing row: zeros, never stored
-            }
-        for (int64_t t0 = t_begin - t_begin % kTiledPanelTokens; t0 < t_end; t0 += kTiledPanelTokens) {
-            const uint8_t* panel = panels + static_cast<std::size_t>(t0 / kTiledPanelTokens) * panel_bytes;
-            for (int h = 0; h < rows; h += 8) {
-                __m512 acc[8], acc_min[8];
+                const DecodedBlock* wb[8];
                 for (int r = 0; r < 8; ++r)
-                    acc[r] = acc_min[r] = _mm512_setzero_ps();
-                for (int64_t b = 0; b < nb; ++b) {
-                    const DecodedBlock* wb[8];
-                    for (int r = 0; r < 8; ++r)
-                        wb[r] = &decoded[static_cast<std::size_t>((h + r) * nb + b)];
-                    Order::block(wb, panel + static_cast<std::size_t>(b) * kPanelBlockBytes, acc, acc_min);
-                }
-                alignas(64) float out[8][kTiledPanelTokens];
-                for (int r = 0; r < 8; ++r)
-                    _mm512_store_ps(out[r], Order::finish(acc[r], acc_min[r]));
-                store_tile(out, std::min(8, rows - h), t0, t_begin, t_end, y + r0 + h, y_stride);
+                    wb[r] = &decoded[static_cast<std::size_t>((h + r) * nb + b)];
+                Order::block(wb, panel + static_cast<std::size_t>(b) * kPanelBlockBytes, acc, acc_min);
             }
+            alignas(64) float out[8][kTiledPanelTokens];
+            for (int r = 0; r < 8; ++r)
+                _mm512_store_ps(out[r], Order::finish(acc[r], acc_min[r]));
+            store_tile(out, static_cast<int>(std::min<int64_t>(8, n_rows - h)), t0, t_begin, t_end, y + h, y_stride);
         }
     }
 }
@@ -376,63 +373,62 @@ void repacked_b32_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, c
     const std::size_t panel_bytes = static_cast<std::size_t>(nb) * kB32BlockBytes;
     thread_local std::vector<uint8_t> codes; // [row][element]
     thread_local std::vector<float> scales;  // [row][block]
-    codes.resize(static_cast<std::size_t>(kRows * n));
-    scales.resize(static_cast<std::size_t>(kRows * nb));
-    for (int64_t r0 = 0; r0 < n_rows; r0 += kRows) {
-        const int rows = static_cast<int>(std::min<int64_t>(kRows, n_rows - r0));
-        for (int r = 0; r < kRows; ++r)
+    // every row of the call decoded once, then each panel walked past all of them (as tiled_gemm)
+    const int64_t padded_rows = (n_rows + 7) / 8 * 8;
+    codes.resize(static_cast<std::size_t>(padded_rows * n));
+    scales.resize(static_cast<std::size_t>(padded_rows * nb));
+    for (int64_t r = 0; r < padded_rows; ++r)
+        for (int64_t b = 0; b < nb; ++b) {
+            uint8_t* c = codes.data() + static_cast<std::size_t>(r * n + 32 * b);
+            float& d = scales[static_cast<std::size_t>(r * nb + b)];
+            if (r >= n_rows) { // a missing row: zeros, never stored
+                std::memset(c, 0, 32);
+                d = 0.0f;
+                continue;
+            }
+            const uint8_t* x = static_cast<const uint8_t*>(w) + static_cast<std::size_t>(r) * w_row_bytes +
+                               static_cast<std::size_t>(b) * 18;
+            for (int e = 0; e < 32; ++e)
+                c[e] = static_cast<uint8_t>(portable::legacy_q<T>(x, e) + (1 << bias_shift));
+            d = half(x);
+        }
+    for (int64_t t0 = t_begin - t_begin % kTiledPanelTokens; t0 < t_end; t0 += kTiledPanelTokens) {
+        const uint8_t* panel = panels + static_cast<std::size_t>(t0 / kTiledPanelTokens) * panel_bytes;
+        for (int64_t h = 0; h < n_rows; h += 8) {
+            const uint8_t* row_codes[8];
+            const float* row_scales[8];
+            for (int r = 0; r < 8; ++r) {
+                row_codes[r] = codes.data() + static_cast<std::size_t>((h + r) * n);
+                row_scales[r] = scales.data() + static_cast<std::size_t>((h + r) * nb);
+            }
+            __m512 acc[8];
+            for (int r = 0; r < 8; ++r)
+                acc[r] = _mm512_setzero_ps();
             for (int64_t b = 0; b < nb; ++b) {
-                uint8_t* c = codes.data() + static_cast<std::size_t>(r * n + 32 * b);
-                float& d = scales[static_cast<std::size_t>(r * nb + b)];
-                if (r >= rows) { // a missing row: zeros, never stored
-                    std::memset(c, 0, 32);
-                    d = 0.0f;
-                    continue;
-                }
-                const uint8_t* x = static_cast<const uint8_t*>(w) + static_cast<std::size_t>(r0 + r) * w_row_bytes +
-                                   static_cast<std::size_t>(b) * 18;
-                for (int e = 0; e < 32; ++e)
-                    c[e] = static_cast<uint8_t>(portable::legacy_q<T>(x, e) + (1 << bias_shift));
-                d = half(x);
-            }
-        for (int64_t t0 = t_begin - t_begin % kTiledPanelTokens; t0 < t_end; t0 += kTiledPanelTokens) {
-            const uint8_t* panel = panels + static_cast<std::size_t>(t0 / kTiledPanelTokens) * panel_bytes;
-            for (int h = 0; h < rows; h += 8) {
-                const uint8_t* row_codes[8];
-                const float* row_scales[8];
-                for (int r = 0; r < 8; ++r) {
-                    row_codes[r] = codes.data() + static_cast<std::size_t>((h + r) * n);
-                    row_scales[r] = scales.data() + static_cast<std::size_t>((h + r) * nb);
-                }
-                __m512 acc[8];
+                const uint8_t* pb = panel + static_cast<std::size_t>(b) * kB32BlockBytes;
+                __m512i p[8];
+#pragma GCC unroll 8
                 for (int r = 0; r < 8; ++r)
-                    acc[r] = _mm512_setzero_ps();
-                for (int64_t b = 0; b < nb; ++b) {
-                    const uint8_t* pb = panel + static_cast<std::size_t>(b) * kB32BlockBytes;
-                    __m512i p[8];
+                    p[r] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                for (int g = 0; g < 8; ++g) {
+                    const __m512i a = _mm512_loadu_si512(pb + 64 * g);
 #pragma GCC unroll 8
                     for (int r = 0; r < 8; ++r)
-                        p[r] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-                    for (int g = 0; g < 8; ++g) {
-                        const __m512i a = _mm512_loadu_si512(pb + 64 * g);
-#pragma GCC unroll 8
-                        for (int r = 0; r < 8; ++r)
-                            p[r] = _mm512_dpbusd_epi32(
-                                p[r], _mm512_set1_epi32(static_cast<int>(load_u32(row_codes[r] + 32 * b + 4 * g))), a);
-                    }
-                    const __m512i bias = _mm512_slli_epi32(_mm512_loadu_si512(pb + kB32QuantBytes), bias_shift);
-                    const __m512 d8 = _mm512_loadu_ps(pb + kB32Scales);
-#pragma GCC unroll 8
-                    for (int r = 0; r < 8; ++r)
-                        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(p[r], bias)),
-                                                 _mm512_mul_ps(_mm512_set1_ps(row_scales[r][b]), d8), acc[r]);
+                        p[r] = _mm512_dpbusd_epi32(
+                            p[r], _mm512_set1_epi32(static_cast<int>(load_u32(row_codes[r] + 32 * b + 4 * g))), a);
                 }
-                alignas(64) float out[8][kTiledPanelTokens];
+                const __m512i bias = _mm512_slli_epi32(_mm512_loadu_si512(pb + kB32QuantBytes), bias_shift);
+                const __m512 d8 = _mm512_loadu_ps(pb + kB32Scales);
+#pragma GCC unroll 8
                 for (int r = 0; r < 8; ++r)
-                    _mm512_store_ps(out[r], acc[r]);
-                store_tile(out, std::min(8, rows - h), t0, t_begin, t_end, y + r0 + h, y_stride);
+                    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(p[r], bias)),
+                                             _mm512_mul_ps(_mm512_set1_ps(row_scales[r][b]), d8), acc[r]);
             }
+            alignas(64) float out[8][kTiledPanelTokens];
+            for (int r = 0; r < 8; ++r)
+                _mm512_store_ps(out[r], acc[r]);
+            store_tile(out, static_cast<int>(std::min<int64_t>(8, n_rows - h)), t0, t_begin, t_end, y + h, y_stride);
         }
     }
 }
