@@ -133,7 +133,9 @@ void attention_rows(const AttentionRow* rows, uint32_t n_rows, float* const* out
                     AttentionScratch& scratch)
 {
     if (simd_level() != SimdLevel::Scalar) {
-        simd::attention_rows_avx2(rows, n_rows, outs, weights, scratch);
+        simd::attention_rows_avx2(rows, n_rows, outs, weights, scratch,
+                                  simd_level() == SimdLevel::Avx512 ? simd::batched_attention_avx512()
+                                                                    : simd::batched_attention_avx2());
         return;
     }
     for (uint32_t r = 0; r < n_rows; ++r)

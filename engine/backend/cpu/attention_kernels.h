@@ -29,6 +29,7 @@ struct AttentionRow {
 struct AttentionScratch {
     std::vector<float> q16, scores, acc, max;
     std::vector<float> values; // a block of value rows converted to f32, eight d's at a time
+    std::vector<float> keys;   // a few keys converted to f32 (the AVX-512 scores)
     std::vector<double> sums;
 };
 

@@ -95,7 +95,7 @@ void scores_tile(const AttentionRow* rows, const float* const q[NR], const uint1
 // Raises max[r] to each row's maximum. Rows share the key array (null where masked for all, at and
 // past n_slots too); a row also masks what lies outside its own [first, n_slots).
 void batched_scores(const AttentionRow* rows, uint32_t n_rows, uint32_t n_slots, const float* q16, float* scores,
-                    std::size_t stride, float* max, uint32_t j0, uint32_t j1)
+                    std::size_t stride, float* max, uint32_t j0, uint32_t j1, std::vector<float>& /*scratch*/)
 {
     constexpr float kNegInf = -std::numeric_limits<float>::infinity();
     const AttentionRow& row0 = rows[0];
@@ -138,12 +138,11 @@ void batched_scores(const AttentionRow* rows, uint32_t n_rows, uint32_t n_slots,
         flush();
 }
 
-// Slots are visited in blocks this long, every row of the group going over a block before the next
-// one: the block's keys and values stay in cache (L1/L2) while the group's query heads (4 per KV
+// Slots are visited in blocks of kSlotBlock (attention_simd.h), every row of the group going over a
+// block before the next one: the block's keys and values stay in cache (L1/L2) while the group's query heads (4 per KV
 // head on the default model, 7 on the chat model) read them, instead of each head streaming the
 // whole cache again. A multiple of 8, so each slot keeps its lane. 32, 64, 128 and 256 tried: on
 // the default model's 2,048-token prefill 380, 420, 414 and 432 tokens/s (2 threads, one run each).
-constexpr uint32_t kSlotBlock = 256;
 
 // 8×8 transpose: row i of the result is column i of the input.
 inline void transpose8(__m256 r[8])
@@ -241,7 +240,7 @@ void batched_values_sum(const float* lanes, uint32_t D, float* out)
 } // namespace
 
 void attention_rows_avx2(const AttentionRow* rows, uint32_t n_rows, float* const* outs, float* const* weights,
-                         AttentionScratch& s)
+                         AttentionScratch& s, BatchedAttentionKernels batched_kernels)
 {
     if (n_rows == 0)
         return;
@@ -282,7 +281,8 @@ void attention_rows_avx2(const AttentionRow* rows, uint32_t n_rows, float* const
     for (uint32_t j0 = j_lo; j0 < n_pad; j0 += kSlotBlock) {
         const uint32_t j1 = std::min(n_pad, j0 + kSlotBlock);
         if (batched) {
-            batched_scores(rows, n_rows, n_slots, s.q16.data(), s.scores.data(), stride, max.data(), j0, j1);
+            batched_kernels.scores(rows, n_rows, n_slots, s.q16.data(), s.scores.data(), stride, max.data(), j0, j1,
+                                   s.keys);
             continue;
         }
         for (uint32_t r = 0; r < n_rows; ++r) {
@@ -328,8 +328,8 @@ void attention_rows_avx2(const AttentionRow* rows, uint32_t n_rows, float* const
     if (batched) {
         s.acc.assign(std::size_t(n_rows) * D * 8, 0.0f);
         for (uint32_t j0 = j_lo; j0 < n_slots; j0 += kSlotBlock)
-            batched_values(rows, n_rows, n_slots, s.scores.data(), stride, s.acc.data(), s.values, j0,
-                           std::min(n_slots, j0 + kSlotBlock));
+            batched_kernels.values(rows, n_rows, n_slots, s.scores.data(), stride, s.acc.data(), s.values, j0,
+                                   std::min(n_slots, j0 + kSlotBlock));
         for (uint32_t r = 0; r < n_rows; ++r)
             batched_values_sum(s.acc.data() + std::size_t(r) * D * 8, D, outs[r]);
         return;
@@ -365,6 +365,11 @@ void attention_rows_avx2(const AttentionRow* rows, uint32_t n_rows, float* const
             outs[r][d] = static_cast<float>(static_cast<double>((t0 + t1) + (t2 + t3)));
         }
     }
+}
+
+BatchedAttentionKernels batched_attention_avx2()
+{
+    return {batched_scores, batched_values};
 }
 
 void attention_row_avx2(const AttentionRow& row, float* out, float* weights, AttentionScratch& s)
