@@ -6,6 +6,7 @@
 #include "kv/kv_sizing.h"
 #include "model/model_config.h"
 #include "quant/activation_quant.h"
+#include "quant/tiled_gemm.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -42,6 +43,7 @@ namespace {
 struct FileFacts {
     uint64_t weight_bytes = 0;
     uint64_t layer_activation_row_bytes = 0; // widest quantized input row of a layer matrix
+    uint64_t layer_panel_bytes = 0;          // its sixteen-token panel for the tiled matmul
     uint64_t head_activation_row_bytes = 0;  // the output head's (one row of logits per pass)
 };
 
@@ -53,10 +55,13 @@ FileFacts facts_of(const gguf::GgufFile& file)
         head = file.find_tensor("token_embd.weight"); // tied embeddings
     for (const auto& t : file.tensors()) {
         f.weight_bytes += t.n_bytes;
-        if (t.n_dims >= 2 && t.name.starts_with("blk."))
+        if (t.n_dims >= 2 && t.name.starts_with("blk.")) {
+            const ActivationFormat format = activation_format(t.type.type);
+            const auto width = static_cast<int64_t>(t.ne[0]);
             f.layer_activation_row_bytes =
-                std::max<uint64_t>(f.layer_activation_row_bytes,
-                                   activation_row_bytes(activation_format(t.type.type), static_cast<int64_t>(t.ne[0])));
+                std::max<uint64_t>(f.layer_activation_row_bytes, activation_row_bytes(format, width));
+            f.layer_panel_bytes = std::max<uint64_t>(f.layer_panel_bytes, tiled_panel_bytes(format, width));
+        }
     }
     if (head)
         f.head_activation_row_bytes =
@@ -81,9 +86,12 @@ uint64_t scratch_bytes_for(const ModelConfig& c, const FileFacts& f, uint64_t n_
         moe_pairs = n_batch * k * sizeof(uint32_t);
     }
     const uint64_t quantized = std::max(n_batch * f.layer_activation_row_bytes, f.head_activation_row_bytes);
+    // The tiled matmul's panels of a batch of 16+ tokens (AVX-512 VNNI CPUs; counted on every CPU).
+    const uint64_t panels =
+        n_batch >= kTiledPanelTokens ? (n_batch + kTiledPanelTokens - 1) / kTiledPanelTokens * f.layer_panel_bytes : 0;
     const uint64_t logits = uint64_t(c.n_vocab) * sizeof(float);
     const uint64_t row_pointers = 2 * Hkv * n_ctx * sizeof(void*);
-    return floats * sizeof(float) + moe_pairs + quantized + logits + row_pointers;
+    return floats * sizeof(float) + moe_pairs + quantized + panels + logits + row_pointers;
 }
 
 } // namespace

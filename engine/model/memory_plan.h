@@ -37,8 +37,8 @@ struct MemoryPlan {
     // (these nine, and a mixture of experts' buffers up to that bound, are what
     // BackendMemory::scratch_bytes reports after such a batch), plus the
     // quantized activations of a batch (n_batch rows of the widest matmul input in its activation
-    // format), one row of logits (n_vocab floats) and the attention's row-pointer tables
-    // (2 × n_head_kv × n_ctx pointers).
+    // format) and, for a batch of 16 or more, their sixteen-token panels for the tiled matmul, one row of logits
+    // (n_vocab floats) and the attention's row-pointer tables (2 × n_head_kv × n_ctx pointers).
     uint64_t scratch_bytes = 0;
     uint64_t total_bytes = 0;
     uint32_t n_ctx = 0; // the context planned for (capped at the training context)

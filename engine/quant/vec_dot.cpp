@@ -151,9 +151,19 @@ VecDotFn vec_dot_batched_scalar(GgmlType type, int64_t n)
     }
 }
 
+BatchOrder batch_order(GgmlType type, int64_t n, int64_t order)
+{
+    if (order >= 2 && vec_dot_batched_scalar(type, n))
+        return BatchOrder::Batched;
+    if (order >= kTiledMinBatch && vec_dot_tiled_scalar(type))
+        return BatchOrder::Tiled;
+    return BatchOrder::Row;
+}
+
 VecDotFn vec_dot_for_batch(GgmlType type, int64_t n, int64_t n_tokens)
 {
-    if (n_tokens >= 2 && vec_dot_batched_scalar(type, n)) {
+    switch (batch_order(type, n, n_tokens)) {
+    case BatchOrder::Batched:
         if (simd_level() == SimdLevel::Avx512)
             if (VecDotFn f = simd::vec_dot_batched_avx512(type, n))
                 return f;
@@ -161,16 +171,16 @@ VecDotFn vec_dot_for_batch(GgmlType type, int64_t n, int64_t n_tokens)
             if (VecDotFn f = simd::vec_dot_batched_avx2(type, n))
                 return f;
         return vec_dot_batched_scalar(type, n);
-    }
-    if (n_tokens >= kTiledMinBatch) {
+    case BatchOrder::Tiled:
         if (simd_level() == SimdLevel::Avx512)
             if (VecDotFn f = simd::vec_dot_tiled_avx512(type))
                 return f;
         if (simd_level() != SimdLevel::Scalar)
             if (VecDotFn f = simd::vec_dot_tiled_avx2(type))
                 return f;
-        if (VecDotFn f = vec_dot_tiled_scalar(type))
-            return f;
+        return vec_dot_tiled_scalar(type);
+    case BatchOrder::Row:
+        break;
     }
     return vec_dot_for(type);
 }

@@ -45,6 +45,12 @@ VecDotFn vec_dot_for(GgmlType type);
 // block's integer sum scaled by the weight scale, then fused into the accumulator with the activation scale). The
 // results here follow it, so prefill logits track llama.cpp's.
 VecDotFn vec_dot_for_batch(GgmlType type, int64_t n, int64_t n_tokens);
+// Which of those orders a batch of `order` rows takes for `type` rows of n elements: llama.cpp's
+// llamafile (batched) order for F32/F16/BF16 rows of a multiple of 8 and IQ4_NL from 2 rows, its tiled
+// order for k-quants and IQ4_XS from 8, else one row at a time. vec_dot_for_batch and the CPU
+// backend's tiled matmul both choose by it.
+enum class BatchOrder { Row, Batched, Tiled };
+BatchOrder batch_order(GgmlType type, int64_t n, int64_t order);
 VecDotX4Fn vec_dot_x4_for_batch(GgmlType type, int64_t n_tokens);
 // nullptr where the CPU (or $TOKENSCOPE_SIMD) gives no eight-row kernel for the type.
 VecDotX8Fn vec_dot_x8_for_batch(GgmlType type, int64_t n_tokens);

@@ -12,6 +12,7 @@
 #include "model/memory_plan.h"
 #include "model/model.h"
 #include "quant/activation_quant.h"
+#include "quant/tiled_gemm.h"
 #include "test_paths.h"
 #include "util/error.h"
 
@@ -138,14 +139,19 @@ void TestMemoryPlan::realModelMatchesTheBackend()
     const uint64_t vectors = uint64_t(n_ctx) * (3 * E + 2 * H * D + 2 * Hkv * D + 2 * F) * sizeof(float);
     QCOMPARE(m.scratch_bytes, vectors);
     // ... plus the quantized activations of the batch (Q8_K rows of the widest input: n_ff for
-    // ffn_down; the planner takes the widest layer matrix input), one row of logits and the
-    // attention's row-pointer tables.
-    uint64_t widest_row = 0;
+    // ffn_down; the planner takes the widest layer matrix input) and their sixteen-token panels for
+    // the tiled matmul (four of them for 64 tokens), one row of logits and the attention's
+    // row-pointer tables.
+    uint64_t widest_row = 0, widest_panel = 0;
     for (const auto& t : file->tensors())
-        if (t.n_dims >= 2 && t.name.starts_with("blk."))
-            widest_row =
-                std::max<uint64_t>(widest_row, activation_row_bytes(activation_format(t.type.type), int64_t(t.ne[0])));
-    const uint64_t extras = n_ctx * widest_row + uint64_t(c.n_vocab) * 4 + 2 * Hkv * n_ctx * sizeof(void*);
+        if (t.n_dims >= 2 && t.name.starts_with("blk.")) {
+            const ActivationFormat format = activation_format(t.type.type);
+            widest_row = std::max<uint64_t>(widest_row, activation_row_bytes(format, int64_t(t.ne[0])));
+            widest_panel = std::max<uint64_t>(widest_panel, tiled_panel_bytes(format, int64_t(t.ne[0])));
+        }
+    QVERIFY(widest_panel > 0); // the default model's Q4_K/Q6_K matrices have panels
+    const uint64_t extras =
+        n_ctx * widest_row + 4 * widest_panel + uint64_t(c.n_vocab) * 4 + 2 * Hkv * n_ctx * sizeof(void*);
     QCOMPARE(plan.scratch_bytes, vectors + extras);
     QCOMPARE(plan.total_bytes, plan.weight_bytes + plan.kv_bytes + plan.scratch_bytes);
     QVERIFY(plan.fits);

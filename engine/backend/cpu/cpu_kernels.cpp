@@ -158,11 +158,12 @@ bool MatMul::tiled_multiply(ThreadPool& pool, const TensorView& w, int64_t n_tok
         return false;
     const int64_t order = exact_order ? std::max<int64_t>(order_batch, 1) : std::max(n_tokens, order_batch);
     const int64_t gemm_tokens = repacked ? repacked_gemm_tokens(n_tokens, order_batch, exact_order) : n_tokens;
-    const TiledGemmFn gemm =
-        repacked                                                              ? repacked_gemm_for(w.type(), true)
-        : order >= 2 && vec_dot_batched_scalar(w.type(), w.cols())            ? float_gemm_for(w.type(), w.cols())
-        : order >= portable::kTiledMinBatch && vec_dot_tiled_scalar(w.type()) ? tiled_gemm_for(w.type())
-                                                                              : nullptr;
+    // the order vec_dot_for_batch's kernels would take for this batch
+    const BatchOrder chosen = batch_order(w.type(), w.cols(), order);
+    const TiledGemmFn gemm = repacked                        ? repacked_gemm_for(w.type(), true)
+                             : chosen == BatchOrder::Batched ? float_gemm_for(w.type(), w.cols())
+                             : chosen == BatchOrder::Tiled   ? tiled_gemm_for(w.type())
+                                                             : nullptr;
     const TiledGemmFn gemv = repacked ? repacked_gemm_for(w.type(), false) : nullptr;
     if (!gemm || (gemm_tokens < n_tokens && !gemv))
         return false;
