@@ -10,6 +10,8 @@
 # with --repack 0 and 1 (the faster counts) against `tokenscope-cli bench`, pp512 and tg128 by
 # default, THREADS (default 2) threads; decode also shows the bytes Tokenscope reads per token as a
 # share of this machine's read bandwidth. Smaller runs: TYPES="Q4_1 IQ4_XS" PP=128 TG=32 REPS=1.
+# An AVX2-only machine, on this one: REF_CPU=avx2 TOKENSCOPE_SIMD=avx2 (llama.cpp built for AVX2, the
+# engine capped at its AVX2 kernels).
 # Disk: the F16 source (1.2 GB) and one twin at a time, in a temporary directory (TMPDIR).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -20,7 +22,8 @@ THREADS="${THREADS:-2}"
 TYPES="${TYPES:-F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS}"
 OURS="$ROOT/build/release/app/tokenscope-cli"
 [ -x "$OURS" ] || { echo "build first: bash scripts/setup.sh run" >&2; exit 1; }
-KV="$(TOKENSCOPE_REF_CPU=native LLAMA_CPP_TARGETS="llama-bench llama-quantize" "$ROOT/tests/reference/build_llama_cpp.sh")"
+REF_CPU="${REF_CPU:-native}"
+KV="$(TOKENSCOPE_REF_CPU="$REF_CPU" LLAMA_CPP_TARGETS="llama-bench llama-quantize" "$ROOT/tests/reference/build_llama_cpp.sh")"
 LLAMA_BENCH="$(sed -n 's/^LLAMA_BENCH=//p' <<< "$KV")"
 LLAMA_QUANTIZE="$(sed -n 's/^LLAMA_QUANTIZE=//p' <<< "$KV")"
 [ -x "$LLAMA_BENCH" ] && [ -x "$LLAMA_QUANTIZE" ] || { echo "llama-bench or llama-quantize was not built" >&2; exit 1; }
@@ -29,6 +32,7 @@ trap 'rm -rf "$OUT"' EXIT
 
 echo "llama.cpp: $LLAMA_BENCH; Tokenscope: $(git -C "$ROOT" rev-parse --short HEAD)"
 echo "reps $REPS; pp $PP; tg $TG; threads $THREADS; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "llama.cpp built for: $REF_CPU; Tokenscope kernels: ${TOKENSCOPE_SIMD:-the run-time choice}"
 "$OURS" make-test-model --preset qwen3-0.6b --type F16 --out "$OUT/source-F16.gguf" > /dev/null
 
 i=0
