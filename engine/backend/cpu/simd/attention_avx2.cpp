@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "backend/cpu/simd/attention_simd.h"
+#include "backend/cpu/simd/attention_x86_helpers.h"
 #include "backend/cpu/simd/expf8_avx2.h"
 
 #include <algorithm>
@@ -10,11 +11,6 @@
 namespace engine::cpu::simd {
 
 namespace {
-
-inline __m256 load_f16(const uint16_t* p)
-{
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
 
 inline float hsum_halves(__m256 x) // ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7))
 {
@@ -143,27 +139,6 @@ void batched_scores(const AttentionRow* rows, uint32_t n_rows, uint32_t n_slots,
 // head on the default model, 7 on the chat model) read them, instead of each head streaming the
 // whole cache again. A multiple of 8, so each slot keeps its lane. 32, 64, 128 and 256 tried: on
 // the default model's 2,048-token prefill 380, 420, 414 and 432 tokens/s (2 threads, one run each).
-
-// 8×8 transpose: row i of the result is column i of the input.
-inline void transpose8(__m256 r[8])
-{
-    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
 
 // Prefill's weighted values of a group's rows over slots [j0, j1) (j0 a multiple of 8): slot j adds
 // p_j · v_j[d] into lane j mod 8 of the (row, d) accumulator, slots in increasing order — llama.cpp's

@@ -4,6 +4,7 @@
 // slot j in lane j mod 8), two chains per 512-bit register, one in each 256-bit half. A half does
 // exactly what the AVX2 register did, so the bits are the same.
 #include "backend/cpu/simd/attention_simd.h"
+#include "backend/cpu/simd/attention_x86_helpers.h"
 
 #include <algorithm>
 #include <immintrin.h>
@@ -19,11 +20,6 @@
 namespace engine::cpu::simd {
 
 namespace { // NOLINT(cert-dcl59-cpp,google-build-namespaces): one translation unit's kernels
-
-inline __m256 load_f16(const uint16_t* p)
-{
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
 
 // attention_avx2.cpp's hsum_halves, ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)), of each 256-bit half, in
 // element 0 of the half (a0 + a4 as a4 + a0: the same sum).
@@ -140,27 +136,6 @@ void batched_scores_avx512(const AttentionRow* rows, uint32_t n_rows, uint32_t n
     }
     if (n_live)
         flush();
-}
-
-// 8×8 transpose: row i of the result is column i of the input.
-inline void transpose8(__m256 r[8])
-{
-    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
 // The block's values converted and transposed eight d's at a time, as the AVX2 loop does, but laid
