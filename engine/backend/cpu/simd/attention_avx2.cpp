@@ -93,12 +93,9 @@ void scores_tile(const AttentionRow* rows, const float* const q[NR], const uint1
 void batched_scores(const AttentionRow* rows, uint32_t n_rows, uint32_t n_slots, const float* q16, float* scores,
                     std::size_t stride, float* max, uint32_t j0, uint32_t j1, std::vector<float>& /*scratch*/)
 {
-    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
     const AttentionRow& row0 = rows[0];
     const uint32_t D = row0.head_dim;
-    uint32_t live[3];
-    uint32_t n_live = 0;
-    const auto flush = [&] {
+    live_key_groups<3>(row0, n_rows, n_slots, scores, stride, j0, j1, [&](const uint32_t* live, uint32_t n_live) {
         const uint16_t* k[3] = {row0.keys[live[0]], row0.keys[live[std::min(1u, n_live - 1)]],
                                 row0.keys[live[std::min(2u, n_live - 1)]]};
         for (uint32_t r0 = 0; r0 < n_rows;) {
@@ -118,26 +115,13 @@ void batched_scores(const AttentionRow* rows, uint32_t n_rows, uint32_t n_slots,
                 scores_tile<1>(rows + r0, q, k, live, n_live, sc, max + r0);
             r0 += nr;
         }
-        n_live = 0;
-    };
-    for (uint32_t j = j0; j < j1; ++j) {
-        if (j >= n_slots || !row0.keys[j]) {
-            for (uint32_t r = 0; r < n_rows; ++r)
-                scores[std::size_t(r) * stride + j] = kNegInf;
-            continue;
-        }
-        live[n_live++] = j;
-        if (n_live == 3)
-            flush();
-    }
-    if (n_live)
-        flush();
+    });
 }
 
 // Slots are visited in blocks of kSlotBlock (attention_simd.h), every row of the group going over a
-// block before the next one: the block's keys and values stay in cache (L1/L2) while the group's query heads (4 per KV
-// head on the default model, 7 on the chat model) read them, instead of each head streaming the
-// whole cache again. A multiple of 8, so each slot keeps its lane. 32, 64, 128 and 256 tried: on
+// block before the next one: the block's keys and values stay in cache (L1/L2) while the group's
+// query heads (4 per KV head on the default model, 7 on the chat model) read them, instead of each
+// head streaming the whole cache again. A multiple of 8, so each slot keeps its lane. 32, 64, 128 and 256 tried: on
 // the default model's 2,048-token prefill 380, 420, 414 and 432 tokens/s (2 threads, one run each).
 
 // Prefill's weighted values of a group's rows over slots [j0, j1) (j0 a multiple of 8): slot j adds

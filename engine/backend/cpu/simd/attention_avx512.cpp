@@ -75,15 +75,12 @@ void scores_tile(const AttentionRow* rows, const float* const q[NR], const float
 void batched_scores_avx512(const AttentionRow* rows, uint32_t n_rows, uint32_t n_slots, const float* q16, float* scores,
                            std::size_t stride, float* max, uint32_t j0, uint32_t j1, std::vector<float>& kp)
 {
-    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
     const AttentionRow& row0 = rows[0];
     const uint32_t D = row0.head_dim;
     kp.resize(std::size_t(D) * kKeys + 16);
     // 64-byte aligned for the loads
     float* packed = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(kp.data()) + 63) & ~uintptr_t(63));
-    uint32_t live[kKeys];
-    uint32_t n_live = 0;
-    const auto flush = [&] {
+    live_key_groups<kKeys>(row0, n_rows, n_slots, scores, stride, j0, j1, [&](const uint32_t* live, uint32_t n_live) {
         const uint16_t* k[kKeys];
         for (uint32_t kk = 0; kk < kKeys; ++kk)
             k[kk] = row0.keys[live[std::min(kk, n_live - 1)]];
@@ -122,20 +119,7 @@ void batched_scores_avx512(const AttentionRow* rows, uint32_t n_rows, uint32_t n
             }
             r0 += nr;
         }
-        n_live = 0;
-    };
-    for (uint32_t j = j0; j < j1; ++j) {
-        if (j >= n_slots || !row0.keys[j]) {
-            for (uint32_t r = 0; r < n_rows; ++r)
-                scores[std::size_t(r) * stride + j] = kNegInf;
-            continue;
-        }
-        live[n_live++] = j;
-        if (n_live == kKeys)
-            flush();
-    }
-    if (n_live)
-        flush();
+    });
 }
 
 // The block's values converted and transposed eight d's at a time, as the AVX2 loop does, but laid

@@ -4,8 +4,12 @@
 // CPUs without it (as quant/simd/x86_block_helpers.h).
 #pragma once
 
+#include "backend/cpu/attention_kernels.h"
+
+#include <cstddef>
 #include <cstdint>
 #include <immintrin.h>
+#include <limits>
 
 namespace engine::cpu::simd {
 namespace { // NOLINT(cert-dcl59-cpp,google-build-namespaces): see above
@@ -34,6 +38,30 @@ inline void transpose8(__m256 r[8])
     r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
     r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
     r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+// Prefill's scores over slots [j0, j1): the live slots (a key, below n_slots) handed to
+// score(live, n_live) in groups of up to N, in slot order; a masked slot gets −∞ in every row.
+template <uint32_t N, class Score>
+inline void live_key_groups(const AttentionRow& row0, uint32_t n_rows, uint32_t n_slots, float* scores,
+                            std::size_t stride, uint32_t j0, uint32_t j1, Score&& score)
+{
+    uint32_t live[N];
+    uint32_t n_live = 0;
+    for (uint32_t j = j0; j < j1; ++j) {
+        if (j >= n_slots || !row0.keys[j]) {
+            for (uint32_t r = 0; r < n_rows; ++r)
+                scores[std::size_t(r) * stride + j] = -std::numeric_limits<float>::infinity();
+            continue;
+        }
+        live[n_live++] = j;
+        if (n_live == N) {
+            score(live, n_live);
+            n_live = 0;
+        }
+    }
+    if (n_live)
+        score(live, n_live);
 }
 
 } // namespace
