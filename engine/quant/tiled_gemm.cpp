@@ -81,23 +81,40 @@ void pack_tiled_panel(ActivationFormat format, const uint8_t* rows, std::size_t 
 
 TiledGemmFn tiled_gemm_for(GgmlType type)
 {
-    if (simd_level() != SimdLevel::Avx512)
+    switch (simd_level()) {
+    case SimdLevel::Avx512:
+        return simd::tiled_gemm_avx512(type);
+    case SimdLevel::Avx2:
+        return simd::tiled_gemm_avx2(type);
+    default:
         return nullptr;
-    return simd::tiled_gemm_avx512(type);
+    }
 }
 
 TiledGemmFn float_gemm_for(GgmlType type, int64_t n)
 {
-    if (simd_level() != SimdLevel::Avx512 || n % 8 != 0)
+    if (n % 8 != 0)
         return nullptr;
-    return simd::float_gemm_avx512(type);
+    switch (simd_level()) {
+    case SimdLevel::Avx512:
+        return simd::float_gemm_avx512(type);
+    case SimdLevel::Avx2:
+        return simd::float_gemm_avx2(type);
+    default:
+        return nullptr;
+    }
 }
 
 TiledGemmFn repacked_gemm_for(GgmlType type, bool gemm)
 {
-    if (simd_level() != SimdLevel::Avx512)
+    switch (simd_level()) {
+    case SimdLevel::Avx512:
+        return simd::repacked_gemm_avx512(type, gemm);
+    case SimdLevel::Avx2:
+        return simd::repacked_gemm_avx2(type, gemm);
+    default:
         return nullptr;
-    return simd::repacked_gemm_avx512(type, gemm);
+    }
 }
 
 } // namespace engine

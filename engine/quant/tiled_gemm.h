@@ -12,10 +12,11 @@ namespace engine {
 // llama.cpp's tiled order for k-quant and IQ4_XS weights (dot_k_tiled in vec_dot_portable.h: per
 // 256-element block res = d·s1, res = fma(−dmin, s2, res), acc = fma(res, d8, acc)) computed for
 // many rows and tokens at once: each weight block is decoded once to byte codes and reused by every
-// token, and sixteen tokens share each 512-bit product (one token per 32-bit lane). s1 and s2 are
-// exact integers, so any way of summing them gives dot_k_tiled's bits.
+// token, and sixteen tokens share each 512-bit product (one token per 32-bit lane; on AVX2, eight per
+// 256-bit product, each half of a panel in turn). s1 and s2 are exact integers, so any way of summing
+// them gives dot_k_tiled's bits.
 
-// Tokens in one panel: the zmm lanes of the kernel.
+// Tokens in one panel: the zmm lanes of the AVX-512 kernels (two ymm for the AVX2 ones).
 inline constexpr int kTiledPanelTokens = 16;
 
 // One block of a panel of a quantized format: the sixteen tokens' quants in groups of four, the sums of
@@ -51,8 +52,9 @@ void pack_tiled_panel(ActivationFormat format, const uint8_t* rows, std::size_t 
 using TiledGemmFn = void (*)(const void* w, std::size_t w_row_bytes, int64_t n_rows, const uint8_t* panels,
                              int64_t t_begin, int64_t t_end, int64_t n, float* y, int64_t y_stride);
 
-// The CPU's tiled matmul for `type` (AVX-512 VNNI: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS); nullptr where
-// the CPU (or $TOKENSCOPE_SIMD) has none — then the one-, four- and eight-row kernels run.
+// The CPU's tiled matmul for `type` (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS; AVX-512 VNNI, or AVX2 with
+// eight tokens to a register); nullptr on the portable path ($TOKENSCOPE_SIMD=scalar) — then the one-,
+// four- and eight-row kernels run.
 TiledGemmFn tiled_gemm_for(GgmlType type);
 // The same engine in llama.cpp's repacked order (vec_dot_repacked(type, gemm)'s bits) for Q4_K (Q8_K
 // panels), Q4_0 and IQ4_NL (Q8_0 panels); nullptr for other types and where the CPU has none.

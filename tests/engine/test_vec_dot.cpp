@@ -221,8 +221,24 @@ void TestVecDot::tiledMatmulMatchesTiledOrder()
     const bool is_float = gt == GgmlType::F32 || gt == GgmlType::F16 || gt == GgmlType::BF16;
     if (!tiled && !repacks && !is_float)
         QSKIP("neither the tiled, the repacked nor the batched float order: the row kernels only");
-    if (!(tiled ? tiled_gemm_for(gt) : repacks ? repacked_gemm_for(gt, true) : float_gemm_for(gt, n)))
-        QSKIP("this CPU (or TOKENSCOPE_SIMD) has no tiled matmul (AVX-512 VNNI): the row kernels run instead");
+    // The run-time choice, and the AVX2 kernels too where the CPU would choose AVX-512 (AVX2-only CPUs
+    // run them).
+    struct GemmPath {
+        const char* name;
+        TiledGemmFn (*tiled)(GgmlType);
+        TiledGemmFn (*repacked)(GgmlType, bool);
+        TiledGemmFn (*floats)(GgmlType, int64_t);
+    };
+    std::vector<GemmPath> paths;
+    if (simd_level() != SimdLevel::Scalar)
+        paths.push_back({"run-time choice", tiled_gemm_for, repacked_gemm_for, float_gemm_for});
+    if (simd_level() == SimdLevel::Avx512)
+        paths.push_back({"AVX2", simd::tiled_gemm_avx2, simd::repacked_gemm_avx2,
+                         [](GgmlType t, int64_t) { return simd::float_gemm_avx2(t); }});
+    if (paths.empty())
+        QSKIP("TOKENSCOPE_SIMD=scalar: no tiled matmul on the portable path (the row kernels run instead)");
+    for (const GemmPath& path : paths)
+        QVERIFY2(tiled ? path.tiled(gt) : repacks ? path.repacked(gt, true) : path.floats(gt, n), path.name);
     const ActivationFormat format = activation_format(gt);
     const std::size_t row_bytes = ggml_row_bytes(ggml_type_traits(gt), n);
     std::vector<uint8_t> w(rows * row_bytes);
@@ -270,23 +286,26 @@ void TestVecDot::tiledMatmulMatchesTiledOrder()
                     QCOMPARE(std::bit_cast<uint32_t>(y[std::size_t(t) * rows + r]),
                              std::bit_cast<uint32_t>(reference(t)(w.data() + r * row_bytes, xq[t].data(), n)));
         };
-        if (is_float) { // llama.cpp's batched (llamafile) order
-            float_gemm_for(gt, n)(w.data(), row_bytes, rows, packed.data(), 0, tokens, n, y.data(), rows);
-            check([&](int) { return vec_dot_batched_scalar(gt, n); });
-        }
-        if (tiled) {
-            tiled_gemm_for(gt)(w.data(), row_bytes, rows, packed.data(), 0, tokens, n, y.data(), rows);
-            check([&](int) { return tiled; });
-        }
-        if (repacks) { // the gemm's tokens, then the gemv's from a token inside a panel (only those stored)
-            const int split = tokens - tokens % 4 - (tokens > 20 ? 4 : 0);
+        for (const GemmPath& path : paths) {
             std::fill(y.begin(), y.end(), std::nanf(""));
-            repacked_gemm_for(gt, true)(w.data(), row_bytes, rows, packed.data(), 0, split, n, y.data(), rows);
-            repacked_gemm_for(gt, false)(w.data(), row_bytes, rows, packed.data(), split, tokens, n, y.data(), rows);
-            check([&](int t) { return vec_dot_repacked_scalar(gt, t < split); });
+            if (is_float) { // llama.cpp's batched (llamafile) order
+                path.floats(gt, n)(w.data(), row_bytes, rows, packed.data(), 0, tokens, n, y.data(), rows);
+                check([&](int) { return vec_dot_batched_scalar(gt, n); });
+            }
+            if (tiled) {
+                path.tiled(gt)(w.data(), row_bytes, rows, packed.data(), 0, tokens, n, y.data(), rows);
+                check([&](int) { return tiled; });
+            }
+            if (repacks) { // the gemm's tokens, then the gemv's from a token inside a panel (only those stored)
+                const int split = tokens - tokens % 4 - (tokens > 20 ? 4 : 0);
+                std::fill(y.begin(), y.end(), std::nanf(""));
+                path.repacked(gt, true)(w.data(), row_bytes, rows, packed.data(), 0, split, n, y.data(), rows);
+                path.repacked(gt, false)(w.data(), row_bytes, rows, packed.data(), split, tokens, n, y.data(), rows);
+                check([&](int t) { return vec_dot_repacked_scalar(gt, t < split); });
+            }
         }
     }
-    QVERIFY(compared >= 4 * 21 * 16);
+    QVERIFY(compared >= int(paths.size()) * 4 * 21 * 16);
 }
 
 void TestVecDot::avx512KernelsMatchAvx2()

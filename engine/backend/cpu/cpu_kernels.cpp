@@ -171,7 +171,9 @@ bool MatMul::tiled_multiply(ThreadPool& pool, const TensorView& w, int64_t n_tok
     const std::size_t panel_bytes = tiled_panel_bytes(m_holds.format, cols),
                       row_bytes = activation_row_bytes(m_holds.format, cols);
     const auto panels = static_cast<std::size_t>((n_tokens + kTiledPanelTokens - 1) / kTiledPanelTokens);
-    if (!m_tiled_ready) {
+    // F32 activations are already the float matmul's panels (f32 rows, token after token): no copy.
+    const bool rows_are_panels = m_holds.format == ActivationFormat::F32;
+    if (!m_tiled_ready && !rows_are_panels) {
         m_tiled.resize(panels * panel_bytes);
         pool.parallel_for(panels, [&](std::size_t begin, std::size_t end) {
             for (std::size_t p = begin; p < end; ++p) {
@@ -191,10 +193,11 @@ bool MatMul::tiled_multiply(ThreadPool& pool, const TensorView& w, int64_t n_tok
         static_cast<std::size_t>((rows + kRowsPerTask - 1) / kRowsPerTask), 1, [&](std::size_t begin, std::size_t end) {
             const int64_t r0 = static_cast<int64_t>(begin) * kRowsPerTask;
             const int64_t r1 = std::min(rows, static_cast<int64_t>(end) * kRowsPerTask);
+            const uint8_t* tiled = rows_are_panels ? m_quantized.data() : m_tiled.data();
             if (gemm_tokens > 0)
-                gemm(w.row(r0), w.row_bytes, r1 - r0, m_tiled.data(), 0, gemm_tokens, cols, y + r0, rows);
+                gemm(w.row(r0), w.row_bytes, r1 - r0, tiled, 0, gemm_tokens, cols, y + r0, rows);
             if (gemm_tokens < n_tokens)
-                gemv(w.row(r0), w.row_bytes, r1 - r0, m_tiled.data(), gemm_tokens, n_tokens, cols, y + r0, rows);
+                gemv(w.row(r0), w.row_bytes, r1 - r0, tiled, gemm_tokens, n_tokens, cols, y + r0, rows);
         });
     return true;
 }

@@ -4,6 +4,7 @@
 // sub-block's codes × quants with vpdpbusd (four weight bytes broadcast, the tokens' four quants in
 // each lane), scales the sub-block sums in integers, and does the block's three float operations on
 // sixteen tokens at once. Compiled with -mavx512vnni; reached only through tiled_gemm_for.
+#include "quant/simd/tiled_decode_x86.h"
 #include "quant/simd/vec_dot_simd.h"
 #include "quant/simd/x86_block_helpers.h"
 #include "quant/vec_dot_portable.h"
@@ -22,151 +23,8 @@
 namespace engine::simd {
 namespace { // NOLINT(cert-dcl59-cpp,google-build-namespaces): one translation unit's kernels
 
-// One weight row's 256-element block, decoded: value e is codes[e] − Bias (an unsigned byte, what
-// vpdpbusd multiplies), sub-block s has scale scales[s] and minimum mins[s].
-struct alignas(64) DecodedBlock {
-    uint8_t codes[256];
-    int32_t scales[16];
-    int32_t mins[16];
-    float d, dmin;
-};
-
-// 32 bytes of 2-bit fields at bit offset `shift`.
-inline __m256i bits2(const uint8_t* src, int shift)
-{
-    return _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)), shift),
-                            _mm256_set1_epi8(3));
-}
-inline void store32(uint8_t* dst, __m256i v)
-{
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), v);
-}
-
-// Per type: sub-block width, whether it has minimums, its code bias (a power of two: shifted), and
-// how a block decodes (SIMD: a prompt decodes every block of every matrix once).
-template <GgmlType T> struct Decode;
-
-template <> struct Decode<GgmlType::Q2_K> {
-    static constexpr int sub = 16, bias_shift = -1;
-    static constexpr bool has_min = true;
-    static void run(const uint8_t* x, DecodedBlock& o)
-    {
-        for (int h = 0; h < 2; ++h) // element 128h + 32s + l: bits 2s of qs[32h + l]
-            for (int sh = 0; sh < 4; ++sh)
-                store32(o.codes + 128 * h + 32 * sh, bits2(x + 16 + 32 * h, 2 * sh));
-        for (int g = 0; g < 16; ++g) {
-            o.scales[g] = x[g] & 0x0F;
-            o.mins[g] = x[g] >> 4;
-        }
-        o.d = half(x + 80);
-        o.dmin = half(x + 82);
-    }
-};
-
-template <> struct Decode<GgmlType::Q3_K> {
-    static constexpr int sub = 16, bias_shift = 2; // values low2 − 4·(no high bit): codes low2 + 4·high
-    static constexpr bool has_min = false;
-    static void run(const uint8_t* x, DecodedBlock& o)
-    {
-        const __m256i hmask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
-        for (int c = 0; c < 8; ++c) { // element 32c + l: low bits 2(c % 4) of qs[32(c / 4) + l], high bit c of hmask[l]
-            const __m256i high = _mm256_and_si256(_mm256_srli_epi16(hmask, c), _mm256_set1_epi8(1));
-            store32(o.codes + 32 * c,
-                    _mm256_or_si256(bits2(x + 32 + 32 * (c / 4), 2 * (c % 4)), _mm256_slli_epi16(high, 2)));
-        }
-        for (int g = 0; g < 16; ++g)
-            o.scales[g] = portable::q3_k_scale(x + 96, g);
-        o.d = half(x + 108);
-        o.dmin = 0.0f;
-    }
-};
-
-template <bool Five> struct DecodeQ45 {
-    static constexpr int sub = 32, bias_shift = -1;
-    static constexpr bool has_min = true;
-    static void run(const uint8_t* x, DecodedBlock& o)
-    {
-        const uint8_t* qh = x + 16;
-        const uint8_t* qs = x + (Five ? 48 : 16);
-        const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-        const __m256i high = Five ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh)) : _mm256_setzero_si256();
-        for (int j = 0; j < 4; ++j) { // elements 64j + l (low nibbles) and 64j + 32 + l (high nibbles)
-            const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * j));
-            __m256i lo = _mm256_and_si256(bytes, low4), hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
-            if constexpr (Five) {
-                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 2 * j), one), 4));
-                hi = _mm256_or_si256(hi,
-                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 2 * j + 1), one), 4));
-            }
-            store32(o.codes + 64 * j, lo);
-            store32(o.codes + 64 * j + 32, hi);
-        }
-        for (int s = 0; s < 8; ++s)
-            portable::scale_min_k4(x + 4, s, o.scales[s], o.mins[s]);
-        o.d = half(x);
-        o.dmin = half(x + 2);
-    }
-};
-template <> struct Decode<GgmlType::Q4_K> : DecodeQ45<false> {
-};
-template <> struct Decode<GgmlType::Q5_K> : DecodeQ45<true> {
-};
-
-template <> struct Decode<GgmlType::Q6_K> {
-    static constexpr int sub = 16, bias_shift = 5; // values code − 32
-    static constexpr bool has_min = false;
-    static void run(const uint8_t* x, DecodedBlock& o)
-    {
-        const uint8_t* ql = x;
-        const uint8_t* qh = x + 128;
-        const __m256i low4 = _mm256_set1_epi8(0x0F);
-        for (int h = 0; h < 2;
-             ++h) // element 128h + 32q + l: a nibble of ql[64h + 32(q % 2) + l], bits 2q of qh[32h + l]
-            for (int q = 0; q < 4; ++q) {
-                const __m256i lbytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h + 32 * (q % 2)));
-                const __m256i low = _mm256_and_si256(q < 2 ? lbytes : _mm256_srli_epi16(lbytes, 4), low4);
-                store32(o.codes + 128 * h + 32 * q,
-                        _mm256_or_si256(low, _mm256_slli_epi16(bits2(qh + 32 * h, 2 * q), 4)));
-            }
-        const auto* scales = reinterpret_cast<const int8_t*>(x + 192);
-        for (int g = 0; g < 16; ++g)
-            o.scales[g] = scales[g];
-        o.d = half(x + 208);
-        o.dmin = 0.0f;
-    }
-};
-
-template <> struct Decode<GgmlType::IQ4_XS> {
-    static constexpr int sub = 32, bias_shift = 7; // table values + 128
-    static constexpr bool has_min = false;
-    static void run(const uint8_t* x, DecodedBlock& o)
-    {
-        alignas(16) uint8_t table[16]; // the values + 128, as codes
-        for (int i = 0; i < 16; ++i)
-            table[i] = static_cast<uint8_t>(portable::iq4_value(i) + 128);
-        const __m128i lut = _mm_load_si128(reinterpret_cast<const __m128i*>(table)), low4 = _mm_set1_epi8(0x0F);
-        for (int ib = 0; ib < 8; ++ib) { // element 32ib + j: the low (j < 16) or high nibble of qs[16ib + j % 16]
-            const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 8 + 16 * ib));
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(o.codes + 32 * ib),
-                             _mm_shuffle_epi8(lut, _mm_and_si128(bytes, low4)));
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(o.codes + 32 * ib + 16),
-                             _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(bytes, 4), low4)));
-            o.scales[ib] = portable::iq4_xs_scale(x, ib);
-        }
-        o.d = half(x);
-        o.dmin = 0.0f;
-    }
-};
-
 constexpr std::size_t kPanelQuantBytes = kTiledQ8K.quant_bytes(), kPanelScales = kTiledQ8K.scales_offset();
 constexpr std::size_t kPanelBlockBytes = kTiledQ8K.bytes();
-
-inline uint32_t load_u32(const uint8_t* p)
-{
-    uint32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-}
 
 // The sixteen tokens' sums of each sub-block's quants (Sub elements wide), from the panel's per-16 sums.
 template <int Sub> inline void sub_block_sums(const uint8_t* pb, __m512i out[256 / Sub])
@@ -322,23 +180,9 @@ void tiled_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, const ui
                 int64_t t_end, int64_t n, float* y, int64_t y_stride)
 {
     constexpr GgmlType T = Order::T;
-    constexpr std::size_t block_bytes = portable::KLayout<T>::block_bytes;
     const int64_t nb = n / 256;
     const std::size_t panel_bytes = static_cast<std::size_t>(nb) * kPanelBlockBytes;
-    const int64_t padded_rows = (n_rows + 7) / 8 * 8;
-    // the decoded rows stay with the thread: a prompt's matrices reuse one buffer
-    thread_local std::vector<DecodedBlock> decoded;
-    decoded.resize(static_cast<std::size_t>(padded_rows * nb));
-    for (int64_t r = 0; r < padded_rows; ++r)
-        for (int64_t b = 0; b < nb; ++b) {
-            DecodedBlock& o = decoded[static_cast<std::size_t>(r * nb + b)];
-            if (r < n_rows)
-                Decode<T>::run(static_cast<const uint8_t*>(w) + static_cast<std::size_t>(r) * w_row_bytes +
-                                   static_cast<std::size_t>(b) * block_bytes,
-                               o);
-            else
-                o = DecodedBlock{}; // a missing row: zeros, never stored
-        }
+    const DecodedBlock* decoded = decode_k_rows<T>(w, w_row_bytes, n_rows, (n_rows + 7) / 8 * 8, nb);
     for (int64_t t0 = t_begin - t_begin % kTiledPanelTokens; t0 < t_end; t0 += kTiledPanelTokens) {
         const uint8_t* panel = panels + static_cast<std::size_t>(t0 / kTiledPanelTokens) * panel_bytes;
         for (int64_t h = 0; h < n_rows; h += 8) {
@@ -348,7 +192,7 @@ void tiled_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, const ui
             for (int64_t b = 0; b < nb; ++b) {
                 const DecodedBlock* wb[8];
                 for (int r = 0; r < 8; ++r)
-                    wb[r] = &decoded[static_cast<std::size_t>((h + r) * nb + b)];
+                    wb[r] = decoded + (h + r) * nb + b;
                 Order::block(wb, panel + static_cast<std::size_t>(b) * kPanelBlockBytes, acc, acc_min);
             }
             alignas(64) float out[8][kTiledPanelTokens];
@@ -368,38 +212,19 @@ template <GgmlType T>
 void repacked_b32_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, const uint8_t* panels, int64_t t_begin,
                        int64_t t_end, int64_t n, float* y, int64_t y_stride)
 {
-    constexpr int bias_shift = T == GgmlType::Q4_0 ? 3 : 7;
+    constexpr int bias_shift = DecodedB32Rows<T>::bias_shift;
     const int64_t nb = n / 32;
     const std::size_t panel_bytes = static_cast<std::size_t>(nb) * kB32BlockBytes;
-    thread_local std::vector<uint8_t> codes; // [row][element]
-    thread_local std::vector<float> scales;  // [row][block]
     // every row of the call decoded once, then each panel walked past all of them (as tiled_gemm)
-    const int64_t padded_rows = (n_rows + 7) / 8 * 8;
-    codes.resize(static_cast<std::size_t>(padded_rows * n));
-    scales.resize(static_cast<std::size_t>(padded_rows * nb));
-    for (int64_t r = 0; r < padded_rows; ++r)
-        for (int64_t b = 0; b < nb; ++b) {
-            uint8_t* c = codes.data() + static_cast<std::size_t>(r * n + 32 * b);
-            float& d = scales[static_cast<std::size_t>(r * nb + b)];
-            if (r >= n_rows) { // a missing row: zeros, never stored
-                std::memset(c, 0, 32);
-                d = 0.0f;
-                continue;
-            }
-            const uint8_t* x = static_cast<const uint8_t*>(w) + static_cast<std::size_t>(r) * w_row_bytes +
-                               static_cast<std::size_t>(b) * 18;
-            for (int e = 0; e < 32; ++e)
-                c[e] = static_cast<uint8_t>(portable::legacy_q<T>(x, e) + (1 << bias_shift));
-            d = half(x);
-        }
+    const DecodedB32Rows<T> decoded = decode_b32_rows<T>(w, w_row_bytes, n_rows, (n_rows + 7) / 8 * 8, n);
     for (int64_t t0 = t_begin - t_begin % kTiledPanelTokens; t0 < t_end; t0 += kTiledPanelTokens) {
         const uint8_t* panel = panels + static_cast<std::size_t>(t0 / kTiledPanelTokens) * panel_bytes;
         for (int64_t h = 0; h < n_rows; h += 8) {
             const uint8_t* row_codes[8];
             const float* row_scales[8];
             for (int r = 0; r < 8; ++r) {
-                row_codes[r] = codes.data() + static_cast<std::size_t>((h + r) * n);
-                row_scales[r] = scales.data() + static_cast<std::size_t>((h + r) * nb);
+                row_codes[r] = decoded.codes + (h + r) * n;
+                row_scales[r] = decoded.scales + (h + r) * nb;
             }
             __m512 acc[8];
             for (int r = 0; r < 8; ++r)

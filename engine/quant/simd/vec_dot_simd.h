@@ -38,6 +38,12 @@ VecDotRows8Fn repacked_rows8(GgmlType type, bool gemm);
 VecDotRows8x4Fn repacked_rows8x4(GgmlType type, bool gemm);
 } // namespace types_avx2
 
+// The tiled matmuls (tiled_gemm.h) on AVX2 (tiled_gemm_avx2.cpp): eight tokens to a register, the same
+// bits as the AVX-512 ones.
+TiledGemmFn tiled_gemm_avx2(GgmlType type);
+TiledGemmFn repacked_gemm_avx2(GgmlType type, bool gemm);
+TiledGemmFn float_gemm_avx2(GgmlType type);
+
 // AVX-512 VNNI versions, bit-identical to the AVX2 ones (vec_dot_avx512.cpp, compiled with
 // -mavx512vnni; call only after avx512_kernels_usable(), defined in vec_dot.cpp). nullptr for types
 // that have none.
