@@ -496,13 +496,22 @@ void TestVecDot::repackedOrderSimdMatchesScalar()
     const std::size_t row_bytes = ggml_row_bytes(ggml_type_traits(gt), n);
     std::vector<uint8_t> rows8(8 * row_bytes);
     fill_random_tensor(std::as_writable_bytes(std::span(rows8)), gt, false, 11, 2);
-    for (const bool gemm : {false, true}) {
-        float eight[8] = {};
-        vec_dot_repacked_rows8(gt, gemm)(rows8.data(), row_bytes, a[0], n, eight);
-        for (int r = 0; r < 8; ++r)
-            QCOMPARE(std::bit_cast<uint32_t>(eight[r]),
-                     std::bit_cast<uint32_t>(vec_dot_repacked_scalar(gt, gemm)(rows8.data() + r * row_bytes, a[0], n)));
+    std::vector<uint8_t> extreme(xq[0].size()); // quants at ±127 (the lanes kernel's int16 bounds)
+    {
+        std::mt19937 rng(5);
+        std::vector<float> x(static_cast<std::size_t>(n));
+        for (auto& v : x)
+            v = rng() % 2 ? 1.0f : -1.0f;
+        quantize_activations(activation_format(gt), x.data(), extreme.data(), n);
     }
+    for (const void* token : {a[0], a[1], a[2], a[3], static_cast<const void*>(extreme.data())})
+        for (const bool gemm : {false, true}) {
+            float eight[8] = {};
+            vec_dot_repacked_rows8(gt, gemm)(rows8.data(), row_bytes, token, n, eight);
+            for (int r = 0; r < 8; ++r)
+                QCOMPARE(std::bit_cast<uint32_t>(eight[r]), std::bit_cast<uint32_t>(vec_dot_repacked_scalar(gt, gemm)(
+                                                                rows8.data() + r * row_bytes, token, n)));
+        }
     for (const bool gemm : {true, false}) { // four tokens at once, in each order
         float block[4][8] = {};
         vec_dot_repacked_rows8x4(gt, gemm)(rows8.data(), row_bytes, a, n, block);

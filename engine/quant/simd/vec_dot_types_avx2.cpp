@@ -591,9 +591,9 @@ VecDotRows8Fn repacked_rows8(GgmlType type, bool gemm)
 {
     switch (type) {
     case GgmlType::Q4_0:
-        return dot_repacked_b32_rows8<unpack_q4_0>;
+        return dot_repacked_b32_rows8_lanes<false>;
     case GgmlType::IQ4_NL:
-        return dot_repacked_b32_rows8<unpack_iq4_nl>;
+        return dot_repacked_b32_rows8_lanes<true>;
     case GgmlType::Q4_K:
         return gemm ? dot_repacked_q4_k_rows8<Q45kBlock<false>, true>
                     : dot_repacked_q4_k_rows8<Q45kBlock<false>, false>;
