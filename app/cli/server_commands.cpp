@@ -40,11 +40,11 @@ int run_tokenize_on_server(const ServerArgs&, const std::string&, bool, bool, bo
 {
     throw engine::Error("this tokenscope-cli was built without the remote client (TOKENSCOPE_ENGINE_ONLY)");
 }
-int run_generate_on_server(const ServerArgs&, const std::string&, uint32_t, const engine::SamplingSettings&)
+int run_generate_on_server(const ServerArgs&, const std::string&, int32_t, const engine::SamplingSettings&)
 {
     throw engine::Error("this tokenscope-cli was built without the remote client (TOKENSCOPE_ENGINE_ONLY)");
 }
-int run_chat_on_server(const ServerArgs&, const std::string&, const std::string&, uint32_t,
+int run_chat_on_server(const ServerArgs&, const std::string&, const std::string&, int32_t,
                        const engine::SamplingSettings&, bool)
 {
     throw engine::Error("this tokenscope-cli was built without the remote client (TOKENSCOPE_ENGINE_ONLY)");
