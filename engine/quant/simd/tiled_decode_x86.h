@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// The tiled matmuls' weight decoding (tiled_gemm.h), shared by the AVX2 and AVX-512 kernels: a
-// 256-element block of a k-quant or IQ4_XS row to byte codes with integer scales, with AVX2 code.
-// Internal linkage on purpose: each kernel file compiles these with its own instruction-set flags,
-// and one shared out-of-line copy built for AVX-512 would be called on CPUs without it.
+// The tiled matmuls' weight decoding (tiled_gemm.h), shared by the AVX2 and AVX-512 kernels, in AVX2
+// code: a 256-element block of a k-quant or IQ4_XS row to byte codes with integer scales, Q4_0 and
+// IQ4_NL rows to codes and scales, eight F32/F16/BF16 weights to f32. Internal linkage on purpose:
+// each kernel file compiles these with its own instruction-set flags, and one shared out-of-line copy
+// built for AVX-512 would be called on CPUs without it.
 #pragma once
 
 #include "quant/ggml_type.h"
@@ -228,6 +229,20 @@ DecodedB32Rows<T> decode_b32_rows(const void* w, std::size_t w_row_bytes, int64_
             d = half(x);
         }
     return {codes.data(), scales.data()};
+}
+
+// Eight weights from element i of an F32, F16 or BF16 row, as f32 (the float matmuls' rows, converted
+// once per task).
+template <GgmlType T> inline __m256 load_weights8(const uint8_t* row, int64_t i)
+{
+    if constexpr (T == GgmlType::F32) {
+        return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+    } else if constexpr (T == GgmlType::F16) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+    } else {
+        const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+    }
 }
 
 inline uint32_t load_u32(const uint8_t* p)

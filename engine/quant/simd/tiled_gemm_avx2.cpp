@@ -377,18 +377,6 @@ void repacked_b32_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, c
 // weight registers, one activation register).
 constexpr int kFloatRows = 3, kFloatTokens = 4;
 
-template <GgmlType T> inline __m256 load_weights8(const uint8_t* row, int64_t i)
-{
-    if constexpr (T == GgmlType::F32) {
-        return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
-    } else if constexpr (T == GgmlType::F16) {
-        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
-    } else {
-        const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
-        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-    }
-}
-
 // Three packed rows × four tokens over the whole row, into y.
 inline void float_tile(const float* wp, int64_t steps, const float* const at[kFloatTokens], int rows, int tokens,
                        float* y, int64_t y_stride)

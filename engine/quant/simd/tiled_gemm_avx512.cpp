@@ -262,17 +262,6 @@ void repacked_b32_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, c
 // 8-lane accumulator, acc = fma(w[i..i+8], a[i..i+8], acc) along the row, then hsum. Two rows share a
 // 512-bit register (one per 256-bit half), their eight values decoded to f32 once per thread; a token's
 // eight values are broadcast to both halves. Eight rows × six tokens per pass (24 accumulators).
-template <GgmlType T> inline __m256 load_weights8(const uint8_t* row, int64_t i)
-{
-    if constexpr (T == GgmlType::F32) {
-        return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
-    } else if constexpr (T == GgmlType::F16) {
-        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
-    } else {
-        const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
-        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-    }
-}
 
 // Eight packed rows × six tokens over the whole row, into y.
 inline void float_tile(const float* wp, int64_t steps, const float* const at[6], int rows, int tokens, float* y,
