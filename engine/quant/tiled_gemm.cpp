@@ -79,42 +79,37 @@ void pack_tiled_panel(ActivationFormat format, const uint8_t* rows, std::size_t 
         }
 }
 
-TiledGemmFn tiled_gemm_for(GgmlType type)
+namespace {
+// The AVX-512 kernel where the CPU runs them, the AVX2 one where it runs those, none on the portable path.
+template <class Avx512, class Avx2> TiledGemmFn for_simd_level(Avx512 avx512, Avx2 avx2)
 {
     switch (simd_level()) {
     case SimdLevel::Avx512:
-        return simd::tiled_gemm_avx512(type);
+        return avx512();
     case SimdLevel::Avx2:
-        return simd::tiled_gemm_avx2(type);
+        return avx2();
     default:
         return nullptr;
     }
+}
+} // namespace
+
+TiledGemmFn tiled_gemm_for(GgmlType type)
+{
+    return for_simd_level([&] { return simd::tiled_gemm_avx512(type); }, [&] { return simd::tiled_gemm_avx2(type); });
 }
 
 TiledGemmFn float_gemm_for(GgmlType type, int64_t n)
 {
     if (n % 8 != 0)
         return nullptr;
-    switch (simd_level()) {
-    case SimdLevel::Avx512:
-        return simd::float_gemm_avx512(type);
-    case SimdLevel::Avx2:
-        return simd::float_gemm_avx2(type);
-    default:
-        return nullptr;
-    }
+    return for_simd_level([&] { return simd::float_gemm_avx512(type); }, [&] { return simd::float_gemm_avx2(type); });
 }
 
 TiledGemmFn repacked_gemm_for(GgmlType type, bool gemm)
 {
-    switch (simd_level()) {
-    case SimdLevel::Avx512:
-        return simd::repacked_gemm_avx512(type, gemm);
-    case SimdLevel::Avx2:
-        return simd::repacked_gemm_avx2(type, gemm);
-    default:
-        return nullptr;
-    }
+    return for_simd_level([&] { return simd::repacked_gemm_avx512(type, gemm); },
+                          [&] { return simd::repacked_gemm_avx2(type, gemm); });
 }
 
 } // namespace engine

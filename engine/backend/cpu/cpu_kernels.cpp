@@ -189,11 +189,11 @@ bool MatMul::tiled_multiply(ThreadPool& pool, const TensorView& w, int64_t n_tok
     // once (into L2), then walks the prompt's tokens past all of them, so the activations are read
     // once per task.
     constexpr int64_t kRowsPerTask = 64;
+    const uint8_t* tiled = rows_are_panels ? m_quantized.data() : m_tiled.data();
     pool.parallel_for_dynamic(
         static_cast<std::size_t>((rows + kRowsPerTask - 1) / kRowsPerTask), 1, [&](std::size_t begin, std::size_t end) {
             const int64_t r0 = static_cast<int64_t>(begin) * kRowsPerTask;
             const int64_t r1 = std::min(rows, static_cast<int64_t>(end) * kRowsPerTask);
-            const uint8_t* tiled = rows_are_panels ? m_quantized.data() : m_tiled.data();
             if (gemm_tokens > 0)
                 gemm(w.row(r0), w.row_bytes, r1 - r0, tiled, 0, gemm_tokens, cols, y + r0, rows);
             if (gemm_tokens < n_tokens)

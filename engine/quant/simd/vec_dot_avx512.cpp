@@ -505,13 +505,10 @@ struct DotI8Vnni {
     }
 };
 
+// Q4_0 and IQ4_NL: the AVX2 file's lanes kernel serves (it has no VNNI step to gain).
 VecDotRows8Fn vec_dot_repacked_rows8_avx512(GgmlType type, bool gemm)
 {
     switch (type) {
-    case GgmlType::Q4_0:
-        return dot_repacked_b32_rows8_lanes<false>;
-    case GgmlType::IQ4_NL:
-        return dot_repacked_b32_rows8_lanes<true>;
     case GgmlType::Q4_K: // (the gemm's per-pair order keeps the AVX2 kernel)
         return gemm ? nullptr : dot_repacked_q4_k_rows8<Q4kBlock, false>;
     default:
