@@ -30,9 +30,14 @@ using tokenscope::remote::StreamedReply;
 namespace {
 
 const QString kKey = "hostile-test-key";
-// The CLI's peak resident memory while attacked, at most (about 125 MiB on a plain request here,
-// 145 MiB on the endless stream; before the limits, an endless stream grew it by gigabytes).
-[[maybe_unused]] constexpr long kCliPeakKiB = 384 * 1024; // unused where the check is compiled out
+// The CLI's peak resident memory while attacked, at most (about 33 MiB on the endless stream here;
+// before the limits, an endless stream grew it by gigabytes; before the read buffer was bounded
+// for POSTs, 125 MiB and, on a busy machine, over a gigabyte).
+[[maybe_unused]] constexpr long kCliPeakKiB = 96 * 1024; // unused where the check is compiled out
+// What the server may send before a stream stopped at about 2.3 MiB is hung up on: the client's
+// 1 MiB read buffer and the sockets' buffers (about 8 MiB here). Before the read buffer reached
+// Qt's HTTP thread for POSTs, it read as fast as the server sent: up to the whole gigabyte.
+constexpr qint64 kMaxSentAfterStop = 64 * 1024 * 1024;
 
 // Sets environment variables for the life of a scope (the client reads them per request).
 class ScopedEnv {
@@ -253,11 +258,13 @@ void TestRemoteHostile::streamLimits()
     const Outcome o = await(*client, [&] { return client->chat({{"user", "Hello"}}, s); });
     QVERIFY2(o.failed || (o.reply && o.reply->cut_off), qPrintable(o.message));
     QVERIFY2(o.message.contains(limit) && o.message.contains("stopped"), qPrintable(o.message));
-    // The client hung up: the endless stream (1 GiB at most) was not read to its end. (Qt's HTTP
-    // thread reads ahead of the client — tens of MiB on the loopback — before the abort reaches it.)
-    if (behaviour == "endless")
-        QVERIFY2(m_server.bytesSent() - sent_before < 512 * 1024 * 1024,
+    // The client hung up: the endless stream (1 GiB at most) was not read to its end, nor far past
+    // the limit — the reading is bounded by the client's read buffer, not by how soon it acts.
+    if (behaviour == "endless") {
+        qInfo("the server sent %lld bytes before the client hung up", m_server.bytesSent() - sent_before);
+        QVERIFY2(m_server.bytesSent() - sent_before < kMaxSentAfterStop,
                  qPrintable(QString::number(m_server.bytesSent() - sent_before)));
+    }
     if (o.reply)
         QVERIFY(o.reply->text.size() < 8 * 1024 * 1024);
 }

@@ -156,7 +156,13 @@ void Client::refuse(QNetworkReply* reply, const QString& why)
 
 void Client::guard(QNetworkReply* reply, const er::ResponseLimits& limits, const QString& what)
 {
+    // Qt passes the limit to its HTTP thread only once the request has started there. A GET starts
+    // within get(); a POST with a body starts from a queued call, so the limit is set again after
+    // it (queued too, so in order): set only now, it was lost and the HTTP thread read as fast as
+    // the server sent, unbounded (a gigabyte before the first readyRead, seen on an endless stream).
     reply->setReadBufferSize(kReadBuffer);
+    QMetaObject::invokeMethod(
+        reply, [reply] { reply->setReadBufferSize(kReadBuffer); }, Qt::QueuedConnection);
     const QString given = origin(m_endpoint.base);
     connect(reply, &QNetworkReply::redirected, this, [this, reply, given, what](const QUrl& to) {
         if (origin(to) == given) {
