@@ -512,6 +512,18 @@ void TestVecDot::repackedOrderSimdMatchesScalar()
                 QCOMPARE(std::bit_cast<uint32_t>(eight[r]), std::bit_cast<uint32_t>(vec_dot_repacked_scalar(gt, gemm)(
                                                                 rows8.data() + r * row_bytes, token, n)));
         }
+    if (gt != GgmlType::Q4_K) { // an odd count of 32-wide blocks (the 512-bit kernel takes two at a time)
+        const int64_t n_odd = n + 32;
+        const auto xo = random_activation_rows(activation_format(gt), n_odd, 73);
+        const std::size_t odd_bytes = ggml_row_bytes(ggml_type_traits(gt), n_odd);
+        std::vector<uint8_t> odd(8 * odd_bytes);
+        fill_random_tensor(std::as_writable_bytes(std::span(odd)), gt, false, 13, 2);
+        float eight[8] = {};
+        vec_dot_repacked_rows8(gt, false)(odd.data(), odd_bytes, xo[0].data(), n_odd, eight);
+        for (int r = 0; r < 8; ++r)
+            QCOMPARE(std::bit_cast<uint32_t>(eight[r]), std::bit_cast<uint32_t>(vec_dot_repacked_scalar(gt, false)(
+                                                            odd.data() + r * odd_bytes, xo[0].data(), n_odd)));
+    }
     for (const bool gemm : {true, false}) { // four tokens at once, in each order
         float block[4][8] = {};
         vec_dot_repacked_rows8x4(gt, gemm)(rows8.data(), row_bytes, a, n, block);

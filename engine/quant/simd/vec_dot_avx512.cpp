@@ -505,10 +505,111 @@ struct DotI8Vnni {
     }
 };
 
-// Q4_0 and IQ4_NL: the AVX2 file's lanes kernel serves (it has no VNNI step to gain).
+// Eight rows of Q4_0 or IQ4_NL in llama.cpp's repacked gemv order, the AVX2 lanes kernel's bits two
+// blocks at a time: a 512-bit register holds the eight rows' sums of block b (lanes 0–7) and of
+// b + 1 (lanes 8–15). The integer sums are the same exact ones (VNNI adds unsigned codes × quants
+// straight into int32, so neither the int16 bound nor IQ4_NL's split codes are needed), and each
+// row still takes block b's fused multiply-add before block b + 1's. The work per block falls from
+// about a hundred instructions to under forty: no per-row reduction, no int16 steps, the scales
+// gathered at once.
+#if defined(__GNUC__) && !defined(__clang__) // GCC 12's false warning on the unpacks, as above
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+template <bool Iq4>
+void dot_repacked_b32_rows8_lanes_zmm(const void* w, std::size_t row_bytes, const void* a, int64_t n, float out[8])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    const __m512i low4 = _mm512_set1_epi8(0x0F), ones8 = _mm512_set1_epi8(1);
+    __m512i table = _mm512_setzero_si512(); // IQ4_NL: the code's value + 128, an unsigned byte
+    if constexpr (Iq4) {
+        constexpr int8_t kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+        alignas(16) uint8_t biased[16];
+        for (int i = 0; i < 16; ++i) // kvalues_iq4nl, as iq4_lookup's
+            biased[i] = static_cast<uint8_t>(kValues[i] + 128);
+        table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(biased)));
+    }
+    // Where the quants of group k go: dword k of block b's to lanes 0–7, of block b + 1's to 8–15
+    // (low nibbles: quants 4k…4k+3; high nibbles: 16+4k…).
+    __m512i quants_lo[4], quants_hi[4];
+    for (int k = 0; k < 4; ++k) {
+        quants_lo[k] = _mm512_set_epi32(8 + k, 8 + k, 8 + k, 8 + k, 8 + k, 8 + k, 8 + k, 8 + k, k, k, k, k, k, k, k, k);
+        quants_hi[k] = _mm512_add_epi32(quants_lo[k], _mm512_set1_epi32(4));
+    }
+    const int rb = static_cast<int>(row_bytes);
+    const __m512i scale_at =
+        _mm512_set_epi32(7 * rb + 18, 6 * rb + 18, 5 * rb + 18, 4 * rb + 18, 3 * rb + 18, 2 * rb + 18, rb + 18, 18,
+                         7 * rb, 6 * rb, 5 * rb, 4 * rb, 3 * rb, 2 * rb, rb, 0);
+    __m256 acc = _mm256_setzero_ps();
+    const int64_t blocks = n / 32;
+    for (int64_t b = 0; b < blocks; b += 2) {
+        const bool pair = b + 1 < blocks; // an odd last block is read twice, its second copy unused
+        const int next = pair ? 18 : 0;
+        const uint8_t* xb = x + b * 18;
+        const bool new_line = (b * 18) % 64 < 36; // each row stream: read ahead once per cache line
+        __m512i rows[4];                          // 128-bit lanes: row r and r + 4 of block b, then of block b + 1
+        for (int r = 0; r < 4; ++r) {
+            const uint8_t* lo_row = xb + r * row_bytes;
+            const uint8_t* hi_row = xb + (r + 4) * row_bytes;
+            if (new_line) { // the next eight rows' same line: a task's rows follow each other
+                _mm_prefetch(reinterpret_cast<const char*>(lo_row + 8 * row_bytes), _MM_HINT_T0);
+                _mm_prefetch(reinterpret_cast<const char*>(hi_row + 8 * row_bytes), _MM_HINT_T0);
+            }
+            __m512i v = _mm512_zextsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo_row + 2)));
+            v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi_row + 2)), 1);
+            v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo_row + next + 2)), 2);
+            rows[r] = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi_row + next + 2)), 3);
+        }
+        // 4×4 transposes of dwords in each 128-bit lane: groups[k] holds group k of the eight rows, per block
+        const __m512i t0 = _mm512_unpacklo_epi32(rows[0], rows[1]), t1 = _mm512_unpackhi_epi32(rows[0], rows[1]);
+        const __m512i t2 = _mm512_unpacklo_epi32(rows[2], rows[3]), t3 = _mm512_unpackhi_epi32(rows[2], rows[3]);
+        const __m512i groups[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
+                                   _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+        const __m512i quants =
+            _mm512_inserti64x4(_mm512_zextsi256_si512(load_qs(y[b].qs)), load_qs(y[b + (pair ? 1 : 0)].qs), 1);
+        __m512i isum = _mm512_setzero_si512();
+        for (int k = 0; k < 4; ++k) {
+            __m512i e_lo = _mm512_and_si512(groups[k], low4);
+            __m512i e_hi = _mm512_and_si512(_mm512_srli_epi16(groups[k], 4), low4);
+            if constexpr (Iq4) {
+                e_lo = _mm512_shuffle_epi8(table, e_lo);
+                e_hi = _mm512_shuffle_epi8(table, e_hi);
+            }
+            isum = _mm512_dpbusd_epi32(isum, e_lo, _mm512_permutexvar_epi32(quants_lo[k], quants));
+            isum = _mm512_dpbusd_epi32(isum, e_hi, _mm512_permutexvar_epi32(quants_hi[k], quants));
+        }
+        // the codes' bias (8 or 128) × each block's quant sum, in all of its eight lanes
+        __m512i qsum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones8, quants);
+        qsum = _mm512_add_epi32(qsum, _mm512_shuffle_epi32(qsum, _MM_PERM_BADC));
+        qsum = _mm512_add_epi32(qsum, _mm512_shuffle_epi32(qsum, _MM_PERM_CDAB));
+        qsum = _mm512_add_epi32(qsum, _mm512_shuffle_i32x4(qsum, qsum, _MM_SHUFFLE(2, 3, 0, 1)));
+        const __m512 sums = _mm512_cvtepi32_ps(_mm512_sub_epi32(isum, _mm512_slli_epi32(qsum, Iq4 ? 7 : 3)));
+        // the sixteen weight scales (the low half of a dword gathered at each block's start)
+        const __m512 d_w = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(scale_at, xb, 1)));
+        const __m512 d_y = _mm512_castpd_ps(
+            _mm512_insertf64x4(_mm512_zextpd256_pd512(_mm256_castps_pd(_mm256_set1_ps(_cvtsh_ss(y[b].d)))),
+                               _mm256_castps_pd(_mm256_set1_ps(_cvtsh_ss(y[b + (pair ? 1 : 0)].d))), 1));
+        const __m512 d = _mm512_mul_ps(d_w, d_y);
+        acc = _mm256_fmadd_ps(_mm512_castps512_ps256(sums), _mm512_castps512_ps256(d), acc);
+        if (pair)
+            acc = _mm256_fmadd_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sums), 1)),
+                                  _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(d), 1)), acc);
+    }
+    _mm256_storeu_ps(out, acc);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 VecDotRows8Fn vec_dot_repacked_rows8_avx512(GgmlType type, bool gemm)
 {
     switch (type) {
+    case GgmlType::Q4_0: // (both orders sum these types per block)
+        return dot_repacked_b32_rows8_lanes_zmm<false>;
+    case GgmlType::IQ4_NL:
+        return dot_repacked_b32_rows8_lanes_zmm<true>;
     case GgmlType::Q4_K: // (the gemm's per-pair order keeps the AVX2 kernel)
         return gemm ? nullptr : dot_repacked_q4_k_rows8<Q4kBlock, false>;
     default:
