@@ -80,6 +80,16 @@ void pack_tiled_panel(ActivationFormat format, const uint8_t* rows, std::size_t 
 }
 
 namespace {
+bool cpu_has_avx512_bf16()
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16");
+#else
+    return false;
+#endif
+}
+
 // The AVX-512 kernel where the CPU runs them, the AVX2 one where it runs those, none on the portable path.
 template <class Avx512, class Avx2> TiledGemmFn for_simd_level(Avx512 avx512, Avx2 avx2)
 {
@@ -103,6 +113,9 @@ TiledGemmFn float_gemm_for(GgmlType type, int64_t n)
 {
     if (n % 8 != 0)
         return nullptr;
+    if (type == GgmlType::BF16 && simd_level() == SimdLevel::Avx512 && cpu_has_avx512_bf16())
+        if (TiledGemmFn f = simd::bf16_pairs_gemm_avx512bf16())
+            return f;
     return for_simd_level([&] { return simd::float_gemm_avx512(type); }, [&] { return simd::float_gemm_avx2(type); });
 }
 

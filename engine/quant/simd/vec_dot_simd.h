@@ -62,5 +62,9 @@ VecDotRows8x4Fn vec_dot_repacked_rows8x4_avx512(GgmlType type, bool gemm);
 TiledGemmFn tiled_gemm_avx512(GgmlType type);
 TiledGemmFn repacked_gemm_avx512(GgmlType type, bool gemm);
 TiledGemmFn float_gemm_avx512(GgmlType type);
+// BF16 × BF16 with AVX-512 BF16's VDPBF16PS, the FMA kernel's bits (bf16_gemm_avx512bf16.cpp, compiled
+// with -mavx512bf16; call only where the CPU has AVX512_BF16 besides the above): nullptr where the
+// instruction does not round as two fused multiply-adds.
+TiledGemmFn bf16_pairs_gemm_avx512bf16();
 
 } // namespace engine::simd
