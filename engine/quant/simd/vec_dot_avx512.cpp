@@ -391,6 +391,50 @@ void dot_tiled_xn(const void* w, const void* const a[kTokens], int64_t n, float 
 
 } // namespace
 
+// Q3_K's one-row kernel (vec_dot_types_avx2.cpp's dot_k_lanes<Q3kBlock>: the same int32 lanes and
+// float steps). Where AVX2 spends most of a block on its sixteen 6-bit scales one at a time, they are
+// unpacked here as llama.cpp does, four at once in 32-bit words, and each chunk's pair of scales is
+// picked by one word permute; the high bit is tested into a mask that subtracts the 4.
+float dot_q3_k(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    const __m256i two_bits = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+    __m256i pick[8]; // chunk c: scale 2c for its first sixteen values, 2c + 1 for the others
+    for (int c = 0; c < 8; ++c)
+        pick[c] =
+            _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(2 * c + 1)), _mm_set1_epi16(static_cast<short>(2 * c)));
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 256; ++b, x += 110) {
+        prefetch_ahead(x, 110);
+        uint32_t aux[3];
+        std::memcpy(aux, x + 96, 12);
+        constexpr uint32_t k2 = 0x0f0f0f0f, k1 = 0x03030303;
+        const __m128i packed = _mm_setr_epi32(static_cast<int>((aux[0] & k2) | ((aux[2] & k1) << 4)),
+                                              static_cast<int>((aux[1] & k2) | (((aux[2] >> 2) & k1) << 4)),
+                                              static_cast<int>(((aux[0] >> 4) & k2) | (((aux[2] >> 4) & k1) << 4)),
+                                              static_cast<int>(((aux[1] >> 4) & k2) | (((aux[2] >> 6) & k1) << 4)));
+        const __m256i scales = _mm256_cvtepi8_epi16(_mm_sub_epi8(packed, _mm_set1_epi8(32)));
+        const __m256i hmask = load32(x);
+        __m256i isum = _mm256_setzero_si256();
+        for (int j = 0; j < 2; ++j) {
+            const __m256i bits = load32(x + 32 + 32 * j);
+            for (int k = 0; k < 4; ++k) {
+                const int c = 4 * j + k;
+                const __m256i low = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), two_bits);
+                // q − 4 where the chunk's high bit (bit c of each hmask byte) is clear
+                const __mmask32 clear = _mm256_testn_epi8_mask(hmask, _mm256_set1_epi8(static_cast<char>(1 << c)));
+                const __m256i q = _mm256_mask_sub_epi8(low, clear, low, four);
+                const __m256i p =
+                    _mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(load32(y[b].qs + 32 * c), q));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_permutexvar_epi16(pick[c], scales)));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[b].d * half(x + 108)), _mm256_cvtepi32_ps(isum), acc);
+    }
+    return hsum(acc);
+}
+
 VecDotFn vec_dot_avx512(GgmlType type)
 {
     switch (type) {
@@ -398,6 +442,8 @@ VecDotFn vec_dot_avx512(GgmlType type)
         return dot_q8_0;
     case GgmlType::Q5_0:
         return dot_q5_0;
+    case GgmlType::Q3_K:
+        return dot_q3_k;
     default:
         return nullptr;
     }
