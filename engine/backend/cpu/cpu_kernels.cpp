@@ -32,19 +32,22 @@ void kernel_rmsnorm(const float* x, const float* w, float* y, int64_t n, float e
 void kernel_rope(float* x, int32_t n_rot, int32_t pos, float base, float freq_scale, bool neox,
                  const float* freq_factors, const RopeYarn& yarn)
 {
-    const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
-    float theta_base = static_cast<float>(pos);
+    std::vector<float> cos_sin(static_cast<std::size_t>(n_rot));
+    rope_cos_sin(cos_sin.data(), static_cast<uint32_t>(pos), 1, static_cast<uint32_t>(n_rot), base, freq_scale,
+                 freq_factors, yarn);
+    kernel_rope_rotate(x, n_rot, neox, cos_sin.data());
+}
+
+void kernel_rope_rotate(float* x, int32_t n_rot, bool neox, const float* cos_sin)
+{
     for (int32_t i0 = 0; i0 < n_rot; i0 += 2) {
-        const float factor = freq_factors ? freq_factors[i0 / 2] : 1.0f;
-        float c, s;
-        rope_yarn_cos_sin(theta_base / factor, freq_scale, yarn, i0, c, s);
+        const float c = cos_sin[i0], s = cos_sin[i0 + 1];
         const int32_t a = neox ? i0 / 2 : i0;
         const int32_t b = neox ? i0 / 2 + n_rot / 2 : i0 + 1;
         const float x0 = x[a], x1 = x[b];
         // The multiply-adds fused as ggml's compiled rope fuses them (its C is built with FMA contraction).
         x[a] = std::fma(x0, c, -(x1 * s));
         x[b] = std::fma(x0, s, x1 * c);
-        theta_base *= theta_scale;
     }
 }
 

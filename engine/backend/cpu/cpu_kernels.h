@@ -20,6 +20,8 @@ void kernel_rmsnorm(const float* x, const float* w, float* y, int64_t n, float e
 // `yarn`: ggml's YaRN mix and magnitude factor (the default: none).
 void kernel_rope(float* x, int32_t n_rot, int32_t pos, float base, float freq_scale, bool neox,
                  const float* freq_factors, const RopeYarn& yarn = {});
+// The same rotation with the position's (cos, sin) pairs given (rope_cos_sin): a token's heads share them.
+void kernel_rope_rotate(float* x, int32_t n_rot, bool neox, const float* cos_sin);
 
 // GeGLU with ggml's F16 GELU table: y = gelu(gate) · up; SwiGLU: y = silu(gate) · up.
 // gelu(x) for every F16 x as F16 bits, the table kernel_geglu reads (the Vulkan GeGLU reads it too).
