@@ -236,14 +236,25 @@ template <bool Gemm> struct RepackedQ4kOrder {
     }
 };
 
-// Rows [0, rows) of a pass's results (token lanes from t0) into y, tokens [t_begin, t_end) only.
+// Rows [0, rows) of a pass's results (token lanes from t0) into y, tokens [t_begin, t_end) only: four
+// tokens at a time turned from rows into columns (4×4 transposes), a token's four results one store.
 inline void store_tile(const float out[kRows][kTokens], int rows, int64_t t0, int64_t t_begin, int64_t t_end, float* y,
                        int64_t y_stride)
 {
+    static_assert(kRows == 4);
     const int64_t first = std::max(t0, t_begin), last = std::min(t0 + kTokens, t_end);
-    for (int r = 0; r < rows; ++r)
-        for (int64_t t = first; t < last; ++t)
-            y[t * y_stride + r] = out[r][t - t0];
+    const __m128i row_mask = _mm_cmpgt_epi32(_mm_set1_epi32(rows), _mm_setr_epi32(0, 1, 2, 3));
+    for (int quarter = 0; quarter < kTokens / 4; ++quarter) {
+        __m128 c0 = _mm_loadu_ps(out[0] + 4 * quarter), c1 = _mm_loadu_ps(out[1] + 4 * quarter);
+        __m128 c2 = _mm_loadu_ps(out[2] + 4 * quarter), c3 = _mm_loadu_ps(out[3] + 4 * quarter);
+        _MM_TRANSPOSE4_PS(c0, c1, c2, c3);
+        const __m128 column[4] = {c0, c1, c2, c3};
+        for (int i = 0; i < 4; ++i) {
+            const int64_t t = t0 + 4 * quarter + i;
+            if (t >= first && t < last)
+                _mm_maskstore_ps(y + t * y_stride, row_mask, column[i]);
+        }
+    }
 }
 
 // Calls pass(panel, half, t0) for each half panel of eight tokens that holds a token of [t_begin, t_end).
