@@ -435,6 +435,42 @@ float dot_q3_k(const void* w, const void* a, int64_t n)
     return hsum(acc);
 }
 
+// Q2_K's one-row kernel (dot_k_lanes<Q2kBlock>'s int32 lanes and float steps): the sixteen 4-bit
+// scales widened at once and each chunk's pair picked by one word permute (AVX2 broadcasts them
+// one at a time, most of a block's work).
+float dot_q2_k(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    const __m256i two_bits = _mm256_set1_epi8(3);
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    __m256i pick[8]; // chunk c: scale 2c for its first sixteen values, 2c + 1 for the others
+    for (int c = 0; c < 8; ++c)
+        pick[c] =
+            _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(2 * c + 1)), _mm_set1_epi16(static_cast<short>(2 * c)));
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 256; ++b, x += 84) {
+        prefetch_ahead(x, 84);
+        const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
+        const __m256i scales = _mm256_cvtepu8_epi16(_mm_and_si128(sc, low4));
+        const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), low4));
+        __m256i isum = _mm256_setzero_si256();
+        for (int j = 0; j < 2; ++j) {
+            const __m256i bits = load32(x + 16 + 32 * j);
+            for (int k = 0; k < 4; ++k) {
+                const int c = 4 * j + k;
+                const __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), two_bits);
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q, load32(y[b].qs + 32 * c)),
+                                                                _mm256_permutexvar_epi16(pick[c], scales)));
+            }
+        }
+        const __m256i mins = _mm256_madd_epi16(mins16, load_bsums(y[b].bsums));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(-y[b].d * half(x + 82)), _mm256_cvtepi32_ps(mins), acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[b].d * half(x + 80)), _mm256_cvtepi32_ps(isum), acc);
+    }
+    return hsum(acc);
+}
+
 VecDotFn vec_dot_avx512(GgmlType type)
 {
     switch (type) {
@@ -442,6 +478,8 @@ VecDotFn vec_dot_avx512(GgmlType type)
         return dot_q8_0;
     case GgmlType::Q5_0:
         return dot_q5_0;
+    case GgmlType::Q2_K:
+        return dot_q2_k;
     case GgmlType::Q3_K:
         return dot_q3_k;
     default:
