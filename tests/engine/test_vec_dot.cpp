@@ -367,6 +367,17 @@ void TestVecDot::avx512KernelsMatchAvx2()
             QCOMPARE(bits(out16[i]), bits(simd::vec_dot_avx2(gt)(w, rows16[std::size_t(i)].data(), n)));
         compared += 16;
     }
+    // an odd count of 32-wide blocks: the one-row kernels that take two blocks at a time end alone
+    if (ggml_type_traits(gt).block_elements == 32 && simd::vec_dot_avx512(gt)) {
+        const int64_t n_odd = n + 32;
+        const auto xo = random_activation_rows(activation_format(gt), n_odd, 31, 2);
+        std::vector<uint8_t> odd(ggml_row_bytes(ggml_type_traits(gt), n_odd));
+        fill_random_tensor(std::as_writable_bytes(std::span(odd)), gt, false, 17, 2);
+        for (const auto& x : xo)
+            QCOMPARE(bits(simd::vec_dot_avx512(gt)(odd.data(), x.data(), n_odd)),
+                     bits(simd::vec_dot_avx2(gt)(odd.data(), x.data(), n_odd)));
+        compared += 2;
+    }
     QVERIFY(compared > 0);
 }
 

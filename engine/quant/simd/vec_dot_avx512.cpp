@@ -392,9 +392,8 @@ void dot_tiled_xn(const void* w, const void* const a[kTokens], int64_t n, float 
 } // namespace
 
 // Q3_K's one-row kernel (vec_dot_types_avx2.cpp's dot_k_lanes<Q3kBlock>: the same int32 lanes and
-// float steps). Where AVX2 spends most of a block on its sixteen 6-bit scales one at a time, they are
-// unpacked here as llama.cpp does, four at once in 32-bit words, and each chunk's pair of scales is
-// picked by one word permute; the high bit is tested into a mask that subtracts the 4.
+// float steps), each chunk's pair of scales picked by one word permute, the high bit tested into a
+// mask that subtracts the 4.
 float dot_q3_k(const void* w, const void* a, int64_t n)
 {
     const auto* x = static_cast<const uint8_t*>(w);
@@ -407,14 +406,7 @@ float dot_q3_k(const void* w, const void* a, int64_t n)
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / 256; ++b, x += 110) {
         prefetch_ahead(x, 110);
-        uint32_t aux[3];
-        std::memcpy(aux, x + 96, 12);
-        constexpr uint32_t k2 = 0x0f0f0f0f, k1 = 0x03030303;
-        const __m128i packed = _mm_setr_epi32(static_cast<int>((aux[0] & k2) | ((aux[2] & k1) << 4)),
-                                              static_cast<int>((aux[1] & k2) | (((aux[2] >> 2) & k1) << 4)),
-                                              static_cast<int>(((aux[0] >> 4) & k2) | (((aux[2] >> 4) & k1) << 4)),
-                                              static_cast<int>(((aux[1] >> 4) & k2) | (((aux[2] >> 6) & k1) << 4)));
-        const __m256i scales = _mm256_cvtepi8_epi16(_mm_sub_epi8(packed, _mm_set1_epi8(32)));
+        const __m256i scales = q3_k_scales(x + 96);
         const __m256i hmask = load32(x);
         __m256i isum = _mm256_setzero_si256();
         for (int j = 0; j < 2; ++j) {
@@ -471,6 +463,83 @@ float dot_q2_k(const void* w, const void* a, int64_t n)
     return hsum(acc);
 }
 
+// Q4_0's and IQ4_NL's one-row kernels two blocks to a 512-bit register: their unsigned codes (IQ4_NL:
+// value + 128 from one table) into VNNI's lanes, less the bias times each lane's quant sum — each
+// lane the same four products as AVX2's — then each block's fused multiply-add as there: Q4_0's
+// order (dot_blocks) block b's before block b + 1's into one accumulator; IQ4_NL's
+// (dot_iq4_nl_pairs) even and odd blocks into two, an odd last block's integer sum fused in last.
+#if defined(__GNUC__) && !defined(__clang__) // GCC 12's false warning on the inserts, as above
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+template <bool Iq4> float dot_b32_pairs(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m512i ones = _mm512_set1_epi8(1);
+    __m512i table = _mm512_setzero_si512();
+    if constexpr (Iq4) {
+        constexpr int8_t kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+        alignas(16) uint8_t biased[16];
+        for (int i = 0; i < 16; ++i) // kvalues_iq4nl, as iq4_lookup's
+            biased[i] = static_cast<uint8_t>(kValues[i] + 128);
+        table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(biased)));
+    }
+    __m256 acc = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
+    float tail = 0.0f; // IQ4_NL's odd last block
+    bool has_tail = false;
+    const int64_t blocks = n / 32;
+    for (int64_t b = 0; b < blocks; b += 2) {
+        const bool pair = b + 1 < blocks; // an odd last block is read twice, its second copy unused
+        const uint8_t* xb = x + b * 18;
+        const uint8_t* xn = pair ? xb + 18 : xb;
+        const BlockQ8_0& yn = y[pair ? b + 1 : b];
+        prefetch_ahead(xb, 36);
+        const __m256i bytes =
+            _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 2))),
+                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(xn + 2)), 1);
+        // [low nibbles of b, of b + 1, high nibbles of b, of b + 1] → b's 32 values, then b + 1's
+        const __m512i halves = _mm512_inserti64x4(_mm512_zextsi256_si512(_mm256_and_si256(bytes, low4)),
+                                                  _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4), 1);
+        __m512i codes = _mm512_shuffle_i64x2(halves, halves, _MM_SHUFFLE(3, 1, 2, 0));
+        if constexpr (Iq4)
+            codes = _mm512_shuffle_epi8(table, codes);
+        const __m512i quants = _mm512_inserti64x4(_mm512_zextsi256_si512(load32(y[b].qs)), load32(yn.qs), 1);
+        const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, quants);
+        const __m512i bias = _mm512_slli_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, quants), Iq4 ? 7 : 3);
+        const __m512i exact = _mm512_sub_epi32(sums, bias);
+        const __m512 lanes = _mm512_cvtepi32_ps(exact);
+        const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(lanes), 1));
+        if constexpr (Iq4) {
+            if (!pair) {
+                tail = static_cast<float>(hsum_i32(_mm512_castsi512_si256(exact)));
+                has_tail = true;
+                break;
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(y[b].d) * half(xb)), _mm512_castps512_ps256(lanes), acc);
+            odd = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(yn.d) * half(xn)), high, odd);
+        } else {
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(half(xb) * _cvtsh_ss(y[b].d)), _mm512_castps512_ps256(lanes), acc);
+            if (pair)
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(half(xn) * _cvtsh_ss(yn.d)), high, acc);
+        }
+    }
+    if constexpr (Iq4) {
+        float sum = hsum(_mm256_add_ps(acc, odd));
+        if (has_tail) {
+            const int64_t b = blocks - 1;
+            sum = std::fma(_cvtsh_ss(y[b].d) * half(x + b * 18), tail, sum);
+        }
+        return sum;
+    }
+    return hsum(acc);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 VecDotFn vec_dot_avx512(GgmlType type)
 {
     switch (type) {
@@ -478,6 +547,10 @@ VecDotFn vec_dot_avx512(GgmlType type)
         return dot_q8_0;
     case GgmlType::Q5_0:
         return dot_q5_0;
+    case GgmlType::Q4_0:
+        return dot_b32_pairs<false>;
+    case GgmlType::IQ4_NL:
+        return dot_b32_pairs<true>;
     case GgmlType::Q2_K:
         return dot_q2_k;
     case GgmlType::Q3_K:

@@ -99,9 +99,13 @@ template <bool Five> void dot_offset_x4(const void* w, const void* const a[4], i
 // of the chunk's integer sums take the first, 4–7 the second). lanes(y) gives the eight exact
 // integer lanes; lane_step the AVX2 one-row order; step the tiled order (dot_tiled*).
 
-inline __m256i scale_pair(int first, int second)
+// Chunk c's pair from sixteen int16 scales in order: word 2c in the low half, 2c + 1 in the high
+// half (the dword holding both, everywhere; then each half keeps its word).
+inline __m256i scale_pair(__m256i scales16, int c)
 {
-    return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(second)), _mm_set1_epi16(static_cast<short>(first)));
+    const __m256i both = _mm256_permutevar8x32_epi32(scales16, _mm256_set1_epi32(c));
+    return _mm256_shuffle_epi8(both, _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3,
+                                                      2, 3, 2, 3, 2, 3, 2, 3, 2, 3));
 }
 
 struct Q2kBlock {
@@ -116,9 +120,10 @@ struct Q2kBlock {
             for (int k = 0; k < 4; ++k)
                 q[4 * j + k] = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), two_bits);
         }
-        for (int c = 0; c < 8; ++c)
-            scale[c] = scale_pair(x[2 * c] & 0x0F, x[2 * c + 1] & 0x0F);
         const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
+        const __m256i scales16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc, _mm_set1_epi8(0x0F)));
+        for (int c = 0; c < 8; ++c)
+            scale[c] = scale_pair(scales16, c);
         mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(0x0F)));
         d = half(x + 80);
         dmin = half(x + 82);
@@ -177,15 +182,9 @@ struct Q3kBlock : SignedChunks {
                 abs_q[c] = _mm256_sign_epi8(q[c], q[c]);
             }
         }
-        const uint8_t* sc = x + 96;
-        int scales[16];
-        for (int g = 0; g < 16; ++g) {
-            const int low4 = g < 8 ? (sc[g] & 0x0F) : (sc[g - 8] >> 4);
-            const int high2 = (sc[8 + g % 4] >> (2 * (g / 4))) & 3;
-            scales[g] = (low4 | (high2 << 4)) - 32;
-        }
+        const __m256i scales16 = q3_k_scales(x + 96);
         for (int c = 0; c < 8; ++c)
-            scale[c] = scale_pair(scales[2 * c], scales[2 * c + 1]);
+            scale[c] = scale_pair(scales16, c);
         d = half(x + 108);
     }
     __m256 lane_step(__m256 acc, const BlockQ8_K& y) const

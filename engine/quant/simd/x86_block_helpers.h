@@ -92,6 +92,20 @@ inline int hsum_i32(__m256i v)
     return _mm_cvtsi128_si32(s);
 }
 
+// Q3_K's sixteen 6-bit scales, minus 32, as int16 words in order: unpacked four at a time in 32-bit
+// words as llama.cpp does (bits 0–3 from the first eight bytes, 4–5 from the last four).
+inline __m256i q3_k_scales(const uint8_t* packed)
+{
+    uint32_t aux[3];
+    std::memcpy(aux, packed, 12);
+    constexpr uint32_t k2 = 0x0f0f0f0f, k1 = 0x03030303;
+    const __m128i bytes = _mm_setr_epi32(static_cast<int>((aux[0] & k2) | ((aux[2] & k1) << 4)),
+                                         static_cast<int>((aux[1] & k2) | (((aux[2] >> 2) & k1) << 4)),
+                                         static_cast<int>(((aux[0] >> 4) & k2) | (((aux[2] >> 4) & k1) << 4)),
+                                         static_cast<int>(((aux[1] >> 4) & k2) | (((aux[2] >> 6) & k1) << 4)));
+    return _mm256_cvtepi8_epi16(_mm_sub_epi8(bytes, _mm_set1_epi8(32)));
+}
+
 inline float tiled_step(float acc, float d, int s1, float dmin, int s2, float d8, bool has_min)
 {
     float res = d * static_cast<float>(s1);
