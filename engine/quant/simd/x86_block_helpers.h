@@ -445,12 +445,13 @@ void dot_repacked_b32_rows8_lanes(const void* w, std::size_t row_bytes, const vo
         table_hi = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(hi)));
         table_lo = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(lo)));
     }
+    const int rb = static_cast<int>(row_bytes);
+    const __m256i row_at = _mm256_setr_epi32(0, rb, 2 * rb, 3 * rb, 4 * rb, 5 * rb, 6 * rb, 7 * rb);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / 32; ++b) {
         const uint8_t* xb = x + b * 18;
         const bool new_line = (b * 18) % 64 < 18; // eight row streams: read each ahead once per cache line
         __m256i rows[4]; // rows r (low half) and r + 4 (high half): their sixteen bytes of nibbles
-        alignas(16) uint16_t scales[8];
         for (int r = 0; r < 4; ++r) {
             const uint8_t* lo_row = xb + r * row_bytes;
             const uint8_t* hi_row = xb + (r + 4) * row_bytes;
@@ -460,9 +461,11 @@ void dot_repacked_b32_rows8_lanes(const void* w, std::size_t row_bytes, const vo
             }
             rows[r] = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hi_row + 2)),
                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo_row + 2)));
-            std::memcpy(&scales[r], lo_row, 2);
-            std::memcpy(&scales[r + 4], hi_row, 2);
         }
+        // the eight scales: each row's block starts with its half, gathered as the low half of a word
+        const __m256i words = _mm256_and_si256(_mm256_i32gather_epi32(reinterpret_cast<const int*>(xb), row_at, 1),
+                                               _mm256_set1_epi32(0xFFFF));
+        const __m128i scales = _mm_packus_epi32(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
         // 4×4 transposes of dwords in each 128-bit half: groups[k] holds group k of rows 0–7, in order
         const __m256i t0 = _mm256_unpacklo_epi32(rows[0], rows[1]), t1 = _mm256_unpackhi_epi32(rows[0], rows[1]);
         const __m256i t2 = _mm256_unpacklo_epi32(rows[2], rows[3]), t3 = _mm256_unpackhi_epi32(rows[2], rows[3]);
@@ -489,12 +492,13 @@ void dot_repacked_b32_rows8_lanes(const void* w, std::size_t row_bytes, const vo
         __m256i isum = _mm256_madd_epi16(p, ones16);
         if constexpr (Iq4)
             isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p_hi, _mm256_set1_epi16(16)));
-        // the codes' bias (8 or 128) × the token's quant sum
-        const __m256i qsum = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), load_qs(y[b].qs)), ones16);
-        const __m256i bias = _mm256_slli_epi32(_mm256_set1_epi32(hsum_i32(qsum)), Iq4 ? 7 : 3);
-        const __m256i sums = _mm256_sub_epi32(isum, bias);
-        const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales))),
-                                       _mm256_set1_ps(_cvtsh_ss(y[b].d)));
+        // the codes' bias (8 or 128) × the token's quant sum, in every lane
+        __m256i qsum = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), load_qs(y[b].qs)), ones16);
+        qsum = _mm256_add_epi32(qsum, _mm256_permute2x128_si256(qsum, qsum, 0x01));
+        qsum = _mm256_add_epi32(qsum, _mm256_shuffle_epi32(qsum, 0x4E));
+        qsum = _mm256_add_epi32(qsum, _mm256_shuffle_epi32(qsum, 0xB1));
+        const __m256i sums = _mm256_sub_epi32(isum, _mm256_slli_epi32(qsum, Iq4 ? 7 : 3));
+        const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(scales), _mm256_set1_ps(_cvtsh_ss(y[b].d)));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), d, acc);
     }
     _mm256_storeu_ps(out, acc);
