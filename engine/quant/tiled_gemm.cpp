@@ -119,6 +119,14 @@ TiledGemmFn float_gemm_for(GgmlType type, int64_t n)
     return for_simd_level([&] { return simd::float_gemm_avx512(type); }, [&] { return simd::float_gemm_avx2(type); });
 }
 
+int64_t tiled_rows_per_task(GgmlType type, TiledGemmFn gemm)
+{
+    if (type == GgmlType::BF16 && simd_level() == SimdLevel::Avx512 && cpu_has_avx512_bf16() &&
+        gemm == simd::bf16_pairs_gemm_avx512bf16())
+        return 256;
+    return 64;
+}
+
 TiledGemmFn repacked_gemm_for(GgmlType type, bool gemm)
 {
     return for_simd_level([&] { return simd::repacked_gemm_avx512(type, gemm); },

@@ -62,5 +62,9 @@ TiledGemmFn repacked_gemm_for(GgmlType type, bool gemm);
 // llama.cpp's batched (llamafile) order for F32, F16 and BF16 rows of a multiple of 8 (dot_float_batched's
 // bits), the panels f32 rows (the F16/BF16 activations widened); nullptr elsewhere.
 TiledGemmFn float_gemm_for(GgmlType type, int64_t n);
+// How many rows a caller should hand `gemm` (of `type`) at a time: 64 (a task's rows decoded once,
+// into L2), or 256 for a kernel that first converts all of the call's activations (BF16 with
+// AVX512_BF16), which then splits them itself.
+int64_t tiled_rows_per_task(GgmlType type, TiledGemmFn gemm);
 
 } // namespace engine

@@ -691,25 +691,26 @@ QTEST_GUILESS_MAIN(TestVecDot)
 void TestVecDot::bf16PairsKernelKeepsTheBatchedBits()
 {
     // BF16 prefill with VDPBF16PS (two steps of each chain in one instruction) gives llama.cpp's
-    // batched order's bits: an odd count of steps (the last one alone), rows and tokens that are not
-    // whole groups, zeros; and where a product or sum could be subnormal (which the instruction would
-    // flush to zero), the FMA kernel's bits all the same — such tiny values make the products here
-    // subnormal, so a kernel that did not hand them over would give zeros.
+    // batched order's bits: an odd count of steps (the last one alone), rows in two chunks of the
+    // kernel (64 and 13) and tokens that are not whole groups, zeros; and where a product or sum could
+    // be subnormal (which the instruction would flush to zero), the FMA kernel's bits all the same —
+    // the second chunk's weights are subnormal then, so a kernel that did not hand it over would
+    // give zeros there, while the first chunk still takes the fast path.
     if (simd_level() != SimdLevel::Avx512 || !__builtin_cpu_supports("avx512bf16"))
         QSKIP("this CPU has no AVX512_BF16 (or TOKENSCOPE_SIMD asks for less): the FMA kernel runs");
     QVERIFY2(simd::bf16_pairs_gemm_avx512bf16(), "VDPBF16PS does not round as two FMAs here");
     QVERIFY(float_gemm_for(GgmlType::BF16, 776) == simd::bf16_pairs_gemm_avx512bf16()); // the run-time choice
-    const int64_t n = 776, rows = 13, tokens = 9;                                       // 97 steps of eight
+    const int64_t n = 776, rows = 77, tokens = 9;                                       // 97 steps of eight
     std::mt19937 rng(41);
     std::normal_distribution<float> dist(0.0f, 1.0f);
-    for (const float tiny : {1.0f, 0x1p-70f}) { // normal products; then products under 2^-126
+    for (const bool subnormal : {false, true}) {
         std::vector<uint16_t> w(static_cast<std::size_t>(rows * n));
-        for (auto& v : w)
-            v = f32_to_bf16(0.05f * tiny * dist(rng));
+        for (std::size_t i = 0; i < w.size(); ++i)
+            w[i] = f32_to_bf16((subnormal && i >= std::size_t(64 * n) ? 0x1p-135f : 0.05f) * dist(rng));
         std::fill(w.begin() + 3 * n, w.begin() + 4 * n, uint16_t(0)); // a row of zeros
         std::vector<uint16_t> a(static_cast<std::size_t>(tokens * n));
         for (auto& v : a)
-            v = f32_to_bf16(tiny * dist(rng));
+            v = f32_to_bf16(dist(rng));
         for (int64_t i = 0; i < n; i += 5)
             a[static_cast<std::size_t>(n + i)] = 0;
         const std::size_t a_bytes = 2 * static_cast<std::size_t>(n),
@@ -719,15 +720,14 @@ void TestVecDot::bf16PairsKernelKeepsTheBatchedBits()
                          panel.data());
         std::vector<float> y(static_cast<std::size_t>(tokens * rows), std::nanf(""));
         simd::bf16_pairs_gemm_avx512bf16()(w.data(), 2 * n, rows, panel.data(), 0, tokens, n, y.data(), rows);
-        int subnormal_free = 0;
+        int subnormal_results = 0;
         for (int64_t t = 0; t < tokens; ++t)
             for (int64_t r = 0; r < rows; ++r) {
                 const float want = vec_dot_batched_scalar(GgmlType::BF16, n)(w.data() + r * n, a.data() + t * n, n);
                 QCOMPARE(std::bit_cast<uint32_t>(y[std::size_t(t * rows + r)]), std::bit_cast<uint32_t>(want));
-                subnormal_free += std::fpclassify(want) != FP_SUBNORMAL;
+                subnormal_results += std::fpclassify(want) == FP_SUBNORMAL;
             }
-        if (tiny < 1.0f)
-            QVERIFY(subnormal_free < tokens * rows); // the case is real: some sums are subnormal
+        QCOMPARE(subnormal_results > 0, subnormal); // the case is real: those sums are subnormal
     }
 }
 

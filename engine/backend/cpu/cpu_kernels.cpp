@@ -188,10 +188,10 @@ bool MatMul::tiled_multiply(ThreadPool& pool, const TensorView& w, int64_t n_tok
         });
         m_tiled_ready = true;
     }
-    // Sixty-four rows per task, handed out as threads become free: a task decodes or converts its rows
-    // once (into L2), then walks the prompt's tokens past all of them, so the activations are read
-    // once per task.
-    constexpr int64_t kRowsPerTask = 64;
+    // Sixty-four rows per task (tiled_rows_per_task), handed out as threads become free: a task decodes
+    // or converts its rows once (into L2), then walks the prompt's tokens past all of them, so the
+    // activations are read once per task.
+    const int64_t kRowsPerTask = tiled_rows_per_task(w.type(), gemm);
     const uint8_t* tiled = rows_are_panels ? m_quantized.data() : m_tiled.data();
     pool.parallel_for_dynamic(
         static_cast<std::size_t>((rows + kRowsPerTask - 1) / kRowsPerTask), 1, [&](std::size_t begin, std::size_t end) {

@@ -115,25 +115,16 @@ inline void pair_tile(const uint16_t* wp, int64_t pairs, const uint16_t* const a
         }
 }
 
+// The call's activations are put in the pair layout once, then its rows 64 at a time are packed
+// (into L2) and multiplied with every token; the caller hands out large row ranges
+// (tiled_rows_per_task), since converting the activations costs about as much as a 64-row chunk's
+// packing.
 void bf16_pairs_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, const uint8_t* panels, int64_t t_begin,
                      int64_t t_end, int64_t n, float* y, int64_t y_stride)
 {
+    constexpr int64_t kChunkRows = 64;
     const int64_t steps = n / 8, pairs = (steps + 1) / 2;
     const auto block_values = static_cast<std::size_t>(pairs * 128);
-    const int64_t blocks = (n_rows + 7) / 8;
-    Magnitudes weights, activations;
-    thread_local std::vector<uint16_t> packed; // [row block][step pair][row pair][16 lanes × 2]
-    packed.resize(static_cast<std::size_t>(blocks) * block_values);
-    for (int64_t b = 0; b < blocks; ++b) {
-        const int rows = static_cast<int>(std::min<int64_t>(8, n_rows - 8 * b));
-        for (int r = 0; r < 8; ++r) {
-            const auto* row = reinterpret_cast<const uint16_t*>(
-                static_cast<const uint8_t*>(w) + static_cast<std::size_t>(8 * b + std::min(r, rows - 1)) * w_row_bytes);
-            uint16_t* out = packed.data() + static_cast<std::size_t>(b) * block_values + (r / 2) * 32 + (r % 2) * 16;
-            for (int64_t j = 0; j < pairs; ++j)
-                pair_up(row + 16 * j, 2 * j + 1 < steps, out + j * 128, weights);
-        }
-    }
     // The activations (f32 rows of bf16 values, token after token) in the pair layout, straight
     // from their f32 bits: lane L = element L of step 2j (high half) and of step 2j + 1 (low half).
     const auto* a = reinterpret_cast<const float*>(panels);
@@ -162,22 +153,43 @@ void bf16_pairs_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, con
         return _mm_packus_epi32(_mm_srli_epi32(_mm256_castsi256_si128(v), 16),
                                 _mm_srli_epi32(_mm256_extracti128_si256(v, 1), 16));
     };
+    Magnitudes activations;
     activations.merge(halves(smallest), halves(largest));
-    const int ew = weights.smallest_exponent(), ea = activations.smallest_exponent();
-    if (ew < 0 || ea < 0 || ew + ea < 142) { // a subnormal could arise: the FMA kernel keeps it
-        float_gemm_avx512(GgmlType::BF16)(w, w_row_bytes, n_rows, panels, t_begin, t_end, n, y, y_stride);
-        return;
-    }
-    for (int64_t t0 = t_begin; t0 < t_end; t0 += kTokens) {
-        const int tokens = static_cast<int>(std::min<int64_t>(kTokens, t_end - t0));
-        const uint16_t* at[kTokens];
-        for (int t = 0; t < kTokens; ++t)
-            at[t] =
-                reinterpret_cast<const uint16_t*>(paired.data() + (t0 - t_begin + std::min(t, tokens - 1)) * pairs * 8);
-        for (int64_t b = 0; b < blocks; ++b)
-            pair_tile(packed.data() + static_cast<std::size_t>(b) * block_values, pairs, at,
-                      static_cast<int>(std::min<int64_t>(8, n_rows - 8 * b)), tokens, y + t0 * y_stride + 8 * b,
-                      y_stride);
+    const int ea = activations.smallest_exponent();
+    thread_local std::vector<uint16_t> packed; // [row block][step pair][row pair][16 lanes × 2]
+    packed.resize(static_cast<std::size_t>(kChunkRows / 8) * block_values);
+    for (int64_t c0 = 0; c0 < n_rows; c0 += kChunkRows) {
+        const int64_t chunk_rows = std::min(kChunkRows, n_rows - c0);
+        const auto* wc = static_cast<const uint8_t*>(w) + static_cast<std::size_t>(c0) * w_row_bytes;
+        const int64_t blocks = (chunk_rows + 7) / 8;
+        Magnitudes weights;
+        for (int64_t b = 0; b < blocks; ++b) {
+            const int rows = static_cast<int>(std::min<int64_t>(8, chunk_rows - 8 * b));
+            for (int r = 0; r < 8; ++r) {
+                const auto* row = reinterpret_cast<const uint16_t*>(
+                    wc + static_cast<std::size_t>(8 * b + std::min(r, rows - 1)) * w_row_bytes);
+                uint16_t* out =
+                    packed.data() + static_cast<std::size_t>(b) * block_values + (r / 2) * 32 + (r % 2) * 16;
+                for (int64_t j = 0; j < pairs; ++j)
+                    pair_up(row + 16 * j, 2 * j + 1 < steps, out + j * 128, weights);
+            }
+        }
+        const int ew = weights.smallest_exponent();
+        if (ew < 0 || ea < 0 || ew + ea < 142) { // a subnormal could arise: the FMA kernel keeps it
+            float_gemm_avx512(GgmlType::BF16)(wc, w_row_bytes, chunk_rows, panels, t_begin, t_end, n, y + c0, y_stride);
+            continue;
+        }
+        for (int64_t t0 = t_begin; t0 < t_end; t0 += kTokens) {
+            const int tokens = static_cast<int>(std::min<int64_t>(kTokens, t_end - t0));
+            const uint16_t* at[kTokens];
+            for (int t = 0; t < kTokens; ++t)
+                at[t] = reinterpret_cast<const uint16_t*>(paired.data() +
+                                                          (t0 - t_begin + std::min(t, tokens - 1)) * pairs * 8);
+            for (int64_t b = 0; b < blocks; ++b)
+                pair_tile(packed.data() + static_cast<std::size_t>(b) * block_values, pairs, at,
+                          static_cast<int>(std::min<int64_t>(8, chunk_rows - 8 * b)), tokens,
+                          y + t0 * y_stride + c0 + 8 * b, y_stride);
+        }
     }
 }
 
