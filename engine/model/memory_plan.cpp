@@ -60,7 +60,9 @@ FileFacts facts_of(const gguf::GgufFile& file)
             const auto width = static_cast<int64_t>(t.ne[0]);
             f.layer_activation_row_bytes =
                 std::max<uint64_t>(f.layer_activation_row_bytes, activation_row_bytes(format, width));
-            f.layer_panel_bytes = std::max<uint64_t>(f.layer_panel_bytes, tiled_panel_bytes(format, width));
+            // (F32 activations are the float matmul's panels as they are: no copy)
+            if (format != ActivationFormat::F32)
+                f.layer_panel_bytes = std::max<uint64_t>(f.layer_panel_bytes, tiled_panel_bytes(format, width));
         }
     }
     if (head)

@@ -11,6 +11,7 @@
 #include "kv/kv_sizing.h"
 #include "model/memory_plan.h"
 #include "model/model.h"
+#include "model/test_model.h"
 #include "quant/activation_quant.h"
 #include "quant/tiled_gemm.h"
 #include "test_paths.h"
@@ -64,6 +65,7 @@ private slots:
     void contextCappedAtTraining();
     void hugeContextDoesNotFit();
     void badFilesNameThemselves();
+    void f32ActivationsNeedNoPanels();
 };
 
 void TestMemoryPlan::systemMemoryIsRead()
@@ -147,7 +149,8 @@ void TestMemoryPlan::realModelMatchesTheBackend()
         if (t.n_dims >= 2 && t.name.starts_with("blk.")) {
             const ActivationFormat format = activation_format(t.type.type);
             widest_row = std::max<uint64_t>(widest_row, activation_row_bytes(format, int64_t(t.ne[0])));
-            widest_panel = std::max<uint64_t>(widest_panel, tiled_panel_bytes(format, int64_t(t.ne[0])));
+            if (format != ActivationFormat::F32) // F32 activations are used as the panels, uncopied
+                widest_panel = std::max<uint64_t>(widest_panel, tiled_panel_bytes(format, int64_t(t.ne[0])));
         }
     QVERIFY(widest_panel > 0); // the default model's Q4_K/Q6_K matrices have panels
     const uint64_t extras =
@@ -262,4 +265,24 @@ void TestMemoryPlan::badFilesNameThemselves()
 }
 
 QTEST_GUILESS_MAIN(TestMemoryPlan)
+void TestMemoryPlan::f32ActivationsNeedNoPanels()
+{
+    // A batch's activations are packed into panels of sixteen tokens for the tiled matmul; F32
+    // activations are the float matmul's panels as they are, so an F32 model's scratch grows by the
+    // same step from 32 to 33 tokens (a third panel) as from 33 to 34, while a Q8_0 model's jumps.
+    QTemporaryDir dir;
+    const auto scratch_steps = [&](GgmlType type) {
+        TestModelShape shape;
+        shape.matrix_type = type;
+        const std::string path = dir.filePath(type == GgmlType::F32 ? "f32.gguf" : "q8_0.gguf").toStdString();
+        make_test_model("llama", 3, shape).write(path);
+        const auto at = [&](uint32_t n_batch) { return plan_memory(path, 64, n_batch).scratch_bytes; };
+        return std::pair{at(34) - at(33), at(33) - at(32)};
+    };
+    const auto [f32_step, f32_at_panel] = scratch_steps(GgmlType::F32);
+    QCOMPARE(f32_at_panel, f32_step);
+    const auto [q8_step, q8_at_panel] = scratch_steps(GgmlType::Q8_0);
+    QVERIFY2(q8_at_panel > q8_step, "a Q8_0 model's third panel should be counted at 33 tokens");
+}
+
 #include "test_memory_plan.moc"
