@@ -80,14 +80,16 @@ void pack_tiled_panel(ActivationFormat format, const uint8_t* rows, std::size_t 
 }
 
 namespace {
-bool cpu_has_avx512_bf16()
+// BF16's matmul with AVX512_BF16 (vdpbf16ps, the FMA kernel's bits), where the CPU has it and
+// rounds it as that kernel needs; nullptr elsewhere.
+TiledGemmFn bf16_pairs_gemm()
 {
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512bf16");
-#else
-    return false;
+    if (simd_level() == SimdLevel::Avx512 && __builtin_cpu_supports("avx512bf16"))
+        return simd::bf16_pairs_gemm_avx512bf16();
 #endif
+    return nullptr;
 }
 
 // The AVX-512 kernel where the CPU runs them, the AVX2 one where it runs those, none on the portable path.
@@ -113,18 +115,15 @@ TiledGemmFn float_gemm_for(GgmlType type, int64_t n)
 {
     if (n % 8 != 0)
         return nullptr;
-    if (type == GgmlType::BF16 && simd_level() == SimdLevel::Avx512 && cpu_has_avx512_bf16())
-        if (TiledGemmFn f = simd::bf16_pairs_gemm_avx512bf16())
+    if (type == GgmlType::BF16)
+        if (TiledGemmFn f = bf16_pairs_gemm())
             return f;
     return for_simd_level([&] { return simd::float_gemm_avx512(type); }, [&] { return simd::float_gemm_avx2(type); });
 }
 
 int64_t tiled_rows_per_task(GgmlType type, TiledGemmFn gemm)
 {
-    if (type == GgmlType::BF16 && simd_level() == SimdLevel::Avx512 && cpu_has_avx512_bf16() &&
-        gemm == simd::bf16_pairs_gemm_avx512bf16())
-        return 256;
-    return 64;
+    return type == GgmlType::BF16 && gemm && gemm == bf16_pairs_gemm() ? 256 : 64;
 }
 
 TiledGemmFn repacked_gemm_for(GgmlType type, bool gemm)

@@ -191,17 +191,18 @@ bool MatMul::tiled_multiply(ThreadPool& pool, const TensorView& w, int64_t n_tok
     // Sixty-four rows per task (tiled_rows_per_task), handed out as threads become free: a task decodes
     // or converts its rows once (into L2), then walks the prompt's tokens past all of them, so the
     // activations are read once per task.
-    const int64_t kRowsPerTask = tiled_rows_per_task(w.type(), gemm);
+    const int64_t rows_per_task = tiled_rows_per_task(w.type(), gemm);
     const uint8_t* tiled = rows_are_panels ? m_quantized.data() : m_tiled.data();
-    pool.parallel_for_dynamic(
-        static_cast<std::size_t>((rows + kRowsPerTask - 1) / kRowsPerTask), 1, [&](std::size_t begin, std::size_t end) {
-            const int64_t r0 = static_cast<int64_t>(begin) * kRowsPerTask;
-            const int64_t r1 = std::min(rows, static_cast<int64_t>(end) * kRowsPerTask);
-            if (gemm_tokens > 0)
-                gemm(w.row(r0), w.row_bytes, r1 - r0, tiled, 0, gemm_tokens, cols, y + r0, rows);
-            if (gemm_tokens < n_tokens)
-                gemv(w.row(r0), w.row_bytes, r1 - r0, tiled, gemm_tokens, n_tokens, cols, y + r0, rows);
-        });
+    pool.parallel_for_dynamic(static_cast<std::size_t>((rows + rows_per_task - 1) / rows_per_task), 1,
+                              [&](std::size_t begin, std::size_t end) {
+                                  const int64_t r0 = static_cast<int64_t>(begin) * rows_per_task;
+                                  const int64_t r1 = std::min(rows, static_cast<int64_t>(end) * rows_per_task);
+                                  if (gemm_tokens > 0)
+                                      gemm(w.row(r0), w.row_bytes, r1 - r0, tiled, 0, gemm_tokens, cols, y + r0, rows);
+                                  if (gemm_tokens < n_tokens)
+                                      gemv(w.row(r0), w.row_bytes, r1 - r0, tiled, gemm_tokens, n_tokens, cols, y + r0,
+                                           rows);
+                              });
     return true;
 }
 

@@ -173,21 +173,10 @@ inline void store_tile(const float out[8][kTiledPanelTokens], int rows, int64_t 
         const int64_t base = t0 + 8 * half;
         if (base + 8 <= first || base >= last)
             continue;
-        __m256 r[8];
+        __m256 column[8];
         for (int i = 0; i < 8; ++i)
-            r[i] = _mm256_load_ps(out[i] + 8 * half);
-        const __m256 t0v = _mm256_unpacklo_ps(r[0], r[1]), t1v = _mm256_unpackhi_ps(r[0], r[1]);
-        const __m256 t2v = _mm256_unpacklo_ps(r[2], r[3]), t3v = _mm256_unpackhi_ps(r[2], r[3]);
-        const __m256 t4v = _mm256_unpacklo_ps(r[4], r[5]), t5v = _mm256_unpackhi_ps(r[4], r[5]);
-        const __m256 t6v = _mm256_unpacklo_ps(r[6], r[7]), t7v = _mm256_unpackhi_ps(r[6], r[7]);
-        const __m256 u0 = _mm256_shuffle_ps(t0v, t2v, 0x44), u1 = _mm256_shuffle_ps(t0v, t2v, 0xEE);
-        const __m256 u2 = _mm256_shuffle_ps(t1v, t3v, 0x44), u3 = _mm256_shuffle_ps(t1v, t3v, 0xEE);
-        const __m256 u4 = _mm256_shuffle_ps(t4v, t6v, 0x44), u5 = _mm256_shuffle_ps(t4v, t6v, 0xEE);
-        const __m256 u6 = _mm256_shuffle_ps(t5v, t7v, 0x44), u7 = _mm256_shuffle_ps(t5v, t7v, 0xEE);
-        const __m256 column[8] = {_mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
-                                  _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
-                                  _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
-                                  _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+            column[i] = _mm256_load_ps(out[i] + 8 * half);
+        transpose8(column); // column[i]: token base + i's eight rows
         for (int i = 0; i < 8; ++i) {
             const int64_t t = base + i;
             if (t >= first && t < last)

@@ -391,6 +391,15 @@ void dot_tiled_xn(const void* w, const void* const a[kTokens], int64_t n, float 
 
 } // namespace
 
+// The word indices that give a Q2_K/Q3_K chunk c its pair of scales (of sixteen int16 scales in
+// order): scale 2c for its first sixteen values, 2c + 1 for the others.
+inline void chunk_scale_picks(__m256i pick[8])
+{
+    for (int c = 0; c < 8; ++c)
+        pick[c] =
+            _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(2 * c + 1)), _mm_set1_epi16(static_cast<short>(2 * c)));
+}
+
 // Q3_K's one-row kernel (vec_dot_types_avx2.cpp's dot_k_lanes<Q3kBlock>: the same int32 lanes and
 // float steps), each chunk's pair of scales picked by one word permute, the high bit tested into a
 // mask that subtracts the 4.
@@ -399,10 +408,8 @@ float dot_q3_k(const void* w, const void* a, int64_t n)
     const auto* x = static_cast<const uint8_t*>(w);
     const auto* y = static_cast<const BlockQ8_K*>(a);
     const __m256i two_bits = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
-    __m256i pick[8]; // chunk c: scale 2c for its first sixteen values, 2c + 1 for the others
-    for (int c = 0; c < 8; ++c)
-        pick[c] =
-            _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(2 * c + 1)), _mm_set1_epi16(static_cast<short>(2 * c)));
+    __m256i pick[8];
+    chunk_scale_picks(pick);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / 256; ++b, x += 110) {
         prefetch_ahead(x, 110);
@@ -436,10 +443,8 @@ float dot_q2_k(const void* w, const void* a, int64_t n)
     const auto* y = static_cast<const BlockQ8_K*>(a);
     const __m256i two_bits = _mm256_set1_epi8(3);
     const __m128i low4 = _mm_set1_epi8(0x0F);
-    __m256i pick[8]; // chunk c: scale 2c for its first sixteen values, 2c + 1 for the others
-    for (int c = 0; c < 8; ++c)
-        pick[c] =
-            _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(2 * c + 1)), _mm_set1_epi16(static_cast<short>(2 * c)));
+    __m256i pick[8];
+    chunk_scale_picks(pick);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / 256; ++b, x += 84) {
         prefetch_ahead(x, 84);
@@ -479,14 +484,7 @@ template <bool Iq4> float dot_b32_pairs(const void* w, const void* a, int64_t n)
     const auto* y = static_cast<const BlockQ8_0*>(a);
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     const __m512i ones = _mm512_set1_epi8(1);
-    __m512i table = _mm512_setzero_si512();
-    if constexpr (Iq4) {
-        constexpr int8_t kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-        alignas(16) uint8_t biased[16];
-        for (int i = 0; i < 16; ++i) // kvalues_iq4nl, as iq4_lookup's
-            biased[i] = static_cast<uint8_t>(kValues[i] + 128);
-        table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(biased)));
-    }
+    [[maybe_unused]] const __m512i table = _mm512_broadcast_i32x4(iq4_nl_biased_values()); // (IQ4_NL only)
     __m256 acc = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
     float tail = 0.0f; // IQ4_NL's odd last block
     bool has_tail = false;
@@ -680,14 +678,7 @@ void dot_repacked_b32_rows8_lanes_zmm(const void* w, std::size_t row_bytes, cons
     const auto* x = static_cast<const uint8_t*>(w);
     const auto* y = static_cast<const BlockQ8_0*>(a);
     const __m512i low4 = _mm512_set1_epi8(0x0F), ones8 = _mm512_set1_epi8(1);
-    __m512i table = _mm512_setzero_si512(); // IQ4_NL: the code's value + 128, an unsigned byte
-    if constexpr (Iq4) {
-        constexpr int8_t kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-        alignas(16) uint8_t biased[16];
-        for (int i = 0; i < 16; ++i) // kvalues_iq4nl, as iq4_lookup's
-            biased[i] = static_cast<uint8_t>(kValues[i] + 128);
-        table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(biased)));
-    }
+    [[maybe_unused]] const __m512i table = _mm512_broadcast_i32x4(iq4_nl_biased_values()); // (IQ4_NL only)
     // Where the quants of group k go: dword k of block b's to lanes 0–7, of block b + 1's to 8–15
     // (low nibbles: quants 4k…4k+3; high nibbles: 16+4k…).
     __m512i quants_lo[4], quants_hi[4];
@@ -705,15 +696,12 @@ void dot_repacked_b32_rows8_lanes_zmm(const void* w, std::size_t row_bytes, cons
         const bool pair = b + 1 < blocks; // an odd last block is read twice, its second copy unused
         const int next = pair ? 18 : 0;
         const uint8_t* xb = x + b * 18;
-        const bool new_line = (b * 18) % 64 < 36; // each row stream: read ahead once per cache line
-        __m512i rows[4];                          // 128-bit lanes: row r and r + 4 of block b, then of block b + 1
+        if ((b * 18) % 64 < 36) // each row stream: read ahead once per cache line
+            prefetch_next_eight_rows(xb, row_bytes, 1);
+        __m512i rows[4]; // 128-bit lanes: row r and r + 4 of block b, then of block b + 1
         for (int r = 0; r < 4; ++r) {
             const uint8_t* lo_row = xb + r * row_bytes;
             const uint8_t* hi_row = xb + (r + 4) * row_bytes;
-            if (new_line) { // the next eight rows' same line: a task's rows follow each other
-                _mm_prefetch(reinterpret_cast<const char*>(lo_row + 8 * row_bytes), _MM_HINT_T0);
-                _mm_prefetch(reinterpret_cast<const char*>(hi_row + 8 * row_bytes), _MM_HINT_T0);
-            }
             __m512i v = _mm512_zextsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo_row + 2)));
             v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi_row + 2)), 1);
             v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo_row + next + 2)), 2);
@@ -783,9 +771,7 @@ void dot_repacked_q4_k_rows8_zmm(const void* w, std::size_t row_bytes, const voi
     __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / 256; ++b) {
         const uint8_t* xb = x + b * 144;
-        for (int r = 0; r < 8; ++r) // the next eight rows' same block: a task's rows follow each other
-            for (int at = 0; at < 144; at += 64)
-                _mm_prefetch(reinterpret_cast<const char*>(xb + (r + 8) * row_bytes + at), _MM_HINT_T0);
+        prefetch_next_eight_rows(xb, row_bytes, 144);
         const BlockQ8_K& yb = y[b];
         // scales (sub-blocks 0–3, 4–7) and minimums of the eight rows, a row per lane, a byte each
         const __m256i u0 = _mm256_i32gather_epi32(reinterpret_cast<const int*>(xb + 4), row_at, 1);

@@ -45,6 +45,36 @@ inline void prefetch_ahead(const uint8_t* x, int bytes)
         _mm_prefetch(reinterpret_cast<const char*>(x) + kPrefetchAhead + at, _MM_HINT_T0);
 }
 
+// The eight-row kernels' read-ahead: the same `bytes` of the next eight rows (a task's rows follow
+// each other, so rows r + 8 are the next call's).
+inline void prefetch_next_eight_rows(const uint8_t* x, std::size_t row_bytes, int bytes)
+{
+    for (int r = 0; r < 8; ++r)
+        for (int at = 0; at < bytes; at += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(x + (r + 8) * row_bytes + at), _MM_HINT_T0);
+}
+
+// 8×8 transpose: row i of the result is column i of the input.
+inline void transpose8(__m256 r[8])
+{
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
 // 32 signed bytes · 32 signed bytes → 8 int32 partial sums (|a| ≤ 128 and b ≠ −128 keep maddubs exact).
 inline __m256i dot_i8(__m256i a, __m256i b)
 {
@@ -410,6 +440,14 @@ inline __m256i unpack_iq4_nl(const uint8_t* x)
     return iq4_lookup(x + 2);
 }
 
+// IQ4_NL's sixteen values + 128 (kvalues_iq4nl, as iq4_lookup's), unsigned bytes: the codes the lanes
+// kernels multiply, the bias taken off afterwards.
+inline __m128i iq4_nl_biased_values()
+{
+    return _mm_add_epi8(_mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113),
+                        _mm_set1_epi8(static_cast<char>(-128)));
+}
+
 // |q| · sign-adjusted y summed in groups of four bytes into int32 lanes (exact: no pair reaches the
 // int16 limit for Q4_0's or IQ4_NL's values).
 struct DotI8Avx2 {
@@ -434,31 +472,22 @@ void dot_repacked_b32_rows8_lanes(const void* w, std::size_t row_bytes, const vo
     const auto* y = static_cast<const BlockQ8_0*>(a);
     const __m256i low4 = _mm256_set1_epi8(0x0F), ones16 = _mm256_set1_epi16(1);
     __m256i table_hi = _mm256_setzero_si256(), table_lo = _mm256_setzero_si256();
-    if constexpr (Iq4) {
-        constexpr int8_t kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-        alignas(16) uint8_t hi[16], lo[16];
-        for (int i = 0; i < 16; ++i) { // kvalues_iq4nl, as iq4_lookup's
-            const int code = kValues[i] + 128;
-            hi[i] = static_cast<uint8_t>(code >> 4);
-            lo[i] = static_cast<uint8_t>(code & 0x0F);
-        }
-        table_hi = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(hi)));
-        table_lo = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(lo)));
+    if constexpr (Iq4) { // the biased values split into nibble planes (maddubs's sums then stay in int16)
+        const __m256i biased = _mm256_broadcastsi128_si256(iq4_nl_biased_values());
+        table_hi = _mm256_and_si256(_mm256_srli_epi16(biased, 4), low4);
+        table_lo = _mm256_and_si256(biased, low4);
     }
     const int rb = static_cast<int>(row_bytes);
     const __m256i row_at = _mm256_setr_epi32(0, rb, 2 * rb, 3 * rb, 4 * rb, 5 * rb, 6 * rb, 7 * rb);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / 32; ++b) {
         const uint8_t* xb = x + b * 18;
-        const bool new_line = (b * 18) % 64 < 18; // eight row streams: read each ahead once per cache line
+        if ((b * 18) % 64 < 18) // eight row streams: read each ahead once per cache line
+            prefetch_next_eight_rows(xb, row_bytes, 1);
         __m256i rows[4]; // rows r (low half) and r + 4 (high half): their sixteen bytes of nibbles
         for (int r = 0; r < 4; ++r) {
             const uint8_t* lo_row = xb + r * row_bytes;
             const uint8_t* hi_row = xb + (r + 4) * row_bytes;
-            if (new_line) { // the next eight rows' same line: a task's rows follow each other
-                _mm_prefetch(reinterpret_cast<const char*>(lo_row + 8 * row_bytes), _MM_HINT_T0);
-                _mm_prefetch(reinterpret_cast<const char*>(hi_row + 8 * row_bytes), _MM_HINT_T0);
-            }
             rows[r] = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hi_row + 2)),
                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo_row + 2)));
         }
@@ -620,9 +649,7 @@ void dot_repacked_q4_k_rows8(const void* w, std::size_t row_bytes, const void* a
     __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / 256; ++b) {
         alignas(32) float dw[8], dminw[8];
-        for (int r = 0; r < 8; ++r) // the next eight rows' same block: a task's rows follow each other
-            for (int at = 0; at < 144; at += 64)
-                _mm_prefetch(reinterpret_cast<const char*>(x + (r + 8) * row_bytes + b * 144 + at), _MM_HINT_T0);
+        prefetch_next_eight_rows(x + b * 144, row_bytes, 144);
         if constexpr (Gemm) {
             alignas(32) int s1[4][8], s2[4][8]; // [pair][row]
             for (int r = 0; r < 8; ++r) {
