@@ -284,6 +284,13 @@ VecDotRows8Fn vec_dot_repacked_rows8(GgmlType type, bool gemm)
     return simd_level() != SimdLevel::Scalar ? simd::types_avx2::repacked_rows8(type, gemm) : nullptr;
 }
 
+VecDotRows8Fn vec_dot_rows8_of(VecDotFn one_row)
+{
+    if (one_row && simd_level() == SimdLevel::Avx512 && simd::avx512_kernels_usable())
+        return simd::vec_dot_rows8_of_avx512(one_row);
+    return nullptr;
+}
+
 VecDotRows8x4Fn vec_dot_repacked_rows8x4(GgmlType type, bool gemm)
 {
     if (simd_level() == SimdLevel::Avx512 && simd::avx512_kernels_usable())

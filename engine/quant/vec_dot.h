@@ -78,6 +78,10 @@ VecDotX4Fn vec_dot_repacked_x4(GgmlType type);
 // Eight rows at once, each row's accumulator in a SIMD lane as llama.cpp's interleaved kernels keep
 // it (the same bits as eight one-row calls); nullptr where the CPU has none.
 VecDotRows8Fn vec_dot_repacked_rows8(GgmlType type, bool gemm);
+// Eight consecutive rows at once with exactly the bits of eight `one_row` calls (the plain order's
+// decode: each row's accumulator lanes kept apart in SIMD registers); nullptr where the CPU has no
+// such kernel for that one-row kernel.
+VecDotRows8Fn vec_dot_rows8_of(VecDotFn one_row);
 // Eight rows against four tokens in the gemm's order (gemm = true) or its gemv's (each token summed as
 // one gemv call sums it: what its mul_mat_id does for experts), each weight block decoded once for the
 // four.

@@ -116,6 +116,8 @@ private slots:
     void fourRowKernelsMatchOneRow();
     void avx2EightRowKernelsMatchOneRow_data() { matchesDequantizedReference_data(); }
     void avx2EightRowKernelsMatchOneRow();
+    void plainEightRowKernelsMatchOneRow_data() { matchesDequantizedReference_data(); }
+    void plainEightRowKernelsMatchOneRow();
     void tiledOrderSimdMatchesScalar_data() { matchesDequantizedReference_data(); }
     void tiledOrderSimdMatchesScalar();
     void batchedOrderSimdMatchesScalar_data() { matchesDequantizedReference_data(); }
@@ -605,6 +607,42 @@ void TestVecDot::avx2EightRowKernelsMatchOneRow()
             check(simd::vec_dot_tiled_x8_avx2(gt), simd::vec_dot_tiled_avx2(gt));
     }
     QVERIFY(compared >= 24);
+}
+
+void TestVecDot::plainEightRowKernelsMatchOneRow()
+{
+    // The plain order's eight-row decode kernels (vec_dot_rows8_of): each row the bits of the one-row
+    // kernel they stand for, and so of the portable one, over even and odd counts of 32-wide blocks
+    // and activations at the quant range's ends.
+    QFETCH(QString, type);
+    const GgmlType gt = weight_row(type).type;
+    const VecDotFn one = vec_dot_for_batch(gt, 1024, 1);
+    const VecDotRows8Fn eight = vec_dot_rows8_of(one);
+    const bool expected = simd_level() == SimdLevel::Avx512 && (gt == GgmlType::Q4_0 || gt == GgmlType::IQ4_NL);
+    QCOMPARE(eight != nullptr, expected);
+    if (!eight)
+        QSKIP("no plain-order eight-row kernel for this type on this CPU (rows run one at a time)");
+    int compared = 0;
+    for (const int64_t n : {int64_t(1024), int64_t(1056), int64_t(32), int64_t(96)}) {
+        const std::size_t row_bytes = ggml_row_bytes(ggml_type_traits(gt), n);
+        std::vector<uint8_t> rows(8 * row_bytes);
+        fill_random_tensor(std::as_writable_bytes(std::span(rows)), gt, false, 17 + uint32_t(n), 2);
+        auto xq = random_activation_rows(activation_format(gt), n, 43 + uint32_t(n), 2);
+        auto* blocks = reinterpret_cast<BlockQ8_0*>(xq[1].data());
+        for (int64_t i = 0; i < n; ++i)
+            blocks[i / 32].qs[i % 32] = (i % 3) ? 127 : -127;
+        for (const auto& a : xq) {
+            float out[8] = {};
+            eight(rows.data(), row_bytes, a.data(), n, out);
+            for (int r = 0; r < 8; ++r) {
+                const void* wr = rows.data() + r * row_bytes;
+                QCOMPARE(std::bit_cast<uint32_t>(out[r]), std::bit_cast<uint32_t>(one(wr, a.data(), n)));
+                QCOMPARE(std::bit_cast<uint32_t>(out[r]), std::bit_cast<uint32_t>(vec_dot_scalar(gt)(wr, a.data(), n)));
+                ++compared;
+            }
+        }
+    }
+    QCOMPARE(compared, 4 * 2 * 8);
 }
 
 void TestVecDot::matchesDequantizedReference_data()

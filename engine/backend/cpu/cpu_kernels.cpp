@@ -225,6 +225,9 @@ void MatMul::multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, f
     const VecDotX8Fn dot8 = m_packed8.empty() || repacked ? nullptr : vec_dot_x8_for_batch(w.type(), order);
     const VecDotX16Fn dot16 = m_packed8.empty() || repacked ? nullptr : vec_dot_x16_for_batch(w.type(), order);
     const std::size_t group_bytes = packed8_bytes(m_holds.format, cols);
+    // A decode step's rows eight at a time where a kernel keeps the one-row kernel's bits (the plain
+    // order of Q4_0 and IQ4_NL on AVX-512: a head tied to the embedding table is never repacked).
+    const VecDotRows8Fn plain_rows8 = !repacked && n_tokens < 4 ? vec_dot_rows8_of(dot) : nullptr;
     const uint8_t* xq = m_quantized.data();
     // Rows in chunks of 16, tokens in tiles of 32: a tile's quantized activations and the chunk's
     // weight rows stay in L1 while every pair is multiplied (streaming all of a long prompt's
@@ -242,7 +245,16 @@ void MatMul::multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, f
             const int64_t r1 = std::min(rows, r0 + kRowsPerTask);
             for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
                 const int64_t t1 = std::min(n_tokens, t0 + kTokenTile);
-                for (int64_t r = r0; r < r1; ++r) {
+                int64_t r = r0;
+                if (plain_rows8)
+                    for (; r + 8 <= r1; r += 8)
+                        for (int64_t t = t0; t < t1; ++t) {
+                            float out[8];
+                            plain_rows8(w.row(r), w.row_bytes, xq + static_cast<std::size_t>(t) * row_bytes, cols, out);
+                            for (int i = 0; i < 8; ++i)
+                                y[t * rows + r + i] = out[i];
+                        }
+                for (; r < r1; ++r) {
                     const std::byte* wr = w.row(r);
                     int64_t t = t0;
                     if (dot16) // sixteen tokens per pass: the weight block unpacked once for all of them

@@ -672,6 +672,62 @@ struct DotI8Vnni {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
+// Eight rows of Q4_0/IQ4_NL blocks b and b + 1, loaded for lanes that hold a row and block each:
+// one masked load of the two blocks' 36 bytes per row (none read past them), then
+//  - groups[k]: bytes 4k…4k+3 of each row's block b quants in lanes 0–7 (row order), of block b + 1's
+//    in lanes 8–15 (word permutes put rows r and r + 4 of both blocks into the 128-bit lanes of one
+//    register, then 4×4 dword transposes in each 128-bit lane);
+//  - the sixteen weight scales in the same lanes, picked by word permutes and blends.
+// A gather of the scales cost about a sixth of a decode step. An odd last block (pair = false) loads
+// one block: block b + 1's lanes are zeros.
+struct B32Rows8 {
+    __m512i quant_words; // row r's words 1–8 and 10–17 (the two blocks' quants) beside row r + 4's
+    __m512i scale_words; // word i: the scale of row i % 8 (of r or r + 4) and block i / 8
+
+    B32Rows8()
+    {
+        alignas(64) int16_t q[32], sw[32];
+        for (int i = 0; i < 32; ++i) {
+            const int lane = i / 8; // 128-bit lanes: row r block b, row r + 4 block b, then block b + 1
+            q[i] = static_cast<int16_t>((lane % 2 ? 32 : 0) + (lane < 2 ? 1 : 10) + i % 8);
+        }
+        for (int i = 0; i < 32; ++i) // (words 16 on: unused)
+            sw[i] = static_cast<int16_t>((i % 8 >= 4 ? 32 : 0) + (i / 8 == 1 ? 9 : 0));
+        quant_words = _mm512_load_si512(q);
+        scale_words = _mm512_load_si512(sw);
+    }
+
+    __m512 load(const uint8_t* xb, std::size_t row_bytes, bool pair, __m512i groups[4]) const
+    {
+        const __mmask32 keep = pair ? 0x3FFFF : 0x1FF; // the 18 words of two blocks, or 9 of one
+        __m512i rows[8];
+        for (int r = 0; r < 8; ++r)
+            rows[r] = _mm512_maskz_loadu_epi16(keep, xb + r * row_bytes);
+        __m512i lanes[4], scales = _mm512_setzero_si512();
+        for (int r = 0; r < 4; ++r) {
+            lanes[r] = _mm512_permutex2var_epi16(rows[r], quant_words, rows[r + 4]);
+            // words r, r + 4, 8 + r, 12 + r: rows r and r + 4 of block b, then of block b + 1
+            scales = _mm512_mask_blend_epi16(0x1111u << r, scales,
+                                             _mm512_permutex2var_epi16(rows[r], scale_words, rows[r + 4]));
+        }
+        const __m512i t0 = _mm512_unpacklo_epi32(lanes[0], lanes[1]), t1 = _mm512_unpackhi_epi32(lanes[0], lanes[1]);
+        const __m512i t2 = _mm512_unpacklo_epi32(lanes[2], lanes[3]), t3 = _mm512_unpackhi_epi32(lanes[2], lanes[3]);
+        groups[0] = _mm512_unpacklo_epi64(t0, t2);
+        groups[1] = _mm512_unpackhi_epi64(t0, t2);
+        groups[2] = _mm512_unpacklo_epi64(t1, t3);
+        groups[3] = _mm512_unpackhi_epi64(t1, t3);
+        return _mm512_cvtph_ps(_mm512_castsi512_si256(scales));
+    }
+};
+
+// The activation scales of blocks b (lanes 0–7) and b + 1 (8–15).
+inline __m512 b32_activation_scales(const BlockQ8_0& yb, const BlockQ8_0& yn)
+{
+    return _mm512_castpd_ps(
+        _mm512_insertf64x4(_mm512_zextpd256_pd512(_mm256_castps_pd(_mm256_set1_ps(_cvtsh_ss(yb.d)))),
+                           _mm256_castps_pd(_mm256_set1_ps(_cvtsh_ss(yn.d))), 1));
+}
+
 template <bool Iq4>
 void dot_repacked_b32_rows8_lanes_zmm(const void* w, std::size_t row_bytes, const void* a, int64_t n, float out[8])
 {
@@ -686,32 +742,16 @@ void dot_repacked_b32_rows8_lanes_zmm(const void* w, std::size_t row_bytes, cons
         quants_lo[k] = _mm512_set_epi32(8 + k, 8 + k, 8 + k, 8 + k, 8 + k, 8 + k, 8 + k, 8 + k, k, k, k, k, k, k, k, k);
         quants_hi[k] = _mm512_add_epi32(quants_lo[k], _mm512_set1_epi32(4));
     }
-    const int rb = static_cast<int>(row_bytes);
-    const __m512i scale_at =
-        _mm512_set_epi32(7 * rb + 18, 6 * rb + 18, 5 * rb + 18, 4 * rb + 18, 3 * rb + 18, 2 * rb + 18, rb + 18, 18,
-                         7 * rb, 6 * rb, 5 * rb, 4 * rb, 3 * rb, 2 * rb, rb, 0);
+    const B32Rows8 loader;
     __m256 acc = _mm256_setzero_ps();
     const int64_t blocks = n / 32;
     for (int64_t b = 0; b < blocks; b += 2) {
         const bool pair = b + 1 < blocks; // an odd last block is read twice, its second copy unused
-        const int next = pair ? 18 : 0;
         const uint8_t* xb = x + b * 18;
         if ((b * 18) % 64 < 36) // each row stream: read ahead once per cache line
             prefetch_next_eight_rows(xb, row_bytes, 1);
-        __m512i rows[4]; // 128-bit lanes: row r and r + 4 of block b, then of block b + 1
-        for (int r = 0; r < 4; ++r) {
-            const uint8_t* lo_row = xb + r * row_bytes;
-            const uint8_t* hi_row = xb + (r + 4) * row_bytes;
-            __m512i v = _mm512_zextsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo_row + 2)));
-            v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi_row + 2)), 1);
-            v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo_row + next + 2)), 2);
-            rows[r] = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi_row + next + 2)), 3);
-        }
-        // 4×4 transposes of dwords in each 128-bit lane: groups[k] holds group k of the eight rows, per block
-        const __m512i t0 = _mm512_unpacklo_epi32(rows[0], rows[1]), t1 = _mm512_unpackhi_epi32(rows[0], rows[1]);
-        const __m512i t2 = _mm512_unpacklo_epi32(rows[2], rows[3]), t3 = _mm512_unpackhi_epi32(rows[2], rows[3]);
-        const __m512i groups[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
-                                   _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+        __m512i groups[4];
+        const __m512 d_w = loader.load(xb, row_bytes, pair, groups);
         const __m512i quants =
             _mm512_inserti64x4(_mm512_zextsi256_si512(load_qs(y[b].qs)), load_qs(y[b + (pair ? 1 : 0)].qs), 1);
         __m512i isum = _mm512_setzero_si512();
@@ -731,12 +771,7 @@ void dot_repacked_b32_rows8_lanes_zmm(const void* w, std::size_t row_bytes, cons
         qsum = _mm512_add_epi32(qsum, _mm512_shuffle_epi32(qsum, _MM_PERM_CDAB));
         qsum = _mm512_add_epi32(qsum, _mm512_shuffle_i32x4(qsum, qsum, _MM_SHUFFLE(2, 3, 0, 1)));
         const __m512 sums = _mm512_cvtepi32_ps(_mm512_sub_epi32(isum, _mm512_slli_epi32(qsum, Iq4 ? 7 : 3)));
-        // the sixteen weight scales (the low half of a dword gathered at each block's start)
-        const __m512 d_w = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(scale_at, xb, 1)));
-        const __m512 d_y = _mm512_castpd_ps(
-            _mm512_insertf64x4(_mm512_zextpd256_pd512(_mm256_castps_pd(_mm256_set1_ps(_cvtsh_ss(y[b].d)))),
-                               _mm256_castps_pd(_mm256_set1_ps(_cvtsh_ss(y[b + (pair ? 1 : 0)].d))), 1));
-        const __m512 d = _mm512_mul_ps(d_w, d_y);
+        const __m512 d = _mm512_mul_ps(d_w, b32_activation_scales(y[b], y[b + (pair ? 1 : 0)]));
         acc = _mm256_fmadd_ps(_mm512_castps512_ps256(sums), _mm512_castps512_ps256(d), acc);
         if (pair)
             acc = _mm256_fmadd_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sums), 1)),
@@ -744,6 +779,94 @@ void dot_repacked_b32_rows8_lanes_zmm(const void* w, std::size_t row_bytes, cons
     }
     _mm256_storeu_ps(out, acc);
 }
+// Eight rows of Q4_0 or IQ4_NL in the plain order, each row dot_b32_pairs's bits (the output head tied
+// to the embedding table, which llama.cpp never repacks, is a quarter of a small model's decode):
+// the repacked kernel's loads and lanes, but each of the one-row kernel's eight accumulator lanes kept
+// apart — lane j of row r's accumulator is lane r (block b) or 8 + r (block b + 1) of acc[j], where
+// j < 4 sums the low nibbles of bytes 4j…4j+3 and j ≥ 4 the high ones of bytes 4(j−4)… — and the
+// rows' horizontal sums taken in hsum's order across those registers. Q4_0 fuses block b then b + 1
+// into one accumulator; IQ4_NL keeps even blocks in lanes 0–7 and odd ones in 8–15 and fuses an odd
+// last block's integer sum at the end, as the one-row kernel does.
+template <bool Iq4>
+void dot_b32_rows8_plain_zmm(const void* w, std::size_t row_bytes, const void* a, int64_t n, float out[8])
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(a);
+    const __m512i low4 = _mm512_set1_epi8(0x0F), ones8 = _mm512_set1_epi8(1);
+    [[maybe_unused]] const __m512i table = _mm512_broadcast_i32x4(iq4_nl_biased_values()); // (IQ4_NL only)
+    __m512i pick[8]; // dword j of block b to lanes 0–7, of block b + 1 to 8–15
+    for (int j = 0; j < 8; ++j)
+        pick[j] = _mm512_set_epi32(8 + j, 8 + j, 8 + j, 8 + j, 8 + j, 8 + j, 8 + j, 8 + j, j, j, j, j, j, j, j, j);
+    const B32Rows8 loader;
+    __m512 acc[8]; // IQ4_NL: even blocks in lanes 0–7, odd in 8–15; Q4_0: lanes 0–7
+    for (auto& v : acc)
+        v = _mm512_setzero_ps();
+    __m256i tail = _mm256_setzero_si256(); // IQ4_NL's odd last block, per row, and its scales
+    __m256 tail_d = _mm256_setzero_ps();
+    bool has_tail = false;
+    const int64_t blocks = n / 32;
+    for (int64_t b = 0; b < blocks; b += 2) {
+        const bool pair = b + 1 < blocks; // an odd last block is read twice, its second copy unused
+        const uint8_t* xb = x + b * 18;
+        if ((b * 18) % 64 < 36)
+            prefetch_next_eight_rows(xb, row_bytes, 1);
+        __m512i groups[4];
+        const __m512 d_w = loader.load(xb, row_bytes, pair, groups);
+        const __m512i quants =
+            _mm512_inserti64x4(_mm512_zextsi256_si512(load_qs(y[b].qs)), load_qs(y[b + (pair ? 1 : 0)].qs), 1);
+        // minus the codes' bias (8 or 128) × each dword's quant sum: the starting value of its sum
+        const __m512i bias = _mm512_sub_epi32(
+            _mm512_setzero_si512(),
+            _mm512_slli_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones8, quants), Iq4 ? 7 : 3));
+        __m512i exact[8];
+        for (int k = 0; k < 4; ++k) {
+            __m512i e_lo = _mm512_and_si512(groups[k], low4);
+            __m512i e_hi = _mm512_and_si512(_mm512_srli_epi16(groups[k], 4), low4);
+            if constexpr (Iq4) {
+                e_lo = _mm512_shuffle_epi8(table, e_lo);
+                e_hi = _mm512_shuffle_epi8(table, e_hi);
+            }
+            exact[k] = _mm512_dpbusd_epi32(_mm512_permutexvar_epi32(pick[k], bias), e_lo,
+                                           _mm512_permutexvar_epi32(pick[k], quants));
+            exact[k + 4] = _mm512_dpbusd_epi32(_mm512_permutexvar_epi32(pick[k + 4], bias), e_hi,
+                                               _mm512_permutexvar_epi32(pick[k + 4], quants));
+        }
+        const __m512 d = _mm512_mul_ps(d_w, b32_activation_scales(y[b], y[b + (pair ? 1 : 0)]));
+        if constexpr (Iq4) {
+            if (!pair) {
+                tail_d = _mm512_castps512_ps256(d);
+                for (int j = 0; j < 8; ++j)
+                    tail = _mm256_add_epi32(tail, _mm512_castsi512_si256(exact[j]));
+                has_tail = true;
+                break;
+            }
+            for (int j = 0; j < 8; ++j)
+                acc[j] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(exact[j]), acc[j]);
+        } else {
+            for (int j = 0; j < 8; ++j)
+                acc[j] = _mm512_mask3_fmadd_ps(d, _mm512_cvtepi32_ps(exact[j]), acc[j], 0x00FF);
+            if (pair) // block b + 1's lanes down to 0–7, fused after block b's
+                for (int j = 0; j < 8; ++j)
+                    acc[j] = _mm512_mask3_fmadd_ps(_mm512_shuffle_f32x4(d, d, _MM_SHUFFLE(3, 2, 3, 2)),
+                                                   _mm512_shuffle_f32x4(_mm512_cvtepi32_ps(exact[j]),
+                                                                        _mm512_cvtepi32_ps(exact[j]),
+                                                                        _MM_SHUFFLE(3, 2, 3, 2)),
+                                                   acc[j], 0x00FF);
+        }
+    }
+    __m256 f[8]; // each row's eight accumulator lanes (IQ4_NL: even + odd, as hsum(acc + odd))
+    for (int j = 0; j < 8; ++j)
+        f[j] = Iq4 ? _mm256_add_ps(_mm512_castps512_ps256(acc[j]),
+                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[j]), 1)))
+                   : _mm512_castps512_ps256(acc[j]);
+    // hsum: (f0 + f4) + (f2 + f6), then (f1 + f5) + (f3 + f7), then the two
+    __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(f[0], f[4]), _mm256_add_ps(f[2], f[6])),
+                               _mm256_add_ps(_mm256_add_ps(f[1], f[5]), _mm256_add_ps(f[3], f[7])));
+    if (has_tail)
+        sum = _mm256_fmadd_ps(tail_d, _mm256_cvtepi32_ps(tail), sum);
+    _mm256_storeu_ps(out, sum);
+}
+
 // Eight rows of Q4_K in llama.cpp's repacked gemv order (dot_repacked_q4_k_rows8's bits): per row and
 // block the exact sums s1 = Σ scale · (codes · quants) and s2 = Σ min · (quant sums), then its two
 // fused multiply-adds. The work per row and block falls from about a hundred instructions, a third
@@ -847,6 +970,15 @@ VecDotRows8Fn vec_dot_repacked_rows8_avx512(GgmlType type, bool gemm)
     default:
         return nullptr;
     }
+}
+
+VecDotRows8Fn vec_dot_rows8_of_avx512(VecDotFn one_row)
+{
+    if (one_row == dot_b32_pairs<false>)
+        return dot_b32_rows8_plain_zmm<false>;
+    if (one_row == dot_b32_pairs<true>)
+        return dot_b32_rows8_plain_zmm<true>;
+    return nullptr;
 }
 
 VecDotRows8x4Fn vec_dot_repacked_rows8x4_avx512(GgmlType type, bool gemm)

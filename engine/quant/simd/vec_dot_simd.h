@@ -58,6 +58,8 @@ VecDotX4Fn vec_dot_tiled_x4_avx512(GgmlType type);
 VecDotX8Fn vec_dot_tiled_x8_avx512(GgmlType type);
 VecDotRows8Fn vec_dot_repacked_rows8_avx512(GgmlType type, bool gemm);
 VecDotRows8x4Fn vec_dot_repacked_rows8x4_avx512(GgmlType type, bool gemm);
+// Eight rows with one_row's bits (vec_dot_rows8_of); nullptr where there is none.
+VecDotRows8Fn vec_dot_rows8_of_avx512(VecDotFn one_row);
 // The tiled order for many rows and tokens at once (tiled_gemm.h; tiled_gemm_avx512.cpp).
 TiledGemmFn tiled_gemm_avx512(GgmlType type);
 TiledGemmFn repacked_gemm_avx512(GgmlType type, bool gemm);
