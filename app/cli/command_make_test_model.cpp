@@ -21,7 +21,8 @@ struct MakeTestModelArgs {
     std::string vocab;
     std::string type; // every matrix of this type
     uint64_t seed = 1;
-    uint32_t layers = 0; // 0: the architecture's own count
+    uint32_t layers = 0;     // 0: the architecture's own count
+    uint32_t vocab_size = 0; // 0: the built-in vocabulary's own count
 };
 
 int run_make_test_model(const MakeTestModelArgs& a)
@@ -46,6 +47,11 @@ int run_make_test_model(const MakeTestModelArgs& a)
                                             "Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)",
                                             a.type));
     }
+    if (a.vocab_size && (a.arch.empty() || !a.vocab.empty()))
+        throw engine::Error("--vocab-size only applies to --arch with the built-in vocabulary");
+    if (a.vocab_size > 1u << 20)
+        throw engine::Error(
+            fmt::format("--vocab-size {} is more than the 1,048,576 a test model may have", a.vocab_size));
     if (a.layers > 512)
         throw engine::Error(fmt::format("--layers {} is more than the 512 a test model may have", a.layers));
 
@@ -59,13 +65,15 @@ int run_make_test_model(const MakeTestModelArgs& a)
         std::shared_ptr<const engine::gguf::GgufFile> vocab;
         if (!a.vocab.empty())
             vocab = engine::gguf::GgufFile::open(a.vocab);
-        if (a.layers || matrix_type) {
+        if (a.layers || matrix_type || a.vocab_size) {
             // Deep models for layout checks (a 30-layer model in every panel): matrices F32 unless
             // --type names one; one type throughout for the weight-type suites.
             engine::TestModelShape shape;
             if (a.layers)
                 shape.n_layer = a.layers;
             shape.matrix_type = matrix_type;
+            if (a.vocab_size)
+                shape.n_vocab = a.vocab_size;
             writer = engine::make_test_model(a.arch, a.seed, shape, vocab.get());
         } else {
             writer = engine::make_test_model(a.arch, a.seed, vocab.get());
@@ -105,6 +113,9 @@ CommandRunner add_make_test_model_command(CLI::App& app)
                     "With --arch or --preset: store every matrix (embeddings and output head included) as this "
                     "type, e.g. Q4_1 or IQ4_XS; norms stay F32");
     cmd->add_option("--seed", a->seed, "Random seed; the same seed gives a byte-identical file (default 1)");
+    cmd->add_option("--vocab-size", a->vocab_size,
+                    "With --arch: pad the built-in vocabulary with unused tokens to this many (e.g. a multiple of 8, "
+                    "as real vocabularies are)");
     cmd->add_option("--vocab", a->vocab,
                     "With --arch: take every tokenizer.* key from this GGUF instead of the "
                     "built-in byte-level BPE");

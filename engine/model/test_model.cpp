@@ -836,7 +836,7 @@ gguf::GgufWriter make_test_model_impl(std::string_view arch, uint64_t seed, cons
                 fmt::format("{}: has no tokenizer.ggml.tokens to take the vocabulary from", vocab->name()));
         n_vocab = tokens->count;
     } else {
-        n_vocab = set_builtin_vocab(w, preset ? preset->n_vocab : 0);
+        n_vocab = set_builtin_vocab(w, preset ? preset->n_vocab : shape ? shape->n_vocab.value_or(0) : 0);
     }
 
     const bool reshaped = shape && (shape->n_layer || shape->n_embd || shape->n_head || shape->n_head_kv ||

@@ -45,6 +45,9 @@ struct TestModelShape {
     // Every matrix (embeddings and output head included) stored as this type instead; norms stay
     // F32. Alone, it keeps the architecture's dimensions; every row must be whole blocks of the type.
     std::optional<GgmlType> matrix_type;
+    // The built-in vocabulary padded with unused tokens to this many entries (at least its own count):
+    // e.g. a multiple of 8, so that llama.cpp repacks a head tied to the embedding table.
+    std::optional<uint32_t> n_vocab;
 };
 // `vocab`, when given, as above.
 gguf::GgufWriter make_test_model(std::string_view arch, uint64_t seed, const TestModelShape& shape,

@@ -36,21 +36,27 @@ private slots:
 
 namespace {
 
-// The random llama model of one weight type (every matrix), checked to be the file llama.cpp ran.
-std::shared_ptr<const Model> type_model(const QTemporaryDir& dir, const QString& type, const gguf::GgufFile& fixture)
+// The random model of one weight type (every matrix), checked to be the file llama.cpp ran. The
+// repacked order's models have 768 tokens, a multiple of 8 as real vocabularies are, so that llama.cpp
+// repacks the head: llama's is its own matrix, qwen2's is tied to the embedding table.
+std::shared_ptr<const Model> type_model(const QTemporaryDir& dir, const QString& type, const gguf::GgufFile& fixture,
+                                        const char* arch = "llama", std::optional<uint32_t> n_vocab = std::nullopt)
 {
     TestModelShape shape;
     shape.matrix_type = ggml_type_from_name(type.toStdString());
-    return fixture_model(dir, type, make_test_model("llama", 1, shape), fixture);
+    shape.n_vocab = n_vocab;
+    return fixture_model(dir, type, make_test_model(arch, 1, shape), fixture);
 }
 
 } // namespace
 
 void TestWeightTypes::repackedOrderMatchesLlamaCppDefault_data()
 {
+    QTest::addColumn<QString>("arch");
     QTest::addColumn<QString>("type");
-    for (const char* t : {"Q4_0", "Q4_K", "IQ4_NL"})
-        QTest::newRow(t) << QString(t);
+    for (const char* arch : {"llama", "qwen2"}) // qwen2: the head tied to the embedding table
+        for (const char* t : {"Q4_0", "Q4_K", "IQ4_NL"})
+            QTest::addRow("%s %s", arch, t) << QString(arch) << QString(t);
 }
 
 // llama.cpp's default (repacking) build on the types it repacks: the repacked order gives its bits on
@@ -58,12 +64,14 @@ void TestWeightTypes::repackedOrderMatchesLlamaCppDefault_data()
 // fixture tells the orders apart.
 void TestWeightTypes::repackedOrderMatchesLlamaCppDefault()
 {
+    QFETCH(QString, arch);
     QFETCH(QString, type);
-    const auto fixture =
-        gguf::GgufFile::open(data_dir() + "/logits/types/llama-" + type.toStdString() + "-repack.gguf");
+    const auto fixture = gguf::GgufFile::open(data_dir() + "/logits/types/" + arch.toStdString() + "-" +
+                                              type.toStdString() + "-repack.gguf");
     QVERIFY(*fixture->get_bool("tokenscope.use_extra_bufts"));
     QTemporaryDir dir;
-    const auto model = type_model(dir, type, *fixture);
+    const auto model = type_model(dir, type, *fixture, qPrintable(arch), 768);
+    QCOMPARE(model->config().n_vocab, 768u);
     QVERIFY2(model, "the generated model is not the one llama.cpp ran");
     Session repacked(model, make_cpu_backend(model, {.threads = 0, .n_ctx = 2048, .order = WeightOrder::Repacked}),
                      2048);

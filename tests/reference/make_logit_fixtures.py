@@ -85,13 +85,16 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def make_test_model(cli: str, arch: str, seed: int, dest_dir: Path, wtype: str | None = None) -> Path:
-    """Writes the seeded random-weight model of `arch` (every matrix `wtype` when given) into dest_dir
-    (a temporary directory)."""
+def make_test_model(cli: str, arch: str, seed: int, dest_dir: Path, wtype: str | None = None,
+                    vocab_size: int | None = None) -> Path:
+    """Writes the seeded random-weight model of `arch` (every matrix `wtype` when given, the built-in
+    vocabulary padded to `vocab_size` when given) into dest_dir (a temporary directory)."""
     out = dest_dir / f"test-model-{arch}-seed{seed}{'-' + wtype if wtype else ''}.gguf"
     cmd = [cli, "make-test-model", "--arch", arch, "--seed", str(seed), "--out", str(out)]
     if wtype:
         cmd += ["--type", wtype]
+    if vocab_size:
+        cmd += ["--vocab-size", str(vocab_size)]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return out
 
@@ -268,7 +271,8 @@ def generate(args, tool: str, out: Path) -> None:
     if args.test_model:  # only for generated models, so that older fixtures stay byte-identical
         w.add_string("tokenscope.model.generator",
                      f"tokenscope-cli make-test-model --arch {args.test_model} --seed {args.seed}"
-                     + (f" --type {args.type}" if args.type else ""))
+                     + (f" --type {args.type}" if args.type else "")
+                     + (f" --vocab-size {args.vocab_size}" if args.vocab_size else ""))
         w.add_uint64("tokenscope.model.size", model.stat().st_size)
     w.add_uint32("tokenscope.n_ctx", h0["n_ctx"])
     w.add_uint32("tokenscope.n_batch", h0["n_batch"])
@@ -376,6 +380,9 @@ def main() -> int:
                          "with --type the default --out becomes types/ARCH-TYPE-repack.gguf")
     ap.add_argument("--type", help="with --test-model: every matrix of this weight type (make-test-model --type); "
                     "defaults become --prompts prompts-types.json, --out types/ARCH-TYPE.gguf, --n-predict 16")
+    ap.add_argument("--vocab-size", type=int,
+                    help="with --test-model: the built-in vocabulary padded to this many tokens (make-test-model "
+                         "--vocab-size; a multiple of 8 lets llama.cpp repack a tied head)")
     ap.add_argument("--cli", default=str(DEFAULT_CLI), help="tokenscope-cli for --test-model")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--check", action="store_true", help="regenerate and compare with --out")
@@ -397,6 +404,8 @@ def main() -> int:
         ap.error("give --model or --test-model, not both")
     if args.type and not small:
         ap.error("--type goes with --test-model")
+    if args.vocab_size and not small:
+        ap.error("--vocab-size goes with --test-model")
     if args.prompts is None:
         args.prompts = str(DATA_DIR / ("prompts-types.json" if args.type or (small and args.kv) else
                                        "prompts-small.json" if small else "prompts.json"))
@@ -411,7 +420,8 @@ def main() -> int:
     tool = args.dump_logits or build_tool()
     with tempfile.TemporaryDirectory() as model_dir:
         if small:
-            args.model = str(make_test_model(args.cli, args.test_model, args.seed, Path(model_dir), args.type))
+            args.model = str(make_test_model(args.cli, args.test_model, args.seed, Path(model_dir), args.type,
+                                             args.vocab_size))
             print(f"model {args.model}: {Path(args.model).stat().st_size} bytes, sha256 {sha256_file(Path(args.model))}")
         elif args.model is None:
             args.model = str(default_model())

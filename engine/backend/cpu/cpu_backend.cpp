@@ -164,7 +164,8 @@ private:
     const std::vector<float>& vector_of(const TensorView& t) const { return m_vectors.at(t.info); }
 
     ThreadPool m_pool;
-    bool m_repack = false; // llama.cpp's repacked order for the matrices it repacks
+    bool m_repack = false;                          // llama.cpp's repacked order for the matrices it repacks
+    bool repacked_order(const TensorView& w) const; // whether a matrix is summed in that order
     bool m_batch_invariant = false;
     KvCache m_kv;
     std::unordered_map<const gguf::TensorInfo*, std::vector<float>> m_vectors;
@@ -300,10 +301,7 @@ void CpuBackend::rmsnorm(Act in, Act out, const TensorView& weight, uint32_t wid
 
 void CpuBackend::matmul_rows(const TensorView& w, Act in, Act out, uint32_t row0, uint32_t n_rows, uint32_t order)
 {
-    // llama.cpp repacks a matrix read by its matmuls only: never the embedding table (nor a head tied
-    // to it)
-    const bool repacked =
-        m_repack && llama_cpp_repacks(w.type(), w.rows()) && w.info && w.info->name != "token_embd.weight";
+    const bool repacked = repacked_order(w);
     m_matmul.run(m_pool, w, buffer(in).data() + std::size_t(row0) * std::size_t(w.cols()), n_rows,
                  buffer(out).data() + std::size_t(row0) * std::size_t(w.rows()), order, m_matmul_input == in, repacked);
     if (in == out)
@@ -696,6 +694,14 @@ void CpuBackend::edit_rows(Act a, const RowEdit& e)
     }
 }
 
+bool CpuBackend::repacked_order(const TensorView& w) const
+{
+    // llama.cpp repacks every matrix its matmuls read, the output head included — also one tied to the
+    // embedding table (it loads that table a second time as the head, into the repacking buffer); the
+    // table's own lookups (get_rows) read the plain rows, as ours do
+    return m_repack && llama_cpp_repacks(w.type(), w.rows());
+}
+
 void CpuBackend::output_head(const TensorView& norm, const TensorView& output, uint32_t row0, uint32_t n_rows,
                              uint32_t order, float eps)
 {
@@ -704,7 +710,7 @@ void CpuBackend::output_head(const TensorView& norm, const TensorView& output, u
     const float* w = vector_of(norm).data();
     for (std::size_t t = 0; t < n_rows; ++t)
         cpu::kernel_rmsnorm(m_x.data() + (row0 + t) * E, w, m_h.data() + t * E, int64_t(E), eps);
-    m_matmul.run(m_pool, output, m_h.data(), n_rows, m_sink->logits(), order);
+    m_matmul.run(m_pool, output, m_h.data(), n_rows, m_sink->logits(), order, false, repacked_order(output));
 }
 
 void CpuBackend::output_head_rows(const TensorView& norm, const TensorView& output, std::span<const uint32_t> rows,
@@ -715,7 +721,8 @@ void CpuBackend::output_head_rows(const TensorView& norm, const TensorView& outp
     const float* w = vector_of(norm).data();
     for (std::size_t t = 0; t < rows.size(); ++t)
         cpu::kernel_rmsnorm(m_x.data() + std::size_t(rows[t]) * E, w, m_h.data() + t * E, int64_t(E), eps);
-    m_matmul.run(m_pool, output, m_h.data(), uint32_t(rows.size()), m_sink->logits(), order);
+    m_matmul.run(m_pool, output, m_h.data(), uint32_t(rows.size()), m_sink->logits(), order, false,
+                 repacked_order(output));
 }
 
 void CpuBackend::read_cache(uint32_t layer, uint32_t kv_head, uint32_t n, std::vector<float>& keys,

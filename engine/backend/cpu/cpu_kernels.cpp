@@ -226,7 +226,7 @@ void MatMul::multiply(ThreadPool& pool, const TensorView& w, int64_t n_tokens, f
     const VecDotX16Fn dot16 = m_packed8.empty() || repacked ? nullptr : vec_dot_x16_for_batch(w.type(), order);
     const std::size_t group_bytes = packed8_bytes(m_holds.format, cols);
     // A decode step's rows eight at a time where a kernel keeps the one-row kernel's bits (the plain
-    // order of Q4_0 and IQ4_NL on AVX-512: a head tied to the embedding table is never repacked).
+    // order of Q4_0 and IQ4_NL on AVX-512, as --no-repack runs them).
     const VecDotRows8Fn plain_rows8 = !repacked && n_tokens < 4 ? vec_dot_rows8_of(dot) : nullptr;
     const uint8_t* xq = m_quantized.data();
     // Rows in chunks of 16, tokens in tiles of 32: a tile's quantized activations and the chunk's

@@ -428,12 +428,16 @@ template <typename Block, int kBlockBytes> void dot_tiled_x8(const void* w, cons
 // interleaved layout keeps them): shared by the AVX2 file and, with VNNI's dot product and its own
 // Q4_K block, the AVX-512 file — the same integer sums and float steps, so the same bits.
 
-// IQ4_NL's indices through its table (kvalues_iq4nl), as signed bytes.
+// IQ4_NL's sixteen values (kvalues_iq4nl), signed bytes.
+inline __m128i iq4_nl_values()
+{
+    return _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+}
+
+// IQ4_NL's indices through its table, as signed bytes.
 inline __m256i iq4_lookup(const uint8_t* qs)
 {
-    const __m256i table = _mm256_broadcastsi128_si256(
-        _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113));
-    return _mm256_shuffle_epi8(table, nibbles_32(qs));
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(iq4_nl_values()), nibbles_32(qs));
 }
 inline __m256i unpack_iq4_nl(const uint8_t* x)
 {
@@ -444,8 +448,7 @@ inline __m256i unpack_iq4_nl(const uint8_t* x)
 // kernels multiply, the bias taken off afterwards.
 inline __m128i iq4_nl_biased_values()
 {
-    return _mm_add_epi8(_mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113),
-                        _mm_set1_epi8(static_cast<char>(-128)));
+    return _mm_add_epi8(iq4_nl_values(), _mm_set1_epi8(static_cast<char>(-128)));
 }
 
 // |q| · sign-adjusted y summed in groups of four bytes into int32 lanes (exact: no pair reaches the
@@ -457,28 +460,37 @@ struct DotI8Avx2 {
     }
 };
 
+// The f16 words at the start of eight rows' blocks (xb, row_bytes apart), in row order: eight 4-byte
+// loads folded by unpacks (a gather of them cost Q4_0's eight-row decode a tenth of its time).
+inline __m128i b32_scales_rows8(const uint8_t* xb, std::size_t row_bytes)
+{
+    __m128i w[8];
+    for (int r = 0; r < 8; ++r) {
+        int32_t v;
+        std::memcpy(&v, xb + r * row_bytes, 4);
+        w[r] = _mm_cvtsi32_si128(v);
+    }
+    const __m128i w01 = _mm_unpacklo_epi16(w[0], w[1]), w23 = _mm_unpacklo_epi16(w[2], w[3]);
+    const __m128i w45 = _mm_unpacklo_epi16(w[4], w[5]), w67 = _mm_unpacklo_epi16(w[6], w[7]);
+    return _mm_unpacklo_epi64(_mm_unpacklo_epi32(w01, w23), _mm_unpacklo_epi32(w45, w67));
+}
+
 // Eight rows, one token (llama.cpp's interleaved gemv keeps eight columns so), fed block by block with
 // the one-row kernel's fused multiply-adds. Each row's block is laid across the lanes first (its 4-byte groups
 // transposed, as llama.cpp's interleaved layout holds them): then each group's nibbles multiply the
 // token's four quants broadcast, the eight rows' sums land in their lanes with no reduction, and the
-// eight scales convert at once. The codes are unsigned — Q4_0's value + 8, IQ4_NL's value + 128 split
-// into two nibble planes through two tables — so vpmaddubsw takes them as they are (every lane's eight
-// groups fit int16: 8 · 2 · 15 · 127), and the bias × the quants' sum is taken off after. Exact integers,
-// the one-row kernel's fused steps: the same bits.
+// eight scales convert at once. Q4_0's codes are unsigned (value + 8), so vpmaddubsw takes them as they
+// are (every lane's eight groups fit int16: 8 · 2 · 15 · 127) and 8 × the quants' sum is taken off
+// after; IQ4_NL's values are looked up signed and multiplied as |value| × quant with the value's sign
+// (pairs fit int16: 2 · 127 · 127), each group widened to int32. Exact integers, the one-row kernel's
+// fused steps: the same bits.
 template <bool Iq4>
 void dot_repacked_b32_rows8_lanes(const void* w, std::size_t row_bytes, const void* a, int64_t n, float out[8])
 {
     const auto* x = static_cast<const uint8_t*>(w);
     const auto* y = static_cast<const BlockQ8_0*>(a);
     const __m256i low4 = _mm256_set1_epi8(0x0F), ones16 = _mm256_set1_epi16(1);
-    __m256i table_hi = _mm256_setzero_si256(), table_lo = _mm256_setzero_si256();
-    if constexpr (Iq4) { // the biased values split into nibble planes (maddubs's sums then stay in int16)
-        const __m256i biased = _mm256_broadcastsi128_si256(iq4_nl_biased_values());
-        table_hi = _mm256_and_si256(_mm256_srli_epi16(biased, 4), low4);
-        table_lo = _mm256_and_si256(biased, low4);
-    }
-    const int rb = static_cast<int>(row_bytes);
-    const __m256i row_at = _mm256_setr_epi32(0, rb, 2 * rb, 3 * rb, 4 * rb, 5 * rb, 6 * rb, 7 * rb);
+    [[maybe_unused]] const __m256i table = _mm256_broadcastsi128_si256(iq4_nl_values()); // (IQ4_NL only)
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / 32; ++b) {
         const uint8_t* xb = x + b * 18;
@@ -491,44 +503,50 @@ void dot_repacked_b32_rows8_lanes(const void* w, std::size_t row_bytes, const vo
             rows[r] = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hi_row + 2)),
                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo_row + 2)));
         }
-        // the eight scales: each row's block starts with its half, gathered as the low half of a word
-        const __m256i words = _mm256_and_si256(_mm256_i32gather_epi32(reinterpret_cast<const int*>(xb), row_at, 1),
-                                               _mm256_set1_epi32(0xFFFF));
-        const __m128i scales = _mm_packus_epi32(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
         // 4×4 transposes of dwords in each 128-bit half: groups[k] holds group k of rows 0–7, in order
         const __m256i t0 = _mm256_unpacklo_epi32(rows[0], rows[1]), t1 = _mm256_unpackhi_epi32(rows[0], rows[1]);
         const __m256i t2 = _mm256_unpacklo_epi32(rows[2], rows[3]), t3 = _mm256_unpackhi_epi32(rows[2], rows[3]);
         const __m256i groups[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
                                    _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
-        __m256i p = _mm256_setzero_si256(), p_hi = _mm256_setzero_si256();
-        for (int k = 0; k < 4; ++k) { // group k: elements 4k…4k+3 (low nibbles), 16+4k… (high nibbles)
-            const __m256i e_lo = _mm256_and_si256(groups[k], low4);
-            const __m256i e_hi = _mm256_and_si256(_mm256_srli_epi16(groups[k], 4), low4);
-            int32_t q_lo, q_hi;
-            std::memcpy(&q_lo, y[b].qs + 4 * k, 4);
-            std::memcpy(&q_hi, y[b].qs + 16 + 4 * k, 4);
-            const __m256i a_lo = _mm256_set1_epi32(q_lo), a_hi = _mm256_set1_epi32(q_hi);
-            if constexpr (Iq4) {
-                p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_shuffle_epi8(table_lo, e_lo), a_lo));
-                p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_shuffle_epi8(table_lo, e_hi), a_hi));
-                p_hi = _mm256_add_epi16(p_hi, _mm256_maddubs_epi16(_mm256_shuffle_epi8(table_hi, e_lo), a_lo));
-                p_hi = _mm256_add_epi16(p_hi, _mm256_maddubs_epi16(_mm256_shuffle_epi8(table_hi, e_hi), a_hi));
-            } else {
-                p = _mm256_add_epi16(p, _mm256_maddubs_epi16(e_lo, a_lo));
-                p = _mm256_add_epi16(p, _mm256_maddubs_epi16(e_hi, a_hi));
+        __m256i isum;
+        if constexpr (Iq4) {
+            isum = _mm256_setzero_si256();
+            for (int k = 0; k < 4; ++k) { // group k: elements 4k…4k+3 (low nibbles), 16+4k… (high nibbles)
+                const __m256i v_lo = _mm256_shuffle_epi8(table, _mm256_and_si256(groups[k], low4));
+                const __m256i v_hi =
+                    _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(groups[k], 4), low4));
+                int32_t q_lo, q_hi;
+                std::memcpy(&q_lo, y[b].qs + 4 * k, 4);
+                std::memcpy(&q_hi, y[b].qs + 16 + 4 * k, 4);
+                const __m256i a_lo = _mm256_set1_epi32(q_lo), a_hi = _mm256_set1_epi32(q_hi);
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v_lo, v_lo),
+                                                                                     _mm256_sign_epi8(a_lo, v_lo)),
+                                                                ones16));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v_hi, v_hi),
+                                                                                     _mm256_sign_epi8(a_hi, v_hi)),
+                                                                ones16));
             }
+        } else {
+            __m256i p = _mm256_setzero_si256();
+            for (int k = 0; k < 4; ++k) {
+                const __m256i e_lo = _mm256_and_si256(groups[k], low4);
+                const __m256i e_hi = _mm256_and_si256(_mm256_srli_epi16(groups[k], 4), low4);
+                int32_t q_lo, q_hi;
+                std::memcpy(&q_lo, y[b].qs + 4 * k, 4);
+                std::memcpy(&q_hi, y[b].qs + 16 + 4 * k, 4);
+                p = _mm256_add_epi16(p, _mm256_maddubs_epi16(e_lo, _mm256_set1_epi32(q_lo)));
+                p = _mm256_add_epi16(p, _mm256_maddubs_epi16(e_hi, _mm256_set1_epi32(q_hi)));
+            }
+            // the codes' bias 8 × the token's quant sum, in every lane
+            __m256i qsum = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), load_qs(y[b].qs)), ones16);
+            qsum = _mm256_add_epi32(qsum, _mm256_permute2x128_si256(qsum, qsum, 0x01));
+            qsum = _mm256_add_epi32(qsum, _mm256_shuffle_epi32(qsum, 0x4E));
+            qsum = _mm256_add_epi32(qsum, _mm256_shuffle_epi32(qsum, 0xB1));
+            isum = _mm256_sub_epi32(_mm256_madd_epi16(p, ones16), _mm256_slli_epi32(qsum, 3));
         }
-        __m256i isum = _mm256_madd_epi16(p, ones16);
-        if constexpr (Iq4)
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p_hi, _mm256_set1_epi16(16)));
-        // the codes' bias (8 or 128) × the token's quant sum, in every lane
-        __m256i qsum = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), load_qs(y[b].qs)), ones16);
-        qsum = _mm256_add_epi32(qsum, _mm256_permute2x128_si256(qsum, qsum, 0x01));
-        qsum = _mm256_add_epi32(qsum, _mm256_shuffle_epi32(qsum, 0x4E));
-        qsum = _mm256_add_epi32(qsum, _mm256_shuffle_epi32(qsum, 0xB1));
-        const __m256i sums = _mm256_sub_epi32(isum, _mm256_slli_epi32(qsum, Iq4 ? 7 : 3));
-        const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(scales), _mm256_set1_ps(_cvtsh_ss(y[b].d)));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), d, acc);
+        const __m256 d =
+            _mm256_mul_ps(_mm256_cvtph_ps(b32_scales_rows8(xb, row_bytes)), _mm256_set1_ps(_cvtsh_ss(y[b].d)));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc);
     }
     _mm256_storeu_ps(out, acc);
 }
