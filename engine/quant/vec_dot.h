@@ -61,9 +61,9 @@ VecDotFn vec_dot_tiled_scalar(GgmlType type);
 VecDotFn vec_dot_batched_scalar(GgmlType type, int64_t n);
 
 // llama.cpp's repacked order (vec_dot_portable.h: dot_repacked_*), which its default x86 build uses for
-// the matrices of these types it interleaves: Q4_0, IQ4_NL and Q4_K with a multiple of 8 rows (the
-// embedding table, read a row at a time, never; a head tied to it neither). The same for every
-// batch size.
+// the matrices of these types it interleaves: Q4_0, IQ4_NL and Q4_K with a multiple of 8 rows — the
+// output head too, also one tied to the embedding table (loaded a second time as the head); the
+// table's own row lookups read it plain. The same for every batch size.
 bool llama_cpp_repacks(GgmlType type, int64_t rows);
 // Eight consecutive weight rows (row_bytes apart) against one activation row: out[i] for row i.
 using VecDotRows8Fn = void (*)(const void* w, std::size_t row_bytes, const void* a, int64_t n, float out[8]);

@@ -666,12 +666,20 @@ struct DotI8Vnni {
 // straight into int32, so neither the int16 bound nor IQ4_NL's split codes are needed), and each
 // row still takes block b's fused multiply-add before block b + 1's. The work per block falls from
 // about a hundred instructions to under forty: no per-row reduction, no int16 steps, the scales
-// gathered at once.
+// loaded with the quants (B32Rows8).
 #if defined(__GNUC__) && !defined(__clang__) // GCC 12's false warning on the unpacks, as above
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
+// The activation scales of blocks b (lanes 0–7) and b + 1 (8–15).
+inline __m512 b32_activation_scales(const BlockQ8_0& yb, const BlockQ8_0& yn)
+{
+    return _mm512_castpd_ps(
+        _mm512_insertf64x4(_mm512_zextpd256_pd512(_mm256_castps_pd(_mm256_set1_ps(_cvtsh_ss(yb.d)))),
+                           _mm256_castps_pd(_mm256_set1_ps(_cvtsh_ss(yn.d))), 1));
+}
+
 // Eight rows of Q4_0/IQ4_NL blocks b and b + 1, loaded for lanes that hold a row and block each:
 // one masked load of the two blocks' 36 bytes per row (none read past them), then
 //  - groups[k]: bytes 4k…4k+3 of each row's block b quants in lanes 0–7 (row order), of block b + 1's
@@ -679,13 +687,27 @@ struct DotI8Vnni {
 //    register, then 4×4 dword transposes in each 128-bit lane);
 //  - the sixteen weight scales in the same lanes, picked by word permutes and blends.
 // A gather of the scales cost about a sixth of a decode step. An odd last block (pair = false) loads
-// one block: block b + 1's lanes are zeros.
-struct B32Rows8 {
+// one block: block b + 1's lanes are zeros. step() then gives the codes of each group (unsigned:
+// Q4_0's value + 8, IQ4_NL's + 128 through one table), the token's quants of both blocks and the
+// sixteen scale products; pick[j] puts dword j of block b's quants (or of anything laid out as
+// they are) into lanes 0–7 and of block b + 1's into 8–15.
+template <bool Iq4> struct B32Rows8 {
     __m512i quant_words; // row r's words 1–8 and 10–17 (the two blocks' quants) beside row r + 4's
     __m512i scale_words; // word i: the scale of row i % 8 (of r or r + 4) and block i / 8
+    __m512i pick[8];
+    __m512i low4 = _mm512_set1_epi8(0x0F);
+    __m512i table = _mm512_broadcast_i32x4(iq4_nl_biased_values()); // (IQ4_NL only)
+
+    struct Step {
+        __m512i lo[4], hi[4]; // group k's codes: low nibbles (quants 4k…), high nibbles (16 + 4k…)
+        __m512i quants;       // the token's quants of block b (dwords 0–7) and b + 1 (8–15)
+        __m512 d;             // weight × activation scales, lanes as the groups'
+    };
 
     B32Rows8()
     {
+        for (int j = 0; j < 8; ++j)
+            pick[j] = _mm512_set_epi32(8 + j, 8 + j, 8 + j, 8 + j, 8 + j, 8 + j, 8 + j, 8 + j, j, j, j, j, j, j, j, j);
         alignas(64) int16_t q[32], sw[32];
         for (int i = 0; i < 32; ++i) {
             const int lane = i / 8; // 128-bit lanes: row r block b, row r + 4 block b, then block b + 1
@@ -718,52 +740,46 @@ struct B32Rows8 {
         groups[3] = _mm512_unpackhi_epi64(t1, t3);
         return _mm512_cvtph_ps(_mm512_castsi512_si256(scales));
     }
-};
 
-// The activation scales of blocks b (lanes 0–7) and b + 1 (8–15).
-inline __m512 b32_activation_scales(const BlockQ8_0& yb, const BlockQ8_0& yn)
-{
-    return _mm512_castpd_ps(
-        _mm512_insertf64x4(_mm512_zextpd256_pd512(_mm256_castps_pd(_mm256_set1_ps(_cvtsh_ss(yb.d)))),
-                           _mm256_castps_pd(_mm256_set1_ps(_cvtsh_ss(yn.d))), 1));
-}
+    Step step(const uint8_t* x, std::size_t row_bytes, const BlockQ8_0* y, int64_t b, bool pair) const
+    {
+        const uint8_t* xb = x + b * 18;
+        if ((b * 18) % 64 < 36) // each row stream: read ahead once per cache line
+            prefetch_next_eight_rows(xb, row_bytes, 1);
+        Step s;
+        __m512i groups[4];
+        const __m512 d_w = load(xb, row_bytes, pair, groups);
+        for (int k = 0; k < 4; ++k) {
+            s.lo[k] = _mm512_and_si512(groups[k], low4);
+            s.hi[k] = _mm512_and_si512(_mm512_srli_epi16(groups[k], 4), low4);
+            if constexpr (Iq4) {
+                s.lo[k] = _mm512_shuffle_epi8(table, s.lo[k]);
+                s.hi[k] = _mm512_shuffle_epi8(table, s.hi[k]);
+            }
+        }
+        const BlockQ8_0& yn = y[b + (pair ? 1 : 0)];
+        s.quants = _mm512_inserti64x4(_mm512_zextsi256_si512(load_qs(y[b].qs)), load_qs(yn.qs), 1);
+        s.d = _mm512_mul_ps(d_w, b32_activation_scales(y[b], yn));
+        return s;
+    }
+};
 
 template <bool Iq4>
 void dot_repacked_b32_rows8_lanes_zmm(const void* w, std::size_t row_bytes, const void* a, int64_t n, float out[8])
 {
     const auto* x = static_cast<const uint8_t*>(w);
     const auto* y = static_cast<const BlockQ8_0*>(a);
-    const __m512i low4 = _mm512_set1_epi8(0x0F), ones8 = _mm512_set1_epi8(1);
-    [[maybe_unused]] const __m512i table = _mm512_broadcast_i32x4(iq4_nl_biased_values()); // (IQ4_NL only)
-    // Where the quants of group k go: dword k of block b's to lanes 0–7, of block b + 1's to 8–15
-    // (low nibbles: quants 4k…4k+3; high nibbles: 16+4k…).
-    __m512i quants_lo[4], quants_hi[4];
-    for (int k = 0; k < 4; ++k) {
-        quants_lo[k] = _mm512_set_epi32(8 + k, 8 + k, 8 + k, 8 + k, 8 + k, 8 + k, 8 + k, 8 + k, k, k, k, k, k, k, k, k);
-        quants_hi[k] = _mm512_add_epi32(quants_lo[k], _mm512_set1_epi32(4));
-    }
-    const B32Rows8 loader;
+    const __m512i ones8 = _mm512_set1_epi8(1);
+    const B32Rows8<Iq4> lanes;
     __m256 acc = _mm256_setzero_ps();
     const int64_t blocks = n / 32;
     for (int64_t b = 0; b < blocks; b += 2) {
-        const bool pair = b + 1 < blocks; // an odd last block is read twice, its second copy unused
-        const uint8_t* xb = x + b * 18;
-        if ((b * 18) % 64 < 36) // each row stream: read ahead once per cache line
-            prefetch_next_eight_rows(xb, row_bytes, 1);
-        __m512i groups[4];
-        const __m512 d_w = loader.load(xb, row_bytes, pair, groups);
-        const __m512i quants =
-            _mm512_inserti64x4(_mm512_zextsi256_si512(load_qs(y[b].qs)), load_qs(y[b + (pair ? 1 : 0)].qs), 1);
+        const bool pair = b + 1 < blocks;
+        const auto [lo, hi, quants, d] = lanes.step(x, row_bytes, y, b, pair);
         __m512i isum = _mm512_setzero_si512();
         for (int k = 0; k < 4; ++k) {
-            __m512i e_lo = _mm512_and_si512(groups[k], low4);
-            __m512i e_hi = _mm512_and_si512(_mm512_srli_epi16(groups[k], 4), low4);
-            if constexpr (Iq4) {
-                e_lo = _mm512_shuffle_epi8(table, e_lo);
-                e_hi = _mm512_shuffle_epi8(table, e_hi);
-            }
-            isum = _mm512_dpbusd_epi32(isum, e_lo, _mm512_permutexvar_epi32(quants_lo[k], quants));
-            isum = _mm512_dpbusd_epi32(isum, e_hi, _mm512_permutexvar_epi32(quants_hi[k], quants));
+            isum = _mm512_dpbusd_epi32(isum, lo[k], _mm512_permutexvar_epi32(lanes.pick[k], quants));
+            isum = _mm512_dpbusd_epi32(isum, hi[k], _mm512_permutexvar_epi32(lanes.pick[k + 4], quants));
         }
         // the codes' bias (8 or 128) × each block's quant sum, in all of its eight lanes
         __m512i qsum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones8, quants);
@@ -771,7 +787,6 @@ void dot_repacked_b32_rows8_lanes_zmm(const void* w, std::size_t row_bytes, cons
         qsum = _mm512_add_epi32(qsum, _mm512_shuffle_epi32(qsum, _MM_PERM_CDAB));
         qsum = _mm512_add_epi32(qsum, _mm512_shuffle_i32x4(qsum, qsum, _MM_SHUFFLE(2, 3, 0, 1)));
         const __m512 sums = _mm512_cvtepi32_ps(_mm512_sub_epi32(isum, _mm512_slli_epi32(qsum, Iq4 ? 7 : 3)));
-        const __m512 d = _mm512_mul_ps(d_w, b32_activation_scales(y[b], y[b + (pair ? 1 : 0)]));
         acc = _mm256_fmadd_ps(_mm512_castps512_ps256(sums), _mm512_castps512_ps256(d), acc);
         if (pair)
             acc = _mm256_fmadd_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sums), 1)),
@@ -779,8 +794,7 @@ void dot_repacked_b32_rows8_lanes_zmm(const void* w, std::size_t row_bytes, cons
     }
     _mm256_storeu_ps(out, acc);
 }
-// Eight rows of Q4_0 or IQ4_NL in the plain order, each row dot_b32_pairs's bits (the output head tied
-// to the embedding table, which llama.cpp never repacks, is a quarter of a small model's decode):
+// Eight rows of Q4_0 or IQ4_NL in the plain order (--no-repack's), each row dot_b32_pairs's bits:
 // the repacked kernel's loads and lanes, but each of the one-row kernel's eight accumulator lanes kept
 // apart — lane j of row r's accumulator is lane r (block b) or 8 + r (block b + 1) of acc[j], where
 // j < 4 sums the low nibbles of bytes 4j…4j+3 and j ≥ 4 the high ones of bytes 4(j−4)… — and the
@@ -792,12 +806,8 @@ void dot_b32_rows8_plain_zmm(const void* w, std::size_t row_bytes, const void* a
 {
     const auto* x = static_cast<const uint8_t*>(w);
     const auto* y = static_cast<const BlockQ8_0*>(a);
-    const __m512i low4 = _mm512_set1_epi8(0x0F), ones8 = _mm512_set1_epi8(1);
-    [[maybe_unused]] const __m512i table = _mm512_broadcast_i32x4(iq4_nl_biased_values()); // (IQ4_NL only)
-    __m512i pick[8]; // dword j of block b to lanes 0–7, of block b + 1 to 8–15
-    for (int j = 0; j < 8; ++j)
-        pick[j] = _mm512_set_epi32(8 + j, 8 + j, 8 + j, 8 + j, 8 + j, 8 + j, 8 + j, 8 + j, j, j, j, j, j, j, j, j);
-    const B32Rows8 loader;
+    const __m512i ones8 = _mm512_set1_epi8(1);
+    const B32Rows8<Iq4> lanes;
     __m512 acc[8]; // IQ4_NL: even blocks in lanes 0–7, odd in 8–15; Q4_0: lanes 0–7
     for (auto& v : acc)
         v = _mm512_setzero_ps();
@@ -806,32 +816,19 @@ void dot_b32_rows8_plain_zmm(const void* w, std::size_t row_bytes, const void* a
     bool has_tail = false;
     const int64_t blocks = n / 32;
     for (int64_t b = 0; b < blocks; b += 2) {
-        const bool pair = b + 1 < blocks; // an odd last block is read twice, its second copy unused
-        const uint8_t* xb = x + b * 18;
-        if ((b * 18) % 64 < 36)
-            prefetch_next_eight_rows(xb, row_bytes, 1);
-        __m512i groups[4];
-        const __m512 d_w = loader.load(xb, row_bytes, pair, groups);
-        const __m512i quants =
-            _mm512_inserti64x4(_mm512_zextsi256_si512(load_qs(y[b].qs)), load_qs(y[b + (pair ? 1 : 0)].qs), 1);
+        const bool pair = b + 1 < blocks;
+        const auto [lo, hi, quants, d] = lanes.step(x, row_bytes, y, b, pair);
         // minus the codes' bias (8 or 128) × each dword's quant sum: the starting value of its sum
         const __m512i bias = _mm512_sub_epi32(
             _mm512_setzero_si512(),
             _mm512_slli_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones8, quants), Iq4 ? 7 : 3));
         __m512i exact[8];
         for (int k = 0; k < 4; ++k) {
-            __m512i e_lo = _mm512_and_si512(groups[k], low4);
-            __m512i e_hi = _mm512_and_si512(_mm512_srli_epi16(groups[k], 4), low4);
-            if constexpr (Iq4) {
-                e_lo = _mm512_shuffle_epi8(table, e_lo);
-                e_hi = _mm512_shuffle_epi8(table, e_hi);
-            }
-            exact[k] = _mm512_dpbusd_epi32(_mm512_permutexvar_epi32(pick[k], bias), e_lo,
-                                           _mm512_permutexvar_epi32(pick[k], quants));
-            exact[k + 4] = _mm512_dpbusd_epi32(_mm512_permutexvar_epi32(pick[k + 4], bias), e_hi,
-                                               _mm512_permutexvar_epi32(pick[k + 4], quants));
+            exact[k] = _mm512_dpbusd_epi32(_mm512_permutexvar_epi32(lanes.pick[k], bias), lo[k],
+                                           _mm512_permutexvar_epi32(lanes.pick[k], quants));
+            exact[k + 4] = _mm512_dpbusd_epi32(_mm512_permutexvar_epi32(lanes.pick[k + 4], bias), hi[k],
+                                               _mm512_permutexvar_epi32(lanes.pick[k + 4], quants));
         }
-        const __m512 d = _mm512_mul_ps(d_w, b32_activation_scales(y[b], y[b + (pair ? 1 : 0)]));
         if constexpr (Iq4) {
             if (!pair) {
                 tail_d = _mm512_castps512_ps256(d);
