@@ -380,6 +380,18 @@ void TestVecDot::avx512KernelsMatchAvx2()
                      bits(simd::vec_dot_avx2(gt)(odd.data(), x.data(), n_odd)));
         compared += 2;
     }
+    // float rows whose length is not a multiple of 32 (the one-row order's scalar tail), and shorter
+    // than one step
+    if (ggml_type_traits(gt).block_elements == 1 && simd::vec_dot_avx512(gt))
+        for (const int64_t n_tail : {int64_t(1000), int64_t(33), int64_t(7)}) {
+            const auto xt = random_activation_rows(activation_format(gt), n_tail, 37, 2);
+            std::vector<uint8_t> tail_row(ggml_row_bytes(ggml_type_traits(gt), n_tail));
+            fill_random_tensor(std::as_writable_bytes(std::span(tail_row)), gt, false, 19, 2);
+            for (const auto& x : xt)
+                QCOMPARE(bits(simd::vec_dot_avx512(gt)(tail_row.data(), x.data(), n_tail)),
+                         bits(simd::vec_dot_avx2(gt)(tail_row.data(), x.data(), n_tail)));
+            compared += 2;
+        }
     QVERIFY(compared > 0);
 }
 

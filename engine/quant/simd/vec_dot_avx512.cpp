@@ -6,6 +6,7 @@
 // order's scalar steps — is the same operation on the same values in the same order. What changes
 // is the instruction count: one VNNI instruction for three, a mask for vpsignb (which AVX-512 lacks),
 // and 32 vector registers, enough to keep eight tokens' accumulators beside one weight block.
+#include "quant/simd/float_dot_x86.h"
 #include "quant/simd/vec_dot_simd.h"
 #include "quant/simd/x86_block_helpers.h"
 
@@ -538,9 +539,56 @@ template <bool Iq4> float dot_b32_pairs(const void* w, const void* a, int64_t n)
 #pragma GCC diagnostic pop
 #endif
 
+#if defined(__GNUC__) && !defined(__clang__) // GCC 12's false warning on the widening, as above
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+// Sixteen float weights widened to f32.
+template <FloatKind K> __m512 load_float16(const void* p, int64_t i)
+{
+    if constexpr (K == FloatKind::F32)
+        return _mm512_loadu_ps(static_cast<const float*>(p) + i);
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(p) + i));
+    if constexpr (K == FloatKind::F16)
+        return _mm512_cvtph_ps(h);
+    else
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+// ggml's one-row order for float weights (dot_float's bits) with its four 8-lane accumulators two to
+// a register: acc0 | acc1 in one, acc2 | acc3 in the other, each lane the same fused multiply-adds in
+// the same order; the sum of the two registers' halves is dot_float's (acc0 + acc2) + (acc1 + acc3).
+// Half the instructions per weight of the AVX2 kernel (BF16's widening is two of them per eight
+// weights there), so decode waits on memory rather than on them.
+template <FloatKind K> float dot_float_zmm(const void* w, const void* a, int64_t n)
+{
+    __m512 acc01 = _mm512_setzero_ps(), acc23 = _mm512_setzero_ps();
+    const int64_t np = n & ~int64_t(31);
+    constexpr int kBytes = K == FloatKind::F32 ? 128 : 64; // a step's 32 weights
+    for (int64_t i = 0; i < np; i += 32) {
+        prefetch_ahead(static_cast<const uint8_t*>(w) + i * (kBytes / 32), kBytes);
+        acc01 = _mm512_fmadd_ps(load_float16<K>(w, i), load_float16<K>(a, i), acc01);
+        acc23 = _mm512_fmadd_ps(load_float16<K>(w, i + 16), load_float16<K>(a, i + 16), acc23);
+    }
+    const __m512 pairs = _mm512_add_ps(acc01, acc23); // acc0 + acc2 | acc1 + acc3
+    const __m256 lanes = _mm256_add_ps(_mm512_castps512_ps256(pairs),
+                                       _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(pairs), 1)));
+    return finish_float_dot<K>(lanes, w, a, np, n);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 VecDotFn vec_dot_avx512(GgmlType type)
 {
     switch (type) {
+    case GgmlType::F32:
+        return dot_float_zmm<FloatKind::F32>;
+    case GgmlType::F16:
+        return dot_float_zmm<FloatKind::F16>;
+    case GgmlType::BF16:
+        return dot_float_zmm<FloatKind::BF16>;
     case GgmlType::Q8_0:
         return dot_q8_0;
     case GgmlType::Q5_0:

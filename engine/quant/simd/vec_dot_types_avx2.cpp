@@ -4,6 +4,7 @@
 // and the float types (F32, F16, BF16) in ggml's one-row and llamafile orders. Each gives the
 // portable kernels' bits (vec_dot_portable.h, which spells out the orders); vec_dot_avx2.cpp's
 // dispatch consults these after its own.
+#include "quant/simd/float_dot_x86.h"
 #include "quant/simd/vec_dot_simd.h"
 #include "quant/simd/x86_block_helpers.h"
 
@@ -337,50 +338,6 @@ template <typename Block, int kBytes> float dot_k_lanes(const void* w, const voi
 
 // ---- float weights -----------------------------------------------------------------------------
 
-inline __m256 load_f32(const void* p, int64_t i)
-{
-    return _mm256_loadu_ps(static_cast<const float*>(p) + i);
-}
-inline __m256 load_f16(const void* p, int64_t i)
-{
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i)));
-}
-inline __m256 load_bf16(const void* p, int64_t i)
-{
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-// ((a0+a4)+(a1+a5)) + ((a2+a6)+(a3+a7))
-inline float hsum_hadd(__m256 v)
-{
-    __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    t = _mm_hadd_ps(t, t);
-    t = _mm_hadd_ps(t, t);
-    return _mm_cvtss_f32(t);
-}
-
-enum class FloatKind { F32, F16, BF16 };
-
-template <FloatKind K> __m256 load_float(const void* p, int64_t i)
-{
-    if constexpr (K == FloatKind::F32)
-        return load_f32(p, i);
-    else if constexpr (K == FloatKind::F16)
-        return load_f16(p, i);
-    else
-        return load_bf16(p, i);
-}
-template <FloatKind K> float scalar_value(const void* p, int64_t i)
-{
-    if constexpr (K == FloatKind::F32)
-        return static_cast<const float*>(p)[i];
-    else if constexpr (K == FloatKind::F16)
-        return _cvtsh_ss(static_cast<const uint16_t*>(p)[i]);
-    else
-        return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
-}
-
 // ggml's one-row order (vec_dot_portable.h's dot_f32 / dot_f16 / dot_bf16).
 template <FloatKind K> float dot_float(const void* w, const void* a, int64_t n)
 {
@@ -394,18 +351,7 @@ template <FloatKind K> float dot_float(const void* w, const void* a, int64_t n)
         acc2 = _mm256_fmadd_ps(load_float<K>(w, i + 16), load_float<K>(a, i + 16), acc2);
         acc3 = _mm256_fmadd_ps(load_float<K>(w, i + 24), load_float<K>(a, i + 24), acc3);
     }
-    const __m256 lanes = _mm256_add_ps(_mm256_add_ps(acc0, acc2), _mm256_add_ps(acc1, acc3));
-    if constexpr (K == FloatKind::F32) {
-        float sum = hsum_hadd(lanes);
-        for (int64_t i = np; i < n; ++i)
-            sum = std::fma(scalar_value<K>(w, i), scalar_value<K>(a, i), sum);
-        return sum;
-    } else {
-        double sum = K == FloatKind::F16 ? hsum_hadd(lanes) : hsum(lanes);
-        for (int64_t i = np; i < n; ++i)
-            sum += static_cast<double>(scalar_value<K>(w, i) * scalar_value<K>(a, i));
-        return static_cast<float>(sum);
-    }
+    return finish_float_dot<K>(_mm256_add_ps(_mm256_add_ps(acc0, acc2), _mm256_add_ps(acc1, acc3)), w, a, np, n);
 }
 
 // llama.cpp's llamafile order for 2+ rows (n a multiple of 8): one 8-lane accumulator.
