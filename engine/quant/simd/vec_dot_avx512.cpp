@@ -435,6 +435,68 @@ float dot_q3_k(const void* w, const void* a, int64_t n)
     return hsum(acc);
 }
 
+// Q6_K's one-row kernel (vec_dot_avx2.cpp's dot_q6_k: the same eight int32 lanes and float steps),
+// two of its 32-element quarters to a 512-bit register: quarters 0 | 1 from the low bits' 64 bytes
+// with the high bits shifted by 0 | 2, quarters 2 | 3 from the same bytes' high nibbles, each
+// 128-bit lane's scale picked from the block's sixteen by one word permute; the two halves' lanes
+// added at the end are the AVX2 kernel's lanes (exact integers), and 32 · Σ scale · bsum comes off
+// by one vpmaddwd instead of eight scalar pairs.
+#if defined(__GNUC__) && !defined(__clang__) // GCC 12's false warning on the insert and broadcast, as above
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+float dot_q6_k(const void* w, const void* a, int64_t n)
+{
+    const auto* x = static_cast<const uint8_t*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    const __m512i low_mask = _mm512_set1_epi8(0x0F), two_bits = _mm512_set1_epi8(0x03);
+    // the high bits of quarter 1 sit two bits above quarter 0's (and 3's above 2's)
+    const __m512i high_shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    __m512i scale_at[2][2]; // [h][pair]: 128-bit lane i takes scale 8h + 4·pair + i
+    for (int h = 0; h < 2; ++h)
+        for (int p = 0; p < 2; ++p) {
+            alignas(64) int16_t idx[32];
+            for (int i = 0; i < 32; ++i)
+                idx[i] = static_cast<int16_t>(8 * h + 4 * p + i / 8);
+            scale_at[h][p] = _mm512_load_si512(idx);
+        }
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 256; ++b, x += 210) {
+        prefetch_ahead(x, 210);
+        const BlockQ8_K& yb = y[b];
+        const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 192)));
+        const __m512i scales = _mm512_castsi256_si512(scales16);
+        __m512i isum = _mm512_setzero_si512();
+        for (int h = 0; h < 2; ++h) {
+            const __m512i low = _mm512_loadu_si512(x + 64 * h);
+            const __m512i high = _mm512_srlv_epi16(
+                _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 128 + 32 * h))),
+                high_shift);
+            const __m512i q01 = _mm512_or_si512(_mm512_and_si512(low, low_mask),
+                                                _mm512_slli_epi16(_mm512_and_si512(high, two_bits), 4));
+            const __m512i q23 =
+                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(low, 4), low_mask),
+                                _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(high, 4), two_bits), 4));
+            const __m512i y01 = _mm512_loadu_si512(yb.qs + 128 * h), y23 = _mm512_loadu_si512(yb.qs + 128 * h + 64);
+            isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(q01, y01),
+                                                            _mm512_permutexvar_epi16(scale_at[h][0], scales)));
+            isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(q23, y23),
+                                                            _mm512_permutexvar_epi16(scale_at[h][1], scales)));
+        }
+        // the stored values are q + 32: lane l takes off 32 · (scale · bsum) of 16-groups 2l and 2l + 1
+        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(load_bsums(yb.bsums), scales16), 5);
+        const __m256i lanes = _mm256_sub_epi32(
+            _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1)), offset);
+        const float d = half(x + 208) * yb.d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), acc);
+    }
+    return hsum(acc);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 // Q2_K's one-row kernel (dot_k_lanes<Q2kBlock>'s int32 lanes and float steps): the sixteen 4-bit
 // scales widened at once and each chunk's pair picked by one word permute (AVX2 broadcasts them
 // one at a time, most of a block's work).
@@ -601,6 +663,8 @@ VecDotFn vec_dot_avx512(GgmlType type)
         return dot_q2_k;
     case GgmlType::Q3_K:
         return dot_q3_k;
+    case GgmlType::Q6_K:
+        return dot_q6_k;
     default:
         return nullptr;
     }
