@@ -11,7 +11,8 @@
 # default, THREADS (default 2) threads; decode also shows the bytes Tokenscope reads per token as a
 # share of this machine's read bandwidth. Smaller runs: TYPES="Q4_1 IQ4_XS" PP=128 TG=32 REPS=1.
 # An AVX2-only machine, on this one: REF_CPU=avx2 TOKENSCOPE_SIMD=avx2 (llama.cpp built for AVX2, the
-# engine capped at its AVX2 kernels).
+# engine capped at its AVX2 kernels). FA=auto measures llama.cpp with its default flash attention
+# (as `llama-bench` runs without -fa; default FA=off, the attention the engine's logits match).
 # Disk: the F16 source (1.2 GB) and one twin at a time, in a temporary directory (TMPDIR).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -19,6 +20,8 @@ REPS="${1:-${REPS:-3}}"
 PP="${PP:-512}"
 TG="${TG:-128}"
 THREADS="${THREADS:-2}"
+FA="${FA:-off}"
+case "$FA" in off|on|auto) ;; *) echo "FA must be off, on or auto (got '$FA')" >&2; exit 1;; esac
 TYPES="${TYPES:-F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS}"
 OURS="$ROOT/build/release/app/tokenscope-cli"
 [ -x "$OURS" ] || { echo "build first: bash scripts/setup.sh run" >&2; exit 1; }
@@ -32,7 +35,7 @@ trap 'rm -rf "$OUT"' EXIT
 
 echo "llama.cpp: $LLAMA_BENCH; Tokenscope: $(git -C "$ROOT" rev-parse --short HEAD)"
 echo "reps $REPS; pp $PP; tg $TG; threads $THREADS; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-echo "llama.cpp built for: $REF_CPU; Tokenscope kernels: ${TOKENSCOPE_SIMD:-the run-time choice}"
+echo "llama.cpp built for: $REF_CPU, flash attention $FA; Tokenscope kernels: ${TOKENSCOPE_SIMD:-the run-time choice}"
 "$OURS" make-test-model --preset qwen3-0.6b --type F16 --out "$OUT/source-F16.gguf" > /dev/null
 
 i=0
@@ -56,7 +59,7 @@ if other:
     sys.exit(f"refused: the {want} twin holds matrices of other types: " + ", ".join(other[:5]))
 ' "$type"
     for rpk in 0 1; do
-        "$LLAMA_BENCH" -m "$twin" -t "$THREADS" -r "$REPS" -fa 0 --repack "$rpk" -p "$PP" -n "$TG" -o jsonl \
+        "$LLAMA_BENCH" -m "$twin" -t "$THREADS" -r "$REPS" -fa "$FA" --repack "$rpk" -p "$PP" -n "$TG" -o jsonl \
             > "$OUT/$i.theirs.$rpk" 2> /dev/null || true
     done
     "$OURS" bench "$twin" -t "$THREADS" -p "$PP" -n 0 -r "$REPS" --json > "$OUT/$i.ours.pp"
