@@ -981,7 +981,8 @@ void dot_b32_rows8_plain_zmm(const void* w, std::size_t row_bytes, const void* a
 // fused multiply-adds. The work per row and block falls from about a hundred instructions, a third
 // of them scalar scale unpacking, to about thirty:
 //  - the eight rows' scales and minimums are unpacked at once (llama.cpp's 12-byte packing, read as
-//    three gathered words per row and undone with the same masks and shifts in all eight lanes);
+//    three words per row, loaded with d and dmin and transposed, and undone with the same masks and
+//    shifts in all eight lanes);
 //  - two rows share a 512-bit register (the quants broadcast to both halves), each sub-block's scale
 //    picked into its half by one word permute;
 //  - s2 from the minimums (bytes) and the quant pair sums split into a signed high and an unsigned low
@@ -996,8 +997,6 @@ void dot_repacked_q4_k_rows8_zmm(const void* w, std::size_t row_bytes, const voi
     for (int k = 0; k < 8; ++k)
         pick[k] = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(k)),
                                      _mm256_set1_epi16(static_cast<short>(8 + k)), 1);
-    const int rb = static_cast<int>(row_bytes);
-    const __m256i row_at = _mm256_setr_epi32(0, rb, 2 * rb, 3 * rb, 4 * rb, 5 * rb, 6 * rb, 7 * rb);
     const __m256i k1 = _mm256_set1_epi32(0x3f3f3f3f), k2 = _mm256_set1_epi32(0x0f0f0f0f),
                   k3 = _mm256_set1_epi32(0x03030303);
     __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
@@ -1005,10 +1004,17 @@ void dot_repacked_q4_k_rows8_zmm(const void* w, std::size_t row_bytes, const voi
         const uint8_t* xb = x + b * 144;
         prefetch_next_eight_rows(xb, row_bytes, 144);
         const BlockQ8_K& yb = y[b];
-        // scales (sub-blocks 0–3, 4–7) and minimums of the eight rows, a row per lane, a byte each
-        const __m256i u0 = _mm256_i32gather_epi32(reinterpret_cast<const int*>(xb + 4), row_at, 1);
-        const __m256i u1 = _mm256_i32gather_epi32(reinterpret_cast<const int*>(xb + 8), row_at, 1);
-        const __m256i u2 = _mm256_i32gather_epi32(reinterpret_cast<const int*>(xb + 12), row_at, 1);
+        // d and dmin, then the scales (sub-blocks 0–3, 4–7) and minimums of the eight rows, a row per
+        // lane: each row's first sixteen bytes loaded (rows r and r + 4 in one register) and
+        // transposed 4×4 by dwords in each 128-bit half (four gathers cost as much as the rest)
+        __m256i head[4];
+        for (int r = 0; r < 4; ++r)
+            head[r] = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + (r + 4) * row_bytes)),
+                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + r * row_bytes)));
+        const __m256i t0 = _mm256_unpacklo_epi32(head[0], head[1]), t1 = _mm256_unpackhi_epi32(head[0], head[1]);
+        const __m256i t2 = _mm256_unpacklo_epi32(head[2], head[3]), t3 = _mm256_unpackhi_epi32(head[2], head[3]);
+        const __m256i dd = _mm256_unpacklo_epi64(t0, t2), u0 = _mm256_unpackhi_epi64(t0, t2);
+        const __m256i u1 = _mm256_unpacklo_epi64(t1, t3), u2 = _mm256_unpackhi_epi64(t1, t3);
         const __m256i sc_lo = _mm256_and_si256(u0, k1);
         const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(u2, k2),
                                               _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), k3), 4));
@@ -1053,8 +1059,7 @@ void dot_repacked_q4_k_rows8_zmm(const void* w, std::size_t row_bytes, const voi
             halves[2 * p] = _mm512_castsi512_si256(isum);
             halves[2 * p + 1] = _mm512_extracti64x4_epi64(isum, 1);
         }
-        // the rows' d and dmin (the block's first two halves, one gathered word per row)
-        const __m256i dd = _mm256_i32gather_epi32(reinterpret_cast<const int*>(xb), row_at, 1);
+        // the rows' d and dmin (the block's first two halves, dd above)
         const __m256 dy = _mm256_set1_ps(yb.d);
         const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(dd)), dy);
         const __m256 dmin = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dd, 16))), dy);
