@@ -837,6 +837,9 @@ gguf::GgufWriter make_test_model_impl(std::string_view arch, uint64_t seed, cons
         n_vocab = tokens->count;
     } else {
         n_vocab = set_builtin_vocab(w, preset ? preset->n_vocab : shape ? shape->n_vocab.value_or(0) : 0);
+        if (!preset && shape && shape->n_vocab && n_vocab != *shape->n_vocab)
+            throw UnsupportedError(fmt::format("a vocabulary of {} tokens: the built-in one has {} and is only padded",
+                                               *shape->n_vocab, n_vocab));
     }
 
     const bool reshaped = shape && (shape->n_layer || shape->n_embd || shape->n_head || shape->n_head_kv ||

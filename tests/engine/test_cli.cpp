@@ -65,6 +65,7 @@ private slots:
     void errorsGoToStderr_data();
     void errorsGoToStderr();
     void aDeepTestModelWithTheChatModelsVocabulary();
+    void aTestModelsVocabularyPadded();
 };
 
 void TestCli::infoOnDefaultModelWithoutFlags()
@@ -619,6 +620,26 @@ void TestCli::aDeepTestModelWithTheChatModelsVocabulary()
     const Run gen = cli({"generate", "-m", model, "-p", "Hello", "-n", "3", "--temp", "0"});
     QVERIFY2(gen.exit_code == 0, qPrintable(gen.err));
     QCOMPARE(cli({"make-test-model", "--preset", "gemma3-270m", "--layers", "30", "--out", model}).exit_code, 1);
+}
+
+// `make-test-model --vocab-size N` pads the built-in vocabulary to N tokens (the repacked fixtures'
+// 768); fewer than its own tokens, or with --vocab or --preset, is refused with a message.
+void TestCli::aTestModelsVocabularyPadded()
+{
+    QTemporaryDir dir;
+    const QString model = dir.filePath("padded.gguf");
+    const Run made =
+        cli({"make-test-model", "--arch", "qwen2", "--type", "Q4_0", "--vocab-size", "768", "--out", model});
+    QVERIFY2(made.exit_code == 0, qPrintable(made.err));
+    const Run info = cli({"info", model, "--json"});
+    QCOMPARE(info.exit_code, 0);
+    QCOMPARE(QJsonDocument::fromJson(info.out.toUtf8()).object()["n_vocab"].toInt(), 768);
+    const Run fewer = cli({"make-test-model", "--arch", "qwen2", "--vocab-size", "100", "--out", model});
+    QCOMPARE(fewer.exit_code, 1);
+    QVERIFY2(fewer.err.contains("a vocabulary of 100 tokens"), qPrintable(fewer.err));
+    const Run preset = cli({"make-test-model", "--preset", "qwen3-0.6b", "--vocab-size", "1024", "--out", model});
+    QCOMPARE(preset.exit_code, 1);
+    QVERIFY2(preset.err.contains("--vocab-size only applies"), qPrintable(preset.err));
 }
 
 // --backend vulkan runs the f32 arithmetic; --vulkan-exact the 64-bit one; both say so in the

@@ -160,12 +160,14 @@ private:
                 f(r);
         });
     }
+    // Whether a matrix's products are summed in llama.cpp's repacked order (m_repack and a type and
+    // row count it repacks).
+    bool repacked_order(const TensorView& w) const;
     // A norm weight or bias as f32 (decoded once at load).
     const std::vector<float>& vector_of(const TensorView& t) const { return m_vectors.at(t.info); }
 
     ThreadPool m_pool;
-    bool m_repack = false;                          // llama.cpp's repacked order for the matrices it repacks
-    bool repacked_order(const TensorView& w) const; // whether a matrix is summed in that order
+    bool m_repack = false; // llama.cpp's repacked order for the matrices it repacks
     bool m_batch_invariant = false;
     KvCache m_kv;
     std::unordered_map<const gguf::TensorInfo*, std::vector<float>> m_vectors;
