@@ -8,6 +8,8 @@
 # llama.cpp's own top-2 gap at the first near-tie (< 0.1); then, as text, llama-completion with its
 # default weight repacking and with --no-repack.
 #   bench/parity_beyond_fixtures.sh [PROMPTS_FILE] [N]   (prompts: one per line, "\n" for a newline)
+# MODELS="a.gguf b.gguf" runs other GGUFs instead of the two installed models (e.g. a user's file, or
+# the weight-type twins of bench/types_vs_llama_cpp.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PROMPTS="${1:-$ROOT/bench/parity_prompts.txt}"
@@ -20,7 +22,8 @@ BIN="$(dirname "$DUMP")"
 LLAMA_CPP_TARGETS="llama-completion" bash "$ROOT/tests/reference/build_llama_cpp.sh" > /dev/null
 MODELS_DIR="${XDG_DATA_HOME:-$HOME/.local/share}/tokenscope/models"
 TMP="$(mktemp -d)"; trap 'rm -rf "$TMP"' EXIT
-for model in "$MODELS_DIR/gemma-3-270m-Q4_K_M.gguf" "$MODELS_DIR/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"; do
+MODELS="${MODELS:-$MODELS_DIR/gemma-3-270m-Q4_K_M.gguf $MODELS_DIR/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf}"
+for model in $MODELS; do
   echo "== $(basename "$model"), $N greedy tokens"
   "$PY" - "$model" "$PROMPTS" "$N" "$DUMP" "$BIN/llama-completion" "$CLI" "$TMP" <<'PYEOF'
 import json, struct, subprocess, sys
