@@ -216,12 +216,13 @@ void MainWindow::buildModelBar()
     m_backend->addItem(tr("CPU"), QStringList{"cpu", "-1"});
     m_backend->setItemData(0,
                            tr("The CPU, summing as llama.cpp does by default: on a CPU with AVX2 it repacks Q4_0, "
-                              "IQ4_NL and Q4_K matrices and sums them in another order"),
+                              "IQ4_NL and Q4_K matrices and sums them in another order, and its attention is flash "
+                              "attention (-fa auto, which a CPU resolves to on)"),
                            Qt::ToolTipRole);
     m_backend->addItem(tr("CPU, plain order"), QStringList{"cpu-plain", "-1"});
     m_backend->setItemData(1,
-                           tr("The CPU, summing as llama.cpp does with --no-repack (its plain order for every "
-                              "matrix)"),
+                           tr("The CPU, summing as llama.cpp does with --no-repack -fa off (its plain order for "
+                              "every matrix, attention without flash attention)"),
                            Qt::ToolTipRole);
     m_backend->addItem(tr("CPU, deterministic"), QStringList{"cpu-deterministic", "-1"});
     m_backend->setItemData(2,

@@ -5,6 +5,7 @@
 #include "util/error.h"
 #include "util/thread_pool.h"
 
+#include <cctype>
 #include <cstdio>
 #include <string>
 
@@ -24,6 +25,12 @@ void add_backend_options(CLI::App* cmd, BackendArgs& a)
     cmd->add_flag("--no-repack", a.no_repack,
                   "CPU: llama.cpp's plain summation order, as its --no-repack runs. Default: its default order, which "
                   "on a CPU with AVX2 repacks Q4_0, IQ4_NL and Q4_K matrices and sums them in another order");
+    cmd->add_option("--flash-attn", a.flash_attn,
+                    "CPU: llama.cpp's attention order, as its -fa on|off|auto runs: auto (its default) is on for the "
+                    "CPU, the order of llama-server and llama-cli as they run by default; off: its -fa off order. "
+                    "GPU backends keep their own attention")
+        ->check(CLI::IsMember({"on", "off", "auto"}, CLI::ignore_case))
+        ->capture_default_str();
     cmd->add_flag("--deterministic", a.deterministic,
                   "CPU: batch-invariant sums — a token's logits are the same bits whether it is evaluated alone or "
                   "in a batch of any size (no longer llama.cpp's order, which depends on the batch size)");
@@ -35,6 +42,15 @@ void add_backend_options(CLI::App* cmd, BackendArgs& a)
                             "attention (llama.cpp's -fa on order) and runs on the CPU backend only")
             ->check(CLI::IsMember({"f16", "q8_0", "q4_0"}, CLI::ignore_case))
             ->capture_default_str();
+}
+
+bool flash_attention_of(const BackendArgs& a)
+{
+    // llama.cpp resolves auto to on wherever its device runs flash attention, a CPU included.
+    std::string v = a.flash_attn;
+    for (char& c : v)
+        c = char(std::tolower(static_cast<unsigned char>(c)));
+    return v != "off";
 }
 
 engine::KvCacheTypes kv_cache_types_of(const BackendArgs& a)
@@ -57,7 +73,7 @@ std::unique_ptr<engine::Backend> make_cli_backend(const BackendArgs& a, std::sha
     std::string note;
     auto backend = engine::make_backend(kind, std::move(model), n_ctx, threads, &note, a.device, a.vulkan_exact,
                                         a.no_repack ? engine::WeightOrder::Plain : engine::WeightOrder::LlamaCppDefault,
-                                        kv_cache_types_of(a));
+                                        kv_cache_types_of(a), flash_attention_of(a));
     // Asked for CUDA by name and not given it: an error, not a quiet run on the CPU (a benchmark or a
     // script that wants the GPU must not measure the CPU instead).
     if (!note.empty() && kind == engine::BackendKind::Cuda)

@@ -240,6 +240,12 @@ struct CpuBackendOptions {
     WeightOrder order = WeightOrder::Plain;
     bool batch_invariant = false; // every pass in deterministic mode, asked for or not (ForwardRequest)
     KvCacheTypes kv_types;        // F16, or llama.cpp's quantized cache types (read by flash attention)
+    // llama.cpp's flash-attention order (`-fa on`; its default `-fa auto` resolves to on for a CPU) for an
+    // F16 cache too (a quantized cache is always read so). Off: its `-fa off` order, the fixtures'.
+    bool flash_attention = false;
+    // With flash attention, a decode step over 512 cells or more splits them among llama.cpp's threads,
+    // and its bits depend on their number: the thread count to mirror (0: this backend's own).
+    uint32_t flash_splits = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const Model> model, const CpuBackendOptions& options);

@@ -48,7 +48,7 @@ std::optional<BackendKind> parse_backend_kind(std::string_view text)
 std::optional<BackendChoice> parse_backend_choice(std::string_view text)
 {
     if (text == "cpu-plain")
-        return BackendChoice{BackendKind::Cpu, false, WeightOrder::Plain};
+        return BackendChoice{BackendKind::Cpu, false, WeightOrder::Plain, false, false};
     if (text == "cpu-deterministic")
         return BackendChoice{BackendKind::Cpu, false, WeightOrder::LlamaCppDefault, true};
     constexpr std::string_view exact = "-exact";
@@ -81,7 +81,7 @@ bool validation_wanted()
 
 std::unique_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<const Model> model, uint32_t n_ctx, int threads,
                                       std::string* fallback_note, int device, bool vulkan_exact, WeightOrder cpu_order,
-                                      KvCacheTypes kv_types)
+                                      KvCacheTypes kv_types, bool flash_attention)
 {
     if (fallback_note)
         fallback_note->clear();
@@ -90,7 +90,11 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<const Mo
             *fallback_note = why;
         if (!why.empty())
             spdlog::warn("{}", why);
-        return make_cpu_backend(model, {.threads = threads, .n_ctx = n_ctx, .order = cpu_order, .kv_types = kv_types});
+        return make_cpu_backend(model, {.threads = threads,
+                                        .n_ctx = n_ctx,
+                                        .order = cpu_order,
+                                        .kv_types = kv_types,
+                                        .flash_attention = flash_attention});
     };
     if (kind == BackendKind::Cpu)
         return cpu({});
@@ -130,7 +134,8 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<const Mo
             std::string why =
                 no_cuda + "; " + (devices.empty() ? "no Vulkan device found" : "no usable Vulkan GPU found");
             // Auto choosing the CPU is not a fallback the user needs to hear about, but say why.
-            auto b = make_cpu_backend(model, {.threads = threads, .n_ctx = n_ctx, .order = cpu_order});
+            auto b = make_cpu_backend(
+                model, {.threads = threads, .n_ctx = n_ctx, .order = cpu_order, .flash_attention = flash_attention});
             if (fallback_note)
                 *fallback_note = why + "; using the CPU";
             return b;

@@ -520,6 +520,7 @@ void LayeredBackend::run_layers(std::span<const TokenId> tokens, const ChunkPlan
         shape.scale = scaling.attention;
         shape.softcap = c.attn_logit_softcap.value_or(0.0f);
         shape.batched = order > 1;
+        shape.batch = order;
         const bool deliver = next_capture < plan.attention_layers.size() && plan.attention_layers[next_capture] == il;
         next_capture += deliver ? 1 : 0;
         attention(shape, deliver); // Attn [n][H·D]

@@ -119,6 +119,8 @@ struct AttentionShape {
     float scale = 1.0f;   // applied to q·k before the softmax
     float softcap = 0.0f; // gemma2: q·k ← c·tanh(q·k · 1/c) before the scale; 0: none
     bool batched = false; // the summation order of a request of 2+ tokens
+    uint32_t batch = 1;   // the batch whose order the chunk follows (ChunkPlan::order): llama.cpp picks
+                          // its flash-attention kernel by it
 };
 
 // One layer's rotary embedding.

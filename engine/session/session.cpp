@@ -39,15 +39,24 @@ bool Session::evaluate(std::span<const TokenId> tokens, const CaptureRequest* ca
         if (left > size && left - size < kEvenOrderRows && size > 2 * kEvenOrderRows)
             size -= kEvenOrderRows - (left - size);
         const auto batch = tokens.subspan(i, size);
+        // A batch shorter than the one llama.cpp evaluates these positions in (its n_ubatch of 512 from
+        // the start of the call) follows that one's order: its flash attention tiles batches of 64 or
+        // more, so a prompt cut into batches here gives the logits of the prompt in one call there.
+        // (Matrices sum alike in any batch of 8 or more: only that tiling sees it.)
+        constexpr std::size_t kLlamaCppUbatch = 512;
+        const auto as_batch = std::max<uint32_t>(
+            order_as_batch, uint32_t(std::min(kLlamaCppUbatch, tokens.size() - i / kLlamaCppUbatch * kLlamaCppUbatch)));
         ForwardResult r = m_backend->forward({.tokens = batch,
                                               .all_logits = false,
                                               .capture = capture,
-                                              .order_as_batch = order_as_batch,
+                                              .order_as_batch = size >= kEvenOrderRows ? as_batch : order_as_batch,
                                               .batch_invariant = m_batch_invariant,
                                               .interventions = m_interventions,
                                               .end_layer = m_exit_layer});
         m_tokens.insert(m_tokens.end(), batch.begin(), batch.end());
-        m_batch_of.insert(m_batch_of.end(), batch.size(), std::max<uint32_t>(uint32_t(batch.size()), order_as_batch));
+        m_batch_of.insert(
+            m_batch_of.end(), batch.size(),
+            std::max<uint32_t>(uint32_t(batch.size()), size >= kEvenOrderRows ? as_batch : order_as_batch));
         m_logits = std::move(r.logits);
         m_captures = std::move(r.captures);
         // Garbage is named, never sampled: NaN or infinite logits stop here.

@@ -39,6 +39,7 @@ private slots:
     void matchesLlamaCppFlashAttention_data();
     void matchesLlamaCppFlashAttention();
     void simdAndPortableKernelsAgree();
+    void f16TileAndSplitKernelsAgree();
     void memoryFollowsTheType();
     void whatCannotBeDoneIsRefusedByName();
 };
@@ -66,24 +67,35 @@ void TestKvTypes::matchesLlamaCppFlashAttention()
     const auto v = parse_kv_cache_type(*fixture->get_string("tokenscope.type_v"));
     QVERIFY(k && v);
     const KvCacheTypes types{*k, *v};
-    QVERIFY2(types.quantized(), "an F16 cache keeps the plain attention path; its fixtures are elsewhere");
     const QString arch = QFileInfo(file).baseName().section('-', 0, 0);
     QTemporaryDir dir;
     const auto model = fixture_model(dir, arch, make_test_model(arch.toStdString(), 1), *fixture);
     QVERIFY2(model, "the generated model is not the one llama.cpp ran");
-    Session session(model, make_cpu_backend(model, {.threads = 0, .n_ctx = 2048, .kv_types = types}), 2048);
-    QVERIFY(QString::fromStdString(session.backend().name())
-                .contains("KV cache " + QString::fromStdString(kv_cache_types_name(types))));
+    // A decode step over 512 cells or more splits them among llama.cpp's threads (the 600-token
+    // prompt's steps): mirrored with the fixture's thread count, whatever this process runs on.
+    const auto splits = uint32_t(*fixture->get_int("tokenscope.n_threads"));
+    Session session(
+        model,
+        make_cpu_backend(
+            model, {.threads = 0, .n_ctx = 2048, .kv_types = types, .flash_attention = true, .flash_splits = splits}),
+        2048);
+    const QString name = QString::fromStdString(session.backend().name());
+    QVERIFY2(name.contains("flash attention"), qPrintable(name));
+    if (types.quantized())
+        QVERIFY2(name.contains("KV cache " + QString::fromStdString(kv_cache_types_name(types))), qPrintable(name));
     const Agreement a = agreement(session, *fixture);
-    qInfo("%s, %s on the %s path: last logits bit-equal on %d of %d prompts (min Pearson %.7f), greedy identical on %d",
+    qInfo("%s, %s on the %s path: last logits bit-equal on %d of %d prompts (min Pearson %.7f), greedy identical on "
+          "%d, every greedy step's top-2 gap bit-equal on %d",
           qPrintable(arch), kv_cache_types_name(types).c_str(), simd_level_name(simd_level()).data(), a.bit_equal,
-          a.prompts, a.min_pearson, a.identical);
+          a.prompts, a.min_pearson, a.identical, a.steps_bit_equal);
     QCOMPARE(a.prompts, 8);
-    QVERIFY2(a.bit_equal == a.prompts && a.identical == a.prompts, qPrintable(a.first_difference));
+    QVERIFY2(a.bit_equal == a.prompts && a.identical == a.prompts && a.steps_bit_equal == a.prompts,
+             qPrintable(a.first_difference));
 
-    // The same model with an F16 cache does not give these bits: the fixture tells the paths apart.
-    Session f16(model, make_cpu_backend(model, {.threads = 0, .n_ctx = 2048}), 2048);
-    QVERIFY2(agreement(f16, *fixture).bit_equal < a.prompts, "an F16 cache gave the quantized cache's bits");
+    // The fixture tells the paths apart: a quantized cache's bits are not an F16 cache's, and flash
+    // attention's over an F16 cache are not llama.cpp's -fa off bits.
+    Session other(model, make_cpu_backend(model, {.threads = 0, .n_ctx = 2048}), 2048);
+    QVERIFY2(agreement(other, *fixture).bit_equal < a.prompts, "the attention without flash gave the same bits");
 }
 
 namespace {
@@ -149,6 +161,90 @@ void TestKvTypes::simdAndPortableKernelsAgree()
             }
         }
     QCOMPARE(compared, 36);
+}
+
+// The F16 cache's other two kernels (a batch of 64 tokens or more: tiles; a long decode step: the
+// cells split among threads): the SIMD and portable builds give the same bits, on every head width
+// the models use, with a masked slot and a sliding window; the split of one chunk is the one-row
+// kernel exactly (the merge of a single part changes nothing); the weights sum to 1.
+void TestKvTypes::f16TileAndSplitKernelsAgree()
+{
+    if (simd_level() == SimdLevel::Scalar)
+        QSKIP("this run forces the portable kernels: there is no SIMD build to compare");
+    Xoshiro256 rng(11);
+    const uint32_t n = 700;
+    int compared = 0;
+    for (const uint32_t D : {64u, 128u, 256u}) {
+        std::vector<std::vector<uint8_t>> ks, vs;
+        std::vector<const uint8_t*> kp, vp;
+        for (uint32_t j = 0; j < n; ++j) {
+            ks.push_back(random_row(GgmlType::F16, D, rng));
+            vs.push_back(random_row(GgmlType::F16, D, rng));
+        }
+        for (uint32_t j = 0; j < n; ++j) {
+            kp.push_back(j == 130 ? nullptr : ks[j].data()); // one masked slot
+            vp.push_back(j == 130 ? nullptr : vs[j].data());
+        }
+        const uint32_t n_rows = 70; // queries at positions 630 … 699, the first ones windowed
+        std::vector<float> q(std::size_t(n_rows) * D);
+        for (float& f : q)
+            f = float(rng.below(4001)) / 1000.0f - 2.0f;
+        for (const float softcap : {0.0f, 30.0f}) {
+            std::vector<cpu::FlashRow> rows;
+            for (uint32_t r = 0; r < n_rows; ++r) {
+                const uint32_t pos = n - n_rows + r;
+                rows.push_back({q.data() + std::size_t(r) * D,
+                                kp.data(),
+                                vp.data(),
+                                pos + 1,
+                                r < 10 ? pos - 500 : 0,
+                                D,
+                                0.125f,
+                                softcap,
+                                {GgmlType::F16, GgmlType::F16}});
+            }
+            std::vector<float> a(std::size_t(n_rows) * D), b(a.size()), wa(std::size_t(n_rows) * n), wb(wa.size());
+            std::vector<float*> oa, ob, pa, pb;
+            for (uint32_t r = 0; r < n_rows; ++r) {
+                oa.push_back(a.data() + std::size_t(r) * D);
+                ob.push_back(b.data() + std::size_t(r) * D);
+                pa.push_back(wa.data() + std::size_t(r) * n);
+                pb.push_back(wb.data() + std::size_t(r) * n);
+            }
+            cpu::FlashScratch sa, sb;
+            cpu::flash_attention_tile(rows.data(), n_rows, oa.data(), pa.data(), sa);
+            cpu::flash_attention_tile_scalar(rows.data(), n_rows, ob.data(), pb.data(), sb);
+            for (std::size_t i = 0; i < a.size(); ++i)
+                QCOMPARE(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i]));
+            for (uint32_t r = 0; r < n_rows; r += 23) {
+                double total = 0.0;
+                for (uint32_t j = 0; j < rows[r].n_slots; ++j)
+                    total += pa[r][j];
+                QCOMPARE(pa[r][130], 0.0f);
+                QVERIFY2(std::abs(total - 1.0) < 1e-5, qPrintable(QString("tile weights sum to %1").arg(total)));
+            }
+            ++compared;
+
+            const cpu::FlashRow& last = rows.back(); // a decode step at position 699: 768 cells
+            std::vector<float> one(D), split1(D), x(D), y(D), w(n);
+            cpu::flash_attention_row(last, one.data(), nullptr, sa);
+            cpu::flash_attention_split(last, 768, 1, split1.data(), nullptr, sa);
+            for (uint32_t i = 0; i < D; ++i)
+                QCOMPARE(std::bit_cast<uint32_t>(split1[i]), std::bit_cast<uint32_t>(one[i]));
+            for (const uint32_t chunks : {2u, 3u, 16u}) {
+                cpu::flash_attention_split(last, 768, chunks, x.data(), w.data(), sa);
+                cpu::flash_attention_split_scalar(last, 768, chunks, y.data(), nullptr, sb);
+                for (uint32_t i = 0; i < D; ++i)
+                    QCOMPARE(std::bit_cast<uint32_t>(x[i]), std::bit_cast<uint32_t>(y[i]));
+                double total = 0.0;
+                for (float f : w)
+                    total += f;
+                QVERIFY2(std::abs(total - 1.0) < 1e-5, qPrintable(QString("split weights sum to %1").arg(total)));
+                ++compared;
+            }
+        }
+    }
+    QCOMPARE(compared, 3 * 2 * 4);
 }
 
 void TestKvTypes::memoryFollowsTheType()

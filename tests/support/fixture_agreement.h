@@ -40,6 +40,9 @@ inline std::shared_ptr<const engine::Model> fixture_model(const QTemporaryDir& d
 
 struct Agreement {
     int prompts = 0, bit_equal = 0, identical = 0;
+    // prompts whose every greedy step's top-1 − top-2 logit gap is llama.cpp's to the bit (the logits
+    // of each decode step, not only the prompt's: a bit-level check of the decode path)
+    int steps_bit_equal = 0;
     double min_pearson = 1.0;
     QString first_difference;
 };
@@ -66,10 +69,25 @@ inline Agreement agreement(engine::Session& session, const engine::gguf::GgufFil
         if (differing && a.first_difference.isEmpty())
             a.first_difference =
                 QString("%1 of %2 logits differ after %3 tokens").arg(differing).arg(ours.size()).arg(tokens.size());
+        const auto gaps = tensor_values<float>(fixture, p + ".gap");
+        bool gaps_equal = gaps.size() == greedy.size();
         std::size_t step = 0;
-        for (; step < greedy.size() && argmax(session.logits()) == greedy[step]; ++step)
+        for (; step < greedy.size() && argmax(session.logits()) == greedy[step]; ++step) {
+            const auto top = top_ids(session.logits(), 2);
+            const float gap = session.logits()[std::size_t(top[0])] - session.logits()[std::size_t(top[1])];
+            if (gaps_equal && std::bit_cast<uint32_t>(gap) != std::bit_cast<uint32_t>(gaps[step])) {
+                gaps_equal = false;
+                if (a.first_difference.isEmpty())
+                    a.first_difference = QString("greedy step %1 after %2 tokens: top-2 gap %3, llama.cpp's %4")
+                                             .arg(step)
+                                             .arg(tokens.size())
+                                             .arg(double(gap), 0, 'g', 9)
+                                             .arg(double(gaps[step]), 0, 'g', 9);
+            }
             session.decode(greedy[step]);
+        }
         a.identical += step == greedy.size();
+        a.steps_bit_equal += gaps_equal && step == greedy.size();
         if (step != greedy.size() && a.first_difference.isEmpty())
             a.first_difference =
                 QString("the greedy continuation parted at step %1 after %2 tokens").arg(step).arg(tokens.size());

@@ -84,9 +84,7 @@ void TestAttentionPanel::cleanup()
 
 engine::AttentionCapture TestAttentionPanel::reference(const QString& text, int layer, int head)
 {
-    engine::Session s(
-        m_model,
-        engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = 2048, .order = testsupport::kAppWeightOrder}), 2048);
+    engine::Session s(m_model, engine::make_cpu_backend(m_model, testsupport::app_cpu_options(2, 2048)), 2048);
     engine::CaptureRequest capture;
     capture.heads.emplace_back(uint32_t(layer), uint32_t(head));
     s.prefill(m_model->tokenizer().encode_ids(text.toStdString()), &capture);
@@ -346,9 +344,7 @@ void TestAttentionPanel::currentSequence()
         QCOMPARE(s.tokens[i].id, stepper.state()->tokens[i].id);
     QVERIFY(!s.tokens.back().prompt); // the generated token is marked
     // The same two passes in an independent session give the same rows, bit for bit.
-    engine::Session ref(
-        m_model, engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = 512, .order = testsupport::kAppWeightOrder}),
-        128);
+    engine::Session ref(m_model, engine::make_cpu_backend(m_model, testsupport::app_cpu_options(2, 512)), 128);
     engine::CaptureRequest capture;
     capture.heads.emplace_back(uint32_t(m_panel->layer()), uint32_t(m_panel->head()));
     std::vector<int32_t> ids;

@@ -76,9 +76,7 @@ void TestChatModelPanels::layerGridGroupsSevenHeadsPerKvHead()
     QVERIFY(h);
     QCOMPARE(h->head, 9);
     QCOMPARE(h->kv_head, 1);
-    engine::Session s(
-        m_model, engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = 512, .order = testsupport::kAppWeightOrder}),
-        2048);
+    engine::Session s(m_model, engine::make_cpu_backend(m_model, testsupport::app_cpu_options(2, 512)), 2048);
     engine::CaptureRequest capture;
     capture.heads.emplace_back(4u, 9u);
     s.prefill(m_model->tokenizer().encode_ids(prompt.toStdString()), &capture);

@@ -92,7 +92,7 @@ void TestExpertsPanel::routingIsTheEnginesRouting()
     const auto model = engine::Model::load(m_moe.toStdString());
     const std::vector<int32_t> ids = model->tokenizer().encode_ids(text.toStdString());
     QCOMPARE(s->ids, ids);
-    auto backend = engine::make_cpu_backend(model, {.threads = 1, .n_ctx = 256, .order = testsupport::kAppWeightOrder});
+    auto backend = engine::make_cpu_backend(model, testsupport::app_cpu_options(1, 256));
     engine::CaptureRequest capture;
     capture.routing = true;
     engine::ForwardRequest request;

@@ -121,10 +121,8 @@ std::shared_ptr<const StepperState> TestKvContextTimeline::act(const std::functi
 void TestKvContextTimeline::liveGaugeEqualsTheEngineAtEveryStep()
 {
     // The same run in an independent session: the gauge must show its accounting at every step.
-    engine::Session reference(
-        m_model,
-        engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = m_n_ctx, .order = testsupport::kAppWeightOrder}),
-        128);
+    engine::Session reference(m_model, engine::make_cpu_backend(m_model, testsupport::app_cpu_options(2, m_n_ctx)),
+                              128);
     const QString prompt = "The KV cache stores one key and one value per token, per layer:";
     StepperSettings s = m_stepper->settings();
     s.greedy = true;
@@ -180,10 +178,8 @@ void TestKvContextTimeline::contentsShowTheCachedVectors()
     QCOMPARE(c->n_positions, m_stepper->state()->kv_tokens);
     QCOMPARE(c->head_dim, int(m_model->config().head_dim_k));
     // Values drawn equal the stepper engine's cache, read back independently here.
-    engine::Session reference(
-        m_model,
-        engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = m_n_ctx, .order = testsupport::kAppWeightOrder}),
-        128);
+    engine::Session reference(m_model, engine::make_cpu_backend(m_model, testsupport::app_cpu_options(2, m_n_ctx)),
+                              128);
     std::vector<int32_t> ids;
     for (const auto& t : m_stepper->state()->tokens)
         ids.push_back(t.id);
@@ -455,9 +451,8 @@ void TestKvContextTimeline::quantizedCacheShowsItsMemoryAndDamage()
     QVERIFY2(damage && damage->compared, qPrintable(m_kv->damageText()));
     // The same comparison computed here: an F16 cache against a Q8_0 one, position by position.
     const auto ids = m_model->tokenizer().encode_ids(text.toStdString());
-    auto f16 = engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = 512, .order = testsupport::kAppWeightOrder});
-    auto quantized = engine::make_cpu_backend(
-        m_model, {.threads = 2, .n_ctx = 512, .order = testsupport::kAppWeightOrder, .kv_types = q8});
+    auto f16 = engine::make_cpu_backend(m_model, testsupport::app_cpu_options(2, 512));
+    auto quantized = engine::make_cpu_backend(m_model, testsupport::app_cpu_options(2, 512, q8));
     const engine::ModelComparison c = engine::compare_models(*f16, *quantized, ids);
     QCOMPARE(damage->tokens.size(), ids.size());
     QCOMPARE(c.positions.size() + 1, ids.size());
@@ -485,11 +480,8 @@ void TestKvContextTimeline::quantizedCacheShowsItsMemoryAndDamage()
     QVERIFY(act([&] { m_stepper->prefill(); }));
     QTRY_VERIFY(m_kv->snapshot() && m_kv->snapshot()->cache_types == "K Q8_0, V Q8_0" &&
                 m_kv->snapshot()->tokens_cached > 0);
-    engine::Session reference(
-        m_model,
-        engine::make_cpu_backend(
-            m_model, {.threads = 2, .n_ctx = m_n_ctx, .order = testsupport::kAppWeightOrder, .kv_types = q8}),
-        128);
+    engine::Session reference(m_model, engine::make_cpu_backend(m_model, testsupport::app_cpu_options(2, m_n_ctx, q8)),
+                              128);
     reference.prefill(m_model->tokenizer().encode_ids("Quantized keys and values:"));
     QCOMPARE(m_kv->snapshot()->bytes_in_use, reference.backend().kv_cache().accounting().bytes_in_use);
     QVERIFY(m_kv->cacheMemoryText().contains("The engine's cache now: K Q8_0, V Q8_0"));

@@ -732,7 +732,13 @@ void TestSavedRuns::aCliTraceOpensInTheApp()
     QVERIFY(cli.waitForFinished(300000));
     QVERIFY2(cli.exitCode() == 0, cli.readAllStandardError().constData());
 
-    // The app's own stepper on the same prompt, greedy.
+    // The app's own stepper on the same prompt, greedy, from an empty cache as the CLI ran it (the
+    // model loaded afresh: the stepper keeps the earlier test's prompt, and a prompt evaluated after a
+    // kept prefix sums in its shorter batch's order — llama.cpp's repacked matrices and its flash
+    // attention pick their kernels by the batch).
+    QSignalSpy loaded(m_engine_a.get(), &EngineController::modelLoaded);
+    m_engine_a->loadModel(QString::fromStdString(m_path), 2, 1024);
+    QVERIFY(loaded.wait(120000));
     StepperPanel* stepper = m_a->stepperPanel();
     StepperSettings settings = stepper->settings();
     settings.greedy = true;

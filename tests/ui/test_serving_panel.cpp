@@ -5,6 +5,7 @@
 // token, as run_serving on an independent backend); a common system prompt is taken from the prefix
 // cache; a pool too small preempts and still finishes every request; Stop keeps what finished; bad
 // settings are refused with their reasons; every state's words are proofread.
+#include "app_weight_order.h"
 #include "bridge/engine_controller.h"
 #include "model/model.h"
 #include "panels/serving_panel.h"
@@ -118,8 +119,7 @@ void TestServingPanel::aRunShowsTheEnginesRuns()
     // the continuous run is the engine's: the same workload on an independent backend (all arrive at
     // once, so the schedule does not depend on timing) gives every request the same tokens
     const auto requests = engine::make_workload(s.workload, m_model->tokenizer());
-    auto backend =
-        engine::make_cpu_backend(m_model, {.threads = 2, .n_ctx = 512, .order = engine::WeightOrder::LlamaCppDefault});
+    auto backend = engine::make_cpu_backend(m_model, testsupport::app_cpu_options(2, 512));
     engine::ServingOptions options = r->runs[2].options;
     const engine::ServeRunResult want = engine::run_serving(*backend, options, requests);
     QCOMPARE(want.requests.size(), r->runs[2].requests.size());

@@ -72,7 +72,8 @@ std::shared_ptr<TextAnalysisSnapshot> analyze_text(EngineContext& context, const
         auto backend = engine::make_cpu_backend(context.model, {.threads = context.threads,
                                                                 .n_ctx = kWindow,
                                                                 .order = context.cpuOrder(),
-                                                                .batch_invariant = context.deterministic()});
+                                                                .batch_invariant = context.deterministic(),
+                                                                .flash_attention = context.cpuFlash()});
         // with a second model, one pass through both gives the comparison and this model's analysis
         engine::TextAnalysis a;
         std::optional<engine::ModelComparison> c;
@@ -81,7 +82,8 @@ std::shared_ptr<TextAnalysisSnapshot> analyze_text(EngineContext& context, const
                                                       .n_ctx = kWindow,
                                                       .order = context.cpuOrder(),
                                                       .batch_invariant = context.deterministic(),
-                                                      .kv_types = kv_compare.value_or(engine::KvCacheTypes{})});
+                                                      .kv_types = kv_compare.value_or(engine::KvCacheTypes{}),
+                                                      .flash_attention = context.cpuFlash()});
             c = engine::compare_models(*backend, *b, ids, progress, 5, &a);
         } else {
             a = engine::analyze_text(*backend, ids, 5, progress);

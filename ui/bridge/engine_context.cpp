@@ -62,7 +62,7 @@ engine::Session& EngineContext::stepperSession()
             engine::parse_backend_choice(backend_name.toStdString()).value_or(engine::BackendChoice{});
         std::string fallback;
         auto backend = engine::make_backend(choice.kind, model, n_ctx, threads, &fallback, device, choice.vulkan_exact,
-                                            choice.cpu_order, kv_types);
+                                            choice.cpu_order, kv_types, choice.flash_attention);
         spdlog::info("stepper: a session of its own on {}", backend->name());
         stepper_session = std::make_unique<engine::Session>(model, std::move(backend), 128);
         stepper_session->set_batch_invariant(choice.deterministic);
@@ -73,6 +73,11 @@ engine::Session& EngineContext::stepperSession()
 engine::WeightOrder EngineContext::cpuOrder() const
 {
     return engine::parse_backend_choice(backend_name.toStdString()).value_or(engine::BackendChoice{}).cpu_order;
+}
+
+bool EngineContext::cpuFlash() const
+{
+    return engine::parse_backend_choice(backend_name.toStdString()).value_or(engine::BackendChoice{}).flash_attention;
 }
 
 bool EngineContext::deterministic() const
@@ -86,7 +91,8 @@ engine::Backend& EngineContext::labBackend()
         lab_backend = engine::make_cpu_backend(model, {.threads = threads,
                                                        .n_ctx = uint32_t(kMaxLabTokens) + 1,
                                                        .order = cpuOrder(),
-                                                       .batch_invariant = deterministic()});
+                                                       .batch_invariant = deterministic(),
+                                                       .flash_attention = cpuFlash()});
     return *lab_backend;
 }
 

@@ -94,6 +94,7 @@ public:
     // The CPU backends' summation order for this backend choice (the lab's, attention's and text
     // analysis' backends run on the CPU in the order the user chose).
     engine::WeightOrder cpuOrder() const;
+    bool cpuFlash() const; // the CPU's attention in llama.cpp's flash-attention order (BackendChoice)
     // Whether the backend chosen is the CPU in deterministic (batch-invariant) mode: the lab's, the
     // attention explorer's and the text analysis's CPU backends follow it too.
     bool deterministic() const;

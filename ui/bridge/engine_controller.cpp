@@ -174,8 +174,9 @@ quint64 EngineController::loadModel(const QString& path, int threads, quint32 n_
             progress(60, choice.kind == engine::BackendKind::Cpu ? tr("Preparing the CPU backend")
                                                                  : tr("Preparing the %1 backend").arg(backend_name));
             std::string fallback;
-            auto backend = engine::make_backend(choice.kind, model, n_ctx, threads, &fallback, device,
-                                                choice.vulkan_exact, choice.cpu_order, kv_types);
+            auto backend =
+                engine::make_backend(choice.kind, model, n_ctx, threads, &fallback, device, choice.vulkan_exact,
+                                     choice.cpu_order, kv_types, choice.flash_attention);
             std::shared_ptr<const ModelSummary> summary =
                 summary_of(*model, *backend, path, threads, fallback, choice.deterministic && backend->kind() == "cpu");
             // Prefill in batches of 128 positions: Stop is honoured between batches (the summation

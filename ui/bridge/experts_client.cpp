@@ -32,7 +32,8 @@ std::unique_ptr<engine::Backend> routing_backend(EngineContext& context, std::si
     return engine::make_cpu_backend(context.model, {.threads = context.threads,
                                                     .n_ctx = uint32_t(n_tokens + 1),
                                                     .order = context.cpuOrder(),
-                                                    .batch_invariant = context.deterministic()});
+                                                    .batch_invariant = context.deterministic(),
+                                                    .flash_attention = context.cpuFlash()});
 }
 
 // One pass over `ids` from an empty cache, every router captured, the next token's logits kept.

@@ -74,7 +74,8 @@ std::shared_ptr<AttentionSnapshot> capture_attention(EngineContext& context, con
                 engine::make_cpu_backend(context.model, {.threads = context.threads,
                                                          .n_ctx = uint32_t(kMaxAttentionTokens),
                                                          .order = context.cpuOrder(),
-                                                         .batch_invariant = context.deterministic()}),
+                                                         .batch_invariant = context.deterministic(),
+                                                         .flash_attention = context.cpuFlash()}),
                 uint32_t(kMaxAttentionTokens));
         engine::CaptureRequest capture;
         for (uint32_t il = 0; il < config.n_layer; ++il)

@@ -83,8 +83,10 @@ quint64 ServingClient::run(const ServingSettings& settings)
             if (options.pool_blocks == 0) // room for every request at once
                 options.pool_blocks = room.blocks;
             options.deterministic = options.deterministic || context.deterministic();
-            auto backend = engine::make_cpu_backend(
-                context.model, {.threads = context.threads, .n_ctx = room.longest, .order = context.cpuOrder()});
+            auto backend = engine::make_cpu_backend(context.model, {.threads = context.threads,
+                                                                    .n_ctx = room.longest,
+                                                                    .order = context.cpuOrder(),
+                                                                    .flash_attention = context.cpuFlash()});
             s->backend = QString::fromStdString(backend->name());
             std::vector<std::shared_ptr<const engine::ServeRunResult>> finished;
             for (std::size_t i = 0; i < settings.modes.size() && !ticket.cancel->load(); ++i) {

@@ -157,8 +157,10 @@ quint64 SpeculationClient::run(const SpeculationSettings& settings)
             engine::validate_sampler_config(config);
             const auto n_ctx = uint32_t(ids.size() + n_new + settings.draft_max + 8);
             const engine::BackendFactory backend_for = [&](std::shared_ptr<const engine::Model> m) {
-                return engine::make_cpu_backend(
-                    std::move(m), {.threads = context.threads, .n_ctx = n_ctx, .order = context.cpuOrder()});
+                return engine::make_cpu_backend(std::move(m), {.threads = context.threads,
+                                                               .n_ctx = n_ctx,
+                                                               .order = context.cpuOrder(),
+                                                               .flash_attention = context.cpuFlash()});
             };
             s->deterministic = context.deterministic();
             const auto cancelled = [&] { return ticket.cancel->load(); };

@@ -88,8 +88,9 @@ public:
     std::string name() const override
     {
         const KvCacheTypes kv = m_kv.types();
-        return fmt::format("CPU ({} thread{}, llama.cpp order: {}{})", m_pool.size(), m_pool.size() == 1 ? "" : "s",
+        return fmt::format("CPU ({} thread{}, llama.cpp order: {}{}{})", m_pool.size(), m_pool.size() == 1 ? "" : "s",
                            weight_order_name(m_repack ? WeightOrder::Repacked : WeightOrder::Plain),
+                           m_flash ? ", flash attention" : "",
                            kv.quantized() ? ", KV cache " + kv_cache_types_name(kv) : std::string());
     }
     std::string_view kind() const override { return "cpu"; }
@@ -167,7 +168,9 @@ private:
     const std::vector<float>& vector_of(const TensorView& t) const { return m_vectors.at(t.info); }
 
     ThreadPool m_pool;
-    bool m_repack = false; // llama.cpp's repacked order for the matrices it repacks
+    bool m_repack = false;       // llama.cpp's repacked order for the matrices it repacks
+    bool m_flash = false;        // llama.cpp's flash-attention order (always for a quantized cache)
+    uint32_t m_flash_splits = 1; // the threads among which llama.cpp splits a long decode step's cells
     bool m_batch_invariant = false;
     KvCache m_kv;
     std::unordered_map<const gguf::TensorInfo*, std::vector<float>> m_vectors;
@@ -191,6 +194,8 @@ private:
 CpuBackend::CpuBackend(std::shared_ptr<const Model> model, const CpuBackendOptions& options)
     : LayeredBackend(std::move(model)), m_pool(options.threads > 0 ? options.threads : default_thread_count()),
       m_repack(resolved_weight_order(options.order) == WeightOrder::Repacked),
+      m_flash(options.flash_attention || options.kv_types.quantized()),
+      m_flash_splits(options.flash_splits > 0 ? options.flash_splits : uint32_t(m_pool.size())),
       m_batch_invariant(options.batch_invariant),
       m_kv(checked_kv_config(m_model->config(), options.n_ctx, options.kv_types))
 {
@@ -481,7 +486,8 @@ void CpuBackend::store_kv(uint32_t layer, uint32_t n_kv_heads, uint32_t head_dim
 }
 
 // softmax(q·kᵀ · scale + mask) · v for every (token, head) of the chunk, keys and values from the
-// cache, as llama.cpp computes it without flash attention (see attention_kernels.h).
+// cache, as llama.cpp computes it without flash attention (attention_kernels.h) or with it
+// (flash_attention.h).
 void CpuBackend::attention(const AttentionShape& shape, bool deliver)
 {
     m_matmul_input.reset();
@@ -489,7 +495,7 @@ void CpuBackend::attention(const AttentionShape& shape, bool deliver)
         AttentionShape s = shape;
         s.n_tokens = seg.n_rows;
         s.pos0 = seg.pos0;
-        if (seg.kv->types().quantized())
+        if (m_flash)
             flash_attention_rows(s, *seg.kv, seg.row0, deliver);
         else
             attention_rows(s, *seg.kv, seg.row0, deliver);
@@ -593,7 +599,9 @@ void CpuBackend::attention_rows(const AttentionShape& s, KvStore& kv, uint32_t r
         });
 }
 
-// A quantized cache: llama.cpp reads one only with flash attention, row by row (flash_attention.h).
+// Flash attention (llama.cpp's -fa on, and any quantized cache), with llama.cpp's choice of kernel
+// (flash_attention.h): tiles for a batch of 64 tokens or more, the cells split among its threads for
+// a decode step over 512 cells or more — both over an F16 cache only — and row by row otherwise.
 void CpuBackend::flash_attention_rows(const AttentionShape& s, KvStore& kv, uint32_t row0, bool deliver)
 {
     const uint32_t il = s.layer, D = s.head_dim, H = s.n_heads, Hkv = s.n_kv_heads, pos0 = s.pos0;
@@ -605,11 +613,61 @@ void CpuBackend::flash_attention_rows(const AttentionShape& s, KvStore& kv, uint
     cache_rows(kv, il, Hkv, n_keys, pos0, keys, values);
     const float* q_all = m_q.data() + std::size_t(row0) * H * D;
     float* out = m_attn.data() + std::size_t(row0) * H * D;
-    const std::size_t n_tasks = std::size_t(s.n_tokens) * H;
     const std::size_t threads = m_pool.size();
     const KvCacheTypes types = kv.types();
+    const bool f16 = types.k == GgmlType::F16 && types.v == GgmlType::F16;
     const uint32_t k_rot = cpu::kv_rotation_width(types.k, D, true);
     const uint32_t v_rot = cpu::kv_rotation_width(types.v, D, false);
+    // llama.cpp's KV length for this step: the cells up to the last one written, padded to 256.
+    const uint32_t n_cells = std::max(256u, (n_keys + 255u) & ~255u);
+    const bool tiled = f16 && s.batch >= cpu::kFlashTile;
+    const bool split = f16 && s.batch == 1 && s.n_tokens == 1 && n_cells >= cpu::kFlashSplitMinCells;
+    const auto row_of = [&](uint32_t t, uint32_t h) {
+        const uint32_t pos = pos0 + t;
+        const std::size_t kv_at = std::size_t(h / group) * n_keys;
+        cpu::FlashRow row;
+        row.q = q_all + (std::size_t(t) * H + h) * D;
+        row.keys = keys.data() + kv_at;
+        row.values = values.data() + kv_at;
+        row.n_slots = pos + 1;
+        row.first = (s.window && pos + 1 > s.window) ? pos + 1 - s.window : 0;
+        row.head_dim = D;
+        row.scale = s.scale;
+        row.softcap = s.softcap;
+        row.types = types;
+        return row;
+    };
+    const auto weights_of = [&](uint32_t t, uint32_t h) {
+        return deliver ? m_weights.data() + (std::size_t(t) * H + h) * n_keys : nullptr;
+    };
+
+    if (tiled) { // a task: one head's queries at up to 64 consecutive positions (one conversion of each cell tile)
+        const std::size_t blocks = (s.n_tokens + cpu::kFlashTile - 1) / cpu::kFlashTile;
+        const std::size_t n_tasks = blocks * H;
+        m_pool.parallel_for_dynamic(n_tasks, 1, [&](std::size_t begin, std::size_t end) {
+            cpu::FlashScratch scratch;
+            std::vector<cpu::FlashRow> rows;
+            std::vector<float*> outs, weights;
+            for (std::size_t task = begin; task < end; ++task) {
+                // the last blocks (the most cells) first
+                const auto block = static_cast<uint32_t>(blocks - 1 - task / H);
+                const auto h = static_cast<uint32_t>(task % H);
+                rows.clear();
+                outs.clear();
+                weights.clear();
+                for (uint32_t t = block * cpu::kFlashTile; t < std::min(s.n_tokens, (block + 1) * cpu::kFlashTile);
+                     ++t) {
+                    rows.push_back(row_of(t, h));
+                    outs.push_back(out + (std::size_t(t) * H + h) * D);
+                    weights.push_back(weights_of(t, h));
+                }
+                cpu::flash_attention_tile(rows.data(), uint32_t(rows.size()), outs.data(), weights.data(), scratch);
+            }
+        });
+        return;
+    }
+
+    const std::size_t n_tasks = std::size_t(s.n_tokens) * H;
     m_pool.parallel_for_dynamic(
         n_tasks, std::max<std::size_t>(1, n_tasks / (16 * threads)), [&](std::size_t begin, std::size_t end) {
             cpu::FlashScratch scratch;
@@ -617,27 +675,19 @@ void CpuBackend::flash_attention_rows(const AttentionShape& s, KvStore& kv, uint
             for (std::size_t task = begin; task < end; ++task) {
                 const auto t = static_cast<uint32_t>(task / H);
                 const auto h = static_cast<uint32_t>(task % H);
-                const uint32_t pos = pos0 + t;
-                const std::size_t kv_at = std::size_t(h / group) * n_keys;
-                cpu::FlashRow row;
-                row.q = q_all + task * D;
+                cpu::FlashRow row = row_of(t, h);
                 if (k_rot) { // queries rotated as the keys were (the buffer keeps the model's queries)
                     std::copy_n(row.q, D, q_rotated.begin());
                     cpu::hadamard_rotate(q_rotated.data(), D, k_rot);
                     row.q = q_rotated.data();
                 }
-                row.keys = keys.data() + kv_at;
-                row.values = values.data() + kv_at;
-                row.n_slots = pos + 1;
-                row.first = (s.window && pos + 1 > s.window) ? pos + 1 - s.window : 0;
-                row.head_dim = D;
-                row.scale = s.scale;
-                row.softcap = s.softcap;
-                row.types = types;
-                float* w = deliver ? m_weights.data() + (std::size_t(t) * H + h) * n_keys : nullptr;
-                cpu::flash_attention_row(row, out + task * D, w, scratch);
+                float* o = out + task * D;
+                if (split)
+                    cpu::flash_attention_split(row, n_cells, m_flash_splits, o, weights_of(t, h), scratch);
+                else
+                    cpu::flash_attention_row(row, o, weights_of(t, h), scratch);
                 if (v_rot) // back from the values' rotation
-                    cpu::hadamard_rotate(out + task * D, D, v_rot);
+                    cpu::hadamard_rotate(o, D, v_rot);
             }
         });
 }

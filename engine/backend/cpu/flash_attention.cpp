@@ -50,4 +50,34 @@ void flash_attention_row_scalar(const FlashRow& row, float* out, float* weights,
     flash_attention_row_impl(row, out, weights, scratch);
 }
 
+void flash_attention_split(const FlashRow& row, uint32_t n_cells, uint32_t n_chunks, float* out, float* weights,
+                           FlashScratch& scratch)
+{
+    if (simd_level() != SimdLevel::Scalar)
+        return simd::flash_attention_split_avx2(row, n_cells, n_chunks, out, weights, scratch);
+    flash_attention_split_impl(row, n_cells, n_chunks, out, weights, scratch);
+}
+
+void flash_attention_split_scalar(const FlashRow& row, uint32_t n_cells, uint32_t n_chunks, float* out, float* weights,
+                                  FlashScratch& scratch)
+{
+    flash_attention_split_impl(row, n_cells, n_chunks, out, weights, scratch);
+}
+
+void flash_attention_tile(const FlashRow* rows, uint32_t n_rows, float* const* outs, float* const* weights,
+                          FlashScratch& scratch)
+{
+    if (simd_level() == SimdLevel::Avx512)
+        return simd::flash_attention_tile_avx512(rows, n_rows, outs, weights, scratch);
+    if (simd_level() != SimdLevel::Scalar)
+        return simd::flash_attention_tile_avx2(rows, n_rows, outs, weights, scratch);
+    flash_attention_tile_impl(rows, n_rows, outs, weights, scratch);
+}
+
+void flash_attention_tile_scalar(const FlashRow* rows, uint32_t n_rows, float* const* outs, float* const* weights,
+                                 FlashScratch& scratch)
+{
+    flash_attention_tile_impl(rows, n_rows, outs, weights, scratch);
+}
+
 } // namespace engine::cpu

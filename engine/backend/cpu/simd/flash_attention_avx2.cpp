@@ -10,4 +10,16 @@ void flash_attention_row_avx2(const FlashRow& row, float* out, float* weights, F
     flash_attention_row_impl(row, out, weights, scratch);
 }
 
+void flash_attention_split_avx2(const FlashRow& row, uint32_t n_cells, uint32_t n_chunks, float* out, float* weights,
+                                FlashScratch& scratch)
+{
+    flash_attention_split_impl(row, n_cells, n_chunks, out, weights, scratch);
+}
+
+void flash_attention_tile_avx2(const FlashRow* rows, uint32_t n_rows, float* const* outs, float* const* weights,
+                               FlashScratch& scratch)
+{
+    flash_attention_tile_impl(rows, n_rows, outs, weights, scratch);
+}
+
 } // namespace engine::cpu::simd
