@@ -7,8 +7,11 @@
 // ten languages, structured text, numbers, edge cases, texts of 525–910 tokens; the leading 40
 // logits and a 4,096-id sample kept, all logits for two), and the 12 hand-written prompts again run
 // by llama.cpp with its default weight repacking (the repacked set: the leading 40 and a sample; the
-// engine then runs in llama.cpp's repacked order, WeightOrder::Repacked). TOKENSCOPE_FIXTURES=
-// original|grown|repacked picks one set (ctest runs each as its own entry); unset, all three.
+// engine then runs in llama.cpp's repacked order, WeightOrder::Repacked), and once more with llama.cpp's
+// default settings as its tools run them — weight repacking and flash attention on (-fa auto, which a
+// CPU resolves to on), the engine then as the app and the CLI run by default (the default set).
+// TOKENSCOPE_FIXTURES=original|grown|repacked|default picks one set (ctest runs each as its own
+// entry); unset, all four.
 // TOKENSCOPE_PARITY_STEPS=N follows each greedy continuation for its first N of 64 steps (default 64;
 // ctest's grown entry follows 16: its 192 prompts' decode steps were most of CI's longest suite, and
 // bench/parity_every_path.sh follows all 64 on every kernel path).
@@ -44,39 +47,41 @@ namespace {
 struct ReferenceModel {
     const char* name;
     // under tests/data/logits: the hand-written prompts, the generated ones, the hand-written ones run
-    // by llama.cpp with its default weight repacking
-    const char* fixtures[3];
+    // by llama.cpp with its default weight repacking, and with its default settings (repacking, flash
+    // attention)
+    const char* fixtures[4];
     std::string (*path)();
     const char* sha256; // of the model file the fixtures were made from
 };
 
 const ReferenceModel kModels[] = {
     {"gemma3-270m",
-     {"gemma3-270m.gguf", "grown-gemma3-270m.gguf", "gemma3-270m-repack.gguf"},
+     {"gemma3-270m.gguf", "grown-gemma3-270m.gguf", "gemma3-270m-repack.gguf", "gemma3-270m-default.gguf"},
      testsupport::default_model_path,
      "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"},
     {"qwen2.5-coder-0.5b",
-     {"qwen2.5-coder-0.5b.gguf", "grown-qwen2.5-coder-0.5b.gguf", "qwen2.5-coder-0.5b-repack.gguf"},
+     {"qwen2.5-coder-0.5b.gguf", "grown-qwen2.5-coder-0.5b.gguf", "qwen2.5-coder-0.5b-repack.gguf",
+      "qwen2.5-coder-0.5b-default.gguf"},
      testsupport::chat_model_path,
      "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"},
 };
-const char* const kSetNames[4] = {"original", "grown", "repacked", "file"};
-constexpr int kMinPrompts[4] = {12, 96, 12, 1};
-constexpr int kFileSet = 3; // TOKENSCOPE_FIXTURES=/path/to/fixture.gguf: one file, for the model it was made from
+const char* const kSetNames[5] = {"original", "grown", "repacked", "default", "file"};
+constexpr int kMinPrompts[5] = {12, 96, 12, 12, 1};
+constexpr int kFileSet = 4; // TOKENSCOPE_FIXTURES=/path/to/fixture.gguf: one file, for the model it was made from
 
-// The fixture sets this run checks (TOKENSCOPE_FIXTURES=original|grown|repacked|a fixture file made
-// with make_logit_fixtures.py, e.g. from prompts of your own; all three sets when unset).
+// The fixture sets this run checks (TOKENSCOPE_FIXTURES=original|grown|repacked|default|a fixture file
+// made with make_logit_fixtures.py, e.g. from prompts of your own; all four sets when unset).
 std::vector<int> selected_sets()
 {
     const QByteArray only = qgetenv("TOKENSCOPE_FIXTURES");
     if (only.isEmpty())
-        return {0, 1, 2};
-    for (int s = 0; s < 3; ++s)
+        return {0, 1, 2, 3};
+    for (int s = 0; s < kFileSet; ++s)
         if (only == kSetNames[s])
             return {s};
     if (only.endsWith(".gguf"))
         return {kFileSet};
-    qFatal("TOKENSCOPE_FIXTURES=%s: expected original, grown or a .gguf fixture", only.constData());
+    qFatal("TOKENSCOPE_FIXTURES=%s: expected original, grown, repacked, default or a .gguf fixture", only.constData());
 }
 
 // How many of a continuation's 64 steps are followed (TOKENSCOPE_PARITY_STEPS, 1 … 64; 64 when unset).
@@ -205,18 +210,29 @@ private slots:
 private:
     struct Loaded {
         std::shared_ptr<const Model> model;
-        std::unique_ptr<Session> session;          // llama.cpp's plain order (--no-repack)
-        std::unique_ptr<Session> repacked_session; // its default, repacked order (made when first needed)
-        // The session in the order the fixture was made in (tokenscope.use_extra_bufts: repacking on).
+        std::unique_ptr<Session> session; // llama.cpp's plain order (--no-repack -fa off)
+        // its repacked order, and with flash attention too (made when first needed)
+        std::unique_ptr<Session> repacked_session, flash_session;
+        // The session in the order the fixture was made in (tokenscope.use_extra_bufts: repacking on;
+        // tokenscope.flash_attn: enabled, its long decode steps split among tokenscope.n_threads threads).
         Session& session_for(const gguf::GgufFile& fixture)
         {
-            if (!fixture.get_bool("tokenscope.use_extra_bufts").value_or(false))
+            const bool repacked = fixture.get_bool("tokenscope.use_extra_bufts").value_or(false);
+            const bool flash = fixture.get_string("tokenscope.flash_attn").value_or("") == "enabled";
+            if (!repacked && !flash)
                 return *session;
-            if (!repacked_session)
-                repacked_session = std::make_unique<Session>(
-                    model, make_cpu_backend(model, {.threads = 0, .n_ctx = 4096, .order = WeightOrder::Repacked}),
+            std::unique_ptr<Session>& s = flash ? flash_session : repacked_session;
+            if (!s)
+                s = std::make_unique<Session>(
+                    model,
+                    make_cpu_backend(model,
+                                     {.threads = 0,
+                                      .n_ctx = 4096,
+                                      .order = repacked ? WeightOrder::Repacked : WeightOrder::Plain,
+                                      .flash_attention = flash,
+                                      .flash_splits = uint32_t(fixture.get_int("tokenscope.n_threads").value_or(0))}),
                     2048);
-            return *repacked_session;
+            return *s;
         }
     };
     struct Tally {
@@ -333,15 +349,25 @@ void TestForwardReference::lastLogitsAndGreedyMatchLlamaCpp()
     QCOMPARE(gap.size(), greedy.size());
     const std::size_t steps = greedy_steps();
     std::size_t step = 0;
+    QString gap_difference; // each step's logits, to the bit: their top-1 − top-2 gap is llama.cpp's
     for (; step < steps; ++step) {
-        const int32_t next = argmax(session.logits());
-        if (next != greedy[step])
+        const auto top = top_ids(session.logits(), 2);
+        if (top[0] != greedy[step])
             break;
-        session.decode(next);
+        const float our_gap = session.logits()[std::size_t(top[0])] - session.logits()[std::size_t(top[1])];
+        if (gap_difference.isEmpty() && std::bit_cast<uint32_t>(our_gap) != std::bit_cast<uint32_t>(gap[step]))
+            gap_difference = QString("step %1: top-2 gap %2, llama.cpp's %3")
+                                 .arg(step)
+                                 .arg(double(our_gap), 0, 'g', 9)
+                                 .arg(double(gap[step]), 0, 'g', 9);
+        session.decode(top[0]);
     }
     ++tally.continued;
     if (step == steps) {
         ++tally.identical;
+        if (bits_claimed)
+            QVERIFY2(gap_difference.isEmpty(),
+                     qPrintable("a decode step's logits differ from llama.cpp's AVX2 build: " + gap_difference));
         return;
     }
     tally.divergences
