@@ -5,8 +5,9 @@
 # For both real models (or MODELS="a.gguf b.gguf"), at 1 and 2 threads (or THREADS="…"): pp512 and
 # pp2048, tg128, and tg128 with 4,096 tokens already in the context. llama.cpp is built natively from
 # the registry's sdist (tests/reference/build_llama_cpp.sh, TOKENSCOPE_REF_CPU=native: llama.cpp at
-# its fastest here) and run as `llama-bench -fa 0` with and without weight repacking (--repack 1
-# and 0); the faster of the two is the one compared. Where repacking crashes (AMX CPUs, this
+# its fastest here) and run as `llama-bench -fa FA` with and without weight repacking (--repack 1
+# and 0); the faster of the two is the one compared, against `tokenscope-cli bench --flash-attn FA`
+# (FA: auto by default — both sides' default, flash attention on a CPU — or on, off). Where repacking crashes (AMX CPUs, this
 # llama.cpp), only --repack 0 counts, and the table says so. Decode also shows the bytes Tokenscope
 # reads per token as a share of this machine's read bandwidth, measured on 2 threads in the same run.
 # Smaller runs: PP=512 TG=32 DEPTH=512 REPS=1 (the table then says what it ran). DEPTH_REPS sets the
@@ -22,6 +23,8 @@ PP="${PP:-512,2048}"
 TG="${TG:-128}"
 DEPTH="${DEPTH:-4096}"
 DEPTH_REPS="${DEPTH_REPS:-$REPS}"
+FA="${FA:-auto}"
+case "$FA" in off|on|auto) ;; *) echo "FA must be off, on or auto (got '$FA')" >&2; exit 1;; esac
 OURS="$ROOT/build/release/app/tokenscope-cli"
 [ -x "$OURS" ] || { echo "build first: bash scripts/setup.sh run" >&2; exit 1; }
 LLAMA_BENCH="$(TOKENSCOPE_REF_CPU=native LLAMA_CPP_TARGETS=llama-bench "$ROOT/tests/reference/build_llama_cpp.sh" |
@@ -31,12 +34,12 @@ OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 
 echo "llama.cpp: $LLAMA_BENCH; Tokenscope: $("$OURS" bench --help >/dev/null && git -C "$ROOT" rev-parse --short HEAD)"
-echo "reps $REPS (depth cells $DEPTH_REPS); pp $PP; tg $TG; depth $DEPTH; threads $THREADS; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "reps $REPS (depth cells $DEPTH_REPS); pp $PP; tg $TG; depth $DEPTH; threads $THREADS; flash attention $FA (both); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 
 theirs() { # model threads repack reps extra-args… → JSON lines file (empty if llama-bench failed)
     local model="$1" t="$2" rpk="$3" reps="$4"
     shift 4
-    "$LLAMA_BENCH" -m "$model" -t "$t" -r "$reps" -fa 0 --repack "$rpk" "$@" -o jsonl 2>/dev/null || true
+    "$LLAMA_BENCH" -m "$model" -t "$t" -r "$reps" -fa "$FA" --repack "$rpk" "$@" -o jsonl 2>/dev/null || true
 }
 
 i=0
@@ -48,10 +51,10 @@ for model in $MODELS; do
             theirs "$model" "$t" "$rpk" "$DEPTH_REPS" -p 0 -n "$TG" -d "$DEPTH" >> "$OUT/$i.theirs.$rpk"
         done
         for p in ${PP//,/ }; do
-            "$OURS" bench "$model" -t "$t" -p "$p" -n 0 -r "$REPS" --json > "$OUT/$i.ours.pp$p"
+            "$OURS" bench "$model" -t "$t" -p "$p" -n 0 -r "$REPS" --flash-attn "$FA" --json > "$OUT/$i.ours.pp$p"
         done
-        "$OURS" bench "$model" -t "$t" -p 0 -n "$TG" -r "$REPS" --json > "$OUT/$i.ours.tg"
-        "$OURS" bench "$model" -t "$t" -p 0 -n "$TG" -d "$DEPTH" -r "$DEPTH_REPS" --json > "$OUT/$i.ours.tgd"
+        "$OURS" bench "$model" -t "$t" -p 0 -n "$TG" -r "$REPS" --flash-attn "$FA" --json > "$OUT/$i.ours.tg"
+        "$OURS" bench "$model" -t "$t" -p 0 -n "$TG" -d "$DEPTH" -r "$DEPTH_REPS" --flash-attn "$FA" --json > "$OUT/$i.ours.tgd"
         echo "$model $t" > "$OUT/$i.what"
     done
 done

@@ -6,13 +6,13 @@
 # (`make-test-model --preset qwen3-0.6b`, so K-quants and IQ4_XS are really used), written as F16 by
 # Tokenscope and then quantized with `llama-quantize --pure` from the same llama.cpp build that is
 # measured (built natively from the registry's sdist by tests/reference/build_llama_cpp.sh). A twin
-# in which `tokenscope-cli info` shows a matrix of another type is refused. Then `llama-bench -fa 0`
-# with --repack 0 and 1 (the faster counts) against `tokenscope-cli bench`, pp512 and tg128 by
+# in which `tokenscope-cli info` shows a matrix of another type is refused. Then `llama-bench -fa FA`
+# with --repack 0 and 1 (the faster counts) against `tokenscope-cli bench --flash-attn FA`, pp512 and tg128 by
 # default, THREADS (default 2) threads; decode also shows the bytes Tokenscope reads per token as a
 # share of this machine's read bandwidth. Smaller runs: TYPES="Q4_1 IQ4_XS" PP=128 TG=32 REPS=1.
 # An AVX2-only machine, on this one: REF_CPU=avx2 TOKENSCOPE_SIMD=avx2 (llama.cpp built for AVX2, the
-# engine capped at its AVX2 kernels). FA=auto measures llama.cpp with its default flash attention
-# (as `llama-bench` runs without -fa; default FA=off, the attention the engine's logits match).
+# engine capped at its AVX2 kernels). FA: both sides' attention, as llama.cpp's -fa — auto (the default,
+# as `llama-bench` and the engine run without it: flash attention on a CPU), on or off.
 # Disk: the F16 source (1.2 GB) and one twin at a time, in a temporary directory (TMPDIR).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -20,7 +20,7 @@ REPS="${1:-${REPS:-3}}"
 PP="${PP:-512}"
 TG="${TG:-128}"
 THREADS="${THREADS:-2}"
-FA="${FA:-off}"
+FA="${FA:-auto}"
 case "$FA" in off|on|auto) ;; *) echo "FA must be off, on or auto (got '$FA')" >&2; exit 1;; esac
 TYPES="${TYPES:-F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS}"
 OURS="$ROOT/build/release/app/tokenscope-cli"
@@ -62,8 +62,8 @@ if other:
         "$LLAMA_BENCH" -m "$twin" -t "$THREADS" -r "$REPS" -fa "$FA" --repack "$rpk" -p "$PP" -n "$TG" -o jsonl \
             > "$OUT/$i.theirs.$rpk" 2> /dev/null || true
     done
-    "$OURS" bench "$twin" -t "$THREADS" -p "$PP" -n 0 -r "$REPS" --json > "$OUT/$i.ours.pp"
-    "$OURS" bench "$twin" -t "$THREADS" -p 0 -n "$TG" -r "$REPS" --json > "$OUT/$i.ours.tg"
+    "$OURS" bench "$twin" -t "$THREADS" -p "$PP" -n 0 -r "$REPS" --flash-attn "$FA" --json > "$OUT/$i.ours.pp"
+    "$OURS" bench "$twin" -t "$THREADS" -p 0 -n "$TG" -r "$REPS" --flash-attn "$FA" --json > "$OUT/$i.ours.tg"
     echo "$type $(stat -c %s "$twin")" > "$OUT/$i.what"
     # the machine's read bandwidth (for decode's share), measured once with a twin at hand
     [ -s "$OUT/probe" ] || "$OURS" bench "$twin" -t 1 -p 0 -n 1 -r 1 --probe-threads "$THREADS" --json \

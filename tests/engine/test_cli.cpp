@@ -66,6 +66,7 @@ private slots:
     void errorsGoToStderr();
     void aDeepTestModelWithTheChatModelsVocabulary();
     void aTestModelsVocabularyPadded();
+    void flashAttentionIsLlamaCppsDefault();
 };
 
 void TestCli::infoOnDefaultModelWithoutFlags()
@@ -640,6 +641,36 @@ void TestCli::aTestModelsVocabularyPadded()
     const Run preset = cli({"make-test-model", "--preset", "qwen3-0.6b", "--vocab-size", "1024", "--out", model});
     QCOMPARE(preset.exit_code, 1);
     QVERIFY2(preset.err.contains("--vocab-size only applies"), qPrintable(preset.err));
+}
+
+// --flash-attn as llama.cpp's -fa: auto (the default) and on run its flash-attention order on the CPU,
+// off its plain attention; the backend's name says which; anything else is refused by name.
+void TestCli::flashAttentionIsLlamaCppsDefault()
+{
+    QTemporaryDir dir;
+    const QString model = dir.filePath("llama.gguf");
+    QCOMPARE(cli({"make-test-model", "--arch", "llama", "--out", model}).exit_code, 0);
+    QMap<QString, QString> text;
+    for (const QString fa : {"", "auto", "on", "off"}) {
+        QStringList args{"bench", "-m", model, "-p", "8", "-n", "2", "-r", "1", "-t", "1", "--json"};
+        if (!fa.isEmpty())
+            args << "--flash-attn" << fa;
+        const Run r = cli(args);
+        QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+        const QString backend = QJsonDocument::fromJson(r.out.toUtf8()).object()["backend"].toString();
+        QVERIFY2(backend.contains("flash attention") == (fa != "off"), qPrintable(fa + ": " + backend));
+        QStringList gen{"generate", model, "-p", "one two three four five", "-n", "12", "--temp", "0", "-t", "1"};
+        if (!fa.isEmpty())
+            gen << "--flash-attn" << fa;
+        const Run g = cli(gen);
+        QVERIFY2(g.exit_code == 0, qPrintable(g.err));
+        text[fa.isEmpty() ? "default" : fa] = g.out;
+    }
+    QCOMPARE(text["default"], text["on"]);
+    QCOMPARE(text["auto"], text["on"]);
+    const Run bad = cli({"bench", "-m", model, "-p", "8", "-n", "2", "--flash-attn", "maybe"});
+    QVERIFY(bad.exit_code != 0);
+    QVERIFY2(bad.err.contains("--flash-attn"), qPrintable(bad.err));
 }
 
 // --backend vulkan runs the f32 arithmetic; --vulkan-exact the 64-bit one; both say so in the
