@@ -41,9 +41,10 @@ std::vector<TokenId> prompt_of(const Model& model, std::size_t n)
 
 // The prompt in batches of n_batch, then the draft one token at a time.
 Run decoded(const std::shared_ptr<const Model>& model, WeightOrder order, bool invariant, uint32_t n_batch,
-            std::span<const TokenId> prompt)
+            std::span<const TokenId> prompt, bool flash = false)
 {
-    Session s(model, make_cpu_backend(model, {.threads = 2, .n_ctx = 256, .order = order}), n_batch);
+    Session s(model, make_cpu_backend(model, {.threads = 2, .n_ctx = 256, .order = order, .flash_attention = flash}),
+              n_batch);
     s.set_batch_invariant(invariant);
     Run r;
     s.prefill(prompt);
@@ -57,9 +58,10 @@ Run decoded(const std::shared_ptr<const Model>& model, WeightOrder order, bool i
 
 // The prompt, then the draft as one batch: the last logits (after the whole draft).
 std::vector<float> verified(const std::shared_ptr<const Model>& model, WeightOrder order, bool invariant,
-                            std::span<const TokenId> prompt)
+                            std::span<const TokenId> prompt, bool flash = false)
 {
-    Session s(model, make_cpu_backend(model, {.threads = 2, .n_ctx = 256, .order = order}), 512);
+    Session s(model, make_cpu_backend(model, {.threads = 2, .n_ctx = 256, .order = order, .flash_attention = flash}),
+              512);
     s.set_batch_invariant(invariant);
     s.prefill(prompt);
     std::vector<TokenId> all(prompt.begin(), prompt.end());
@@ -113,6 +115,7 @@ void TestBatchInvariance::tokensDoNotDependOnTheirBatch_data()
 {
     QTest::addColumn<QString>("type");
     QTest::addColumn<bool>("repacked");
+    QTest::addColumn<bool>("flash");
     // the test model's own mix, then every type the engine reads: those llama.cpp repacks (Q4_0, Q4_K,
     // IQ4_NL) and those with batch kernels of their own (the float types batched, the k-quants tiled)
     for (const char* type : {"mix", "F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K",
@@ -120,20 +123,26 @@ void TestBatchInvariance::tokensDoNotDependOnTheirBatch_data()
         for (const bool repacked : {false, true}) // the repacked order changes only the types llama.cpp repacks
             if (!repacked || QString(type) == "mix" || QString(type) == "Q4_0" || QString(type) == "Q4_K" ||
                 QString(type) == "IQ4_NL")
-                QTest::addRow("%s %s", type, repacked ? "repacked" : "plain") << QString(type) << repacked;
+                QTest::addRow("%s %s", type, repacked ? "repacked" : "plain") << QString(type) << repacked << false;
+    // with llama.cpp's flash attention (the app's default): every row through its tile kernel
+    for (const char* type : {"mix", "F16", "Q4_0"})
+        for (const bool repacked : {false, true})
+            QTest::addRow("%s %s, flash attention", type, repacked ? "repacked" : "plain")
+                << QString(type) << repacked << true;
 }
 
 void TestBatchInvariance::tokensDoNotDependOnTheirBatch()
 {
     QFETCH(QString, type);
     QFETCH(bool, repacked);
+    QFETCH(bool, flash);
     const auto model = model_of(type);
     const WeightOrder order = repacked ? WeightOrder::Repacked : WeightOrder::Plain;
     const std::vector<TokenId> prompt = prompt_of(*model, 40);
 
-    const Run whole = decoded(model, order, true, 512, prompt);
+    const Run whole = decoded(model, order, true, 512, prompt, flash);
     for (const uint32_t n_batch : {64u, 7u, 1u}) {
-        const Run cut = decoded(model, order, true, n_batch, prompt);
+        const Run cut = decoded(model, order, true, n_batch, prompt, flash);
         for (std::size_t step = 0; step < whole.logits.size(); ++step)
             QVERIFY2(bit_equal(whole.logits[step], cut.logits[step]),
                      qPrintable(
@@ -142,15 +151,15 @@ void TestBatchInvariance::tokensDoNotDependOnTheirBatch()
                              .arg(step == 0 ? QString("the prompt's last token") : QString("decode step %1").arg(step))
                              .arg(double(max_difference(whole.logits[step], cut.logits[step])))));
     }
-    QVERIFY2(bit_equal(whole.logits.back(), verified(model, order, true, prompt)),
+    QVERIFY2(bit_equal(whole.logits.back(), verified(model, order, true, prompt, flash)),
              "the draft verified as one batch differs from the draft decoded token by token");
 
     // The default mode, for comparison: reported, not asserted (llama.cpp's order depends on the batch);
     // once, on the path this CPU chooses (the forced paths' runs are the costly ones in CI).
     if (qEnvironmentVariableIsSet("TOKENSCOPE_SIMD"))
         return;
-    const Run plain_whole = decoded(model, order, false, 512, prompt);
-    const Run plain_cut = decoded(model, order, false, 7, prompt);
+    const Run plain_whole = decoded(model, order, false, 512, prompt, flash);
+    const Run plain_cut = decoded(model, order, false, 7, prompt, flash);
     float worst = 0.0f;
     int differing = 0;
     for (std::size_t step = 0; step < plain_whole.logits.size(); ++step) {
@@ -160,7 +169,7 @@ void TestBatchInvariance::tokensDoNotDependOnTheirBatch()
     qInfo("default mode, batches of 512 vs 7: %d of %zu logit vectors differ, max |Δ| %g; verification batch "
           "vs decode: max |Δ| %g",
           differing, plain_whole.logits.size(), double(worst),
-          double(max_difference(plain_whole.logits.back(), verified(model, order, false, prompt))));
+          double(max_difference(plain_whole.logits.back(), verified(model, order, false, prompt, flash))));
 }
 
 // CpuBackendOptions::batch_invariant: every pass of that backend in deterministic mode without
