@@ -59,6 +59,7 @@ inline constexpr uint32_t kFlashSplitMinCells = 512;
 
 struct FlashScratch {
     std::vector<uint8_t> q;      // the query in the keys' dot-product format
+    std::vector<float> q_f32;    // … widened back to f32 (F16 keys)
     std::vector<float> acc, v;   // f32 accumulator(s), a dequantized value row
     std::vector<uint16_t> acc16; // F16 accumulator (F16 values)
     std::vector<float> scores;
