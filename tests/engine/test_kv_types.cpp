@@ -166,7 +166,8 @@ void TestKvTypes::simdAndPortableKernelsAgree()
 // The F16 cache's other two kernels (a batch of 64 tokens or more: tiles; a long decode step: the
 // cells split among threads): the SIMD and portable builds give the same bits, on every head width
 // the models use, with a masked slot and a sliding window; the split of one chunk is the one-row
-// kernel exactly (the merge of a single part changes nothing); the weights sum to 1.
+// kernel exactly (the merge of a single part changes nothing); a KV head's query heads taken together
+// give each head's bits; the weights sum to 1.
 void TestKvTypes::f16TileAndSplitKernelsAgree()
 {
     if (simd_level() == SimdLevel::Scalar)
@@ -231,6 +232,27 @@ void TestKvTypes::f16TileAndSplitKernelsAgree()
             cpu::flash_attention_split(last, 768, 1, split1.data(), nullptr, sa);
             for (uint32_t i = 0; i < D; ++i)
                 QCOMPARE(std::bit_cast<uint32_t>(split1[i]), std::bit_cast<uint32_t>(one[i]));
+            // a KV head's query heads at one position, interleaved: each row's bits as the one-row
+            // kernel's (no split) and the split kernel's
+            const uint32_t n_group = 5;
+            std::vector<cpu::FlashRow> heads(n_group, last);
+            std::vector<float> together(std::size_t(n_group) * D), alone(D);
+            std::vector<float*> outs;
+            for (uint32_t g = 0; g < n_group; ++g) {
+                heads[g].q = q.data() + std::size_t(g) * D;
+                outs.push_back(together.data() + std::size_t(g) * D);
+            }
+            for (const uint32_t chunks : {0u, 2u}) {
+                cpu::flash_attention_group(heads.data(), n_group, 768, chunks, outs.data(), sa);
+                for (uint32_t g = 0; g < n_group; ++g) {
+                    if (chunks == 0)
+                        cpu::flash_attention_row(heads[g], alone.data(), nullptr, sb);
+                    else
+                        cpu::flash_attention_split(heads[g], 768, chunks, alone.data(), nullptr, sb);
+                    for (uint32_t i = 0; i < D; ++i)
+                        QCOMPARE(std::bit_cast<uint32_t>(outs[g][i]), std::bit_cast<uint32_t>(alone[i]));
+                }
+            }
             for (const uint32_t chunks : {2u, 3u, 16u}) {
                 cpu::flash_attention_split(last, 768, chunks, x.data(), w.data(), sa);
                 cpu::flash_attention_split_scalar(last, 768, chunks, y.data(), nullptr, sb);

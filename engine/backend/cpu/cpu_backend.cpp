@@ -667,6 +667,38 @@ void CpuBackend::flash_attention_rows(const AttentionShape& s, KvStore& kv, uint
         return;
     }
 
+    if (f16 && !deliver && group > 1) {
+        // A task: some of the query heads of one KV head at one position, their chains interleaved key
+        // by key (flash_attention_group); a group is split when there would be too few tasks for the
+        // threads (the default model's decode step has one KV head).
+        const std::size_t groups = std::size_t(s.n_tokens) * Hkv;
+        const uint32_t splits = uint32_t(std::clamp<std::size_t>((2 * threads + groups - 1) / groups, 1, group));
+        const uint32_t per_task = (group + splits - 1) / splits;
+        const std::size_t n_tasks = groups * splits;
+        m_pool.parallel_for_dynamic(
+            n_tasks, std::max<std::size_t>(1, n_tasks / (16 * threads)), [&](std::size_t begin, std::size_t end) {
+                cpu::FlashScratch scratch;
+                std::vector<cpu::FlashRow> rows;
+                std::vector<float*> outs;
+                for (std::size_t task = begin; task < end; ++task) {
+                    const auto t = static_cast<uint32_t>(task / (std::size_t(Hkv) * splits));
+                    const auto kvh = static_cast<uint32_t>((task / splits) % Hkv);
+                    const uint32_t h0 = kvh * group + static_cast<uint32_t>(task % splits) * per_task;
+                    const uint32_t h1 = std::min((kvh + 1) * group, h0 + per_task);
+                    rows.clear();
+                    outs.clear();
+                    for (uint32_t h = h0; h < h1; ++h) {
+                        rows.push_back(row_of(t, h));
+                        outs.push_back(out + (std::size_t(t) * H + h) * D);
+                    }
+                    if (!rows.empty())
+                        cpu::flash_attention_group(rows.data(), uint32_t(rows.size()), n_cells,
+                                                   split ? m_flash_splits : 0, outs.data(), scratch);
+                }
+            });
+        return;
+    }
+
     const std::size_t n_tasks = std::size_t(s.n_tokens) * H;
     m_pool.parallel_for_dynamic(
         n_tasks, std::max<std::size_t>(1, n_tasks / (16 * threads)), [&](std::size_t begin, std::size_t end) {

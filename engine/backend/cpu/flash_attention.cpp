@@ -64,6 +64,14 @@ void flash_attention_split_scalar(const FlashRow& row, uint32_t n_cells, uint32_
     flash_attention_split_impl(row, n_cells, n_chunks, out, weights, scratch);
 }
 
+void flash_attention_group(const FlashRow* rows, uint32_t n_rows, uint32_t n_cells, uint32_t n_chunks,
+                           float* const* outs, FlashScratch& scratch)
+{
+    if (simd_level() != SimdLevel::Scalar)
+        return simd::flash_attention_group_avx2(rows, n_rows, n_cells, n_chunks, outs, scratch);
+    flash_attention_group_impl(rows, n_rows, n_cells, n_chunks, outs, scratch);
+}
+
 void flash_attention_tile(const FlashRow* rows, uint32_t n_rows, float* const* outs, float* const* weights,
                           FlashScratch& scratch)
 {

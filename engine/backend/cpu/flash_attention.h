@@ -91,6 +91,13 @@ void flash_attention_split(const FlashRow& row, uint32_t n_cells, uint32_t n_chu
 void flash_attention_split_scalar(const FlashRow& row, uint32_t n_cells, uint32_t n_chunks, float* out, float* weights,
                                   FlashScratch& scratch);
 
+// Rows that share keys, values, slot range and scale (the query heads of one KV head at one
+// position): each row's out exactly as flash_attention_row (n_chunks 0) or flash_attention_split
+// (n_cells, n_chunks) gives it; over F16 keys and values the rows' chains are interleaved key by key.
+// No weights (use the one-row kernels for those).
+void flash_attention_group(const FlashRow* rows, uint32_t n_rows, uint32_t n_cells, uint32_t n_chunks,
+                           float* const* outs, FlashScratch& scratch);
+
 // Rows of a batch of kFlashTile tokens or more that share keys and values (rows[0]'s arrays, F16 keys
 // and values; scale and soft cap also rows[0]'s): each row's out (and weights, where not null), each
 // row's bits its own, however the rows are grouped.

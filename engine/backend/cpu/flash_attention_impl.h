@@ -141,31 +141,38 @@ FlashState flash_span_with(const FlashRow& row, uint32_t begin, uint32_t end, Fl
     return st;
 }
 
+#if defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
+#define TOKENSCOPE_FLASH_F16_DOT 1
+// ggml's F16 dot (vec_dot_f16) over whole 32-element steps, the query already widened (its values
+// are F16's): four 8-lane accumulators, summed (0 + 2) + (1 + 3), then horizontally — the same bits.
+inline float dot_f16_key(const uint8_t* key, const float* q, uint32_t D)
+{
+    const auto* k = reinterpret_cast<const __m128i*>(key);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    for (uint32_t i = 0; i < D; i += 32, k += 4) {
+        acc0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(k)), _mm256_loadu_ps(q + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(k + 1)), _mm256_loadu_ps(q + i + 8), acc1);
+        acc2 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(k + 2)), _mm256_loadu_ps(q + i + 16), acc2);
+        acc3 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(k + 3)), _mm256_loadu_ps(q + i + 24), acc3);
+    }
+    const __m256 lanes = _mm256_add_ps(_mm256_add_ps(acc0, acc2), _mm256_add_ps(acc1, acc3));
+    __m128 t = _mm_add_ps(_mm256_castps256_ps128(lanes), _mm256_extractf128_ps(lanes, 1));
+    t = _mm_hadd_ps(t, t);
+    t = _mm_hadd_ps(t, t);
+    return _mm_cvtss_f32(t);
+}
+#endif
+
 FlashState flash_span(const FlashRow& row, uint32_t begin, uint32_t end, FlashScratch& scratch, bool record)
 {
     const uint32_t D = row.head_dim;
-#if defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
-    // F16 keys, whole 32-element steps: ggml's F16 dot (vec_dot_f16) inlined, the query widened once
-    // — four 8-lane accumulators, summed (0 + 2) + (1 + 3), then horizontally: the same bits.
-    if (row.types.k == GgmlType::F16 && D % 32 == 0) {
+#if TOKENSCOPE_FLASH_F16_DOT
+    if (row.types.k == GgmlType::F16 && D % 32 == 0) { // the dot inlined, the query widened once
         scratch.q_f32.resize(D);
         widen_f16(reinterpret_cast<const uint16_t*>(scratch.q.data()), scratch.q_f32.data(), D);
         const float* q = scratch.q_f32.data();
-        return flash_span_with(row, begin, end, scratch, record, [q, D](const uint8_t* key) {
-            const auto* k = reinterpret_cast<const __m128i*>(key);
-            __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
-            for (uint32_t i = 0; i < D; i += 32, k += 4) {
-                acc0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(k)), _mm256_loadu_ps(q + i), acc0);
-                acc1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(k + 1)), _mm256_loadu_ps(q + i + 8), acc1);
-                acc2 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(k + 2)), _mm256_loadu_ps(q + i + 16), acc2);
-                acc3 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(k + 3)), _mm256_loadu_ps(q + i + 24), acc3);
-            }
-            const __m256 lanes = _mm256_add_ps(_mm256_add_ps(acc0, acc2), _mm256_add_ps(acc1, acc3));
-            __m128 t = _mm_add_ps(_mm256_castps256_ps128(lanes), _mm256_extractf128_ps(lanes, 1));
-            t = _mm_hadd_ps(t, t);
-            t = _mm_hadd_ps(t, t);
-            return _mm_cvtss_f32(t);
-        });
+        return flash_span_with(row, begin, end, scratch, record,
+                               [q, D](const uint8_t* key) { return dot_f16_key(key, q, D); });
     }
 #endif
     const VecDotFn dot = vec_dot_for(row.types.k);
@@ -223,6 +230,98 @@ void finish_row(const FlashRow& row, FlashState st, const float* acc, const floa
         merged.max = max;
     }
     finish_row(row, merged, scratch.merged.data(), scratch.scores.data(), out, weights);
+}
+
+// Rows that share keys, values and slot range (the query heads of one KV head at one position), F16
+// keys and values: each row's result exactly as flash_attention_row (n_chunks 0) or
+// flash_attention_split gives it — the same chain per row — with the rows taken in turn at each key,
+// so that the core overlaps their independent chains (one row's chain is a latency-bound sequence).
+[[maybe_unused]] void flash_attention_group_impl(const FlashRow* rows, uint32_t n_rows, uint32_t n_cells,
+                                                 uint32_t n_chunks, float* const* outs, FlashScratch& scratch)
+{
+#if TOKENSCOPE_FLASH_F16_DOT
+    const uint32_t D = rows[0].head_dim;
+    if (rows[0].types.k == GgmlType::F16 && rows[0].types.v == GgmlType::F16 && D % 32 == 0) {
+        const std::size_t all = std::size_t(n_rows) * D;
+        scratch.q_f32.resize(all);
+        for (uint32_t r = 0; r < n_rows; ++r) {
+            prepare_query(rows[r], scratch); // rounded to F16, as llama.cpp converts it
+            widen_f16(reinterpret_cast<const uint16_t*>(scratch.q.data()), scratch.q_f32.data() + r * D, D);
+        }
+        const float scale = rows[0].softcap != 0.0f ? rows[0].scale / rows[0].softcap : rows[0].scale;
+        const float softcap = rows[0].softcap;
+        scratch.states.resize(n_rows);
+        scratch.acc.resize(all);
+        // One span of slots for every row: each row's state and (F16) accumulator, widened to f32 at the end.
+        const auto span = [&](uint32_t begin, uint32_t end) {
+            scratch.acc16.assign(all, 0);
+            std::fill(scratch.states.begin(), scratch.states.end(), FlashState{});
+            for (uint32_t j = begin; j < end; ++j) {
+                const uint8_t* key = rows[0].keys[j];
+                if (!key)
+                    continue;
+                const auto* value = reinterpret_cast<const uint16_t*>(rows[0].values[j]);
+                for (uint32_t r = 0; r < n_rows; ++r) {
+                    FlashState& st = scratch.states[r];
+                    uint16_t* acc = scratch.acc16.data() + std::size_t(r) * D;
+                    float s = dot_f16_key(key, scratch.q_f32.data() + std::size_t(r) * D, D) * scale;
+                    if (softcap != 0.0f)
+                        s = softcap * std::tanh(s);
+                    float ms = 1.0f, vs = 1.0f;
+                    if (s > st.max) {
+                        const float old = st.max;
+                        st.max = s;
+                        ms = std::exp(old - st.max);
+                        scale_f16(acc, D, ms);
+                    } else {
+                        vs = std::exp(s - st.max);
+                    }
+                    mad_f16(acc, value, D, vs);
+                    st.sum = std::fma(st.sum, ms, vs);
+                }
+            }
+            widen_f16(scratch.acc16.data(), scratch.acc.data(), uint32_t(all));
+        };
+        if (n_chunks == 0) {
+            span(rows[0].first, rows[0].n_slots);
+            for (uint32_t r = 0; r < n_rows; ++r)
+                finish_row(rows[r], scratch.states[r], scratch.acc.data() + std::size_t(r) * D, nullptr, outs[r],
+                           nullptr);
+            return;
+        }
+        std::vector<FlashState> merged(n_rows);
+        scratch.merged.assign(all, 0.0f);
+        const uint32_t chunk = (n_cells + n_chunks - 1) / n_chunks;
+        for (uint32_t c0 = 0; c0 < n_cells; c0 += chunk) {
+            const uint32_t begin = std::max(c0, rows[0].first), end = std::min(c0 + chunk, rows[0].n_slots);
+            if (begin >= end)
+                continue;
+            span(begin, end);
+            for (uint32_t r = 0; r < n_rows; ++r) {
+                const FlashState part = scratch.states[r];
+                if (part.sum == 0.0f)
+                    continue;
+                FlashState& m = merged[r];
+                const float max = std::fmax(m.max, part.max);
+                const float keep = std::exp(m.max - max), add = std::exp(part.max - max);
+                float* into = scratch.merged.data() + std::size_t(r) * D;
+                const float* from = scratch.acc.data() + std::size_t(r) * D;
+                for (uint32_t i = 0; i < D; ++i)
+                    into[i] = std::fma(into[i], keep, from[i] * add);
+                m.sum = std::fma(m.sum, keep, part.sum * add);
+                m.max = max;
+            }
+        }
+        for (uint32_t r = 0; r < n_rows; ++r)
+            finish_row(rows[r], merged[r], scratch.merged.data() + std::size_t(r) * D, nullptr, outs[r], nullptr);
+        return;
+    }
+#endif
+    for (uint32_t r = 0; r < n_rows; ++r)
+        if (n_chunks == 0)
+            flash_attention_row_impl(rows[r], outs[r], nullptr, scratch);
+        else
+            flash_attention_split_impl(rows[r], n_cells, n_chunks, outs[r], nullptr, scratch);
 }
 
 // ggml_vec_soft_max_f32 on a tile's 64 scores (AVX2 build): x ← exp(x − max) eight at a time, each
