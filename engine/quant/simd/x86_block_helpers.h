@@ -227,16 +227,39 @@ void dot_blocks_x4(const void* w, const void* const a[4], int64_t n, float out[4
 // Q4_K and Q5_K decoded for the orders that sum a whole super-block's integers: llama.cpp's tiled
 // order and its repacked order (Q4_K). The minimums as one exact
 // sum.
+// A K-quant super-block's eight 6-bit scales (bytes 0–7) and minimums (bytes 8–15) from its twelve
+// packed bytes, a word at a time (scale_min_k4's values).
+inline __m128i scales_mins_k4(const uint8_t* q)
+{
+    constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+    uint32_t w[3];
+    std::memcpy(w, q, 12);
+    const uint32_t scales_lo = w[0] & kLow6, mins_lo = w[1] & kLow6;
+    const uint32_t scales_hi = (w[2] & kLow4) | (((w[0] >> 6) & kLow2) << 4);
+    const uint32_t mins_hi = ((w[2] >> 4) & kLow4) | (((w[1] >> 6) & kLow2) << 4);
+    return _mm_set_epi32(static_cast<int>(mins_hi), static_cast<int>(mins_lo), static_cast<int>(scales_hi),
+                         static_cast<int>(scales_lo));
+}
+
 template <bool Five> struct Q45kBlock {
     __m256i lo[4], hi[4];
-    __m256i mins; // mins_pairs_epi16
-    int sc[8], m[8];
+    __m256i mins;               // mins_pairs_epi16's lanes
+    __m256i scales;             // the eight scales as int16 words, in both 128-bit halves
+    alignas(16) uint8_t sm[16]; // scales (0–7) and minimums (8–15), for the scalar sums
     float d, dmin;
+    // Sub-block j's scale in every int16 lane.
+    __m256i scale_of(int j) const
+    {
+        return _mm256_shuffle_epi8(scales, _mm256_set1_epi16(static_cast<short>(((2 * j + 1) << 8) | (2 * j))));
+    }
     explicit Q45kBlock(const uint8_t* x)
     {
         const __m256i low_mask = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-        scale_min_k4(x + 4, sc, m);
-        mins = mins_pairs_epi16(m);
+        const __m128i packed = scales_mins_k4(x + 4);
+        _mm_store_si128(reinterpret_cast<__m128i*>(sm), packed);
+        scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(packed));
+        const __m128i m16 = _mm_cvtepu8_epi16(_mm_srli_si128(packed, 8));
+        mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
         const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16));
         for (int c = 0; c < 4; ++c) {
             const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + (Five ? 48 : 16) + 32 * c));
@@ -257,10 +280,10 @@ template <bool Five> struct Q45kBlock {
     {
         __m256i isum = _mm256_setzero_si256();
         for (int c = 0; c < 4; ++c) {
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], load_qs(y.qs + 64 * c)),
-                                                            _mm256_set1_epi16(static_cast<short>(sc[2 * c]))));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], load_qs(y.qs + 64 * c + 32)),
-                                                            _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]))));
+            isum = _mm256_add_epi32(
+                isum, _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], load_qs(y.qs + 64 * c)), scale_of(2 * c)));
+            isum = _mm256_add_epi32(
+                isum, _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], load_qs(y.qs + 64 * c + 32)), scale_of(2 * c + 1)));
         }
         v1 = isum;
         v2 = _mm256_madd_epi16(load_bsums(y.bsums), mins);
@@ -285,26 +308,24 @@ template <bool Five> struct Q45kBlock {
     void pair_vectors(const BlockQ8_K& y, __m256i v[4], __m256i& w) const
     {
         for (int c = 0; c < 4; ++c)
-            v[c] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], load_qs(y.qs + 64 * c)),
-                                                      _mm256_set1_epi16(static_cast<short>(sc[2 * c]))),
-                                    _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], load_qs(y.qs + 64 * c + 32)),
-                                                      _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]))));
+            v[c] = _mm256_add_epi32(
+                _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], load_qs(y.qs + 64 * c)), scale_of(2 * c)),
+                _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], load_qs(y.qs + 64 * c + 32)), scale_of(2 * c + 1)));
         w = _mm256_madd_epi16(load_bsums(y.bsums), mins);
     }
     void pair_sums(const BlockQ8_K& y, int s1[4], int s2[4]) const
     {
         __m256i v[4];
         for (int c = 0; c < 4; ++c)
-            v[c] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], load_qs(y.qs + 64 * c)),
-                                                      _mm256_set1_epi16(static_cast<short>(sc[2 * c]))),
-                                    _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], load_qs(y.qs + 64 * c + 32)),
-                                                      _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]))));
+            v[c] = _mm256_add_epi32(
+                _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], load_qs(y.qs + 64 * c)), scale_of(2 * c)),
+                _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], load_qs(y.qs + 64 * c + 32)), scale_of(2 * c + 1)));
         const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(s1),
                          _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
         for (int c = 0; c < 4; ++c)
-            s2[c] = m[2 * c] * (y.bsums[4 * c] + y.bsums[4 * c + 1]) +
-                    m[2 * c + 1] * (y.bsums[4 * c + 2] + y.bsums[4 * c + 3]);
+            s2[c] = sm[8 + 2 * c] * (y.bsums[4 * c] + y.bsums[4 * c + 1]) +
+                    sm[8 + 2 * c + 1] * (y.bsums[4 * c + 2] + y.bsums[4 * c + 3]);
     }
 };
 // A k-quant (or IQ4_XS) weight row in llama.cpp's tiled order, one and four activation rows: each
