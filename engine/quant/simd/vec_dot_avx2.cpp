@@ -35,8 +35,8 @@ float dot_q4_k(const void* w, const void* a, int64_t n)
     __m128 acc_m = _mm_setzero_ps();
     for (int64_t b = 0; b < n / 256; ++b, x += 144) {
         prefetch_ahead(x, 144);
-        int sc[8], m[8];
-        scale_min_k4(x + 4, sc, m);
+        const __m128i packed = scales_mins_k4(x + 4);
+        const __m256i scales = k4_scales16(packed);
         const uint8_t* qs = x + 16;
         __m256i isum = _mm256_setzero_si256();
         for (int c = 0; c < 4; ++c) {
@@ -45,21 +45,14 @@ float dot_q4_k(const void* w, const void* a, int64_t n)
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_mask);
             const __m256i y_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 64 * c));
             const __m256i y_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 64 * c + 32));
-            const __m256i p_lo =
-                _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y_lo), _mm256_set1_epi16(static_cast<short>(sc[2 * c])));
-            const __m256i p_hi =
-                _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y_hi), _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1])));
+            const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y_lo), k4_scale(scales, 2 * c));
+            const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y_hi), k4_scale(scales, 2 * c + 1));
             isum = _mm256_add_epi32(isum, _mm256_add_epi32(p_lo, p_hi));
         }
         // Mins in 4 lanes: lane l holds m[2l]·(bsums of sub-block 2l) + m[2l+1]·(… 2l+1).
-        int mins[4];
-        for (int l = 0; l < 4; ++l)
-            mins[l] = m[2 * l] * (y[b].bsums[4 * l] + y[b].bsums[4 * l + 1]) +
-                      m[2 * l + 1] * (y[b].bsums[4 * l + 2] + y[b].bsums[4 * l + 3]);
         const float d = y[b].d * half(x);
         const float neg_dmin = -y[b].d * half(x + 2);
-        acc_m = _mm_fmadd_ps(_mm_set1_ps(neg_dmin),
-                             _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mins))), acc_m);
+        acc_m = _mm_fmadd_ps(_mm_set1_ps(neg_dmin), _mm_cvtepi32_ps(k4_min_products(packed, y[b].bsums)), acc_m);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
     }
     acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
@@ -166,8 +159,8 @@ void dot_q4_k_x4(const void* w, const void* const a[4], int64_t n, float out[4])
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     __m128 acc_m[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
     for (int64_t b = 0; b < n / 256; ++b, x += 144) {
-        int sc[8], m[8];
-        scale_min_k4(x + 4, sc, m);
+        const __m128i packed = scales_mins_k4(x + 4);
+        const __m256i scales = k4_scales16(packed);
         const uint8_t* qs = x + 16;
         __m256i lo[4], hi[4];
         for (int c = 0; c < 4; ++c) {
@@ -181,20 +174,14 @@ void dot_q4_k_x4(const void* w, const void* const a[4], int64_t n, float out[4])
             for (int c = 0; c < 4; ++c) {
                 const __m256i y_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 64 * c));
                 const __m256i y_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 64 * c + 32));
-                const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], y_lo),
-                                                       _mm256_set1_epi16(static_cast<short>(sc[2 * c])));
-                const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], y_hi),
-                                                       _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1])));
+                const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], y_lo), k4_scale(scales, 2 * c));
+                const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], y_hi), k4_scale(scales, 2 * c + 1));
                 isum = _mm256_add_epi32(isum, _mm256_add_epi32(p_lo, p_hi));
             }
-            int mins[4];
-            for (int l = 0; l < 4; ++l)
-                mins[l] = m[2 * l] * (y[t][b].bsums[4 * l] + y[t][b].bsums[4 * l + 1]) +
-                          m[2 * l + 1] * (y[t][b].bsums[4 * l + 2] + y[t][b].bsums[4 * l + 3]);
             const float d = y[t][b].d * dx;
             const float neg_dmin = -y[t][b].d * dminx;
-            acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(neg_dmin),
-                                    _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mins))), acc_m[t]);
+            acc_m[t] =
+                _mm_fmadd_ps(_mm_set1_ps(neg_dmin), _mm_cvtepi32_ps(k4_min_products(packed, y[t][b].bsums)), acc_m[t]);
             acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc[t]);
         }
     }

@@ -241,6 +241,28 @@ inline __m128i scales_mins_k4(const uint8_t* q)
                          static_cast<int>(scales_lo));
 }
 
+// The eight scales of scales_mins_k4 as int16 words, in both 128-bit halves.
+inline __m256i k4_scales16(__m128i packed)
+{
+    return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(packed));
+}
+
+// Sub-block j's scale in every int16 lane (of k4_scales16's vector).
+inline __m256i k4_scale(__m256i scales16, int j)
+{
+    return _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<short>(((2 * j + 1) << 8) | (2 * j))));
+}
+
+// Lane l: m[2l]·(the bsums of sub-block 2l) + m[2l+1]·(those of 2l + 1), exact (pairs of bsums fit
+// int16: 2 · 16 · 128).
+inline __m128i k4_min_products(__m128i packed, const int16_t* bsums)
+{
+    const __m128i m16 = _mm_cvtepu8_epi16(_mm_srli_si128(packed, 8));
+    const __m128i pairs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bsums)),
+                                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(bsums + 8)));
+    return _mm_madd_epi16(m16, pairs);
+}
+
 template <bool Five> struct Q45kBlock {
     __m256i lo[4], hi[4];
     __m256i mins;               // mins_pairs_epi16's lanes
@@ -248,16 +270,13 @@ template <bool Five> struct Q45kBlock {
     alignas(16) uint8_t sm[16]; // scales (0–7) and minimums (8–15), for the scalar sums
     float d, dmin;
     // Sub-block j's scale in every int16 lane.
-    __m256i scale_of(int j) const
-    {
-        return _mm256_shuffle_epi8(scales, _mm256_set1_epi16(static_cast<short>(((2 * j + 1) << 8) | (2 * j))));
-    }
+    __m256i scale_of(int j) const { return k4_scale(scales, j); }
     explicit Q45kBlock(const uint8_t* x)
     {
         const __m256i low_mask = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
         const __m128i packed = scales_mins_k4(x + 4);
         _mm_store_si128(reinterpret_cast<__m128i*>(sm), packed);
-        scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(packed));
+        scales = k4_scales16(packed);
         const __m128i m16 = _mm_cvtepu8_epi16(_mm_srli_si128(packed, 8));
         mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
         const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16));
