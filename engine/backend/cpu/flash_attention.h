@@ -65,7 +65,7 @@ struct FlashScratch {
     std::vector<float> scores;
     std::vector<float> merged;               // the split kernel's merged accumulator
     std::vector<float> keys_t, values_f;     // the tile kernel's keys (transposed) and values in f32
-    std::vector<FlashState> states;          // the tile kernel's rows
+    std::vector<FlashState> states;          // each row's state (the one-row and tile kernels)
     std::vector<const float*> row_q;         // … their queries
     std::vector<float*> row_scores, row_acc; // … and their scores and accumulators in the scratch
 };
@@ -93,7 +93,7 @@ void flash_attention_split_scalar(const FlashRow& row, uint32_t n_cells, uint32_
 
 // Rows that share keys, values, slot range and scale (the query heads of one KV head at one
 // position): each row's out exactly as flash_attention_row (n_chunks 0) or flash_attention_split
-// (n_cells, n_chunks) gives it; over F16 keys and values the rows' chains are interleaved key by key.
+// (n_cells, n_chunks) gives it, the rows' chains interleaved key by key.
 // No weights (use the one-row kernels for those).
 void flash_attention_group(const FlashRow* rows, uint32_t n_rows, uint32_t n_cells, uint32_t n_chunks,
                            float* const* outs, FlashScratch& scratch);

@@ -78,67 +78,16 @@ void widen_f16(const uint16_t* x, float* y, uint32_t n)
         y[i] = fp16_to_f32(x[i]);
 }
 
-// The query in the keys' dot-product format (F16 for F16 keys, Q8_0 for quantized ones).
-void prepare_query(const FlashRow& row, FlashScratch& scratch)
+// Each row's query in the keys' dot-product format (F16 for F16 keys, Q8_0 for quantized ones),
+// row r at r · the row's bytes in scratch.q; returns that stride.
+std::size_t prepare_queries(const FlashRow* rows, uint32_t n_rows, FlashScratch& scratch)
 {
-    const ActivationFormat q_format = activation_format(row.types.k);
-    scratch.q.resize(activation_row_bytes(q_format, row.head_dim));
-    quantize_activations(q_format, row.q, scratch.q.data(), row.head_dim);
-}
-
-// llama.cpp's one-row kernel (ggml_compute_forward_flash_attn_ext_f16_one_chunk) over the slots
-// [begin, end) of the row, masked ones skipped: leaves the accumulated values in scratch.acc (f32)
-// and, when `record`, each score in scratch.scores.
-template <class KeyDot>
-FlashState flash_span_with(const FlashRow& row, uint32_t begin, uint32_t end, FlashScratch& scratch, bool record,
-                           KeyDot kq_dot)
-{
-    const uint32_t D = row.head_dim;
-    const bool f16_values = row.types.v == GgmlType::F16;
-    if (f16_values)
-        scratch.acc16.assign(D, 0);
-    else
-        scratch.acc.assign(D, 0.0f);
-    scratch.acc.resize(D);
-    scratch.v.resize(D);
-
-    // llama.cpp divides the scale by the soft cap once, then caps each score.
-    const float scale = row.softcap != 0.0f ? row.scale / row.softcap : row.scale;
-    FlashState st;
-    for (uint32_t j = begin; j < end; ++j) {
-        if (!row.keys[j])
-            continue;
-        float s = kq_dot(row.keys[j]) * scale;
-        if (row.softcap != 0.0f)
-            s = row.softcap * std::tanh(s);
-        if (record)
-            scratch.scores[j] = s;
-        float ms = 1.0f; // rescales what was accumulated when s is a new maximum
-        float vs = 1.0f; // this value's weight, expf(s − max)
-        if (s > st.max) {
-            const float old = st.max;
-            st.max = s;
-            ms = std::exp(old - st.max);
-            if (f16_values)
-                scale_f16(scratch.acc16.data(), D, ms);
-            else
-                for (uint32_t i = 0; i < D; ++i)
-                    scratch.acc[i] *= ms;
-        } else {
-            vs = std::exp(s - st.max);
-        }
-        if (f16_values) {
-            mad_f16(scratch.acc16.data(), reinterpret_cast<const uint16_t*>(row.values[j]), D, vs);
-        } else {
-            dequantize_row(row.types.v, row.values[j], scratch.v.data(), D);
-            for (uint32_t i = 0; i < D; ++i)
-                scratch.acc[i] = std::fma(scratch.v[i], vs, scratch.acc[i]);
-        }
-        st.sum = std::fma(st.sum, ms, vs);
-    }
-    if (f16_values)
-        widen_f16(scratch.acc16.data(), scratch.acc.data(), D);
-    return st;
+    const ActivationFormat q_format = activation_format(rows[0].types.k);
+    const std::size_t stride = activation_row_bytes(q_format, rows[0].head_dim);
+    scratch.q.resize(stride * n_rows);
+    for (uint32_t r = 0; r < n_rows; ++r)
+        quantize_activations(q_format, rows[r].q, scratch.q.data() + r * stride, rows[0].head_dim);
+    return stride;
 }
 
 #if defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
@@ -163,22 +112,94 @@ inline float dot_f16_key(const uint8_t* key, const float* q, uint32_t D)
 }
 #endif
 
-FlashState flash_span(const FlashRow& row, uint32_t begin, uint32_t end, FlashScratch& scratch, bool record)
+// llama.cpp's one-row kernel (ggml_compute_forward_flash_attn_ext_f16_one_chunk) over the slots
+// [begin, end), masked ones skipped, for rows that share keys, values and scale (the query heads of
+// one KV head at one position; often one row): each row's chain exactly as for that row alone, the
+// rows taken in turn at each key so that the core overlaps their chains (one row's is a
+// latency-bound sequence). Leaves each row's state in scratch.states and its accumulated values in
+// scratch.acc (f32, [row][head_dim]); when `record` (one row), each score in scratch.scores.
+// kq_dot(key, r): row r's q·k.
+template <class KeyDot>
+void flash_span_with(const FlashRow* rows, uint32_t n_rows, uint32_t begin, uint32_t end, FlashScratch& scratch,
+                     bool record, KeyDot kq_dot)
 {
+    const FlashRow& row = rows[0];
     const uint32_t D = row.head_dim;
+    const std::size_t all = std::size_t(n_rows) * D;
+    const bool f16_values = row.types.v == GgmlType::F16;
+    if (f16_values)
+        scratch.acc16.assign(all, 0);
+    else
+        scratch.acc.assign(all, 0.0f);
+    scratch.acc.resize(all);
+    scratch.v.resize(D);
+    scratch.states.assign(n_rows, FlashState{});
+
+    // llama.cpp divides the scale by the soft cap once, then caps each score.
+    const float scale = row.softcap != 0.0f ? row.scale / row.softcap : row.scale;
+    for (uint32_t j = begin; j < end; ++j) {
+        if (!row.keys[j])
+            continue;
+        if (!f16_values)
+            dequantize_row(row.types.v, row.values[j], scratch.v.data(), D);
+        for (uint32_t r = 0; r < n_rows; ++r) {
+            FlashState& st = scratch.states[r];
+            float s = kq_dot(row.keys[j], r) * scale;
+            if (row.softcap != 0.0f)
+                s = row.softcap * std::tanh(s);
+            if (record)
+                scratch.scores[j] = s;
+            float ms = 1.0f; // rescales what was accumulated when s is a new maximum
+            float vs = 1.0f; // this value's weight, expf(s − max)
+            if (s > st.max) {
+                const float old = st.max;
+                st.max = s;
+                ms = std::exp(old - st.max);
+                if (f16_values)
+                    scale_f16(scratch.acc16.data() + std::size_t(r) * D, D, ms);
+                else
+                    for (uint32_t i = 0; i < D; ++i)
+                        scratch.acc[std::size_t(r) * D + i] *= ms;
+            } else {
+                vs = std::exp(s - st.max);
+            }
+            if (f16_values) {
+                mad_f16(scratch.acc16.data() + std::size_t(r) * D, reinterpret_cast<const uint16_t*>(row.values[j]), D,
+                        vs);
+            } else {
+                float* acc = scratch.acc.data() + std::size_t(r) * D;
+                for (uint32_t i = 0; i < D; ++i)
+                    acc[i] = std::fma(scratch.v[i], vs, acc[i]);
+            }
+            st.sum = std::fma(st.sum, ms, vs);
+        }
+    }
+    if (f16_values)
+        widen_f16(scratch.acc16.data(), scratch.acc.data(), uint32_t(all));
+}
+
+// flash_span_with with the keys' dot product: for F16 keys in whole 32-element steps ggml's F16 dot
+// inlined, each query widened once; otherwise the type's vec_dot on the prepared queries.
+void flash_span(const FlashRow* rows, uint32_t n_rows, uint32_t begin, uint32_t end, std::size_t q_stride,
+                FlashScratch& scratch, bool record)
+{
+    const uint32_t D = rows[0].head_dim;
 #if TOKENSCOPE_FLASH_F16_DOT
-    if (row.types.k == GgmlType::F16 && D % 32 == 0) { // the dot inlined, the query widened once
-        scratch.q_f32.resize(D);
-        widen_f16(reinterpret_cast<const uint16_t*>(scratch.q.data()), scratch.q_f32.data(), D);
+    if (rows[0].types.k == GgmlType::F16 && D % 32 == 0) {
+        scratch.q_f32.resize(std::size_t(n_rows) * D);
+        for (uint32_t r = 0; r < n_rows; ++r)
+            widen_f16(reinterpret_cast<const uint16_t*>(scratch.q.data() + r * q_stride),
+                      scratch.q_f32.data() + std::size_t(r) * D, D);
         const float* q = scratch.q_f32.data();
-        return flash_span_with(row, begin, end, scratch, record,
-                               [q, D](const uint8_t* key) { return dot_f16_key(key, q, D); });
+        return flash_span_with(rows, n_rows, begin, end, scratch, record, [q, D](const uint8_t* key, uint32_t r) {
+            return dot_f16_key(key, q + std::size_t(r) * D, D);
+        });
     }
 #endif
-    const VecDotFn dot = vec_dot_for(row.types.k);
+    const VecDotFn dot = vec_dot_for(rows[0].types.k);
     const uint8_t* q = scratch.q.data();
-    return flash_span_with(row, begin, end, scratch, record,
-                           [dot, q, D](const uint8_t* key) { return dot(key, q, D); });
+    flash_span_with(rows, n_rows, begin, end, scratch, record,
+                    [dot, q, q_stride, D](const uint8_t* key, uint32_t r) { return dot(key, q + r * q_stride, D); });
 }
 
 // out = acc / sum (0 when nothing was seen); the display weights from the recorded scores, the final
@@ -193,135 +214,71 @@ void finish_row(const FlashRow& row, FlashState st, const float* acc, const floa
             weights[j] = (j >= row.first && row.keys[j]) ? std::exp(scores[j] - st.max) * inv : 0.0f;
 }
 
-[[maybe_unused]] void flash_attention_row_impl(const FlashRow& row, float* out, float* weights, FlashScratch& scratch)
+// The one-row kernel for rows sharing keys, values, scale and slot range (flash_span_with) over all of
+// their slots (n_chunks 0), or llama.cpp's decode path over 512 cells or more (its split-KV path):
+// the n_cells cells cut into n_chunks equal chunks (the last shorter), each chunk's states from the
+// one-row kernel, merged in chunk order (ggml_flash_attn_ext_reduce_partials; a chunk with nothing
+// visible is passed over). `weights` (display, one row only) may be null.
+[[maybe_unused]] void flash_attention_rows_impl(const FlashRow* rows, uint32_t n_rows, uint32_t n_cells,
+                                                uint32_t n_chunks, float* const* outs, float* weights,
+                                                FlashScratch& scratch)
 {
-    prepare_query(row, scratch);
-    if (weights)
-        scratch.scores.assign(row.n_slots, kMinusInf);
-    const FlashState st = flash_span(row, row.first, row.n_slots, scratch, weights != nullptr);
-    finish_row(row, st, scratch.acc.data(), scratch.scores.data(), out, weights);
-}
-
-// llama.cpp's decode path over 512 cells or more (its split-KV path): the cells cut into n_chunks
-// equal chunks (the last shorter), each chunk's state from the one-row kernel, merged in chunk order
-// (ggml_flash_attn_ext_reduce_partials; a chunk with nothing visible is passed over).
-[[maybe_unused]] void flash_attention_split_impl(const FlashRow& row, uint32_t n_cells, uint32_t n_chunks, float* out,
-                                                 float* weights, FlashScratch& scratch)
-{
+    const FlashRow& row = rows[0];
     const uint32_t D = row.head_dim;
-    prepare_query(row, scratch);
-    if (weights)
+    const std::size_t q_stride = prepare_queries(rows, n_rows, scratch);
+    const bool record = weights != nullptr;
+    if (record)
         scratch.scores.assign(row.n_slots, kMinusInf);
+    if (n_chunks == 0) {
+        flash_span(rows, n_rows, row.first, row.n_slots, q_stride, scratch, record);
+        for (uint32_t r = 0; r < n_rows; ++r)
+            finish_row(rows[r], scratch.states[r], scratch.acc.data() + std::size_t(r) * D, scratch.scores.data(),
+                       outs[r], r == 0 ? weights : nullptr);
+        return;
+    }
+    std::vector<FlashState> merged(n_rows);
+    scratch.merged.assign(std::size_t(n_rows) * D, 0.0f);
     const uint32_t chunk = (n_cells + n_chunks - 1) / n_chunks;
-    FlashState merged;
-    scratch.merged.assign(D, 0.0f);
     for (uint32_t c0 = 0; c0 < n_cells; c0 += chunk) {
         const uint32_t begin = std::max(c0, row.first), end = std::min(c0 + chunk, row.n_slots);
         if (begin >= end)
             continue;
-        const FlashState part = flash_span(row, begin, end, scratch, weights != nullptr);
-        if (part.sum == 0.0f)
-            continue;
-        const float max = std::fmax(merged.max, part.max);
-        const float keep = std::exp(merged.max - max), add = std::exp(part.max - max);
-        for (uint32_t i = 0; i < D; ++i)
-            scratch.merged[i] = std::fma(scratch.merged[i], keep, scratch.acc[i] * add);
-        merged.sum = std::fma(merged.sum, keep, part.sum * add);
-        merged.max = max;
+        flash_span(rows, n_rows, begin, end, q_stride, scratch, record);
+        for (uint32_t r = 0; r < n_rows; ++r) {
+            const FlashState part = scratch.states[r];
+            if (part.sum == 0.0f)
+                continue;
+            FlashState& m = merged[r];
+            const float max = std::fmax(m.max, part.max);
+            const float keep = std::exp(m.max - max), add = std::exp(part.max - max);
+            float* into = scratch.merged.data() + std::size_t(r) * D;
+            const float* from = scratch.acc.data() + std::size_t(r) * D;
+            for (uint32_t i = 0; i < D; ++i)
+                into[i] = std::fma(into[i], keep, from[i] * add);
+            m.sum = std::fma(m.sum, keep, part.sum * add);
+            m.max = max;
+        }
     }
-    finish_row(row, merged, scratch.merged.data(), scratch.scores.data(), out, weights);
+    for (uint32_t r = 0; r < n_rows; ++r)
+        finish_row(rows[r], merged[r], scratch.merged.data() + std::size_t(r) * D, scratch.scores.data(), outs[r],
+                   r == 0 ? weights : nullptr);
 }
 
-// Rows that share keys, values and slot range (the query heads of one KV head at one position), F16
-// keys and values: each row's result exactly as flash_attention_row (n_chunks 0) or
-// flash_attention_split gives it — the same chain per row — with the rows taken in turn at each key,
-// so that the core overlaps their independent chains (one row's chain is a latency-bound sequence).
+[[maybe_unused]] void flash_attention_row_impl(const FlashRow& row, float* out, float* weights, FlashScratch& scratch)
+{
+    flash_attention_rows_impl(&row, 1, 0, 0, &out, weights, scratch);
+}
+
+[[maybe_unused]] void flash_attention_split_impl(const FlashRow& row, uint32_t n_cells, uint32_t n_chunks, float* out,
+                                                 float* weights, FlashScratch& scratch)
+{
+    flash_attention_rows_impl(&row, 1, n_cells, n_chunks, &out, weights, scratch);
+}
+
 [[maybe_unused]] void flash_attention_group_impl(const FlashRow* rows, uint32_t n_rows, uint32_t n_cells,
                                                  uint32_t n_chunks, float* const* outs, FlashScratch& scratch)
 {
-#if TOKENSCOPE_FLASH_F16_DOT
-    const uint32_t D = rows[0].head_dim;
-    if (rows[0].types.k == GgmlType::F16 && rows[0].types.v == GgmlType::F16 && D % 32 == 0) {
-        const std::size_t all = std::size_t(n_rows) * D;
-        scratch.q_f32.resize(all);
-        for (uint32_t r = 0; r < n_rows; ++r) {
-            prepare_query(rows[r], scratch); // rounded to F16, as llama.cpp converts it
-            widen_f16(reinterpret_cast<const uint16_t*>(scratch.q.data()), scratch.q_f32.data() + r * D, D);
-        }
-        const float scale = rows[0].softcap != 0.0f ? rows[0].scale / rows[0].softcap : rows[0].scale;
-        const float softcap = rows[0].softcap;
-        scratch.states.resize(n_rows);
-        scratch.acc.resize(all);
-        // One span of slots for every row: each row's state and (F16) accumulator, widened to f32 at the end.
-        const auto span = [&](uint32_t begin, uint32_t end) {
-            scratch.acc16.assign(all, 0);
-            std::fill(scratch.states.begin(), scratch.states.end(), FlashState{});
-            for (uint32_t j = begin; j < end; ++j) {
-                const uint8_t* key = rows[0].keys[j];
-                if (!key)
-                    continue;
-                const auto* value = reinterpret_cast<const uint16_t*>(rows[0].values[j]);
-                for (uint32_t r = 0; r < n_rows; ++r) {
-                    FlashState& st = scratch.states[r];
-                    uint16_t* acc = scratch.acc16.data() + std::size_t(r) * D;
-                    float s = dot_f16_key(key, scratch.q_f32.data() + std::size_t(r) * D, D) * scale;
-                    if (softcap != 0.0f)
-                        s = softcap * std::tanh(s);
-                    float ms = 1.0f, vs = 1.0f;
-                    if (s > st.max) {
-                        const float old = st.max;
-                        st.max = s;
-                        ms = std::exp(old - st.max);
-                        scale_f16(acc, D, ms);
-                    } else {
-                        vs = std::exp(s - st.max);
-                    }
-                    mad_f16(acc, value, D, vs);
-                    st.sum = std::fma(st.sum, ms, vs);
-                }
-            }
-            widen_f16(scratch.acc16.data(), scratch.acc.data(), uint32_t(all));
-        };
-        if (n_chunks == 0) {
-            span(rows[0].first, rows[0].n_slots);
-            for (uint32_t r = 0; r < n_rows; ++r)
-                finish_row(rows[r], scratch.states[r], scratch.acc.data() + std::size_t(r) * D, nullptr, outs[r],
-                           nullptr);
-            return;
-        }
-        std::vector<FlashState> merged(n_rows);
-        scratch.merged.assign(all, 0.0f);
-        const uint32_t chunk = (n_cells + n_chunks - 1) / n_chunks;
-        for (uint32_t c0 = 0; c0 < n_cells; c0 += chunk) {
-            const uint32_t begin = std::max(c0, rows[0].first), end = std::min(c0 + chunk, rows[0].n_slots);
-            if (begin >= end)
-                continue;
-            span(begin, end);
-            for (uint32_t r = 0; r < n_rows; ++r) {
-                const FlashState part = scratch.states[r];
-                if (part.sum == 0.0f)
-                    continue;
-                FlashState& m = merged[r];
-                const float max = std::fmax(m.max, part.max);
-                const float keep = std::exp(m.max - max), add = std::exp(part.max - max);
-                float* into = scratch.merged.data() + std::size_t(r) * D;
-                const float* from = scratch.acc.data() + std::size_t(r) * D;
-                for (uint32_t i = 0; i < D; ++i)
-                    into[i] = std::fma(into[i], keep, from[i] * add);
-                m.sum = std::fma(m.sum, keep, part.sum * add);
-                m.max = max;
-            }
-        }
-        for (uint32_t r = 0; r < n_rows; ++r)
-            finish_row(rows[r], merged[r], scratch.merged.data() + std::size_t(r) * D, nullptr, outs[r], nullptr);
-        return;
-    }
-#endif
-    for (uint32_t r = 0; r < n_rows; ++r)
-        if (n_chunks == 0)
-            flash_attention_row_impl(rows[r], outs[r], nullptr, scratch);
-        else
-            flash_attention_split_impl(rows[r], n_cells, n_chunks, outs[r], nullptr, scratch);
+    flash_attention_rows_impl(rows, n_rows, n_cells, n_chunks, outs, nullptr, scratch);
 }
 
 // ggml_vec_soft_max_f32 on a tile's 64 scores (AVX2 build): x ← exp(x − max) eight at a time, each
