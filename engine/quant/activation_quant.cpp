@@ -24,33 +24,43 @@ inline int nearest_int(float v)
     return (i & 0x007fffff) - 0x00400000;
 }
 
-void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t n)
+// One block of 32: amax, then qs[j] = round(x[j] · 127/amax); returns d = amax/127 and the quants' sum.
+float q8_32_block(const float* x, int8_t qs[32], bool simd, int& sum)
 {
-    for (int64_t b = 0; b < n / 32; ++b, x += 32) {
-        float amax = 0.0f;
+    float amax = 0.0f;
+    if (simd) {
+        amax = simd::abs_max_32_avx2(x);
+    } else {
         for (int j = 0; j < 32; ++j)
             amax = std::max(amax, std::fabs(x[j]));
-        const float d = amax / 127.0f;
-        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-        y[b].d = f32_to_fp16(d);
-        for (int j = 0; j < 32; ++j)
-            y[b].qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
     }
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    if (simd) {
+        sum = simd::q8_0_quants_avx2(x, id, qs);
+    } else {
+        sum = 0;
+        for (int j = 0; j < 32; ++j) {
+            qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
+            sum += qs[j];
+        }
+    }
+    return amax / 127.0f;
+}
+
+void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t n)
+{
+    const bool simd = simd_level() != SimdLevel::Scalar;
+    int sum = 0;
+    for (int64_t b = 0; b < n / 32; ++b, x += 32)
+        y[b].d = f32_to_fp16(q8_32_block(x, y[b].qs, simd, sum));
 }
 
 void quantize_q8_1(const float* x, BlockQ8_1* y, int64_t n)
 {
+    const bool simd = simd_level() != SimdLevel::Scalar;
     for (int64_t b = 0; b < n / 32; ++b, x += 32) {
-        float amax = 0.0f;
-        for (int j = 0; j < 32; ++j)
-            amax = std::max(amax, std::fabs(x[j]));
-        const float d = amax / 127.0f;
-        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         int sum = 0;
-        for (int j = 0; j < 32; ++j) {
-            y[b].qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
-            sum += y[b].qs[j];
-        }
+        const float d = q8_32_block(x, y[b].qs, simd, sum);
         y[b].d = fp16_to_f32(f32_to_fp16(d));
         y[b].s = fp16_to_f32(f32_to_fp16(static_cast<float>(sum) * d));
     }

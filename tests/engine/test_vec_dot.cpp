@@ -133,6 +133,7 @@ private slots:
     void tiledMatmulMatchesTiledOrder();
     void halfActivationsMatchScalarConversion();
     void q8kActivationsMatchGgmlReference();
+    void q80AndQ81ActivationsMatchGgmlReference();
 };
 
 void TestVecDot::q8kActivationsMatchGgmlReference()
@@ -179,6 +180,51 @@ void TestVecDot::q8kActivationsMatchGgmlReference()
             QCOMPARE(int(got[b].bsums[g]), sums[g]);
         QCOMPARE(std::bit_cast<uint32_t>(got[b].d), std::bit_cast<uint32_t>(1.0f / iscale));
     }
+}
+
+void TestVecDot::q80AndQ81ActivationsMatchGgmlReference()
+{
+    // Q8_0 and Q8_1 activations (SIMD where the CPU has AVX2) equal ggml's x86 quantizer written out
+    // here: amax over the 32 values, d = amax/127, each quant x · (127/amax) rounded half to even;
+    // Q8_1 also s = d · Σ quants, both through f16.
+    std::mt19937 rng(29);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    const int blocks = 48;
+    std::vector<float> x(32 * blocks);
+    for (auto& v : x)
+        v = dist(rng);
+    std::fill(x.begin() + 32, x.begin() + 64, 0.0f); // an all-zero block
+    for (int j = 0; j < 32; ++j) {
+        x[64 + j] = j == 0 ? 127.0f : float(j) - 15.5f; // id = 1: every other value an exact tie
+        x[96 + j] = float(j) - 15.5f;                   // a ramp with a negative extreme
+        x[128 + j] = j == 31 ? 1e-3f : 1e-30f;          // a tiny maximum late in its block
+    }
+    std::vector<BlockQ8_0> q0(blocks);
+    std::vector<BlockQ8_1> q1(blocks);
+    quantize_activations(ActivationFormat::Q8_0, x.data(), q0.data(), int64_t(x.size()));
+    quantize_activations(ActivationFormat::Q8_1, x.data(), q1.data(), int64_t(x.size()));
+    int ties = 0;
+    for (int b = 0; b < blocks; ++b) {
+        const float* v = x.data() + 32 * b;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j)
+            amax = std::max(amax, std::fabs(v[j]));
+        const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        int sum = 0;
+        for (int j = 0; j < 32; ++j) {
+            const float scaled = v[j] * id;
+            ties += scaled - std::floor(scaled) == 0.5f;
+            const int q = int(std::nearbyint(scaled));
+            QCOMPARE(int(q0[b].qs[j]), q);
+            QCOMPARE(int(q1[b].qs[j]), q);
+            sum += q;
+        }
+        QCOMPARE(q0[b].d, f32_to_fp16(d));
+        QCOMPARE(std::bit_cast<uint32_t>(q1[b].d), std::bit_cast<uint32_t>(fp16_to_f32(f32_to_fp16(d))));
+        QCOMPARE(std::bit_cast<uint32_t>(q1[b].s),
+                 std::bit_cast<uint32_t>(fp16_to_f32(f32_to_fp16(static_cast<float>(sum) * d))));
+    }
+    QVERIFY(ties >= 8); // the rounding of exact halves was exercised
 }
 
 void TestVecDot::halfActivationsMatchScalarConversion()

@@ -45,6 +45,38 @@ float abs_max_256_avx2(const float* x)
     return _mm_cvtss_f32(h);
 }
 
+float abs_max_32_avx2(const float* x)
+{
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    __m256 m = _mm256_setzero_ps();
+    for (int j = 0; j < 32; j += 8) // max_ps returns its second operand when either is NaN: m is kept
+        m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + j), abs_mask), m);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+int q8_0_quants_avx2(const float* x, float id, int8_t qs[32])
+{
+    const __m256 scale = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k)
+        q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), scale),
+                                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+    s = _mm_hadd_epi32(s, s);
+    s = _mm_hadd_epi32(s, s);
+    // thirty-two int32 (within ±127) to thirty-two bytes in order: the packs interleave 128-bit
+    // lanes, the permute puts the eight groups of four back
+    const __m256i words01 = _mm256_packs_epi32(q[0], q[1]), words23 = _mm256_packs_epi32(q[2], q[3]);
+    const __m256i bytes =
+        _mm256_permutevar8x32_epi32(_mm256_packs_epi16(words01, words23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs), bytes);
+    return _mm_cvtsi128_si32(s);
+}
+
 void q8_k_quants_avx2(const float* x, float iscale, int8_t qs[256], int16_t bsums[16])
 {
     const __m256 scale = _mm256_set1_ps(iscale), magic = _mm256_set1_ps(12582912.f);

@@ -395,14 +395,15 @@ void dot_blocks_x8(const void* w, const void* packed, int64_t n, float out[8])
     for (int64_t b = 0; b < n / 32; ++b, x += kBlockBytes, p += 8 * (sizeof(float) + 32)) {
         const __m256i q = Unpack(x);
         const __m256i abs_q = _mm256_sign_epi8(q, q);
-        const __m256 dx = _mm256_set1_ps(half(x));
-        const auto* dy = reinterpret_cast<const float*>(p);
+        // dx · dy rounded once, as the one-row kernel's scalar product: the eight tokens' products by
+        // one multiply, each then broadcast from memory (a load, not an operation per token)
+        alignas(32) float d[8];
+        _mm256_store_ps(d, _mm256_mul_ps(_mm256_set1_ps(half(x)), _mm256_loadu_ps(reinterpret_cast<const float*>(p))));
         const uint8_t* qy = p + 8 * sizeof(float);
-        // dx · dy rounded once, as the one-row kernel's scalar product
         const auto step = [&](__m256& acc, int t) {
             const __m256i y = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qy + 32 * t)), bias);
             const __m256i prod = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(y, q)), ones);
-            acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, _mm256_broadcast_ss(dy + t)), _mm256_cvtepi32_ps(prod), acc);
+            acc = _mm256_fmadd_ps(_mm256_broadcast_ss(d + t), _mm256_cvtepi32_ps(prod), acc);
         };
         step(a0, 0);
         step(a1, 1);
