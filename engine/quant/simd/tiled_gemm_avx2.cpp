@@ -148,6 +148,9 @@ inline void add_sub_block(const DecodedBlock* const w[kRows], const uint8_t* con
                 p[r] = _mm256_add_epi16(p[r], Run::signed_values
                                                   ? value_products(magnitudes[r] + 4 * k, w[r]->codes + 4 * k, a)
                                                   : code_products(w[r]->codes + 4 * k, a));
+            // the sums taken group by group: GCC otherwise forms all of a run's products first and adds
+            // them as a tree, which spills them (sixteen registers)
+            __asm__("" : "+x"(p[0]), "+x"(p[1]), "+x"(p[2]), "+x"(p[3]));
         }
 #pragma GCC unroll 4
         for (int r = 0; r < kRows; ++r)
