@@ -517,14 +517,16 @@ inline __m128i b32_scales_rows8(const uint8_t* xb, std::size_t row_bytes)
 }
 
 // Eight rows, one token (llama.cpp's interleaved gemv keeps eight columns so), fed block by block with
-// the one-row kernel's fused multiply-adds. Each row's block is laid across the lanes first (its 4-byte groups
-// transposed, as llama.cpp's interleaved layout holds them): then each group's nibbles multiply the
-// token's four quants broadcast, the eight rows' sums land in their lanes with no reduction, and the
-// eight scales convert at once. Q4_0's codes are unsigned (value + 8), so vpmaddubsw takes them as they
-// are (every lane's eight groups fit int16: 8 · 2 · 15 · 127) and 8 × the quants' sum is taken off
-// after; IQ4_NL's values are looked up signed and multiplied as |value| × quant with the value's sign
-// (pairs fit int16: 2 · 127 · 127), each group widened to int32. Exact integers, the one-row kernel's
-// fused steps: the same bits.
+// the one-row kernel's fused multiply-adds; the eight rows' integer sums end in the eight lanes and
+// the eight scales convert at once. Q4_0: each row's block is laid across the lanes first (its 4-byte
+// groups transposed, as llama.cpp's interleaved layout holds them), then each group's nibbles multiply
+// the token's four quants broadcast — its codes are unsigned (value + 8), so vpmaddubsw takes them as
+// they are (every lane's eight groups fit int16: 8 · 2 · 15 · 127) and 8 × the quants' sum is taken
+// off after. IQ4_NL: its values are looked up signed, so each pair of bytes is widened to int32 anyway;
+// the rows are multiplied as they lie (two rows to a register) with |quant| × value carrying the
+// quant's sign (pairs fit int16: 2 · 127 · 127), and the partial sums reduced across their dwords —
+// four shuffles fewer per block than the transpose and half the sign operations (decode capped at AVX2
+// 94 → 109 tokens/s on the IQ4_NL twin). Exact integers, the one-row kernel's fused steps: the same bits.
 template <bool Iq4>
 void dot_repacked_b32_rows8_lanes(const void* w, std::size_t row_bytes, const void* a, int64_t n, float out[8])
 {
@@ -544,30 +546,34 @@ void dot_repacked_b32_rows8_lanes(const void* w, std::size_t row_bytes, const vo
             rows[r] = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hi_row + 2)),
                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo_row + 2)));
         }
-        // 4×4 transposes of dwords in each 128-bit half: groups[k] holds group k of rows 0–7, in order
-        const __m256i t0 = _mm256_unpacklo_epi32(rows[0], rows[1]), t1 = _mm256_unpackhi_epi32(rows[0], rows[1]);
-        const __m256i t2 = _mm256_unpacklo_epi32(rows[2], rows[3]), t3 = _mm256_unpackhi_epi32(rows[2], rows[3]);
-        const __m256i groups[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
-                                   _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
         __m256i isum;
         if constexpr (Iq4) {
-            isum = _mm256_setzero_si256();
-            for (int k = 0; k < 4; ++k) { // group k: elements 4k…4k+3 (low nibbles), 16+4k… (high nibbles)
-                const __m256i v_lo = _mm256_shuffle_epi8(table, _mm256_and_si256(groups[k], low4));
-                const __m256i v_hi =
-                    _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(groups[k], 4), low4));
-                int32_t q_lo, q_hi;
-                std::memcpy(&q_lo, y[b].qs + 4 * k, 4);
-                std::memcpy(&q_hi, y[b].qs + 16 + 4 * k, 4);
-                const __m256i a_lo = _mm256_set1_epi32(q_lo), a_hi = _mm256_set1_epi32(q_hi);
-                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v_lo, v_lo),
-                                                                                     _mm256_sign_epi8(a_lo, v_lo)),
-                                                                ones16));
-                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v_hi, v_hi),
-                                                                                     _mm256_sign_epi8(a_hi, v_hi)),
-                                                                ones16));
+            // Each row pair's 64 values against the token's quants (elements 0–15 by the low nibbles,
+            // 16–31 by the high), the sign moved onto the values so that |quant| is taken once per
+            // block; then the four row pairs' partial sums reduced across their dwords (the rows' sums,
+            // rows 0–3 and 4–7 in the two halves): fewer shuffles than transposing the rows first.
+            const __m256i a_lo =
+                _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs)));
+            const __m256i a_hi =
+                _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].qs + 16)));
+            const __m256i abs_lo = _mm256_sign_epi8(a_lo, a_lo), abs_hi = _mm256_sign_epi8(a_hi, a_hi);
+            __m256i p[4];
+            for (int r = 0; r < 4; ++r) {
+                const __m256i v_lo = _mm256_shuffle_epi8(table, _mm256_and_si256(rows[r], low4));
+                const __m256i v_hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(rows[r], 4), low4));
+                p[r] = _mm256_add_epi32(
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(abs_lo, _mm256_sign_epi8(v_lo, a_lo)), ones16),
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(abs_hi, _mm256_sign_epi8(v_hi, a_hi)), ones16));
             }
+            const __m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(p[0], p[1]), _mm256_unpackhi_epi32(p[0], p[1]));
+            const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(p[2], p[3]), _mm256_unpackhi_epi32(p[2], p[3]));
+            isum = _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
         } else {
+            // 4×4 transposes of dwords in each 128-bit half: groups[k] holds group k of rows 0–7, in order
+            const __m256i t0 = _mm256_unpacklo_epi32(rows[0], rows[1]), t1 = _mm256_unpackhi_epi32(rows[0], rows[1]);
+            const __m256i t2 = _mm256_unpacklo_epi32(rows[2], rows[3]), t3 = _mm256_unpackhi_epi32(rows[2], rows[3]);
+            const __m256i groups[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
+                                       _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
             __m256i p = _mm256_setzero_si256();
             for (int k = 0; k < 4; ++k) {
                 const __m256i e_lo = _mm256_and_si256(groups[k], low4);
