@@ -76,6 +76,7 @@ template <bool Fits16> inline __m512i add_scaled(__m512i acc, __m512i v, int32_t
 // The tiled order: per block res = d·s1, res = fma(−dmin, s2, res), acc = fma(res, d8, acc).
 template <GgmlType Type> struct TiledOrder {
     static constexpr GgmlType T = Type;
+    static constexpr bool kSeparateMin = false;
     using D = Decode<T>;
     static void block(const DecodedBlock* const w[8], const uint8_t* pb, __m512 acc[8], __m512* /*acc_min*/)
     {
@@ -119,9 +120,12 @@ template <GgmlType Type> struct TiledOrder {
 // fma(s2, dmin·d8, acc_min) per block (its gemv) or per pair of sub-blocks (its gemm); acc − acc_min.
 template <bool Gemm> struct RepackedQ4kOrder {
     static constexpr GgmlType T = GgmlType::Q4_K;
-    static void block(const DecodedBlock* const w[8], const uint8_t* pb, __m512 acc[8], __m512 acc_min[8])
+    // acc_min is a sum of its own: taken in a second walk over the blocks (min_block), so that its eight
+    // registers are not held through the products (with them, s1, p and acc the kernel spilled)
+    static constexpr bool kSeparateMin = true;
+    static constexpr int per_step = Gemm ? 2 : 8; // sub-blocks per float step
+    static void block(const DecodedBlock* const w[8], const uint8_t* pb, __m512 acc[8], __m512* /*acc_min*/)
     {
-        constexpr int per_step = Gemm ? 2 : 8; // sub-blocks per float step
         __m512i sub_sums[8];
         sub_block_sums<32>(pb, sub_sums);
         const __m512 d8 = _mm512_loadu_ps(pb + kPanelScales);
@@ -144,6 +148,12 @@ template <bool Gemm> struct RepackedQ4kOrder {
                 }
             }
         }
+    }
+    static void min_block(const DecodedBlock* const w[8], const uint8_t* pb, __m512 acc_min[8])
+    {
+        __m512i sub_sums[8];
+        sub_block_sums<32>(pb, sub_sums);
+        const __m512 d8 = _mm512_loadu_ps(pb + kPanelScales);
 #pragma GCC unroll 8
         for (int r = 0; r < 8; ++r) {
             const __m512 dmin = _mm512_mul_ps(_mm512_set1_ps(w[r]->dmin), d8);
@@ -209,6 +219,13 @@ void tiled_gemm(const void* w, std::size_t w_row_bytes, int64_t n_rows, const ui
                     wb[r] = decoded + (h + r) * nb + b;
                 Order::block(wb, panel + static_cast<std::size_t>(b) * kPanelBlockBytes, acc, acc_min);
             }
+            if constexpr (Order::kSeparateMin)
+                for (int64_t b = 0; b < nb; ++b) {
+                    const DecodedBlock* wb[8];
+                    for (int r = 0; r < 8; ++r)
+                        wb[r] = decoded + (h + r) * nb + b;
+                    Order::min_block(wb, panel + static_cast<std::size_t>(b) * kPanelBlockBytes, acc_min);
+                }
             alignas(64) float out[8][kTiledPanelTokens];
             for (int r = 0; r < 8; ++r)
                 _mm512_store_ps(out[r], Order::finish(acc[r], acc_min[r]));
