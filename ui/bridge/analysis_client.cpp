@@ -69,21 +69,14 @@ std::shared_ptr<TextAnalysisSnapshot> analyze_text(EngineContext& context, const
             other = context.model;
         }
         constexpr uint32_t kWindow = 512;
-        auto backend = engine::make_cpu_backend(context.model, {.threads = context.threads,
-                                                                .n_ctx = kWindow,
-                                                                .order = context.cpuOrder(),
-                                                                .batch_invariant = context.deterministic(),
-                                                                .flash_attention = context.cpuFlash()});
+        auto backend = engine::make_cpu_backend(context.model, context.cpuOptions(kWindow));
         // with a second model, one pass through both gives the comparison and this model's analysis
         engine::TextAnalysis a;
         std::optional<engine::ModelComparison> c;
         if (other) {
-            auto b = engine::make_cpu_backend(other, {.threads = context.threads,
-                                                      .n_ctx = kWindow,
-                                                      .order = context.cpuOrder(),
-                                                      .batch_invariant = context.deterministic(),
-                                                      .kv_types = kv_compare.value_or(engine::KvCacheTypes{}),
-                                                      .flash_attention = context.cpuFlash()});
+            engine::CpuBackendOptions options = context.cpuOptions(kWindow);
+            options.kv_types = kv_compare.value_or(engine::KvCacheTypes{});
+            auto b = engine::make_cpu_backend(other, options);
             c = engine::compare_models(*backend, *b, ids, progress, 5, &a);
         } else {
             a = engine::analyze_text(*backend, ids, 5, progress);

@@ -85,14 +85,19 @@ bool EngineContext::deterministic() const
     return engine::parse_backend_choice(backend_name.toStdString()).value_or(engine::BackendChoice{}).deterministic;
 }
 
+engine::CpuBackendOptions EngineContext::cpuOptions(uint32_t positions) const
+{
+    return {.threads = threads,
+            .n_ctx = positions,
+            .order = cpuOrder(),
+            .batch_invariant = deterministic(),
+            .flash_attention = cpuFlash()};
+}
+
 engine::Backend& EngineContext::labBackend()
 {
     if (!lab_backend)
-        lab_backend = engine::make_cpu_backend(model, {.threads = threads,
-                                                       .n_ctx = uint32_t(kMaxLabTokens) + 1,
-                                                       .order = cpuOrder(),
-                                                       .batch_invariant = deterministic(),
-                                                       .flash_attention = cpuFlash()});
+        lab_backend = engine::make_cpu_backend(model, cpuOptions(uint32_t(kMaxLabTokens) + 1));
     return *lab_backend;
 }
 

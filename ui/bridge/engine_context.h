@@ -98,6 +98,9 @@ public:
     // Whether the backend chosen is the CPU in deterministic (batch-invariant) mode: the lab's, the
     // attention explorer's and the text analysis's CPU backends follow it too.
     bool deterministic() const;
+    // The options of those views' own CPU backends, with a cache of `positions`: this context's
+    // threads and the order, flash attention and deterministic mode chosen.
+    engine::CpuBackendOptions cpuOptions(uint32_t positions) const;
     int device = -1;
 
 private:

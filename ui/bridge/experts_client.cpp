@@ -29,11 +29,7 @@ constexpr int kMaxRoutedTokens = 2048;
 // chat's and the stepper's caches.
 std::unique_ptr<engine::Backend> routing_backend(EngineContext& context, std::size_t n_tokens)
 {
-    return engine::make_cpu_backend(context.model, {.threads = context.threads,
-                                                    .n_ctx = uint32_t(n_tokens + 1),
-                                                    .order = context.cpuOrder(),
-                                                    .batch_invariant = context.deterministic(),
-                                                    .flash_attention = context.cpuFlash()});
+    return engine::make_cpu_backend(context.model, context.cpuOptions(uint32_t(n_tokens + 1)));
 }
 
 // One pass over `ids` from an empty cache, every router captured, the next token's logits kept.

@@ -71,11 +71,7 @@ std::shared_ptr<AttentionSnapshot> capture_attention(EngineContext& context, con
         if (!context.attention_session)
             context.attention_session = std::make_unique<engine::Session>(
                 context.model,
-                engine::make_cpu_backend(context.model, {.threads = context.threads,
-                                                         .n_ctx = uint32_t(kMaxAttentionTokens),
-                                                         .order = context.cpuOrder(),
-                                                         .batch_invariant = context.deterministic(),
-                                                         .flash_attention = context.cpuFlash()}),
+                engine::make_cpu_backend(context.model, context.cpuOptions(uint32_t(kMaxAttentionTokens))),
                 uint32_t(kMaxAttentionTokens));
         engine::CaptureRequest capture;
         for (uint32_t il = 0; il < config.n_layer; ++il)

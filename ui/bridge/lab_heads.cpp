@@ -171,12 +171,7 @@ std::shared_ptr<SteeringSnapshot> steer(EngineContext& context, const SteeringSe
         std::vector<float> first[2];
         QString texts[2];
         for (int side = 0; side < 2; ++side) {
-            engine::Session session(context.model,
-                                    engine::make_cpu_backend(context.model, {.threads = context.threads,
-                                                                             .n_ctx = n_ctx,
-                                                                             .order = context.cpuOrder(),
-                                                                             .batch_invariant = context.deterministic(),
-                                                                             .flash_attention = context.cpuFlash()}));
+            engine::Session session(context.model, engine::make_cpu_backend(context.model, context.cpuOptions(n_ctx)));
             if (side == 1)
                 session.set_interventions({engine::steering_intervention(v, float(settings.strength))});
             engine::Sampler sampler(greedy);

@@ -83,10 +83,9 @@ quint64 ServingClient::run(const ServingSettings& settings)
             if (options.pool_blocks == 0) // room for every request at once
                 options.pool_blocks = room.blocks;
             options.deterministic = options.deterministic || context.deterministic();
-            auto backend = engine::make_cpu_backend(context.model, {.threads = context.threads,
-                                                                    .n_ctx = room.longest,
-                                                                    .order = context.cpuOrder(),
-                                                                    .flash_attention = context.cpuFlash()});
+            engine::CpuBackendOptions cpu = context.cpuOptions(room.longest);
+            cpu.batch_invariant = false; // each run's engine takes deterministic mode as its options say
+            auto backend = engine::make_cpu_backend(context.model, cpu);
             s->backend = QString::fromStdString(backend->name());
             std::vector<std::shared_ptr<const engine::ServeRunResult>> finished;
             for (std::size_t i = 0; i < settings.modes.size() && !ticket.cancel->load(); ++i) {

@@ -157,10 +157,9 @@ quint64 SpeculationClient::run(const SpeculationSettings& settings)
             engine::validate_sampler_config(config);
             const auto n_ctx = uint32_t(ids.size() + n_new + settings.draft_max + 8);
             const engine::BackendFactory backend_for = [&](std::shared_ptr<const engine::Model> m) {
-                return engine::make_cpu_backend(std::move(m), {.threads = context.threads,
-                                                               .n_ctx = n_ctx,
-                                                               .order = context.cpuOrder(),
-                                                               .flash_attention = context.cpuFlash()});
+                engine::CpuBackendOptions options = context.cpuOptions(n_ctx);
+                options.batch_invariant = false; // the comparison's sessions are set so (s->deterministic)
+                return engine::make_cpu_backend(std::move(m), options);
             };
             s->deterministic = context.deterministic();
             const auto cancelled = [&] { return ticket.cancel->load(); };
