@@ -150,6 +150,7 @@ inline void add_sub_block(const DecodedBlock* const w[kRows], const uint8_t* con
                                                   : code_products(w[r]->codes + 4 * k, a));
             // the sums taken group by group: GCC otherwise forms all of a run's products first and adds
             // them as a tree, which spills them (sixteen registers)
+            static_assert(kRows == 4, "one register barrier operand per row");
             __asm__("" : "+x"(p[0]), "+x"(p[1]), "+x"(p[2]), "+x"(p[3]));
         }
 #pragma GCC unroll 4
