@@ -14,6 +14,7 @@
 #include "quant/quantize.h"
 #include "quant/vec_dot.h"
 #include "quant/vec_dot_portable.h"
+#include "util/cache_line_allocator.h"
 #include "util/error.h"
 #include "util/fp16.h"
 
@@ -146,7 +147,7 @@ private:
     void read_cache(uint32_t layer, uint32_t kv_head, uint32_t n, std::vector<float>& keys,
                     std::vector<float>& values) const override;
 
-    std::vector<float>& buffer(Act a);
+    LineAlignedFloats& buffer(Act a);
     // f(row) for every row of a chunk: split over the pool for a prompt, inline for a decode step
     // (rows are independent, so the split changes no bit).
     template <typename F> void rows_in_parallel(std::size_t n_rows, F&& f)
@@ -184,10 +185,10 @@ private:
     std::vector<KvStore*> m_row_kv;      // cache of each row of the chunk
     ChunkSink* m_sink = nullptr;
     // activations, grown to the largest chunk seen (widths in forward_pass.h's Act)
-    std::vector<float> m_x, m_h, m_o, m_q, m_k, m_v, m_attn, m_gate, m_up;
+    LineAlignedFloats m_x, m_h, m_o, m_q, m_k, m_v, m_attn, m_gate, m_up;
     std::vector<float> m_weights; // a delivered layer's attention weights [n][H][n_keys]
     // an MoE layer's scratch: one expert's rows in, gate, up and down out; every (row, slot)'s output
-    std::vector<float> m_moe_in, m_moe_gate, m_moe_up, m_moe_down, m_moe_slots;
+    LineAlignedFloats m_moe_in, m_moe_gate, m_moe_up, m_moe_down, m_moe_slots;
     std::vector<uint32_t> m_moe_pairs; // (row · k + slot) grouped by expert
 };
 
@@ -221,7 +222,7 @@ BackendMemory CpuBackend::memory() const
     return m;
 }
 
-std::vector<float>& CpuBackend::buffer(Act a)
+LineAlignedFloats& CpuBackend::buffer(Act a)
 {
     switch (a) {
     case Act::X:
