@@ -29,7 +29,7 @@ float q8_32_block(const float* x, int8_t qs[32], bool simd, int& sum)
 {
     float amax = 0.0f;
     if (simd) {
-        amax = simd::abs_max_32_avx2(x);
+        amax = simd::abs_max_avx2(x, 32);
     } else {
         for (int j = 0; j < 32; ++j)
             amax = std::max(amax, std::fabs(x[j]));
@@ -72,7 +72,7 @@ void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t n)
     for (int64_t b = 0; b < n / 256; ++b, x += 256) {
         float max = 0.0f, amax = 0.0f;
         if (simd) { // the largest |x|, then its first holder: the scan's choice
-            amax = simd::abs_max_256_avx2(x);
+            amax = simd::abs_max_avx2(x, 256);
             for (int j = 0; j < 256 && amax > 0.0f; ++j)
                 if (std::fabs(x[j]) == amax) {
                     max = x[j];

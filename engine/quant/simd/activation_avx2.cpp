@@ -33,23 +33,11 @@ int64_t f32_to_bf16_avx2(const float* x, uint16_t* out, int64_t n)
     return i;
 }
 
-float abs_max_256_avx2(const float* x)
+float abs_max_avx2(const float* x, int n)
 {
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
     __m256 m = _mm256_setzero_ps();
-    for (int j = 0; j < 256; j += 8) // max_ps returns its second operand when either is NaN: m is kept
-        m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + j), abs_mask), m);
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_max_ss(h, _mm_movehdup_ps(h));
-    return _mm_cvtss_f32(h);
-}
-
-float abs_max_32_avx2(const float* x)
-{
-    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-    __m256 m = _mm256_setzero_ps();
-    for (int j = 0; j < 32; j += 8) // max_ps returns its second operand when either is NaN: m is kept
+    for (int j = 0; j < n; j += 8) // max_ps returns its second operand when either is NaN: m is kept
         m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + j), abs_mask), m);
     __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
