@@ -126,8 +126,8 @@ template <bool Gemm> struct RepackedQ4kOrder {
     static constexpr int per_step = Gemm ? 2 : 8; // sub-blocks per float step
     static void block(const DecodedBlock* const w[8], const uint8_t* pb, __m512 acc[8], __m512* /*acc_min*/)
     {
-        __m512i sub_sums[8];
-        sub_block_sums<32>(pb, sub_sums);
+        // Q4_K's codes carry no bias: its products need no quant sums (min_block takes them)
+        static_assert(Decode<T>::bias_shift < 0);
         const __m512 d8 = _mm512_loadu_ps(pb + kPanelScales);
         __m512i s1[8];
 #pragma GCC unroll 8
@@ -135,7 +135,7 @@ template <bool Gemm> struct RepackedQ4kOrder {
             s1[r] = _mm512_setzero_si512();
         for (int s = 0; s < 8; ++s) {
             __m512i p[8];
-            sub_block_products<T>(w, pb, s, sub_sums, p);
+            sub_block_products<T>(w, pb, s, nullptr, p);
 #pragma GCC unroll 8
             for (int r = 0; r < 8; ++r)
                 s1[r] = add_scaled<false>(s1[r], p[r], w[r]->scales[s]);
