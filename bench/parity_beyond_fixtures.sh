@@ -61,8 +61,8 @@ for i, p in enumerate(lines):
     for label, extra in (('default', []), ('plain', ['--no-repack', '-fa', 'off'])):
         r = subprocess.run([completion, '-m', model, '-p', p, '-n', n, '--temp', '0', '-c', '4096',
                             '-b', '2048', '-ub', '2048', '-t', '2', '-no-cnv', '--no-warmup'] + extra,
-                           capture_output=True, text=True)
-        texts[label] = r.stdout
+                           capture_output=True)
+        texts[label] = r.stdout  # bytes: a continuation may end inside a UTF-8 sequence
     print(f'{i}: ' + '; '.join(verdicts) + '; llama-completion text: its defaults '
           f'{"equal" if texts["default"] == texts["plain"] else "differ from"} --no-repack -fa off')
 print('identical: ' + ', '.join(f'{same[o[0]]} of {len(lines)} in llama.cpp\'s {o[0]} order' for o in ORDERS))
