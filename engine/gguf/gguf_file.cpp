@@ -388,6 +388,15 @@ const TensorInfo* GgufFile::find_tensor(std::string_view name) const
     return it == m_tensor_index.end() ? nullptr : &m_tensors[it->second];
 }
 
+bool GgufFile::move_to_huge_pages(std::string* why_not) const
+{
+    if (m_mapping)
+        return m_mapping->move_to_huge_pages(why_not);
+    if (why_not)
+        *why_not = "the bytes were not mapped from a file";
+    return false;
+}
+
 std::span<const std::byte> GgufFile::tensor_data(const TensorInfo& tensor) const
 {
     return m_bytes.subspan(m_data_offset + tensor.offset, tensor.n_bytes);

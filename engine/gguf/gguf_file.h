@@ -68,6 +68,10 @@ public:
     const TensorInfo* find_tensor(std::string_view name) const;
     // The tensor's bytes inside the mapping (always in range: checked on open).
     std::span<const std::byte> tensor_data(const TensorInfo& tensor) const;
+    // The mapping's bytes moved onto 2 MiB pages, views unchanged (MappedFile::move_to_huge_pages): for
+    // a backend that streams the weights from host memory. False with `why_not` for parsed bytes.
+    bool move_to_huge_pages(std::string* why_not = nullptr) const;
+    bool in_huge_page_memory() const { return m_mapping && m_mapping->in_huge_page_memory(); }
 
 private:
     GgufFile() = default;

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <optional>
 #include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
 #include <stdexcept>
 #include <sys/sysinfo.h>
 #include <unordered_map>
@@ -200,6 +201,8 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, const CpuBackendOptio
       m_batch_invariant(options.batch_invariant),
       m_kv(checked_kv_config(m_model->config(), options.n_ctx, options.kv_types))
 {
+    if (std::string why_not; options.huge_page_weights && !m_model->file().move_to_huge_pages(&why_not))
+        spdlog::debug("CPU backend: weights stay in the page cache: {}", why_not);
     for_each_weight(*m_model, [&](const TensorView& t, WeightUse use) {
         if (use == WeightUse::Vector)
             m_vectors.emplace(t.info, tensor_to_f32(t));
