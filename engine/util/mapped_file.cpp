@@ -128,7 +128,7 @@ bool MappedFile::move_to_huge_pages(std::string* why_not) const
         return false;
     };
     const std::lock_guard lock(huge_page_move_mutex());
-    if (m_in_huge_pages)
+    if (m_in_huge_pages.load())
         return true;
     if (!m_data)
         return refuse("the file is empty");
@@ -168,13 +168,27 @@ bool MappedFile::move_to_huge_pages(std::string* why_not) const
         ::madvise(const_cast<std::byte*>(m_data) + done, round_up(next, page) - done, MADV_DONTNEED);
         done = next;
     }
-    // Replace the mapping in one step: the kernel swaps the page tables under its lock, so a thread
-    // reading the bytes meanwhile sees the file's pages or the copy's, never a hole.
-    if (::mprotect(copy, m_reserved, PROT_READ) != 0 ||
-        ::mremap(copy, m_reserved, m_reserved, MREMAP_MAYMOVE | MREMAP_FIXED, const_cast<std::byte*>(m_data)) ==
-            MAP_FAILED) {
+    if (::mprotect(copy, m_reserved, PROT_READ) != 0) {
         const int err = errno;
         ::munmap(copy, m_reserved);
+        return refuse(std::string("cannot make the copy read-only: ") + std::strerror(err));
+    }
+    // Replace the mapping in one step: the kernel swaps the page tables under its lock, so a thread
+    // reading the bytes meanwhile sees the file's pages or the copy's, never a hole.
+    auto* target = const_cast<std::byte*>(m_data);
+    if (::mremap(copy, m_reserved, m_reserved, MREMAP_MAYMOVE | MREMAP_FIXED, target) == MAP_FAILED) {
+        const int err = errno;
+        ::munmap(copy, m_reserved);
+        // A failed move may already have unmapped the target: map the file there again (over itself if
+        // it is still there) and take back the reserved tail, or release() would unmap whatever
+        // another mapping put there.
+        ::mmap(target, m_size, PROT_READ, MAP_PRIVATE | MAP_FIXED, m_fd, 0);
+        const std::size_t mapped = round_up(m_size, page);
+        if (mapped < m_reserved &&
+            ::mmap(target + mapped, m_reserved - mapped, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0) == MAP_FAILED &&
+            errno != EEXIST)
+            m_reserved = mapped;
         return refuse(std::string("cannot move the copy over the mapping: ") + std::strerror(err));
     }
     m_in_huge_pages = true;
@@ -191,7 +205,7 @@ MappedFile::~MappedFile()
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : m_path(std::move(other.m_path)), m_data(std::exchange(other.m_data, nullptr)),
       m_size(std::exchange(other.m_size, 0)), m_reserved(std::exchange(other.m_reserved, 0)),
-      m_fd(std::exchange(other.m_fd, -1)), m_in_huge_pages(std::exchange(other.m_in_huge_pages, false))
+      m_fd(std::exchange(other.m_fd, -1)), m_in_huge_pages(other.m_in_huge_pages.exchange(false))
 {
 }
 
@@ -204,7 +218,7 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept
         m_size = std::exchange(other.m_size, 0);
         m_reserved = std::exchange(other.m_reserved, 0);
         m_fd = std::exchange(other.m_fd, -1);
-        m_in_huge_pages = std::exchange(other.m_in_huge_pages, false);
+        m_in_huge_pages = other.m_in_huge_pages.exchange(false);
     }
     return *this;
 }

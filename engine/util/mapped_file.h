@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <filesystem>
 #include <span>
@@ -45,9 +46,10 @@ private:
     std::filesystem::path m_path;
     const std::byte* m_data = nullptr;
     std::size_t m_size = 0;
-    std::size_t m_reserved = 0; // the address range owned from m_data: m_size rounded up to 2 MiB
-    int m_fd = -1;              // the file, open for move_to_huge_pages to read it again
-    mutable bool m_in_huge_pages = false;
+    // The address range owned from m_data: m_size rounded up to 2 MiB (less only after a failed move).
+    mutable std::size_t m_reserved = 0;
+    int m_fd = -1;                                    // the file, open for move_to_huge_pages to read it again
+    mutable std::atomic<bool> m_in_huge_pages{false}; // read without the move's lock
 };
 
 } // namespace engine
