@@ -138,6 +138,8 @@ bool MappedFile::move_to_huge_pages(std::string* why_not) const
     if (!huge_pages_available())
         return refuse("the kernel's transparent huge pages are off");
     const uint64_t available = memory_available();
+    if (available == 0)
+        return refuse("the memory available is unknown (no MemAvailable in /proc/meminfo)");
     if (uint64_t(m_reserved) > available / 2)
         return refuse("the file (" + std::to_string(m_size >> 20) + " MiB) is more than half the memory available (" +
                       std::to_string(available >> 20) + " MiB): it stays in the page cache, which can be dropped");
