@@ -133,8 +133,11 @@ bool MappedFile::move_to_huge_pages(std::string* why_not) const
     if (!m_data)
         return refuse("the file is empty");
     // An escape hatch for a machine short of memory and for measuring what the move brings.
-    if (const char* env = std::getenv("TOKENSCOPE_HUGE_PAGES"); env && std::string_view(env) == "off")
-        return refuse("TOKENSCOPE_HUGE_PAGES=off");
+    if (const char* env = std::getenv("TOKENSCOPE_HUGE_PAGES")) {
+        const std::string_view v(env);
+        if (v == "off" || v == "0" || v == "no" || v == "false")
+            return refuse("TOKENSCOPE_HUGE_PAGES=" + std::string(v));
+    }
     if (!huge_pages_available())
         return refuse("the kernel's transparent huge pages are off");
     const uint64_t available = memory_available();
