@@ -4,17 +4,12 @@
 // The memory planner: what loading a GGUF file would take (weights + KV cache at a context +
 // working buffers), from its metadata alone, against this machine's memory.
 
+#include "util/system_memory.h" // the machine's memory the plan is held against
+
 #include <cstdint>
 #include <string>
 
 namespace engine {
-
-struct SystemMemory {
-    uint64_t total = 0;     // MemTotal
-    uint64_t available = 0; // MemAvailable
-};
-// From /proc/meminfo; zeros when it cannot be read.
-SystemMemory system_memory();
 
 struct MemoryPlan {
     std::string name; // general.name or the file's stem

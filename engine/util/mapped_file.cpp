@@ -2,6 +2,7 @@
 #include "util/mapped_file.h"
 
 #include "util/error.h"
+#include "util/system_memory.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -62,19 +63,6 @@ bool huge_pages_available()
     std::string policy;
     std::getline(in, policy);
     return policy.find("[always]") != std::string::npos || policy.find("[madvise]") != std::string::npos;
-}
-
-// MemAvailable from /proc/meminfo in bytes, 0 when unknown.
-uint64_t memory_available()
-{
-    std::ifstream in("/proc/meminfo");
-    std::string key;
-    uint64_t kib = 0;
-    std::string unit;
-    while (in >> key >> kib >> unit)
-        if (key == "MemAvailable:")
-            return kib * 1024;
-    return 0;
 }
 
 std::mutex& huge_page_move_mutex()
@@ -140,7 +128,7 @@ bool MappedFile::move_to_huge_pages(std::string* why_not) const
     }
     if (!huge_pages_available())
         return refuse("the kernel's transparent huge pages are off");
-    const uint64_t available = memory_available();
+    const uint64_t available = system_memory().available;
     if (available == 0)
         return refuse("the memory available is unknown (no MemAvailable in /proc/meminfo)");
     if (uint64_t(m_reserved) > available / 2)

@@ -35,8 +35,8 @@ public:
     // can no longer drop and re-read from the file, so it is done only when the file takes at most
     // half the memory available, and not at all when the kernel's huge pages are off. Done once per
     // file, whoever asks (several backends may share a model); safe while other threads read the
-    // bytes. TOKENSCOPE_HUGE_PAGES=off (or 0, no, false) turns it off. Returns whether the bytes now live in such
-    // memory; `why_not` says why not.
+    // bytes. TOKENSCOPE_HUGE_PAGES=off (or 0, no, false) turns it off. Returns whether the bytes now
+    // live in such memory; `why_not` says why not.
     bool move_to_huge_pages(std::string* why_not = nullptr) const;
     bool in_huge_page_memory() const { return m_in_huge_pages; }
 
