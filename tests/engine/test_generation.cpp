@@ -6,6 +6,7 @@
 #include "backend/backend.h"
 #include "gguf_builder.h"
 #include "model/model.h"
+#include "process_status.h"
 #include "session/generator.h"
 #include "test_paths.h"
 #include "util/error.h"
@@ -17,20 +18,6 @@
 #include <fstream>
 
 using namespace engine;
-
-namespace {
-
-uint64_t peak_rss_bytes()
-{
-    std::ifstream status("/proc/self/status");
-    std::string line;
-    while (std::getline(status, line))
-        if (line.rfind("VmHWM:", 0) == 0)
-            return std::stoull(line.substr(6)) * 1024;
-    return 0;
-}
-
-} // namespace
 
 class TestGeneration : public QObject {
     Q_OBJECT
@@ -185,7 +172,7 @@ void TestGeneration::peakMemoryFor512Tokens()
     const auto t = generate(s, sampler, "Write a long story about a lighthouse.", {.max_tokens = 512});
     const uint64_t kv = s.backend().kv_cache().accounting().bytes_allocated;
     const uint64_t file = std::filesystem::file_size(m_model->file().name());
-    const uint64_t peak = peak_rss_bytes();
+    const uint64_t peak = testsupport::process_status_bytes("VmHWM");
     qInfo("peak RSS %.1f MiB; model file %.1f MiB; KV cache %.1f MiB; %zu tokens", double(peak) / 1048576.0,
           double(file) / 1048576.0, double(kv) / 1048576.0, t.steps.size());
     QVERIFY(peak > 0);

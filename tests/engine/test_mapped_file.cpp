@@ -7,6 +7,7 @@
 #include "gguf/gguf_file.h"
 #include "model/model.h"
 #include "model/test_model.h"
+#include "process_status.h"
 #include "util/mapped_file.h"
 
 #include <QTemporaryDir>
@@ -38,16 +39,6 @@ std::vector<char> random_bytes(std::size_t n, uint32_t seed)
         std::memcpy(bytes.data() + i, &r, std::min<std::size_t>(4, n - i));
     }
     return bytes;
-}
-
-// A field of /proc/self/status in bytes ("VmRSS", "VmHWM").
-uint64_t status_bytes(const std::string& field)
-{
-    std::ifstream status("/proc/self/status");
-    for (std::string line; std::getline(status, line);)
-        if (line.rfind(field + ":", 0) == 0)
-            return std::stoull(line.substr(field.size() + 1)) * 1024;
-    return 0;
 }
 
 std::string write_file(const QTemporaryDir& dir, const char* name, const std::vector<char>& bytes)
@@ -220,14 +211,14 @@ void TestMappedFile::movingDoesNotHoldTheFileTwice()
     for (std::size_t i = 0; i < size; i += 4096)
         sum += static_cast<unsigned char>(file.bytes()[i]);
     QVERIFY(sum > 0);
-    const uint64_t before = status_bytes("VmRSS");
+    const uint64_t before = testsupport::process_status_bytes("VmRSS");
     QVERIFY(before >= size);
     // Reset the peak to what is resident now (proc(5): writing 5 to clear_refs).
     std::ofstream("/proc/self/clear_refs") << "5";
     MOVE_OR_SKIP(file);
-    const uint64_t peak = status_bytes("VmHWM");
+    const uint64_t peak = testsupport::process_status_bytes("VmHWM");
     qInfo("resident before %.0f MiB, peak during the move %.0f MiB, after %.0f MiB", double(before) / 1048576.0,
-          double(peak) / 1048576.0, double(status_bytes("VmRSS")) / 1048576.0);
+          double(peak) / 1048576.0, double(testsupport::process_status_bytes("VmRSS")) / 1048576.0);
     // The copy replaces the mapping's pages as it grows: at most one chunk of both at once.
     QVERIFY(peak < before + size / 2);
 }
